@@ -1,0 +1,71 @@
+"""JSON encoding with orjson: canonical bytes for checksums, a transcoder and a pydantic mapper.
+
+Values must be plain JSON. orjson would quietly turn datetimes, dataclasses and subclasses of
+built-in types into something else, which would break the round trip (and the checksum), so
+they are refused here instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import orjson
+from eventsourcing.domain import DomainEventProtocol
+from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
+from eventsourcing.utils import get_topic, resolve_topic
+from pydantic import BaseModel
+
+STRICT = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+CANONICAL = STRICT | orjson.OPT_SORT_KEYS
+
+
+class OrjsonCodec:
+    """Canonical JSON (sorted keys, compact) for checksums and operation fingerprints."""
+
+    def canonical(self, value: Any) -> bytes:
+        """Encode ``value``; raise ``TypeError`` naming what is not plain JSON."""
+        try:
+            return orjson.dumps(value, option=CANONICAL)
+        except orjson.JSONEncodeError as error:
+            raise TypeError(str(error)) from None
+
+
+class OrjsonTranscoder(Transcoder):
+    """Transcodes event state to JSON bytes with orjson (UUIDs and datetimes as strings)."""
+
+    def encode(self, obj: Any) -> bytes:
+        """Encode an event's field dict."""
+        return orjson.dumps(obj)
+
+    def decode(self, data: bytes) -> Any:
+        """Decode an event's field dict."""
+        return orjson.loads(data)
+
+
+class PydanticMapper(Mapper[Any]):
+    """Maps pydantic domain events to stored events and back, honouring ``class_version``."""
+
+    def to_stored_event(self, domain_event: DomainEventProtocol[Any]) -> StoredEvent:
+        """Serialise a pydantic event; its topic is ``module:QualName``."""
+        event = cast(BaseModel, domain_event)
+        state = event.model_dump(exclude={"originator_id", "originator_version"})
+        class_version = getattr(type(event), "class_version", 1)
+        if class_version > 1:
+            state["class_version"] = class_version
+        return StoredEvent(
+            originator_id=domain_event.originator_id,
+            originator_version=domain_event.originator_version,
+            topic=get_topic(type(event)),
+            state=self.transcoder.encode(state),
+        )
+
+    def to_domain_event(self, stored_event: StoredEvent) -> DomainEventProtocol[Any]:
+        """Rebuild a pydantic event, upcasting older class versions first."""
+        cls = resolve_topic(stored_event.topic)
+        state: dict[str, Any] = self.transcoder.decode(stored_event.state)
+        from_version = state.pop("class_version", 1)
+        for version in range(from_version, getattr(cls, "class_version", 1)):
+            getattr(cls, f"upcast_v{version}_v{version + 1}")(state)
+        state["originator_id"] = stored_event.originator_id
+        state["originator_version"] = stored_event.originator_version
+        return cast(DomainEventProtocol[Any], cls.model_validate(state))

@@ -1,0 +1,117 @@
+"""Versioned store schema: an ordered list of migrations and a table that records them.
+
+Version 1 is the event store itself (created by the eventsourcing recorder). Later releases
+append migrations; opening a store applies the missing ones once, under a lock, so many
+processes may open the same store at the same time. A store written by a newer Actae is
+refused rather than misread.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import sql
+
+from actae.domain.errors import ActaeError
+from actae.domain.service import ActaeService
+
+MIGRATIONS_TABLE = "actae_migrations"
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One step of the store schema; ``statements`` run after the event tables exist."""
+
+    version: int
+    name: str
+    statements: tuple[str, ...] = ()
+
+
+MIGRATIONS = (Migration(1, "event store tables (eventsourcing recorder)"),)
+LATEST = MIGRATIONS[-1].version
+
+ServiceFactory = Callable[[bool], ActaeService]
+"""Builds the service; the flag says whether it may create tables."""
+
+
+class SchemaVersionError(ActaeError):
+    """The store was migrated by a newer Actae than this one."""
+
+    code = "schema_version"
+
+
+def _refuse_newer(current: int) -> None:
+    if current > LATEST:
+        msg = (
+            f"this store is at schema version {current} but this Actae knows only up to "
+            f"{LATEST}; upgrade the actae package"
+        )
+        raise SchemaVersionError(msg)
+
+
+def open_postgres(conninfo: dict[str, str], schema: str, build: ServiceFactory) -> ActaeService:
+    """Create or upgrade the schema under an advisory lock, then build the service."""
+    ident = sql.Identifier(schema)
+    table = sql.Identifier(schema, MIGRATIONS_TABLE)
+    lock_key = zlib.crc32(f"actae:{schema}".encode())
+    with psycopg.connect(**conninfo, autocommit=True) as conn:  # type: ignore[arg-type]
+        conn.execute("SELECT pg_advisory_lock(%s)", (lock_key,))
+        try:
+            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident))
+            conn.execute(
+                sql.SQL(
+                    "CREATE TABLE IF NOT EXISTS {} (version integer PRIMARY KEY, "
+                    "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+                ).format(table)
+            )
+            row = conn.execute(sql.SQL("SELECT coalesce(max(version), 0) FROM {}").format(table))
+            current = int(row.fetchone()[0])  # type: ignore[index]
+            _refuse_newer(current)
+            service = build(current < LATEST)
+            for migration in MIGRATIONS:
+                if migration.version <= current:
+                    continue
+                with conn.transaction():
+                    for statement in migration.statements:
+                        conn.execute(statement.format(schema=schema))  # type: ignore[arg-type]
+                    conn.execute(
+                        sql.SQL("INSERT INTO {} (version, name) VALUES (%s, %s)").format(table),
+                        (migration.version, migration.name),
+                    )
+            return service
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (lock_key,))
+
+
+def open_sqlite(path: str, build: ServiceFactory) -> ActaeService:
+    """Check the schema version, build the service (SQLite DDL is idempotent), record it."""
+    if path.startswith(":memory:") or "mode=memory" in path:
+        return build(True)
+    conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+    try:
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (version INTEGER PRIMARY KEY, "
+            "name TEXT NOT NULL, applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)"
+        )
+        row = conn.execute(f"SELECT coalesce(max(version), 0) FROM {MIGRATIONS_TABLE}")
+        current = int(row.fetchone()[0])
+        _refuse_newer(current)
+        service = build(True)
+        conn.execute("BEGIN IMMEDIATE")
+        for migration in MIGRATIONS:
+            if migration.version <= current:
+                continue
+            for statement in migration.statements:
+                conn.execute(statement.format(schema="main"))
+            conn.execute(
+                f"INSERT OR IGNORE INTO {MIGRATIONS_TABLE} (version, name) VALUES (?, ?)",
+                (migration.version, migration.name),
+            )
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    return service

@@ -1,0 +1,215 @@
+"""The public store: ``actae.open(url)`` and the methods of the contract (DESIGN.md §3).
+
+This is the composition root. It parses the URL, prepares the schema, builds the command
+service with the orjson codec and a clock, and forwards calls. Queries validate their
+arguments here so that every public entry point rejects bad input the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Self
+from uuid import UUID
+
+from actae.adapters.codec import OrjsonCodec
+from actae.adapters.migrations import open_postgres, open_sqlite
+from actae.adapters.url import StoreUrl, parse_store_url
+from actae.domain.ports import Clock
+from actae.domain.service import ActaeService, utc_now
+from actae.domain.validation import DEFAULT_MAX_DOCUMENT_BYTES, require_int, require_uuid
+from actae.domain.values import (
+    ChannelEvent,
+    ForkReceipt,
+    Lineage,
+    Receipt,
+    Recovery,
+    RunInfo,
+    StateVersion,
+)
+
+
+def open(  # noqa: A001 - the contract's name: actae.open(url)
+    url: str,
+    *,
+    clock: Clock | None = None,
+    max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
+) -> Store:
+    """Open (and create or migrate, if needed) the store at ``url``.
+
+    ``clock`` returns aware UTC datetimes; tests and drills pass a virtual one.
+    """
+    parsed = parse_store_url(url)
+    max_document_bytes = require_int("max_document_bytes", max_document_bytes, minimum=1)
+
+    def build(create_tables: bool) -> ActaeService:
+        env = {**parsed.env, "CREATE_TABLE": "y" if create_tables else "n"}
+        return ActaeService(
+            env,
+            codec=OrjsonCodec(),
+            clock=clock or utc_now,
+            max_document_bytes=max_document_bytes,
+        )
+
+    if parsed.backend == "postgresql":
+        service = open_postgres(parsed.postgres_conninfo, parsed.postgres_schema, build)
+    elif parsed.backend == "sqlite":
+        service = open_sqlite(parsed.sqlite_path or "", build)
+    else:
+        service = build(True)
+    return Store(service, parsed)
+
+
+class Store:
+    """A durable-execution store for agent runs. Use as a context manager, or ``close()``."""
+
+    def __init__(self, service: ActaeService, url: StoreUrl) -> None:
+        self._service = service
+        self._reader = service.reader
+        self._url = url
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<actae.Store {self._url.display}>"
+
+    @property
+    def url(self) -> str:
+        """The store URL, password masked."""
+        return self._url.display
+
+    # -- commands -------------------------------------------------------------------------
+
+    def start_run(
+        self,
+        workflow_id: str,
+        *,
+        agent_id: str,
+        state: dict[str, Any],
+        pins: Mapping[str, Any] | None = None,
+        operation_id: str | None = None,
+        deadline: datetime | None = None,
+        parent_run_id: UUID | str | None = None,
+    ) -> RunInfo:
+        """Start a run: its main channel opens at cursor 1 with state version 1.
+
+        Repeating the call with the same ``operation_id`` and content returns the original
+        :class:`RunInfo` with ``replayed=True``.
+        """
+        return self._service.start_run(
+            workflow_id,
+            agent_id=agent_id,
+            state=state,
+            pins=pins,
+            operation_id=operation_id,
+            deadline=deadline,
+            parent_run_id=parent_run_id,
+        )
+
+    def record(
+        self,
+        channel_id: UUID | str,
+        *,
+        kind: str,
+        payload: dict[str, Any],
+        expected_cursor: int,
+        operation_id: str | None = None,
+    ) -> Receipt:
+        """Record a result (a model call, a tool output) on the channel after ``expected_cursor``."""
+        return self._service.record(
+            channel_id,
+            kind=kind,
+            payload=payload,
+            expected_cursor=expected_cursor,
+            operation_id=operation_id,
+        )
+
+    def transition(
+        self,
+        channel_id: UUID | str,
+        *,
+        kind: str,
+        payload: dict[str, Any],
+        state: dict[str, Any],
+        expected_version: int,
+        expected_cursor: int,
+        operation_id: str | None = None,
+    ) -> Receipt:
+        """Commit an event and the next state version together, or nothing at all."""
+        return self._service.transition(
+            channel_id,
+            kind=kind,
+            payload=payload,
+            state=state,
+            expected_version=expected_version,
+            expected_cursor=expected_cursor,
+            operation_id=operation_id,
+        )
+
+    def fork(
+        self,
+        channel_id: UUID | str,
+        *,
+        at: int,
+        operation_id: str | None = None,
+        reason: str | None = None,
+        pins: Mapping[str, Any] | None = None,
+    ) -> ForkReceipt:
+        """Start a child run from the state in force at cursor ``at``; returns the receipt."""
+        return self._service.fork(
+            channel_id, at=at, operation_id=operation_id, reason=reason, pins=pins
+        )
+
+    # -- queries --------------------------------------------------------------------------
+
+    def head(self, channel_id: UUID | str) -> Receipt:
+        """Receipt of the channel's last event: its cursor and the state version in force."""
+        return self._reader.head(require_uuid("channel_id", channel_id))
+
+    def state_at(self, channel_id: UUID | str, cursor: int | None = None) -> StateVersion:
+        """The state version in force at ``cursor`` (default: the head), checksum verified."""
+        cid = require_uuid("channel_id", channel_id)
+        if cursor is not None:
+            cursor = require_int("cursor", cursor, minimum=1)
+        return self._reader.state_at(cid, cursor)
+
+    def events(
+        self, channel_id: UUID | str, after: int = 0, limit: int | None = None
+    ) -> list[ChannelEvent]:
+        """Channel events with cursor > ``after``, oldest first, at most ``limit``."""
+        cid = require_uuid("channel_id", channel_id)
+        after = require_int("after", after, minimum=0)
+        if limit is not None:
+            limit = require_int("limit", limit, minimum=1)
+        return self._reader.events(cid, after=after, limit=limit)
+
+    def recover(self, channel_id: UUID | str) -> Recovery:
+        """The state at the head and the recorded events after it (a cursor walk)."""
+        return self._reader.recover(require_uuid("channel_id", channel_id))
+
+    def run(self, run_id: UUID | str) -> RunInfo:
+        """A run with its status and the current head of its main channel."""
+        return self._reader.run(require_uuid("run_id", run_id))
+
+    def lineage(self, run_id: UUID | str) -> Lineage:
+        """Fork receipts of a run: ancestors (nearest first) and all descendants."""
+        return self._reader.lineage(require_uuid("run_id", run_id))
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Release every connection. Safe to call twice."""
+        if not self._closed:
+            self._closed = True
+            self._service.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,12 @@
+"""Actae's domain model: runs, channels and operations as event-sourced aggregates.
+
+Pure: no database driver, no JSON library, no I/O beyond the event-store port that the
+eventsourcing library provides. Adapters plug in encoding, clocks and persistence.
+"""
+
+if __name__ != "actae.domain":  # pragma: no cover - exercised by a subprocess test
+    msg = (
+        f"import this package as 'actae.domain', not {__name__!r}: stored event topics name "
+        "module paths, so one event class must never have two names"
+    )
+    raise ImportError(msg)

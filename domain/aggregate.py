@@ -1,0 +1,43 @@
+"""Pydantic events on eventsourcing aggregates.
+
+The eventsourcing library's own event classes are frozen dataclasses; ours are frozen pydantic
+models so that nested value objects (pins, fork records) rebuild themselves from JSON without
+hand-written transcodings. This module is the only glue between the two.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.domain import BaseAggregate, CanInitAggregate, CanMutateAggregate
+from pydantic import BaseModel, ConfigDict
+
+
+class DomainEvent(BaseModel):
+    """An immutable fact about one aggregate, at one version, at one time."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    originator_id: UUID
+    originator_version: int
+    timestamp: datetime
+
+
+class Aggregate(BaseAggregate[UUID]):
+    """Base of Actae's aggregates: ids are given by the caller, events are pydantic models."""
+
+    class Event(DomainEvent, CanMutateAggregate[UUID]):
+        """Base of every event an Actae aggregate emits."""
+
+    class Created(Event, CanInitAggregate[UUID]):
+        """First event of an aggregate; names the aggregate class by topic."""
+
+        originator_topic: str
+
+    @staticmethod
+    def create_id(*_: Any, **__: Any) -> UUID:
+        """Refuse to invent ids: commands pass ids in, so event bodies stay deterministic."""
+        msg = "Actae aggregates are created with an explicit id"
+        raise NotImplementedError(msg)

@@ -1,0 +1,149 @@
+"""The Channel aggregate: a run's ordered, gapless event log with pinned state versions.
+
+A channel's cursor *is* its aggregate version, so the event store's primary key
+``(originator_id, originator_version)`` enforces both gaplessness and ``expected_cursor``.
+Every event carries the state version in force after it and the cursor where that version was
+created, which makes each event a complete description of the channel head: loading a head
+is one indexed read, never a replay of history.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from actae.domain.aggregate import Aggregate
+from actae.domain.errors import ConflictError
+
+
+class Channel(Aggregate):
+    """An ordered, gapless event log owned by a run; state versions are pinned to cursors."""
+
+    if TYPE_CHECKING:  # set by events' apply(); not dataclass fields
+        run_id: UUID
+        state_version: int
+        state_cursor: int
+
+    class Event(Aggregate.Event):
+        """Something happened on a channel; fields after it describe the head completely."""
+
+        run_id: UUID
+        kind: str
+        payload: dict[str, Any]
+        operation_id: str | None
+        state_version: int
+        state_cursor: int
+
+        def apply(self, aggregate: Any) -> None:
+            """Make the channel's head match this event."""
+            aggregate.run_id = self.run_id
+            aggregate.state_version = self.state_version
+            aggregate.state_cursor = self.state_cursor
+
+    class Opened(Event, Aggregate.Created):
+        """The channel was opened at cursor 1 with its first state version."""
+
+        state: dict[str, Any]
+        state_checksum: str
+
+    class Recorded(Event):
+        """A result was recorded on the channel; the state version did not change."""
+
+    class Transitioned(Event):
+        """A new state version was created and pinned to this event's cursor."""
+
+        state: dict[str, Any]
+        state_checksum: str
+
+    @classmethod
+    def open(
+        cls,
+        *,
+        channel_id: UUID,
+        run_id: UUID,
+        kind: str,
+        payload: dict[str, Any],
+        state: dict[str, Any],
+        state_checksum: str,
+        operation_id: str | None,
+        at: datetime,
+    ) -> Channel:
+        """Open a channel whose first event creates state version 1 at cursor 1."""
+        return cls._create(
+            cls.Opened,
+            id=channel_id,
+            timestamp=at,
+            run_id=run_id,
+            kind=kind,
+            payload=payload,
+            operation_id=operation_id,
+            state=state,
+            state_checksum=state_checksum,
+            state_version=1,
+            state_cursor=1,
+        )
+
+    @classmethod
+    def from_head(cls, head: Channel.Event) -> Channel:
+        """Rebuild the channel from its last event alone (each event describes the head)."""
+        channel = cls.__new__(cls)
+        channel.__base_init__(head.originator_id, head.originator_version, head.timestamp)
+        head.apply(channel)
+        return channel
+
+    @property
+    def cursor(self) -> int:
+        """Cursor of the last event on the channel."""
+        return self.version
+
+    def ensure_at(self, *, expected_version: int | None, expected_cursor: int) -> None:
+        """Refuse to write unless the caller saw exactly this head."""
+        version_moved = expected_version is not None and expected_version != self.state_version
+        if version_moved or expected_cursor != self.cursor:
+            raise ConflictError(
+                self.id,
+                expected_version=expected_version,
+                actual_version=self.state_version,
+                expected_cursor=expected_cursor,
+                actual_cursor=self.cursor,
+            )
+
+    def record(
+        self, *, kind: str, payload: dict[str, Any], operation_id: str | None, at: datetime
+    ) -> None:
+        """Append a recorded result; the state version in force stays the same."""
+        self.trigger_event(
+            self.Recorded,
+            timestamp=at,
+            run_id=self.run_id,
+            kind=kind,
+            payload=payload,
+            operation_id=operation_id,
+            state_version=self.state_version,
+            state_cursor=self.state_cursor,
+        )
+
+    def transition(
+        self,
+        *,
+        kind: str,
+        payload: dict[str, Any],
+        state: dict[str, Any],
+        state_checksum: str,
+        operation_id: str | None,
+        at: datetime,
+    ) -> None:
+        """Append an event that creates the next state version, pinned to its own cursor."""
+        self.trigger_event(
+            self.Transitioned,
+            timestamp=at,
+            run_id=self.run_id,
+            kind=kind,
+            payload=payload,
+            operation_id=operation_id,
+            state=state,
+            state_checksum=state_checksum,
+            state_version=self.state_version + 1,
+            state_cursor=self.version + 1,
+        )

@@ -1,0 +1,147 @@
+"""Errors of the public contract.
+
+Every error Actae raises on purpose subclasses :class:`ActaeError` and carries structured
+attributes, so callers branch on data, not on message text. Messages say what was expected,
+what was found and what to do next. When one of these is raised, nothing has been written.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+
+class ActaeError(Exception):
+    """Root of every error Actae raises deliberately."""
+
+    code = "actae_error"
+
+
+class ValidationError(ActaeError, ValueError):
+    """Input was rejected before anything was written.
+
+    ``field`` names the argument (dotted for nested values, e.g. ``pins.schema``), ``reason``
+    says what is wrong with it.
+    """
+
+    code = "validation"
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = field
+        self.reason = reason
+        super().__init__(f"invalid {field}: {reason}")
+
+
+class NotFoundError(ActaeError, LookupError):
+    """A run, channel or cursor does not exist (a cursor past the head counts as missing)."""
+
+    code = "not_found"
+
+    def __init__(self, what: str, key: Any, detail: str = "") -> None:
+        self.what = what
+        self.key = key
+        suffix = f": {detail}" if detail else ""
+        super().__init__(f"{what} {key!s} not found{suffix}")
+
+
+class ConflictError(ActaeError):
+    """Optimistic concurrency check failed: the channel moved since the caller last looked.
+
+    Carries what the caller expected and what the store holds, so the caller can reload
+    (``store.head(channel_id)``) and decide again.
+    """
+
+    code = "conflict"
+
+    def __init__(
+        self,
+        channel_id: Any,
+        *,
+        expected_version: int | None,
+        actual_version: int,
+        expected_cursor: int | None,
+        actual_cursor: int,
+    ) -> None:
+        self.channel_id = channel_id
+        self.expected_version = expected_version
+        self.actual_version = actual_version
+        self.expected_cursor = expected_cursor
+        self.actual_cursor = actual_cursor
+        super().__init__(
+            f"channel {channel_id} moved: expected state version {expected_version} "
+            f"at cursor {expected_cursor}, found state version {actual_version} at cursor "
+            f"{actual_cursor}; reload the head and retry with the new values"
+        )
+
+
+class OperationConflictError(ActaeError):
+    """An ``operation_id`` was reused for a different command or different content."""
+
+    code = "operation_conflict"
+
+    def __init__(
+        self, operation_id: str, *, recorded_fingerprint: str, presented_fingerprint: str
+    ) -> None:
+        self.operation_id = operation_id
+        self.recorded_fingerprint = recorded_fingerprint
+        self.presented_fingerprint = presented_fingerprint
+        super().__init__(
+            f"operation {operation_id!r} was already used with different content "
+            f"(recorded {recorded_fingerprint}, presented {presented_fingerprint}); "
+            "derive a new operation id for a new command"
+        )
+
+
+class FencingError(ActaeError):
+    """A ledger call presented a fencing token older than the current claim's."""
+
+    code = "fencing"
+
+    def __init__(self, effect_key: str, *, presented_token: int, current_token: int) -> None:
+        self.effect_key = effect_key
+        self.presented_token = presented_token
+        self.current_token = current_token
+        super().__init__(
+            f"effect {effect_key!r}: token {presented_token} is stale, the current token "
+            f"is {current_token}; another worker holds this effect now"
+        )
+
+
+class LeaseHeldError(ActaeError):
+    """A claim met a live lease held by another worker."""
+
+    code = "lease_held"
+
+    def __init__(self, effect_key: str, *, holder: str, expires_at: datetime) -> None:
+        self.effect_key = effect_key
+        self.holder = holder
+        self.expires_at = expires_at
+        super().__init__(
+            f"effect {effect_key!r} is leased by {holder!r} until {expires_at.isoformat()}"
+        )
+
+
+class IncompatibleResumeError(ActaeError):
+    """A run's pins differ from the resuming worker's and no migration bridges them."""
+
+    code = "incompatible_resume"
+
+    def __init__(self, run_id: Any, differences: dict[str, tuple[Any, Any]]) -> None:
+        self.run_id = run_id
+        self.differences = differences
+        detail = ", ".join(f"{k}: run {a!r} vs worker {b!r}" for k, (a, b) in differences.items())
+        super().__init__(f"run {run_id} cannot resume here: {detail}")
+
+
+class CorruptionError(ActaeError):
+    """Stored data failed verification on read (for example a state checksum mismatch).
+
+    This indicates corruption or tampering below Actae; the data is not returned.
+    """
+
+    code = "corruption"
+
+    def __init__(self, what: str, detail: str) -> None:
+        self.what = what
+        self.detail = detail
+        super().__init__(f"{what}: {detail}")

@@ -1,0 +1,220 @@
+"""Read side of the command model: heads, state versions, event pages, recovery, lineage.
+
+Reads go straight to the event store by primary key. A channel head is its last event; the
+state in force at a cursor is found through the ``state_cursor`` every event carries. So
+every read here costs a fixed number of indexed lookups, whatever the history length.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, Repository
+from eventsourcing.persistence import EventStore
+
+from actae.domain.channel import Channel
+from actae.domain.errors import CorruptionError, NotFoundError
+from actae.domain.operation import Operation
+from actae.domain.ports import Codec
+from actae.domain.run import Run
+from actae.domain.validation import checksum_of
+from actae.domain.values import (
+    ChannelEvent,
+    ForkReceipt,
+    Lineage,
+    Receipt,
+    Recovery,
+    RunInfo,
+    StateVersion,
+)
+
+StateEvent = Channel.Opened | Channel.Transitioned
+
+
+class StoreReader:
+    """Answers queries about channels, runs and operations from the event store."""
+
+    def __init__(
+        self, events: EventStore[UUID], repository: Repository[UUID], codec: Codec
+    ) -> None:
+        self._events = events
+        self._repository = repository
+        self._codec = codec
+
+    # -- channel events -------------------------------------------------------------------
+
+    def head_event(self, channel_id: UUID) -> Channel.Event:
+        """The last event of a channel (one indexed read)."""
+        for event in self._events.get(channel_id, desc=True, limit=1):
+            if isinstance(event, Channel.Event):
+                return event
+        raise NotFoundError("channel", channel_id)
+
+    def event_at(self, channel_id: UUID, cursor: int) -> Channel.Event:
+        """The event at ``cursor``; ``NotFoundError`` names the channel's end if past it."""
+        for event in self._events.get(channel_id, gt=cursor - 1, lte=cursor, limit=1):
+            if isinstance(event, Channel.Event):
+                return event
+            break
+        head = self.head_event(channel_id)
+        raise NotFoundError(
+            "cursor", cursor, f"channel {channel_id} ends at cursor {head.originator_version}"
+        )
+
+    def event_range(self, channel_id: UUID, *, after: int, upto: int | None) -> list[Any]:
+        """Events with ``after < cursor <= upto`` in cursor order."""
+        return list(self._events.get(channel_id, gt=after, lte=upto))
+
+    # -- public queries -------------------------------------------------------------------
+
+    def head(self, channel_id: UUID) -> Receipt:
+        """Receipt of the last event on the channel."""
+        return receipt_of(self.head_event(channel_id))
+
+    def state_at(self, channel_id: UUID, cursor: int | None = None) -> StateVersion:
+        """The state version in force at ``cursor`` (the head when ``None``)."""
+        event = self.head_event(channel_id) if cursor is None else self.event_at(channel_id, cursor)
+        return self.state_of(event)
+
+    def state_of(self, event: Channel.Event) -> StateVersion:
+        """The state version in force after ``event``, verified against its checksum."""
+        source = event
+        if event.state_cursor != event.originator_version:
+            source = self.event_at(event.originator_id, event.state_cursor)
+        if not isinstance(source, Channel.Opened | Channel.Transitioned):
+            raise CorruptionError(
+                f"channel {event.originator_id}",
+                f"cursor {source.originator_version} should hold a state version",
+            )
+        return self.verified_state(source)
+
+    def verified_state(self, source: StateEvent) -> StateVersion:
+        """The state stored by ``source``, refused if it no longer matches its checksum."""
+        actual = checksum_of(self._codec.canonical(source.state))
+        if actual != source.state_checksum:
+            raise CorruptionError(
+                f"state version {source.state_version} of channel {source.originator_id}",
+                f"checksum {actual} does not match the recorded {source.state_checksum}",
+            )
+        return StateVersion(
+            channel_id=source.originator_id,
+            version=source.state_version,
+            cursor=source.originator_version,
+            state=source.state,
+            checksum=source.state_checksum,
+        )
+
+    def events(self, channel_id: UUID, *, after: int, limit: int | None) -> list[ChannelEvent]:
+        """Events after cursor ``after``, oldest first, at most ``limit`` of them."""
+        stored = list(self._events.get(channel_id, gt=after, limit=limit))
+        if not stored:
+            head = self.head_event(channel_id)
+            if after > head.originator_version:
+                raise NotFoundError(
+                    "cursor", after, f"channel {channel_id} ends at {head.originator_version}"
+                )
+        return [channel_event_of(event) for event in stored]
+
+    def recover(self, channel_id: UUID) -> Recovery:
+        """State at the head plus the recorded events after it: a cursor walk."""
+        head = self.head_event(channel_id)
+        state = self.state_of(head)
+        tail = self.event_range(channel_id, after=state.cursor, upto=head.originator_version)
+        return Recovery(
+            state=state,
+            events=[channel_event_of(event) for event in tail],
+            head_cursor=head.originator_version,
+        )
+
+    # -- runs and operations --------------------------------------------------------------
+
+    def run_aggregate(self, run_id: UUID) -> Run:
+        """The run aggregate (its history is its start plus its forks)."""
+        try:
+            run = self._repository.get(run_id)
+        except AggregateNotFoundError:
+            raise NotFoundError("run", run_id) from None
+        if not isinstance(run, Run):
+            raise NotFoundError("run", run_id, "that id belongs to something else")
+        return run
+
+    def run(self, run_id: UUID) -> RunInfo:
+        """A run with the current head of its main channel."""
+        run = self.run_aggregate(run_id)
+        head = self.head_event(run.channel_id)
+        return run_info_of(run, cursor=head.originator_version, state_version=head.state_version)
+
+    def lineage(self, run_id: UUID) -> Lineage:
+        """Fork receipts up to the root and down through every descendant."""
+        run = self.run_aggregate(run_id)
+        ancestors: list[ForkReceipt] = []
+        current = run
+        while current.forked_from is not None:
+            ancestors.append(current.forked_from.receipt())
+            current = self.run_aggregate(current.forked_from.parent_run_id)
+        descendants: list[ForkReceipt] = []
+        queue = deque(run.forks)
+        while queue:
+            fork = queue.popleft()
+            descendants.append(fork.receipt())
+            queue.extend(self.run_aggregate(fork.child_run_id).forks)
+        return Lineage(run=self.run(run_id), ancestors=ancestors, descendants=descendants)
+
+    def operation(self, operation_id: str | None) -> Operation | None:
+        """The recorded operation for ``operation_id``, if the command ran before."""
+        if operation_id is None:
+            return None
+        try:
+            operation = self._repository.get(Operation.id_for(operation_id))
+        except AggregateNotFoundError:
+            return None
+        if not isinstance(operation, Operation):  # pragma: no cover - uuid5 namespace is ours
+            raise CorruptionError(f"operation {operation_id!r}", "id holds another aggregate")
+        return operation
+
+
+def receipt_of(event: Channel.Event, *, replayed: bool = False) -> Receipt:
+    """The receipt proving ``event`` is on its channel."""
+    return Receipt(
+        channel_id=event.originator_id,
+        cursor=event.originator_version,
+        state_version=event.state_version,
+        operation_id=event.operation_id,
+        replayed=replayed,
+    )
+
+
+def channel_event_of(event: Channel.Event) -> ChannelEvent:
+    """The public view of a stored channel event."""
+    return ChannelEvent(
+        channel_id=event.originator_id,
+        run_id=event.run_id,
+        cursor=event.originator_version,
+        kind=event.kind,
+        payload=event.payload,
+        state_version=event.state_version,
+        state_cursor=event.state_cursor,
+        operation_id=event.operation_id,
+        recorded_at=event.timestamp,
+    )
+
+
+def run_info_of(run: Run, *, cursor: int, state_version: int, replayed: bool = False) -> RunInfo:
+    """The public view of a run, with the head values the caller decides to report."""
+    return RunInfo(
+        run_id=run.id,
+        channel_id=run.channel_id,
+        workflow_id=run.workflow_id,
+        agent_id=run.agent_id,
+        pins=run.pins,
+        cursor=cursor,
+        state_version=state_version,
+        status=run.status,
+        created_at=run.created_on,
+        deadline=run.deadline,
+        parent_run_id=run.parent_run_id,
+        forked_from=None if run.forked_from is None else run.forked_from.receipt(),
+        replayed=replayed,
+    )

@@ -1,0 +1,402 @@
+"""The command-side application service: start, record, transition, fork.
+
+Every command follows the same order, and the order is the guarantee:
+
+1. validate all input (nothing read, nothing written on failure);
+2. look up the ``operation_id``: a repeat with the same content returns the original result
+   (``replayed=True``) *before* any version check, because a retry after a crash carries
+   stale expected values by construction; different content is an ``OperationConflictError``;
+3. check ``expected_version``/``expected_cursor`` against the channel head;
+4. save the channel event, any other aggregate events and the operation record in one
+   transaction. If the store refuses (another writer won the race), re-read: the winner's
+   operation record turns the refusal into a replay, otherwise it is a ``ConflictError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, NoReturn
+from uuid import UUID, uuid4
+
+from eventsourcing.application import Application
+from eventsourcing.persistence import IntegrityError
+from eventsourcing.utils import Environment, EnvType
+
+from actae.domain.aggregate import Aggregate
+from actae.domain.channel import Channel
+from actae.domain.errors import ConflictError, NotFoundError
+from actae.domain.operation import Operation
+from actae.domain.ports import Clock, Codec
+from actae.domain.reader import StoreReader, receipt_of, run_info_of
+from actae.domain.run import ForkRecord, Run
+from actae.domain.validation import (
+    DEFAULT_MAX_DOCUMENT_BYTES,
+    MAX_REASON_LENGTH,
+    Document,
+    fingerprint,
+    optional_deadline,
+    optional_text,
+    require_document,
+    require_int,
+    require_pins,
+    require_text,
+    require_uuid,
+)
+from actae.domain.values import ForkReceipt, Receipt, RunInfo
+
+FORK_ATTEMPTS = 20
+
+
+def utc_now() -> datetime:
+    """Wall-clock time in UTC: the default clock."""
+    return datetime.now(UTC)
+
+
+class ActaeService(Application[UUID]):
+    """Commands against runs and channels, with idempotency and optimistic concurrency."""
+
+    name = "actae"
+
+    def __init__(
+        self,
+        env: EnvType,
+        *,
+        codec: Codec,
+        clock: Clock = utc_now,
+        max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
+    ) -> None:
+        self.codec = codec
+        self.clock = clock
+        self.max_document_bytes = max_document_bytes
+        super().__init__(env)
+        self.reader = StoreReader(self.events, self.repository, codec)
+
+    def construct_env(self, name: str, env: EnvType | None = None) -> Environment:
+        """Configure from the given env only: the store URL decides, never ``os.environ``."""
+        return Environment(name, {**type(self).env, **(env or {})})
+
+    # -- commands -------------------------------------------------------------------------
+
+    def start_run(
+        self,
+        workflow_id: str,
+        *,
+        agent_id: str,
+        state: dict[str, Any],
+        pins: Mapping[str, Any] | None = None,
+        operation_id: str | None = None,
+        deadline: datetime | None = None,
+        parent_run_id: UUID | str | None = None,
+    ) -> RunInfo:
+        """Start a run with its main channel; cursor 1 creates state version 1."""
+        workflow_id = require_text("workflow_id", workflow_id)
+        agent_id = require_text("agent_id", agent_id)
+        document = self._document("state", state)
+        valid_pins = require_pins("pins", pins)
+        operation_id = optional_text("operation_id", operation_id)
+        valid_deadline = optional_deadline("deadline", deadline)
+        parent = None if parent_run_id is None else require_uuid("parent_run_id", parent_run_id)
+        content = fingerprint(
+            "start_run",
+            workflow_id,
+            agent_id,
+            document.checksum,
+            self._canonical_text(valid_pins.as_dict()),
+            str(valid_deadline),
+            str(parent),
+        )
+        original = self._recorded(operation_id, content)
+        if original is not None:
+            return self._replayed_run(original)
+        if parent is not None:
+            self.reader.run_aggregate(parent)
+        at = self.clock()
+        run = Run.start(
+            run_id=uuid4(),
+            workflow_id=workflow_id,
+            agent_id=agent_id,
+            channel_id=uuid4(),
+            pins=valid_pins,
+            deadline=valid_deadline,
+            parent_run_id=parent,
+            forked_from=None,
+            operation_id=operation_id,
+            at=at,
+        )
+        channel = Channel.open(
+            channel_id=run.channel_id,
+            run_id=run.id,
+            kind="run.started",
+            payload={"workflow_id": workflow_id, "agent_id": agent_id},
+            state=document.value,
+            state_checksum=document.checksum,
+            operation_id=operation_id,
+            at=at,
+        )
+        result = {"run_id": str(run.id), "cursor": 1, "state_version": 1}
+        winner = self._save([run, channel], operation_id, "start_run", content, result, at)
+        if winner is not None:
+            return self._replayed_run(winner)
+        return run_info_of(run, cursor=1, state_version=1)
+
+    def record(
+        self,
+        channel_id: UUID | str,
+        *,
+        kind: str,
+        payload: dict[str, Any],
+        expected_cursor: int,
+        operation_id: str | None = None,
+    ) -> Receipt:
+        """Append a recorded result to the channel; the state version stays as it is."""
+        cid = require_uuid("channel_id", channel_id)
+        kind = require_text("kind", kind)
+        body = self._document("payload", payload)
+        expected_cursor = require_int("expected_cursor", expected_cursor, minimum=1)
+        operation_id = optional_text("operation_id", operation_id)
+        content = fingerprint("record", str(cid), kind, body.checksum)
+        original = self._recorded(operation_id, content)
+        if original is not None:
+            return self._replayed_receipt(cid, original)
+        channel = Channel.from_head(self.reader.head_event(cid))
+        channel.ensure_at(expected_version=None, expected_cursor=expected_cursor)
+        channel.record(kind=kind, payload=body.value, operation_id=operation_id, at=self.clock())
+        return self._append(channel, operation_id, "record", content, None, expected_cursor)
+
+    def transition(
+        self,
+        channel_id: UUID | str,
+        *,
+        kind: str,
+        payload: dict[str, Any],
+        state: dict[str, Any],
+        expected_version: int,
+        expected_cursor: int,
+        operation_id: str | None = None,
+    ) -> Receipt:
+        """Append an event and the state version it creates, atomically."""
+        cid = require_uuid("channel_id", channel_id)
+        kind = require_text("kind", kind)
+        body = self._document("payload", payload)
+        document = self._document("state", state)
+        expected_version = require_int("expected_version", expected_version, minimum=1)
+        expected_cursor = require_int("expected_cursor", expected_cursor, minimum=1)
+        operation_id = optional_text("operation_id", operation_id)
+        content = fingerprint("transition", str(cid), kind, body.checksum, document.checksum)
+        original = self._recorded(operation_id, content)
+        if original is not None:
+            return self._replayed_receipt(cid, original)
+        channel = Channel.from_head(self.reader.head_event(cid))
+        channel.ensure_at(expected_version=expected_version, expected_cursor=expected_cursor)
+        channel.transition(
+            kind=kind,
+            payload=body.value,
+            state=document.value,
+            state_checksum=document.checksum,
+            operation_id=operation_id,
+            at=self.clock(),
+        )
+        return self._append(
+            channel, operation_id, "transition", content, expected_version, expected_cursor
+        )
+
+    def fork(
+        self,
+        channel_id: UUID | str,
+        *,
+        at: int,
+        operation_id: str | None = None,
+        reason: str | None = None,
+        pins: Mapping[str, Any] | None = None,
+    ) -> ForkReceipt:
+        """Start a child run from the state in force at cursor ``at`` of a channel."""
+        cid = require_uuid("channel_id", channel_id)
+        at = require_int("at", at, minimum=1)
+        operation_id = optional_text("operation_id", operation_id)
+        reason = optional_text("reason", reason, max_length=MAX_REASON_LENGTH)
+        overrides = require_pins("pins", pins)
+        content = fingerprint(
+            "fork", str(cid), str(at), str(reason), self._canonical_text(overrides.as_dict())
+        )
+        for _ in range(FORK_ATTEMPTS):
+            original = self._recorded(operation_id, content)
+            if original is not None:
+                return self._replayed_fork(original)
+            receipt = self._try_fork(cid, at, operation_id, reason, overrides, content)
+            if receipt is not None:
+                return receipt
+        head = self.reader.head_event(cid)
+        raise ConflictError(
+            cid,
+            expected_version=None,
+            actual_version=head.state_version,
+            expected_cursor=None,
+            actual_cursor=head.originator_version,
+        )
+
+    # -- command internals ----------------------------------------------------------------
+
+    def _try_fork(
+        self,
+        cid: UUID,
+        at: int,
+        operation_id: str | None,
+        reason: str | None,
+        overrides: Any,
+        content: str,
+    ) -> ForkReceipt | None:
+        """One attempt at a fork; ``None`` when a concurrent fork of the parent won."""
+        state = self.reader.state_of(self.reader.event_at(cid, at))
+        parent = self.reader.run_aggregate(self.reader.head_event(cid).run_id)
+        now = self.clock()
+        record = ForkRecord(
+            child_run_id=uuid4(),
+            child_channel_id=uuid4(),
+            parent_run_id=parent.id,
+            parent_channel_id=cid,
+            requested_boundary=at,
+            resolved_boundary=state.cursor,
+            state_version=state.version,
+            state_checksum=state.checksum,
+            pins=parent.pins.overridden(overrides),
+            reason=reason,
+            created_at=now,
+            operation_id=operation_id,
+        )
+        child = Run.start(
+            run_id=record.child_run_id,
+            workflow_id=parent.workflow_id,
+            agent_id=parent.agent_id,
+            channel_id=record.child_channel_id,
+            pins=record.pins,
+            deadline=parent.deadline,
+            parent_run_id=None,
+            forked_from=record,
+            operation_id=operation_id,
+            at=now,
+        )
+        channel = Channel.open(
+            channel_id=record.child_channel_id,
+            run_id=child.id,
+            kind="run.forked",
+            payload={"parent_channel_id": str(cid), "resolved_boundary": state.cursor},
+            state=state.state,
+            state_checksum=state.checksum,
+            operation_id=operation_id,
+            at=now,
+        )
+        parent.record_fork(record, at=now)
+        result = {"child_run_id": str(child.id)}
+        try:
+            winner = self._save([child, channel, parent], operation_id, "fork", content, result, now)
+        except IntegrityError:
+            return None
+        return record.receipt() if winner is None else self._replayed_fork(winner)
+
+    def _append(
+        self,
+        channel: Channel,
+        operation_id: str | None,
+        command: str,
+        content: str,
+        expected_version: int | None,
+        expected_cursor: int,
+    ) -> Receipt:
+        """Save a channel's new event; a lost race becomes a replay or a ConflictError."""
+        event = channel.pending_events[-1]
+        assert isinstance(event, Channel.Event)  # noqa: S101 - the command just triggered it
+        receipt = receipt_of(event)
+        result = {"cursor": receipt.cursor, "state_version": receipt.state_version}
+        try:
+            winner = self._save([channel], operation_id, command, content, result, event.timestamp)
+        except IntegrityError as refusal:
+            head = Channel.from_head(self.reader.head_event(channel.id))
+            self._explain(head, refusal, expected_version, expected_cursor)
+        if winner is not None:
+            return self._replayed_receipt(channel.id, winner)
+        return receipt
+
+    @staticmethod
+    def _explain(
+        head: Channel,
+        refusal: IntegrityError,
+        expected_version: int | None,
+        expected_cursor: int,
+    ) -> NoReturn:
+        """Turn the store's refusal into the ConflictError that explains it."""
+        try:
+            head.ensure_at(expected_version=expected_version, expected_cursor=expected_cursor)
+        except ConflictError as conflict:
+            raise conflict from None
+        raise refusal
+
+    def _save(
+        self,
+        aggregates: list[Aggregate],
+        operation_id: str | None,
+        command: str,
+        content: str,
+        result: dict[str, Any],
+        at: datetime,
+    ) -> Operation | None:
+        """Save all events with the operation record; on a lost race, return the winner's.
+
+        Re-raises the store's ``IntegrityError`` when no operation record explains it.
+        """
+        pending: list[Aggregate] = list(aggregates)
+        if operation_id is not None:
+            pending.append(
+                Operation.execute(
+                    operation_id=operation_id,
+                    command=command,
+                    fingerprint=content,
+                    result=result,
+                    at=at,
+                )
+            )
+        try:
+            self.save(*pending)
+        except IntegrityError:
+            winner = self._recorded(operation_id, content)
+            if winner is None:
+                raise
+            return winner
+        return None
+
+    def _recorded(self, operation_id: str | None, content: str) -> Operation | None:
+        """The earlier execution of this operation, refused if its content differs."""
+        original = self.reader.operation(operation_id)
+        if original is not None:
+            original.ensure_same(content)
+        return original
+
+    def _replayed_run(self, original: Operation) -> RunInfo:
+        run = self.reader.run_aggregate(UUID(original.result["run_id"]))
+        return run_info_of(
+            run,
+            cursor=original.result["cursor"],
+            state_version=original.result["state_version"],
+            replayed=True,
+        )
+
+    def _replayed_receipt(self, channel_id: UUID, original: Operation) -> Receipt:
+        return Receipt(
+            channel_id=channel_id,
+            cursor=original.result["cursor"],
+            state_version=original.result["state_version"],
+            operation_id=original.operation_id,
+            replayed=True,
+        )
+
+    def _replayed_fork(self, original: Operation) -> ForkReceipt:
+        child = self.reader.run_aggregate(UUID(original.result["child_run_id"]))
+        if child.forked_from is None:  # pragma: no cover - written together with the op
+            raise NotFoundError("fork", original.operation_id)
+        return child.forked_from.receipt(replayed=True)
+
+    def _document(self, field: str, value: object) -> Document:
+        return require_document(field, value, self.codec, max_bytes=self.max_document_bytes)
+
+    def _canonical_text(self, value: object) -> str:
+        return self.codec.canonical(value).decode()

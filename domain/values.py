@@ -1,0 +1,181 @@
+"""Value objects returned by the store: plain, immutable, comparable.
+
+They are the vocabulary of the public contract (DESIGN.md §3). None of them holds a
+reference back to the store, so they can be logged, pickled and compared freely.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import Any
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict
+
+PIN_NAMES = ("model", "prompt", "tools", "schema")
+
+
+class Pins(BaseModel):
+    """Reproducibility metadata of a run: model, prompt template, tool contract, state schema.
+
+    A fork inherits its parent's pins and overrides the ones it is given. Pins also read like
+    a mapping (``pins["model"]``) because callers pass them in as one.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str | None = None
+    prompt: str | None = None
+    tools: str | None = None
+    schema_: int | None = None
+
+    def __getitem__(self, name: str) -> str | int | None:
+        """Read a pin by its contract name (``model``, ``prompt``, ``tools``, ``schema``)."""
+        if name not in PIN_NAMES:
+            raise KeyError(name)
+        value: str | int | None = getattr(self, "schema_" if name == "schema" else name)
+        return value
+
+    def as_dict(self) -> dict[str, str | int | None]:
+        """The pins as a plain dict keyed by contract names."""
+        return {name: self[name] for name in PIN_NAMES}
+
+    def overridden(self, changes: Pins) -> Pins:
+        """These pins with every pin that ``changes`` sets replaced."""
+        mine = self.as_dict()
+        mine.update({k: v for k, v in changes.as_dict().items() if v is not None})
+        return pins_from_dict(mine)
+
+
+def pins_from_dict(values: dict[str, Any]) -> Pins:
+    """Build :class:`Pins` from contract names (the ``schema`` key maps to ``schema_``)."""
+    return Pins(
+        model=values.get("model"),
+        prompt=values.get("prompt"),
+        tools=values.get("tools"),
+        schema_=values.get("schema"),
+    )
+
+
+class RunStatus(str, Enum):
+    """Lifecycle status of a run (the full status machine arrives with run lifecycle)."""
+
+    RUNNING = "running"
+    WAITING = "waiting"
+    PAUSED = "paused"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Receipt:
+    """Proof that one event is durably on a channel: its cursor and the state version after it."""
+
+    channel_id: UUID
+    cursor: int
+    state_version: int
+    operation_id: str | None
+    replayed: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChannelEvent:
+    """One entry of a channel's gapless log.
+
+    ``state_version`` is the state in force after this event; ``state_cursor`` is the cursor
+    of the event that created that version (equal to ``cursor`` for a transition).
+    """
+
+    channel_id: UUID
+    run_id: UUID
+    cursor: int
+    kind: str
+    payload: dict[str, Any]
+    state_version: int
+    state_cursor: int
+    operation_id: str | None
+    recorded_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StateVersion:
+    """An immutable snapshot of agent state, pinned to the cursor of the event that made it."""
+
+    channel_id: UUID
+    version: int
+    cursor: int
+    state: dict[str, Any]
+    checksum: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ForkReceipt:
+    """Auditable record of a fork: where it was asked for, where it resolved, what it copied.
+
+    ``resolved_boundary`` is the cursor where the state version in force at
+    ``requested_boundary`` was created; the child starts from exactly that state.
+    """
+
+    child_run_id: UUID
+    child_channel_id: UUID
+    parent_run_id: UUID
+    parent_channel_id: UUID
+    requested_boundary: int
+    resolved_boundary: int
+    state_version: int
+    state_checksum: str
+    pins: Pins
+    reason: str | None
+    created_at: datetime
+    operation_id: str | None
+    replayed: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunInfo:
+    """A run as the store knows it, with the head of its main channel.
+
+    From ``start_run`` (and its replays) ``cursor``/``state_version`` are the values the
+    start produced; from ``store.run()`` they are the current head.
+    """
+
+    run_id: UUID
+    channel_id: UUID
+    workflow_id: str
+    agent_id: str
+    pins: Pins
+    cursor: int
+    state_version: int
+    status: RunStatus
+    created_at: datetime
+    deadline: datetime | None = None
+    parent_run_id: UUID | None = None
+    forked_from: ForkReceipt | None = None
+    replayed: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Recovery:
+    """What a resuming worker needs: a cursor walk, not a re-run.
+
+    ``state`` is the state version in force at the head; ``events`` are the recorded events
+    after ``state.cursor`` (their results are replayed, never regenerated); ``outstanding``
+    lists side effects still claimed or in doubt (filled by the tool-execution ledger).
+    """
+
+    state: StateVersion
+    events: list[ChannelEvent]
+    head_cursor: int
+    outstanding: list[Any] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Lineage:
+    """Fork receipts around a run: ``ancestors`` nearest first, ``descendants`` breadth first."""
+
+    run: RunInfo
+    ancestors: list[ForkReceipt]
+    descendants: list[ForkReceipt]
