@@ -77,7 +77,7 @@ def open_postgres(conninfo: dict[str, str], schema: str, build: ServiceFactory) 
                     continue
                 with conn.transaction():
                     for statement in migration.statements:
-                        conn.execute(statement.format(schema=schema))  # type: ignore[arg-type]
+                        conn.execute(sql.SQL(statement).format(schema=ident))
                     conn.execute(
                         sql.SQL("INSERT INTO {} (version, name) VALUES (%s, %s)").format(table),
                         (migration.version, migration.name),
@@ -97,7 +97,7 @@ def open_sqlite(path: str, build: ServiceFactory) -> ActaeService:
             f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (version INTEGER PRIMARY KEY, "
             "name TEXT NOT NULL, applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)"
         )
-        row = conn.execute(f"SELECT coalesce(max(version), 0) FROM {MIGRATIONS_TABLE}")
+        row = conn.execute(f"SELECT coalesce(max(version), 0) FROM {MIGRATIONS_TABLE}")  # noqa: S608 - constant name
         current = int(row.fetchone()[0])
         _refuse_newer(current)
         service = build(True)
@@ -108,7 +108,7 @@ def open_sqlite(path: str, build: ServiceFactory) -> ActaeService:
             for statement in migration.statements:
                 conn.execute(statement.format(schema="main"))
             conn.execute(
-                f"INSERT OR IGNORE INTO {MIGRATIONS_TABLE} (version, name) VALUES (?, ?)",
+                f"INSERT OR IGNORE INTO {MIGRATIONS_TABLE} (version, name) VALUES (?, ?)",  # noqa: S608
                 (migration.version, migration.name),
             )
         conn.execute("COMMIT")

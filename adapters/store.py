@@ -30,7 +30,7 @@ from actae.domain.values import (
 )
 
 
-def open(  # noqa: A001 - the contract's name: actae.open(url)
+def open(
     url: str,
     *,
     clock: Clock | None = None,
@@ -115,7 +115,7 @@ class Store:
         expected_cursor: int,
         operation_id: str | None = None,
     ) -> Receipt:
-        """Record a result (a model call, a tool output) on the channel after ``expected_cursor``."""
+        """Record a result (a model call, a tool output) right after ``expected_cursor``."""
         return self._service.record(
             channel_id,
             kind=kind,

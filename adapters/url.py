@@ -70,7 +70,8 @@ def _postgres(url: str) -> StoreUrl:
     options = {key: values[-1] for key, values in parse_qs(parts.query).items()}
     unknown = sorted(set(options) - POSTGRES_OPTIONS)
     if unknown:
-        raise ValidationError(f"url.{unknown[0]}", f"unknown option; known: {sorted(POSTGRES_OPTIONS)}")
+        known = sorted(POSTGRES_OPTIONS)
+        raise ValidationError(f"url.{unknown[0]}", f"unknown option; known: {known}")
     dbname = unquote(parts.path.lstrip("/"))
     if not dbname:
         raise ValidationError("url", "a PostgreSQL URL needs a database name: postgresql://host/db")
@@ -98,9 +99,8 @@ def _postgres(url: str) -> StoreUrl:
         "POSTGRES_CONNECT_TIMEOUT": options.get("connect_timeout", "10"),
         "POSTGRES_ENABLE_DB_FUNCTIONS": "n",
         "POSTGRES_LOCK_TIMEOUT": "10",
+        "APPLICATION_RECORDER_TOPIC": "actae.adapters.postgres:ActaePostgresRecorder",
         **CODEC_ENV,
     }
     display = url.replace(f":{parts.password}@", ":***@") if parts.password else url
-    return StoreUrl(
-        "postgresql", env, display, postgres_conninfo=conninfo, postgres_schema=schema
-    )
+    return StoreUrl("postgresql", env, display, postgres_conninfo=conninfo, postgres_schema=schema)

@@ -8,7 +8,6 @@ every read here costs a fixed number of indexed lookups, whatever the history le
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Repository
@@ -63,9 +62,12 @@ class StoreReader:
             "cursor", cursor, f"channel {channel_id} ends at cursor {head.originator_version}"
         )
 
-    def event_range(self, channel_id: UUID, *, after: int, upto: int | None) -> list[Any]:
-        """Events with ``after < cursor <= upto`` in cursor order."""
-        return list(self._events.get(channel_id, gt=after, lte=upto))
+    def event_range(
+        self, channel_id: UUID, *, after: int, upto: int | None = None, limit: int | None = None
+    ) -> list[Channel.Event]:
+        """Events with ``after < cursor <= upto`` in cursor order, at most ``limit``."""
+        stored = self._events.get(channel_id, gt=after, lte=upto, limit=limit)
+        return [event for event in stored if isinstance(event, Channel.Event)]
 
     # -- public queries -------------------------------------------------------------------
 
@@ -108,7 +110,7 @@ class StoreReader:
 
     def events(self, channel_id: UUID, *, after: int, limit: int | None) -> list[ChannelEvent]:
         """Events after cursor ``after``, oldest first, at most ``limit`` of them."""
-        stored = list(self._events.get(channel_id, gt=after, limit=limit))
+        stored = self.event_range(channel_id, after=after, limit=limit)
         if not stored:
             head = self.head_event(channel_id)
             if after > head.originator_version:
@@ -133,7 +135,7 @@ class StoreReader:
     def run_aggregate(self, run_id: UUID) -> Run:
         """The run aggregate (its history is its start plus its forks)."""
         try:
-            run = self._repository.get(run_id)
+            run: object = self._repository.get(run_id)
         except AggregateNotFoundError:
             raise NotFoundError("run", run_id) from None
         if not isinstance(run, Run):
@@ -167,7 +169,7 @@ class StoreReader:
         if operation_id is None:
             return None
         try:
-            operation = self._repository.get(Operation.id_for(operation_id))
+            operation: object = self._repository.get(Operation.id_for(operation_id))
         except AggregateNotFoundError:
             return None
         if not isinstance(operation, Operation):  # pragma: no cover - uuid5 namespace is ours

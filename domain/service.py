@@ -289,7 +289,8 @@ class ActaeService(Application[UUID]):
         parent.record_fork(record, at=now)
         result = {"child_run_id": str(child.id)}
         try:
-            winner = self._save([child, channel, parent], operation_id, "fork", content, result, now)
+            aggregates: list[Aggregate] = [child, channel, parent]
+            winner = self._save(aggregates, operation_id, "fork", content, result, now)
         except IntegrityError:
             return None
         return record.receipt() if winner is None else self._replayed_fork(winner)

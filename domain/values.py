@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 from uuid import UUID
 
@@ -59,7 +59,7 @@ def pins_from_dict(values: dict[str, Any]) -> Pins:
     )
 
 
-class RunStatus(str, Enum):
+class RunStatus(StrEnum):
     """Lifecycle status of a run (the full status machine arrives with run lifecycle)."""
 
     RUNNING = "running"

@@ -1,0 +1,48 @@
+# Two commands for a newcomer: `make demo` and `make test`. Both set up .venv first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+STAGE := build/stage/actae
+
+.PHONY: setup demo test lint typecheck layers unit bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# mypy and import-linter read packages from disk, not through the editable-install hook, so
+# they check a staged tree of symlinks that has the installed layout (actae/domain, ...).
+$(STAGE):
+	mkdir -p $(STAGE)
+	ln -sfn ../../../actae/__init__.py $(STAGE)/__init__.py
+	ln -sfn ../../../actae/py.typed $(STAGE)/py.typed
+	for layer in domain projections adapters; do ln -sfn ../../../$$layer $(STAGE)/$$layer; done
+
+demo: setup
+	$(BIN)/actae demo
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: setup $(STAGE)
+	$(BIN)/mypy
+
+layers: setup $(STAGE)
+	cd build/stage && ../../$(BIN)/lint-imports ../../pyproject.toml
+
+unit: setup
+	$(BIN)/pytest
+
+test: lint typecheck layers unit
+
+bench: setup
+	$(BIN)/python -m benchmarks.core
+
+clean:
+	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,82 @@
+"""Shared fixtures: one store per backend, PostgreSQL in a fresh schema per test.
+
+PostgreSQL tests skip when no server answers locally, but fail when ``CI=true``: a CI run
+that silently skipped them would prove nothing about the production backend.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+import actae
+
+TEST_DSN = os.environ.get("ACTAE_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+BACKENDS = ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+def _postgres_problem() -> str | None:
+    try:
+        with psycopg.connect(TEST_DSN, connect_timeout=3) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as error:
+        return f"{TEST_DSN}: {error}".strip()
+    return None
+
+
+@pytest.fixture(scope="session")
+def pg_dsn() -> str:
+    """The test server's DSN; skip (locally) or fail (CI) when it does not answer."""
+    problem = _postgres_problem()
+    if problem is not None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"PostgreSQL is required when CI=true and did not answer: {problem}")
+        pytest.skip(f"PostgreSQL not available: {problem}")
+    return TEST_DSN
+
+
+def with_schema(dsn: str, schema: str) -> str:
+    """The DSN as an Actae store URL that uses ``schema``."""
+    return f"{dsn}{'&' if '?' in dsn else '?'}schema={schema}"
+
+
+@pytest.fixture
+def pg_url(pg_dsn: str) -> Iterator[str]:
+    """A store URL on a fresh schema, dropped after the test."""
+    schema = f"test_{uuid.uuid4().hex[:16]}"
+    yield with_schema(pg_dsn, schema)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+@pytest.fixture(params=BACKENDS)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A URL for an empty store on each backend."""
+    if request.param == "memory":
+        return "memory://"
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'runs.db'}"
+    url: str = request.getfixturevalue("pg_url")
+    return url
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[actae.Store]:
+    """An open store on each backend."""
+    with actae.open(store_url) as opened:
+        yield opened
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def durable_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A URL for an empty store on each backend that outlives the process."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'runs.db'}"
+    url: str = request.getfixturevalue("pg_url")
+    return url
