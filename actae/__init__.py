@@ -3,6 +3,7 @@
 ``import actae`` gives the public contract; see README.md and DESIGN.md §3.
 """
 
+from actae.adapters.migrations import SchemaVersionError
 from actae.adapters.store import Store, open
 from actae.domain.errors import (
     ActaeError,
@@ -44,6 +45,7 @@ __all__ = [
     "Recovery",
     "RunInfo",
     "RunStatus",
+    "SchemaVersionError",
     "StateVersion",
     "Store",
     "ValidationError",

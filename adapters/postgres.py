@@ -28,7 +28,8 @@ class ActaePostgresRecorder(PostgresApplicationRecorder):
     ) -> Sequence[int] | None:
         """Insert events in one transaction, as the stock recorder does."""
         if sum(len(event.state) for event in stored_events) < PIPELINE_LIMIT_BYTES:
-            return super().insert_events(stored_events, **kwargs)
+            pipelined: Sequence[int] | None = super().insert_events(stored_events, **kwargs)
+            return pipelined
         with (
             self.datastore.get_connection() as conn,
             conn.transaction(),
@@ -36,4 +37,7 @@ class ActaePostgresRecorder(PostgresApplicationRecorder):
         ):
             self._insert_events(curs, stored_events, **kwargs)
             self._insert_stored_events(curs, stored_events, **kwargs)
-            return self._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
+            ids: Sequence[int] | None = self._fetch_ids_after_insert_events(
+                curs, stored_events, **kwargs
+            )
+            return ids

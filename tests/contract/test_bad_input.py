@@ -13,7 +13,7 @@ import actae
 
 def global_position(store: actae.Store) -> int | None:
     """The position of the newest stored event of any aggregate, to prove nothing was written."""
-    position: int | None = store._service.recorder.max_notification_id()  # noqa: SLF001
+    position: int | None = store._service.recorder.max_notification_id()
     return position
 
 
@@ -28,8 +28,14 @@ def run(store: actae.Store) -> actae.RunInfo:
 
 def bad_calls(store: actae.Store, run: actae.RunInfo) -> list[tuple[str, Callable[[], Any]]]:
     cid = run.channel_id
-    ok = {"kind": "k", "payload": {}, "expected_cursor": 1}
-    trans = {"kind": "k", "payload": {}, "state": {}, "expected_version": 1, "expected_cursor": 1}
+    ok: dict[str, Any] = {"kind": "k", "payload": {}, "expected_cursor": 1}
+    trans: dict[str, Any] = {
+        "kind": "k",
+        "payload": {},
+        "state": {},
+        "expected_version": 1,
+        "expected_cursor": 1,
+    }
     return [
         ("channel_id", lambda: store.record("not-a-uuid", **ok)),
         ("channel_id", lambda: store.record(42, **ok)),  # type: ignore[arg-type]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 import actae
@@ -27,7 +29,7 @@ def test_retry_with_stale_expectations_replays_instead_of_conflicting(
     store: actae.Store,
 ) -> None:
     run = started(store)
-    args = {"kind": "step", "payload": {"n": 1}, "state": {"n": 1}}
+    args: dict[str, Any] = {"kind": "step", "payload": {"n": 1}, "state": {"n": 1}}
     first = store.transition(
         run.channel_id, expected_version=1, expected_cursor=1, operation_id="wf:step:1", **args
     )

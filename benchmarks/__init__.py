@@ -1,0 +1,1 @@
+"""Benchmarks: Actae against a raw psycopg baseline measured in the same run."""

@@ -1,0 +1,26 @@
+"""The README's Python examples run as written."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def python_blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.DOTALL)
+
+
+def test_readme_has_an_example() -> None:
+    assert python_blocks()
+
+
+@pytest.mark.parametrize("code", python_blocks())
+def test_readme_example_runs(code: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, str(README), "exec"), {"__name__": "readme"})  # noqa: S102
+    assert os.path.exists(tmp_path / "runs.db")

@@ -1,0 +1,100 @@
+"""Channel aggregate: given events / when command / then events."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+import pytest
+
+from actae.domain.channel import Channel
+from actae.domain.errors import ConflictError
+
+AT = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def opened() -> Channel:
+    return Channel.open(
+        channel_id=uuid.uuid4(),
+        run_id=uuid.uuid4(),
+        kind="run.started",
+        payload={},
+        state={"step": 0},
+        state_checksum="sha256:x",
+        operation_id=None,
+        at=AT,
+    )
+
+
+def test_open_creates_state_version_one_at_cursor_one() -> None:
+    channel = opened()
+
+    (event,) = channel.collect_events()
+
+    assert isinstance(event, Channel.Opened)
+    assert (event.originator_version, event.state_version, event.state_cursor) == (1, 1, 1)
+
+
+def test_record_keeps_the_version_and_points_at_where_it_was_created() -> None:
+    channel = opened()
+    channel.collect_events()
+
+    channel.record(kind="llm", payload={"t": 1}, operation_id="op", at=AT)
+
+    (event,) = channel.collect_events()
+    assert isinstance(event, Channel.Recorded)
+    assert (event.originator_version, event.state_version, event.state_cursor) == (2, 1, 1)
+
+
+def test_transition_pins_the_next_version_to_its_own_cursor() -> None:
+    channel = opened()
+    channel.record(kind="llm", payload={}, operation_id=None, at=AT)
+    channel.collect_events()
+
+    channel.transition(
+        kind="step",
+        payload={},
+        state={"step": 1},
+        state_checksum="sha256:y",
+        operation_id=None,
+        at=AT,
+    )
+
+    (event,) = channel.collect_events()
+    assert isinstance(event, Channel.Transitioned)
+    assert (event.originator_version, event.state_version, event.state_cursor) == (3, 2, 3)
+
+
+def test_head_event_alone_rebuilds_the_channel() -> None:
+    channel = opened()
+    channel.transition(
+        kind="s", payload={}, state={}, state_checksum="sha256:y", operation_id=None, at=AT
+    )
+    channel.record(kind="llm", payload={}, operation_id=None, at=AT)
+    head = channel.collect_events()[-1]
+    assert isinstance(head, Channel.Event)
+
+    rebuilt = Channel.from_head(head)
+
+    assert (rebuilt.id, rebuilt.cursor, rebuilt.state_version, rebuilt.state_cursor) == (
+        channel.id,
+        3,
+        2,
+        2,
+    )
+    assert rebuilt.run_id == channel.run_id
+
+
+@pytest.mark.parametrize(("version", "cursor"), [(1, 2), (2, 1), (0, 1)])
+def test_ensure_at_refuses_any_stale_expectation(version: int, cursor: int) -> None:
+    channel = opened()
+    channel.transition(
+        kind="s", payload={}, state={}, state_checksum="sha256:y", operation_id=None, at=AT
+    )
+
+    with pytest.raises(ConflictError) as caught:
+        channel.ensure_at(expected_version=version, expected_cursor=cursor)
+
+    assert (caught.value.actual_version, caught.value.actual_cursor) == (2, 2)
+    channel.ensure_at(expected_version=2, expected_cursor=2)
+    channel.ensure_at(expected_version=None, expected_cursor=2)
