@@ -7,6 +7,7 @@ is read or written, so bad input can never leave a half-done command behind.
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -90,11 +91,24 @@ def require_document(field: str, value: object, codec: Codec, *, max_bytes: int)
         canonical = codec.canonical(value)
     except (TypeError, ValueError) as error:
         raise ValidationError(field, f"is not plain JSON: {error}") from None
+    if b"null" in canonical and _has_non_finite_float(value):
+        raise ValidationError(field, "contains NaN or Infinity, which JSON cannot represent")
     if len(canonical) > max_bytes:
         raise ValidationError(
             field, f"encodes to {len(canonical)} bytes, the limit is {max_bytes} bytes"
         )
     return Document(value=value, checksum=checksum_of(canonical), size=len(canonical))
+
+
+def _has_non_finite_float(value: object) -> bool:
+    """Whether a NaN or infinity hides in ``value`` (JSON encoders write them as null)."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_has_non_finite_float(item) for item in value.values())
+    if isinstance(value, list | tuple):
+        return any(_has_non_finite_float(item) for item in value)
+    return False
 
 
 def require_pins(field: str, value: object) -> Pins:

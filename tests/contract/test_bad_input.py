@@ -46,6 +46,8 @@ def bad_calls(store: actae.Store, run: actae.RunInfo) -> list[tuple[str, Callabl
         ("payload", lambda: store.record(cid, **{**ok, "payload": {"d": dt.datetime.now()}})),
         ("payload", lambda: store.record(cid, **{**ok, "payload": {1: "int key"}})),
         ("payload", lambda: store.record(cid, **{**ok, "payload": {"big": 2**70}})),
+        ("payload", lambda: store.record(cid, **{**ok, "payload": {"x": [None, float("nan")]}})),
+        ("state", lambda: store.transition(cid, **{**trans, "state": {"x": float("inf")}})),
         ("expected_cursor", lambda: store.record(cid, **{**ok, "expected_cursor": 0})),
         ("expected_cursor", lambda: store.record(cid, **{**ok, "expected_cursor": "1"})),
         ("expected_cursor", lambda: store.record(cid, **{**ok, "expected_cursor": True})),

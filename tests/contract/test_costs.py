@@ -1,0 +1,71 @@
+"""Costs that must not grow with history, and resources that must be released."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+import actae
+
+
+@pytest.fixture
+def counted(store: actae.Store) -> Iterator[list[int]]:
+    """Counts stored events decoded by the store while a test runs."""
+    mapper = store._service.mapper
+    decoded = [0]
+    original = mapper.to_domain_event
+
+    def counting(stored: Any) -> Any:
+        decoded[0] += 1
+        return original(stored)
+
+    mapper.to_domain_event = counting  # type: ignore[method-assign]
+    yield decoded
+    mapper.to_domain_event = original  # type: ignore[method-assign]
+
+
+def test_head_state_and_writes_read_a_constant_number_of_events(
+    store: actae.Store, counted: list[int]
+) -> None:
+    run = store.start_run("long", agent_id="a", state={"n": 0})
+    head = store.head(run.channel_id)
+    for n in range(150):
+        head = store.record(run.channel_id, kind="k", payload={"n": n}, expected_cursor=head.cursor)
+
+    for call in (
+        lambda: store.head(run.channel_id),
+        lambda: store.state_at(run.channel_id),
+        lambda: store.state_at(run.channel_id, cursor=75),
+        lambda: store.record(run.channel_id, kind="k", payload={}, expected_cursor=151),
+        lambda: store.transition(
+            run.channel_id, kind="s", payload={}, state={}, expected_version=1, expected_cursor=152
+        ),
+    ):
+        counted[0] = 0
+        call()
+        assert counted[0] <= 2, counted[0]
+
+
+@pytest.mark.postgres
+def test_close_releases_every_postgres_connection(pg_url: str, pg_dsn: str) -> None:
+    count = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+    with psycopg.connect(pg_dsn, autocommit=True) as probe:
+        before = probe.execute(count).fetchone()
+        store = actae.open(pg_url)
+        run = store.start_run("wf", agent_id="a", state={})
+        store.recover(run.channel_id)
+        during = probe.execute(count).fetchone()
+        store.close()
+        store.close()
+        # A server backend leaves pg_stat_activity a moment after its client hung up.
+        deadline = time.monotonic() + 10
+        while (after := probe.execute(count).fetchone()) != before and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert before is not None
+    assert during is not None
+    assert during[0] > before[0]
+    assert after == before
