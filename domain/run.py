@@ -6,33 +6,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict
-
 from actae.domain.aggregate import Aggregate
-from actae.domain.values import ForkReceipt, Pins, RunStatus
-
-
-class ForkRecord(BaseModel):
-    """The stored form of a fork receipt, carried by both the parent and the child run."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    child_run_id: UUID
-    child_channel_id: UUID
-    parent_run_id: UUID
-    parent_channel_id: UUID
-    requested_boundary: int
-    resolved_boundary: int
-    state_version: int
-    state_checksum: str
-    pins: Pins
-    reason: str | None
-    created_at: datetime
-    operation_id: str | None
-
-    def receipt(self, *, replayed: bool = False) -> ForkReceipt:
-        """The public receipt for this fork."""
-        return ForkReceipt(**dict(self), replayed=replayed)
+from actae.domain.values import ForkRecord, Pins, RunStatus
 
 
 class Run(Aggregate):

@@ -29,7 +29,7 @@ from actae.domain.errors import ConflictError, NotFoundError
 from actae.domain.operation import Operation
 from actae.domain.ports import Clock, Codec
 from actae.domain.reader import StoreReader, receipt_of, run_info_of
-from actae.domain.run import ForkRecord, Run
+from actae.domain.run import Run
 from actae.domain.validation import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     MAX_REASON_LENGTH,
@@ -43,7 +43,7 @@ from actae.domain.validation import (
     require_text,
     require_uuid,
 )
-from actae.domain.values import ForkReceipt, Receipt, RunInfo
+from actae.domain.values import ForkReceipt, ForkRecord, Receipt, RunInfo
 
 FORK_ATTEMPTS = 20
 

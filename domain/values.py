@@ -111,13 +111,14 @@ class StateVersion:
     checksum: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ForkReceipt:
-    """Auditable record of a fork: where it was asked for, where it resolved, what it copied.
+class ForkRecord(BaseModel):
+    """What a fork did, as stored on both the parent and the child run.
 
     ``resolved_boundary`` is the cursor where the state version in force at
     ``requested_boundary`` was created; the child starts from exactly that state.
     """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     child_run_id: UUID
     child_channel_id: UUID
@@ -131,6 +132,15 @@ class ForkReceipt:
     reason: str | None
     created_at: datetime
     operation_id: str | None
+
+    def receipt(self, *, replayed: bool = False) -> ForkReceipt:
+        """The public receipt for this fork."""
+        return ForkReceipt(**dict(self), replayed=replayed)
+
+
+class ForkReceipt(ForkRecord):
+    """Auditable record of a fork, as returned to the caller (``replayed`` on a repeat)."""
+
     replayed: bool = False
 
 

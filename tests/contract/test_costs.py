@@ -23,7 +23,7 @@ def counted(store: actae.Store) -> Iterator[list[int]]:
         decoded[0] += 1
         return original(stored)
 
-    mapper.to_domain_event = counting  # type: ignore[method-assign]
+    mapper.to_domain_event = counting  # type: ignore[method-assign,assignment]
     yield decoded
     mapper.to_domain_event = original  # type: ignore[method-assign]
 
