@@ -21,7 +21,7 @@ from actae.adapters.demo import demo
 
 def _default(value: Any) -> Any:
     if isinstance(value, BaseModel):
-        return value.model_dump()
+        return value.model_dump(by_alias=True)
     raise TypeError(type(value).__name__)
 
 

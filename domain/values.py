@@ -12,7 +12,7 @@ from enum import StrEnum
 from typing import Any
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 PIN_NAMES = ("model", "prompt", "tools", "schema")
 
@@ -24,12 +24,13 @@ class Pins(BaseModel):
     a mapping (``pins["model"]``) because callers pass them in as one.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # ``schema`` is a reserved name on pydantic models, hence the alias.
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
     model: str | None = None
     prompt: str | None = None
     tools: str | None = None
-    schema_: int | None = None
+    schema_: int | None = Field(default=None, alias="schema")
 
     def __getitem__(self, name: str) -> str | int | None:
         """Read a pin by its contract name (``model``, ``prompt``, ``tools``, ``schema``)."""
