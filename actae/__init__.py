@@ -3,23 +3,30 @@
 ``import actae`` gives the public contract; see README.md and DESIGN.md §3.
 """
 
+from actae.adapters.clock import ManualClock
+from actae.adapters.context import RunContext
 from actae.adapters.migrations import SchemaVersionError
 from actae.adapters.store import Store, open
+from actae.domain.effects import Attempt, Claim, EffectInfo, EffectStatus, RetryPolicy
 from actae.domain.errors import (
     ActaeError,
     ConflictError,
+    ContentionError,
     CorruptionError,
+    EffectBlockedError,
     FencingError,
     IncompatibleResumeError,
     LeaseHeldError,
     NotFoundError,
     OperationConflictError,
+    RetryNotDueError,
     ValidationError,
 )
 from actae.domain.values import (
     ChannelEvent,
     ForkReceipt,
     Lineage,
+    OperationRecord,
     Pins,
     Receipt,
     Recovery,
@@ -30,19 +37,30 @@ from actae.domain.values import (
 
 __all__ = [
     "ActaeError",
+    "Attempt",
     "ChannelEvent",
+    "Claim",
     "ConflictError",
+    "ContentionError",
     "CorruptionError",
+    "EffectBlockedError",
+    "EffectInfo",
+    "EffectStatus",
     "FencingError",
     "ForkReceipt",
     "IncompatibleResumeError",
     "LeaseHeldError",
     "Lineage",
+    "ManualClock",
     "NotFoundError",
     "OperationConflictError",
+    "OperationRecord",
     "Pins",
     "Receipt",
     "Recovery",
+    "RetryNotDueError",
+    "RetryPolicy",
+    "RunContext",
     "RunInfo",
     "RunStatus",
     "SchemaVersionError",

@@ -14,15 +14,23 @@ from typing import Any, Self
 from uuid import UUID
 
 from actae.adapters.codec import OrjsonCodec
+from actae.adapters.context import RunContext
 from actae.adapters.migrations import open_postgres, open_sqlite
 from actae.adapters.url import StoreUrl, parse_store_url
+from actae.domain.effects import Claim, EffectInfo, RetryPolicy
 from actae.domain.ports import Clock
 from actae.domain.service import ActaeService, utc_now
-from actae.domain.validation import DEFAULT_MAX_DOCUMENT_BYTES, require_int, require_uuid
+from actae.domain.validation import (
+    DEFAULT_MAX_DOCUMENT_BYTES,
+    require_int,
+    require_text,
+    require_uuid,
+)
 from actae.domain.values import (
     ChannelEvent,
     ForkReceipt,
     Lineage,
+    OperationRecord,
     Receipt,
     Recovery,
     RunInfo,
@@ -160,6 +168,74 @@ class Store:
             channel_id, at=at, operation_id=operation_id, reason=reason, pins=pins
         )
 
+    # -- tool-execution ledger ------------------------------------------------------------
+
+    def claim(
+        self,
+        effect_key: str,
+        *,
+        run_id: UUID | str,
+        worker: str,
+        lease: float,
+        request: dict[str, Any] | None = None,
+        retry: RetryPolicy | Mapping[str, Any] | None = None,
+    ) -> Claim:
+        """Claim a side effect under a lease of ``lease`` seconds.
+
+        Returns a granted :class:`Claim` with a fencing token (pass it to the provider and
+        to heartbeat/complete/fail), or ``status="completed"`` with the recorded result.
+        Raises ``LeaseHeldError`` while another worker's lease is live, ``RetryNotDueError``
+        before a scheduled retry, ``EffectBlockedError`` when it needs review.
+        """
+        return self._service.ledger.claim(
+            effect_key, run_id=run_id, worker=worker, lease=lease, request=request, retry=retry
+        )
+
+    def heartbeat(self, effect_key: str, *, token: int, lease: float) -> EffectInfo:
+        """Extend the lease of the claim holding ``token``."""
+        return self._service.ledger.heartbeat(effect_key, token=token, lease=lease)
+
+    def complete(self, effect_key: str, *, token: int, result: dict[str, Any]) -> EffectInfo:
+        """Record that the effect happened; a stale ``token`` raises ``FencingError``."""
+        return self._service.ledger.complete(effect_key, token=token, result=result)
+
+    def fail(
+        self,
+        effect_key: str,
+        *,
+        token: int,
+        error: str,
+        retry_after: float | None = None,
+        final: bool = False,
+    ) -> EffectInfo:
+        """Record a failed attempt; the retry policy (and ``retry_after``) schedules the next."""
+        return self._service.ledger.fail(
+            effect_key, token=token, error=error, retry_after=retry_after, final=final
+        )
+
+    def reconcile(
+        self,
+        effect_key: str,
+        outcome: str,
+        *,
+        actor: str,
+        evidence: dict[str, Any] | None = None,
+        result: dict[str, Any] | None = None,
+        token: int | None = None,
+    ) -> EffectInfo:
+        """Settle an effect in doubt: ``"completed"`` (with ``result``) or ``"failed"``."""
+        return self._service.ledger.reconcile(
+            effect_key, outcome, actor=actor, evidence=evidence, result=result, token=token
+        )
+
+    def abandon(self, effect_key: str, *, actor: str, reason: str) -> EffectInfo:
+        """Give up on an effect for good."""
+        return self._service.ledger.abandon(effect_key, actor=actor, reason=reason)
+
+    def effect(self, effect_key: str) -> EffectInfo:
+        """An effect's status and full attempt history."""
+        return self._service.ledger.effect(effect_key)
+
     # -- queries --------------------------------------------------------------------------
 
     def head(self, channel_id: UUID | str) -> Receipt:
@@ -190,6 +266,23 @@ class Store:
     def run(self, run_id: UUID | str) -> RunInfo:
         """A run with its status and the current head of its main channel."""
         return self._reader.run(require_uuid("run_id", run_id))
+
+    def operation(self, operation_id: str) -> OperationRecord | None:
+        """The command recorded under ``operation_id``, or ``None`` if it never ran."""
+        found = self._reader.operation(require_text("operation_id", operation_id))
+        if found is None or found.is_effect:
+            return None
+        return OperationRecord(
+            operation_id=found.operation_id, command=found.command, result=found.recorded_result
+        )
+
+    def now(self) -> datetime:
+        """The store's clock (wall time unless a clock was given to ``actae.open``)."""
+        return self._service.clock()
+
+    def resume(self, run_id: UUID | str, *, worker: str) -> RunContext:
+        """A durable-step context for ``run_id`` driven by ``worker``."""
+        return RunContext(self, self.run(run_id), require_text("worker", worker))
 
     def lineage(self, run_id: UUID | str) -> Lineage:
         """Fork receipts of a run: ancestors (nearest first) and all descendants."""

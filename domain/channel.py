@@ -10,7 +10,7 @@ is one indexed read, never a replay of history.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
 from actae.domain.aggregate import Aggregate
@@ -24,9 +24,17 @@ class Channel(Aggregate):
         run_id: UUID
         state_version: int
         state_cursor: int
+        open_effects: tuple[str, ...]
 
     class Event(Aggregate.Event):
-        """Something happened on a channel; fields after it describe the head completely."""
+        """Something happened on a channel; fields after it describe the head completely.
+
+        ``open_effects`` lists the ledger effects of the run that are not settled yet
+        (claimed, in doubt, retrying, needing review), so recovery finds them from the head.
+        Version 2 added it; version-1 events had no ledger and upcast to an empty tuple.
+        """
+
+        class_version: ClassVar[int] = 2
 
         run_id: UUID
         kind: str
@@ -34,12 +42,19 @@ class Channel(Aggregate):
         operation_id: str | None
         state_version: int
         state_cursor: int
+        open_effects: tuple[str, ...] = ()
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            """Events written before the ledger existed had no open effects."""
+            state["open_effects"] = []
 
         def apply(self, aggregate: Any) -> None:
             """Make the channel's head match this event."""
             aggregate.run_id = self.run_id
             aggregate.state_version = self.state_version
             aggregate.state_cursor = self.state_cursor
+            aggregate.open_effects = self.open_effects
 
     class Opened(Event, Aggregate.Created):
         """The channel was opened at cursor 1 with its first state version."""
@@ -122,6 +137,24 @@ class Channel(Aggregate):
             operation_id=operation_id,
             state_version=self.state_version,
             state_cursor=self.state_cursor,
+            open_effects=self.open_effects,
+        )
+
+    def note_effect(
+        self, *, kind: str, payload: dict[str, Any], effect_key: str, settled: bool, at: datetime
+    ) -> None:
+        """Record a ledger outcome for ``effect_key`` and whether the effect is now settled."""
+        others = tuple(key for key in self.open_effects if key != effect_key)
+        self.trigger_event(
+            self.Recorded,
+            timestamp=at,
+            run_id=self.run_id,
+            kind=kind,
+            payload=payload,
+            operation_id=None,
+            state_version=self.state_version,
+            state_cursor=self.state_cursor,
+            open_effects=others if settled else (*others, effect_key),
         )
 
     def transition(
@@ -146,4 +179,5 @@ class Channel(Aggregate):
             state_checksum=state_checksum,
             state_version=self.state_version + 1,
             state_cursor=self.version + 1,
+            open_effects=self.open_effects,
         )

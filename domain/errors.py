@@ -145,3 +145,44 @@ class CorruptionError(ActaeError):
         self.what = what
         self.detail = detail
         super().__init__(f"{what}: {detail}")
+
+
+class RetryNotDueError(ActaeError):
+    """An effect failed and its next attempt is scheduled later; claiming now is refused."""
+
+    code = "retry_not_due"
+
+    def __init__(self, effect_key: str, *, retry_at: datetime, wait: float) -> None:
+        self.effect_key = effect_key
+        self.retry_at = retry_at
+        self.wait = wait
+        super().__init__(
+            f"effect {effect_key!r}: next attempt is due at {retry_at.isoformat()} "
+            f"(in {wait:.1f} s); claim again then"
+        )
+
+
+class EffectBlockedError(ActaeError):
+    """An effect needs a person: retries are exhausted, it is in doubt, or it was abandoned."""
+
+    code = "effect_blocked"
+
+    def __init__(self, effect_key: str, *, status: str, detail: str) -> None:
+        self.effect_key = effect_key
+        self.status = status
+        self.detail = detail
+        super().__init__(
+            f"effect {effect_key!r} is {status}: {detail}; inspect it with store.effect() "
+            "and settle it with store.reconcile() or store.abandon()"
+        )
+
+
+class ContentionError(ActaeError):
+    """A command kept losing races against other writers and gave up; retry it later."""
+
+    code = "contention"
+
+    def __init__(self, what: str, attempts: int) -> None:
+        self.what = what
+        self.attempts = attempts
+        super().__init__(f"{what}: lost {attempts} races in a row to other writers; retry later")

@@ -1,30 +1,55 @@
-"""The Operation aggregate: the durable identity of one logical command.
+"""The Operation aggregate: the durable identity of one logical invocation.
 
 Its id is derived from the caller's ``operation_id`` (uuid5), so two attempts of the same
-command contend for the same aggregate version and the event store's primary key decides
-which one happened. It is saved in the same transaction as the command's own events.
+invocation contend for the same aggregate version and the event store's primary key decides
+which one happened. Two uses share the one namespace of operation ids:
+
+- a *command* (start, record, transition, fork) executed once, with its result;
+- an *effect* of the tool-execution ledger: claims under leases with fencing tokens that
+  strictly increase, completions, failures with scheduled retries, reconciliation.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID, uuid5
 
 from actae.domain.aggregate import Aggregate
-from actae.domain.errors import OperationConflictError
+from actae.domain.effects import Attempt, EffectInfo, EffectStatus, RetryPolicy
+from actae.domain.errors import (
+    EffectBlockedError,
+    FencingError,
+    LeaseHeldError,
+    OperationConflictError,
+    RetryNotDueError,
+)
 
 OPERATION_NAMESPACE = UUID("6f1e2a4c-3b5d-5e7f-8a9b-0c1d2e3f4a5b")
 
 
 class Operation(Aggregate):
-    """A command that happened once, with the fingerprint of its content and its result."""
+    """A command that happened once, or an effect and the history of its attempts."""
 
     if TYPE_CHECKING:  # set by events' apply(); not dataclass fields
         operation_id: str
         command: str
         fingerprint: str
-        result: dict[str, Any]
+        result: dict[str, Any] | None
+        run_id: UUID
+        channel_id: UUID
+        request: dict[str, Any]
+        policy: RetryPolicy
+        token: int
+        holder: str | None
+        expires_at: datetime | None
+        in_doubt: bool
+        retry_at: datetime | None
+        needs_review: bool
+        abandoned: bool
+        last_error: str | None
+        first_claimed_at: datetime | None
+        attempts: list[Attempt]
 
     class Executed(Aggregate.Created):
         """A command identified by ``operation_id`` was executed and produced ``result``."""
@@ -40,6 +65,137 @@ class Operation(Aggregate):
             aggregate.command = self.command
             aggregate.fingerprint = self.fingerprint
             aggregate.result = self.result
+
+    class Registered(Aggregate.Created):
+        """A side effect was declared for a run, with its request and retry policy."""
+
+        operation_id: str
+        run_id: UUID
+        channel_id: UUID
+        request: dict[str, Any]
+        fingerprint: str
+        policy: RetryPolicy
+
+        def apply(self, aggregate: Any) -> None:
+            """Start an effect's ledger: nobody holds it, nothing is known yet."""
+            aggregate.operation_id = self.operation_id
+            aggregate.command = "effect"
+            aggregate.fingerprint = self.fingerprint
+            aggregate.run_id = self.run_id
+            aggregate.channel_id = self.channel_id
+            aggregate.request = self.request
+            aggregate.policy = self.policy
+            aggregate.result = None
+            aggregate.token = 0
+            aggregate.holder = None
+            aggregate.expires_at = None
+            aggregate.in_doubt = False
+            aggregate.retry_at = None
+            aggregate.needs_review = False
+            aggregate.abandoned = False
+            aggregate.last_error = None
+            aggregate.first_claimed_at = None
+            aggregate.attempts = []
+
+    class Claimed(Aggregate.Event):
+        """A worker claimed the effect under a lease; ``token`` fences everyone older."""
+
+        worker: str
+        token: int
+        expires_at: datetime
+        in_doubt: bool
+
+        def apply(self, aggregate: Any) -> None:
+            """Hand the effect to the worker; an unanswered earlier attempt counts as expired."""
+            if aggregate.holder is not None:
+                aggregate.settle_attempt("expired", "lease ran out without an answer")
+            aggregate.token = self.token
+            aggregate.holder = self.worker
+            aggregate.expires_at = self.expires_at
+            aggregate.in_doubt = self.in_doubt
+            aggregate.retry_at = None
+            aggregate.first_claimed_at = aggregate.first_claimed_at or self.timestamp
+            attempt = Attempt(
+                attempt=len(aggregate.attempts) + 1,
+                token=self.token,
+                worker=self.worker,
+                claimed_at=self.timestamp,
+            )
+            aggregate.attempts.append(attempt)
+
+    class Renewed(Aggregate.Event):
+        """The holder extended its lease (a heartbeat)."""
+
+        token: int
+        expires_at: datetime
+
+        def apply(self, aggregate: Any) -> None:
+            """Move the lease's expiry."""
+            aggregate.expires_at = self.expires_at
+
+    class Completed(Aggregate.Event):
+        """The effect happened and produced ``result``."""
+
+        token: int
+        result: dict[str, Any]
+
+        def apply(self, aggregate: Any) -> None:
+            """Settle the effect for good."""
+            aggregate.settle_attempt("completed", None)
+            aggregate.result = self.result
+            aggregate.holder = None
+            aggregate.in_doubt = False
+
+    class Failed(Aggregate.Event):
+        """An attempt failed; it is retried at ``retry_at``, or needs review when ``None``."""
+
+        token: int
+        error: str
+        retry_at: datetime | None
+
+        def apply(self, aggregate: Any) -> None:
+            """Release the effect and schedule the next attempt (or stop for review)."""
+            aggregate.settle_attempt("failed", self.error)
+            aggregate.holder = None
+            aggregate.in_doubt = False
+            aggregate.last_error = self.error
+            aggregate.retry_at = self.retry_at
+            aggregate.needs_review = self.retry_at is None
+
+    class Reconciled(Aggregate.Event):
+        """Someone checked with the provider whether the doubtful effect happened."""
+
+        outcome: str
+        actor: str
+        evidence: dict[str, Any]
+        result: dict[str, Any] | None
+        keeps_claim: bool
+
+        def apply(self, aggregate: Any) -> None:
+            """Settle the doubt: completed for good, or known not to have happened."""
+            if self.outcome == "completed":
+                aggregate.settle_attempt("completed", f"reconciled by {self.actor}")
+                aggregate.result = self.result
+                aggregate.holder = None
+            elif not self.keeps_claim:
+                aggregate.settle_attempt("failed", f"reconciled by {self.actor}")
+                aggregate.holder = None
+            aggregate.in_doubt = False
+            aggregate.needs_review = False
+
+    class Abandoned(Aggregate.Event):
+        """An operator gave up on the effect; it will not be attempted again."""
+
+        actor: str
+        reason: str
+
+        def apply(self, aggregate: Any) -> None:
+            """Close the effect without an outcome."""
+            aggregate.settle_attempt("abandoned", self.reason)
+            aggregate.holder = None
+            aggregate.abandoned = True
+
+    # -- identity -------------------------------------------------------------------------
 
     @staticmethod
     def id_for(operation_id: str) -> UUID:
@@ -67,11 +223,211 @@ class Operation(Aggregate):
             result=result,
         )
 
+    @classmethod
+    def register(
+        cls,
+        *,
+        effect_key: str,
+        run_id: UUID,
+        channel_id: UUID,
+        request: dict[str, Any],
+        fingerprint: str,
+        policy: RetryPolicy,
+        at: datetime,
+    ) -> Operation:
+        """Declare an effect before its first claim."""
+        return cls._create(
+            cls.Registered,
+            id=cls.id_for(effect_key),
+            timestamp=at,
+            operation_id=effect_key,
+            run_id=run_id,
+            channel_id=channel_id,
+            request=request,
+            fingerprint=fingerprint,
+            policy=policy,
+        )
+
     def ensure_same(self, fingerprint: str) -> None:
-        """Refuse a repeat whose content differs from the original command's."""
+        """Refuse a repeat whose content differs from the original's."""
         if fingerprint != self.fingerprint:
             raise OperationConflictError(
                 self.operation_id,
                 recorded_fingerprint=self.fingerprint,
                 presented_fingerprint=fingerprint,
             )
+
+    @property
+    def recorded_result(self) -> dict[str, Any]:
+        """The result a command returned (replayed on repeats)."""
+        if self.result is None:  # pragma: no cover - commands are recorded with a result
+            msg = f"operation {self.operation_id!r} has no recorded result"
+            raise LookupError(msg)
+        return self.result
+
+    # -- ledger state ---------------------------------------------------------------------
+
+    @property
+    def is_effect(self) -> bool:
+        """Whether this operation is a ledger effect (not a one-shot command)."""
+        return self.command == "effect"
+
+    def status(self, now: datetime) -> EffectStatus:
+        """Where the effect stands at ``now`` (a lease past its expiry is in doubt)."""
+        if self.abandoned:
+            return EffectStatus.ABANDONED
+        if self.result is not None:
+            return EffectStatus.COMPLETED
+        if self.needs_review:
+            return EffectStatus.NEEDS_REVIEW
+        if self.holder is not None:
+            live = self.expires_at is not None and now < self.expires_at
+            return EffectStatus.CLAIMED if live else EffectStatus.IN_DOUBT
+        if self.retry_at is not None:
+            return EffectStatus.RETRY_SCHEDULED
+        return EffectStatus.PENDING
+
+    def info(self, now: datetime) -> EffectInfo:
+        """Everything the ledger knows about this effect, as seen at ``now``."""
+        return EffectInfo(
+            effect_key=self.operation_id,
+            run_id=self.run_id,
+            status=self.status(now),
+            token=self.token,
+            attempt=len(self.attempts),
+            holder=self.holder,
+            expires_at=self.expires_at,
+            retry_at=self.retry_at,
+            in_doubt=self.in_doubt or self.status(now) is EffectStatus.IN_DOUBT,
+            last_error=self.last_error,
+            result=self.result,
+            request=self.request,
+            attempts=list(self.attempts),
+        )
+
+    def settle_attempt(self, outcome: str, detail: str | None) -> None:
+        """Write the outcome of the open attempt into the history (events call this)."""
+        if self.attempts and self.attempts[-1].outcome is None:
+            last = self.attempts[-1]
+            self.attempts[-1] = last.model_copy(update={"outcome": outcome, "detail": detail})
+
+    # -- ledger commands ------------------------------------------------------------------
+
+    def claim(self, *, worker: str, lease: float, now: datetime) -> bool:
+        """Grant a claim, or refuse it with the reason. ``False``: already completed."""
+        status = self.status(now)
+        if status is EffectStatus.COMPLETED:
+            return False
+        if status in (EffectStatus.ABANDONED, EffectStatus.NEEDS_REVIEW):
+            detail = self.last_error or "no further attempts are allowed"
+            raise EffectBlockedError(self.operation_id, status=status.value, detail=detail)
+        if status is EffectStatus.CLAIMED:
+            raise self._lease_held(now)
+        if self.retry_at is not None and now < self.retry_at:
+            wait = (self.retry_at - now).total_seconds()
+            raise RetryNotDueError(self.operation_id, retry_at=self.retry_at, wait=wait)
+        self.trigger_event(
+            self.Claimed,
+            timestamp=now,
+            worker=worker,
+            token=self.token + 1,
+            expires_at=now + timedelta(seconds=lease),
+            in_doubt=status is EffectStatus.IN_DOUBT,
+        )
+        return True
+
+    def _lease_held(self, now: datetime) -> LeaseHeldError:
+        return LeaseHeldError(
+            self.operation_id, holder=self.holder or "unknown", expires_at=self.expires_at or now
+        )
+
+    def ensure_token(self, token: int) -> None:
+        """Refuse anyone but the current holder."""
+        if token != self.token:
+            raise FencingError(self.operation_id, presented_token=token, current_token=self.token)
+
+    def ensure_held(self, token: int, now: datetime) -> None:
+        """Refuse unless ``token`` is current and its attempt is still open."""
+        self.ensure_token(token)
+        status = self.status(now)
+        if status not in (EffectStatus.CLAIMED, EffectStatus.IN_DOUBT):
+            raise EffectBlockedError(
+                self.operation_id, status=status.value, detail=f"token {token} holds no claim"
+            )
+
+    def heartbeat(self, *, token: int, lease: float, now: datetime) -> None:
+        """Extend the holder's lease."""
+        self.ensure_held(token, now)
+        self.trigger_event(
+            self.Renewed, timestamp=now, token=token, expires_at=now + timedelta(seconds=lease)
+        )
+
+    def complete(self, *, token: int, result: dict[str, Any], now: datetime) -> None:
+        """Record that the effect happened."""
+        self.ensure_held(token, now)
+        self.trigger_event(self.Completed, timestamp=now, token=token, result=result)
+
+    def fail(
+        self,
+        *,
+        token: int,
+        error: str,
+        retry_after: float | None,
+        final: bool,
+        draw: float,
+        now: datetime,
+    ) -> None:
+        """Record a failed attempt and when to try again, by policy and ``retry_after``."""
+        self.ensure_held(token, now)
+        retry_at = None if final else self._next_attempt_at(retry_after, draw, now)
+        self.trigger_event(self.Failed, timestamp=now, token=token, error=error, retry_at=retry_at)
+
+    def _next_attempt_at(
+        self, retry_after: float | None, draw: float, now: datetime
+    ) -> datetime | None:
+        if len(self.attempts) >= self.policy.max_attempts:
+            return None
+        delay = max(self.policy.backoff(len(self.attempts), draw), retry_after or 0.0)
+        retry_at = now + timedelta(seconds=delay)
+        started = self.first_claimed_at or now
+        if (retry_at - started).total_seconds() > self.policy.max_total:
+            return None
+        return retry_at
+
+    def reconcile(
+        self,
+        *,
+        outcome: str,
+        actor: str,
+        evidence: dict[str, Any],
+        result: dict[str, Any] | None,
+        token: int | None,
+        now: datetime,
+    ) -> None:
+        """Settle a doubtful or blocked effect from what the provider says happened."""
+        status = self.status(now)
+        if token is not None:
+            self.ensure_held(token, now)
+        elif status is EffectStatus.CLAIMED:
+            raise self._lease_held(now)
+        elif status not in (EffectStatus.IN_DOUBT, EffectStatus.NEEDS_REVIEW):
+            detail = "only an effect in doubt or needing review can be reconciled"
+            raise EffectBlockedError(self.operation_id, status=status.value, detail=detail)
+        self.trigger_event(
+            self.Reconciled,
+            timestamp=now,
+            outcome=outcome,
+            actor=actor,
+            evidence=evidence,
+            result=result,
+            keeps_claim=token is not None and outcome == "failed",
+        )
+
+    def abandon(self, *, actor: str, reason: str, now: datetime) -> None:
+        """Give up on the effect for good (not allowed once it completed)."""
+        status = self.status(now)
+        if status in (EffectStatus.COMPLETED, EffectStatus.ABANDONED):
+            raise EffectBlockedError(
+                self.operation_id, status=status.value, detail="it is already settled"
+            )
+        self.trigger_event(self.Abandoned, timestamp=now, actor=actor, reason=reason)

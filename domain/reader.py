@@ -16,7 +16,7 @@ from eventsourcing.persistence import EventStore
 from actae.domain.channel import Channel
 from actae.domain.errors import CorruptionError, NotFoundError
 from actae.domain.operation import Operation
-from actae.domain.ports import Codec
+from actae.domain.ports import Clock, Codec
 from actae.domain.run import Run
 from actae.domain.validation import checksum_of
 from actae.domain.values import (
@@ -36,11 +36,12 @@ class StoreReader:
     """Answers queries about channels, runs and operations from the event store."""
 
     def __init__(
-        self, events: EventStore[UUID], repository: Repository[UUID], codec: Codec
+        self, events: EventStore[UUID], repository: Repository[UUID], codec: Codec, clock: Clock
     ) -> None:
         self._events = events
         self._repository = repository
         self._codec = codec
+        self._clock = clock
 
     # -- channel events -------------------------------------------------------------------
 
@@ -120,14 +121,17 @@ class StoreReader:
         return [channel_event_of(event) for event in stored]
 
     def recover(self, channel_id: UUID) -> Recovery:
-        """State at the head plus the recorded events after it: a cursor walk."""
+        """State at the head, the recorded events after it, and the run's open effects."""
         head = self.head_event(channel_id)
         state = self.state_of(head)
         tail = self.event_range(channel_id, after=state.cursor, upto=head.originator_version)
+        now = self._clock()
+        outstanding = [self.operation(key) for key in head.open_effects]
         return Recovery(
             state=state,
             events=[channel_event_of(event) for event in tail],
             head_cursor=head.originator_version,
+            outstanding=[effect.info(now) for effect in outstanding if effect is not None],
         )
 
     # -- runs and operations --------------------------------------------------------------

@@ -14,7 +14,8 @@ Every command follows the same order, and the order is the guarantee:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import random
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, NoReturn
 from uuid import UUID, uuid4
@@ -26,6 +27,7 @@ from eventsourcing.utils import Environment, EnvType
 from actae.domain.aggregate import Aggregate
 from actae.domain.channel import Channel
 from actae.domain.errors import ConflictError, NotFoundError
+from actae.domain.ledger import Ledger
 from actae.domain.operation import Operation
 from actae.domain.ports import Clock, Codec
 from actae.domain.reader import StoreReader, receipt_of, run_info_of
@@ -65,12 +67,21 @@ class ActaeService(Application[UUID]):
         codec: Codec,
         clock: Clock = utc_now,
         max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
+        draw: Callable[[], float] = random.random,
     ) -> None:
         self.codec = codec
         self.clock = clock
         self.max_document_bytes = max_document_bytes
         super().__init__(env)
-        self.reader = StoreReader(self.events, self.repository, codec)
+        self.reader = StoreReader(self.events, self.repository, codec, clock)
+        self.ledger = Ledger(
+            save=self.save,
+            reader=self.reader,
+            clock=clock,
+            codec=codec,
+            draw=draw,
+            max_document_bytes=max_document_bytes,
+        )
 
     def construct_env(self, name: str, env: EnvType | None = None) -> Environment:
         """Configure from the given env only: the store URL decides, never ``os.environ``."""
@@ -373,25 +384,25 @@ class ActaeService(Application[UUID]):
         return original
 
     def _replayed_run(self, original: Operation) -> RunInfo:
-        run = self.reader.run_aggregate(UUID(original.result["run_id"]))
+        run = self.reader.run_aggregate(UUID(original.recorded_result["run_id"]))
         return run_info_of(
             run,
-            cursor=original.result["cursor"],
-            state_version=original.result["state_version"],
+            cursor=original.recorded_result["cursor"],
+            state_version=original.recorded_result["state_version"],
             replayed=True,
         )
 
     def _replayed_receipt(self, channel_id: UUID, original: Operation) -> Receipt:
         return Receipt(
             channel_id=channel_id,
-            cursor=original.result["cursor"],
-            state_version=original.result["state_version"],
+            cursor=original.recorded_result["cursor"],
+            state_version=original.recorded_result["state_version"],
             operation_id=original.operation_id,
             replayed=True,
         )
 
     def _replayed_fork(self, original: Operation) -> ForkReceipt:
-        child = self.reader.run_aggregate(UUID(original.result["child_run_id"]))
+        child = self.reader.run_aggregate(UUID(original.recorded_result["child_run_id"]))
         if child.forked_from is None:  # pragma: no cover - written together with the op
             raise NotFoundError("fork", original.operation_id)
         return child.forked_from.receipt(replayed=True)

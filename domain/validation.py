@@ -78,6 +78,15 @@ def require_int(field: str, value: object, *, minimum: int) -> int:
     return value
 
 
+def require_number(field: str, value: object, *, minimum: float, maximum: float) -> float:
+    """A real number (int or float, not bool) within ``[minimum, maximum]``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValidationError(field, f"expected a number of seconds, got {type(value).__name__}")
+    if not minimum <= value <= maximum:
+        raise ValidationError(field, f"must be between {minimum} and {maximum}, got {value}")
+    return float(value)
+
+
 def optional_int(field: str, value: object, *, minimum: int) -> int | None:
     """``None`` or a valid :func:`require_int` value."""
     return None if value is None else require_int(field, value, minimum=minimum)

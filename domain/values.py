@@ -14,6 +14,8 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from actae.domain.effects import EffectInfo
+
 PIN_NAMES = ("model", "prompt", "tools", "schema")
 
 
@@ -80,6 +82,15 @@ class Receipt:
     state_version: int
     operation_id: str | None
     replayed: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OperationRecord:
+    """A command recorded under an operation id, with the result it returned."""
+
+    operation_id: str
+    command: str
+    result: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -174,13 +185,14 @@ class Recovery:
 
     ``state`` is the state version in force at the head; ``events`` are the recorded events
     after ``state.cursor`` (their results are replayed, never regenerated); ``outstanding``
-    lists side effects still claimed or in doubt (filled by the tool-execution ledger).
+    lists the run's side effects that are not settled: claimed, in doubt, retrying or
+    needing review (``actae.EffectInfo``), so a resuming worker knows what may have happened.
     """
 
     state: StateVersion
     events: list[ChannelEvent]
     head_cursor: int
-    outstanding: list[Any] = field(default_factory=list)
+    outstanding: list[EffectInfo] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

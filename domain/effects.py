@@ -1,0 +1,110 @@
+"""Values of the tool-execution ledger: effect status, retry policy, claims, attempts.
+
+An *effect* is a side effect on the outside world (a payment, an e-mail) identified by a
+caller-chosen key. Its ledger makes the ambiguous window explicit: between a claim and its
+completion nobody knows whether the effect happened, and once the lease expires the store
+says so (``in_doubt``) instead of letting anyone silently run it again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class EffectStatus(StrEnum):
+    """Where an effect stands; ``in_doubt`` is a claim whose lease ran out unanswered."""
+
+    CLAIMED = "claimed"
+    IN_DOUBT = "in_doubt"
+    RETRY_SCHEDULED = "retry_scheduled"
+    NEEDS_REVIEW = "needs_review"
+    PENDING = "pending"
+    COMPLETED = "completed"
+    ABANDONED = "abandoned"
+
+
+OUTSTANDING = frozenset(
+    {
+        EffectStatus.CLAIMED,
+        EffectStatus.IN_DOUBT,
+        EffectStatus.RETRY_SCHEDULED,
+        EffectStatus.NEEDS_REVIEW,
+        EffectStatus.PENDING,
+    }
+)
+
+
+class RetryPolicy(BaseModel):
+    """Exponential backoff with full jitter, capped by attempts and by total time.
+
+    The default allows 5 attempts over about 10 minutes. A provider's ``retry_after`` wins
+    when it asks for a longer wait than the backoff.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_attempts: int = Field(default=5, ge=1)
+    initial_delay: float = Field(default=30.0, gt=0)
+    max_delay: float = Field(default=300.0, gt=0)
+    max_total: float = Field(default=600.0, gt=0)
+
+    def backoff(self, attempt: int, draw: float) -> float:
+        """Delay after failed attempt number ``attempt``; ``draw`` is uniform in [0, 1)."""
+        ceiling: float = min(self.max_delay, self.initial_delay * 2.0 ** (attempt - 1))
+        return draw * ceiling
+
+
+class Attempt(BaseModel):
+    """One claim of an effect and how it ended (``None`` while it is still open)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    attempt: int
+    token: int
+    worker: str
+    claimed_at: datetime
+    outcome: str | None = None
+    detail: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Claim:
+    """Answer to a claim: ``granted`` (go ahead, pass ``token`` along) or ``completed``.
+
+    ``in_doubt`` means an earlier attempt's lease ran out without an answer: it may have
+    happened. Reconcile with the provider, or retry under the same key only if the provider
+    deduplicates by it.
+    """
+
+    effect_key: str
+    status: str
+    token: int
+    attempt: int
+    in_doubt: bool
+    expires_at: datetime | None
+    result: dict[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EffectInfo:
+    """Everything the ledger knows about an effect, with its full attempt history."""
+
+    effect_key: str
+    run_id: UUID
+    status: EffectStatus
+    token: int
+    attempt: int
+    holder: str | None
+    expires_at: datetime | None
+    retry_at: datetime | None
+    in_doubt: bool
+    last_error: str | None
+    result: dict[str, Any] | None
+    request: dict[str, Any]
+    attempts: list[Attempt]
