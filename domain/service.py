@@ -75,7 +75,7 @@ class ActaeService(Application[UUID]):
         super().__init__(env)
         self.reader = StoreReader(self.events, self.repository, codec, clock)
         self.ledger = Ledger(
-            save=self.save,
+            save=lambda *aggregates: self.save(*aggregates),  # noqa: PLW0108 - late-bound
             reader=self.reader,
             clock=clock,
             codec=codec,
