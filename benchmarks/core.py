@@ -153,7 +153,7 @@ class RawBaseline:
         }
 
 
-def transitions_per_second(run_one: Callable[[int], None], workers: int, per_worker: int) -> float:
+def rate(run_one: Callable[[int], None], workers: int, per_worker: int) -> float:
     threads = [threading.Thread(target=run_one, args=(i,)) for i in range(workers)]
     start = time.perf_counter()
     for thread in threads:
@@ -203,13 +203,9 @@ def postgres(dsn: str) -> dict[str, Any]:
         progress("PostgreSQL: transitions on 1 and 4 connections")
         with actae.open(url + "&pool_size=4") as store:
             tps = {
-                str(w): transitions_per_second(actae_transitions(store, n), w, n)
-                for w, n in ((1, 1500), (4, 750))
+                str(w): rate(actae_transitions(store, n), w, n) for w, n in ((1, 1500), (4, 750))
             }
-        raw_tps = {
-            str(w): transitions_per_second(raw_transitions(raw, n), w, n)
-            for w, n in ((1, 1500), (4, 750))
-        }
+        raw_tps = {str(w): rate(raw_transitions(raw, n), w, n) for w, n in ((1, 1500), (4, 750))}
         return {"reads": reads, "raw_reads": raw_reads, "tps": tps, "raw_tps": raw_tps}
     finally:
         with psycopg.connect(dsn, autocommit=True) as conn:

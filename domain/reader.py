@@ -8,12 +8,14 @@ every read here costs a fixed number of indexed lookups, whatever the history le
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import replace
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Repository
 from eventsourcing.persistence import EventStore
 
 from actae.domain.channel import Channel
+from actae.domain.effects import EffectStatus
 from actae.domain.errors import CorruptionError, NotFoundError
 from actae.domain.operation import Operation
 from actae.domain.ports import Clock, Codec
@@ -26,6 +28,7 @@ from actae.domain.values import (
     Receipt,
     Recovery,
     RunInfo,
+    RunStatus,
     StateVersion,
 )
 
@@ -150,7 +153,21 @@ class StoreReader:
         """A run with the current head of its main channel."""
         run = self.run_aggregate(run_id)
         head = self.head_event(run.channel_id)
-        return run_info_of(run, cursor=head.originator_version, state_version=head.state_version)
+        info = run_info_of(run, cursor=head.originator_version, state_version=head.state_version)
+        if info.status is RunStatus.RUNNING and head.open_effects:
+            return replace(info, status=self.effects_status(head.open_effects))
+        return info
+
+    def effects_status(self, keys: tuple[str, ...]) -> RunStatus:
+        """``blocked`` if an effect needs review, ``retrying`` if one waits for a retry."""
+        now = self._clock()
+        found = [self.operation(key) for key in keys]
+        statuses = {effect.status(now) for effect in found if effect is not None}
+        if EffectStatus.NEEDS_REVIEW in statuses:
+            return RunStatus.BLOCKED
+        if EffectStatus.RETRY_SCHEDULED in statuses:
+            return RunStatus.RETRYING
+        return RunStatus.RUNNING
 
     def lineage(self, run_id: UUID) -> Lineage:
         """Fork receipts up to the root and down through every descendant."""

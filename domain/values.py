@@ -63,9 +63,15 @@ def pins_from_dict(values: dict[str, Any]) -> Pins:
 
 
 class RunStatus(StrEnum):
-    """Lifecycle status of a run (the full status machine arrives with run lifecycle)."""
+    """Lifecycle status of a run.
+
+    ``retrying`` and ``blocked`` are derived from the run's open effects: a running run with
+    an effect needing review is blocked; with a retry scheduled it is retrying.
+    """
 
     RUNNING = "running"
+    RETRYING = "retrying"
+    BLOCKED = "blocked"
     WAITING = "waiting"
     PAUSED = "paused"
     COMPLETED = "completed"

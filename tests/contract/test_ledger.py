@@ -315,3 +315,31 @@ def test_claim_and_channel_note_commit_together(
     assert [a.token for a in ledger.effect("invoice-42:charge").attempts] == [1]
     kinds = [e.kind for e in ledger.events(run.channel_id)]
     assert kinds == ["run.started", "rival", "effect.claimed"]
+
+
+def test_run_status_derives_retrying_and_blocked_from_its_effects(
+    ledger: actae.Store, run: actae.RunInfo, clock: actae.ManualClock
+) -> None:
+    policy = {"max_attempts": 2, "initial_delay": 1.0}
+    granted = claim(ledger, run, retry=policy)
+    assert ledger.run(run.run_id).status is actae.RunStatus.RUNNING
+
+    ledger.fail("invoice-42:charge", token=granted.token, error="HTTP 503")
+    assert ledger.run(run.run_id).status is actae.RunStatus.RETRYING
+
+    clock.advance(5)
+    granted = claim(ledger, run, retry=policy)
+    ledger.fail("invoice-42:charge", token=granted.token, error="HTTP 503")
+    assert ledger.run(run.run_id).status is actae.RunStatus.BLOCKED
+
+    ledger.abandon("invoice-42:charge", actor="ops", reason="gave up")
+    assert ledger.run(run.run_id).status is actae.RunStatus.RUNNING
+
+
+def test_retries_stop_at_the_total_time_cap(ledger: actae.Store, run: actae.RunInfo) -> None:
+    granted = claim(ledger, run, retry={"max_total": 20.0, "initial_delay": 1.0})
+
+    info = ledger.fail("invoice-42:charge", token=granted.token, error="429", retry_after=30.0)
+
+    assert info.status is actae.EffectStatus.NEEDS_REVIEW
+    assert info.retry_at is None

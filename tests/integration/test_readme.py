@@ -23,4 +23,4 @@ def test_readme_has_an_example() -> None:
 def test_readme_example_runs(code: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     exec(compile(code, str(README), "exec"), {"__name__": "readme"})  # noqa: S102
-    assert os.path.exists(tmp_path / "runs.db")
+    assert os.path.exists(tmp_path / "runs.db") == ("sqlite:///runs.db" in code)
