@@ -7,6 +7,7 @@ from actae.adapters.clock import ManualClock
 from actae.adapters.context import RunContext
 from actae.adapters.migrations import SchemaVersionError
 from actae.adapters.store import Store, open
+from actae.adapters.subscription import Subscription
 from actae.domain.effects import Attempt, Claim, EffectInfo, EffectStatus, RetryPolicy
 from actae.domain.errors import (
     ActaeError,
@@ -66,6 +67,7 @@ __all__ = [
     "SchemaVersionError",
     "StateVersion",
     "Store",
+    "Subscription",
     "ValidationError",
     "open",
 ]

@@ -7,7 +7,7 @@ arguments here so that every public entry point rejects bad input the same way.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
@@ -16,9 +16,19 @@ from uuid import UUID
 from actae.adapters.codec import OrjsonCodec
 from actae.adapters.context import RunContext
 from actae.adapters.migrations import open_postgres, open_sqlite
+from actae.adapters.postgres import ActaePostgresRecorder
+from actae.adapters.subscription import (
+    ConditionWaiter,
+    Fetch,
+    ListenWaiter,
+    Subscription,
+    Waiter,
+)
 from actae.adapters.url import StoreUrl, parse_store_url
 from actae.domain.effects import Claim, EffectInfo, RetryPolicy
+from actae.domain.errors import NotFoundError
 from actae.domain.ports import Clock
+from actae.domain.reader import channel_event_of
 from actae.domain.service import ActaeService, utc_now
 from actae.domain.validation import (
     DEFAULT_MAX_DOCUMENT_BYTES,
@@ -287,6 +297,48 @@ class Store:
     def lineage(self, run_id: UUID | str) -> Lineage:
         """Fork receipts of a run: ancestors (nearest first) and all descendants."""
         return self._reader.lineage(require_uuid("run_id", run_id))
+
+    # -- subscriptions --------------------------------------------------------------------
+
+    def subscribe(
+        self,
+        channel_id: UUID | str | None = None,
+        after: int = 0,
+        *,
+        batch_size: int = 500,
+        poll_interval: float = 0.1,
+    ) -> Subscription:
+        """Deliver every event after ``after``, stored ones first, then live, until stopped.
+
+        With a ``channel_id``, ``after`` is a cursor of that channel; without one, events of
+        all channels arrive in the store's global order and ``after`` is a global position
+        (``ChannelEvent.position``; 0 = from the beginning). Use it as a context manager.
+        """
+        after = require_int("after", after, minimum=0)
+        batch_size = require_int("batch_size", batch_size, minimum=1)
+        reader = self._reader
+        if channel_id is None:
+            fetch: Fetch = lambda pos: reader.global_events(after=pos, limit=batch_size)  # noqa: E731
+            position_of: Callable[[ChannelEvent], int] = lambda e: e.position or 0  # noqa: E731
+        else:
+            cid = require_uuid("channel_id", channel_id)
+            head = reader.head_event(cid).originator_version
+            if after > head:
+                raise NotFoundError("cursor", after, f"channel {cid} ends at cursor {head}")
+            fetch = lambda pos: [  # noqa: E731
+                channel_event_of(e) for e in reader.event_range(cid, after=pos, limit=batch_size)
+            ]
+            position_of = lambda e: e.cursor  # noqa: E731
+        return Subscription(
+            fetch, self._waiter(), after=after, position_of=position_of, poll_interval=poll_interval
+        )
+
+    def _waiter(self) -> Waiter:
+        if self._url.backend == "postgresql":
+            recorder = self._service.recorder
+            assert isinstance(recorder, ActaePostgresRecorder)  # noqa: S101 - set by the URL
+            return ListenWaiter(self._url.postgres_conninfo, recorder.channel_name)
+        return ConditionWaiter(self._service.written)
 
     # -- lifecycle ------------------------------------------------------------------------
 

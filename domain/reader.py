@@ -12,7 +12,8 @@ from dataclasses import replace
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Repository
-from eventsourcing.persistence import EventStore
+from eventsourcing.persistence import ApplicationRecorder, EventStore
+from eventsourcing.utils import get_topic
 
 from actae.domain.channel import Channel
 from actae.domain.effects import EffectStatus
@@ -33,6 +34,9 @@ from actae.domain.values import (
 )
 
 StateEvent = Channel.Opened | Channel.Transitioned
+CHANNEL_TOPICS = tuple(
+    get_topic(cls) for cls in (Channel.Opened, Channel.Recorded, Channel.Transitioned)
+)
 
 
 class StoreReader:
@@ -72,6 +76,16 @@ class StoreReader:
         """Events with ``after < cursor <= upto`` in cursor order, at most ``limit``."""
         stored = self._events.get(channel_id, gt=after, lte=upto, limit=limit)
         return [event for event in stored if isinstance(event, Channel.Event)]
+
+    def global_events(self, *, after: int, limit: int) -> list[ChannelEvent]:
+        """Channel events of every run in the store's global order, after ``after``."""
+        recorder = self._events.recorder
+        assert isinstance(recorder, ApplicationRecorder)  # noqa: S101 - Application's recorder
+        notifications = recorder.select_notifications(
+            start=after + 1, limit=limit, topics=CHANNEL_TOPICS
+        )
+        decoded = [(self._events.mapper.to_domain_event(n), n.id) for n in notifications]
+        return [channel_event_of(e, p) for e, p in decoded if isinstance(e, Channel.Event)]
 
     # -- public queries -------------------------------------------------------------------
 
@@ -209,9 +223,10 @@ def receipt_of(event: Channel.Event, *, replayed: bool = False) -> Receipt:
     )
 
 
-def channel_event_of(event: Channel.Event) -> ChannelEvent:
-    """The public view of a stored channel event."""
+def channel_event_of(event: Channel.Event, position: int | None = None) -> ChannelEvent:
+    """The public view of a stored channel event (``position``: its global position)."""
     return ChannelEvent(
+        position=position,
         channel_id=event.originator_id,
         run_id=event.run_id,
         cursor=event.originator_version,

@@ -15,6 +15,7 @@ Every command follows the same order, and the order is the guarantee:
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, NoReturn
@@ -73,6 +74,7 @@ class ActaeService(Application[UUID]):
         self.clock = clock
         self.max_document_bytes = max_document_bytes
         super().__init__(env)
+        self.written = threading.Condition()
         self.reader = StoreReader(self.events, self.repository, codec, clock)
         self.ledger = Ledger(
             save=lambda *aggregates: self.save(*aggregates),  # noqa: PLW0108 - late-bound
@@ -82,6 +84,13 @@ class ActaeService(Application[UUID]):
             draw=draw,
             max_document_bytes=max_document_bytes,
         )
+
+    def save(self, *objs: Any, **kwargs: Any) -> Any:
+        """Save events, then wake this process's subscribers (they re-read the store)."""
+        recordings = super().save(*objs, **kwargs)
+        with self.written:
+            self.written.notify_all()
+        return recordings
 
     def construct_env(self, name: str, env: EnvType | None = None) -> Environment:
         """Configure from the given env only: the store URL decides, never ``os.environ``."""

@@ -116,6 +116,8 @@ class ChannelEvent:
     state_cursor: int
     operation_id: str | None
     recorded_at: datetime
+    position: int | None = None
+    """Position in the store's global order (opaque, monotonic), when read from it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

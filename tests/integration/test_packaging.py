@@ -36,6 +36,7 @@ MODULES = [
     "actae.adapters.migrations",
     "actae.adapters.postgres",
     "actae.adapters.store",
+    "actae.adapters.subscription",
     "actae.adapters.url",
 ]
 
