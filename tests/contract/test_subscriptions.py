@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from uuid import UUID
 from collections.abc import Callable
 
 import pytest
@@ -29,15 +30,10 @@ def collect(
     return thread, seen
 
 
-def append(store: actae.Store, channel_id: object, count: int) -> None:
+def append(store: actae.Store, channel_id: UUID, count: int) -> None:
     for n in range(count):
-        head = store.head(channel_id)  # type: ignore[arg-type]
-        store.record(
-            channel_id,
-            kind="k",
-            payload={"n": n},  # type: ignore[arg-type]
-            expected_cursor=head.cursor,
-        )
+        head = store.head(channel_id)
+        store.record(channel_id, kind="k", payload={"n": n}, expected_cursor=head.cursor)
 
 
 def test_channel_subscription_replays_history_then_follows_live(store: actae.Store) -> None:
