@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import threading
-from uuid import UUID
 from collections.abc import Callable
+from uuid import UUID
 
 import pytest
 
