@@ -6,6 +6,7 @@
 from actae.adapters.clock import ManualClock
 from actae.adapters.context import RunContext
 from actae.adapters.migrations import SchemaVersionError
+from actae.adapters.projector import Projector
 from actae.adapters.store import Store, open
 from actae.adapters.subscription import Subscription
 from actae.domain.effects import Attempt, Claim, EffectInfo, EffectStatus, RetryPolicy
@@ -57,6 +58,7 @@ __all__ = [
     "OperationConflictError",
     "OperationRecord",
     "Pins",
+    "Projector",
     "Receipt",
     "Recovery",
     "RetryNotDueError",

@@ -10,13 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TextIO
 from uuid import UUID
 
 from actae.adapters.codec import OrjsonCodec
 from actae.adapters.context import RunContext
 from actae.adapters.migrations import open_postgres, open_sqlite
 from actae.adapters.postgres import ActaePostgresRecorder
+from actae.adapters.projector import Projector
+from actae.adapters.readmodels import postgres_db, sqlite_db
 from actae.adapters.subscription import (
     ConditionWaiter,
     Fetch,
@@ -87,6 +89,7 @@ class Store:
         self._reader = service.reader
         self._url = url
         self._closed = False
+        self._projector: Projector | None = None
 
     def __repr__(self) -> str:
         return f"<actae.Store {self._url.display}>"
@@ -333,6 +336,26 @@ class Store:
             fetch, self._waiter(), after=after, position_of=position_of, poll_interval=poll_interval
         )
 
+    # -- read models ----------------------------------------------------------------------
+
+    def projector(self, *, batch_size: int = 2000, out: TextIO | None = None) -> Projector:
+        """The store's projector (created on first use, closed with the store).
+
+        ``projector.catch_up()`` brings the read models (run_status, lineage, effects and the
+        outstanding_effects view) up to date; ``start()`` follows live in a thread;
+        ``query(sql)`` reads them. On SQLite and PostgreSQL they are plain tables next to
+        the event store; with ``memory://`` they live in an in-memory SQLite database.
+        """
+        if self._projector is None:
+            if self._url.backend == "postgresql":
+                db = postgres_db(self._url.postgres_conninfo, self._url.postgres_schema)
+            else:
+                db = sqlite_db(self._url.sqlite_path or ":memory:")
+            self._projector = Projector(
+                self._service, db, self._waiter, batch_size=batch_size, out=out
+            )
+        return self._projector
+
     def _waiter(self) -> Waiter:
         if self._url.backend == "postgresql":
             recorder = self._service.recorder
@@ -346,6 +369,8 @@ class Store:
         """Release every connection. Safe to call twice."""
         if not self._closed:
             self._closed = True
+            if self._projector is not None:
+                self._projector.close()
             self._service.close()
 
     def __enter__(self) -> Self:

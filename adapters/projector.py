@@ -1,0 +1,223 @@
+"""The projector: keeps the read models up to date, in batches, exactly once.
+
+``store.projector()`` gives one; ``catch_up()`` processes the backlog (showing progress),
+``start()`` follows live in a thread (PostgreSQL LISTEN/NOTIFY, polling on SQLite), and
+``actae project`` runs it as its own process. Each batch (many events) commits together with
+its tracking position. A transient database error is retried with backoff after
+reconnecting. An event that cannot be projected (a *poison* event) does not stop the
+projector: it is recorded with its error in ``actae_projection_errors`` and skipped, in the
+same transaction, so it stays visible. ``rebuild()`` projects from zero into fresh tables
+and swaps them in atomically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TextIO
+
+import psycopg
+from eventsourcing.persistence import ApplicationRecorder, Mapper, Notification, PersistenceError
+
+from actae.adapters.readmodels import ReadModelDB
+from actae.adapters.subscription import Waiter
+from actae.projections.changes import Change
+from actae.projections.project import project
+
+if TYPE_CHECKING:
+    from actae.domain.service import ActaeService
+
+NAME = "read_models"
+REBUILD_SUFFIX = "__rebuild"
+TRANSIENT = (
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+    sqlite3.OperationalError,
+    PersistenceError,
+)
+MAX_BACKOFF = 5.0
+
+
+class Projector:
+    """Projects the store's events into run_status, lineage and effects tables."""
+
+    def __init__(
+        self,
+        service: ActaeService,
+        db: ReadModelDB,
+        waiter: Callable[[], Waiter],
+        *,
+        batch_size: int = 2000,
+        out: TextIO | None = None,
+    ) -> None:
+        self._recorder = service.recorder
+        assert isinstance(self._recorder, ApplicationRecorder)  # noqa: S101
+        self._mapper: Mapper[Any] = service.mapper
+        self.db = db
+        self._new_waiter = waiter
+        self.batch_size = batch_size
+        self._out = out
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.on_batch: Callable[[Sequence[Notification]], None] | None = None
+        db.ensure_schema()
+
+    # -- batches --------------------------------------------------------------------------
+
+    def process_batch(self, *, name: str = NAME, suffix: str = "") -> int:
+        """Project the next batch after ``name``'s position; returns how many events."""
+        with self.db.transaction():
+            position = self.db.lock_position(name)
+            notifications = self._recorder.select_notifications(
+                start=position + 1, limit=self.batch_size
+            )
+            if not notifications:
+                return 0
+            self._apply(notifications, name, suffix)
+            self.db.set_position(name, notifications[-1].id)
+        if self.on_batch is not None:
+            self.on_batch(notifications)
+        return len(notifications)
+
+    def _apply(self, notifications: Sequence[Notification], name: str, suffix: str) -> None:
+        changes: list[Change] = []
+        for notification in notifications:
+            try:
+                changes.extend(project(self._mapper.to_domain_event(notification)))
+            except Exception as error:
+                self._poison(name, notification, error)
+        try:
+            with self.db.transaction():  # a savepoint: a bad batch falls back event by event
+                self.db.apply(changes, suffix)
+        except TRANSIENT:
+            raise
+        except Exception:
+            self._apply_one_by_one(notifications, name, suffix)
+
+    def _apply_one_by_one(
+        self, notifications: Sequence[Notification], name: str, suffix: str
+    ) -> None:
+        for notification in notifications:
+            try:
+                with self.db.transaction():
+                    self.db.apply(project(self._mapper.to_domain_event(notification)), suffix)
+            except TRANSIENT:
+                raise
+            except Exception as error:
+                self._poison(name, notification, error)
+
+    def _poison(self, name: str, notification: Notification, error: Exception) -> None:
+        self.db.record_error(
+            name,
+            notification.id,
+            notification.topic,
+            str(notification.originator_id),
+            f"{type(error).__name__}: {error}",
+        )
+
+    # -- running --------------------------------------------------------------------------
+
+    def catch_up(self, *, name: str = NAME, suffix: str = "") -> int:
+        """Project everything stored so far; shows progress on a large backlog."""
+        total = 0
+        started = time.perf_counter()
+        backlog = (self._recorder.max_notification_id() or 0) - self.db.position(name)
+        while not self._stop.is_set():
+            done = self._with_retries(lambda: self.process_batch(name=name, suffix=suffix))
+            if done == 0:
+                break
+            total += done
+            if self._out is not None and backlog > 10 * self.batch_size:
+                rate = total / max(time.perf_counter() - started, 1e-9)
+                print(
+                    f"  projected {total:,}/{backlog:,} events ({rate:,.0f} events/s)",
+                    file=self._out,
+                    flush=True,
+                )
+        return total
+
+    def run(self, poll_interval: float = 0.1) -> None:
+        """Catch up, then follow live until ``stop()``."""
+        waiter = self._new_waiter()
+        try:
+            while not self._stop.is_set():
+                if self.catch_up() == 0:
+                    waiter.wait(poll_interval)
+        finally:
+            waiter.close()
+
+    def start(self) -> Projector:
+        """Run in a background thread; ``stop()`` ends it."""
+        self._stop.clear()
+        self._thread = threading.Thread(target=self.run, name="actae projector", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop a running projector and wait for its thread."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def close(self) -> None:
+        """Stop and close the read-model connection."""
+        self.stop()
+        self.db.close()
+
+    def _with_retries(self, batch: Callable[[], int]) -> int:
+        delay = 0.05
+        while True:
+            try:
+                return batch()
+            except TRANSIENT as error:
+                if self._stop.is_set():
+                    return 0
+                print(
+                    f"actae projector: transient error, retrying in {delay:.2f} s: {error}",
+                    file=self._out or sys.stderr,
+                    flush=True,
+                )
+                self._stop.wait(delay)
+                delay = min(delay * 2, MAX_BACKOFF)
+                self._reconnect()
+
+    def _reconnect(self) -> None:
+        with contextlib.suppress(*TRANSIENT):  # the next attempt retries
+            self.db.reconnect()
+
+    # -- rebuild and inspection -----------------------------------------------------------
+
+    def rebuild(self) -> int:
+        """Project from zero into fresh tables, then swap them in atomically."""
+        rebuild_name = f"{NAME}{REBUILD_SUFFIX}"
+        self.db.drop(REBUILD_SUFFIX)
+        with self.db.transaction():
+            self.db.forget(rebuild_name)
+        self.db.ensure_schema(REBUILD_SUFFIX)
+        total = self.catch_up(name=rebuild_name, suffix=REBUILD_SUFFIX)
+        with self.db.transaction():
+            self.db.lock_position(NAME)  # live projectors wait while we finish and swap
+            while self.process_batch(name=rebuild_name, suffix=REBUILD_SUFFIX):
+                pass
+            position = self.db.lock_position(rebuild_name)
+            self.db.swap_in(REBUILD_SUFFIX)
+            self.db.set_position(NAME, position)
+            self.db.forget(rebuild_name)
+        return total
+
+    def position(self) -> int:
+        """The global position the read models reflect."""
+        return self.db.position(NAME)
+
+    def errors(self) -> list[dict[str, Any]]:
+        """Poison events: position, topic, originator and the error."""
+        return self.db.query("SELECT * FROM actae_projection_errors ORDER BY position")
+
+    def query(self, statement: str, params: Any = None) -> list[dict[str, Any]]:
+        """Run a read-only SQL query against the read models."""
+        return self.db.query(statement, params)

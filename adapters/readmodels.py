@@ -1,0 +1,345 @@
+"""Read-model tables in PostgreSQL or SQLite: DDL, coalesced upserts, tracking, swap.
+
+Every batch of projected events is applied in one transaction together with the tracking
+position (exactly once: a position is either fully applied with its changes or not at all),
+while holding the tracking row's lock, so two projectors never apply the same events twice.
+The memory backend keeps its read models in an in-memory SQLite database.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from actae.projections.changes import Change, Upsert
+from actae.projections.tables import OUTSTANDING_VIEW, SETTLED, TABLES, Table
+
+TRACKING = "actae_projection_tracking"
+ERRORS = "actae_projection_errors"
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """What differs between PostgreSQL and SQLite for the read models."""
+
+    name: str
+    param: str
+    types: dict[str, str]
+    lock_suffix: str
+
+    def adapt(self, value: Any) -> Any:
+        """A Python value in the form the driver stores."""
+        if self.name == "postgresql":
+            return Jsonb(value) if isinstance(value, dict) else value
+        if isinstance(value, UUID):
+            return str(value)
+        if isinstance(value, datetime):
+            return value.astimezone(UTC).isoformat()
+        if isinstance(value, bool):
+            return int(value)
+        if isinstance(value, dict):
+            return json.dumps(value, sort_keys=True)
+        return value
+
+
+POSTGRES = Dialect(
+    "postgresql",
+    "%s",
+    {
+        "uuid": "uuid",
+        "text": "text",
+        "int": "bigint",
+        "bool": "boolean",
+        "timestamp": "timestamptz",
+        "json": "jsonb",
+    },
+    " FOR UPDATE",
+)
+SQLITE = Dialect(
+    "sqlite",
+    "?",
+    {
+        "uuid": "TEXT",
+        "text": "TEXT",
+        "int": "INTEGER",
+        "bool": "INTEGER",
+        "timestamp": "TEXT",
+        "json": "TEXT",
+    },
+    "",
+)
+
+
+def _refresh_sql(effects: str, runs: str, where: str) -> str:
+    """Recompute a run's derived columns from its effects (portable SQL)."""
+    mine = f"FROM {effects} e WHERE e.run_id = {runs}.run_id"
+    return f"""
+UPDATE {runs} SET
+    attempts = (SELECT coalesce(sum(e.attempts), 0) {mine}),
+    next_retry_at = (SELECT min(e.retry_at) {mine} AND e.status = 'retry_scheduled'),
+    status = CASE
+        WHEN lifecycle <> 'running' THEN lifecycle
+        WHEN EXISTS (SELECT 1 {mine} AND e.status = 'needs_review') THEN 'blocked'
+        WHEN EXISTS (SELECT 1 {mine} AND e.status = 'retry_scheduled') THEN 'retrying'
+        ELSE 'running' END,
+    next_action = CASE
+        WHEN lifecycle <> 'running' THEN 'none'
+        WHEN EXISTS (SELECT 1 {mine} AND e.status = 'needs_review')
+            THEN 'review effect ' || (SELECT min(e.effect_key) {mine}
+                                      AND e.status = 'needs_review')
+        WHEN EXISTS (SELECT 1 {mine} AND e.status = 'retry_scheduled')
+            THEN 'retry effect ' || (SELECT min(e.effect_key) {mine}
+                                     AND e.status = 'retry_scheduled')
+        ELSE 'continue' END
+WHERE {where}"""
+
+
+class ReadModelDB:
+    """One connection to the database holding the read models."""
+
+    def __init__(self, dialect: Dialect, connect: Callable[[], Any]) -> None:
+        self.dialect = dialect
+        self._connect = connect
+        self.conn: Any = connect()
+        self.lock = threading.RLock()  # one connection, possibly shared by threads
+        self._depth = 0
+
+    def reconnect(self) -> None:
+        """Drop the connection and open a new one (after a transient failure)."""
+        try:
+            self.conn.close()
+        finally:
+            self.conn = self._connect()
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.conn.close()
+
+    # -- statements -----------------------------------------------------------------------
+
+    def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
+        """Run one statement with this dialect's parameter style."""
+        return self.conn.execute(statement.replace("%s", self.dialect.param), params)
+
+    def executemany(self, statement: str, rows: list[Sequence[Any]]) -> None:
+        """Run one statement for many rows."""
+        statement = statement.replace("%s", self.dialect.param)
+        if self.dialect.name == "postgresql":
+            with self.conn.cursor() as cursor:
+                cursor.executemany(statement, rows)
+        else:
+            self.conn.executemany(statement, rows)
+
+    def query(self, statement: str, params: Any = None) -> list[dict[str, Any]]:
+        """Rows of a read-only query as dicts (analyst access)."""
+        with self.lock:
+            cursor = self.conn.execute(statement, params or ())
+            names = [d[0] for d in cursor.description]
+            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """A transaction, or a savepoint inside one (SQLite takes the write lock at once)."""
+        with self.lock:
+            if self.dialect.name == "postgresql":
+                with self.conn.transaction():
+                    yield
+                return
+            self._depth += 1
+            name = f"sp{self._depth}"
+            begin, commit, rollback = (
+                ("BEGIN IMMEDIATE", "COMMIT", "ROLLBACK")
+                if self._depth == 1
+                else (f"SAVEPOINT {name}", f"RELEASE {name}", f"ROLLBACK TO {name}; RELEASE {name}")
+            )
+            try:
+                self.conn.execute(begin)
+                try:
+                    yield
+                except BaseException:
+                    for statement in rollback.split("; "):
+                        self.conn.execute(statement)
+                    raise
+                self.conn.execute(commit)
+            finally:
+                self._depth -= 1
+
+    # -- schema ---------------------------------------------------------------------------
+
+    def ensure_schema(self, suffix: str = "") -> None:
+        """Create the tables (and the outstanding-effects view) if they do not exist."""
+        with self.transaction():
+            for table in TABLES:
+                self.execute(self._create_table(table, suffix))
+            if not suffix:
+                self.execute(
+                    f"CREATE TABLE IF NOT EXISTS {TRACKING} (name TEXT PRIMARY KEY, "
+                    f"position {self.dialect.types['int']} NOT NULL)"
+                )
+                self.execute(
+                    f"CREATE TABLE IF NOT EXISTS {ERRORS} (name TEXT NOT NULL, "
+                    f"position {self.dialect.types['int']} NOT NULL, topic TEXT, "
+                    "originator_id TEXT, error TEXT NOT NULL, recorded_at "
+                    f"{self.dialect.types['timestamp']} NOT NULL, "
+                    "PRIMARY KEY (name, position))"
+                )
+                self.execute(self._create_view())
+
+    def _create_table(self, table: Table, suffix: str) -> str:
+        columns = ", ".join(
+            f"{c.name} {self.dialect.types[c.type]}" + (" NOT NULL" if c.name == table.key else "")
+            for c in table.columns
+        )
+        return (
+            f"CREATE TABLE IF NOT EXISTS {table.name}{suffix} ({columns}, "
+            f"PRIMARY KEY ({table.key}))"
+        )
+
+    def _create_view(self) -> str:
+        settled = ", ".join(f"'{s}'" for s in SETTLED)
+        create = (
+            "CREATE OR REPLACE VIEW"
+            if self.dialect.name == "postgresql"
+            else ("CREATE VIEW IF NOT EXISTS")
+        )
+        return (
+            f"{create} {OUTSTANDING_VIEW} AS SELECT * FROM effects WHERE status NOT IN ({settled})"
+        )
+
+    def swap_in(self, suffix: str) -> None:
+        """Replace the live tables by the ``suffix`` ones (call inside a transaction)."""
+        self.execute(f"DROP VIEW IF EXISTS {OUTSTANDING_VIEW}")
+        for table in TABLES:
+            self.execute(f"DROP TABLE {table.name}")
+            self.execute(f"ALTER TABLE {table.name}{suffix} RENAME TO {table.name}")
+            if self.dialect.name == "postgresql":
+                self.execute(f"ALTER INDEX {table.name}{suffix}_pkey RENAME TO {table.name}_pkey")
+        self.execute(self._create_view())
+
+    def drop(self, suffix: str) -> None:
+        """Drop leftover ``suffix`` tables (an interrupted rebuild)."""
+        with self.transaction():
+            for table in TABLES:
+                self.execute(f"DROP TABLE IF EXISTS {table.name}{suffix}")
+
+    # -- tracking -------------------------------------------------------------------------
+
+    def lock_position(self, name: str) -> int:
+        """The tracked position of ``name``, locked until the transaction ends."""
+        self.execute(
+            f"INSERT INTO {TRACKING} (name, position) VALUES (%s, 0) ON CONFLICT (name) DO NOTHING",
+            (name,),
+        )
+        row = self.execute(
+            f"SELECT position FROM {TRACKING} WHERE name = %s{self.dialect.lock_suffix}", (name,)
+        ).fetchone()
+        return int(row[0])
+
+    def set_position(self, name: str, position: int) -> None:
+        """Move ``name``'s tracked position (inside the batch's transaction)."""
+        self.execute(f"UPDATE {TRACKING} SET position = %s WHERE name = %s", (position, name))
+
+    def forget(self, name: str) -> None:
+        """Remove a tracking row (inside a transaction)."""
+        self.execute(f"DELETE FROM {TRACKING} WHERE name = %s", (name,))
+
+    def position(self, name: str) -> int:
+        """The tracked position, without locking."""
+        rows = self.query(
+            f"SELECT position FROM {TRACKING} WHERE name = {self.dialect.param}", (name,)
+        )
+        return int(rows[0]["position"]) if rows else 0
+
+    def record_error(
+        self, name: str, position: int, topic: str, originator: str, error: str
+    ) -> None:
+        """Keep a poison event's error visible (inside the batch's transaction)."""
+        self.execute(
+            f"INSERT INTO {ERRORS} (name, position, topic, originator_id, error, "
+            "recorded_at) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+            (
+                name,
+                position,
+                topic,
+                originator,
+                error[:4000],
+                self.dialect.adapt(datetime.now(UTC)),
+            ),
+        )
+
+    # -- changes --------------------------------------------------------------------------
+
+    def apply(self, changes: list[Change], suffix: str = "") -> None:
+        """Coalesce a batch's changes per row, then write them with one statement per shape."""
+        rows: dict[tuple[str, Any], tuple[Table, dict[str, Any]]] = {}
+        effects: set[Any] = set()
+        for change in changes:
+            if isinstance(change, Upsert):
+                slot = (change.table.name, change.key)
+                merged = rows.get(slot, (change.table, {}))[1]
+                rows[slot] = (change.table, {**merged, **change.values})
+            elif change.effect_id is not None:
+                effects.add(change.effect_id)
+        shapes: dict[tuple[str, tuple[str, ...]], list[Sequence[Any]]] = {}
+        tables = {t.name: t for t in TABLES}
+        for (name, key), (_, values) in rows.items():
+            columns = tuple(values)
+            shapes.setdefault((name, columns), []).append(
+                [self.dialect.adapt(key), *(self.dialect.adapt(values[c]) for c in columns)]
+            )
+        for (name, columns), batch in shapes.items():
+            self.executemany(self._upsert(tables[name], columns, suffix), batch)
+        if effects:
+            where = f"run_id = (SELECT run_id FROM effects{suffix} WHERE effect_id = %s)"
+            statement = _refresh_sql(f"effects{suffix}", f"run_status{suffix}", where)
+            self.executemany(statement, [[self.dialect.adapt(e)] for e in effects])
+
+    def _upsert(self, table: Table, columns: tuple[str, ...], suffix: str) -> str:
+        names = ", ".join((table.key, *columns))
+        marks = ", ".join(["%s"] * (len(columns) + 1))
+        update = ", ".join(f"{c} = excluded.{c}" for c in columns)
+        action = f"DO UPDATE SET {update}" if columns else "DO NOTHING"
+        return (
+            f"INSERT INTO {table.name}{suffix} ({names}) VALUES ({marks}) "
+            f"ON CONFLICT ({table.key}) {action}"
+        )
+
+    def snapshot(self, suffix: str = "") -> dict[str, list[dict[str, Any]]]:
+        """Every row of every read model, ordered by key (for comparisons)."""
+        return {
+            t.name: self.query(f"SELECT * FROM {t.name}{suffix} ORDER BY {t.key}") for t in TABLES
+        }
+
+
+def postgres_db(conninfo: dict[str, str], schema: str) -> ReadModelDB:
+    """Read models in the store's PostgreSQL schema."""
+
+    def connect() -> psycopg.Connection[Any]:
+        conn = psycopg.connect(**conninfo, autocommit=True)  # type: ignore[arg-type]
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        return conn
+
+    return ReadModelDB(POSTGRES, connect)
+
+
+def sqlite_db(path: str) -> ReadModelDB:
+    """Read models in the store's SQLite file (or in memory for ``memory://``)."""
+
+    def connect() -> sqlite3.Connection:
+        conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+        if path != ":memory:":
+            conn.execute("PRAGMA journal_mode=WAL")
+        return conn
+
+    return ReadModelDB(SQLITE, connect)

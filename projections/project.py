@@ -1,0 +1,207 @@
+"""From domain events to read-model changes: run status, lineage, effects.
+
+One function per event type, each returning the changes that event implies. Every value
+comes from the event itself (timestamps included), so rebuilding from zero produces exactly
+the tables that incremental processing produced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from actae.domain.channel import Channel
+from actae.domain.operation import Operation
+from actae.domain.run import Run
+from actae.projections.changes import Change, RefreshRun, Upsert
+from actae.projections.tables import EFFECTS, LINEAGE, RUN_STATUS
+
+
+def project(event: object) -> list[Change]:
+    """The read-model changes implied by ``event`` (none for events no view cares about)."""
+    for event_type, handler in HANDLERS:
+        if isinstance(event, event_type):
+            return handler(event)
+    return []
+
+
+def _run_started(event: Any) -> list[Change]:
+    pins = event.pins
+    fork = event.forked_from
+    changes: list[Change] = [
+        Upsert(
+            RUN_STATUS,
+            event.originator_id,
+            {
+                "workflow_id": event.workflow_id,
+                "agent_id": event.agent_id,
+                "channel_id": event.channel_id,
+                "status": "running",
+                "lifecycle": "running",
+                "next_action": "continue",
+                "attempts": 0,
+                "open_effects": 0,
+                "model": pins.model,
+                "prompt": pins.prompt,
+                "tools": pins.tools,
+                "schema_version": pins.schema_,
+                "parent_run_id": event.parent_run_id,
+                "forked_from_run_id": None if fork is None else fork.parent_run_id,
+                "deadline": event.deadline,
+                "created_at": event.timestamp,
+                "updated_at": event.timestamp,
+            },
+        )
+    ]
+    common = {
+        "workflow_id": event.workflow_id,
+        "child_channel_id": event.channel_id,
+        "model": pins.model,
+        "operation_id": event.operation_id,
+        "created_at": event.timestamp,
+    }
+    if fork is not None:
+        changes.append(
+            Upsert(
+                LINEAGE,
+                event.originator_id,
+                {
+                    **common,
+                    "parent_run_id": fork.parent_run_id,
+                    "relation": "fork",
+                    "parent_channel_id": fork.parent_channel_id,
+                    "requested_boundary": fork.requested_boundary,
+                    "resolved_boundary": fork.resolved_boundary,
+                    "state_version": fork.state_version,
+                    "state_checksum": fork.state_checksum,
+                    "reason": fork.reason,
+                },
+            )
+        )
+    if event.parent_run_id is not None:
+        changes.append(
+            Upsert(
+                LINEAGE,
+                event.originator_id,
+                {**common, "parent_run_id": event.parent_run_id, "relation": "child"},
+            )
+        )
+    return changes
+
+
+def _channel_event(event: Any) -> list[Change]:
+    return [
+        Upsert(
+            RUN_STATUS,
+            event.run_id,
+            {
+                "head_cursor": event.originator_version,
+                "state_version": event.state_version,
+                "open_effects": len(event.open_effects),
+                "updated_at": event.timestamp,
+            },
+        )
+    ]
+
+
+def _effect(event: Any, values: dict[str, Any], *, refresh: bool = True) -> list[Change]:
+    changes: list[Change] = [
+        Upsert(EFFECTS, event.originator_id, {**values, "updated_at": event.timestamp})
+    ]
+    if refresh:
+        changes.append(RefreshRun(effect_id=event.originator_id))
+    return changes
+
+
+def _registered(event: Any) -> list[Change]:
+    return _effect(
+        event,
+        {
+            "effect_key": event.operation_id,
+            "run_id": event.run_id,
+            "status": "pending",
+            "token": 0,
+            "attempts": 0,
+            "in_doubt": False,
+        },
+        refresh=False,
+    )
+
+
+def _claimed(event: Any) -> list[Change]:
+    values = {
+        "status": "claimed",
+        "holder": event.worker,
+        "token": event.token,
+        "attempts": event.token,
+        "in_doubt": event.in_doubt,
+        "claimed_at": event.timestamp,
+        "expires_at": event.expires_at,
+        "retry_at": None,
+    }
+    if event.token == 1:
+        values["first_claimed_at"] = event.timestamp
+    return _effect(event, values)
+
+
+def _renewed(event: Any) -> list[Change]:
+    return _effect(event, {"expires_at": event.expires_at}, refresh=False)
+
+
+def _completed(event: Any) -> list[Change]:
+    return _effect(
+        event, {"status": "completed", "holder": None, "in_doubt": False, "settled_by": "completed"}
+    )
+
+
+def _failed(event: Any) -> list[Change]:
+    status = "needs_review" if event.retry_at is None else "retry_scheduled"
+    return _effect(
+        event,
+        {
+            "status": status,
+            "holder": None,
+            "in_doubt": False,
+            "retry_at": event.retry_at,
+            "last_error": event.error,
+        },
+    )
+
+
+def _reconciled(event: Any) -> list[Change]:
+    if event.outcome == "completed":
+        values: dict[str, Any] = {
+            "status": "completed",
+            "holder": None,
+            "settled_by": f"reconciled by {event.actor}",
+        }
+    elif event.keeps_claim:
+        values = {}
+    else:
+        values = {"status": "pending", "holder": None, "retry_at": None}
+    return _effect(event, {**values, "in_doubt": False})
+
+
+def _abandoned(event: Any) -> list[Change]:
+    return _effect(
+        event,
+        {
+            "status": "abandoned",
+            "holder": None,
+            "in_doubt": False,
+            "settled_by": f"abandoned by {event.actor}",
+        },
+    )
+
+
+HANDLERS: tuple[tuple[type, Callable[[Any], list[Change]]], ...] = (
+    (Run.Started, _run_started),
+    (Channel.Event, _channel_event),
+    (Operation.Registered, _registered),
+    (Operation.Claimed, _claimed),
+    (Operation.Renewed, _renewed),
+    (Operation.Completed, _completed),
+    (Operation.Failed, _failed),
+    (Operation.Reconciled, _reconciled),
+    (Operation.Abandoned, _abandoned),
+)
