@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -43,6 +44,22 @@ def _parser() -> argparse.ArgumentParser:
         "demo", help="run a short workflow, kill its worker with SIGKILL, recover, fork"
     )
     demo_cmd.add_argument("--db", help="store URL (default: SQLite in a temporary folder)")
+    project_cmd = commands.add_parser(
+        "project",
+        help="keep the read models (run_status, lineage, effects) up to date",
+        description="Catch up the read models in batches, then follow new events live "
+        "(LISTEN/NOTIFY on PostgreSQL, polling on SQLite) until SIGTERM or Ctrl-C. Progress is "
+        "shown while catching up a large backlog; poison events are recorded in "
+        "actae_projection_errors and skipped.",
+    )
+    project_cmd.add_argument("--db", required=True, help="store URL")
+    project_cmd.add_argument("--once", action="store_true", help="catch up, then exit")
+    project_cmd.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="rebuild from zero into fresh tables and swap them in atomically, then exit",
+    )
+    project_cmd.add_argument("--batch-size", type=int, default=2000)
     for name, target, text in [
         ("head", "channel_id", "receipt of a channel's last event"),
         ("state", "channel_id", "state version in force at a cursor (default: head)"),
@@ -75,12 +92,30 @@ def _inspect(args: argparse.Namespace) -> Any:
         return queries[args.command](store)
 
 
+def _project(args: argparse.Namespace) -> int:
+    with actae.open(args.db) as store:
+        projector = store.projector(batch_size=args.batch_size, out=sys.stderr)
+        if args.rebuild:
+            count = projector.rebuild()
+            print(f"rebuilt the read models from {count:,} events", file=sys.stderr)
+            return 0
+        count = projector.catch_up()
+        print(f"caught up: {count:,} events, position {projector.position()}", file=sys.stderr)
+        if not args.once:
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(signum, lambda *_: projector.request_stop())
+            projector.run()
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit status."""
     args = _parser().parse_args(argv)
     try:
         if args.command == "demo":
             return demo(args.db)
+        if args.command == "project":
+            return _project(args)
         _print_json(_inspect(args))
     except actae.ActaeError as error:
         print(f"actae: error: {error}", file=sys.stderr)

@@ -125,7 +125,9 @@ class Projector:
         """Project everything stored so far; shows progress on a large backlog."""
         total = 0
         started = time.perf_counter()
-        backlog = (self._recorder.max_notification_id() or 0) - self.db.position(name)
+        backlog = self._with_retries(
+            lambda: (self._recorder.max_notification_id() or 0) - self.db.position(name)
+        )
         while not self._stop.is_set():
             done = self._with_retries(lambda: self.process_batch(name=name, suffix=suffix))
             if done == 0:
@@ -156,6 +158,10 @@ class Projector:
         self._thread = threading.Thread(target=self.run, name="actae projector", daemon=True)
         self._thread.start()
         return self
+
+    def request_stop(self) -> None:
+        """Ask a running projector to stop after its current batch (signal-safe)."""
+        self._stop.set()
 
     def stop(self) -> None:
         """Stop a running projector and wait for its thread."""

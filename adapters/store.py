@@ -198,7 +198,8 @@ class Store:
         Returns a granted :class:`Claim` with a fencing token (pass it to the provider and
         to heartbeat/complete/fail), or ``status="completed"`` with the recorded result.
         Raises ``LeaseHeldError`` while another worker's lease is live, ``RetryNotDueError``
-        before a scheduled retry, ``EffectBlockedError`` when it needs review.
+        before a scheduled retry, ``EffectBlockedError`` when it needs review. The ``retry``
+        policy given with the first claim of an effect applies to all its attempts.
         """
         return self._service.ledger.claim(
             effect_key, run_id=run_id, worker=worker, lease=lease, request=request, retry=retry

@@ -83,7 +83,8 @@ class Ledger:
             "request", {} if request is None else request, self._codec, max_bytes=self._max
         )
         policy = self._policy(retry)
-        content = fingerprint("effect", str(run), body.checksum, policy.model_dump_json())
+        # The policy is not part of the effect's identity: the first claim's policy applies.
+        content = fingerprint("effect", str(run), body.checksum)
         for _ in range(RACE_ATTEMPTS):
             now = self._clock()
             effect = self._load_or_register(key, run, body.value, content, policy)

@@ -225,6 +225,38 @@ class LedgerMachine(RuleBasedStateMachine):
         settled = m.status() in (S.COMPLETED, S.ABANDONED)
         assert outstanding == ([] if settled else [self.key])
 
+    @invariant()
+    def projections_agree_with_model(self) -> None:
+        if not self.registered:
+            return
+        m = self.model
+        projector = self.store.projector()
+        projector.catch_up()
+        (effect,) = [
+            e for e in projector.query("SELECT * FROM effects") if e["effect_key"] == self.key
+        ]
+        status = m.status()
+        view_status = "claimed" if status is S.IN_DOUBT else status.value
+        assert (effect["status"], effect["token"], effect["attempts"]) == (
+            view_status,
+            m.token,
+            m.attempts,
+        )
+        assert (effect["holder"], bool(effect["in_doubt"])) == (m.holder, m.in_doubt)
+        (run,) = [
+            r
+            for r in projector.query("SELECT * FROM run_status")
+            if str(r["run_id"]) == str(self.run.run_id)
+        ]
+        expected = {S.NEEDS_REVIEW: "blocked", S.RETRY_SCHEDULED: "retrying"}.get(status, "running")
+        assert (run["status"], run["attempts"]) == (expected, m.attempts)
+        outstanding = [
+            e
+            for e in projector.query("SELECT effect_key FROM outstanding_effects")
+            if e["effect_key"] == self.key
+        ]
+        assert len(outstanding) == (0 if status in (S.COMPLETED, S.ABANDONED) else 1)
+
 
 def run_machine(url: str, examples: int) -> None:
     machine = type("Machine", (LedgerMachine,), {"url": url})

@@ -42,6 +42,7 @@ class ModelChannel:
     """What a channel must contain: events (kind, payload, version, state cursor), states."""
 
     run_id: uuid.UUID
+    parent_run_id: uuid.UUID | None = None
     events: list[tuple[str, dict[str, Any], int, int]] = field(default_factory=list)
     states: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
 
@@ -102,7 +103,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     @rule(target=channels, state=json_docs, use_op=st.booleans())
     def start(self, state: dict[str, Any], use_op: bool) -> uuid.UUID:
-        workflow = f"wf-{self.counter}"
+        workflow = f"{self.prefix}-wf-{self.counter}"
         run = self.store.start_run(
             workflow, agent_id="agent", state=state, operation_id=self.new_op(use_op)
         )
@@ -163,7 +164,7 @@ class StoreMachine(RuleBasedStateMachine):
         version, created, state = parent.state_at(at)
         receipt = self.store.fork(channel_id, at=at, operation_id=self.new_op(use_op))
         assert (receipt.resolved_boundary, receipt.state_version) == (created, version)
-        child = ModelChannel(receipt.child_run_id)
+        child = ModelChannel(receipt.child_run_id, parent_run_id=parent.run_id)
         child.append(
             "run.forked",
             {"parent_channel_id": str(channel_id), "resolved_boundary": created},
@@ -207,6 +208,31 @@ class StoreMachine(RuleBasedStateMachine):
     @invariant()
     def store_agrees_with_model(self) -> None:
         self.check(self.store)
+
+    @invariant()
+    def projections_agree_with_model(self) -> None:
+        projector = self.store.projector()
+        projector.catch_up()
+        rows = {
+            str(r["run_id"]): r
+            for r in projector.query("SELECT * FROM run_status")
+            if r["workflow_id"].startswith(self.prefix)
+        }
+        assert len(rows) == len(self.model)
+        for channel in self.model.values():
+            row = rows[str(channel.run_id)]
+            assert (row["head_cursor"], row["state_version"]) == (channel.head, channel.version)
+            assert row["status"] == "running"
+        edges = {
+            str(r["child_run_id"]): str(r["parent_run_id"])
+            for r in projector.query("SELECT * FROM lineage")
+            if r["workflow_id"].startswith(self.prefix)
+        }
+        assert edges == {
+            str(c.run_id): str(c.parent_run_id)
+            for c in self.model.values()
+            if c.parent_run_id is not None
+        }
 
     @precondition(lambda self: self.reopenable)
     @invariant()

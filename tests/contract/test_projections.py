@@ -1,0 +1,175 @@
+"""Contract: read models built by the projector (every backend)."""
+
+from __future__ import annotations
+
+import io
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from eventsourcing.persistence import ApplicationRecorder, StoredEvent
+
+import actae
+
+TIMEOUT = 30
+
+
+@pytest.fixture
+def clock() -> actae.ManualClock:
+    return actae.ManualClock()
+
+
+@pytest.fixture
+def store(store_url: str, clock: actae.ManualClock) -> Iterator[actae.Store]:
+    with actae.open(store_url, clock=clock) as opened:
+        yield opened
+
+
+def scenario(store: actae.Store, clock: actae.ManualClock) -> dict[str, Any]:
+    """Runs in every state the views know: running, retrying, blocked, forked."""
+    running = store.start_run("billing", agent_id="a", state={}, pins={"model": "m-1"})
+    store.record(running.channel_id, kind="llm", payload={}, expected_cursor=1)
+    fork = store.fork(running.channel_id, at=2, reason="cheaper", pins={"model": "m-2"})
+    retrying = store.start_run("billing", agent_id="a", state={})
+    blocked = store.start_run("refunds", agent_id="a", state={})
+    policy = {"max_attempts": 1, "initial_delay": 1.0}
+    claim = store.claim("retry-me", run_id=retrying.run_id, worker="w", lease=10)
+    store.fail("retry-me", token=claim.token, error="429", retry_after=30)
+    claim = store.claim("review-me", run_id=blocked.run_id, worker="w", lease=10, retry=policy)
+    store.fail("review-me", token=claim.token, error="card declined")
+    claim = store.claim("done", run_id=running.run_id, worker="w", lease=10)
+    store.complete("done", token=claim.token, result={"ok": True})
+    return {"running": running, "retrying": retrying, "blocked": blocked, "fork": fork}
+
+
+def rows_by_run(projector: actae.Projector) -> dict[str, dict[str, Any]]:
+    return {str(row["run_id"]): row for row in projector.query("SELECT * FROM run_status")}
+
+
+def test_run_status_lineage_and_outstanding_effects(
+    store: actae.Store, clock: actae.ManualClock
+) -> None:
+    runs = scenario(store, clock)
+    projector = store.projector()
+
+    projector.catch_up()
+
+    rows = rows_by_run(projector)
+    running = rows[str(runs["running"].run_id)]
+    assert (running["status"], running["next_action"], running["attempts"]) == (
+        "running",
+        "continue",
+        1,
+    )
+    assert running["head_cursor"] == store.head(runs["running"].channel_id).cursor
+    assert running["model"] == "m-1"
+    retrying = rows[str(runs["retrying"].run_id)]
+    assert (retrying["status"], retrying["next_action"]) == ("retrying", "retry effect retry-me")
+    assert retrying["next_retry_at"] is not None
+    blocked = rows[str(runs["blocked"].run_id)]
+    assert (blocked["status"], blocked["next_action"]) == ("blocked", "review effect review-me")
+    child = rows[str(runs["fork"].child_run_id)]
+    assert (child["model"], str(child["forked_from_run_id"])) == (
+        "m-2",
+        str(runs["running"].run_id),
+    )
+    (edge,) = projector.query("SELECT * FROM lineage")
+    assert (edge["relation"], edge["requested_boundary"], edge["resolved_boundary"]) == (
+        "fork",
+        2,
+        1,
+    )
+    outstanding = {
+        r["effect_key"]: r["status"] for r in projector.query("SELECT * FROM outstanding_effects")
+    }
+    assert outstanding == {"retry-me": "retry_scheduled", "review-me": "needs_review"}
+    assert projector.errors() == []
+
+
+def test_processing_again_changes_nothing(store: actae.Store, clock: actae.ManualClock) -> None:
+    scenario(store, clock)
+    projector = store.projector()
+    projector.catch_up()
+    before = projector.db.snapshot()
+
+    assert projector.catch_up() == 0
+    assert projector.process_batch() == 0
+    assert projector.db.snapshot() == before
+
+
+def test_rebuild_equals_incremental(store: actae.Store, clock: actae.ManualClock) -> None:
+    projector = store.projector(batch_size=3)
+    runs = scenario(store, clock)
+    projector.catch_up()
+    store.record(runs["retrying"].channel_id, kind="more", payload={}, expected_cursor=3)
+    clock.advance(60)
+    claim = store.claim("retry-me", run_id=runs["retrying"].run_id, worker="w2", lease=10)
+    store.complete("retry-me", token=claim.token, result={"ok": True})
+    projector.catch_up()
+    incremental = projector.db.snapshot()
+
+    projector.rebuild()
+
+    assert projector.db.snapshot() == incremental
+    assert projector.position() == store._service.recorder.max_notification_id()
+    assert rows_by_run(projector)[str(runs["retrying"].run_id)]["status"] == "running"
+
+
+def test_poison_event_is_recorded_and_skipped(store: actae.Store, clock: actae.ManualClock) -> None:
+    store.start_run("before", agent_id="a", state={})
+    recorder = store._service.recorder
+    assert isinstance(recorder, ApplicationRecorder)
+    recorder.insert_events(
+        [
+            StoredEvent(
+                originator_id=uuid.uuid4(),
+                originator_version=1,
+                topic="actae.domain.channel:Channel.Recorded",
+                state=b"{not json",
+            )
+        ]
+    )
+    after = store.start_run("after", agent_id="a", state={})
+    projector = store.projector()
+
+    projector.catch_up()
+
+    (error,) = projector.errors()
+    assert error["topic"] == "actae.domain.channel:Channel.Recorded"
+    assert "JSONDecodeError" in error["error"]
+    assert str(after.run_id) in rows_by_run(projector)
+    assert projector.position() == recorder.max_notification_id()
+
+
+def test_live_projector_follows_new_events(store: actae.Store) -> None:
+    projector = store.projector().start()
+    run = store.start_run("live", agent_id="a", state={})
+    store.record(run.channel_id, kind="k", payload={}, expected_cursor=1)
+    target = store._service.recorder.max_notification_id()
+
+    deadline = time.monotonic() + TIMEOUT
+    while projector.position() != target and time.monotonic() < deadline:
+        time.sleep(0.01)  # polling a condition (the tracked position) with a deadline
+    projector.stop()
+
+    assert rows_by_run(projector)[str(run.run_id)]["head_cursor"] == 2
+
+
+def test_catching_up_a_large_backlog_shows_progress(store: actae.Store) -> None:
+    run = store.start_run("busy", agent_id="a", state={})
+    for n in range(1, 120):
+        store.record(run.channel_id, kind="k", payload={}, expected_cursor=n)
+    out = io.StringIO()
+    projector = actae.Projector(
+        store._service,
+        store.projector().db,
+        store._waiter,
+        batch_size=10,
+        out=out,
+    )
+
+    assert projector.catch_up() >= 120
+
+    assert "projected 120/" in out.getvalue()
