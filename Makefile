@@ -44,6 +44,7 @@ test: lint typecheck layers unit
 bench: setup
 	$(BIN)/python -m benchmarks.core
 	$(BIN)/python -m benchmarks.ledger
+	$(BIN)/python -m benchmarks.projections
 
 clean:
 	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

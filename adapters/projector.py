@@ -143,11 +143,12 @@ class Projector:
         return total
 
     def run(self, poll_interval: float = 0.1) -> None:
-        """Catch up, then follow live until ``stop()``."""
+        """Catch up, then follow live until ``stop()``: a batch per wake-up."""
         waiter = self._new_waiter()
         try:
+            self.catch_up()
             while not self._stop.is_set():
-                if self.catch_up() == 0:
+                if self._with_retries(self.process_batch) == 0:
                     waiter.wait(poll_interval)
         finally:
             waiter.close()

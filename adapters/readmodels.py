@@ -237,13 +237,15 @@ class ReadModelDB:
 
     def lock_position(self, name: str) -> int:
         """The tracked position of ``name``, locked until the transaction ends."""
-        self.execute(
-            f"INSERT INTO {TRACKING} (name, position) VALUES (%s, 0) ON CONFLICT (name) DO NOTHING",
-            (name,),
-        )
-        row = self.execute(
-            f"SELECT position FROM {TRACKING} WHERE name = %s{self.dialect.lock_suffix}", (name,)
-        ).fetchone()
+        select = f"SELECT position FROM {TRACKING} WHERE name = %s{self.dialect.lock_suffix}"
+        row = self.execute(select, (name,)).fetchone()
+        if row is None:  # first use of this name: create the row, then lock it
+            self.execute(
+                f"INSERT INTO {TRACKING} (name, position) VALUES (%s, 0) "
+                "ON CONFLICT (name) DO NOTHING",
+                (name,),
+            )
+            row = self.execute(select, (name,)).fetchone()
         return int(row[0])
 
     def set_position(self, name: str, position: int) -> None:

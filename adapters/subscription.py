@@ -69,9 +69,14 @@ class ListenWaiter:
 
     def wait(self, timeout: float) -> None:
         """Block until a notification arrives, or ``timeout`` seconds pass."""
-        if not self._stopped.is_set():
+        if self._stopped.is_set():
+            return
+        try:
             for _ in self._conn.notifies(timeout=min(timeout, 0.25), stop_after=1):
                 break
+        except psycopg.OperationalError:
+            if not self._stopped.is_set():  # closed under us by close(): just return
+                raise
 
     def wake(self) -> None:
         """Make the next wait return at once (a blocked one returns within 0.25 s)."""
