@@ -142,7 +142,7 @@ class Projector:
                 )
         return total
 
-    def run(self, poll_interval: float = 0.1) -> None:
+    def run(self, poll_interval: float = 0.02) -> None:
         """Catch up, then follow live until ``stop()``: a batch per wake-up."""
         waiter = self._new_waiter()
         try:

@@ -24,3 +24,13 @@ def test_readme_example_runs(code: str, tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.chdir(tmp_path)
     exec(compile(code, str(README), "exec"), {"__name__": "readme"})  # noqa: S102
     assert os.path.exists(tmp_path / "runs.db") == ("sqlite:///runs.db" in code)
+
+
+def test_readme_documents_every_read_model_column() -> None:
+    from actae.projections.tables import TABLES
+
+    text = README.read_text()
+    for table in TABLES:
+        assert f"### `{table.name}`" in text
+        for column in table.columns:
+            assert f"| `{column.name}` | {column.type} | {column.doc} |" in text
