@@ -128,32 +128,19 @@ class Channel(Aggregate):
         self, *, kind: str, payload: dict[str, Any], operation_id: str | None, at: datetime
     ) -> None:
         """Append a recorded result; the state version in force stays the same."""
-        self.trigger_event(
-            self.Recorded,
-            timestamp=at,
-            run_id=self.run_id,
-            kind=kind,
-            payload=payload,
-            operation_id=operation_id,
-            state_version=self.state_version,
-            state_cursor=self.state_cursor,
-            open_effects=self.open_effects,
-        )
+        self._append(self.Recorded, at, kind=kind, payload=payload, operation_id=operation_id)
 
     def note_effect(
         self, *, kind: str, payload: dict[str, Any], effect_key: str, settled: bool, at: datetime
     ) -> None:
         """Record a ledger outcome for ``effect_key`` and whether the effect is now settled."""
         others = tuple(key for key in self.open_effects if key != effect_key)
-        self.trigger_event(
+        self._append(
             self.Recorded,
-            timestamp=at,
-            run_id=self.run_id,
+            at,
             kind=kind,
             payload=payload,
             operation_id=None,
-            state_version=self.state_version,
-            state_cursor=self.state_cursor,
             open_effects=others if settled else (*others, effect_key),
         )
 
@@ -168,10 +155,9 @@ class Channel(Aggregate):
         at: datetime,
     ) -> None:
         """Append an event that creates the next state version, pinned to its own cursor."""
-        self.trigger_event(
+        self._append(
             self.Transitioned,
-            timestamp=at,
-            run_id=self.run_id,
+            at,
             kind=kind,
             payload=payload,
             operation_id=operation_id,
@@ -179,5 +165,18 @@ class Channel(Aggregate):
             state_checksum=state_checksum,
             state_version=self.state_version + 1,
             state_cursor=self.version + 1,
-            open_effects=self.open_effects,
+        )
+
+    def _append(self, event_class: type[Channel.Event], at: datetime, **fields: Any) -> None:
+        """Trigger the next event; the head fields it does not change carry forward."""
+        self.trigger_event(
+            event_class,
+            timestamp=at,
+            **{
+                "run_id": self.run_id,
+                "state_version": self.state_version,
+                "state_cursor": self.state_cursor,
+                "open_effects": self.open_effects,
+                **fields,
+            },
         )

@@ -67,9 +67,15 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def store(store_url: str) -> Iterator[actae.Store]:
-    """An open store on each backend."""
-    with actae.open(store_url) as opened:
+def clock() -> actae.ManualClock:
+    """A clock that moves only when the test says so."""
+    return actae.ManualClock()
+
+
+@pytest.fixture
+def store(store_url: str, clock: actae.ManualClock) -> Iterator[actae.Store]:
+    """An open store on each backend, on the test's manual clock."""
+    with actae.open(store_url, clock=clock) as opened:
         yield opened
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -14,14 +14,8 @@ LEASE = 30.0
 
 
 @pytest.fixture
-def clock() -> actae.ManualClock:
-    return actae.ManualClock()
-
-
-@pytest.fixture
-def ledger(store_url: str, clock: actae.ManualClock) -> Iterator[actae.Store]:
-    with actae.open(store_url, clock=clock) as opened:
-        yield opened
+def ledger(store: actae.Store) -> actae.Store:
+    return store
 
 
 @pytest.fixture

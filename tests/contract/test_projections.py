@@ -5,26 +5,13 @@ from __future__ import annotations
 import io
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from eventsourcing.persistence import ApplicationRecorder, StoredEvent
 
 import actae
 
 TIMEOUT = 30
-
-
-@pytest.fixture
-def clock() -> actae.ManualClock:
-    return actae.ManualClock()
-
-
-@pytest.fixture
-def store(store_url: str, clock: actae.ManualClock) -> Iterator[actae.Store]:
-    with actae.open(store_url, clock=clock) as opened:
-        yield opened
 
 
 def scenario(store: actae.Store, clock: actae.ManualClock) -> dict[str, Any]:

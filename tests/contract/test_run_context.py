@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -19,17 +18,6 @@ class ProviderError(Exception):
     def __init__(self, status: int, retry_after: float | None = None) -> None:
         super().__init__(f"HTTP {status}")
         self.retry_after = retry_after
-
-
-@pytest.fixture
-def clock() -> actae.ManualClock:
-    return actae.ManualClock()
-
-
-@pytest.fixture
-def store(store_url: str, clock: actae.ManualClock) -> Iterator[actae.Store]:
-    with actae.open(store_url, clock=clock) as opened:
-        yield opened
 
 
 @pytest.fixture
