@@ -15,8 +15,17 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from actae.domain.effects import Claim, EffectStatus, RetryPolicy
-from actae.domain.errors import EffectBlockedError, FencingError, RetryNotDueError
-from actae.domain.values import Receipt, RunInfo
+from actae.domain.errors import (
+    EffectBlockedError,
+    FencingError,
+    RetryNotDueError,
+    RunStoppedError,
+    RunSuspended,
+)
+from actae.domain.values import Receipt, RunInfo, RunStatus
+from actae.domain.waits import Decision
+
+STOPPED = frozenset({RunStatus.PAUSED, RunStatus.CANCELLED, RunStatus.COMPLETED, RunStatus.FAILED})
 
 if TYPE_CHECKING:
     from actae.adapters.store import Store
@@ -56,8 +65,33 @@ class RunContext:
 
     # -- steps ----------------------------------------------------------------------------
 
+    def checkpoint(self) -> RunInfo:
+        """A step boundary: stop here unless the run may go on.
+
+        Raises ``RunStoppedError`` if the run was paused, cancelled or ended, or is past its
+        deadline (which fails it); ``RunSuspended`` if it waits.
+        """
+        info = self.store.run(self.run.run_id)
+        if info.status is RunStatus.WAITING:
+            wait = info.waiting
+            raise RunSuspended(
+                info.run_id,
+                reason=wait.reason if wait else "unknown",
+                name=wait.name if wait else "",
+                until=wait.until if wait else None,
+            )
+        if info.status in STOPPED:
+            raise RunStoppedError(info.run_id, status=info.status.value)
+        if info.deadline is not None and self.store.now() >= info.deadline:
+            self.store.fail_run(
+                info.run_id, f"deadline {info.deadline.isoformat()} passed", actor=self.worker
+            )
+            raise RunStoppedError(info.run_id, status=RunStatus.FAILED.value)
+        return info
+
     def step(self, name: str, fn: Callable[[], T]) -> T:
         """Run ``fn`` once and record its (JSON) result; afterwards return the record."""
+        self.checkpoint()
         key = self._key("step", name)
         recorded = self.store.operation(key)
         if recorded is not None:
@@ -76,6 +110,7 @@ class RunContext:
 
     def record(self, kind: str, payload: dict[str, Any]) -> Receipt:
         """Record an event on the run's channel (once, also across re-runs)."""
+        self.checkpoint()
         receipt = self.store.record(
             self.run.channel_id,
             kind=kind,
@@ -95,6 +130,7 @@ class RunContext:
         payload: dict[str, Any] | None = None,
     ) -> Receipt:
         """Commit the next state version (once, also across re-runs)."""
+        self.checkpoint()
         receipt = self.store.transition(
             self.run.channel_id,
             kind=kind,
@@ -115,6 +151,75 @@ class RunContext:
     def _value_at(self, cursor: int) -> Any:
         (event,) = self.store.events(self.run.channel_id, after=cursor - 1, limit=1)
         return event.payload["value"]
+
+    # -- waits and children ---------------------------------------------------------------
+
+    def wait_for_approval(
+        self, name: str, *, expires_in: float | None = None, on_expiry: str = "fail"
+    ) -> Decision:
+        """Wait (durably) until someone calls ``store.approve``/``store.deny`` for ``name``.
+
+        Returns the decision (``decision.approved``). If ``expires_in`` seconds pass first,
+        the run fails (``on_expiry="fail"``) or stays waiting marked escalated
+        (``"escalate"``). Raises ``RunSuspended`` while waiting: the worker lets go and the
+        workflow runs again from the top once decided.
+        """
+        return self._wait("approval", name, seconds=expires_in, on_expiry=on_expiry)
+
+    def wait_for_signal(self, name: str, *, timeout: float | None = None) -> Decision:
+        """Wait until ``store.signal(run_id, name, payload)``.
+
+        If ``timeout`` seconds pass first, the decision's kind is ``expired``.
+        """
+        return self._wait("signal", name, seconds=timeout)
+
+    def sleep(self, seconds: float) -> None:
+        """Wait durably for ``seconds`` on the store's clock (survives restarts)."""
+        self._wait("timer", self._key("sleep", "timer"), seconds=seconds)
+
+    def start_child(
+        self,
+        workflow_id: str,
+        *,
+        agent_id: str,
+        state: dict[str, Any],
+        pins: dict[str, Any] | None = None,
+    ) -> RunInfo:
+        """Start a child run once (a re-run returns the same child)."""
+        self.checkpoint()
+        return self.store.start_run(
+            workflow_id,
+            agent_id=agent_id,
+            state=state,
+            pins=pins,
+            parent_run_id=self.run.run_id,
+            operation_id=self._key("child", workflow_id),
+        )
+
+    def wait_for_child(self, child: RunInfo) -> Decision:
+        """Wait until the child completes or fails.
+
+        The decision's payload has the child's ``status``, ``result`` and ``error``.
+        """
+        return self._wait("child", f"child:{child.run_id}")
+
+    def _wait(
+        self, reason: str, name: str, *, seconds: float | None = None, on_expiry: str | None = None
+    ) -> Decision:
+        info = self.store.run(self.run.run_id)
+        if name in info.decisions:
+            return info.decisions[name]
+        self.checkpoint()
+        info = self.store.suspend(
+            self.run.run_id,
+            reason=reason,
+            name=name,
+            seconds=seconds,
+            on_expiry=on_expiry if reason == "approval" else None,
+        )
+        self._refresh()
+        until = info.waiting.until if info.waiting else None
+        raise RunSuspended(info.run_id, reason=reason, name=name, until=until)
 
     # -- effects --------------------------------------------------------------------------
 
@@ -138,6 +243,7 @@ class RunContext:
         stops for review with ``EffectBlockedError``. A failure raises ``RetryNotDueError``
         (retry later, by policy and the error's ``retry_after``) or ``EffectBlockedError``.
         """
+        self.checkpoint()
         key = self._key("effect", name)
         claim = self.store.claim(
             key,

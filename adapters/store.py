@@ -28,13 +28,14 @@ from actae.adapters.subscription import (
 )
 from actae.adapters.url import StoreUrl, parse_store_url
 from actae.domain.effects import Claim, EffectInfo, RetryPolicy
-from actae.domain.errors import NotFoundError
+from actae.domain.errors import IncompatibleResumeError, NotFoundError
 from actae.domain.ports import Clock
 from actae.domain.reader import channel_event_of
 from actae.domain.service import ActaeService, utc_now
 from actae.domain.validation import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     require_int,
+    require_pins,
     require_text,
     require_uuid,
 )
@@ -43,11 +44,15 @@ from actae.domain.values import (
     ForkReceipt,
     Lineage,
     OperationRecord,
+    Pins,
     Receipt,
     Recovery,
     RunInfo,
     StateVersion,
 )
+
+Migration = Callable[[dict[str, Any]], dict[str, Any]]
+"""Upgrades a state of schema n to schema n + 1."""
 
 
 def open(
@@ -181,6 +186,85 @@ class Store:
             channel_id, at=at, operation_id=operation_id, reason=reason, pins=pins
         )
 
+    # -- run lifecycle --------------------------------------------------------------------
+
+    def approve(
+        self, run_id: UUID | str, name: str, *, actor: str, note: str | None = None
+    ) -> RunInfo:
+        """Grant the approval ``name``; a run waiting for it wakes up."""
+        return self._service.lifecycle.decide(run_id, name, "approved", actor=actor, note=note)
+
+    def deny(
+        self, run_id: UUID | str, name: str, *, actor: str, note: str | None = None
+    ) -> RunInfo:
+        """Deny the approval ``name``; a run waiting for it wakes up and sees the denial."""
+        return self._service.lifecycle.decide(run_id, name, "denied", actor=actor, note=note)
+
+    def signal(
+        self,
+        run_id: UUID | str,
+        name: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        actor: str | None = None,
+    ) -> RunInfo:
+        """Send the signal ``name`` (kept until the run waits for it, or waking it now)."""
+        return self._service.lifecycle.decide(run_id, name, "signal", actor=actor, payload=payload)
+
+    def wake_due(self, run_id: UUID | str) -> bool:
+        """Fire the run's due timer, or expire its due approval; True if something happened."""
+        return self._service.lifecycle.wake_due(run_id)
+
+    def pause(self, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
+        """Pause a run; its workflow code stops at the next step boundary."""
+        return self._service.lifecycle.pause(run_id, actor=actor, reason=reason)
+
+    def unpause(self, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
+        """Let a paused run continue."""
+        return self._service.lifecycle.unpause(run_id, actor=actor, reason=reason)
+
+    def cancel(self, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
+        """Cancel a run and its children (cooperatively: at the next step boundary)."""
+        return self._service.lifecycle.cancel(run_id, actor=actor, reason=reason)
+
+    def complete_run(self, run_id: UUID | str, result: dict[str, Any] | None = None) -> RunInfo:
+        """Mark a run completed with ``result`` (workers do this when its workflow returns)."""
+        return self._service.lifecycle.complete(run_id, result)
+
+    def fail_run(self, run_id: UUID | str, error: str, *, actor: str) -> RunInfo:
+        """Mark a run failed with ``error``."""
+        return self._service.lifecycle.fail(run_id, error, actor=actor)
+
+    def suspend(
+        self,
+        run_id: UUID | str,
+        *,
+        reason: str,
+        name: str,
+        seconds: float | None = None,
+        on_expiry: str | None = None,
+    ) -> RunInfo:
+        """Low-level: make a running run wait (RunContext's waits call this)."""
+        return self._service.lifecycle.suspend(
+            run_id, reason=reason, name=name, seconds=seconds, on_expiry=on_expiry
+        )
+
+    def override(
+        self,
+        effect_key: str,
+        outcome: str,
+        *,
+        actor: str,
+        reason: str,
+        evidence: dict[str, Any] | None = None,
+        result: dict[str, Any] | None = None,
+    ) -> EffectInfo:
+        """Operator override: settle an effect in doubt or needing review, with evidence."""
+        proof = {**(evidence or {}), "override_reason": reason}
+        return self._service.ledger.reconcile(
+            effect_key, outcome, actor=actor, evidence=proof, result=result
+        )
+
     # -- tool-execution ledger ------------------------------------------------------------
 
     def claim(
@@ -294,9 +378,47 @@ class Store:
         """The store's clock (wall time unless a clock was given to ``actae.open``)."""
         return self._service.clock()
 
-    def resume(self, run_id: UUID | str, *, worker: str) -> RunContext:
-        """A durable-step context for ``run_id`` driven by ``worker``."""
-        return RunContext(self, self.run(run_id), require_text("worker", worker))
+    def resume(
+        self,
+        run_id: UUID | str,
+        *,
+        worker: str,
+        pins: Mapping[str, Any] | None = None,
+        migrations: Mapping[int, Migration] | None = None,
+    ) -> RunContext:
+        """A durable-step context for ``run_id`` driven by ``worker``.
+
+        ``pins`` are the worker's: a run pinned to another model, prompt or tool contract is
+        refused with ``IncompatibleResumeError``. A run on an older state schema is upgraded
+        by ``migrations[n]`` (state of schema n -> state of schema n + 1), each recorded as a
+        new state version; without the needed migration the resume is refused.
+        """
+        worker = require_text("worker", worker)
+        run = self.run(run_id)
+        if pins:
+            run = self._reconcile_pins(run, require_pins("pins", pins), migrations or {}, worker)
+        return RunContext(self, run, worker)
+
+    def _reconcile_pins(
+        self, run: RunInfo, wanted: Pins, migrations: Mapping[int, Migration], worker: str
+    ) -> RunInfo:
+        differences: dict[str, tuple[Any, Any]] = {
+            name: (run.pins[name], wanted[name])
+            for name in ("model", "prompt", "tools")
+            if wanted[name] is not None and run.pins[name] != wanted[name]
+        }
+        current, target = run.pins.schema_ or 1, wanted.schema_
+        steps = [] if target is None else list(range(current, target))
+        if target is not None and (current > target or any(s not in migrations for s in steps)):
+            differences["schema"] = (current, target)
+        if differences:
+            raise IncompatibleResumeError(run.run_id, differences)
+        for step in steps:
+            state = migrations[step](self.state_at(run.channel_id).state)
+            run = self._service.lifecycle.migrate(
+                run.run_id, to_schema=step + 1, state=state, actor=worker
+            )
+        return run
 
     def lineage(self, run_id: UUID | str) -> Lineage:
         """Fork receipts of a run: ancestors (nearest first) and all descendants."""

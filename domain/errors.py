@@ -186,3 +186,44 @@ class ContentionError(ActaeError):
         self.what = what
         self.attempts = attempts
         super().__init__(f"{what}: lost {attempts} races in a row to other writers; retry later")
+
+
+class IllegalTransitionError(ActaeError):
+    """A lifecycle command does not apply to the run's current status."""
+
+    code = "illegal_transition"
+
+    def __init__(self, run_id: Any, *, status: str, action: str) -> None:
+        self.run_id = run_id
+        self.status = status
+        self.action = action
+        super().__init__(f"cannot {action} run {run_id}: it is {status}")
+
+
+class RunSuspended(ActaeError):  # noqa: N818 - a control signal, not a failure
+    """Raised inside workflow code when the run starts (or still is) waiting.
+
+    Workers catch it and release the run; when the wait ends, the workflow runs again from the
+    top, its recorded steps replay, and the wait returns the decision.
+    """
+
+    code = "suspended"
+
+    def __init__(self, run_id: Any, *, reason: str, name: str, until: datetime | None) -> None:
+        self.run_id = run_id
+        self.reason = reason
+        self.name = name
+        self.until = until
+        when = f" until {until.isoformat()}" if until else ""
+        super().__init__(f"run {run_id} waits for {reason} {name!r}{when}")
+
+
+class RunStoppedError(ActaeError):
+    """The run was paused, cancelled, completed or failed; workflow code must stop here."""
+
+    code = "run_stopped"
+
+    def __init__(self, run_id: Any, *, status: str) -> None:
+        self.run_id = run_id
+        self.status = status
+        super().__init__(f"run {run_id} is {status}; stopping at this step boundary")

@@ -255,4 +255,8 @@ def run_info_of(run: Run, *, cursor: int, state_version: int, replayed: bool = F
         parent_run_id=run.parent_run_id,
         forked_from=None if run.forked_from is None else run.forked_from.receipt(),
         replayed=replayed,
+        waiting=run.waiting,
+        decisions=dict(run.inbox),
+        result=run.result,
+        error=run.error,
     )

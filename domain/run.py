@@ -1,4 +1,10 @@
-"""The Run aggregate: one execution of an agent workflow, its pins and its fork lineage."""
+"""The Run aggregate: one execution of an agent workflow, its lifecycle, pins and lineage.
+
+Lifecycle: running -> waiting (approval, timer, signal, child) -> running; running or
+waiting -> paused -> back; any live status -> completed | failed | cancelled (terminal).
+Every move is an event with its actor and reason; an illegal move raises
+``IllegalTransitionError`` naming the current status.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,9 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from actae.domain.aggregate import Aggregate
+from actae.domain.errors import IllegalTransitionError
 from actae.domain.values import ForkRecord, Pins, RunStatus
+from actae.domain.waits import Decision, Wait
 
 
 class Run(Aggregate):
@@ -23,6 +31,12 @@ class Run(Aggregate):
         forked_from: ForkRecord | None
         forks: list[ForkRecord]
         status: RunStatus
+        waiting: Wait | None
+        paused_from: RunStatus | None
+        inbox: dict[str, Decision]
+        children: list[UUID]
+        result: dict[str, Any] | None
+        error: str | None
 
     class Started(Aggregate.Created):
         """A run was started (fresh, or as the child of a fork when ``forked_from`` is set)."""
@@ -47,6 +61,12 @@ class Run(Aggregate):
             aggregate.forked_from = self.forked_from
             aggregate.forks = []
             aggregate.status = RunStatus.RUNNING
+            aggregate.waiting = None
+            aggregate.paused_from = None
+            aggregate.inbox = {}
+            aggregate.children = []
+            aggregate.result = None
+            aggregate.error = None
 
     class Forked(Aggregate.Event):
         """A child run was forked from this run's channel."""
@@ -56,6 +76,113 @@ class Run(Aggregate):
         def apply(self, aggregate: Any) -> None:
             """Remember the child so lineage can walk downwards."""
             aggregate.forks.append(self.fork)
+
+    class ChildStarted(Aggregate.Event):
+        """A child run was started on behalf of this run (delegation)."""
+
+        child_run_id: UUID
+
+        def apply(self, aggregate: Any) -> None:
+            """Remember the child, so cancelling this run cancels it too."""
+            aggregate.children.append(self.child_run_id)
+
+    class Suspended(Aggregate.Event):
+        """The run started waiting."""
+
+        wait: Wait
+
+        def apply(self, aggregate: Any) -> None:
+            """Wait."""
+            aggregate.status = RunStatus.WAITING
+            aggregate.waiting = self.wait
+
+    class Decided(Aggregate.Event):
+        """A decision for ``decision.name`` arrived; ``wakes`` if the run waited for it."""
+
+        decision: Decision
+        wakes: bool
+
+        def apply(self, aggregate: Any) -> None:
+            """Keep the decision; stop waiting if it was the awaited one."""
+            aggregate.inbox[self.decision.name] = self.decision
+            if self.wakes:
+                aggregate.status = RunStatus.RUNNING
+                aggregate.waiting = None
+
+    class Escalated(Aggregate.Event):
+        """An approval expired and the workflow asked to escalate: it still waits."""
+
+        name: str
+
+        def apply(self, aggregate: Any) -> None:
+            """Mark the wait escalated."""
+            if aggregate.waiting is not None:
+                aggregate.waiting = aggregate.waiting.model_copy(update={"escalated": True})
+
+    class Paused(Aggregate.Event):
+        """An operator paused the run."""
+
+        actor: str
+        reason: str
+
+        def apply(self, aggregate: Any) -> None:
+            """Pause, remembering what to return to."""
+            aggregate.paused_from = aggregate.status
+            aggregate.status = RunStatus.PAUSED
+
+    class Unpaused(Aggregate.Event):
+        """An operator let the run continue."""
+
+        actor: str
+        reason: str
+
+        def apply(self, aggregate: Any) -> None:
+            """Return to the status it had when paused."""
+            aggregate.status = aggregate.paused_from or RunStatus.RUNNING
+            aggregate.paused_from = None
+
+    class Cancelled(Aggregate.Event):
+        """The run was cancelled; it stops at its next step boundary."""
+
+        actor: str
+        reason: str
+
+        def apply(self, aggregate: Any) -> None:
+            """Cancel for good."""
+            aggregate.status = RunStatus.CANCELLED
+            aggregate.waiting = None
+
+    class Completed(Aggregate.Event):
+        """The run finished with ``result``."""
+
+        result: dict[str, Any]
+
+        def apply(self, aggregate: Any) -> None:
+            """Finish."""
+            aggregate.status = RunStatus.COMPLETED
+            aggregate.result = self.result
+
+    class Failed(Aggregate.Event):
+        """The run stopped with ``error`` (an exception, an expiry, a deadline, a budget)."""
+
+        error: str
+        actor: str
+
+        def apply(self, aggregate: Any) -> None:
+            """Stop for good."""
+            aggregate.status = RunStatus.FAILED
+            aggregate.waiting = None
+            aggregate.error = self.error
+
+    class Migrated(Aggregate.Event):
+        """The run's state was upgraded from one schema version to the next."""
+
+        from_schema: int | None
+        to_schema: int
+
+        def apply(self, aggregate: Any) -> None:
+            """Pin the new schema version."""
+            aggregate.pins = aggregate.pins.model_copy(update={"schema_": self.to_schema})
 
     @classmethod
     def start(
@@ -90,3 +217,81 @@ class Run(Aggregate):
     def record_fork(self, fork: ForkRecord, *, at: datetime) -> None:
         """Note that ``fork`` created a child of this run."""
         self.trigger_event(self.Forked, timestamp=at, fork=fork)
+
+    # -- lifecycle commands ---------------------------------------------------------------
+
+    @property
+    def is_live(self) -> bool:
+        """Whether the run can still change (not completed, failed or cancelled)."""
+        return self.status not in TERMINAL
+
+    def _require(self, action: str, *allowed: RunStatus) -> None:
+        if self.status not in allowed:
+            raise IllegalTransitionError(self.id, status=self.status.value, action=action)
+
+    def record_child(self, child_run_id: UUID, *, at: datetime) -> None:
+        """Note a delegated child run."""
+        self.trigger_event(self.ChildStarted, timestamp=at, child_run_id=child_run_id)
+
+    def suspend(self, wait: Wait, *, at: datetime) -> None:
+        """Start waiting (only a running run can)."""
+        self._require("wait", RunStatus.RUNNING)
+        self.trigger_event(self.Suspended, timestamp=at, wait=wait)
+
+    def decide(self, decision: Decision, *, at: datetime) -> bool:
+        """Record a decision; returns whether it woke the run."""
+        if not self.is_live:
+            raise IllegalTransitionError(
+                self.id, status=self.status.value, action=f"record {decision.kind} for"
+            )
+        if decision.name in self.inbox:
+            raise IllegalTransitionError(
+                self.id, status=f"already decided for {decision.name!r}", action="decide"
+            )
+        wakes = (
+            self.status is RunStatus.WAITING
+            and self.waiting is not None
+            and (self.waiting.name == decision.name)
+        )
+        self.trigger_event(self.Decided, timestamp=at, decision=decision, wakes=wakes)
+        return wakes
+
+    def escalate(self, *, at: datetime) -> None:
+        """Keep waiting, marked escalated."""
+        assert self.waiting is not None  # noqa: S101 - callers check the wait
+        self.trigger_event(self.Escalated, timestamp=at, name=self.waiting.name)
+
+    def pause(self, *, actor: str, reason: str, at: datetime) -> None:
+        """Pause a running or waiting run."""
+        self._require("pause", RunStatus.RUNNING, RunStatus.WAITING)
+        self.trigger_event(self.Paused, timestamp=at, actor=actor, reason=reason)
+
+    def unpause(self, *, actor: str, reason: str, at: datetime) -> None:
+        """Let a paused run continue."""
+        self._require("unpause", RunStatus.PAUSED)
+        self.trigger_event(self.Unpaused, timestamp=at, actor=actor, reason=reason)
+
+    def cancel(self, *, actor: str, reason: str, at: datetime) -> None:
+        """Cancel a live run."""
+        self._require("cancel", RunStatus.RUNNING, RunStatus.WAITING, RunStatus.PAUSED)
+        self.trigger_event(self.Cancelled, timestamp=at, actor=actor, reason=reason)
+
+    def complete(self, result: dict[str, Any], *, at: datetime) -> None:
+        """Finish a running run."""
+        self._require("complete", RunStatus.RUNNING)
+        self.trigger_event(self.Completed, timestamp=at, result=result)
+
+    def fail(self, error: str, *, actor: str, at: datetime) -> None:
+        """Stop a live run with an error."""
+        self._require("fail", RunStatus.RUNNING, RunStatus.WAITING, RunStatus.PAUSED)
+        self.trigger_event(self.Failed, timestamp=at, error=error, actor=actor)
+
+    def migrate(self, to_schema: int, *, at: datetime) -> None:
+        """Record a state-schema upgrade."""
+        self._require("migrate", RunStatus.RUNNING)
+        self.trigger_event(
+            self.Migrated, timestamp=at, from_schema=self.pins.schema_, to_schema=to_schema
+        )
+
+
+TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})

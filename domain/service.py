@@ -27,8 +27,9 @@ from eventsourcing.utils import Environment, EnvType
 
 from actae.domain.aggregate import Aggregate
 from actae.domain.channel import Channel
-from actae.domain.errors import ConflictError, NotFoundError
+from actae.domain.errors import ConflictError, ContentionError, NotFoundError
 from actae.domain.ledger import Ledger
+from actae.domain.lifecycle import Lifecycle
 from actae.domain.operation import Operation
 from actae.domain.ports import Clock, Codec
 from actae.domain.reader import StoreReader, receipt_of, run_info_of
@@ -46,7 +47,7 @@ from actae.domain.validation import (
     require_text,
     require_uuid,
 )
-from actae.domain.values import ForkReceipt, ForkRecord, Receipt, RunInfo
+from actae.domain.values import ForkReceipt, ForkRecord, Pins, Receipt, RunInfo
 
 FORK_ATTEMPTS = 20
 
@@ -76,6 +77,13 @@ class ActaeService(Application[UUID]):
         super().__init__(env)
         self.written = threading.Condition()
         self.reader = StoreReader(self.events, self.repository, codec, clock)
+        self.lifecycle = Lifecycle(
+            save=lambda *aggregates: self.save(*aggregates),  # noqa: PLW0108 - late-bound
+            reader=self.reader,
+            clock=clock,
+            codec=codec,
+            max_document_bytes=max_document_bytes,
+        )
         self.ledger = Ledger(
             save=lambda *aggregates: self.save(*aggregates),  # noqa: PLW0108 - late-bound
             reader=self.reader,
@@ -126,19 +134,45 @@ class ActaeService(Application[UUID]):
             str(valid_deadline),
             str(parent),
         )
-        original = self._recorded(operation_id, content)
-        if original is not None:
-            return self._replayed_run(original)
-        if parent is not None:
-            self.reader.run_aggregate(parent)
+        for _ in range(FORK_ATTEMPTS):
+            original = self._recorded(operation_id, content)
+            if original is not None:
+                return self._replayed_run(original)
+            started = self._try_start(
+                workflow_id,
+                agent_id,
+                document,
+                valid_pins,
+                operation_id,
+                valid_deadline,
+                parent,
+                content,
+            )
+            if started is not None:
+                return started
+        raise ContentionError(f"start of {workflow_id!r} under parent {parent}", FORK_ATTEMPTS)
+
+    def _try_start(
+        self,
+        workflow_id: str,
+        agent_id: str,
+        document: Document,
+        pins: Pins,
+        operation_id: str | None,
+        deadline: datetime | None,
+        parent: UUID | None,
+        content: str,
+    ) -> RunInfo | None:
+        """One attempt at a start; ``None`` when the parent run moved meanwhile."""
+        parent_run = None if parent is None else self.reader.run_aggregate(parent)
         at = self.clock()
         run = Run.start(
             run_id=uuid4(),
             workflow_id=workflow_id,
             agent_id=agent_id,
             channel_id=uuid4(),
-            pins=valid_pins,
-            deadline=valid_deadline,
+            pins=pins,
+            deadline=deadline,
             parent_run_id=parent,
             forked_from=None,
             operation_id=operation_id,
@@ -154,8 +188,15 @@ class ActaeService(Application[UUID]):
             operation_id=operation_id,
             at=at,
         )
+        aggregates: list[Aggregate] = [run, channel]
+        if parent_run is not None:
+            parent_run.record_child(run.id, at=at)
+            aggregates.append(parent_run)
         result = {"run_id": str(run.id), "cursor": 1, "state_version": 1}
-        winner = self._save([run, channel], operation_id, "start_run", content, result, at)
+        try:
+            winner = self._save(aggregates, operation_id, "start_run", content, result, at)
+        except IntegrityError:
+            return None
         if winner is not None:
             return self._replayed_run(winner)
         return run_info_of(run, cursor=1, state_version=1)

@@ -15,6 +15,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field
 
 from actae.domain.effects import EffectInfo
+from actae.domain.waits import Decision, Wait
 
 PIN_NAMES = ("model", "prompt", "tools", "schema")
 
@@ -185,6 +186,10 @@ class RunInfo:
     parent_run_id: UUID | None = None
     forked_from: ForkReceipt | None = None
     replayed: bool = False
+    waiting: Wait | None = None
+    decisions: dict[str, Decision] = field(default_factory=dict)
+    result: dict[str, Any] | None = None
+    error: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,0 +1,49 @@
+"""Values of a run's lifecycle: what it waits for, and the decisions that end a wait.
+
+A run waits durably: the wait is an event, so it survives restarts, and the decision that
+ends it (an approval, a denial, a signal, a fired timer, an expiry, a finished child) is an
+event too. Workflow code that re-runs after a crash finds the decision and continues.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+WAIT_REASONS = ("approval", "timer", "signal", "child")
+EXPIRY_ACTIONS = ("fail", "escalate")
+
+
+class Wait(BaseModel):
+    """A run waits for ``name`` (for ``reason``), possibly ``until`` a time."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    reason: str
+    name: str
+    until: datetime | None = None
+    on_expiry: str | None = None
+    escalated: bool = False
+
+
+class Decision(BaseModel):
+    """What ended (or will end) a wait named ``name``.
+
+    ``kind`` is approved | denied | signal | timer | expired | child.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    kind: str
+    actor: str | None = None
+    note: str | None = None
+    payload: dict[str, Any] = {}
+    at: datetime
+
+    @property
+    def approved(self) -> bool:
+        """Whether an approval was granted."""
+        return self.kind == "approved"
