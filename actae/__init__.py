@@ -17,11 +17,14 @@ from actae.domain.errors import (
     CorruptionError,
     EffectBlockedError,
     FencingError,
+    IllegalTransitionError,
     IncompatibleResumeError,
     LeaseHeldError,
     NotFoundError,
     OperationConflictError,
     RetryNotDueError,
+    RunStoppedError,
+    RunSuspended,
     ValidationError,
 )
 from actae.domain.values import (
@@ -36,6 +39,7 @@ from actae.domain.values import (
     RunStatus,
     StateVersion,
 )
+from actae.domain.waits import Decision, Wait
 
 __all__ = [
     "ActaeError",
@@ -45,11 +49,13 @@ __all__ = [
     "ConflictError",
     "ContentionError",
     "CorruptionError",
+    "Decision",
     "EffectBlockedError",
     "EffectInfo",
     "EffectStatus",
     "FencingError",
     "ForkReceipt",
+    "IllegalTransitionError",
     "IncompatibleResumeError",
     "LeaseHeldError",
     "Lineage",
@@ -66,11 +72,14 @@ __all__ = [
     "RunContext",
     "RunInfo",
     "RunStatus",
+    "RunStoppedError",
+    "RunSuspended",
     "SchemaVersionError",
     "StateVersion",
     "Store",
     "Subscription",
     "ValidationError",
+    "Wait",
     "open",
 ]
 __version__ = "0.1.0"

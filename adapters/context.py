@@ -25,6 +25,7 @@ from actae.domain.errors import (
 from actae.domain.values import Receipt, RunInfo, RunStatus
 from actae.domain.waits import Decision
 
+NOTE_KINDS = ("run.", "effect.")
 STOPPED = frozenset({RunStatus.PAUSED, RunStatus.CANCELLED, RunStatus.COMPLETED, RunStatus.FAILED})
 
 if TYPE_CHECKING:
@@ -87,7 +88,19 @@ class RunContext:
                 info.run_id, f"deadline {info.deadline.isoformat()} passed", actor=self.worker
             )
             raise RunStoppedError(info.run_id, status=RunStatus.FAILED.value)
+        if info.cursor != self._head.cursor:
+            self._adopt_notes()
         return info
+
+    def _adopt_notes(self) -> None:
+        """Move past lifecycle and ledger notes that others wrote on the channel.
+
+        Anything else written after our head means another worker drives this run: we keep
+        our stale head, and our next write is refused by ``expected_cursor``.
+        """
+        newer = self.store.events(self.run.channel_id, after=self._head.cursor)
+        if all(event.kind.startswith(NOTE_KINDS) for event in newer):
+            self._refresh()
 
     def step(self, name: str, fn: Callable[[], T]) -> T:
         """Run ``fn`` once and record its (JSON) result; afterwards return the record."""

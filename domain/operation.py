@@ -193,6 +193,7 @@ class Operation(Aggregate):
             """Close the effect without an outcome."""
             aggregate.settle_attempt("abandoned", self.reason)
             aggregate.holder = None
+            aggregate.in_doubt = False
             aggregate.abandoned = True
 
     # -- identity -------------------------------------------------------------------------

@@ -201,7 +201,7 @@ class LedgerMachine(RuleBasedStateMachine):
         m = self.model
         error = actae.EffectBlockedError if m.status() in (S.COMPLETED, S.ABANDONED) else None
         if self.expect(error, lambda: self.store.abandon(self.key, actor="ops", reason="r")):
-            m.abandoned, m.holder = True, None
+            m.abandoned, m.holder, m.in_doubt = True, None, False
 
     @rule(seconds=st.sampled_from([1.0, 4.0, LEASE + 1]))
     def advance(self, seconds: float) -> None:
