@@ -94,6 +94,9 @@ UPDATE {runs} SET
         WHEN EXISTS (SELECT 1 {mine} AND e.status = 'retry_scheduled') THEN 'retrying'
         ELSE 'running' END,
     next_action = CASE
+        WHEN lifecycle = 'waiting' AND escalated THEN 'escalated: ' || waiting_name
+        WHEN lifecycle = 'waiting' THEN 'wait for ' || waiting_reason || ' ' || waiting_name
+        WHEN lifecycle = 'paused' THEN 'unpause'
         WHEN lifecycle <> 'running' THEN 'none'
         WHEN EXISTS (SELECT 1 {mine} AND e.status = 'needs_review')
             THEN 'review effect ' || (SELECT min(e.effect_key) {mine}
@@ -286,6 +289,7 @@ class ReadModelDB:
         """Coalesce a batch's changes per row, then write them with one statement per shape."""
         rows: dict[tuple[str, Any], tuple[Table, dict[str, Any]]] = {}
         effects: set[Any] = set()
+        runs: set[Any] = set()
         for change in changes:
             if isinstance(change, Upsert):
                 slot = (change.table.name, change.key)
@@ -293,6 +297,8 @@ class ReadModelDB:
                 rows[slot] = (change.table, {**merged, **change.values})
             elif change.effect_id is not None:
                 effects.add(change.effect_id)
+            elif change.run_id is not None:
+                runs.add(change.run_id)
         shapes: dict[tuple[str, tuple[str, ...]], list[Sequence[Any]]] = {}
         tables = {t.name: t for t in TABLES}
         for (name, key), (_, values) in rows.items():
@@ -302,10 +308,14 @@ class ReadModelDB:
             )
         for (name, columns), batch in shapes.items():
             self.executemany(self._upsert(tables[name], columns, suffix), batch)
+        names = (f"effects{suffix}", f"run_status{suffix}")
         if effects:
             where = f"run_id = (SELECT run_id FROM effects{suffix} WHERE effect_id = %s)"
-            statement = _refresh_sql(f"effects{suffix}", f"run_status{suffix}", where)
+            statement = _refresh_sql(*names, where)
             self.executemany(statement, [[self.dialect.adapt(e)] for e in effects])
+        if runs:
+            statement = _refresh_sql(*names, "run_id = %s")
+            self.executemany(statement, [[self.dialect.adapt(r)] for r in runs])
 
     def _upsert(self, table: Table, columns: tuple[str, ...], suffix: str) -> str:
         names = ", ".join((table.key, *columns))

@@ -131,14 +131,15 @@ class Run(Aggregate):
             aggregate.status = RunStatus.PAUSED
 
     class Unpaused(Aggregate.Event):
-        """An operator let the run continue."""
+        """An operator let the run continue, back in the status ``resumes_to``."""
 
         actor: str
         reason: str
+        resumes_to: RunStatus
 
         def apply(self, aggregate: Any) -> None:
             """Return to the status it had when paused."""
-            aggregate.status = aggregate.paused_from or RunStatus.RUNNING
+            aggregate.status = self.resumes_to
             aggregate.paused_from = None
 
     class Cancelled(Aggregate.Event):
@@ -269,7 +270,13 @@ class Run(Aggregate):
     def unpause(self, *, actor: str, reason: str, at: datetime) -> None:
         """Let a paused run continue."""
         self._require("unpause", RunStatus.PAUSED)
-        self.trigger_event(self.Unpaused, timestamp=at, actor=actor, reason=reason)
+        self.trigger_event(
+            self.Unpaused,
+            timestamp=at,
+            actor=actor,
+            reason=reason,
+            resumes_to=self.paused_from or RunStatus.RUNNING,
+        )
 
     def cancel(self, *, actor: str, reason: str, at: datetime) -> None:
         """Cancel a live run."""

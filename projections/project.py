@@ -38,6 +38,7 @@ def _run_started(event: Any) -> list[Change]:
                 "channel_id": event.channel_id,
                 "status": "running",
                 "lifecycle": "running",
+                "escalated": False,
                 "next_action": "continue",
                 "attempts": 0,
                 "open_effects": 0,
@@ -194,8 +195,49 @@ def _abandoned(event: Any) -> list[Change]:
     )
 
 
+def _run(event: Any, values: dict[str, Any]) -> list[Change]:
+    return [
+        Upsert(RUN_STATUS, event.originator_id, {**values, "updated_at": event.timestamp}),
+        RefreshRun(run_id=event.originator_id),
+    ]
+
+
+NOT_WAITING = {"waiting_reason": None, "waiting_name": None, "wake_at": None, "escalated": False}
+
+
+def _suspended(event: Any) -> list[Change]:
+    wait = event.wait
+    return _run(
+        event,
+        {
+            "lifecycle": "waiting",
+            "waiting_reason": wait.reason,
+            "waiting_name": wait.name,
+            "wake_at": wait.until,
+            "escalated": False,
+        },
+    )
+
+
+def _decided(event: Any) -> list[Change]:
+    return _run(event, {"lifecycle": "running", **NOT_WAITING}) if event.wakes else []
+
+
+def _ended(lifecycle: str) -> Callable[[Any], list[Change]]:
+    return lambda event: _run(event, {"lifecycle": lifecycle, **NOT_WAITING})
+
+
 HANDLERS: tuple[tuple[type, Callable[[Any], list[Change]]], ...] = (
     (Run.Started, _run_started),
+    (Run.Suspended, _suspended),
+    (Run.Decided, _decided),
+    (Run.Escalated, lambda e: _run(e, {"escalated": True})),
+    (Run.Paused, lambda e: _run(e, {"lifecycle": "paused"})),
+    (Run.Unpaused, lambda e: _run(e, {"lifecycle": e.resumes_to.value})),
+    (Run.Cancelled, _ended("cancelled")),
+    (Run.Completed, _ended("completed")),
+    (Run.Failed, _ended("failed")),
+    (Run.Migrated, lambda e: _run(e, {"schema_version": e.to_schema})),
     (Channel.Event, _channel_event),
     (Operation.Registered, _registered),
     (Operation.Claimed, _claimed),

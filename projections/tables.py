@@ -52,9 +52,17 @@ RUN_STATUS = Table(
         Column("lifecycle", "text", "the run's own status, before effects are considered"),
         Column("waiting_reason", "text", "approval | timer | child | signal while waiting"),
         Column(
+            "waiting_name",
+            "text",
+            "what it waits for: approval or signal name, timer, child:<run_id>",
+        ),
+        Column("wake_at", "timestamp", "when its timer fires or its wait expires"),
+        Column("escalated", "bool", "an approval expired and was escalated to a person"),
+        Column(
             "next_action",
             "text",
-            "what should happen next, e.g. 'continue', 'retry effect <key>', 'review effect <key>'",
+            "what should happen next, e.g. 'continue', 'retry effect <key>', 'review effect "
+            "<key>', 'wait for approval <name>', 'unpause', 'none'",
         ),
         Column("next_retry_at", "timestamp", "earliest scheduled retry of its effects"),
         Column("attempts", "int", "effect attempts (claims) made by the run so far"),

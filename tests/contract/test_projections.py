@@ -160,3 +160,33 @@ def test_catching_up_a_large_backlog_shows_progress(store: actae.Store) -> None:
     assert projector.catch_up() >= 120
 
     assert "projected 120/" in out.getvalue()
+
+
+def test_run_status_follows_the_lifecycle(store: actae.Store, clock: actae.ManualClock) -> None:
+    projector = store.projector()
+    waiting = store.start_run("w", agent_id="a", state={})
+    paused = store.start_run("p", agent_id="a", state={})
+    done = store.start_run("d", agent_id="a", state={})
+    store.suspend(waiting.run_id, reason="approval", name="manager", seconds=60)
+    store.pause(paused.run_id, actor="ops", reason="look")
+    store.complete_run(done.run_id, {"ok": True})
+    projector.catch_up()
+
+    rows = rows_by_run(projector)
+    assert (rows[str(waiting.run_id)]["status"], rows[str(waiting.run_id)]["next_action"]) == (
+        "waiting",
+        "wait for approval manager",
+    )
+    assert rows[str(waiting.run_id)]["wake_at"] is not None
+    assert (rows[str(paused.run_id)]["status"], rows[str(paused.run_id)]["next_action"]) == (
+        "paused",
+        "unpause",
+    )
+    assert rows[str(done.run_id)]["status"] == "completed"
+
+    store.approve(waiting.run_id, "manager", actor="alice")
+    store.unpause(paused.run_id, actor="ops", reason="ok")
+    projector.catch_up()
+    rows = rows_by_run(projector)
+    assert [rows[str(r.run_id)]["status"] for r in (waiting, paused)] == ["running", "running"]
+    assert rows[str(waiting.run_id)]["waiting_name"] is None

@@ -51,6 +51,8 @@ def test_analyst_queries(pg_url: str, pg_dsn: str) -> None:
             store.fail("flaky", token=claim.token, error="HTTP 503", retry_after=1)
             clock.advance(2)
         store.claim("flaky", run_id=root.run_id, worker="w", lease=3 * 3600)
+        approver = store.start_run("purchases", agent_id="a", state={})
+        store.suspend(approver.run_id, reason="approval", name="cfo", seconds=86400)
         store.projector().catch_up()
 
     schema = pg_url.rsplit("schema=", 1)[1]
@@ -76,7 +78,9 @@ def test_analyst_queries(pg_url: str, pg_dsn: str) -> None:
             ("refunds", 2),
             ("billing", 1),
         ]
-        assert rows(RUNS_WAITING_ON_APPROVAL) == []  # no approvals until run lifecycle lands
+        assert [(r["run_id"], r["next_action"]) for r in rows(RUNS_WAITING_ON_APPROVAL)] == [
+            (approver.run_id, "wait for approval cfo")
+        ]
         assert [(r["effect_key"], r["retries"]) for r in rows(EFFECTS_RETRIED_MORE_THAN_TWICE)] == [
             ("flaky", 3)
         ]
