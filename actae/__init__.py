@@ -9,6 +9,7 @@ from actae.adapters.migrations import SchemaVersionError
 from actae.adapters.projector import Projector
 from actae.adapters.store import Store, open
 from actae.adapters.subscription import Subscription
+from actae.adapters.worker import Registry, Worker, Workflow, workflow
 from actae.domain.effects import Attempt, Claim, EffectInfo, EffectStatus, RetryPolicy
 from actae.domain.errors import (
     ActaeError,
@@ -67,6 +68,7 @@ __all__ = [
     "Projector",
     "Receipt",
     "Recovery",
+    "Registry",
     "RetryNotDueError",
     "RetryPolicy",
     "RunContext",
@@ -80,6 +82,9 @@ __all__ = [
     "Subscription",
     "ValidationError",
     "Wait",
+    "Worker",
+    "Workflow",
     "open",
+    "workflow",
 ]
 __version__ = "0.1.0"

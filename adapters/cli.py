@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
+import importlib.util
+import os
 import signal
+import socket
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -60,6 +64,33 @@ def _parser() -> argparse.ArgumentParser:
         help="rebuild from zero into fresh tables and swap them in atomically, then exit",
     )
     project_cmd.add_argument("--batch-size", type=int, default=2000)
+    worker_cmd = commands.add_parser(
+        "worker",
+        help="run registered workflows, taking over runs whose worker died",
+        description="Import modules that register workflows with @actae.workflow(name), then "
+        "loop: keep the read models current, fire due timers and expire due approvals, and "
+        "run every runnable run whose agent_id has a registered workflow, under a lease "
+        "renewed while it runs. A run whose worker died is taken over once its lease runs "
+        "out; its recorded steps replay instead of running again. Stops on SIGTERM/Ctrl-C.",
+    )
+    worker_cmd.add_argument("--db", required=True, help="store URL")
+    worker_cmd.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        required=True,
+        metavar="MODULE_OR_FILE",
+        help="module name or .py file that registers workflows (repeatable)",
+    )
+    worker_cmd.add_argument("--name", default=None, help="worker name (default: host:pid)")
+    worker_cmd.add_argument(
+        "--lease",
+        type=float,
+        default=30.0,
+        help="seconds a run stays ours without a heartbeat (default 30)",
+    )
+    worker_cmd.add_argument("--poll-interval", type=float, default=0.2)
+    worker_cmd.add_argument("--once", action="store_true", help="one pass, then exit")
     for name, target, text in [
         ("head", "channel_id", "receipt of a channel's last event"),
         ("state", "channel_id", "state version in force at a cursor (default: head)"),
@@ -108,6 +139,36 @@ def _project(args: argparse.Namespace) -> int:
     return 0
 
 
+def _import(target: str) -> None:
+    if target.endswith(".py"):
+        spec = importlib.util.spec_from_file_location(
+            f"actae_workflows_{abs(hash(target))}", target
+        )
+        if spec is None or spec.loader is None:
+            raise actae.ValidationError("--import", f"cannot load {target}")
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    else:
+        importlib.import_module(target)
+
+
+def _worker(args: argparse.Namespace) -> int:
+    for target in args.imports:
+        _import(target)
+    name = args.name or f"{socket.gethostname()}:{os.getpid()}"
+    with actae.open(args.db) as store:
+        worker = actae.Worker(
+            store, name=name, lease=args.lease, poll_interval=args.poll_interval, out=sys.stderr
+        )
+        if args.once:
+            worker.run_once()
+            return 0
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: worker.request_stop())
+        print(f"[{name}] working on {store.url}", file=sys.stderr, flush=True)
+        worker.run()
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit status."""
     args = _parser().parse_args(argv)
@@ -116,6 +177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return demo(args.db)
         if args.command == "project":
             return _project(args)
+        if args.command == "worker":
+            return _worker(args)
         _print_json(_inspect(args))
     except actae.ActaeError as error:
         print(f"actae: error: {error}", file=sys.stderr)

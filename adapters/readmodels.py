@@ -27,6 +27,7 @@ from actae.projections.tables import OUTSTANDING_VIEW, SETTLED, TABLES, Table
 
 TRACKING = "actae_projection_tracking"
 ERRORS = "actae_projection_errors"
+LEASES = "actae_run_leases"
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class Dialect:
         if isinstance(value, UUID):
             return str(value)
         if isinstance(value, datetime):
-            return value.astimezone(UTC).isoformat()
+            return value.astimezone(UTC).isoformat(timespec="microseconds")
         if isinstance(value, bool):
             return int(value)
         if isinstance(value, dict):
@@ -198,6 +199,42 @@ class ReadModelDB:
                     "PRIMARY KEY (name, position))"
                 )
                 self.execute(self._create_view())
+                self.execute(
+                    f"CREATE TABLE IF NOT EXISTS {LEASES} (run_id TEXT PRIMARY KEY, "
+                    f"worker TEXT NOT NULL, token {self.dialect.types['int']} NOT NULL, "
+                    f"expires_at {self.dialect.types['timestamp']} NOT NULL)"
+                )
+
+    # -- run ownership leases ---------------------------------------------------------------
+
+    def acquire_lease(self, run_id: Any, worker: str, now: datetime, until: datetime) -> int | None:
+        """Take the run if nobody holds a live lease on it; returns the new token."""
+        with self.transaction():
+            row = self.execute(
+                f"INSERT INTO {LEASES} AS l (run_id, worker, token, expires_at) "
+                "VALUES (%s, %s, 1, %s) ON CONFLICT (run_id) DO UPDATE SET "
+                "worker = excluded.worker, token = l.token + 1, expires_at = excluded.expires_at "
+                "WHERE l.expires_at < %s RETURNING token",
+                (str(run_id), worker, self.dialect.adapt(until), self.dialect.adapt(now)),
+            ).fetchone()
+        return None if row is None else int(row[0])
+
+    def renew_lease(self, run_id: Any, token: int, until: datetime) -> bool:
+        """Extend our lease; False if someone else took the run."""
+        with self.transaction():
+            cursor = self.execute(
+                f"UPDATE {LEASES} SET expires_at = %s WHERE run_id = %s AND token = %s",
+                (self.dialect.adapt(until), str(run_id), token),
+            )
+            return bool(cursor.rowcount)
+
+    def release_lease(self, run_id: Any, token: int, now: datetime) -> None:
+        """Let the run go (only if we still hold it)."""
+        with self.transaction():
+            self.execute(
+                f"UPDATE {LEASES} SET expires_at = %s WHERE run_id = %s AND token = %s",
+                (self.dialect.adapt(now), str(run_id), token),
+            )
 
     def _create_table(self, table: Table, suffix: str) -> str:
         columns = ", ".join(

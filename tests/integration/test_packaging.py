@@ -46,6 +46,7 @@ MODULES = [
     "actae.adapters.store",
     "actae.adapters.subscription",
     "actae.adapters.url",
+    "actae.adapters.worker",
 ]
 
 
