@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from actae.domain.effects import Claim, EffectStatus, RetryPolicy
@@ -88,6 +88,15 @@ class RunContext:
                 info.run_id, f"deadline {info.deadline.isoformat()} passed", actor=self.worker
             )
             raise RunStoppedError(info.run_id, status=RunStatus.FAILED.value)
+        over = {
+            k: (info.usage.get(k, 0.0), v)
+            for k, v in info.budget.items()
+            if info.usage.get(k, 0.0) > v
+        }
+        if over:
+            spent = ", ".join(f"{k} {used:g} > {limit:g}" for k, (used, limit) in over.items())
+            self.store.fail_run(info.run_id, f"budget exceeded: {spent}", actor=self.worker)
+            raise RunStoppedError(info.run_id, status=RunStatus.FAILED.value)
         if info.cursor != self._head.cursor:
             self._adopt_notes()
         return info
@@ -102,8 +111,18 @@ class RunContext:
         if all(event.kind.startswith(NOTE_KINDS) for event in newer):
             self._refresh()
 
-    def step(self, name: str, fn: Callable[[], T]) -> T:
-        """Run ``fn`` once and record its (JSON) result; afterwards return the record."""
+    def step(
+        self,
+        name: str,
+        fn: Callable[[], T],
+        *,
+        usage: Callable[[T], Mapping[str, float]] | Mapping[str, float] | None = None,
+    ) -> T:
+        """Run ``fn`` once and record its (JSON) result; afterwards return the record.
+
+        ``usage`` (a mapping, or a function of the result) records what the step consumed,
+        e.g. ``{"tokens": 812, "cost": 0.02}``; the run's budget is checked against the totals.
+        """
         self.checkpoint()
         key = self._key("step", name)
         recorded = self.store.operation(key)
@@ -116,6 +135,7 @@ class RunContext:
             payload={"name": name, "value": value},
             expected_cursor=self._head.cursor,
             operation_id=key,
+            usage=usage(value) if callable(usage) else usage,
         )
         if not receipt.replayed:
             self._head = receipt

@@ -116,6 +116,7 @@ class Store:
         operation_id: str | None = None,
         deadline: datetime | None = None,
         parent_run_id: UUID | str | None = None,
+        budget: Mapping[str, float] | None = None,
     ) -> RunInfo:
         """Start a run: its main channel opens at cursor 1 with state version 1.
 
@@ -130,6 +131,7 @@ class Store:
             operation_id=operation_id,
             deadline=deadline,
             parent_run_id=parent_run_id,
+            budget=budget,
         )
 
     def record(
@@ -140,6 +142,7 @@ class Store:
         payload: dict[str, Any],
         expected_cursor: int,
         operation_id: str | None = None,
+        usage: Mapping[str, float] | None = None,
     ) -> Receipt:
         """Record a result (a model call, a tool output) right after ``expected_cursor``."""
         return self._service.record(
@@ -148,6 +151,7 @@ class Store:
             payload=payload,
             expected_cursor=expected_cursor,
             operation_id=operation_id,
+            usage=usage,
         )
 
     def transition(

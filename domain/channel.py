@@ -13,6 +13,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from pydantic import Field
+
 from actae.domain.aggregate import Aggregate
 from actae.domain.errors import ConflictError
 
@@ -25,6 +27,7 @@ class Channel(Aggregate):
         state_version: int
         state_cursor: int
         open_effects: tuple[str, ...]
+        usage: dict[str, float]
 
     class Event(Aggregate.Event):
         """Something happened on a channel; fields after it describe the head completely.
@@ -43,6 +46,7 @@ class Channel(Aggregate):
         state_version: int
         state_cursor: int
         open_effects: tuple[str, ...] = ()
+        usage: dict[str, float] = Field(default_factory=dict)
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
@@ -55,6 +59,7 @@ class Channel(Aggregate):
             aggregate.state_version = self.state_version
             aggregate.state_cursor = self.state_cursor
             aggregate.open_effects = self.open_effects
+            aggregate.usage = self.usage
 
     class Opened(Event, Aggregate.Created):
         """The channel was opened at cursor 1 with its first state version."""
@@ -125,10 +130,21 @@ class Channel(Aggregate):
             )
 
     def record(
-        self, *, kind: str, payload: dict[str, Any], operation_id: str | None, at: datetime
+        self,
+        *,
+        kind: str,
+        payload: dict[str, Any],
+        operation_id: str | None,
+        at: datetime,
+        usage: dict[str, float] | None = None,
     ) -> None:
-        """Append a recorded result; the state version in force stays the same."""
-        self._append(self.Recorded, at, kind=kind, payload=payload, operation_id=operation_id)
+        """Append a recorded result; the state version stays; ``usage`` adds to the totals."""
+        totals = dict(self.usage)
+        for name, amount in (usage or {}).items():
+            totals[name] = totals.get(name, 0.0) + amount
+        self._append(
+            self.Recorded, at, kind=kind, payload=payload, operation_id=operation_id, usage=totals
+        )
 
     def note_effect(
         self, *, kind: str, payload: dict[str, Any], effect_key: str, settled: bool, at: datetime
@@ -177,6 +193,7 @@ class Channel(Aggregate):
                 "state_version": self.state_version,
                 "state_cursor": self.state_cursor,
                 "open_effects": self.open_effects,
+                "usage": self.usage,
                 **fields,
             },
         )

@@ -168,6 +168,7 @@ class StoreReader:
         run = self.run_aggregate(run_id)
         head = self.head_event(run.channel_id)
         info = run_info_of(run, cursor=head.originator_version, state_version=head.state_version)
+        info = replace(info, usage=dict(head.usage))
         if info.status is RunStatus.RUNNING and head.open_effects:
             return replace(info, status=self.effects_status(head.open_effects))
         return info
@@ -259,4 +260,5 @@ def run_info_of(run: Run, *, cursor: int, state_version: int, replayed: bool = F
         decisions=dict(run.inbox),
         result=run.result,
         error=run.error,
+        budget=dict(run.budget),
     )

@@ -12,6 +12,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from pydantic import Field
+
 from actae.domain.aggregate import Aggregate
 from actae.domain.errors import IllegalTransitionError
 from actae.domain.values import ForkRecord, Pins, RunStatus
@@ -30,6 +32,7 @@ class Run(Aggregate):
         parent_run_id: UUID | None
         forked_from: ForkRecord | None
         forks: list[ForkRecord]
+        budget: dict[str, float]
         status: RunStatus
         waiting: Wait | None
         paused_from: RunStatus | None
@@ -49,6 +52,7 @@ class Run(Aggregate):
         parent_run_id: UUID | None
         forked_from: ForkRecord | None
         operation_id: str | None
+        budget: dict[str, float] = Field(default_factory=dict)
 
         def apply(self, aggregate: Any) -> None:
             """Take the run's identity and pins; no forks yet; running."""
@@ -59,6 +63,7 @@ class Run(Aggregate):
             aggregate.deadline = self.deadline
             aggregate.parent_run_id = self.parent_run_id
             aggregate.forked_from = self.forked_from
+            aggregate.budget = self.budget
             aggregate.forks = []
             aggregate.status = RunStatus.RUNNING
             aggregate.waiting = None
@@ -199,6 +204,7 @@ class Run(Aggregate):
         forked_from: ForkRecord | None,
         operation_id: str | None,
         at: datetime,
+        budget: dict[str, float] | None = None,
     ) -> Run:
         """Start a run whose main channel is ``channel_id``."""
         return cls._create(
@@ -213,6 +219,7 @@ class Run(Aggregate):
             parent_run_id=parent_run_id,
             forked_from=forked_from,
             operation_id=operation_id,
+            budget=budget or {},
         )
 
     def record_fork(self, fork: ForkRecord, *, at: datetime) -> None:

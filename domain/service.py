@@ -41,6 +41,7 @@ from actae.domain.validation import (
     fingerprint,
     optional_deadline,
     optional_text,
+    require_amounts,
     require_document,
     require_int,
     require_pins,
@@ -116,8 +117,13 @@ class ActaeService(Application[UUID]):
         operation_id: str | None = None,
         deadline: datetime | None = None,
         parent_run_id: UUID | str | None = None,
+        budget: Mapping[str, float] | None = None,
     ) -> RunInfo:
-        """Start a run with its main channel; cursor 1 creates state version 1."""
+        """Start a run with its main channel; cursor 1 creates state version 1.
+
+        ``budget`` caps the usage its steps record (e.g. ``{"tokens": 50_000, "cost": 2.0}``);
+        a run past its budget or ``deadline`` stops, failed, at its next step boundary.
+        """
         workflow_id = require_text("workflow_id", workflow_id)
         agent_id = require_text("agent_id", agent_id)
         document = self._document("state", state)
@@ -125,6 +131,7 @@ class ActaeService(Application[UUID]):
         operation_id = optional_text("operation_id", operation_id)
         valid_deadline = optional_deadline("deadline", deadline)
         parent = None if parent_run_id is None else require_uuid("parent_run_id", parent_run_id)
+        limits = require_amounts("budget", budget)
         content = fingerprint(
             "start_run",
             workflow_id,
@@ -133,6 +140,7 @@ class ActaeService(Application[UUID]):
             self._canonical_text(valid_pins.as_dict()),
             str(valid_deadline),
             str(parent),
+            *((str(sorted(limits.items())),) if limits else ()),
         )
         for _ in range(FORK_ATTEMPTS):
             original = self._recorded(operation_id, content)
@@ -147,6 +155,7 @@ class ActaeService(Application[UUID]):
                 valid_deadline,
                 parent,
                 content,
+                limits,
             )
             if started is not None:
                 return started
@@ -162,6 +171,7 @@ class ActaeService(Application[UUID]):
         deadline: datetime | None,
         parent: UUID | None,
         content: str,
+        budget: dict[str, float],
     ) -> RunInfo | None:
         """One attempt at a start; ``None`` when the parent run moved meanwhile."""
         parent_run = None if parent is None else self.reader.run_aggregate(parent)
@@ -177,6 +187,7 @@ class ActaeService(Application[UUID]):
             forked_from=None,
             operation_id=operation_id,
             at=at,
+            budget=budget,
         )
         channel = Channel.open(
             channel_id=run.channel_id,
@@ -209,20 +220,29 @@ class ActaeService(Application[UUID]):
         payload: dict[str, Any],
         expected_cursor: int,
         operation_id: str | None = None,
+        usage: Mapping[str, float] | None = None,
     ) -> Receipt:
-        """Append a recorded result to the channel; the state version stays as it is."""
+        """Append a recorded result to the channel; the state version stays as it is.
+
+        ``usage`` (e.g. ``{"tokens": 812, "cost": 0.02}``) adds to the run's running totals,
+        which budgets are checked against.
+        """
         cid = require_uuid("channel_id", channel_id)
         kind = require_text("kind", kind)
         body = self._document("payload", payload)
+        spent = require_amounts("usage", usage)
         expected_cursor = require_int("expected_cursor", expected_cursor, minimum=1)
         operation_id = optional_text("operation_id", operation_id)
-        content = fingerprint("record", str(cid), kind, body.checksum)
+        usage_part = (str(sorted(spent.items())),) if spent else ()  # old fingerprints stay valid
+        content = fingerprint("record", str(cid), kind, body.checksum, *usage_part)
         original = self._recorded(operation_id, content)
         if original is not None:
             return self._replayed_receipt(cid, original)
         channel = Channel.from_head(self.reader.head_event(cid))
         channel.ensure_at(expected_version=None, expected_cursor=expected_cursor)
-        channel.record(kind=kind, payload=body.value, operation_id=operation_id, at=self.clock())
+        channel.record(
+            kind=kind, payload=body.value, operation_id=operation_id, at=self.clock(), usage=spent
+        )
         return self._append(channel, operation_id, "record", content, None, expected_cursor)
 
     def transition(

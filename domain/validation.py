@@ -87,6 +87,19 @@ def require_number(field: str, value: object, *, minimum: float, maximum: float)
     return float(value)
 
 
+def require_amounts(field: str, value: object) -> dict[str, float]:
+    """A mapping of names to non-negative finite numbers (usage, budgets)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValidationError(field, f"must be a dict of numbers, got {type(value).__name__}")
+    amounts: dict[str, float] = {}
+    for name, amount in value.items():
+        require_text(f"{field}.{name}", name)
+        amounts[name] = require_number(f"{field}.{name}", amount, minimum=0.0, maximum=1e18)
+    return amounts
+
+
 def optional_int(field: str, value: object, *, minimum: int) -> int | None:
     """``None`` or a valid :func:`require_int` value."""
     return None if value is None else require_int(field, value, minimum=minimum)

@@ -190,6 +190,8 @@ class RunInfo:
     decisions: dict[str, Decision] = field(default_factory=dict)
     result: dict[str, Any] | None = None
     error: str | None = None
+    budget: dict[str, float] = field(default_factory=dict)
+    usage: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

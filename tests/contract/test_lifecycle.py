@@ -247,3 +247,21 @@ def test_a_run_past_its_deadline_stops_with_a_clear_status(
     failed = store.run(run.run_id)
     assert failed.status is actae.RunStatus.FAILED
     assert "deadline" in (failed.error or "")
+
+
+def test_a_run_over_its_budget_stops_with_a_clear_status(store: actae.Store) -> None:
+    run = store.start_run("b", agent_id="a", state={}, budget={"tokens": 1000, "cost": 1.0})
+    ctx = store.resume(run.run_id, worker="w")
+    ctx.step("think", lambda: "a", usage={"tokens": 600, "cost": 0.1})
+    ctx.step("think more", lambda: "bb", usage=lambda answer: {"tokens": 300 * len(answer)})
+
+    with pytest.raises(actae.RunStoppedError):
+        ctx.step("one too many", lambda: "c")
+    failed = store.run(run.run_id)
+    assert failed.usage == {"tokens": 1200.0, "cost": 0.1}
+    assert (failed.status, failed.error) == (
+        actae.RunStatus.FAILED,
+        "budget exceeded: tokens 1200 > 1000",
+    )
+    with pytest.raises(actae.ValidationError):
+        store.start_run("x", agent_id="a", state={}, budget={"tokens": -1})
