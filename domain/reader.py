@@ -198,7 +198,12 @@ class StoreReader:
             fork = queue.popleft()
             descendants.append(fork.receipt())
             queue.extend(self.run_aggregate(fork.child_run_id).forks)
-        return Lineage(run=self.run(run_id), ancestors=ancestors, descendants=descendants)
+        return Lineage(
+            run=self.run(run_id),
+            ancestors=ancestors,
+            descendants=descendants,
+            children=list(run.children),
+        )
 
     def operation(self, operation_id: str | None) -> Operation | None:
         """The recorded operation for ``operation_id``, if the command ran before."""

@@ -212,8 +212,13 @@ class Recovery:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Lineage:
-    """Fork receipts around a run: ``ancestors`` nearest first, ``descendants`` breadth first."""
+    """Edges around a run: its fork receipts and its delegated child runs.
+
+    ``ancestors`` are nearest first, ``descendants`` breadth first.
+    """
 
     run: RunInfo
     ancestors: list[ForkReceipt]
     descendants: list[ForkReceipt]
+    children: list[UUID] = field(default_factory=list)
+    """Runs started on behalf of this one (delegation); their parent is ``run.parent_run_id``."""

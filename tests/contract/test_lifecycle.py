@@ -265,3 +265,25 @@ def test_a_run_over_its_budget_stops_with_a_clear_status(store: actae.Store) -> 
     )
     with pytest.raises(actae.ValidationError):
         store.start_run("x", agent_id="a", state={}, budget={"tokens": -1})
+
+
+def test_a_stale_owner_cannot_write_after_another_took_over(store: actae.Store) -> None:
+    run = store.start_run("o", agent_id="a", state={})
+    stale = store.resume(run.run_id, worker="old")
+    current = store.resume(run.run_id, worker="new")
+    current.step("work", lambda: "by new")
+
+    with pytest.raises(actae.ConflictError):
+        stale.step("other work", lambda: "by old")
+    assert [e.payload.get("name") for e in store.events(run.channel_id)][1:] == ["work"]
+
+
+def test_lineage_lists_delegated_children(store: actae.Store) -> None:
+    parent = store.start_run("p", agent_id="a", state={})
+    kids = [
+        store.start_run(f"k{i}", agent_id="a", state={}, parent_run_id=parent.run_id)
+        for i in range(2)
+    ]
+
+    assert store.lineage(parent.run_id).children == [k.run_id for k in kids]
+    assert store.run(kids[0].run_id).parent_run_id == parent.run_id
