@@ -214,7 +214,7 @@ class ReadModelDB:
                 f"INSERT INTO {LEASES} AS l (run_id, worker, token, expires_at) "
                 "VALUES (%s, %s, 1, %s) ON CONFLICT (run_id) DO UPDATE SET "
                 "worker = excluded.worker, token = l.token + 1, expires_at = excluded.expires_at "
-                "WHERE l.expires_at < %s RETURNING token",
+                "WHERE l.expires_at <= %s RETURNING token",
                 (str(run_id), worker, self.dialect.adapt(until), self.dialect.adapt(now)),
             ).fetchone()
         return None if row is None else int(row[0])
