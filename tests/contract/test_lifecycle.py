@@ -287,3 +287,39 @@ def test_lineage_lists_delegated_children(store: actae.Store) -> None:
 
     assert store.lineage(parent.run_id).children == [k.run_id for k in kids]
     assert store.run(kids[0].run_id).parent_run_id == parent.run_id
+
+
+def test_timers_survive_a_restart(durable_url: str) -> None:
+    clock = actae.ManualClock()
+    with actae.open(durable_url, clock=clock) as store:
+        run = store.start_run("t", agent_id="a", state={})
+        with pytest.raises(actae.RunSuspended):
+            store.resume(run.run_id, worker="w").sleep(600)
+
+    clock.advance(600)
+    with actae.open(durable_url, clock=clock) as reopened:
+        assert reopened.wake_due(run.run_id) is True
+        assert reopened.run(run.run_id).status is actae.RunStatus.RUNNING
+        reopened.resume(run.run_id, worker="w").sleep(600)  # returns: the timer fired
+
+
+def test_an_operator_override_settles_an_effect_in_doubt(
+    store: actae.Store, clock: actae.ManualClock
+) -> None:
+    run = store.start_run("o", agent_id="a", state={})
+    store.claim("pay", run_id=run.run_id, worker="dead", lease=30)
+    clock.advance(31)
+
+    info = store.override(
+        "pay",
+        "completed",
+        actor="ops",
+        reason="bank statement shows it",
+        evidence={"statement": "line 7"},
+        result={"charge_id": "ch_9"},
+    )
+
+    assert info.status is actae.EffectStatus.COMPLETED
+    note = store.events(run.channel_id)[-1]
+    assert (note.kind, note.payload["actor"]) == ("effect.reconciled", "ops")
+    assert note.payload["evidence"]["override_reason"] == "bank statement shows it"
