@@ -21,6 +21,7 @@ import orjson
 from pydantic import BaseModel
 
 import actae
+from actae.adapters.clock import OffsetClock
 from actae.adapters.demo import demo
 
 
@@ -91,6 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     worker_cmd.add_argument("--poll-interval", type=float, default=0.2)
     worker_cmd.add_argument("--once", action="store_true", help="one pass, then exit")
+    worker_cmd.add_argument("--clock-file", help=argparse.SUPPRESS)  # the drill's shared clock
     for name, target, text in [
         ("head", "channel_id", "receipt of a channel's last event"),
         ("state", "channel_id", "state version in force at a cursor (default: head)"),
@@ -155,7 +157,8 @@ def _worker(args: argparse.Namespace) -> int:
     for target in args.imports:
         _import(target)
     name = args.name or f"{socket.gethostname()}:{os.getpid()}"
-    with actae.open(args.db) as store:
+    clock = OffsetClock(args.clock_file) if args.clock_file else None
+    with actae.open(args.db, clock=clock) as store:
         worker = actae.Worker(
             store, name=name, lease=args.lease, poll_interval=args.poll_interval, out=sys.stderr
         )

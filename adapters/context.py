@@ -162,8 +162,23 @@ class RunContext:
         kind: str = "transition",
         payload: dict[str, Any] | None = None,
     ) -> Receipt:
-        """Commit the next state version (once, also across re-runs)."""
+        """Commit the next state version (once, also across re-runs).
+
+        A re-run replays the recorded transition by its position in the workflow, whatever
+        state the code computes now: after a schema migration the code may build the same
+        step's state differently, and the history, not the new code, says what happened.
+        """
         self.checkpoint()
+        key = self._key("transition", kind)
+        recorded = self.store.operation(key)
+        if recorded is not None:
+            return Receipt(
+                channel_id=self.run.channel_id,
+                cursor=recorded.result["cursor"],
+                state_version=recorded.result["state_version"],
+                operation_id=key,
+                replayed=True,
+            )
         receipt = self.store.transition(
             self.run.channel_id,
             kind=kind,
@@ -171,7 +186,7 @@ class RunContext:
             state=state,
             expected_version=self._head.state_version,
             expected_cursor=self._head.cursor,
-            operation_id=self._key("transition", kind),
+            operation_id=key,
         )
         if not receipt.replayed:
             self._head = receipt
