@@ -24,7 +24,7 @@ $(STAGE):
 	for layer in domain projections adapters; do ln -sfn ../../../$$layer $(STAGE)/$$layer; done
 
 demo: setup
-	$(BIN)/actae demo
+	$(BIN)/actae drill
 
 lint: setup
 	$(BIN)/ruff check .

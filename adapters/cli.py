@@ -23,6 +23,7 @@ from pydantic import BaseModel
 import actae
 from actae.adapters.clock import OffsetClock
 from actae.adapters.demo import demo
+from actae.adapters.drill import drill as run_drill
 
 
 def _default(value: Any) -> Any:
@@ -49,6 +50,22 @@ def _parser() -> argparse.ArgumentParser:
         "demo", help="run a short workflow, kill its worker with SIGKILL, recover, fork"
     )
     demo_cmd.add_argument("--db", help="store URL (default: SQLite in a temporary folder)")
+    drill_cmd = commands.add_parser(
+        "drill",
+        help="the failure drill: kill, resume, duplicates, 429s, a 24-hour pause, a migration",
+        description="Run a five-agent workflow with real worker processes and a mock payment "
+        "provider; SIGKILL the coordinating worker after K of 7 transitions; resume on other "
+        "workers that roll out a schema migration; inject duplicate deliveries; then report, "
+        "from the store's history and the provider's own ledger, recovery time, manual steps, "
+        "duplicates, lost events, re-run model calls, 429s honoured and cost. Exits 1 if any "
+        "invariant fails.",
+    )
+    drill_cmd.add_argument("--db", help="store URL (default: SQLite in a temporary folder)")
+    drill_cmd.add_argument("--agents", type=int, default=5)
+    drill_cmd.add_argument("--runs", type=int, default=1)
+    drill_cmd.add_argument("--seed", type=int)
+    drill_cmd.add_argument("--kill-after", type=int, default=3)
+    drill_cmd.add_argument("--json", action="store_true", help="machine-readable report")
     project_cmd = commands.add_parser(
         "project",
         help="keep the read models (run_status, lineage, effects) up to date",
@@ -180,6 +197,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return demo(args.db)
         if args.command == "project":
             return _project(args)
+        if args.command == "drill":
+            return run_drill(
+                args.db,
+                agents=args.agents,
+                runs=args.runs,
+                seed=args.seed,
+                kill_after=args.kill_after,
+                as_json=args.json,
+            )
         if args.command == "worker":
             return _worker(args)
         _print_json(_inspect(args))

@@ -144,12 +144,22 @@ class RunContext:
     def record(self, kind: str, payload: dict[str, Any]) -> Receipt:
         """Record an event on the run's channel (once, also across re-runs)."""
         self.checkpoint()
+        key = self._key("record", kind)
+        recorded = self.store.operation(key)
+        if recorded is not None:
+            return Receipt(
+                channel_id=self.run.channel_id,
+                cursor=recorded.result["cursor"],
+                state_version=recorded.result["state_version"],
+                operation_id=key,
+                replayed=True,
+            )
         receipt = self.store.record(
             self.run.channel_id,
             kind=kind,
             payload=payload,
             expected_cursor=self._head.cursor,
-            operation_id=self._key("record", kind),
+            operation_id=key,
         )
         if not receipt.replayed:
             self._head = receipt
@@ -233,15 +243,19 @@ class RunContext:
         state: dict[str, Any],
         pins: dict[str, Any] | None = None,
     ) -> RunInfo:
-        """Start a child run once (a re-run returns the same child)."""
+        """Start a child run once (a re-run returns the same child, whatever it passes now)."""
         self.checkpoint()
+        key = self._key("child", workflow_id)
+        recorded = self.store.operation(key)
+        if recorded is not None:
+            return self.store.run(recorded.result["run_id"])
         return self.store.start_run(
             workflow_id,
             agent_id=agent_id,
             state=state,
             pins=pins,
             parent_run_id=self.run.run_id,
-            operation_id=self._key("child", workflow_id),
+            operation_id=key,
         )
 
     def wait_for_child(self, child: RunInfo) -> Decision:
@@ -256,6 +270,8 @@ class RunContext:
     ) -> Decision:
         info = self.store.run(self.run.run_id)
         if name in info.decisions:
+            if info.status in STOPPED:
+                raise RunStoppedError(info.run_id, status=info.status.value)
             return info.decisions[name]
         self.checkpoint()
         info = self.store.suspend(

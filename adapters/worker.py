@@ -74,6 +74,7 @@ class Registry:
 
 
 REGISTRY = Registry()
+COOLDOWN = 5.0
 workflow = REGISTRY.workflow
 
 
@@ -98,6 +99,7 @@ class Worker:
         self._out = out
         self._stop = threading.Event()
         self.outcomes: list[tuple[Any, str]] = []
+        self._cooldown: dict[str, float] = {}  # run -> monotonic time it may be tried again
 
     def request_stop(self) -> None:
         """Stop after the current run (signal-safe)."""
@@ -136,6 +138,8 @@ class Worker:
     def _runnable(self, row: Mapping[str, Any], now: datetime) -> bool:
         if self.registry.get(row["agent_id"]) is None or row["status"] == "blocked":
             return False
+        if self._cooldown.get(str(row["run_id"]), 0.0) > time.monotonic():
+            return False
         return row["status"] != "retrying" or _due(row["next_retry_at"], now)
 
     def _take(self, run_id: Any, agent: str) -> bool:
@@ -156,6 +160,8 @@ class Worker:
             beater.join()
             db.release_lease(run_id, token, self.store.now())
         self.outcomes.append((run_id, outcome))
+        if outcome.startswith("not advanced"):  # do not spin on a run that cannot move
+            self._cooldown[str(run_id)] = time.monotonic() + COOLDOWN
         if self._out is not None:
             print(f"[{self.name}] run {run_id}: {outcome}", file=self._out, flush=True)
         return True

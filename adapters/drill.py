@@ -1,0 +1,506 @@
+"""``actae drill``: the failure drill practitioners judge durable execution by.
+
+Start a five-agent workflow (a coordinator and its children: a payer, a sleeper, researchers,
+a writer); one agent calls a mock payment provider that answers 429 with Retry-After first;
+another pauses for 24 hours of virtual time; SIGKILL the coordinating worker process after K
+of 7 state transitions; resume on other worker processes that roll out a state-schema
+migration; inject duplicate queue deliveries. Then prove from durable history — the store's
+channels and the provider's own ledger, never counters kept here — that nothing was billed
+twice, lost, reordered or re-sampled, and how long recovery took.
+
+Virtual time: every process reads one shared clock file. When nothing can progress (all runs
+wait for a timer, a retry, or a dead worker's lease), the drill jumps the clock to the next
+due moment, so a day passes in milliseconds and leases still mean something.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from collections import Counter
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+import actae
+from actae.adapters.clock import OffsetClock
+from actae.adapters.drill_provider import LLM_COST, RETRY_AFTER
+
+STEPS = 7
+LEASE = 10.0
+TIMEOUT = 180.0
+IDLE = 0.3
+PINS_V1 = {"model": "mock-llm-1", "prompt": "drill-p1", "tools": "drill-t1", "schema": 1}
+MANUAL = {"run.approved", "run.denied", "run.paused", "run.unpaused", "run.cancelled"}
+
+
+class DrillError(actae.ActaeError):
+    """The drill could not run to its end (a process died, or it timed out)."""
+
+    code = "drill"
+
+
+class Drill:
+    """One drill environment: store, clock, provider and worker processes."""
+
+    def __init__(
+        self, url: str, folder: Path, *, agents: int, seed: int, kill_after: int, out: TextIO
+    ) -> None:
+        self.url, self.folder, self.agents = url, folder, agents
+        self.seed, self.kill_after, self.out = seed, kill_after, out
+        self.clock = OffsetClock(str(folder / "clock"))
+        self.store = actae.open(url, clock=self.clock)
+        self.log = self.store.start_run(
+            f"drill-log-{uuid.uuid4().hex[:8]}", agent_id="driver", state={}
+        )
+        self.provider, self.provider_url = self._start_provider()
+        self.workers: list[subprocess.Popen[str]] = []
+        self._last_position, self._last_change = -1, time.monotonic()
+
+    # -- processes ------------------------------------------------------------------------
+
+    def _start_provider(self) -> tuple[subprocess.Popen[str], str]:
+        process = subprocess.Popen(  # noqa: S603 - our own module
+            [
+                sys.executable,
+                "-m",
+                "actae.adapters.drill_provider",
+                str(self.folder / "provider.db"),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert process.stdout is not None  # noqa: S101
+        port = process.stdout.readline().split()[1]
+        return process, f"http://127.0.0.1:{port}"
+
+    def _start_worker(self, name: str, schema: int) -> subprocess.Popen[str]:
+        env = {
+            **os.environ,
+            "ACTAE_DRILL_PROVIDER": self.provider_url,
+            "ACTAE_DRILL_SCHEMA": str(schema),
+        }
+        process = subprocess.Popen(  # noqa: S603 - our own CLI
+            [
+                sys.executable,
+                "-m",
+                "actae.adapters.cli",
+                "worker",
+                "--db",
+                self.url,
+                "--import",
+                "actae.adapters.drill_workflows",
+                "--name",
+                name,
+                "--lease",
+                str(LEASE),
+                "--poll-interval",
+                "0.05",
+                "--clock-file",
+                str(self.folder / "clock"),
+            ],
+            env=env,
+            stderr=(self.folder / f"{name}.log").open("w"),
+            text=True,
+        )
+        self.workers.append(process)
+        return process
+
+    def close(self) -> None:
+        """Stop every process and the store."""
+        for process in [*self.workers, self.provider]:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in [*self.workers, self.provider]:
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        self.store.close()
+
+    # -- one drill run --------------------------------------------------------------------
+
+    def run_once(self, index: int) -> dict[str, Any]:
+        """Run the scenario once and report on it from durable history."""
+        workflow = f"drill-{self.seed}-{index}"
+        coordinator = self._deliver(workflow)
+        self._deliver(workflow)  # a duplicate queue message
+        first = self._start_worker(f"{workflow}-w1", schema=1)
+        self._say(f"run {index + 1}: {self.agents}-agent workflow {workflow} started on w1")
+        self._until(
+            lambda: self._steps(coordinator) >= self.kill_after,
+            f"{self.kill_after} coordinator transitions",
+        )
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait()
+        self._note(
+            "drill.killed",
+            {
+                "workflow": workflow,
+                "worker": f"{workflow}-w1",
+                "after_transitions": self._steps(coordinator),
+            },
+        )
+        self._say(
+            f"  killed w1 (SIGKILL) after transition {self._steps(coordinator)} of "
+            f"{STEPS}; rolling out schema 2 on w2 and w3"
+        )
+        self._deliver(workflow)  # a duplicate delivery after the crash
+        for name in ("w2", "w3"):
+            self._start_worker(f"{workflow}-{name}", schema=2)
+        self._until(
+            lambda: (
+                self.store.run(coordinator).status
+                not in (actae.RunStatus.RUNNING, actae.RunStatus.WAITING, actae.RunStatus.RETRYING)
+            ),
+            "the workflow to finish",
+        )
+        self._say(f"  workflow finished: {self.store.run(coordinator).status.value}")
+        return Report(self, workflow, coordinator).figures()
+
+    def _deliver(self, workflow: str) -> Any:
+        """A queue message that starts the workflow; duplicates replay the same start."""
+        self._note("queue.delivered", {"message": f"start:{workflow}"})
+        run = self.store.start_run(
+            workflow,
+            agent_id="drill-coordinator",
+            state={"stage": 0, "agents": self.agents, "schema": 1},
+            pins=PINS_V1,
+            operation_id=f"start:{workflow}",
+        )
+        return run.run_id
+
+    def _note(self, kind: str, payload: dict[str, Any]) -> None:
+        head = self.store.head(self.log.channel_id)
+        self.store.record(
+            self.log.channel_id, kind=kind, payload=payload, expected_cursor=head.cursor
+        )
+
+    def _steps(self, coordinator: Any) -> int:
+        channel = self.store.run(coordinator).channel_id
+        return sum(e.kind == "coordinator.step" for e in self.store.events(channel))
+
+    def _until(self, condition: Any, what: str) -> None:
+        deadline = time.monotonic() + TIMEOUT
+        while not condition():
+            if time.monotonic() > deadline:
+                msg = f"timed out waiting for {what}"
+                raise DrillError(msg)
+            if self.provider.poll() is not None:
+                raise DrillError("the provider process died")
+            self._jump_when_idle()
+            time.sleep(0.02)  # polling other processes' progress
+
+    def _jump_when_idle(self) -> None:
+        """Move virtual time to the next due moment once nothing has moved for a while."""
+        position = self.store._service.recorder.max_notification_id() or 0
+        if position != self._last_position:
+            self._last_position, self._last_change = position, time.monotonic()
+            return
+        if time.monotonic() - self._last_change < IDLE:
+            return
+        now = self.store.now()
+        due = [(at, why) for at, why in self._due_moments() if at > now]
+        if due:
+            at, why = min(due)
+            seconds = (at - now).total_seconds() + 0.001
+            self.clock.advance(seconds)
+            self._note(
+                "drill.clock_advanced", {"seconds": seconds, "reason": why, "from": now.isoformat()}
+            )
+            self._last_change = time.monotonic()
+
+    def _due_moments(self) -> list[tuple[datetime, str]]:
+        """When something becomes due: timers and waits, retries, and leases running out."""
+        projector = self.store.projector()
+        projector.catch_up()
+        found = [
+            (row["wake_at"], "timer")
+            for row in projector.query("SELECT wake_at FROM run_status WHERE wake_at IS NOT NULL")
+        ]
+        found += [
+            (row["next_retry_at"], "retry")
+            for row in projector.query(
+                "SELECT next_retry_at FROM run_status WHERE next_retry_at IS NOT NULL"
+            )
+        ]
+        found += [
+            (row["expires_at"], "lease")
+            for row in projector.query("SELECT expires_at FROM actae_run_leases")
+        ]
+        return [
+            (at if isinstance(at, datetime) else datetime.fromisoformat(at), why)
+            for at, why in found
+        ]
+
+    def _say(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+
+class Report:
+    """The drill's figures, computed from the store and the provider's own ledger."""
+
+    def __init__(self, drill: Drill, workflow: str, coordinator: Any) -> None:
+        self.store, self.workflow = drill.store, workflow
+        self.coordinator = self.store.run(coordinator)
+        children = self.store.lineage(coordinator).children
+        self.runs = [self.coordinator, *(self.store.run(c) for c in children)]
+        self.events = {r.run_id: self.store.events(r.channel_id) for r in self.runs}
+        self.journal = self.store.events(drill.log.channel_id)
+        self.log = [
+            e
+            for e in self.journal
+            if e.payload.get("workflow", e.payload.get("message", "")).endswith(workflow)
+        ]
+        with urllib.request.urlopen(f"{drill.provider_url}/ledger", timeout=10) as reply:  # noqa: S310
+            self.ledger = json.loads(reply.read())
+        self.run_ids = {str(r.run_id) for r in self.runs}
+
+    def figures(self) -> dict[str, Any]:
+        """Every figure of the report, and ``ok``: whether every invariant held."""
+        killed = next(e for e in self.log if e.kind == "drill.killed")
+        model_calls = [r for r in self._requests("llm")]
+        charges = [r for r in self._requests("charge")]
+        throttled, honoured = self._throttles(charges)
+        deliveries = sum(e.kind == "queue.delivered" for e in self.log)
+        starts = sum(
+            1
+            for r in self.store.projector().query("SELECT workflow_id, agent_id FROM run_status")
+            if r["workflow_id"] == self.workflow and r["agent_id"] == "drill-coordinator"
+        )
+        before_kill = [
+            r for r in model_calls if datetime.fromisoformat(r["clock"]) <= killed.recorded_at
+        ]
+        figures = {
+            "workflow": self.workflow,
+            "status": self.coordinator.status.value,
+            "killed_after_transition": killed.payload["after_transitions"],
+            "recovery_seconds": self._recovery(killed.recorded_at),
+            "manual_steps": self._manual_steps(),
+            "duplicate_deliveries_seen": deliveries - 1,
+            "duplicate_deliveries_absorbed": deliveries - 1 if starts == 1 else 0,
+            "duplicate_charges": self._duplicate_charges(),
+            "lost_or_reordered_events": self._lost_or_reordered(),
+            "model_calls": len(model_calls),
+            "model_calls_rerun": self._regenerated(model_calls),
+            "model_calls_repeated_in_flight": (
+                len(model_calls)
+                - len({r["key"] for r in model_calls})
+                - self._regenerated(model_calls)
+            ),
+            "http_429_received": throttled,
+            "http_429_honoured": honoured,
+            "schema_migrated_to": self.coordinator.pins["schema"],
+            "total_cost": round(len(model_calls) * LLM_COST, 2),
+            "cost_saved_by_not_rerunning": round(len(before_kill) * LLM_COST, 2),
+        }
+        figures["ok"] = all(
+            (
+                figures["status"] == "completed",
+                figures["manual_steps"] == 0,
+                figures["duplicate_charges"] == 0,
+                figures["lost_or_reordered_events"] == 0,
+                figures["model_calls_rerun"] == 0,
+                honoured == throttled,
+                figures["duplicate_deliveries_absorbed"] == figures["duplicate_deliveries_seen"],
+            )
+        )
+        return figures
+
+    def _requests(self, kind: str) -> list[dict[str, Any]]:
+        return [
+            r
+            for r in self.ledger["requests"]
+            if r["kind"] == kind and r["key"].split(":", 1)[0] in self.run_ids
+        ]
+
+    def _regenerated(self, calls: list[dict[str, Any]]) -> int:
+        """Model calls made for a step whose result was already recorded (must be 0)."""
+        recorded = {
+            f"{run_id}:llm:{e.payload['name']}": e.recorded_at
+            for run_id, events in self.events.items()
+            for e in events
+            if e.kind == "step.result"
+        }
+        return sum(
+            1
+            for call in calls
+            if call["key"] in recorded
+            and datetime.fromisoformat(call["clock"]) > recorded[call["key"]]
+        )
+
+    def _recovery(self, killed_at: datetime) -> float:
+        """Kill -> next committed step, less virtual time skipped for scheduled waits.
+
+        Jumps over a dead worker's lease count (production waits for it too); jumps over
+        timers and retry delays that were scheduled anyway do not.
+        """
+        after = [
+            e.recorded_at
+            for events in self.events.values()
+            for e in events
+            if e.recorded_at > killed_at
+        ]
+        if not after:  # the killed worker had already finished everything
+            return 0.0
+        resumed = min(after)
+        skipped: float = sum(
+            float(e.payload["seconds"])
+            for e in self.journal
+            if e.kind == "drill.clock_advanced"
+            and e.payload["reason"] != "lease"
+            and killed_at <= datetime.fromisoformat(e.payload["from"]) < resumed
+        )
+        return round((resumed - killed_at).total_seconds() - skipped, 3)
+
+    def _manual_steps(self) -> int:
+        worker_prefix = f"{self.workflow}-w"
+        return sum(
+            1
+            for events in self.events.values()
+            for e in events
+            if e.kind in MANUAL
+            or (
+                e.kind == "effect.reconciled"
+                and not str(e.payload.get("actor")).startswith(worker_prefix)
+            )
+        )
+
+    def _duplicate_charges(self) -> int:
+        invoices = Counter(
+            c["invoice"]
+            for c in self.ledger["charges"]
+            if str(c["invoice"]).startswith(self.workflow)
+        )
+        return sum(n - 1 for n in invoices.values())
+
+    def _lost_or_reordered(self) -> int:
+        problems = 0
+        for events in self.events.values():
+            cursors = [e.cursor for e in events]
+            problems += cursors != list(range(1, len(cursors) + 1))
+        with self.store.subscribe(after=0) as everything:
+            wanted = sum(len(events) for events in self.events.values())
+            seen: dict[Any, list[int]] = {}
+            target = self.store._service.recorder.max_notification_id() or 0
+            for event in everything:
+                if event.run_id in self.events:
+                    seen.setdefault(event.run_id, []).append(event.cursor)
+                if (event.position or 0) >= target:
+                    break
+        problems += sum(cursors != sorted(cursors) for cursors in seen.values())
+        problems += abs(wanted - sum(len(c) for c in seen.values()))
+        return problems
+
+    @staticmethod
+    def _throttles(charges: list[dict[str, Any]]) -> tuple[int, int]:
+        throttled = honoured = 0
+        by_key: dict[str, list[dict[str, Any]]] = {}
+        for request in charges:
+            by_key.setdefault(request["key"], []).append(request)
+        for requests in by_key.values():
+            for first, then in itertools.pairwise(requests):
+                if first["status"] == 429:
+                    throttled += 1
+                    waited = (
+                        datetime.fromisoformat(then["clock"])
+                        - datetime.fromisoformat(first["clock"])
+                    ).total_seconds()
+                    honoured += waited >= RETRY_AFTER
+        return throttled, honoured
+
+
+def drill(
+    url: str | None = None,
+    *,
+    agents: int = 5,
+    runs: int = 1,
+    seed: int | None = None,
+    kill_after: int = 3,
+    as_json: bool = False,
+    out: TextIO = sys.stdout,
+) -> int:
+    """Run the drill ``runs`` times; print the report; 0 when every invariant held."""
+    if not 1 <= kill_after < STEPS:
+        raise actae.ValidationError("kill_after", f"must be between 1 and {STEPS - 1}")
+    if agents < 3:
+        raise actae.ValidationError("agents", "needs at least 3 (coordinator, payer, sleeper)")
+    seed = seed if seed is not None else int.from_bytes(os.urandom(2), "big")
+    with tempfile.TemporaryDirectory(prefix="actae-drill-") as folder:
+        url = url or f"sqlite:///{Path(folder) / 'drill.db'}"
+        progress = sys.stderr if as_json else out
+        print(f"Actae failure drill on {url} (seed {seed})", file=progress, flush=True)
+        environment = Drill(
+            url, Path(folder), agents=agents, seed=seed, kill_after=kill_after, out=progress
+        )
+        try:
+            results = [environment.run_once(index) for index in range(runs)]
+        finally:
+            environment.close()
+    summary = summarize(results)
+    if as_json:
+        print(json.dumps({"runs": results, "summary": summary}, indent=2), file=out)
+    else:
+        print(table(results, summary), file=out)
+    return 0 if summary["all_ok"] else 1
+
+
+def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Recovery percentiles and totals over all runs."""
+    recoveries = sorted(r["recovery_seconds"] for r in results)
+    return {
+        "runs": len(results),
+        "recovery_p50_seconds": statistics.median(recoveries),
+        "recovery_p95_seconds": recoveries[min(len(recoveries) - 1, int(len(recoveries) * 0.95))],
+        "recovered_within_60s": sum(r <= 60 for r in recoveries) / len(recoveries),
+        "all_ok": all(r["ok"] for r in results),
+    }
+
+
+ROWS = (
+    ("status", "workflow status"),
+    ("killed_after_transition", "coordinator killed after transition"),
+    ("recovery_seconds", "recovery time, kill -> next committed step (s, store clock)"),
+    ("manual_steps", "manual steps"),
+    ("duplicate_deliveries_seen", "duplicate queue deliveries seen"),
+    ("duplicate_deliveries_absorbed", "duplicate queue deliveries absorbed"),
+    ("duplicate_charges", "duplicate charges at the provider"),
+    ("lost_or_reordered_events", "lost or reordered events"),
+    ("model_calls", "model calls made"),
+    ("model_calls_rerun", "model calls re-run (completed, recorded steps)"),
+    ("model_calls_repeated_in_flight", "model calls repeated (in flight at the kill)"),
+    ("http_429_received", "HTTP 429 received"),
+    ("http_429_honoured", "HTTP 429 Retry-After honoured"),
+    ("schema_migrated_to", "state schema after the rollout"),
+    ("total_cost", "total model cost ($)"),
+    ("cost_saved_by_not_rerunning", "cost saved by not re-running ($)"),
+)
+
+
+def table(results: list[dict[str, Any]], summary: dict[str, Any]) -> str:
+    """The report as an aligned text table, one column per run."""
+    width = max(len(label) for _, label in ROWS)
+    lines = [
+        "",
+        f"{'figure':<{width}}  " + "  ".join(f"run {i + 1:<6}" for i in range(len(results))),
+    ]
+    lines.append("-" * len(lines[-1]))
+    for key, label in ROWS:
+        lines.append(f"{label:<{width}}  " + "  ".join(f"{r[key]!s:<10}" for r in results))
+    lines.append("")
+    lines.append(
+        f"recovery p50 {summary['recovery_p50_seconds']} s, p95 "
+        f"{summary['recovery_p95_seconds']} s, recovered within 60 s: "
+        f"{summary['recovered_within_60s']:.0%}"
+    )
+    lines.append("ALL INVARIANTS HELD" if summary["all_ok"] else "INVARIANTS FAILED")
+    return "\n".join(lines)
