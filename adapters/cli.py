@@ -66,6 +66,11 @@ def _parser() -> argparse.ArgumentParser:
     drill_cmd.add_argument("--seed", type=int)
     drill_cmd.add_argument("--kill-after", type=int, default=3)
     drill_cmd.add_argument("--json", action="store_true", help="machine-readable report")
+    drill_cmd.add_argument(
+        "--crash-point",
+        choices=("after-model-call", "during-commit", "after-charge-accepted", "while-waiting"),
+        help="make the first worker SIGKILL itself at this point instead of --kill-after",
+    )
     project_cmd = commands.add_parser(
         "project",
         help="keep the read models (run_status, lineage, effects) up to date",
@@ -205,6 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 seed=args.seed,
                 kill_after=args.kill_after,
                 as_json=args.json,
+                crash_point=args.crash_point,
             )
         if args.command == "worker":
             return _worker(args)

@@ -35,6 +35,8 @@ import actae
 from actae.adapters.clock import OffsetClock
 from actae.adapters.drill_provider import LLM_COST, RETRY_AFTER
 
+CRASH_POINTS = ("after-model-call", "during-commit", "after-charge-accepted", "while-waiting")
+
 STEPS = 7
 LEASE = 10.0
 TIMEOUT = 180.0
@@ -53,10 +55,19 @@ class Drill:
     """One drill environment: store, clock, provider and worker processes."""
 
     def __init__(
-        self, url: str, folder: Path, *, agents: int, seed: int, kill_after: int, out: TextIO
+        self,
+        url: str,
+        folder: Path,
+        *,
+        agents: int,
+        seed: int,
+        kill_after: int,
+        out: TextIO,
+        crash_point: str | None = None,
     ) -> None:
         self.url, self.folder, self.agents = url, folder, agents
         self.seed, self.kill_after, self.out = seed, kill_after, out
+        self.crash_point = crash_point
         self.clock = OffsetClock(str(folder / "clock"))
         self.store = actae.open(url, clock=self.clock)
         self.log = self.store.start_run(
@@ -83,8 +94,10 @@ class Drill:
         port = process.stdout.readline().split()[1]
         return process, f"http://127.0.0.1:{port}"
 
-    def _start_worker(self, name: str, schema: int) -> subprocess.Popen[str]:
+    def _start_worker(self, name: str, schema: int, crash: str = "") -> subprocess.Popen[str]:
         env = {
+            "ACTAE_DRILL_CRASH": crash,
+            "ACTAE_DRILL_CRASH_MARKER": str(self.folder / f"{name}.crashed"),
             **os.environ,
             "ACTAE_DRILL_PROVIDER": self.provider_url,
             "ACTAE_DRILL_SCHEMA": str(schema),
@@ -115,6 +128,17 @@ class Drill:
         self.workers.append(process)
         return process
 
+    def _stop_workers(self) -> None:
+        for process in self.workers:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.workers:
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        self.workers.clear()
+
     def close(self) -> None:
         """Stop every process and the store."""
         for process in [*self.workers, self.provider]:
@@ -134,26 +158,29 @@ class Drill:
         workflow = f"drill-{self.seed}-{index}"
         coordinator = self._deliver(workflow)
         self._deliver(workflow)  # a duplicate queue message
-        first = self._start_worker(f"{workflow}-w1", schema=1)
+        first = self._start_worker(f"{workflow}-w1", schema=1, crash=self.crash_point or "")
         self._say(f"run {index + 1}: {self.agents}-agent workflow {workflow} started on w1")
-        self._until(
-            lambda: self._steps(coordinator) >= self.kill_after,
-            f"{self.kill_after} coordinator transitions",
-        )
-        os.kill(first.pid, signal.SIGKILL)
-        first.wait()
+        if self.crash_point:
+            self._until(lambda: first.poll() is not None, f"w1 to die at {self.crash_point}")
+            where = self.crash_point
+        else:
+            self._until(
+                lambda: self._steps(coordinator) >= self.kill_after,
+                f"{self.kill_after} coordinator transitions",
+            )
+            os.kill(first.pid, signal.SIGKILL)
+            first.wait()
+            where = f"after transition {self._steps(coordinator)} of {STEPS}"
         self._note(
             "drill.killed",
             {
                 "workflow": workflow,
                 "worker": f"{workflow}-w1",
                 "after_transitions": self._steps(coordinator),
+                "where": where,
             },
         )
-        self._say(
-            f"  killed w1 (SIGKILL) after transition {self._steps(coordinator)} of "
-            f"{STEPS}; rolling out schema 2 on w2 and w3"
-        )
+        self._say(f"  killed w1 (SIGKILL) {where}; rolling out schema 2 on w2 and w3")
         self._deliver(workflow)  # a duplicate delivery after the crash
         for name in ("w2", "w3"):
             self._start_worker(f"{workflow}-{name}", schema=2)
@@ -165,6 +192,7 @@ class Drill:
             "the workflow to finish",
         )
         self._say(f"  workflow finished: {self.store.run(coordinator).status.value}")
+        self._stop_workers()
         return Report(self, workflow, coordinator).figures()
 
     def _deliver(self, workflow: str) -> Any:
@@ -236,6 +264,12 @@ class Drill:
         found += [
             (row["expires_at"], "lease")
             for row in projector.query("SELECT expires_at FROM actae_run_leases")
+        ]
+        found += [
+            (row["expires_at"], "lease")
+            for row in projector.query(
+                "SELECT expires_at FROM outstanding_effects WHERE status = 'claimed'"
+            )
         ]
         return [
             (at if isinstance(at, datetime) else datetime.fromisoformat(at), why)
@@ -428,10 +462,18 @@ def drill(
     kill_after: int = 3,
     as_json: bool = False,
     out: TextIO = sys.stdout,
+    crash_point: str | None = None,
 ) -> int:
-    """Run the drill ``runs`` times; print the report; 0 when every invariant held."""
+    """Run the drill ``runs`` times; print the report; 0 when every invariant held.
+
+    ``crash_point`` makes the first worker kill itself (SIGKILL) at a named point instead of
+    being killed after ``kill_after`` transitions: after-model-call, during-commit,
+    after-charge-accepted, while-waiting.
+    """
     if not 1 <= kill_after < STEPS:
         raise actae.ValidationError("kill_after", f"must be between 1 and {STEPS - 1}")
+    if crash_point is not None and crash_point not in CRASH_POINTS:
+        raise actae.ValidationError("crash_point", f"expected one of {CRASH_POINTS}")
     if agents < 3:
         raise actae.ValidationError("agents", "needs at least 3 (coordinator, payer, sleeper)")
     seed = seed if seed is not None else int.from_bytes(os.urandom(2), "big")
@@ -440,7 +482,13 @@ def drill(
         progress = sys.stderr if as_json else out
         print(f"Actae failure drill on {url} (seed {seed})", file=progress, flush=True)
         environment = Drill(
-            url, Path(folder), agents=agents, seed=seed, kill_after=kill_after, out=progress
+            url,
+            Path(folder),
+            agents=agents,
+            seed=seed,
+            kill_after=kill_after,
+            out=progress,
+            crash_point=crash_point,
         )
         try:
             results = [environment.run_once(index) for index in range(runs)]
@@ -487,15 +535,18 @@ ROWS = (
 
 
 def table(results: list[dict[str, Any]], summary: dict[str, Any]) -> str:
-    """The report as an aligned text table, one column per run."""
+    """The report as an aligned text table: one column per run, or totals for many runs."""
     width = max(len(label) for _, label in ROWS)
-    lines = [
-        "",
-        f"{'figure':<{width}}  " + "  ".join(f"run {i + 1:<6}" for i in range(len(results))),
-    ]
+    columns = results if len(results) <= 3 else [_totals(results)]
+    names = (
+        [f"run {i + 1}" for i in range(len(results))]
+        if len(results) <= 3
+        else [f"{len(results)} runs"]
+    )
+    lines = ["", f"{'figure':<{width}}  " + "  ".join(f"{name:<10}" for name in names)]
     lines.append("-" * len(lines[-1]))
     for key, label in ROWS:
-        lines.append(f"{label:<{width}}  " + "  ".join(f"{r[key]!s:<10}" for r in results))
+        lines.append(f"{label:<{width}}  " + "  ".join(f"{c[key]!s:<10}" for c in columns))
     lines.append("")
     lines.append(
         f"recovery p50 {summary['recovery_p50_seconds']} s, p95 "
@@ -504,3 +555,17 @@ def table(results: list[dict[str, Any]], summary: dict[str, Any]) -> str:
     )
     lines.append("ALL INVARIANTS HELD" if summary["all_ok"] else "INVARIANTS FAILED")
     return "\n".join(lines)
+
+
+def _totals(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Counts summed, statuses tallied, recovery as its worst case."""
+    totals: dict[str, Any] = {}
+    for key, _ in ROWS:
+        values = [r[key] for r in results]
+        if key == "recovery_seconds":
+            totals[key] = f"max {max(values)}"
+        elif all(isinstance(v, int | float) for v in values):
+            totals[key] = round(sum(values), 2)
+        else:
+            totals[key] = ", ".join(f"{v} x{n}" for v, n in Counter(map(str, values)).items())
+    return totals

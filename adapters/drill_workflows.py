@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import urllib.error
 import urllib.request
 from typing import Any
+
+from eventsourcing.persistence import EventStore
 
 import actae
 from actae.adapters.context import RunContext
@@ -25,7 +28,39 @@ ROLES = ("payer", "sleeper", "researcher", "writer")
 DAY = 24 * 3600.0
 PINS = {"model": "mock-llm-1", "prompt": "drill-p1", "tools": "drill-t1", "schema": SCHEMA}
 MIGRATIONS = {1: lambda state: {**state, "schema": 2}} if SCHEMA >= 2 else {}
-RETRY = actae.RetryPolicy(max_attempts=6, initial_delay=1.0, max_delay=5.0, max_total=3600.0)
+CRASH_POINTS = ("after-model-call", "during-commit", "after-charge-accepted", "while-waiting")
+CRASH = os.environ.get("ACTAE_DRILL_CRASH", "")
+CRASH_MARKER = os.environ.get("ACTAE_DRILL_CRASH_MARKER", "")
+
+
+def crash_here(point: str) -> None:
+    """SIGKILL this worker process at ``point``, once per drill run (the marker says so)."""
+    if point == CRASH and CRASH_MARKER and not os.path.exists(CRASH_MARKER):
+        with open(CRASH_MARKER, "w") as marker:
+            marker.write(point)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _crash_after_commits() -> None:
+    """For ``during-commit``: die right after a coordinator transition commits.
+
+    The worker never learns that the commit happened: the ambiguous commit.
+    """
+    original = EventStore.put
+
+    def put(self: Any, events: Any, **kwargs: Any) -> Any:
+        recordings = original(self, events, **kwargs)
+        if any(getattr(e, "kind", "") == "coordinator.step" for e in events):
+            crash_here("during-commit")
+        return recordings
+
+    EventStore.put = put  # type: ignore[method-assign,assignment]
+
+
+if CRASH == "during-commit":
+    _crash_after_commits()
+
+RETRY = actae.RetryPolicy(max_attempts=6, initial_delay=1.0, max_delay=5.0, max_total=2 * DAY)
 
 
 class ProviderError(Exception):
@@ -65,11 +100,13 @@ def call(
 def model(ctx: RunContext, name: str, prompt: str) -> dict[str, Any]:
     """A sampled model call, recorded once; re-running it would be a new, visible call."""
     key = f"{ctx.run_id}:llm:{name}"
-    return ctx.step(
-        name,
-        lambda: call("/llm", key, ctx, {"prompt": prompt}) or {},
-        usage=lambda a: {"tokens": a["tokens"], "cost": a["cost"]},
-    )
+
+    def ask() -> dict[str, Any]:
+        answer = call("/llm", key, ctx, {"prompt": prompt}) or {}
+        crash_here("after-model-call")
+        return answer
+
+    return ctx.step(name, ask, usage=lambda a: {"tokens": a["tokens"], "cost": a["cost"]})
 
 
 @actae.workflow("drill-coordinator", pins=PINS, migrations=MIGRATIONS)
@@ -138,6 +175,7 @@ def payer(ctx: RunContext) -> dict[str, Any]:
         receipt = call(
             "/charges", key, ctx, {"invoice": ctx.run.workflow_id, "amount": 100, "token": token}
         )
+        crash_here("after-charge-accepted")
         return receipt or {}
 
     return ctx.effect(
@@ -148,5 +186,9 @@ def payer(ctx: RunContext) -> dict[str, Any]:
 @actae.workflow("drill-sleeper", pins=PINS, migrations=MIGRATIONS)
 def sleeper(ctx: RunContext) -> dict[str, Any]:
     """Pauses for 24 hours (virtual time), durably."""
-    ctx.sleep(DAY)
+    try:
+        ctx.sleep(DAY)
+    except actae.RunSuspended:
+        crash_here("while-waiting")
+        raise
     return {"slept_hours": 24}

@@ -8,6 +8,8 @@ import sys
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 DRILL = [sys.executable, "-m", "actae.adapters.cli", "drill", "--json"]
 
@@ -49,3 +51,25 @@ def test_bad_drill_options_are_refused() -> None:
     )
     assert result.returncode == 2
     assert "kill_after" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "point", ["after-model-call", "during-commit", "after-charge-accepted", "while-waiting"]
+)
+def test_every_crash_point_of_the_seed_keeps_every_invariant(point: str) -> None:
+    report = drill("--crash-point", point, "--seed", "77")
+
+    (run,) = report["runs"]
+    assert run["ok"] is True, run
+    assert (run["duplicate_charges"], run["model_calls_rerun"]) == (0, 0)
+    assert run["lost_or_reordered_events"] == 0
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kill_after=st.integers(1, 6), seed=st.integers(0, 2**16), agents=st.integers(3, 6))
+def test_hypothesis_chosen_kill_points_keep_every_invariant(
+    kill_after: int, seed: int, agents: int
+) -> None:
+    report = drill("--kill-after", str(kill_after), "--seed", str(seed), "--agents", str(agents))
+
+    assert report["summary"]["all_ok"] is True, report
