@@ -145,15 +145,9 @@ class RunContext:
         """Record an event on the run's channel (once, also across re-runs)."""
         self.checkpoint()
         key = self._key("record", kind)
-        recorded = self.store.operation(key)
-        if recorded is not None:
-            return Receipt(
-                channel_id=self.run.channel_id,
-                cursor=recorded.result["cursor"],
-                state_version=recorded.result["state_version"],
-                operation_id=key,
-                replayed=True,
-            )
+        replayed = self._replayed(key)
+        if replayed is not None:
+            return replayed
         receipt = self.store.record(
             self.run.channel_id,
             kind=kind,
@@ -164,6 +158,19 @@ class RunContext:
         if not receipt.replayed:
             self._head = receipt
         return receipt
+
+    def _replayed(self, key: str) -> Receipt | None:
+        """The receipt of the write this call made in an earlier run of the code, if any."""
+        recorded = self.store.operation(key)
+        if recorded is None:
+            return None
+        return Receipt(
+            channel_id=self.run.channel_id,
+            cursor=recorded.result["cursor"],
+            state_version=recorded.result["state_version"],
+            operation_id=key,
+            replayed=True,
+        )
 
     def transition(
         self,
@@ -180,15 +187,9 @@ class RunContext:
         """
         self.checkpoint()
         key = self._key("transition", kind)
-        recorded = self.store.operation(key)
-        if recorded is not None:
-            return Receipt(
-                channel_id=self.run.channel_id,
-                cursor=recorded.result["cursor"],
-                state_version=recorded.result["state_version"],
-                operation_id=key,
-                replayed=True,
-            )
+        replayed = self._replayed(key)
+        if replayed is not None:
+            return replayed
         receipt = self.store.transition(
             self.run.channel_id,
             kind=kind,

@@ -15,25 +15,21 @@ due moment, so a day passes in milliseconds and leases still mean something.
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
-from collections import Counter
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
 import actae
 from actae.adapters.clock import OffsetClock
-from actae.adapters.drill_provider import LLM_COST, RETRY_AFTER
+from actae.adapters.drill_report import Report, summarize, table
 
 CRASH_POINTS = ("after-model-call", "during-commit", "after-charge-accepted", "while-waiting")
 
@@ -42,7 +38,6 @@ LEASE = 10.0
 TIMEOUT = 180.0
 IDLE = 0.3
 PINS_V1 = {"model": "mock-llm-1", "prompt": "drill-p1", "tools": "drill-t1", "schema": 1}
-MANUAL = {"run.approved", "run.denied", "run.paused", "run.unpaused", "run.cancelled"}
 
 
 class DrillError(actae.ActaeError):
@@ -280,179 +275,6 @@ class Drill:
         print(text, file=self.out, flush=True)
 
 
-class Report:
-    """The drill's figures, computed from the store and the provider's own ledger."""
-
-    def __init__(self, drill: Drill, workflow: str, coordinator: Any) -> None:
-        self.store, self.workflow = drill.store, workflow
-        self.coordinator = self.store.run(coordinator)
-        children = self.store.lineage(coordinator).children
-        self.runs = [self.coordinator, *(self.store.run(c) for c in children)]
-        self.events = {r.run_id: self.store.events(r.channel_id) for r in self.runs}
-        self.journal = self.store.events(drill.log.channel_id)
-        self.log = [
-            e
-            for e in self.journal
-            if e.payload.get("workflow", e.payload.get("message", "")).endswith(workflow)
-        ]
-        with urllib.request.urlopen(f"{drill.provider_url}/ledger", timeout=10) as reply:  # noqa: S310
-            self.ledger = json.loads(reply.read())
-        self.run_ids = {str(r.run_id) for r in self.runs}
-
-    def figures(self) -> dict[str, Any]:
-        """Every figure of the report, and ``ok``: whether every invariant held."""
-        killed = next(e for e in self.log if e.kind == "drill.killed")
-        model_calls = [r for r in self._requests("llm")]
-        charges = [r for r in self._requests("charge")]
-        throttled, honoured = self._throttles(charges)
-        deliveries = sum(e.kind == "queue.delivered" for e in self.log)
-        starts = sum(
-            1
-            for r in self.store.projector().query("SELECT workflow_id, agent_id FROM run_status")
-            if r["workflow_id"] == self.workflow and r["agent_id"] == "drill-coordinator"
-        )
-        before_kill = [
-            r for r in model_calls if datetime.fromisoformat(r["clock"]) <= killed.recorded_at
-        ]
-        figures = {
-            "workflow": self.workflow,
-            "status": self.coordinator.status.value,
-            "killed_after_transition": killed.payload["after_transitions"],
-            "recovery_seconds": self._recovery(killed.recorded_at),
-            "manual_steps": self._manual_steps(),
-            "duplicate_deliveries_seen": deliveries - 1,
-            "duplicate_deliveries_absorbed": deliveries - 1 if starts == 1 else 0,
-            "duplicate_charges": self._duplicate_charges(),
-            "lost_or_reordered_events": self._lost_or_reordered(),
-            "model_calls": len(model_calls),
-            "model_calls_rerun": self._regenerated(model_calls),
-            "model_calls_repeated_in_flight": (
-                len(model_calls)
-                - len({r["key"] for r in model_calls})
-                - self._regenerated(model_calls)
-            ),
-            "http_429_received": throttled,
-            "http_429_honoured": honoured,
-            "schema_migrated_to": self.coordinator.pins["schema"],
-            "total_cost": round(len(model_calls) * LLM_COST, 2),
-            "cost_saved_by_not_rerunning": round(len(before_kill) * LLM_COST, 2),
-        }
-        figures["ok"] = all(
-            (
-                figures["status"] == "completed",
-                figures["manual_steps"] == 0,
-                figures["duplicate_charges"] == 0,
-                figures["lost_or_reordered_events"] == 0,
-                figures["model_calls_rerun"] == 0,
-                honoured == throttled,
-                figures["duplicate_deliveries_absorbed"] == figures["duplicate_deliveries_seen"],
-            )
-        )
-        return figures
-
-    def _requests(self, kind: str) -> list[dict[str, Any]]:
-        return [
-            r
-            for r in self.ledger["requests"]
-            if r["kind"] == kind and r["key"].split(":", 1)[0] in self.run_ids
-        ]
-
-    def _regenerated(self, calls: list[dict[str, Any]]) -> int:
-        """Model calls made for a step whose result was already recorded (must be 0)."""
-        recorded = {
-            f"{run_id}:llm:{e.payload['name']}": e.recorded_at
-            for run_id, events in self.events.items()
-            for e in events
-            if e.kind == "step.result"
-        }
-        return sum(
-            1
-            for call in calls
-            if call["key"] in recorded
-            and datetime.fromisoformat(call["clock"]) > recorded[call["key"]]
-        )
-
-    def _recovery(self, killed_at: datetime) -> float:
-        """Kill -> next committed step, less virtual time skipped for scheduled waits.
-
-        Jumps over a dead worker's lease count (production waits for it too); jumps over
-        timers and retry delays that were scheduled anyway do not.
-        """
-        after = [
-            e.recorded_at
-            for events in self.events.values()
-            for e in events
-            if e.recorded_at > killed_at
-        ]
-        if not after:  # the killed worker had already finished everything
-            return 0.0
-        resumed = min(after)
-        skipped: float = sum(
-            float(e.payload["seconds"])
-            for e in self.journal
-            if e.kind == "drill.clock_advanced"
-            and e.payload["reason"] != "lease"
-            and killed_at <= datetime.fromisoformat(e.payload["from"]) < resumed
-        )
-        return round((resumed - killed_at).total_seconds() - skipped, 3)
-
-    def _manual_steps(self) -> int:
-        worker_prefix = f"{self.workflow}-w"
-        return sum(
-            1
-            for events in self.events.values()
-            for e in events
-            if e.kind in MANUAL
-            or (
-                e.kind == "effect.reconciled"
-                and not str(e.payload.get("actor")).startswith(worker_prefix)
-            )
-        )
-
-    def _duplicate_charges(self) -> int:
-        invoices = Counter(
-            c["invoice"]
-            for c in self.ledger["charges"]
-            if str(c["invoice"]).startswith(self.workflow)
-        )
-        return sum(n - 1 for n in invoices.values())
-
-    def _lost_or_reordered(self) -> int:
-        problems = 0
-        for events in self.events.values():
-            cursors = [e.cursor for e in events]
-            problems += cursors != list(range(1, len(cursors) + 1))
-        with self.store.subscribe(after=0) as everything:
-            wanted = sum(len(events) for events in self.events.values())
-            seen: dict[Any, list[int]] = {}
-            target = self.store._service.recorder.max_notification_id() or 0
-            for event in everything:
-                if event.run_id in self.events:
-                    seen.setdefault(event.run_id, []).append(event.cursor)
-                if (event.position or 0) >= target:
-                    break
-        problems += sum(cursors != sorted(cursors) for cursors in seen.values())
-        problems += abs(wanted - sum(len(c) for c in seen.values()))
-        return problems
-
-    @staticmethod
-    def _throttles(charges: list[dict[str, Any]]) -> tuple[int, int]:
-        throttled = honoured = 0
-        by_key: dict[str, list[dict[str, Any]]] = {}
-        for request in charges:
-            by_key.setdefault(request["key"], []).append(request)
-        for requests in by_key.values():
-            for first, then in itertools.pairwise(requests):
-                if first["status"] == 429:
-                    throttled += 1
-                    waited = (
-                        datetime.fromisoformat(then["clock"])
-                        - datetime.fromisoformat(first["clock"])
-                    ).total_seconds()
-                    honoured += waited >= RETRY_AFTER
-        return throttled, honoured
-
-
 def drill(
     url: str | None = None,
     *,
@@ -500,72 +322,3 @@ def drill(
     else:
         print(table(results, summary), file=out)
     return 0 if summary["all_ok"] else 1
-
-
-def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
-    """Recovery percentiles and totals over all runs."""
-    recoveries = sorted(r["recovery_seconds"] for r in results)
-    return {
-        "runs": len(results),
-        "recovery_p50_seconds": statistics.median(recoveries),
-        "recovery_p95_seconds": recoveries[min(len(recoveries) - 1, int(len(recoveries) * 0.95))],
-        "recovered_within_60s": sum(r <= 60 for r in recoveries) / len(recoveries),
-        "all_ok": all(r["ok"] for r in results),
-    }
-
-
-ROWS = (
-    ("status", "workflow status"),
-    ("killed_after_transition", "coordinator killed after transition"),
-    ("recovery_seconds", "recovery time, kill -> next committed step (s, store clock)"),
-    ("manual_steps", "manual steps"),
-    ("duplicate_deliveries_seen", "duplicate queue deliveries seen"),
-    ("duplicate_deliveries_absorbed", "duplicate queue deliveries absorbed"),
-    ("duplicate_charges", "duplicate charges at the provider"),
-    ("lost_or_reordered_events", "lost or reordered events"),
-    ("model_calls", "model calls made"),
-    ("model_calls_rerun", "model calls re-run (completed, recorded steps)"),
-    ("model_calls_repeated_in_flight", "model calls repeated (in flight at the kill)"),
-    ("http_429_received", "HTTP 429 received"),
-    ("http_429_honoured", "HTTP 429 Retry-After honoured"),
-    ("schema_migrated_to", "state schema after the rollout"),
-    ("total_cost", "total model cost ($)"),
-    ("cost_saved_by_not_rerunning", "cost saved by not re-running ($)"),
-)
-
-
-def table(results: list[dict[str, Any]], summary: dict[str, Any]) -> str:
-    """The report as an aligned text table: one column per run, or totals for many runs."""
-    width = max(len(label) for _, label in ROWS)
-    columns = results if len(results) <= 3 else [_totals(results)]
-    names = (
-        [f"run {i + 1}" for i in range(len(results))]
-        if len(results) <= 3
-        else [f"{len(results)} runs"]
-    )
-    lines = ["", f"{'figure':<{width}}  " + "  ".join(f"{name:<10}" for name in names)]
-    lines.append("-" * len(lines[-1]))
-    for key, label in ROWS:
-        lines.append(f"{label:<{width}}  " + "  ".join(f"{c[key]!s:<10}" for c in columns))
-    lines.append("")
-    lines.append(
-        f"recovery p50 {summary['recovery_p50_seconds']} s, p95 "
-        f"{summary['recovery_p95_seconds']} s, recovered within 60 s: "
-        f"{summary['recovered_within_60s']:.0%}"
-    )
-    lines.append("ALL INVARIANTS HELD" if summary["all_ok"] else "INVARIANTS FAILED")
-    return "\n".join(lines)
-
-
-def _totals(results: list[dict[str, Any]]) -> dict[str, Any]:
-    """Counts summed, statuses tallied, recovery as its worst case."""
-    totals: dict[str, Any] = {}
-    for key, _ in ROWS:
-        values = [r[key] for r in results]
-        if key == "recovery_seconds":
-            totals[key] = f"max {max(values)}"
-        elif all(isinstance(v, int | float) for v in values):
-            totals[key] = round(sum(values), 2)
-        else:
-            totals[key] = ", ".join(f"{v} x{n}" for v, n in Counter(map(str, values)).items())
-    return totals

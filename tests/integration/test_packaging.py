@@ -41,6 +41,7 @@ MODULES = [
     "actae.adapters.demo",
     "actae.adapters.drill",
     "actae.adapters.drill_provider",
+    "actae.adapters.drill_report",
     "actae.adapters.drill_workflows",
     "actae.adapters.migrations",
     "actae.adapters.postgres",
