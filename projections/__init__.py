@@ -1,7 +1,8 @@
-"""Actae's read models (run status, lineage, outstanding effects), built asynchronously.
+"""Actae's read models (run status, lineage, effects), built asynchronously.
 
-The projections arrive with the read-model issue; until then lineage is answered from the
-event store directly by ``actae.domain.reader``.
+Pure: table descriptions (``tables``), functions from domain events to changes
+(``project``) and example analyst queries (``queries``). Adapters apply the changes to
+PostgreSQL or SQLite, exactly once, together with the tracking position.
 """
 
 if __name__ != "actae.projections":  # pragma: no cover - exercised by a subprocess test
