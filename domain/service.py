@@ -27,7 +27,8 @@ from eventsourcing.utils import Environment, EnvType
 
 from actae.domain.aggregate import Aggregate
 from actae.domain.channel import Channel
-from actae.domain.errors import ConflictError, ContentionError, NotFoundError
+from actae.domain.errors import ConflictError, ContentionError
+from actae.domain.forking import FORK_ATTEMPTS, ForkCommands
 from actae.domain.ledger import Ledger
 from actae.domain.lifecycle import Lifecycle
 from actae.domain.operation import Operation
@@ -36,7 +37,6 @@ from actae.domain.reader import StoreReader, receipt_of, run_info_of
 from actae.domain.run import Run
 from actae.domain.validation import (
     DEFAULT_MAX_DOCUMENT_BYTES,
-    MAX_REASON_LENGTH,
     Document,
     fingerprint,
     optional_deadline,
@@ -48,9 +48,7 @@ from actae.domain.validation import (
     require_text,
     require_uuid,
 )
-from actae.domain.values import ForkReceipt, ForkRecord, Pins, Receipt, RunInfo
-
-FORK_ATTEMPTS = 20
+from actae.domain.values import Pins, Receipt, RunInfo
 
 
 def utc_now() -> datetime:
@@ -58,7 +56,7 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class ActaeService(Application[UUID]):
+class ActaeService(ForkCommands, Application[UUID]):
     """Commands against runs and channels, with idempotency and optimistic concurrency."""
 
     name = "actae"
@@ -282,100 +280,6 @@ class ActaeService(Application[UUID]):
             channel, operation_id, "transition", content, expected_version, expected_cursor
         )
 
-    def fork(
-        self,
-        channel_id: UUID | str,
-        *,
-        at: int,
-        operation_id: str | None = None,
-        reason: str | None = None,
-        pins: Mapping[str, Any] | None = None,
-    ) -> ForkReceipt:
-        """Start a child run from the state in force at cursor ``at`` of a channel."""
-        cid = require_uuid("channel_id", channel_id)
-        at = require_int("at", at, minimum=1)
-        operation_id = optional_text("operation_id", operation_id)
-        reason = optional_text("reason", reason, max_length=MAX_REASON_LENGTH)
-        overrides = require_pins("pins", pins)
-        content = fingerprint(
-            "fork", str(cid), str(at), str(reason), self._canonical_text(overrides.as_dict())
-        )
-        for _ in range(FORK_ATTEMPTS):
-            original = self._recorded(operation_id, content)
-            if original is not None:
-                return self._replayed_fork(original)
-            receipt = self._try_fork(cid, at, operation_id, reason, overrides, content)
-            if receipt is not None:
-                return receipt
-        head = self.reader.head_event(cid)
-        raise ConflictError(
-            cid,
-            expected_version=None,
-            actual_version=head.state_version,
-            expected_cursor=None,
-            actual_cursor=head.originator_version,
-        )
-
-    # -- command internals ----------------------------------------------------------------
-
-    def _try_fork(
-        self,
-        cid: UUID,
-        at: int,
-        operation_id: str | None,
-        reason: str | None,
-        overrides: Any,
-        content: str,
-    ) -> ForkReceipt | None:
-        """One attempt at a fork; ``None`` when a concurrent fork of the parent won."""
-        state = self.reader.state_of(self.reader.event_at(cid, at))
-        parent = self.reader.run_aggregate(self.reader.head_event(cid).run_id)
-        now = self.clock()
-        record = ForkRecord(
-            child_run_id=uuid4(),
-            child_channel_id=uuid4(),
-            parent_run_id=parent.id,
-            parent_channel_id=cid,
-            requested_boundary=at,
-            resolved_boundary=state.cursor,
-            state_version=state.version,
-            state_checksum=state.checksum,
-            pins=parent.pins.overridden(overrides),
-            reason=reason,
-            created_at=now,
-            operation_id=operation_id,
-        )
-        child = Run.start(
-            run_id=record.child_run_id,
-            workflow_id=parent.workflow_id,
-            agent_id=parent.agent_id,
-            channel_id=record.child_channel_id,
-            pins=record.pins,
-            deadline=parent.deadline,
-            parent_run_id=None,
-            forked_from=record,
-            operation_id=operation_id,
-            at=now,
-        )
-        channel = Channel.open(
-            channel_id=record.child_channel_id,
-            run_id=child.id,
-            kind="run.forked",
-            payload={"parent_channel_id": str(cid), "resolved_boundary": state.cursor},
-            state=state.state,
-            state_checksum=state.checksum,
-            operation_id=operation_id,
-            at=now,
-        )
-        parent.record_fork(record, at=now)
-        result = {"child_run_id": str(child.id)}
-        try:
-            aggregates: list[Aggregate] = [child, channel, parent]
-            winner = self._save(aggregates, operation_id, "fork", content, result, now)
-        except IntegrityError:
-            return None
-        return record.receipt() if winner is None else self._replayed_fork(winner)
-
     def _append(
         self,
         channel: Channel,
@@ -470,12 +374,6 @@ class ActaeService(Application[UUID]):
             operation_id=original.operation_id,
             replayed=True,
         )
-
-    def _replayed_fork(self, original: Operation) -> ForkReceipt:
-        child = self.reader.run_aggregate(UUID(original.recorded_result["child_run_id"]))
-        if child.forked_from is None:  # pragma: no cover - written together with the op
-            raise NotFoundError("fork", original.operation_id)
-        return child.forked_from.receipt(replayed=True)
 
     def _document(self, field: str, value: object) -> Document:
         return require_document(field, value, self.codec, max_bytes=self.max_document_bytes)

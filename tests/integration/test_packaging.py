@@ -20,6 +20,7 @@ MODULES = [
     "actae.domain.ledger",
     "actae.domain.lifecycle",
     "actae.domain.errors",
+    "actae.domain.forking",
     "actae.domain.operation",
     "actae.domain.ports",
     "actae.domain.reader",

@@ -1,0 +1,160 @@
+"""Forks: a child run whose first state is the parent's state at or before a cursor.
+
+The requested boundary resolves to the cursor where the state version in force there was
+created; the child copies that state (checksum verified), inherits the parent's pins with the
+given overrides, and both runs keep the fork receipt. Parent and child are saved in one
+transaction with the operation record; a lost race with another fork of the same parent is
+retried, a repeat of the same operation replays the original receipt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from uuid import UUID, uuid4
+
+from eventsourcing.persistence import IntegrityError
+
+from actae.domain.channel import Channel
+from actae.domain.errors import ConflictError, NotFoundError
+from actae.domain.run import Run
+from actae.domain.validation import (
+    MAX_REASON_LENGTH,
+    fingerprint,
+    optional_text,
+    require_int,
+    require_pins,
+    require_uuid,
+)
+from actae.domain.values import ForkReceipt, ForkRecord
+
+if TYPE_CHECKING:
+    from actae.domain.aggregate import Aggregate
+    from actae.domain.operation import Operation
+    from actae.domain.ports import Clock
+    from actae.domain.reader import StoreReader
+
+FORK_ATTEMPTS = 20
+
+
+class ForkCommands:
+    """The fork command of the application service (mixed into ActaeService)."""
+
+    if TYPE_CHECKING:  # provided by ActaeService
+        reader: StoreReader
+        clock: Clock
+
+        def _recorded(self, operation_id: str | None, content: str) -> Operation | None: ...
+
+        def _save(
+            self,
+            aggregates: list[Aggregate],
+            operation_id: str | None,
+            command: str,
+            content: str,
+            result: dict[str, Any],
+            at: datetime,
+        ) -> Operation | None: ...
+
+        def _canonical_text(self, value: object) -> str: ...
+
+    def fork(
+        self,
+        channel_id: UUID | str,
+        *,
+        at: int,
+        operation_id: str | None = None,
+        reason: str | None = None,
+        pins: Mapping[str, Any] | None = None,
+    ) -> ForkReceipt:
+        """Start a child run from the state in force at cursor ``at`` of a channel."""
+        cid = require_uuid("channel_id", channel_id)
+        at = require_int("at", at, minimum=1)
+        operation_id = optional_text("operation_id", operation_id)
+        reason = optional_text("reason", reason, max_length=MAX_REASON_LENGTH)
+        overrides = require_pins("pins", pins)
+        content = fingerprint(
+            "fork", str(cid), str(at), str(reason), self._canonical_text(overrides.as_dict())
+        )
+        for _ in range(FORK_ATTEMPTS):
+            original = self._recorded(operation_id, content)
+            if original is not None:
+                return self._replayed_fork(original)
+            receipt = self._try_fork(cid, at, operation_id, reason, overrides, content)
+            if receipt is not None:
+                return receipt
+        head = self.reader.head_event(cid)
+        raise ConflictError(
+            cid,
+            expected_version=None,
+            actual_version=head.state_version,
+            expected_cursor=None,
+            actual_cursor=head.originator_version,
+        )
+
+    # -- command internals ----------------------------------------------------------------
+
+    def _try_fork(
+        self,
+        cid: UUID,
+        at: int,
+        operation_id: str | None,
+        reason: str | None,
+        overrides: Any,
+        content: str,
+    ) -> ForkReceipt | None:
+        """One attempt at a fork; ``None`` when a concurrent fork of the parent won."""
+        state = self.reader.state_of(self.reader.event_at(cid, at))
+        parent = self.reader.run_aggregate(self.reader.head_event(cid).run_id)
+        now = self.clock()
+        record = ForkRecord(
+            child_run_id=uuid4(),
+            child_channel_id=uuid4(),
+            parent_run_id=parent.id,
+            parent_channel_id=cid,
+            requested_boundary=at,
+            resolved_boundary=state.cursor,
+            state_version=state.version,
+            state_checksum=state.checksum,
+            pins=parent.pins.overridden(overrides),
+            reason=reason,
+            created_at=now,
+            operation_id=operation_id,
+        )
+        child = Run.start(
+            run_id=record.child_run_id,
+            workflow_id=parent.workflow_id,
+            agent_id=parent.agent_id,
+            channel_id=record.child_channel_id,
+            pins=record.pins,
+            deadline=parent.deadline,
+            parent_run_id=None,
+            forked_from=record,
+            operation_id=operation_id,
+            at=now,
+        )
+        channel = Channel.open(
+            channel_id=record.child_channel_id,
+            run_id=child.id,
+            kind="run.forked",
+            payload={"parent_channel_id": str(cid), "resolved_boundary": state.cursor},
+            state=state.state,
+            state_checksum=state.checksum,
+            operation_id=operation_id,
+            at=now,
+        )
+        parent.record_fork(record, at=now)
+        result = {"child_run_id": str(child.id)}
+        try:
+            aggregates: list[Aggregate] = [child, channel, parent]
+            winner = self._save(aggregates, operation_id, "fork", content, result, now)
+        except IntegrityError:
+            return None
+        return record.receipt() if winner is None else self._replayed_fork(winner)
+
+    def _replayed_fork(self, original: Operation) -> ForkReceipt:
+        child = self.reader.run_aggregate(UUID(original.recorded_result["child_run_id"]))
+        if child.forked_from is None:  # pragma: no cover - written together with the op
+            raise NotFoundError("fork", original.operation_id)
+        return child.forked_from.receipt(replayed=True)
