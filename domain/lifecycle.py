@@ -9,6 +9,7 @@ when several workers find it due at the same moment.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -17,7 +18,7 @@ from uuid import UUID
 from eventsourcing.persistence import IntegrityError
 
 from actae.domain.channel import Channel
-from actae.domain.errors import ContentionError, ValidationError
+from actae.domain.errors import ContentionError, IllegalTransitionError, ValidationError
 from actae.domain.ports import Clock, Codec
 from actae.domain.reader import StoreReader
 from actae.domain.run import Run
@@ -158,7 +159,9 @@ class Lifecycle:
         info = self._operator(run_id, "cancelled", actor, reason, Run.cancel)
         for child in self._reader.run_aggregate(info.run_id).children:
             if self._reader.run_aggregate(child).is_live:
-                self.cancel(child, actor=actor, reason=f"parent cancelled: {reason}")
+                # A child that ended meanwhile needs nothing; the parent is cancelled anyway.
+                with contextlib.suppress(IllegalTransitionError):
+                    self.cancel(child, actor=actor, reason=f"parent cancelled: {reason}")
         return info
 
     def complete(self, run_id: UUID | str, result: dict[str, Any] | None = None) -> RunInfo:
