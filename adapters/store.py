@@ -21,7 +21,6 @@ from actae.adapters.projector import Projector
 from actae.adapters.readmodels import postgres_db, sqlite_db
 from actae.adapters.subscription import (
     ConditionWaiter,
-    Fetch,
     ListenWaiter,
     Subscription,
     Waiter,
@@ -448,17 +447,26 @@ class Store:
         batch_size = require_int("batch_size", batch_size, minimum=1)
         reader = self._reader
         if channel_id is None:
-            fetch: Fetch = lambda pos: reader.global_events(after=pos, limit=batch_size)  # noqa: E731
-            position_of: Callable[[ChannelEvent], int] = lambda e: e.position or 0  # noqa: E731
+
+            def fetch(position: int) -> list[ChannelEvent]:
+                return reader.global_events(after=position, limit=batch_size)
+
+            def position_of(event: ChannelEvent) -> int:
+                return event.position or 0
+
         else:
             cid = require_uuid("channel_id", channel_id)
             head = reader.head_event(cid).originator_version
             if after > head:
                 raise NotFoundError("cursor", after, f"channel {cid} ends at cursor {head}")
-            fetch = lambda pos: [  # noqa: E731
-                channel_event_of(e) for e in reader.event_range(cid, after=pos, limit=batch_size)
-            ]
-            position_of = lambda e: e.cursor  # noqa: E731
+
+            def fetch(position: int) -> list[ChannelEvent]:
+                stored = reader.event_range(cid, after=position, limit=batch_size)
+                return [channel_event_of(event) for event in stored]
+
+            def position_of(event: ChannelEvent) -> int:
+                return event.cursor
+
         return Subscription(
             fetch, self._waiter(), after=after, position_of=position_of, poll_interval=poll_interval
         )

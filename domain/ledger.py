@@ -30,8 +30,8 @@ from actae.domain.reader import StoreReader
 from actae.domain.validation import (
     MAX_REASON_LENGTH,
     fingerprint,
-    optional_int,
     require_document,
+    require_int,
     require_number,
     require_text,
     require_uuid,
@@ -281,10 +281,7 @@ class Ledger:
 
     @staticmethod
     def _token(token: int) -> int:
-        value = optional_int("token", token, minimum=1)
-        if value is None:
-            raise ValidationError("token", "is required")
-        return value
+        return require_int("token", token, minimum=1)
 
     @staticmethod
     def _still_racing(key: str) -> Exception:

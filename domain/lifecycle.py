@@ -207,11 +207,7 @@ class Lifecycle:
             run.migrate(to_schema, at=now)
             return []
 
-        for _ in range(RACE_ATTEMPTS):
-            run = self._reader.run_aggregate(require_uuid("run_id", run_id))
-            now = self._clock()
-            decide(run, now)
-            channel = Channel.from_head(self._reader.head_event(run.channel_id))
+        def write(channel: Channel, now: datetime) -> None:
             channel.transition(
                 kind="state.migrated",
                 payload={"to_schema": to_schema, "actor": actor},
@@ -220,12 +216,8 @@ class Lifecycle:
                 operation_id=None,
                 at=now,
             )
-            try:
-                self._save(run, channel)
-            except IntegrityError:
-                continue
-            return self._reader.run(run.id)
-        raise ContentionError(f"migration of run {run_id}", RACE_ATTEMPTS)
+
+        return self._change(require_uuid("run_id", run_id), decide, write=write)
 
     # -- saving ---------------------------------------------------------------------------
 
@@ -235,14 +227,24 @@ class Lifecycle:
         decide: Callable[[Run, datetime], list[Note]],
         *,
         tell_parent: bool = False,
+        write: Callable[[Channel, datetime], None] | None = None,
     ) -> RunInfo:
+        """Decide on fresh state and save the run with its channel writes; retry lost races.
+
+        The channel gets the notes ``decide`` returns, or what ``write`` appends instead.
+        """
         for _ in range(RACE_ATTEMPTS):
             run = self._reader.run_aggregate(run_id)
             now = self._clock()
             notes = decide(run, now)
-            if not notes:
+            if not notes and write is None:
                 return self._reader.run(run_id)
-            pending: list[Any] = [run, self._noted(run, notes, now)]
+            channel = Channel.from_head(self._reader.head_event(run.channel_id))
+            if write is not None:
+                write(channel, now)
+            for kind, payload in notes:
+                channel.record(kind=kind, payload=payload, operation_id=None, at=now)
+            pending: list[Any] = [run, channel]
             if tell_parent:
                 pending.extend(self._tell_parent(run, now))
             try:
