@@ -1,43 +1,174 @@
-"""PostgreSQL recorder for the event store.
+"""PostgreSQL recorder for the event store: one statement, one round trip per write.
 
-It is eventsourcing's recorder with one change: a write whose events are large (a big state
-snapshot) is sent without libpq pipeline mode. In pipeline mode a single multi-megabyte
-statement left the connection waiting forever (server in ``ClientRead``, client in
-``Pipeline.sync``) on this stack (psycopg 3.3 binary, PostgreSQL 15); compare psycopg issue
-#685. Small writes keep the pipeline, which saves round trips.
+eventsourcing's stock recorder writes in a pipelined transaction of five statements (``BEGIN``,
+``LOCK TABLE … EXCLUSIVE``, ``NOTIFY``, ``INSERT``, ``COMMIT``) with three client-side syncs,
+and composes its ``SELECT`` text anew on every read. On the dev machine that client work, not
+the database, was most of the cost of a transition (``make bench`` shows the ratio). This
+recorder keeps the stock table, positions and ``LISTEN``/``NOTIFY`` channel, and changes how
+statements are sent:
+
+* **A write is one autocommitted statement.** A CTE takes the ordering lock, inserts every
+  event from a ``VALUES`` list of scalar parameters (no composite type or array to adapt)
+  and notifies listeners; the implicit transaction commits when the statement ends. No client
+  round trip happens while the lock is held, so its hold time is the server's insert and
+  commit alone.
+* **Commit order is kept with a transaction-scoped advisory lock** instead of the table lock.
+  Subscriptions and the projector read positions (``notification_id``) in order and must never
+  pass a gap that is filled later, so position allocation and commit must not interleave
+  between writers; the advisory lock serializes exactly that and, unlike ``LOCK TABLE``, never
+  conflicts with anything but other writers of this table. Every writer of a store must use
+  this recorder (``actae.open`` always does): a stock eventsourcing writer takes the table
+  lock instead and would not be ordered against it.
+* **Reads use statement texts rendered once**, one per query shape.
+
+Large writes no longer need special care: pipeline mode, which hung on multi-megabyte
+statements on this stack (psycopg 3.3, PostgreSQL 15; compare psycopg issue #685), is not
+used at all. eventsourcing's own application-recorder test cases run against this class in
+``tests/integration/test_postgres_recorder.py``.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, LiteralString
+from uuid import UUID
 
 from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
-from eventsourcing.postgres import PostgresApplicationRecorder
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.utils import retry
+from psycopg.sql import SQL, Identifier, Literal
 
-PIPELINE_LIMIT_BYTES = 256 * 1024
+MAX_VALUES_ROWS = 64
+"""Inserts of up to this many events send scalars and keep their rendered statement."""
+VALUES_ROW = "(%s::{id_type}, %s::bigint, %s::text, %s::bytea)"
+UNNEST_ROWS = "unnest(%s::{id_type}[], %s::bigint[], %s::text[], %s::bytea[])"
+
+ReadShape = tuple[bool, bool, bool, bool]
+"""(has ``gt``, has ``lte``, descending, has ``limit``): one rendered SELECT per shape."""
+
+
+def ordering_lock_key(schema: str, table: str) -> int:
+    """A stable signed 64-bit advisory-lock key for one events table."""
+    digest = hashlib.blake2b(f"actae-positions:{schema}.{table}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
 
 
 class ActaePostgresRecorder(PostgresApplicationRecorder):
-    """Application recorder that avoids pipeline mode for large writes."""
+    """Application recorder writing each batch of events in a single statement."""
+
+    def __init__(
+        self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"
+    ) -> None:
+        super().__init__(datastore, events_table_name=events_table_name)
+        self._lock_key = ordering_lock_key(datastore.schema, self.events_table_name)
+        self._writes: dict[int, str] = {}
+        self._reads: dict[ReadShape, str] = {}
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        """Insert events in one transaction, as the stock recorder does."""
-        if sum(len(event.state) for event in stored_events) < PIPELINE_LIMIT_BYTES:
-            pipelined: Sequence[int] | None = super().insert_events(stored_events, **kwargs)
-            return pipelined
-        with (
-            self.datastore.get_connection() as conn,
-            conn.transaction(),
-            conn.cursor() as curs,
-        ):
-            self._insert_events(curs, stored_events, **kwargs)
-            self._insert_stored_events(curs, stored_events, **kwargs)
-            ids: Sequence[int] | None = self._fetch_ids_after_insert_events(
-                curs, stored_events, **kwargs
+        """Insert events atomically in one statement; their positions, in order."""
+        if not stored_events:
+            return None
+        params: list[Any]
+        if len(stored_events) <= MAX_VALUES_ROWS:
+            params = [
+                value
+                for e in stored_events
+                for value in (e.originator_id, e.originator_version, e.topic, e.state)
+            ]
+        else:
+            params = [
+                [e.originator_id for e in stored_events],
+                [e.originator_version for e in stored_events],
+                [e.topic for e in stored_events],
+                [e.state for e in stored_events],
+            ]
+        query = self._write_query(len(stored_events))
+        with self.datastore.get_connection() as conn:
+            rows = conn.execute(query, params, prepare=True).fetchall()
+        return [row["notification_id"] for row in rows]
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def select_events(
+        self,
+        originator_id: UUID | str,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Sequence[StoredEvent]:
+        """Events of one aggregate, as eventsourcing's recorder selects them."""
+        shape = (gt is not None, lte is not None, desc, limit is not None)
+        params = [originator_id, *(p for p in (gt, lte, limit) if p is not None)]
+        with self.datastore.get_connection() as conn:
+            rows = conn.execute(self._read_query(shape), params, prepare=True).fetchall()
+        return [
+            StoredEvent(
+                originator_id=row["originator_id"],
+                originator_version=row["originator_version"],
+                topic=row["topic"],
+                state=bytes(row["state"]),
             )
-            return ids
+            for row in rows
+        ]
+
+    def _write_query(self, count: int) -> LiteralString:
+        """The insert of ``count`` events.
+
+        Up to ``MAX_VALUES_ROWS`` events it is a ``VALUES`` list of scalars (cheaper to adapt
+        than arrays, and rendered once per count); beyond, four array parameters.
+        """
+        rendered = self._writes.get(count)
+        if rendered is None:
+            if count <= MAX_VALUES_ROWS:
+                source = "(VALUES " + ", ".join([VALUES_ROW] * count) + ")"
+            else:
+                source = UNNEST_ROWS
+            rendered = (
+                SQL(
+                    "WITH ordering_lock AS MATERIALIZED (SELECT pg_advisory_xact_lock({key})), "  # type: ignore[arg-type]  # placeholders only
+                    "inserted AS ("
+                    " INSERT INTO {schema}.{table}"
+                    " (originator_id, originator_version, topic, state)"
+                    " SELECT e.originator_id, e.originator_version, e.topic, e.state"
+                    " FROM ordering_lock, " + source + ""
+                    " AS e(originator_id, originator_version, topic, state)"
+                    " RETURNING notification_id) "
+                    "SELECT notification_id, pg_notify({channel}, '') AS notified"
+                    " FROM inserted ORDER BY notification_id"
+                )
+                .format(
+                    key=Literal(self._lock_key),
+                    schema=Identifier(self.datastore.schema),
+                    table=Identifier(self.events_table_name),
+                    id_type=Identifier(self.datastore.originator_id_type),
+                    channel=Literal(self.channel_name),
+                )
+                .as_string()
+            )
+            if count <= MAX_VALUES_ROWS:
+                self._writes[count] = rendered
+        return rendered  # type: ignore[return-value]  # rendered from SQL objects
+
+    def _read_query(self, shape: ReadShape) -> LiteralString:
+        """The SELECT for one query shape, rendered on first use."""
+        rendered = self._reads.get(shape)
+        if rendered is None:
+            has_gt, has_lte, desc, has_limit = shape
+            statement = self.select_events_statement
+            if has_gt:
+                statement += SQL(" AND originator_version > %s")
+            if has_lte:
+                statement += SQL(" AND originator_version <= %s")
+            if desc:
+                statement += SQL(" ORDER BY originator_version DESC")
+            else:
+                statement += SQL(" ORDER BY originator_version ASC")
+            if has_limit:
+                statement += SQL(" LIMIT %s")
+            rendered = self._reads[shape] = statement.as_string()
+        return rendered  # type: ignore[return-value]  # rendered from SQL objects

@@ -21,6 +21,7 @@ MODULES = [
     "actae.domain.lifecycle",
     "actae.domain.errors",
     "actae.domain.forking",
+    "actae.domain.heads",
     "actae.domain.operation",
     "actae.domain.ports",
     "actae.domain.reader",

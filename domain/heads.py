@@ -1,0 +1,45 @@
+"""A per-process guess of each channel's head, so a command need not read it first.
+
+A command checks ``expected_version``/``expected_cursor`` against the channel head before it
+writes. Reading the head costs a round trip; remembering the last head this process wrote or
+read saves it. The guess is never trusted for correctness: a write built on a stale head asks
+the store for a cursor that is already taken, the store refuses it (the primary key on
+``(channel, cursor)``), and the command re-reads the head before it answers. A guess that
+makes the check *fail* is re-read too, so a stale guess can cost a round trip but never
+changes a result. Queries never use it; they read the store.
+"""
+
+from __future__ import annotations
+
+import threading
+from uuid import UUID
+
+from actae.domain.channel import Channel
+
+DEFAULT_MAX_CHANNELS = 10_000
+
+
+class HeadCache:
+    """The newest head event seen per channel; forgets the oldest-entered past ``maxsize``."""
+
+    def __init__(self, maxsize: int = DEFAULT_MAX_CHANNELS) -> None:
+        self._maxsize = maxsize
+        self._heads: dict[UUID, Channel.Event] = {}
+        self._lock = threading.Lock()
+
+    def get(self, channel_id: UUID) -> Channel.Event | None:
+        """The remembered head of ``channel_id``, if any (it may be stale)."""
+        return self._heads.get(channel_id)
+
+    def put(self, event: Channel.Event) -> None:
+        """Remember ``event`` unless a later event of its channel is already remembered."""
+        with self._lock:
+            known = self._heads.get(event.originator_id)
+            if known is not None and known.originator_version >= event.originator_version:
+                return
+            if known is None and len(self._heads) >= self._maxsize:
+                del self._heads[next(iter(self._heads))]
+            self._heads[event.originator_id] = event
+
+    def __len__(self) -> int:
+        return len(self._heads)

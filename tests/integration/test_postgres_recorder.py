@@ -1,0 +1,75 @@
+"""eventsourcing's own recorder test cases, run against Actae's PostgreSQL recorder.
+
+``ActaePostgresRecorder`` replaces the stock recorder's write and read statements (one
+autocommitted statement per write, an advisory lock instead of the table lock). These are
+the library's contract tests for any application recorder: insert and select, contiguous
+notification ids, subscriptions that see every event, concurrent writers without conflicts,
+and two concurrent batches that never interleave their positions. (The aggregate-recorder
+case does not apply: it expects a recorder that returns no positions.)
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from eventsourcing.postgres import PostgresDatastore
+from eventsourcing.tests.persistence import (
+    ApplicationRecorderTestCase,
+    NonInterleavingNotificationIDsBaseCase,
+)
+from psycopg import sql
+
+from actae.adapters.postgres import ActaePostgresRecorder
+
+pytestmark = pytest.mark.postgres
+
+
+class FreshRecorders:
+    """Each ``create_recorder()`` gets an empty events table in a schema of its own."""
+
+    dsn: str
+    schemas: list[str]
+    datastores: list[PostgresDatastore]
+
+    def create_recorder(self) -> ActaePostgresRecorder:
+        schema = f"es_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+        self.schemas.append(schema)
+        info = psycopg.conninfo.conninfo_to_dict(self.dsn)
+        datastore = PostgresDatastore(
+            dbname=str(info["dbname"]),
+            host=str(info.get("host", "127.0.0.1")),
+            port=str(info.get("port", "5432")),
+            user=str(info.get("user", "postgres")),
+            password=str(info.get("password", "")),
+            schema=schema,
+            pool_size=4,
+        )
+        self.datastores.append(datastore)
+        recorder = ActaePostgresRecorder(datastore)
+        recorder.create_table()
+        return recorder
+
+
+@pytest.fixture(autouse=True)
+def _fresh_schemas(request: pytest.FixtureRequest, pg_dsn: str) -> Iterator[None]:
+    case = request.instance
+    case.dsn, case.schemas, case.datastores = pg_dsn, [], []
+    yield
+    for datastore in case.datastores:
+        datastore.close()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        for schema in case.schemas:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+class TestApplicationRecorderContract(FreshRecorders, ApplicationRecorderTestCase):
+    """Notifications, contiguous ids, subscriptions and concurrent writers."""
+
+
+class TestNonInterleavingPositions(FreshRecorders, NonInterleavingNotificationIDsBaseCase):
+    """Two concurrent batches of 1,000 events get two unbroken runs of positions."""
