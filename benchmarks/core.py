@@ -1,16 +1,23 @@
-"""Core benchmark: head/state_at latency by history length, and transitions per second.
+"""Core benchmark: reads by history length, and transitions (rate, latency, CPU, disk).
 
 Every Actae figure is printed beside a raw psycopg baseline doing the same work in the same
-run (one table, one statement per operation), as a ratio. Run with ``make bench`` or
-``python -m benchmarks.core [--dsn DSN] [--sqlite-only]``. Results are printed as a markdown
-table and written to ``benchmarks/results/core.json``.
+run, as a ratio. The raw transition is one autocommitted ``INSERT`` of the event row with its
+~2 KB state and a unique operation id (the idempotency key); Actae's transition writes the
+channel event and the operation record in one statement too, after its checks. The raw reads
+are the same index lookups an Actae read needs (head; event, then the state it points to;
+that plus the tail after it).
+
+Run with ``make bench`` or ``python -m benchmarks.core [--dsn DSN] [--sqlite-only] [--quick]``.
+Results are printed as markdown tables and written to ``benchmarks/results/core.json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import platform
+import random
 import statistics
 import tempfile
 import threading
@@ -19,7 +26,6 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -27,15 +33,16 @@ import psycopg
 from psycopg import sql
 
 import actae
+from actae.domain.channel import Channel
+from benchmarks.common import DSN, RESULTS, drop_schemas, progress, schema_bytes, with_schema
 
-DSN = "postgresql://postgres@127.0.0.1:5432/test"
-STATE = {"notes": "x" * 1900, "step": 0}  # ~2 KB, as in DESIGN.md §6
+# ~2 KB of state, as in DESIGN.md §6: hex digits, so that neither store can shrink it to
+# nothing by compression (a run of one letter would compress to a few bytes in TOAST).
+STATE = {"notes": random.Random(7).randbytes(950).hex(), "step": 0}  # noqa: S311 - filler
 LATENCY_SAMPLES = 300
-RESULTS = Path(__file__).with_name("results")
-
-
-def progress(text: str) -> None:
-    print(f"  … {text}", flush=True)
+SIZES = (1_000, 10_000, 100_000)
+FILL_CHUNK = 5_000  # events per save while filling a long channel
+TRANSITION_RUNS = ((1, 1500), (4, 750))  # (connections, transitions per connection)
 
 
 def latency(call: Callable[[], object], samples: int = LATENCY_SAMPLES) -> dict[str, float]:
@@ -45,43 +52,60 @@ def latency(call: Callable[[], object], samples: int = LATENCY_SAMPLES) -> dict[
         start = time.perf_counter()
         call()
         timings.append((time.perf_counter() - start) * 1000)
-    timings.sort()
-    return {"p50_ms": statistics.median(timings), "p99_ms": timings[int(len(timings) * 0.99) - 1]}
+    return summary(timings)
+
+
+def summary(timings_ms: list[float]) -> dict[str, float]:
+    ordered = sorted(timings_ms)
+    return {
+        "p50_ms": statistics.median(ordered),
+        "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
+    }
+
+
+# -- reads ----------------------------------------------------------------------------------
 
 
 def fill(store: actae.Store, events: int) -> actae.RunInfo:
-    """A channel of ``events`` events: a transition every 50, records in between.
+    """A channel of ``events`` real channel events: a transition every 50, records between.
 
-    The last transition is 5 events before the head whatever the length, so ``state_at``
-    at the head always needs its second lookup and ``recover`` always returns 5 events.
+    The events come from the domain model (``Channel``) and are saved ``FILL_CHUNK`` per
+    transaction through the store's own recorder, so a 100,000-event channel takes seconds;
+    the reads below are what is measured. The last transition is 5 events before the head
+    whatever the length, so ``state_at`` at the head always needs its second lookup and
+    ``recover`` always returns 5 events.
     """
+    service = store._service  # bulk filling is benchmark set-up, not a public verb
     run = store.start_run(f"bench-{uuid.uuid4()}", agent_id="bench", state=STATE)
-    head = store.head(run.channel_id)
+    channel = Channel.from_head(service.reader.head_event(run.channel_id))
+    at = datetime.now(UTC)
     for n in range(2, events + 1):
         if (events - n) % 50 == 5:
-            head = store.transition(
-                run.channel_id,
+            state = {**STATE, "step": n}
+            checksum = service._document("state", state).checksum
+            channel.transition(
                 kind="step",
                 payload={"n": n},
-                state={**STATE, "step": n},
-                expected_version=head.state_version,
-                expected_cursor=head.cursor,
+                state=state,
+                state_checksum=checksum,
+                operation_id=None,
+                at=at,
             )
         else:
-            head = store.record(
-                run.channel_id, kind="note", payload={"n": n}, expected_cursor=head.cursor
-            )
-        if n % 2500 == 0:
-            progress(f"{n}/{events} events written")
+            channel.record(kind="note", payload={"n": n}, operation_id=None, at=at)
+        if n % FILL_CHUNK == 0 or n == events:
+            service.save(channel)
     return run
 
 
-def read_latencies(url: str) -> dict[str, Any]:
-    """Head / state_at / recover latency on channels of 10 and 10,000 events."""
+def read_latencies(url: str, sizes: tuple[int, ...]) -> dict[str, Any]:
+    """Head / state_at / recover latency on channels of each size, one table for all."""
     out: dict[str, Any] = {}
     with actae.open(url) as store:
-        # Fill both first, so both are measured against the same table size.
-        channels = {size: fill(store, size).channel_id for size in (10, 10_000)}
+        channels = {}
+        for size in sizes:
+            progress(f"filling a channel of {size:,} events")
+            channels[size] = fill(store, size).channel_id
         for size, channel in channels.items():
             middle = size // 2 + 1
             out[str(size)] = {
@@ -102,20 +126,26 @@ class RawBaseline:
             conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
             conn.execute(
                 sql.SQL(
-                    "CREATE TABLE {}.events (channel_id uuid, cursor bigint, state_version int, "
+                    "CREATE TABLE {} (channel_id uuid, cursor bigint, state_version int, "
                     "state_cursor bigint, kind text, payload jsonb, state jsonb, "
-                    "PRIMARY KEY (channel_id, cursor))"
-                ).format(sql.Identifier(schema))
+                    "operation_id text UNIQUE, PRIMARY KEY (channel_id, cursor))"
+                ).format(self.table())
             )
 
     def table(self) -> sql.Composed:
         """The baseline's single events table."""
         return sql.SQL("{}.events").format(sql.Identifier(self.schema))
 
-    def transitions(self, conn: psycopg.Connection[Any], channel: uuid.UUID, count: int) -> None:
-        """``count`` transitions, one autocommitted INSERT each."""
-        insert = sql.SQL("INSERT INTO {} VALUES (%s, %s, %s, %s, %s, %s, %s)").format(self.table())
+    def transitions(
+        self, conn: psycopg.Connection[Any], channel: uuid.UUID, count: int
+    ) -> list[float]:
+        """``count`` transitions, one autocommitted INSERT each; their latencies in ms."""
+        insert = sql.SQL("INSERT INTO {} VALUES (%s, %s, %s, %s, %s, %s, %s, %s)").format(
+            self.table()
+        )
+        timings = []
         for cursor in range(1, count + 1):
+            start = time.perf_counter()
             conn.execute(
                 insert,
                 (
@@ -126,34 +156,78 @@ class RawBaseline:
                     "step",
                     orjson.dumps({"n": cursor}).decode(),
                     orjson.dumps({**STATE, "step": cursor}).decode(),
+                    f"{channel}:{cursor}",
                 ),
             )
+            timings.append((time.perf_counter() - start) * 1000)
+        return timings
 
-    def reads(self, conn: psycopg.Connection[Any], channel: uuid.UUID) -> dict[str, Any]:
-        """Head and state-at-cursor latency (event lookup, then its state's lookup)."""
+    def fill(self, conn: psycopg.Connection[Any], channel: uuid.UUID, events: int) -> None:
+        """A channel shaped like ``fill()``'s: a state every 50 events, 5 before the head."""
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {} SELECT %s, g, 1, "
+                "g - ((g - (%s - 5)) %% 50 + 50) %% 50, 'note', '{{\"n\": 1}}', "
+                "CASE WHEN (%s - g) %% 50 = 5 THEN %s::jsonb END, NULL "
+                "FROM generate_series(1, %s) g"
+            ).format(self.table()),
+            (channel, events, events, orjson.dumps(STATE).decode(), events),
+        )
+
+    def reads(self, conn: psycopg.Connection[Any], channel: uuid.UUID, size: int) -> dict[str, Any]:
+        """Head, state at a cursor (event, then its state) and recover (that plus the tail)."""
+        table = self.table()
         head = sql.SQL(
-            "SELECT cursor, state_version FROM {} WHERE channel_id = %s "
+            "SELECT cursor, state_version, state_cursor FROM {} WHERE channel_id = %s "
             "ORDER BY cursor DESC LIMIT 1"
-        ).format(self.table())
+        ).format(table)
         at = sql.SQL("SELECT state_cursor FROM {} WHERE channel_id = %s AND cursor = %s").format(
-            self.table()
+            table
         )
-        state = sql.SQL("SELECT state FROM {} WHERE channel_id = %s AND cursor = %s").format(
-            self.table()
-        )
+        state = sql.SQL("SELECT state FROM {} WHERE channel_id = %s AND cursor = %s").format(table)
+        tail = sql.SQL(
+            "SELECT cursor, kind, payload FROM {} WHERE channel_id = %s AND cursor > %s "
+            "ORDER BY cursor"
+        ).format(table)
 
-        def state_at() -> object:
-            row = conn.execute(at, (channel, 5000)).fetchone()
+        def state_at(cursor: int) -> object:
+            row = conn.execute(at, (channel, cursor)).fetchone()
             assert row is not None
             return conn.execute(state, (channel, row[0])).fetchone()
 
+        def state_at_head() -> object:
+            row = conn.execute(head, (channel,)).fetchone()
+            assert row is not None
+            return conn.execute(state, (channel, row[2])).fetchone()
+
+        def recover() -> object:
+            row = conn.execute(head, (channel,)).fetchone()
+            assert row is not None
+            conn.execute(state, (channel, row[2])).fetchone()
+            return conn.execute(tail, (channel, row[2])).fetchall()
+
         return {
             "head": latency(lambda: conn.execute(head, (channel,)).fetchone()),
-            "state_at_middle": latency(state_at),
+            "state_at_head": latency(state_at_head),
+            "state_at_middle": latency(partial(state_at, size // 2 + 1)),
+            "recover": latency(recover),
         }
 
 
+def raw_read_latencies(raw: RawBaseline, sizes: tuple[int, ...]) -> dict[str, Any]:
+    with psycopg.connect(raw.dsn, autocommit=True) as conn:
+        channels = {size: uuid.uuid4() for size in sizes}
+        for size, channel in channels.items():
+            raw.fill(conn, channel, size)
+        conn.execute(sql.SQL("ANALYZE {}").format(raw.table()))
+        return {str(size): raw.reads(conn, channel, size) for size, channel in channels.items()}
+
+
+# -- transitions ----------------------------------------------------------------------------
+
+
 def rate(run_one: Callable[[int], None], workers: int, per_worker: int) -> float:
+    """Operations per second of ``workers`` threads each running ``run_one(index)``."""
     threads = [threading.Thread(target=run_one, args=(i,)) for i in range(workers)]
     start = time.perf_counter()
     for thread in threads:
@@ -163,11 +237,18 @@ def rate(run_one: Callable[[int], None], workers: int, per_worker: int) -> float
     return workers * per_worker / (time.perf_counter() - start)
 
 
-def actae_transitions(store: actae.Store, count: int) -> Callable[[int], None]:
+def actae_transitions(
+    store: actae.Store,
+    count: int,
+    timings: list[float] | None = None,
+    run: actae.RunInfo | None = None,
+) -> Callable[[int], None]:
     def run_one(index: int) -> None:
-        run = store.start_run(f"tps-{uuid.uuid4()}", agent_id="bench", state=STATE)
+        nonlocal run
+        run = run or store.start_run(f"tps-{uuid.uuid4()}", agent_id="bench", state=STATE)
         head = store.head(run.channel_id)
         for n in range(count):
+            start = time.perf_counter()
             head = store.transition(
                 run.channel_id,
                 kind="step",
@@ -177,74 +258,156 @@ def actae_transitions(store: actae.Store, count: int) -> Callable[[int], None]:
                 expected_cursor=head.cursor,
                 operation_id=f"{run.run_id}:{n}",
             )
+            if timings is not None:
+                timings.append((time.perf_counter() - start) * 1000)
 
     return run_one
 
 
-def raw_transitions(raw: RawBaseline, count: int) -> Callable[[int], None]:
+def raw_transitions(
+    raw: RawBaseline, count: int, timings: list[float] | None = None
+) -> Callable[[int], None]:
     def run_one(index: int) -> None:
         with psycopg.connect(raw.dsn, autocommit=True) as conn:
-            raw.transitions(conn, uuid.uuid4(), count)
+            taken = raw.transitions(conn, uuid.uuid4(), count)
+            if timings is not None:
+                timings.extend(taken)
 
     return run_one
 
 
-def postgres(dsn: str) -> dict[str, Any]:
-    schema = f"bench_{uuid.uuid4().hex[:8]}"
-    url = f"{dsn}{'&' if '?' in dsn else '?'}schema={schema}"
-    raw = RawBaseline(dsn, f"{schema}_raw")
+def in_processes(job: Callable[[int], None], workers: int, per_worker: int) -> float:
+    """Operations per second of ``workers`` client processes, each running ``job(index)``.
+
+    Processes, not threads: an agent fleet runs one worker process per core or more, and
+    threads of one Python process would measure the GIL rather than the store. Each process
+    opens its own connection before the clock starts.
+    """
+    context = multiprocessing.get_context("fork")
+    ready = context.Barrier(workers + 1)
+    procs = [context.Process(target=job, args=(index, ready)) for index in range(workers)]
+    for proc in procs:
+        proc.start()
+    ready.wait()
+    start = time.perf_counter()
+    for proc in procs:
+        proc.join()
+        if proc.exitcode != 0:
+            raise RuntimeError(f"a benchmark client process exited with {proc.exitcode}")
+    return workers * per_worker / (time.perf_counter() - start)
+
+
+def actae_process(url: str, count: int) -> Callable[..., None]:
+    def job(index: int, ready: Any) -> None:
+        with actae.open(url) as store:
+            run = store.start_run(f"tps-{uuid.uuid4()}", agent_id="bench", state=STATE)
+            ready.wait()
+            actae_transitions(store, count, run=run)(index)
+
+    return job
+
+
+def raw_process(raw: RawBaseline, count: int) -> Callable[..., None]:
+    def job(index: int, ready: Any) -> None:
+        with psycopg.connect(raw.dsn, autocommit=True) as conn:
+            ready.wait()
+            raw.transitions(conn, uuid.uuid4(), count)
+
+    return job
+
+
+def measure_transitions(
+    dsn: str,
+    one: Callable[[list[float]], Callable[[int], None]],
+    four: Callable[..., None],
+    schema: str,
+) -> dict[str, Any]:
+    """Rate on 1 and 4 connections; latency and client CPU on 1; bytes on disk per write."""
+    (_, single), (workers, per_worker) = TRANSITION_RUNS
+    before = schema_bytes(dsn, schema)
+    timings: list[float] = []
+    cpu = time.process_time()
+    out: dict[str, Any] = {"1": {"per_s": rate(one(timings), 1, single)}}
+    out["cpu_us"] = (time.process_time() - cpu) / single * 1e6
+    out["latency"] = summary(timings)
+    out[str(workers)] = {"per_s": in_processes(four, workers, per_worker)}
+    out["bytes_per_transition"] = (schema_bytes(dsn, schema) - before) / (
+        single + workers * per_worker
+    )
+    return out
+
+
+def postgres(dsn: str, sizes: tuple[int, ...]) -> dict[str, Any]:
+    tag = uuid.uuid4().hex[:8]
+    reads_schema, tps_schema, raw_schema = f"bench_{tag}", f"bench_{tag}_tps", f"bench_{tag}_raw"
+    raw = RawBaseline(dsn, raw_schema)
     try:
-        progress("PostgreSQL: reads on 10 and 10,000 events")
-        reads = read_latencies(url)
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            channel = uuid.uuid4()
-            raw.transitions(conn, channel, 10_000)
-            raw_reads = raw.reads(conn, channel)
-        progress("PostgreSQL: transitions on 1 and 4 connections")
-        with actae.open(url + "&pool_size=4") as store:
-            tps = {
-                str(w): rate(actae_transitions(store, n), w, n) for w, n in ((1, 1500), (4, 750))
-            }
-        raw_tps = {str(w): rate(raw_transitions(raw, n), w, n) for w, n in ((1, 1500), (4, 750))}
-        return {"reads": reads, "raw_reads": raw_reads, "tps": tps, "raw_tps": raw_tps}
+        progress("PostgreSQL: reads by history length")
+        reads = read_latencies(with_schema(dsn, reads_schema), sizes)
+        progress("PostgreSQL: raw reads by history length")
+        raw_reads = raw_read_latencies(raw, sizes)
+        progress("PostgreSQL: transitions on 1 connection and in 4 client processes")
+        tps_url = with_schema(dsn, tps_schema)
+        per_process = TRANSITION_RUNS[1][1]
+        with actae.open(tps_url) as store:  # creates the schema; closed before forking
+            start_rate = partial(actae_transitions, store, TRANSITION_RUNS[0][1])
+            ours = measure_transitions(
+                dsn, start_rate, actae_process(tps_url, per_process), tps_schema
+            )
+        progress("PostgreSQL: raw transitions, the same way")
+        theirs = measure_transitions(
+            dsn,
+            partial(raw_transitions, raw, TRANSITION_RUNS[0][1]),
+            raw_process(raw, per_process),
+            raw_schema,
+        )
+        return {"reads": reads, "raw_reads": raw_reads, "transitions": ours, "raw": theirs}
     finally:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            for name in (schema, f"{schema}_raw"):
-                conn.execute(
-                    sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name))
-                )
+        drop_schemas(dsn, reads_schema, tps_schema, raw_schema)
+
+
+# -- report ---------------------------------------------------------------------------------
+
+
+WHO = {"1": "1 connection", "4": "4 client processes"}
 
 
 def table(results: dict[str, Any]) -> str:
+    sizes = results["sizes"]
+    header = " | ".join(f"{size:,} events" for size in sizes)
     lines = [
-        "| backend | measure | 10 events | 10,000 events | raw psycopg (10,000) | ratio |",
-        "|---|---|---|---|---|---|",
+        f"| backend | read p50 ms | {header} | raw psycopg ({sizes[-1]:,}) | ratio |",
+        "|---|---|" + "---|" * len(sizes) + "---|---|",
     ]
     for backend in ("sqlite", "postgresql"):
         if backend not in results:
             continue
         data = results[backend]
         for measure in ("head", "state_at_head", "state_at_middle", "recover"):
-            small = data["reads"]["10"][measure]["p50_ms"]
-            big = data["reads"]["10000"][measure]["p50_ms"]
-            raw = data.get("raw_reads", {}).get(measure, {}).get("p50_ms")
-            ratio = f"{big / raw:.2f}x raw" if raw else "-"
-            lines.append(
-                f"| {backend} | {measure} p50 ms | {small:.3f} | {big:.3f} | "
-                f"{f'{raw:.3f}' if raw else '-'} | {ratio} |"
-            )
+            ours = [data["reads"][str(size)][measure]["p50_ms"] for size in sizes]
+            raw = data.get("raw_reads", {}).get(str(sizes[-1]), {}).get(measure, {}).get("p50_ms")
+            cells = " | ".join(f"{value:.3f}" for value in ours)
+            raw_cells = f"{raw:.3f} | {ours[-1] / raw:.2f}x raw" if raw else "- | -"
+            lines.append(f"| {backend} | {measure} | {cells} | {raw_cells} |")
     if "postgresql" in results:
-        pg = results["postgresql"]
+        ours, raw = results["postgresql"]["transitions"], results["postgresql"]["raw"]
         lines += [
             "",
-            "| PostgreSQL transitions/s (~2 KB state) | Actae | raw psycopg | ratio |",
+            "| PostgreSQL transition (~2 KB state) | Actae | raw psycopg | ratio |",
             "|---|---|---|---|",
         ]
         for workers in ("1", "4"):
-            ours, raw = pg["tps"][workers], pg["raw_tps"][workers]
+            a, r = ours[workers]["per_s"], raw[workers]["per_s"]
+            lines.append(f"| per second, {WHO[workers]} | {a:,.0f} | {r:,.0f} | {a / r:.0%} |")
+        for key in ("p50_ms", "p99_ms"):
+            a, r = ours["latency"][key], raw["latency"][key]
             lines.append(
-                f"| {workers} connection(s) | {ours:,.0f} | {raw:,.0f} | {ours / raw:.0%} |"
+                f"| latency {key[:3]} ms, 1 connection | {a:.2f} | {r:.2f} | {a / r:.2f}x |"
             )
+        a, r = ours["cpu_us"], raw["cpu_us"]
+        lines.append(f"| client CPU µs per transition | {a:,.0f} | {r:,.0f} | {a / r:.2f}x |")
+        a, r = ours["bytes_per_transition"], raw["bytes_per_transition"]
+        lines.append(f"| bytes on disk per transition | {a:,.0f} | {r:,.0f} | {a / r:.2f}x |")
     return "\n".join(lines)
 
 
@@ -252,16 +415,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dsn", default=DSN)
     parser.add_argument("--sqlite-only", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="channels of 1k and 10k only")
     args = parser.parse_args()
+    sizes = SIZES[:2] if args.quick else SIZES
     results: dict[str, Any] = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.node()} {platform.machine()} {platform.python_version()}",
+        "sizes": list(sizes),
     }
     with tempfile.TemporaryDirectory() as folder:
-        progress("SQLite: reads on 10 and 10,000 events")
-        results["sqlite"] = {"reads": read_latencies(f"sqlite:///{folder}/bench.db")}
+        progress("SQLite: reads by history length")
+        results["sqlite"] = {"reads": read_latencies(f"sqlite:///{folder}/bench.db", sizes)}
     if not args.sqlite_only:
-        results["postgresql"] = postgres(args.dsn)
+        results["postgresql"] = postgres(args.dsn, sizes)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "core.json").write_text(json.dumps(results, indent=2))
     print(f"\nActae core benchmark, {results['date']}, {results['machine']}\n")

@@ -20,7 +20,8 @@ import psycopg
 from psycopg import sql
 
 import actae
-from benchmarks.core import DSN, RESULTS, progress, rate
+from benchmarks.common import DSN, RESULTS, progress
+from benchmarks.core import rate
 
 WORKERS = 4
 CLAIMS_PER_WORKER = 400

@@ -29,7 +29,7 @@ from psycopg import sql
 
 import actae
 from actae.domain.channel import Channel
-from benchmarks.core import DSN, RESULTS, progress
+from benchmarks.common import DSN, RESULTS, progress
 
 BACKLOG = 20_000
 PER_TRANSACTION = 500
