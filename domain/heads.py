@@ -7,6 +7,10 @@ the store for a cursor that is already taken, the store refuses it (the primary 
 ``(channel, cursor)``), and the command re-reads the head before it answers. A guess that
 makes the check *fail* is re-read too, so a stale guess can cost a round trip but never
 changes a result. Queries never use it; they read the store.
+
+It also remembers which channel is each run's main channel, learnt from the ``run_id`` every
+channel event carries. That fact never changes (a run has exactly one channel, opened with
+it), so a remembered answer is always right and also proves that the run exists.
 """
 
 from __future__ import annotations
@@ -25,15 +29,24 @@ class HeadCache:
     def __init__(self, maxsize: int = DEFAULT_MAX_CHANNELS) -> None:
         self._maxsize = maxsize
         self._heads: dict[UUID, Channel.Event] = {}
+        self._channels: dict[UUID, UUID] = {}
         self._lock = threading.Lock()
 
     def get(self, channel_id: UUID) -> Channel.Event | None:
         """The remembered head of ``channel_id``, if any (it may be stale)."""
         return self._heads.get(channel_id)
 
+    def main_channel(self, run_id: UUID) -> UUID | None:
+        """The main channel of ``run_id``, if an event of it was seen."""
+        return self._channels.get(run_id)
+
     def put(self, event: Channel.Event) -> None:
         """Remember ``event`` unless a later event of its channel is already remembered."""
         with self._lock:
+            if event.run_id not in self._channels:
+                if len(self._channels) >= self._maxsize:
+                    del self._channels[next(iter(self._channels))]
+                self._channels[event.run_id] = event.originator_id
             known = self._heads.get(event.originator_id)
             if known is not None and known.originator_version >= event.originator_version:
                 return

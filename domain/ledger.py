@@ -2,9 +2,11 @@
 
 Every verb loads the effect's Operation aggregate, lets it decide (it raises the contract's
 errors: ``LeaseHeldError``, ``FencingError``, ``RetryNotDueError``, ``EffectBlockedError``)
-and saves the decision. Outcomes (claimed, completed, failed, reconciled, abandoned) are also
-recorded on the run's main channel *in the same transaction*, so the channel log shows every
-side effect and its head knows which effects are still open. A save that loses a race is
+and saves the decision. A first claim reads nothing: it registers the effect optimistically,
+the store refuses the write if the key exists, and the next attempt loads it. Outcomes
+(claimed, completed, failed, reconciled, abandoned) are also recorded on the run's main
+channel *in the same transaction*, so the channel log shows every side effect and its head
+knows which effects are still open. A save that loses a race is
 re-decided from the fresh state, so exactly one of many simultaneous claims is granted.
 """
 
@@ -24,6 +26,7 @@ from actae.domain.errors import (
     OperationConflictError,
     ValidationError,
 )
+from actae.domain.heads import HeadCache
 from actae.domain.operation import Operation
 from actae.domain.ports import Clock, Codec
 from actae.domain.reader import StoreReader
@@ -50,6 +53,7 @@ class Ledger:
         *,
         save: Callable[..., object],
         reader: StoreReader,
+        heads: HeadCache,
         clock: Clock,
         codec: Codec,
         draw: Callable[[], float],
@@ -57,6 +61,7 @@ class Ledger:
     ) -> None:
         self._save = save
         self._reader = reader
+        self._heads = heads
         self._clock = clock
         self._codec = codec
         self._draw = draw
@@ -85,9 +90,11 @@ class Ledger:
         policy = self._policy(retry)
         # The policy is not part of the effect's identity: the first claim's policy applies.
         content = fingerprint("effect", str(run), body.checksum)
-        for _ in range(RACE_ATTEMPTS):
+        for attempt in range(RACE_ATTEMPTS):
             now = self._clock()
-            effect = self._load_or_register(key, run, body.value, content, policy)
+            effect = self._load_or_register(
+                key, run, body.value, content, policy, assume_new=attempt == 0
+            )
             if not effect.claim(worker=worker, lease=lease, now=now):
                 return _claim_of(effect, status="completed")
             payload = {
@@ -124,6 +131,7 @@ class Ledger:
             key,
             ("effect.completed", {"token": token, "result": value}, True),
             lambda e, now: e.complete(token=token, result=value, now=now),
+            loaded=effect,
         )
 
     def fail(
@@ -205,11 +213,15 @@ class Ledger:
         effect_key: str,
         note: tuple[str, dict[str, Any], bool] | None,
         decide: Callable[[Operation, Any], None],
+        loaded: Operation | None = None,
     ) -> EffectInfo:
-        """Load, decide, save; re-decide from fresh state if the save lost a race."""
+        """Load, decide, save; re-decide from fresh state if the save lost a race.
+
+        ``loaded`` is the effect as the caller just read it, used for the first attempt.
+        """
         key = require_text("effect_key", effect_key)
         for _ in range(RACE_ATTEMPTS):
-            effect = self._effect(key)
+            effect, loaded = loaded or self._effect(key), None
             now = self._clock()
             decide(effect, now)
             kind, payload, settled = note or ("", {}, False)
@@ -231,7 +243,8 @@ class Ledger:
         """Save the effect's new events (and the channel note); ``False`` if a race was lost."""
         pending: list[Any] = [effect]
         if on_channel:
-            channel = Channel.from_head(self._reader.head_event(effect.channel_id))
+            guess = self._heads.get(effect.channel_id)
+            channel = Channel.from_head(guess or self._reader.head_event(effect.channel_id))
             event = effect.pending_events[-1]
             channel.note_effect(
                 kind=kind,
@@ -244,6 +257,8 @@ class Ledger:
         try:
             self._save(*pending)
         except IntegrityError:
+            if on_channel:  # the channel may have moved: the next attempt needs its true head
+                self._heads.put(self._reader.head_event(effect.channel_id))
             return False
         return True
 
@@ -254,15 +269,29 @@ class Ledger:
         return effect
 
     def _load_or_register(
-        self, key: str, run_id: UUID, request: dict[str, Any], content: str, policy: RetryPolicy
+        self,
+        key: str,
+        run_id: UUID,
+        request: dict[str, Any],
+        content: str,
+        policy: RetryPolicy,
+        *,
+        assume_new: bool,
     ) -> Operation:
-        effect = self._reader.operation(key)
+        """The effect as stored, or a new registration.
+
+        ``assume_new`` skips the lookup: a key that exists makes the save fail, and the next
+        attempt looks it up.
+        """
+        effect = None if assume_new else self._reader.operation(key)
         if effect is None:
-            run = self._reader.run_aggregate(run_id)
+            channel_id = self._heads.main_channel(run_id)
+            if channel_id is None:
+                channel_id = self._reader.run_aggregate(run_id).channel_id
             return Operation.register(
                 effect_key=key,
                 run_id=run_id,
-                channel_id=run.channel_id,
+                channel_id=channel_id,
                 request=request,
                 fingerprint=content,
                 policy=policy,

@@ -94,6 +94,7 @@ class ActaeService(ForkCommands, Application[UUID]):
         self.ledger = Ledger(
             save=lambda *aggregates: self.save(*aggregates),  # noqa: PLW0108 - late-bound
             reader=self.reader,
+            heads=self.heads,
             clock=clock,
             codec=codec,
             draw=draw,
@@ -101,12 +102,12 @@ class ActaeService(ForkCommands, Application[UUID]):
         )
 
     def save(self, *objs: Any, **kwargs: Any) -> Any:
-        """Save aggregates' pending events in one transaction, then wake this process's
-        subscribers (they re-read the store).
+        """Save aggregates' events in one transaction, then wake this process's subscribers.
 
-        eventsourcing's ``Application.save`` tells aggregates from events with runtime
-        protocol checks (~20 µs each, a tenth of a transition's client time); every object
-        saved here is one of our aggregates, so this collects their events directly.
+        Subscribers re-read the store. eventsourcing's ``Application.save`` tells aggregates
+        from events with runtime protocol checks (~20 µs each, a tenth of a transition's
+        client time); every object saved here is one of our aggregates, so this collects
+        their events directly.
         Snapshotting is not configured, so there are no snapshots to take.
         """
         processing: ProcessingEvent[UUID] = ProcessingEvent()

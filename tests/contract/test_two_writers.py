@@ -1,0 +1,118 @@
+"""Contract: two stores on one database, each with its own remembered channel heads.
+
+A command trusts the head its process last saw instead of reading it (``domain/heads.py``).
+These tests make that memory stale on purpose, by writing through a second store (another
+process, as far as the first can tell), and check that no answer changes: a stale head
+costs a re-read, never a wrong result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import actae
+
+SHARED_BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(params=SHARED_BACKENDS)
+def two_stores(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[actae.Store, actae.Store]]:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'shared.db'}"
+    else:
+        url = request.getfixturevalue("pg_url")
+    with actae.open(url) as first, actae.open(url) as second:
+        yield first, second
+
+
+def step(
+    store: actae.Store,
+    channel_id: object,
+    head: actae.Receipt | actae.RunInfo,
+    n: int,
+    **extra: object,
+) -> actae.Receipt:
+    return store.transition(
+        channel_id,  # type: ignore[arg-type]
+        kind="step",
+        payload={"n": n},
+        state={"n": n},
+        expected_version=head.state_version,
+        expected_cursor=head.cursor,
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def test_a_stale_memory_does_not_refuse_a_caller_who_saw_the_true_head(
+    two_stores: tuple[actae.Store, actae.Store],
+) -> None:
+    a, b = two_stores
+    run = a.start_run("w", agent_id="x", state={"n": 0})
+    mine = step(a, run.channel_id, run, 1)  # a remembers cursor 2
+    theirs = step(b, run.channel_id, mine, 2)  # the channel moves to 3 behind a's back
+    after = step(a, run.channel_id, theirs, 3)
+    assert (after.cursor, after.state_version) == (4, 4)
+    assert [e.cursor for e in a.events(run.channel_id)] == [1, 2, 3, 4]
+
+
+def test_a_stale_memory_and_a_stale_caller_get_the_true_conflict(
+    two_stores: tuple[actae.Store, actae.Store],
+) -> None:
+    a, b = two_stores
+    run = a.start_run("w", agent_id="x", state={"n": 0})
+    mine = step(a, run.channel_id, run, 1)
+    step(b, run.channel_id, mine, 2)
+    with pytest.raises(actae.ConflictError) as caught:
+        step(a, run.channel_id, mine, 3)  # a and its caller both believe cursor 2
+    assert (caught.value.actual_cursor, caught.value.actual_version) == (3, 3)
+    assert a.head(run.channel_id).cursor == 3  # nothing was written
+
+
+def test_a_repeat_of_an_operation_the_other_store_ran_is_a_replay(
+    two_stores: tuple[actae.Store, actae.Store],
+) -> None:
+    a, b = two_stores
+    run = a.start_run("w", agent_id="x", state={"n": 0})
+    first = step(a, run.channel_id, run, 1)  # a remembers cursor 2
+    original = step(b, run.channel_id, first, 2, operation_id="op-2")
+    replay = step(a, run.channel_id, first, 2, operation_id="op-2")
+    assert replay.replayed and (replay.cursor, replay.state_version) == (
+        original.cursor,
+        original.state_version,
+    )
+    with pytest.raises(actae.OperationConflictError):
+        step(a, run.channel_id, original, 99, operation_id="op-2")
+    assert a.head(run.channel_id).cursor == 3
+
+
+def test_a_claim_notes_the_effect_at_the_true_head(
+    two_stores: tuple[actae.Store, actae.Store],
+) -> None:
+    a, b = two_stores
+    run = a.start_run("w", agent_id="x", state={"n": 0})
+    mine = step(a, run.channel_id, run, 1)
+    step(b, run.channel_id, mine, 2)  # a still remembers cursor 2
+    claim = a.claim("charge", run_id=run.run_id, worker="w1", lease=30.0, request={"n": 1})
+    assert claim.status == "granted"
+    events = a.events(run.channel_id)
+    assert [e.cursor for e in events] == [1, 2, 3, 4]
+    assert events[-1].kind == "effect.claimed"
+    assert [e.effect_key for e in a.recover(run.channel_id).outstanding] == ["charge"]
+
+
+def test_a_first_claim_of_a_key_the_other_store_holds_is_refused(
+    two_stores: tuple[actae.Store, actae.Store],
+) -> None:
+    a, b = two_stores
+    run = a.start_run("w", agent_id="x", state={"n": 0})
+    held = b.claim("charge", run_id=run.run_id, worker="w2", lease=30.0, request={"n": 1})
+    with pytest.raises(actae.LeaseHeldError):
+        a.claim("charge", run_id=run.run_id, worker="w1", lease=30.0, request={"n": 1})
+    assert a.effect("charge").token == held.token
+    with pytest.raises(actae.OperationConflictError):
+        a.claim("charge", run_id=run.run_id, worker="w1", lease=30.0, request={"n": 2})
