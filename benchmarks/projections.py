@@ -128,13 +128,155 @@ def raw_catch_up(dsn: str) -> float:
     return BACKLOG / elapsed
 
 
+def lag(seconds: list[float]) -> dict[str, float]:
+    """p50 and p99 of lags, in milliseconds (NaN when nothing arrived)."""
+    if not seconds:
+        return {"p50": float("nan"), "p99": float("nan")}
+    return {"p50": percentile(seconds, 0.5) * 1000, "p99": percentile(seconds, 0.99) * 1000}
+
+
+Key = tuple[uuid.UUID, int]
+"""(channel, cursor) of one written event."""
+
+
+def lags_ms(written: dict[Key, float], seen: dict[Key, float]) -> list[float]:
+    """Lag of every written event that was seen, from its write returning to being seen.
+
+    Matched after the run, so an event seen before its writer's call had even returned (a
+    follower can be that fast) counts as lag 0 instead of being dropped.
+    """
+    return [max(0.0, seen[key] - at) for key, at in written.items() if key in seen]
+
+
+def gaps_or_reorders(arrivals: list[Key]) -> int:
+    """Events that did not arrive one cursor after the previous one of their channel."""
+    last: dict[uuid.UUID, int] = {}
+    wrong = 0
+    for channel, cursor in arrivals:
+        if channel in last and cursor != last[channel] + 1:
+            wrong += 1
+        last[channel] = cursor
+    return wrong
+
+
+class RawLive:
+    """The live run with plain psycopg, in its own schema.
+
+    Writers INSERT and NOTIFY in one statement; a follower LISTENs, reads new rows in
+    position order (subscription lag), then upserts one head per channel and its tracking
+    position in one transaction (projection lag).
+    """
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.schema = f"bench_rawlive_{uuid.uuid4().hex[:8]}"
+        self.channel_name = f"{self.schema}_events"
+        self.written: dict[Key, float] = {}
+        self.projected: dict[Key, float] = {}
+        self.delivered: dict[Key, float] = {}
+        self.stop = threading.Event()
+        self.listening = threading.Event()
+        ident = sql.Identifier(self.schema)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE SCHEMA {}").format(ident))
+            for ddl in (
+                "CREATE TABLE {}.events (id bigserial PRIMARY KEY, channel uuid, "
+                "cursor bigint, state jsonb)",
+                "CREATE TABLE {}.heads (channel uuid PRIMARY KEY, cursor bigint)",
+                "CREATE TABLE {}.tracking (position bigint)",
+                "INSERT INTO {}.tracking VALUES (0)",
+            ):
+                conn.execute(sql.SQL(ddl).format(ident))
+
+    def follow(self) -> None:
+        """Read, project and track every new row until stopped."""
+        ident = sql.Identifier(self.schema)
+        select = sql.SQL(
+            "SELECT id, channel, cursor FROM {}.events WHERE id > %s ORDER BY id LIMIT 2000"
+        ).format(ident)
+        upsert = sql.SQL(
+            "INSERT INTO {}.heads VALUES (%s, %s) ON CONFLICT (channel) "
+            "DO UPDATE SET cursor = excluded.cursor"
+        ).format(ident)
+        track = sql.SQL("UPDATE {}.tracking SET position = %s").format(ident)
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel_name)))
+            self.listening.set()
+            position = 0
+            while not self.stop.is_set():
+                rows = conn.execute(select, (position,)).fetchall()
+                if not rows:
+                    for _ in conn.notifies(timeout=0.2, stop_after=1):
+                        pass
+                    continue
+                seen = time.time()
+                with conn.transaction(), conn.cursor() as cursor:
+                    cursor.executemany(upsert, list({r[1]: r[2] for r in rows}.items()))
+                    cursor.execute(track, (rows[-1][0],))
+                done = time.time()
+                for _, channel, cursor_ in rows:
+                    self.delivered[(channel, cursor_)] = seen
+                    self.projected[(channel, cursor_)] = done
+                position = rows[-1][0]
+
+    def write(self, channel: uuid.UUID) -> None:
+        """Insert at this writer's share of ``LIVE_RATE`` for ``LIVE_SECONDS``."""
+        insert = sql.SQL(
+            "WITH i AS (INSERT INTO {}.events (channel, cursor, state) VALUES (%s, %s, %s) "
+            "RETURNING id) SELECT id, pg_notify(%s, '') FROM i"
+        ).format(sql.Identifier(self.schema))
+        interval = WRITERS / LIVE_RATE
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            next_at = time.perf_counter()
+            deadline = next_at + LIVE_SECONDS
+            cursor = 0
+            while next_at < deadline:
+                time.sleep(max(0.0, next_at - time.perf_counter()))  # pacing the load
+                cursor += 1
+                conn.execute(insert, (channel, cursor, '{"n": 1}', self.channel_name)).fetchall()
+                self.written[(channel, cursor)] = time.time()
+                next_at += interval
+
+    def run(self) -> dict[str, Any]:
+        """The whole live run; drops the schema afterwards."""
+        follower = threading.Thread(target=self.follow, daemon=True)
+        follower.start()
+        self.listening.wait()
+        writers = [
+            threading.Thread(target=self.write, args=(uuid.uuid4(),)) for _ in range(WRITERS)
+        ]
+        start = time.perf_counter()
+        for writer in writers:
+            writer.start()
+        for writer in writers:
+            writer.join()
+        achieved = len(self.written) / (time.perf_counter() - start)
+        deadline = time.monotonic() + 10
+        while not self.written.keys() <= self.projected.keys() and time.monotonic() < deadline:
+            time.sleep(0.01)  # let the follower drain, bounded
+        self.stop.set()
+        follower.join()
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(self.schema)))
+        return {
+            "write_rate": achieved,
+            "projection_lag_ms": lag(lags_ms(self.written, self.projected)),
+            "subscription_lag_ms": lag(lags_ms(self.written, self.delivered)),
+            "samples": len(self.written),
+            "delivered": len(self.written.keys() & self.delivered.keys()),
+        }
+
+
 def live_lag(url: str) -> dict[str, Any]:
+    """Writers at ``LIVE_RATE``; the projector in its own process and a subscription follow."""
     with actae.open(url) as store:
         runs = [store.start_run(f"live-{i}", agent_id="a", state={"n": 0}) for i in range(WRITERS)]
         store.projector(batch_size=2000).catch_up()
-        written: dict[tuple[Any, int], float] = {}
-        projected: list[float] = []
-        delivered: list[float] = []
+        channels = {run.channel_id for run in runs}
+        written: dict[Key, float] = {}
+        projected: dict[Key, float] = {}
+        delivered: dict[Key, float] = {}
+        arrivals: list[Key] = []
         worker = subprocess.Popen(  # the projector in its own process, as in production
             [sys.executable, "-m", "benchmarks.projections", "--projector-worker", url],
             stdout=subprocess.PIPE,
@@ -147,9 +289,7 @@ def live_lag(url: str) -> dict[str, Any]:
             assert worker.stdout is not None
             for line in worker.stdout:
                 channel, cursor, at = line.split()
-                started = written.get((uuid.UUID(channel), int(cursor)))
-                if started is not None:
-                    projected.append(float(at) - started)
+                projected.setdefault((uuid.UUID(channel), int(cursor)), float(at))
 
         reader = threading.Thread(target=read_projected, daemon=True)
         reader.start()
@@ -157,9 +297,10 @@ def live_lag(url: str) -> dict[str, Any]:
 
         def follow() -> None:
             for event in subscription:
-                at = written.get((event.channel_id, event.cursor))
-                if at is not None:
-                    delivered.append(time.time() - at)
+                if event.channel_id in channels:
+                    key = (event.channel_id, event.cursor)
+                    delivered.setdefault(key, time.time())
+                    arrivals.append(key)
 
         follower = threading.Thread(target=follow, daemon=True)
         follower.start()
@@ -190,24 +331,20 @@ def live_lag(url: str) -> dict[str, Any]:
             writer.join()
         achieved = len(written) / (time.perf_counter() - start)
         deadline = time.monotonic() + 10
-        while (len(projected) < len(written) or len(delivered) < len(written)) and (
-            time.monotonic() < deadline
-        ):
+        while not (written.keys() <= projected.keys() and written.keys() <= delivered.keys()):
+            if time.monotonic() > deadline:
+                break
             time.sleep(0.01)  # let the readers drain, bounded
         worker.terminate()
         worker.wait()
         subscription.close()
     return {
         "write_rate": achieved,
-        "projection_lag_ms": {
-            "p50": percentile(projected, 0.5) * 1000,
-            "p99": percentile(projected, 0.99) * 1000,
-        },
-        "subscription_lag_ms": {
-            "p50": percentile(delivered, 0.5) * 1000,
-            "p99": percentile(delivered, 0.99) * 1000,
-        },
+        "projection_lag_ms": lag(lags_ms(written, projected)),
+        "subscription_lag_ms": lag(lags_ms(written, delivered)),
         "samples": len(written),
+        "delivered": len(written.keys() & delivered.keys()),
+        "gaps_or_reorders": gaps_or_reorders(arrivals),
     }
 
 
@@ -227,6 +364,43 @@ def projector_worker(url: str) -> None:
         signal.signal(signal.SIGTERM, lambda *_: projector.request_stop())
         print("ready", flush=True)
         projector.run()
+
+
+def table(results: dict[str, Any]) -> str:
+    """Markdown: catch-up, live lags and delivery, Actae beside raw psycopg."""
+    lines = ["| backend | measure | Actae | raw psycopg | ratio |", "|---|---|---|---|---|"]
+    for backend in ("sqlite", "postgresql"):
+        if backend not in results:
+            continue
+        data = results[backend]
+        ours, raw = data["catch_up_per_s"], data.get("raw_catch_up_per_s")
+        lines.append(
+            f"| {backend} | projection catch-up, events/s | {ours:,.0f} | "
+            + (f"{raw:,.0f} | {ours / raw:.0%} |" if raw else "- | - |")
+        )
+        live, raw_live = data["live"], data.get("raw_live")
+        rate = f"at {live['write_rate']:,.0f} transitions/s, {WRITERS} writers"
+        for name, key in (
+            ("projection", "projection_lag_ms"),
+            ("subscription", "subscription_lag_ms"),
+        ):
+            for q in ("p50", "p99"):
+                a = live[key][q]
+                r = raw_live[key][q] if raw_live else None
+                lines.append(
+                    f"| {backend} | live {name} lag {q} ms {rate} | {a:.1f} | "
+                    + (f"{r:.1f} | {a / r:.1f}x |" if r else "- | - |")
+                )
+        lines.append(
+            f"| {backend} | subscription: delivered of written, gaps or reorders | "
+            f"{live['delivered']:,} of {live['samples']:,}, {live['gaps_or_reorders']} | "
+            + (
+                f"{raw_live['delivered']:,} of {raw_live['samples']:,} | - |"
+                if raw_live
+                else "- | - |"
+            )
+        )
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -255,6 +429,8 @@ def main() -> None:
             }
             progress("PostgreSQL: live lag")
             results["postgresql"]["live"] = live_lag(url + "b")
+            progress("PostgreSQL: raw live lag")
+            results["postgresql"]["raw_live"] = RawLive(args.dsn).run()
         finally:
             with psycopg.connect(args.dsn, autocommit=True) as conn:
                 for name in (schema + "a", schema + "b"):
@@ -264,23 +440,7 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "projections.json").write_text(json.dumps(results, indent=2))
     print(f"\nActae read-side benchmark, {results['date']}\n")
-    print(
-        "| backend | catch-up events/s | raw psycopg | ratio | write rate/s | projection lag "
-        "p50 / p99 ms | subscription lag p50 / p99 ms |"
-    )
-    print("|---|---|---|---|---|---|---|")
-    for backend in ("sqlite", "postgresql"):
-        if backend not in results:
-            continue
-        data, live = results[backend], results[backend]["live"]
-        ours, raw = data["catch_up_per_s"], data.get("raw_catch_up_per_s")
-        raw_text, ratio = (f"{raw:,.0f}", f"{ours / raw:.0%}") if raw else ("-", "-")
-        print(
-            f"| {backend} | {ours:,.0f} | {raw_text} | {ratio} | "
-            f"{live['write_rate']:,.0f} | {live['projection_lag_ms']['p50']:.1f} / "
-            f"{live['projection_lag_ms']['p99']:.1f} | {live['subscription_lag_ms']['p50']:.1f}"
-            f" / {live['subscription_lag_ms']['p99']:.1f} |"
-        )
+    print(table(results))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,207 @@
+"""Peers benchmark: one durable step in Actae, LangGraph and DBOS, on the same PostgreSQL.
+
+Each system records the same ~2 KB state once per step, one client, one connection, with
+the server's default durability (``synchronous_commit = on``) for all:
+
+* **Actae**: ``store.transition`` (event + state version + operation record, one statement).
+* **LangGraph**: ``PostgresSaver.put`` (langgraph-checkpoint-postgres) of a checkpoint whose
+  channel value is the state; the saver upserts a blob and a checkpoint row per put.
+* **DBOS**: a ``@DBOS.step`` inside a ``@DBOS.workflow`` returning the state; DBOS records
+  every step's output in its system database before the workflow goes on.
+* **raw psycopg**: one ``INSERT`` of the state with a unique key (the floor).
+
+Peers are optional: ``pip install -e '.[bench]'`` (``make bench`` does). A peer that is not
+installed is reported as such, not measured. Run ``python -m benchmarks.peers [--dsn DSN]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+import actae
+from benchmarks.common import DSN, RESULTS, drop_schemas, progress, with_schema
+from benchmarks.core import STATE, RawBaseline, summary
+
+STEPS = 1000
+WARMUP = 50
+
+
+def timed(step: Callable[[int], object], count: int = STEPS) -> dict[str, Any]:
+    """Steps per second and latency of ``count`` sequential calls, after a warm-up."""
+    for n in range(WARMUP):
+        step(-1 - n)
+    timings = []
+    start = time.perf_counter()
+    for n in range(count):
+        began = time.perf_counter()
+        step(n)
+        timings.append((time.perf_counter() - began) * 1000)
+    return {"per_s": count / (time.perf_counter() - start), **summary(timings)}
+
+
+def actae_steps(dsn: str) -> dict[str, Any]:
+    schema = f"bench_peer_{uuid.uuid4().hex[:8]}"
+    try:
+        with actae.open(with_schema(dsn, schema)) as store:
+            run = store.start_run("peer", agent_id="bench", state=STATE)
+            head: Any = run
+
+            def step(n: int) -> object:
+                nonlocal head
+                head = store.transition(
+                    run.channel_id,
+                    kind="step",
+                    payload={"n": n},
+                    state={**STATE, "step": n},
+                    expected_version=head.state_version,
+                    expected_cursor=head.cursor,
+                    operation_id=f"{run.run_id}:{n}",
+                )
+                return head
+
+            return timed(step)
+    finally:
+        drop_schemas(dsn, schema)
+
+
+def raw_steps(dsn: str) -> dict[str, Any]:
+    schema = f"bench_peer_raw_{uuid.uuid4().hex[:8]}"
+    raw = RawBaseline(dsn, schema)
+    insert = sql.SQL("INSERT INTO {} VALUES (%s, %s, %s, %s, %s, %s, %s, %s)").format(raw.table())
+    channel = uuid.uuid4()
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+
+            def step(n: int) -> object:
+                state = json.dumps({**STATE, "step": n})
+                key = f"{channel}:{n}"
+                return conn.execute(insert, (channel, n, n, n, "step", "{}", state, key))
+
+            return timed(step)
+    finally:
+        drop_schemas(dsn, schema)
+
+
+def langgraph_steps(dsn: str) -> dict[str, Any]:
+    from langgraph.checkpoint.base import empty_checkpoint  # noqa: PLC0415 - optional peer
+    from langgraph.checkpoint.postgres import PostgresSaver  # noqa: PLC0415 - optional peer
+
+    schema = f"bench_peer_lg_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    params = psycopg.conninfo.conninfo_to_dict(dsn)
+    conninfo = psycopg.conninfo.make_conninfo("", **params, options=f"-c search_path={schema}")
+    try:
+        with PostgresSaver.from_conn_string(conninfo) as saver:
+            saver.setup()
+            config: Any = {"configurable": {"thread_id": str(uuid.uuid4()), "checkpoint_ns": ""}}
+
+            def step(n: int) -> object:
+                nonlocal config
+                checkpoint = empty_checkpoint()
+                checkpoint["channel_values"] = {"state": {**STATE, "step": n}}
+                checkpoint["channel_versions"] = {"state": n + WARMUP + 1}
+                config = saver.put(
+                    config, checkpoint, {"source": "loop", "step": n}, {"state": n + WARMUP + 1}
+                )
+                return config
+
+            return timed(step)
+    finally:
+        drop_schemas(dsn, schema)
+
+
+def dbos_steps(dsn: str) -> dict[str, Any]:
+    from dbos import DBOS  # noqa: PLC0415 - optional peer
+
+    database = f"bench_dbos_{uuid.uuid4().hex[:8]}"
+    base = dsn.rsplit("/", 1)[0]
+    DBOS(config={"name": "actae-bench", "system_database_url": f"{base}/{database}"})
+
+    @DBOS.step()
+    def step(n: int) -> dict[str, Any]:
+        return {**STATE, "step": n}
+
+    timings: list[float] = []
+
+    @DBOS.workflow()
+    def workflow(count: int) -> None:
+        for n in range(count):
+            began = time.perf_counter()
+            step(n)
+            timings.append((time.perf_counter() - began) * 1000)
+
+    try:
+        DBOS.launch()
+        workflow(WARMUP)
+        timings.clear()
+        start = time.perf_counter()
+        workflow(STEPS)
+        elapsed = time.perf_counter() - start
+        return {"per_s": STEPS / elapsed, **summary(timings)}
+    finally:
+        DBOS.destroy(destroy_registry=True)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database))
+            )
+
+
+PEERS: dict[str, Callable[[str], dict[str, Any]]] = {
+    "Actae transition": actae_steps,
+    "LangGraph PostgresSaver.put": langgraph_steps,
+    "DBOS step": dbos_steps,
+    "raw psycopg INSERT": raw_steps,
+}
+
+
+def table(results: dict[str, Any]) -> str:
+    raw = results["peers"]["raw psycopg INSERT"]
+    lines = [
+        "| one durable step, ~2 KB state, 1 connection | steps/s | p50 ms | p99 ms "
+        "| vs raw | vs Actae |",
+        "|---|---|---|---|---|---|",
+    ]
+    ours = results["peers"]["Actae transition"]
+    for name, data in results["peers"].items():
+        if "missing" in data:
+            lines.append(f"| {name} | not installed: {data['missing']} | | | | |")
+            continue
+        lines.append(
+            f"| {name} | {data['per_s']:,.0f} | {data['p50_ms']:.2f} | {data['p99_ms']:.2f} | "
+            f"{data['per_s'] / raw['per_s']:.0%} | {data['per_s'] / ours['per_s']:.2f}x |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--dsn", default=DSN)
+    args = parser.parse_args()
+    os.environ.setdefault("DBOS__VMID", "actae-bench")
+    results: dict[str, Any] = {"date": datetime.now(UTC).isoformat(timespec="seconds")}
+    results["peers"] = {}
+    for name, measure in PEERS.items():
+        progress(f"{name}: {STEPS} steps")
+        try:
+            results["peers"][name] = measure(args.dsn)
+        except ImportError as missing:
+            results["peers"][name] = {"missing": str(missing.name)}
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "peers.json").write_text(json.dumps(results, indent=2))
+    print(f"\nActae peers benchmark, {results['date']}, PostgreSQL\n")
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()
