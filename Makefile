@@ -41,10 +41,18 @@ unit: setup
 
 test: lint typecheck layers unit
 
-bench: setup
+# The peers (LangGraph, DBOS) are an optional extra, installed on first use.
+BENCH_STAMP := $(VENV)/.bench-stamp
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
 	$(BIN)/python -m benchmarks.core
 	$(BIN)/python -m benchmarks.ledger
 	$(BIN)/python -m benchmarks.projections
+	$(BIN)/python -m benchmarks.peers
+	$(BIN)/python -m benchmarks.report
 
 clean:
 	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -244,19 +244,18 @@ def actae_transitions(
     run: actae.RunInfo | None = None,
 ) -> Callable[[int], None]:
     def run_one(index: int) -> None:
-        nonlocal run
-        run = run or store.start_run(f"tps-{uuid.uuid4()}", agent_id="bench", state=STATE)
-        head = store.head(run.channel_id)
+        mine = run or store.start_run(f"tps-{uuid.uuid4()}", agent_id="bench", state=STATE)
+        head = store.head(mine.channel_id)
         for n in range(count):
             start = time.perf_counter()
             head = store.transition(
-                run.channel_id,
+                mine.channel_id,
                 kind="step",
                 payload={"n": n},
                 state={**STATE, "step": n},
                 expected_version=head.state_version,
                 expected_cursor=head.cursor,
-                operation_id=f"{run.run_id}:{n}",
+                operation_id=f"{mine.run_id}:{n}",
             )
             if timings is not None:
                 timings.append((time.perf_counter() - start) * 1000)

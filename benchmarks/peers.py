@@ -5,7 +5,9 @@ the server's default durability (``synchronous_commit = on``) for all:
 
 * **Actae**: ``store.transition`` (event + state version + operation record, one statement).
 * **LangGraph**: ``PostgresSaver.put`` (langgraph-checkpoint-postgres) of a checkpoint whose
-  channel value is the state; the saver upserts a blob and a checkpoint row per put.
+  channel value is the state; the saver upserts a blob and a checkpoint row per put, as two
+  autocommitted statements in one pipeline. A second row adds ``put_writes`` of the node's
+  output first, which is what one superstep with one node saves under sync durability.
 * **DBOS**: a ``@DBOS.step`` inside a ``@DBOS.workflow`` returning the state; DBOS records
   every step's output in its system database before the workflow goes on.
 * **raw psycopg**: one ``INSERT`` of the state with a unique key (the floor).
@@ -23,6 +25,7 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import psycopg
@@ -92,9 +95,9 @@ def raw_steps(dsn: str) -> dict[str, Any]:
         drop_schemas(dsn, schema)
 
 
-def langgraph_steps(dsn: str) -> dict[str, Any]:
-    from langgraph.checkpoint.base import empty_checkpoint  # noqa: PLC0415 - optional peer
-    from langgraph.checkpoint.postgres import PostgresSaver  # noqa: PLC0415 - optional peer
+def langgraph_steps(dsn: str, *, with_writes: bool = False) -> dict[str, Any]:
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.postgres import PostgresSaver
 
     schema = f"bench_peer_lg_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -105,11 +108,15 @@ def langgraph_steps(dsn: str) -> dict[str, Any]:
         with PostgresSaver.from_conn_string(conninfo) as saver:
             saver.setup()
             config: Any = {"configurable": {"thread_id": str(uuid.uuid4()), "checkpoint_ns": ""}}
+            config = saver.put(config, empty_checkpoint(), {"source": "input", "step": -1}, {})
 
             def step(n: int) -> object:
                 nonlocal config
+                state = {**STATE, "step": n}
+                if with_writes:  # the node's output, saved as the task finishes
+                    saver.put_writes(config, [("state", state)], task_id=str(uuid.uuid4()))
                 checkpoint = empty_checkpoint()
-                checkpoint["channel_values"] = {"state": {**STATE, "step": n}}
+                checkpoint["channel_values"] = {"state": state}
                 checkpoint["channel_versions"] = {"state": n + WARMUP + 1}
                 config = saver.put(
                     config, checkpoint, {"source": "loop", "step": n}, {"state": n + WARMUP + 1}
@@ -122,7 +129,7 @@ def langgraph_steps(dsn: str) -> dict[str, Any]:
 
 
 def dbos_steps(dsn: str) -> dict[str, Any]:
-    from dbos import DBOS  # noqa: PLC0415 - optional peer
+    from dbos import DBOS
 
     database = f"bench_dbos_{uuid.uuid4().hex[:8]}"
     base = dsn.rsplit("/", 1)[0]
@@ -160,6 +167,7 @@ def dbos_steps(dsn: str) -> dict[str, Any]:
 PEERS: dict[str, Callable[[str], dict[str, Any]]] = {
     "Actae transition": actae_steps,
     "LangGraph PostgresSaver.put": langgraph_steps,
+    "LangGraph put_writes + put (one superstep)": partial(langgraph_steps, with_writes=True),
     "DBOS step": dbos_steps,
     "raw psycopg INSERT": raw_steps,
 }

@@ -1,0 +1,165 @@
+"""One summary of every benchmark, with the DESIGN.md §6 targets beside the figures.
+
+``make bench`` runs the four benchmarks (each writes ``benchmarks/results/<name>.json`` and
+prints its full tables), then this module, which prints the summary and writes it to
+``benchmarks/results/summary.md``. ``python -m benchmarks.report --readme`` also replaces the
+block between the ``bench:start``/``bench:end`` markers in README.md with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import RESULTS
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+
+
+def load(name: str) -> dict[str, Any]:
+    path = RESULTS / f"{name}.json"
+    if not path.exists():
+        raise SystemExit(f"{path} is missing: run `make bench` first")
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "**missed**"
+
+
+def summary() -> str:
+    core, ledger, proj, peers = load("core"), load("ledger"), load("projections"), load("peers")
+    pg = core["postgresql"]
+    ours, raw = pg["transitions"], pg["raw"]
+    sizes = [str(size) for size in core["sizes"]]
+    rows: list[tuple[str, str, str, str, str]] = []
+
+    def add(measure: str, actae: str, baseline: str, ratio: str, target: str) -> None:
+        rows.append((measure, actae, baseline, ratio, target))
+
+    for workers, goal, who in (("1", 0.80, "1 connection"), ("4", 0.75, "4 client processes")):
+        a, r = ours[workers]["per_s"], raw[workers]["per_s"]
+        add(
+            f"transitions/s, ~2 KB state, {who}",
+            f"{a:,.0f}",
+            f"{r:,.0f}",
+            f"{a / r:.0%}",
+            f"≥ {goal:.0%}: {verdict(a / r >= goal)}",
+        )
+    add(
+        "transition p50 / p99 ms, 1 connection",
+        f"{ours['latency']['p50_ms']:.2f} / {ours['latency']['p99_ms']:.2f}",
+        f"{raw['latency']['p50_ms']:.2f} / {raw['latency']['p99_ms']:.2f}",
+        f"{ours['latency']['p50_ms'] / raw['latency']['p50_ms']:.2f}x",
+        "",
+    )
+    add(
+        "client CPU µs per transition",
+        f"{ours['cpu_us']:,.0f}",
+        f"{raw['cpu_us']:,.0f}",
+        f"{ours['cpu_us'] / raw['cpu_us']:.2f}x",
+        "",
+    )
+    add(
+        "bytes on disk per transition",
+        f"{ours['bytes_per_transition']:,.0f}",
+        f"{raw['bytes_per_transition']:,.0f}",
+        f"{ours['bytes_per_transition'] / raw['bytes_per_transition']:.2f}x",
+        "",
+    )
+    for measure in ("state_at_middle", "recover"):
+        values = [pg["reads"][size][measure]["p50_ms"] for size in sizes]
+        base = pg["raw_reads"][sizes[-1]][measure]["p50_ms"]
+        flat = max(values) <= 1.5 * min(values)
+        add(
+            f"{measure} p50 ms at {' / '.join(f'{int(s):,}' for s in sizes)} events",
+            " / ".join(f"{v:.2f}" for v in values),
+            f"{base:.2f}",
+            f"{values[-1] / base:.2f}x",
+            f"flat, ≤ 2.5x: {verdict(flat and values[-1] / base <= 2.5)}",
+        )
+    catch, raw_catch = (
+        proj["postgresql"]["catch_up_per_s"],
+        proj["postgresql"]["raw_catch_up_per_s"],
+    )
+    add(
+        "projection catch-up, events/s",
+        f"{catch:,.0f}",
+        f"{raw_catch:,.0f}",
+        f"{catch / raw_catch:.0%}",
+        f"≥ 20,000: {verdict(catch >= 20_000)}",
+    )
+    live, raw_live = proj["postgresql"]["live"], proj["postgresql"]["raw_live"]
+    for name, key, goal in (
+        ("projection", "projection_lag_ms", 20.0),
+        ("subscription", "subscription_lag_ms", None),
+    ):
+        a, r = live[key]["p99"], raw_live[key]["p99"]
+        add(
+            f"live {name} lag p99 ms at {live['write_rate']:,.0f} transitions/s",
+            f"{a:.1f}",
+            f"{r:.1f}",
+            f"{a / r:.1f}x",
+            f"≤ {goal:.0f} ms: {verdict(a <= goal)}" if goal else "",
+        )
+    complete = live["gaps_or_reorders"] == 0 and live["delivered"] == live["samples"]
+    add(
+        "subscription, 4 writers: delivered, gaps or reorders",
+        f"{live['delivered']:,} of {live['samples']:,}, {live['gaps_or_reorders']}",
+        f"{raw_live['delivered']:,} of {raw_live['samples']:,}",
+        "",
+        f"zero gaps: {verdict(complete)}",
+    )
+    for label in ("claim", "claim+complete"):
+        a, r = ledger[label]["actae_per_s"], ledger[label]["raw_per_s"]
+        add(f"ledger {label}/s, 4 workers", f"{a:,.0f}", f"{r:,.0f}", f"{a / r:.0%}", "")
+    lines = [
+        f"PostgreSQL 15, {core['machine']}, {core['date'][:10]}; command: `make bench`.",
+        "",
+        "| measure | Actae | raw psycopg | ratio | DESIGN.md §6 target |",
+        "|---|---|---|---|---|",
+        *(f"| {' | '.join(row)} |" for row in rows),
+        "",
+        "| one durable step, ~2 KB state, 1 connection | steps/s | p50 ms | p99 ms | vs Actae |",
+        "|---|---|---|---|---|",
+    ]
+    mine = peers["peers"]["Actae transition"]["per_s"]
+    for name, data in peers["peers"].items():
+        if "missing" in data:
+            lines.append(f"| {name} | not installed | | | |")
+            continue
+        lines.append(
+            f"| {name} | {data['per_s']:,.0f} | {data['p50_ms']:.2f} | {data['p99_ms']:.2f} | "
+            f"{data['per_s'] / mine:.2f}x |"
+        )
+    return "\n".join(lines)
+
+
+def update_readme(text: str) -> None:
+    readme = README.read_text()
+    if START not in readme or END not in readme:
+        raise SystemExit(f"README.md has no {START} … {END} block")
+    block = f"{START}\n{text}\n{END}"
+    README.write_text(re.sub(f"{re.escape(START)}.*?{re.escape(END)}", block, readme, flags=re.S))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--readme", action="store_true", help="also update README.md")
+    args = parser.parse_args()
+    text = summary()
+    (RESULTS / "summary.md").write_text(text + "\n")
+    print("\nActae benchmark summary\n")
+    print(text)
+    if args.readme:
+        update_readme(text)
+        print(f"\nREADME.md updated ({START} … {END}).")
+
+
+if __name__ == "__main__":
+    main()
