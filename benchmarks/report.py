@@ -95,10 +95,11 @@ def summary() -> str:
         f"≥ 20,000: {verdict(catch >= 20_000)}",
     )
     live, raw_live = proj["postgresql"]["live"], proj["postgresql"]["raw_live"]
-    for name, key, goal in (
+    lag_targets: tuple[tuple[str, str, float | None], ...] = (
         ("projection", "projection_lag_ms", 20.0),
         ("subscription", "subscription_lag_ms", None),
-    ):
+    )
+    for name, key, goal in lag_targets:
         a, r = live[key]["p99"], raw_live[key]["p99"]
         add(
             f"live {name} lag p99 ms at {live['write_rate']:,.0f} transitions/s",
