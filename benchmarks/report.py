@@ -99,14 +99,14 @@ def summary() -> str:
         ("projection", "projection_lag_ms", 20.0),
         ("subscription", "subscription_lag_ms", None),
     )
-    for name, key, goal in lag_targets:
+    for name, key, limit in lag_targets:
         a, r = live[key]["p99"], raw_live[key]["p99"]
         add(
             f"live {name} lag p99 ms at {live['write_rate']:,.0f} transitions/s",
             f"{a:.1f}",
             f"{r:.1f}",
             f"{a / r:.1f}x",
-            f"≤ {goal:.0f} ms: {verdict(a <= goal)}" if goal else "",
+            f"≤ {limit:.0f} ms: {verdict(a <= limit)}" if limit else "",
         )
     complete = live["gaps_or_reorders"] == 0 and live["delivered"] == live["samples"]
     add(

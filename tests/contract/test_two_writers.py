@@ -81,10 +81,8 @@ def test_a_repeat_of_an_operation_the_other_store_ran_is_a_replay(
     first = step(a, run.channel_id, run, 1)  # a remembers cursor 2
     original = step(b, run.channel_id, first, 2, operation_id="op-2")
     replay = step(a, run.channel_id, first, 2, operation_id="op-2")
-    assert replay.replayed and (replay.cursor, replay.state_version) == (
-        original.cursor,
-        original.state_version,
-    )
+    assert replay.replayed
+    assert (replay.cursor, replay.state_version) == (original.cursor, original.state_version)
     with pytest.raises(actae.OperationConflictError):
         step(a, run.channel_id, original, 99, operation_id="op-2")
     assert a.head(run.channel_id).cursor == 3
