@@ -182,8 +182,18 @@ class ReadModelDB:
     # -- schema ---------------------------------------------------------------------------
 
     def ensure_schema(self, suffix: str = "") -> None:
-        """Create the tables (and the outstanding-effects view) if they do not exist."""
+        """Create the tables (and the outstanding-effects view) if they do not exist.
+
+        On PostgreSQL, processes that start at once (a worker and the projector) would race:
+        ``CREATE TABLE IF NOT EXISTS`` is not safe against a concurrent creator (it fails on
+        the table's row type). A transaction-scoped advisory lock per schema makes the
+        creators take turns; SQLite's ``BEGIN IMMEDIATE`` already does.
+        """
         with self.transaction():
+            if self.dialect.name == "postgresql":
+                self.execute(
+                    "SELECT pg_advisory_xact_lock(hashtext('actae-readmodels:' || current_schema()))"
+                )
             for table in TABLES:
                 self.execute(self._create_table(table, suffix))
             if not suffix:

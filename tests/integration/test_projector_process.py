@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import psycopg
@@ -122,3 +123,33 @@ def test_project_command_stops_on_sigterm(durable_url: str) -> None:
     assert worker.stderr.readline().startswith("caught up")
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(TIMEOUT) == 0
+
+
+@pytest.mark.postgres
+def test_read_models_created_by_many_at_once(pg_url: str) -> None:
+    """Workers and projectors that start together all find the read-model tables ready."""
+    from actae.adapters.readmodels import postgres_db  # noqa: PLC0415 - adapter internals
+    from actae.adapters.url import parse_store_url  # noqa: PLC0415
+
+    with actae.open(pg_url):
+        pass  # the event store's schema exists; the read models do not yet
+    parsed = parse_store_url(pg_url)
+    dbs = [postgres_db(parsed.postgres_conninfo, parsed.postgres_schema) for _ in range(6)]
+    start = threading.Barrier(len(dbs))
+    failures: list[BaseException] = []
+
+    def create(db: object) -> None:
+        start.wait()
+        try:
+            db.ensure_schema()  # type: ignore[attr-defined]
+        except BaseException as error:  # noqa: BLE001 - reported below
+            failures.append(error)
+
+    threads = [threading.Thread(target=create, args=(db,)) for db in dbs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for db in dbs:
+        db.close()
+    assert failures == []
