@@ -192,7 +192,8 @@ class ReadModelDB:
         with self.transaction():
             if self.dialect.name == "postgresql":
                 self.execute(
-                    "SELECT pg_advisory_xact_lock(hashtext('actae-readmodels:' || current_schema()))"
+                    "SELECT pg_advisory_xact_lock("
+                    "hashtext('actae-readmodels:' || current_schema()))"
                 )
             for table in TABLES:
                 self.execute(self._create_table(table, suffix))

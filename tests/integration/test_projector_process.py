@@ -13,6 +13,8 @@ import psycopg
 import pytest
 
 import actae
+from actae.adapters.readmodels import postgres_db
+from actae.adapters.url import parse_store_url
 
 TIMEOUT = 60
 PROJECT = [sys.executable, "-m", "actae.adapters.cli", "project"]
@@ -128,9 +130,6 @@ def test_project_command_stops_on_sigterm(durable_url: str) -> None:
 @pytest.mark.postgres
 def test_read_models_created_by_many_at_once(pg_url: str) -> None:
     """Workers and projectors that start together all find the read-model tables ready."""
-    from actae.adapters.readmodels import postgres_db  # noqa: PLC0415 - adapter internals
-    from actae.adapters.url import parse_store_url  # noqa: PLC0415
-
     with actae.open(pg_url):
         pass  # the event store's schema exists; the read models do not yet
     parsed = parse_store_url(pg_url)
@@ -142,7 +141,7 @@ def test_read_models_created_by_many_at_once(pg_url: str) -> None:
         start.wait()
         try:
             db.ensure_schema()  # type: ignore[attr-defined]
-        except BaseException as error:  # noqa: BLE001 - reported below
+        except BaseException as error:  # reported below
             failures.append(error)
 
     threads = [threading.Thread(target=create, args=(db,)) for db in dbs]
