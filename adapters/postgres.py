@@ -43,6 +43,7 @@ from uuid import UUID
 from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.utils import retry
+from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Composable, Identifier, Literal
 
 MAX_VALUES_ROWS = 64
@@ -112,9 +113,9 @@ class ActaePostgresRecorder(PostgresApplicationRecorder):
                 [e.state for e in stored_events],
             ]
         query = self._write_query(len(stored_events))
-        with self.datastore.get_connection() as conn:
-            rows = conn.execute(query, params, prepare=True).fetchall()
-        return [row["notification_id"] for row in rows]
+        with self.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
+            rows = cur.execute(query, params, prepare=True).fetchall()
+        return [row[0] for row in rows]
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def select_events(
@@ -129,16 +130,16 @@ class ActaePostgresRecorder(PostgresApplicationRecorder):
         """Events of one aggregate, as eventsourcing's recorder selects them."""
         shape = (gt is not None, lte is not None, desc, limit is not None)
         params = [originator_id, *(p for p in (gt, lte, limit) if p is not None)]
-        with self.datastore.get_connection() as conn:
-            rows = conn.execute(self._read_query(shape), params, prepare=True).fetchall()
+        with self.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
+            rows = cur.execute(self._read_query(shape), params, prepare=True).fetchall()
         return [
             StoredEvent(
-                originator_id=row["originator_id"],
-                originator_version=row["originator_version"],
-                topic=row["topic"],
-                state=bytes(row["state"]),
+                originator_id=originator_id,
+                originator_version=originator_version,
+                topic=topic,
+                state=bytes(state),
             )
-            for row in rows
+            for originator_id, originator_version, topic, state in rows
         ]
 
     def _write_query(self, count: int) -> LiteralString:
@@ -187,7 +188,12 @@ class ActaePostgresRecorder(PostgresApplicationRecorder):
         rendered = self._reads.get(shape)
         if rendered is None:
             has_gt, has_lte, desc, has_limit = shape
-            statement = self.select_events_statement
+            statement = SQL(
+                "SELECT originator_id, originator_version, topic, state FROM {schema}.{table}"
+                " WHERE originator_id = %s"
+            ).format(
+                schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name)
+            )
             if has_gt:
                 statement += SQL(" AND originator_version > %s")
             if has_lte:
