@@ -23,6 +23,19 @@ from actae.domain.channel import Channel
 DEFAULT_MAX_CHANNELS = 10_000
 
 
+class _BodyFields(dict[type, dict[str, object]]):
+    """Per event class, the body fields to blank in a remembered head."""
+
+    def __missing__(self, cls: type) -> dict[str, object]:
+        fields = getattr(cls, "model_fields", {})
+        blanks: dict[str, object] = {name: {} for name in ("payload", "state") if name in fields}
+        self[cls] = blanks
+        return blanks
+
+
+_WITHOUT_BODY = _BodyFields()
+
+
 class HeadCache:
     """The newest head event seen per channel; forgets the oldest-entered past ``maxsize``."""
 
@@ -41,7 +54,13 @@ class HeadCache:
         return self._channels.get(run_id)
 
     def put(self, event: Channel.Event) -> None:
-        """Remember ``event`` unless a later event of its channel is already remembered."""
+        """Remember ``event``'s head fields unless a later event of its channel is known.
+
+        The body (payload, and the state of a transition) is dropped: a head needs only the
+        fields every event carries, and 10,000 remembered states of a megabyte each would
+        hold gigabytes.
+        """
+        event = event.model_copy(update=_WITHOUT_BODY[type(event)])
         with self._lock:
             if event.run_id not in self._channels:
                 if len(self._channels) >= self._maxsize:

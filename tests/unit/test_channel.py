@@ -9,6 +9,7 @@ import pytest
 
 from actae.domain.channel import Channel
 from actae.domain.errors import ConflictError
+from actae.domain.heads import HeadCache
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -98,3 +99,36 @@ def test_ensure_at_refuses_any_stale_expectation(version: int, cursor: int) -> N
     assert (caught.value.actual_version, caught.value.actual_cursor) == (2, 2)
     channel.ensure_at(expected_version=2, expected_cursor=2)
     channel.ensure_at(expected_version=None, expected_cursor=2)
+
+
+def test_remembered_heads_keep_the_head_fields_but_not_the_body() -> None:
+    channel = Channel.open(
+        channel_id=uuid.uuid4(),
+        run_id=uuid.uuid4(),
+        kind="run.started",
+        payload={"big": "x" * 10_000},
+        state={"big": "y" * 10_000},
+        state_checksum="c",
+        operation_id=None,
+        at=datetime.now(UTC),
+    )
+    channel.transition(
+        kind="step",
+        payload={"p": 1},
+        state={"s": "z" * 10_000},
+        state_checksum="d",
+        operation_id=None,
+        at=datetime.now(UTC),
+    )
+    heads = HeadCache(maxsize=2)
+    for event in channel.collect_events():
+        heads.put(event)  # type: ignore[arg-type]
+    remembered = heads.get(channel.id)
+    assert remembered is not None
+    rebuilt = Channel.from_head(remembered)
+    assert (rebuilt.cursor, rebuilt.state_version, rebuilt.state_cursor) == (2, 2, 2)
+    assert rebuilt.run_id == channel.run_id
+    assert remembered.payload == {}
+    assert isinstance(remembered, Channel.Transitioned)
+    assert remembered.state == {}
+    assert heads.main_channel(channel.run_id) == channel.id
