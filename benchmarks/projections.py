@@ -162,9 +162,11 @@ def gaps_or_reorders(arrivals: list[Key]) -> int:
 class RawLive:
     """The live run with plain psycopg, in its own schema.
 
-    Writers INSERT and NOTIFY in one statement; a follower LISTENs, reads new rows in
-    position order (subscription lag), then upserts one head per channel and its tracking
-    position in one transaction (projection lag).
+    Writers INSERT and NOTIFY in one statement under an advisory lock, as Actae's recorder
+    does: without it, concurrent writers commit positions out of order and a follower that
+    reads ``id > last`` skips the late ones (a run without it delivered 4,000 of 4,004).
+    A follower LISTENs, reads new rows in position order (subscription lag), then upserts
+    one head per channel and its tracking position in one transaction (projection lag).
     """
 
     def __init__(self, dsn: str) -> None:
@@ -222,8 +224,9 @@ class RawLive:
     def write(self, channel: uuid.UUID) -> None:
         """Insert at this writer's share of ``LIVE_RATE`` for ``LIVE_SECONDS``."""
         insert = sql.SQL(
-            "WITH i AS (INSERT INTO {}.events (channel, cursor, state) VALUES (%s, %s, %s) "
-            "RETURNING id) SELECT id, pg_notify(%s, '') FROM i"
+            "WITH l AS MATERIALIZED (SELECT pg_advisory_xact_lock(hashtext(%s))), "
+            "i AS (INSERT INTO {}.events (channel, cursor, state) "
+            "SELECT %s, %s, %s FROM l RETURNING id) SELECT id, pg_notify(%s, '') FROM i"
         ).format(sql.Identifier(self.schema))
         interval = WRITERS / LIVE_RATE
         with psycopg.connect(self.dsn, autocommit=True) as conn:
@@ -233,7 +236,8 @@ class RawLive:
             while next_at < deadline:
                 time.sleep(max(0.0, next_at - time.perf_counter()))  # pacing the load
                 cursor += 1
-                conn.execute(insert, (channel, cursor, '{"n": 1}', self.channel_name)).fetchall()
+                params = (self.schema, channel, cursor, '{"n": 1}', self.channel_name)
+                conn.execute(insert, params).fetchall()
                 self.written[(channel, cursor)] = time.time()
                 next_at += interval
 
