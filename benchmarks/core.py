@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
 import platform
 import random
 import statistics
@@ -419,7 +420,10 @@ def main() -> None:
     sizes = SIZES[:2] if args.quick else SIZES
     results: dict[str, Any] = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": f"{platform.node()} {platform.machine()} {platform.python_version()}",
+        "machine": (
+            f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, "
+            f"Python {platform.python_version()}"
+        ),
         "sizes": list(sizes),
     }
     with tempfile.TemporaryDirectory() as folder:

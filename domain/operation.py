@@ -15,6 +15,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID, uuid5
 
+from eventsourcing.utils import get_topic
+
 from actae.domain.aggregate import Aggregate
 from actae.domain.effects import Attempt, EffectInfo, EffectStatus, RetryPolicy
 from actae.domain.errors import (
@@ -218,6 +220,32 @@ class Operation(Aggregate):
             cls.Executed,
             id=cls.id_for(operation_id),
             timestamp=at,
+            operation_id=operation_id,
+            command=command,
+            fingerprint=fingerprint,
+            result=result,
+        )
+
+    @classmethod
+    def executed(
+        cls,
+        *,
+        operation_id: str,
+        command: str,
+        fingerprint: str,
+        result: dict[str, Any],
+        at: datetime,
+    ) -> Operation.Executed:
+        """The event ``execute`` would create, without building the aggregate around it.
+
+        A command's operation record is written and never read back in the same call, so
+        the write path saves this event directly (a tenth of the cost of ``execute``).
+        """
+        return cls.Executed(
+            originator_id=cls.id_for(operation_id),
+            originator_version=1,
+            timestamp=at,
+            originator_topic=OPERATION_TOPIC,
             operation_id=operation_id,
             command=command,
             fingerprint=fingerprint,
@@ -432,3 +460,7 @@ class Operation(Aggregate):
                 self.operation_id, status=status.value, detail="it is already settled"
             )
         self.trigger_event(self.Abandoned, timestamp=now, actor=actor, reason=reason)
+
+
+OPERATION_TOPIC = get_topic(Operation)
+"""The aggregate topic ``Operation.execute`` stamps on its first event."""

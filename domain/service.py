@@ -31,7 +31,7 @@ from eventsourcing.application import Application, ProcessingEvent
 from eventsourcing.persistence import IntegrityError
 from eventsourcing.utils import Environment, EnvType
 
-from actae.domain.aggregate import Aggregate
+from actae.domain.aggregate import Aggregate, DomainEvent
 from actae.domain.channel import Channel
 from actae.domain.errors import ConflictError, ContentionError
 from actae.domain.forking import FORK_ATTEMPTS, ForkCommands
@@ -115,6 +115,8 @@ class ActaeService(ForkCommands, Application[UUID]):
             if isinstance(obj, Aggregate):
                 processing.events.extend(obj.collect_events())
                 processing.aggregates[obj.id] = obj
+            elif isinstance(obj, DomainEvent):
+                processing.events.append(obj)
             else:
                 processing.collect_events(obj)
         processing.saved_kwargs.update(kwargs)
@@ -388,10 +390,10 @@ class ActaeService(ForkCommands, Application[UUID]):
 
         Re-raises the store's ``IntegrityError`` when no operation record explains it.
         """
-        pending: list[Aggregate] = list(aggregates)
+        pending: list[Aggregate | Operation.Executed] = list(aggregates)
         if operation_id is not None:
             pending.append(
-                Operation.execute(
+                Operation.executed(
                     operation_id=operation_id,
                     command=command,
                     fingerprint=content,
