@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from actae.adapters.codec import OrjsonTranscoder, PydanticMapper
 from actae.domain.operation import Operation
 
 
 def test_the_direct_event_is_stored_exactly_as_the_aggregate_would_store_it() -> None:
-    fields = {
+    fields: dict[str, Any] = {
         "operation_id": "run-7:step-3",
         "command": "transition",
         "fingerprint": "f" * 64,
