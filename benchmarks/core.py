@@ -5,7 +5,8 @@ run, as a ratio. The raw transition is one autocommitted ``INSERT`` of the event
 ~2 KB state and a unique operation id (the idempotency key); Actae's transition writes the
 channel event and the operation record in one statement too, after its checks. The raw reads
 are the same index lookups an Actae read needs (head; event, then the state it points to;
-that plus the tail after it).
+that plus the tail after it), with psycopg on PostgreSQL and the standard library's sqlite3
+on SQLite.
 
 Run with ``make bench`` or ``python -m benchmarks.core [--dsn DSN] [--sqlite-only] [--quick]``.
 Results are printed as markdown tables and written to ``benchmarks/results/core.json``.
@@ -19,6 +20,7 @@ import multiprocessing
 import os
 import platform
 import random
+import sqlite3
 import statistics
 import tempfile
 import threading
@@ -224,6 +226,71 @@ def raw_read_latencies(raw: RawBaseline, sizes: tuple[int, ...]) -> dict[str, An
         return {str(size): raw.reads(conn, channel, size) for size, channel in channels.items()}
 
 
+def raw_sqlite_read_latencies(path: str, sizes: tuple[int, ...]) -> dict[str, Any]:
+    """The raw reads on SQLite with the standard library's sqlite3: same table, same lookups."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute(
+            "CREATE TABLE events (channel_id TEXT, cursor INTEGER, state_cursor INTEGER, "
+            "kind TEXT, payload TEXT, state TEXT, PRIMARY KEY (channel_id, cursor))"
+        )
+        state = orjson.dumps(STATE).decode()
+        out: dict[str, Any] = {}
+        for size in sizes:
+            channel = str(uuid.uuid4())
+            conn.execute("BEGIN")
+            conn.executemany(
+                "INSERT INTO events VALUES (?, ?, ?, 'note', '{\"n\": 1}', ?)",
+                (
+                    (
+                        channel,
+                        g,
+                        g - ((g - (size - 5)) % 50 + 50) % 50,
+                        state if (size - g) % 50 == 5 else None,
+                    )
+                    for g in range(1, size + 1)
+                ),
+            )
+            conn.execute("COMMIT")
+            out[str(size)] = sqlite_reads(conn, channel, size)
+        return out
+    finally:
+        conn.close()
+
+
+def sqlite_reads(conn: sqlite3.Connection, channel: str, size: int) -> dict[str, Any]:
+    """``RawBaseline.reads`` in SQLite's dialect."""
+    head = (
+        "SELECT cursor, state_cursor FROM events WHERE channel_id = ? ORDER BY cursor DESC LIMIT 1"
+    )
+    at = "SELECT state_cursor FROM events WHERE channel_id = ? AND cursor = ?"
+    state = "SELECT state FROM events WHERE channel_id = ? AND cursor = ?"
+    tail = (
+        "SELECT cursor, kind, payload FROM events WHERE channel_id = ? AND cursor > ? "
+        "ORDER BY cursor"
+    )
+
+    def state_at(cursor: int) -> object:
+        row = conn.execute(at, (channel, cursor)).fetchone()
+        return conn.execute(state, (channel, row[0])).fetchone()
+
+    def state_at_head() -> object:
+        row = conn.execute(head, (channel,)).fetchone()
+        return conn.execute(state, (channel, row[1])).fetchone()
+
+    def recover() -> object:
+        row = conn.execute(head, (channel,)).fetchone()
+        conn.execute(state, (channel, row[1])).fetchone()
+        return conn.execute(tail, (channel, row[1])).fetchall()
+
+    return {
+        "head": latency(lambda: conn.execute(head, (channel,)).fetchone()),
+        "state_at_head": latency(state_at_head),
+        "state_at_middle": latency(partial(state_at, size // 2 + 1)),
+        "recover": latency(recover),
+    }
+
+
 # -- transitions ----------------------------------------------------------------------------
 
 
@@ -376,7 +443,7 @@ def table(results: dict[str, Any]) -> str:
     sizes = results["sizes"]
     header = " | ".join(f"{size:,} events" for size in sizes)
     lines = [
-        f"| backend | read p50 ms | {header} | raw psycopg ({sizes[-1]:,}) | ratio |",
+        f"| backend | read p50 ms | {header} | raw ({sizes[-1]:,}) | ratio |",
         "|---|---|" + "---|" * len(sizes) + "---|---|",
     ]
     for backend in ("sqlite", "postgresql"):
@@ -428,7 +495,10 @@ def main() -> None:
     }
     with tempfile.TemporaryDirectory() as folder:
         progress("SQLite: reads by history length")
-        results["sqlite"] = {"reads": read_latencies(f"sqlite:///{folder}/bench.db", sizes)}
+        results["sqlite"] = {
+            "reads": read_latencies(f"sqlite:///{folder}/bench.db", sizes),
+            "raw_reads": raw_sqlite_read_latencies(f"{folder}/raw.db", sizes),
+        }
     if not args.sqlite_only:
         results["postgresql"] = postgres(args.dsn, sizes)
     RESULTS.mkdir(exist_ok=True)
