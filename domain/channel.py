@@ -10,7 +10,7 @@ is one indexed read, never a replay of history.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 from uuid import UUID
 
 from pydantic import Field
@@ -55,11 +55,7 @@ class Channel(Aggregate):
 
         def apply(self, aggregate: Any) -> None:
             """Make the channel's head match this event."""
-            aggregate.run_id = self.run_id
-            aggregate.state_version = self.state_version
-            aggregate.state_cursor = self.state_cursor
-            aggregate.open_effects = self.open_effects
-            aggregate.usage = self.usage
+            _take_head(aggregate, self)
 
     class Opened(Event, Aggregate.Created):
         """The channel was opened at cursor 1 with its first state version."""
@@ -105,11 +101,11 @@ class Channel(Aggregate):
         )
 
     @classmethod
-    def from_head(cls, head: Channel.Event) -> Channel:
+    def from_head(cls, head: Channel.Event | ChannelHead) -> Channel:
         """Rebuild the channel from its last event alone (each event describes the head)."""
         channel = cls.__new__(cls)
         channel.__base_init__(head.originator_id, head.originator_version, head.timestamp)
-        head.apply(channel)
+        _take_head(channel, head)
         return channel
 
     @property
@@ -197,3 +193,43 @@ class Channel(Aggregate):
                 **fields,
             },
         )
+
+
+class ChannelHead(NamedTuple):
+    """The fields of a channel event that describe the head, without the event's body.
+
+    What :class:`actae.domain.heads.HeadCache` remembers: enough for ``Channel.from_head``,
+    small whatever the size of the state the event carried.
+    """
+
+    originator_id: UUID
+    originator_version: int
+    timestamp: datetime
+    run_id: UUID
+    state_version: int
+    state_cursor: int
+    open_effects: tuple[str, ...]
+    usage: dict[str, float]
+
+    @classmethod
+    def of(cls, event: Channel.Event) -> ChannelHead:
+        """The head described by ``event``."""
+        return cls(
+            event.originator_id,
+            event.originator_version,
+            event.timestamp,
+            event.run_id,
+            event.state_version,
+            event.state_cursor,
+            event.open_effects,
+            event.usage,
+        )
+
+
+def _take_head(channel: Any, head: Channel.Event | ChannelHead) -> None:
+    """Set the head fields every channel event carries (the one place that lists them)."""
+    channel.run_id = head.run_id
+    channel.state_version = head.state_version
+    channel.state_cursor = head.state_cursor
+    channel.open_effects = head.open_effects
+    channel.usage = head.usage

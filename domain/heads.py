@@ -18,22 +18,9 @@ from __future__ import annotations
 import threading
 from uuid import UUID
 
-from actae.domain.channel import Channel
+from actae.domain.channel import Channel, ChannelHead
 
 DEFAULT_MAX_CHANNELS = 10_000
-
-
-class _BodyFields(dict[type, dict[str, object]]):
-    """Per event class, the body fields to blank in a remembered head."""
-
-    def __missing__(self, cls: type) -> dict[str, object]:
-        fields = getattr(cls, "model_fields", {})
-        blanks: dict[str, object] = {name: {} for name in ("payload", "state") if name in fields}
-        self[cls] = blanks
-        return blanks
-
-
-_WITHOUT_BODY = _BodyFields()
 
 
 class HeadCache:
@@ -41,11 +28,11 @@ class HeadCache:
 
     def __init__(self, maxsize: int = DEFAULT_MAX_CHANNELS) -> None:
         self._maxsize = maxsize
-        self._heads: dict[UUID, Channel.Event] = {}
+        self._heads: dict[UUID, ChannelHead] = {}
         self._channels: dict[UUID, UUID] = {}
         self._lock = threading.Lock()
 
-    def get(self, channel_id: UUID) -> Channel.Event | None:
+    def get(self, channel_id: UUID) -> ChannelHead | None:
         """The remembered head of ``channel_id``, if any (it may be stale)."""
         return self._heads.get(channel_id)
 
@@ -56,11 +43,10 @@ class HeadCache:
     def put(self, event: Channel.Event) -> None:
         """Remember ``event``'s head fields unless a later event of its channel is known.
 
-        The body (payload, and the state of a transition) is dropped: a head needs only the
-        fields every event carries, and 10,000 remembered states of a megabyte each would
-        hold gigabytes.
+        Only the head is kept (:class:`ChannelHead`), not the payload or a transition's
+        state: 10,000 remembered states of a megabyte each would hold gigabytes.
         """
-        event = event.model_copy(update=_WITHOUT_BODY[type(event)])
+        head = ChannelHead.of(event)
         with self._lock:
             if event.run_id not in self._channels:
                 if len(self._channels) >= self._maxsize:
@@ -71,7 +57,7 @@ class HeadCache:
                 return
             if known is None and len(self._heads) >= self._maxsize:
                 del self._heads[next(iter(self._heads))]
-            self._heads[event.originator_id] = event
+            self._heads[event.originator_id] = head
 
     def __len__(self) -> int:
         return len(self._heads)
