@@ -83,6 +83,17 @@ def summary() -> str:
             f"{values[-1] / base:.2f}x",
             f"flat, ≤ 2.5x: {verdict(flat and values[-1] / base <= 2.5)}",
         )
+    lite = core.get("sqlite", {})
+    for measure in ("state_at_middle", "recover") if "raw_reads" in lite else ():
+        values = [lite["reads"][size][measure]["p50_ms"] for size in sizes]
+        base = lite["raw_reads"][sizes[-1]][measure]["p50_ms"]
+        add(
+            f"SQLite {measure} p50 ms (raw: sqlite3)",
+            " / ".join(f"{v:.3f}" for v in values),
+            f"{base:.3f}",
+            f"{values[-1] / base:.1f}x",
+            "",
+        )
     catch, raw_catch = (
         proj["postgresql"]["catch_up_per_s"],
         proj["postgresql"]["raw_catch_up_per_s"],
@@ -122,7 +133,7 @@ def summary() -> str:
     lines = [
         f"PostgreSQL 15, {core['machine']}, {core['date'][:10]}; command: `make bench`.",
         "",
-        "| measure | Actae | raw psycopg | ratio | DESIGN.md §6 target |",
+        "| measure | Actae | raw psycopg (or sqlite3) | ratio | DESIGN.md §6 target |",
         "|---|---|---|---|---|",
         *(f"| {' | '.join(row)} |" for row in rows),
         "",
