@@ -343,42 +343,52 @@ def raw_transitions(
     return run_one
 
 
-def in_processes(job: Callable[[int], None], workers: int, per_worker: int) -> float:
-    """Operations per second of ``workers`` client processes, each running ``job(index)``.
+def in_processes(
+    job: Callable[..., None], workers: int, per_worker: int
+) -> tuple[float, list[float]]:
+    """Operations per second of ``workers`` client processes, and all their latencies (ms).
 
     Processes, not threads: an agent fleet runs one worker process per core or more, and
     threads of one Python process would measure the GIL rather than the store. Each process
-    opens its own connection before the clock starts.
+    opens its own connection before the clock starts, then runs ``job(index, ready, out)``
+    and puts its list of latencies on ``out``.
     """
     context = multiprocessing.get_context("fork")
     ready = context.Barrier(workers + 1)
-    procs = [context.Process(target=job, args=(index, ready)) for index in range(workers)]
+    out = context.Queue()
+    procs = [context.Process(target=job, args=(i, ready, out)) for i in range(workers)]
     for proc in procs:
         proc.start()
     ready.wait()
     start = time.perf_counter()
+    timings: list[float] = []
+    for _ in procs:
+        timings.extend(out.get(timeout=600))  # each client reports once, when done
+    elapsed = time.perf_counter() - start
     for proc in procs:
         proc.join()
         if proc.exitcode != 0:
             raise RuntimeError(f"a benchmark client process exited with {proc.exitcode}")
-    return workers * per_worker / (time.perf_counter() - start)
+    return workers * per_worker / elapsed, timings
 
 
 def actae_process(url: str, count: int) -> Callable[..., None]:
-    def job(index: int, ready: Any) -> None:
+    def job(index: int, ready: Any, out: Any) -> None:
         with actae.open(url) as store:
             run = store.start_run(f"tps-{uuid.uuid4()}", agent_id="bench", state=STATE)
+            timings: list[float] = []
             ready.wait()
-            actae_transitions(store, count, run=run)(index)
+            actae_transitions(store, count, timings, run=run)(index)
+            out.put(timings)
 
     return job
 
 
 def raw_process(raw: RawBaseline, count: int) -> Callable[..., None]:
-    def job(index: int, ready: Any) -> None:
+    def job(index: int, ready: Any, out: Any) -> None:
         with psycopg.connect(raw.dsn, autocommit=True) as conn:
             ready.wait()
-            raw.transitions(conn, uuid.uuid4(), count)
+            out.put(raw.transitions(conn, uuid.uuid4(), count))
 
     return job
 
@@ -389,7 +399,7 @@ def measure_transitions(
     four: Callable[..., None],
     schema: str,
 ) -> dict[str, Any]:
-    """Rate on 1 and 4 connections; latency and client CPU on 1; bytes on disk per write."""
+    """Rate and latency on 1 and 4 connections; client CPU on 1; bytes on disk per write."""
     (_, single), (workers, per_worker) = TRANSITION_RUNS
     before = schema_bytes(dsn, schema)
     timings: list[float] = []
@@ -397,7 +407,8 @@ def measure_transitions(
     out: dict[str, Any] = {"1": {"per_s": rate(one(timings), 1, single)}}
     out["cpu_us"] = (time.process_time() - cpu) / single * 1e6
     out["latency"] = summary(timings)
-    out[str(workers)] = {"per_s": in_processes(four, workers, per_worker)}
+    per_s, many = in_processes(four, workers, per_worker)
+    out[str(workers)] = {"per_s": per_s, "latency": summary(many)}
     out["bytes_per_transition"] = (schema_bytes(dsn, schema) - before) / (
         single + workers * per_worker
     )
@@ -471,6 +482,8 @@ def table(results: dict[str, Any]) -> str:
             lines.append(
                 f"| latency {key[:3]} ms, 1 connection | {a:.2f} | {r:.2f} | {a / r:.2f}x |"
             )
+            a, r = ours["4"]["latency"][key], raw["4"]["latency"][key]
+            lines.append(f"| latency {key[:3]} ms, {WHO['4']} | {a:.2f} | {r:.2f} | {a / r:.2f}x |")
         a, r = ours["cpu_us"], raw["cpu_us"]
         lines.append(f"| client CPU µs per transition | {a:,.0f} | {r:,.0f} | {a / r:.2f}x |")
         a, r = ours["bytes_per_transition"], raw["bytes_per_transition"]

@@ -58,6 +58,14 @@ def summary() -> str:
         f"{ours['latency']['p50_ms'] / raw['latency']['p50_ms']:.2f}x",
         "",
     )
+    many, raw_many = ours["4"]["latency"], raw["4"]["latency"]
+    add(
+        "transition p50 / p99 ms, 4 client processes",
+        f"{many['p50_ms']:.2f} / {many['p99_ms']:.2f}",
+        f"{raw_many['p50_ms']:.2f} / {raw_many['p99_ms']:.2f}",
+        f"{many['p50_ms'] / raw_many['p50_ms']:.2f}x",
+        "",
+    )
     add(
         "client CPU µs per transition",
         f"{ours['cpu_us']:,.0f}",
