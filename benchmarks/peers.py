@@ -33,7 +33,7 @@ from psycopg import sql
 
 import actae
 from benchmarks.common import DSN, RESULTS, drop_schemas, progress, with_schema
-from benchmarks.core import STATE, RawBaseline, summary
+from benchmarks.core import STATE, RawBaseline, summary, transition_step
 
 STEPS = 1000
 WARMUP = 50
@@ -61,15 +61,7 @@ def actae_steps(dsn: str) -> dict[str, Any]:
 
             def step(n: int) -> object:
                 nonlocal head
-                head = store.transition(
-                    run.channel_id,
-                    kind="step",
-                    payload={"n": n},
-                    state={**STATE, "step": n},
-                    expected_version=head.state_version,
-                    expected_cursor=head.cursor,
-                    operation_id=f"{run.run_id}:{n}",
-                )
+                head = transition_step(store, run, head, n)
                 return head
 
             return timed(step)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import RESULTS
+from benchmarks.peers import table as peers_table
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
@@ -145,20 +146,8 @@ def summary() -> str:
         "|---|---|---|---|---|",
         *(f"| {' | '.join(row)} |" for row in rows),
         "",
-        "| one durable step, ~2 KB state, 1 connection | steps/s | p50 ms | p99 ms | vs raw "
-        "| vs Actae |",
-        "|---|---|---|---|---|---|",
+        peers_table(peers),
     ]
-    mine = peers["peers"]["Actae transition"]["per_s"]
-    floor = peers["peers"]["raw psycopg INSERT"]["per_s"]
-    for name, data in peers["peers"].items():
-        if "missing" in data:
-            lines.append(f"| {name} | not installed | | | | |")
-            continue
-        lines.append(
-            f"| {name} | {data['per_s']:,.0f} | {data['p50_ms']:.2f} | {data['p99_ms']:.2f} | "
-            f"{data['per_s'] / floor:.0%} | {data['per_s'] / mine:.2f}x |"
-        )
     return "\n".join(lines)
 
 
