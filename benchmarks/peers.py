@@ -3,7 +3,9 @@
 Each system records the same ~2 KB state once per step, one client, one connection, with
 the server's default durability (``synchronous_commit = on``) for all:
 
-* **Actae**: ``store.transition`` (event + state version + operation record, one statement).
+* **Actae**: ``store.transition`` (event + state version + operation record, one statement);
+  and ``RunContext.step``, the worker API that, like a DBOS step, first looks for a recorded
+  result (and checks that the run may go on) before it runs the function and records it.
 * **LangGraph**: ``PostgresSaver.put`` (langgraph-checkpoint-postgres) of a checkpoint whose
   channel value is the state; the saver upserts a blob and a checkpoint row per put, as two
   autocommitted statements in one pipeline. A second row adds ``put_writes`` of the node's
@@ -65,6 +67,17 @@ def actae_steps(dsn: str) -> dict[str, Any]:
                 return head
 
             return timed(step)
+    finally:
+        drop_schemas(dsn, schema)
+
+
+def actae_context_steps(dsn: str) -> dict[str, Any]:
+    schema = f"bench_peer_ctx_{uuid.uuid4().hex[:8]}"
+    try:
+        with actae.open(with_schema(dsn, schema)) as store:
+            run = store.start_run("peer", agent_id="bench", state=STATE)
+            context = store.resume(run.run_id, worker="bench")
+            return timed(lambda n: context.step("call", lambda: {**STATE, "step": n}))
     finally:
         drop_schemas(dsn, schema)
 
@@ -158,6 +171,7 @@ def dbos_steps(dsn: str) -> dict[str, Any]:
 
 PEERS: dict[str, Callable[[str], dict[str, Any]]] = {
     "Actae transition": actae_steps,
+    "Actae RunContext.step": actae_context_steps,
     "LangGraph PostgresSaver.put": langgraph_steps,
     "LangGraph put_writes + put (one superstep)": partial(langgraph_steps, with_writes=True),
     "DBOS step": dbos_steps,
