@@ -20,6 +20,11 @@ statements are sent:
   this recorder (``actae.open`` always does): a stock eventsourcing writer takes the table
   lock instead and would not be ordered against it.
 * **Reads use statement texts rendered once**, one per query shape.
+* **Each pooled connection keeps one cursor**, used through a slimmer checkout than
+  eventsourcing's ``get_connection`` (which also opens the pool and registers composite
+  types on every call, neither needed by these statements); errors are translated to
+  eventsourcing's exception classes the same way. Together ~6 % more transitions per second
+  (A/B medians of seven runs, 1,693 → 1,794/s).
 * **The pool hands out the most recently returned connection** (last in, first out).
   psycopg_pool's default is first in, first out: a single-threaded caller cycles through
   every pooled connection, and each statement lands on a server process whose caches went
@@ -35,12 +40,26 @@ used at all. eventsourcing's own application-recorder test cases run against thi
 from __future__ import annotations
 
 import hashlib
+import weakref
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Final, LiteralString
 from uuid import UUID
 
-from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
+import psycopg
+from eventsourcing.persistence import (
+    DatabaseError,
+    DataError,
+    IntegrityError,
+    InterfaceError,
+    InternalError,
+    NotSupportedError,
+    OperationalError,
+    PersistenceError,
+    ProgrammingError,
+    StoredEvent,
+)
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.utils import retry
 from psycopg.rows import tuple_row
@@ -50,6 +69,20 @@ MAX_VALUES_ROWS = 64
 """Inserts of up to this many events send scalars and keep their rendered statement."""
 VALUES_ROW: Final = "(%s::{id_type}, %s::bigint, %s::text, %s::bytea)"
 UNNEST_ROWS: Final = "unnest(%s::{id_type}[], %s::bigint[], %s::text[], %s::bytea[])"
+
+TRANSLATED_ERRORS: tuple[tuple[type[psycopg.Error], type[PersistenceError]], ...] = (
+    (psycopg.InterfaceError, InterfaceError),
+    (psycopg.OperationalError, OperationalError),
+    (psycopg.DataError, DataError),
+    (psycopg.IntegrityError, IntegrityError),
+    (psycopg.InternalError, InternalError),
+    (psycopg.ProgrammingError, ProgrammingError),
+    (psycopg.NotSupportedError, NotSupportedError),
+    (psycopg.DatabaseError, DatabaseError),
+    (psycopg.Error, PersistenceError),
+)
+"""psycopg's errors and the eventsourcing errors they become, first match wins (as in
+eventsourcing's ``PostgresDatastore.get_connection``)."""
 
 ReadShape = tuple[bool, bool, bool, bool]
 """(has ``gt``, has ``lte``, descending, has ``limit``): one rendered SELECT per shape."""
@@ -90,6 +123,10 @@ class ActaePostgresRecorder(PostgresApplicationRecorder):
         self._lock_key = ordering_lock_key(datastore.schema, self.events_table_name)
         self._writes: dict[int, str] = {}
         self._reads: dict[ReadShape, str] = {}
+        self._cursors: weakref.WeakKeyDictionary[Any, psycopg.Cursor[Any]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._pool_opened = False
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def insert_events(
@@ -113,8 +150,8 @@ class ActaePostgresRecorder(PostgresApplicationRecorder):
                 [e.state for e in stored_events],
             ]
         query = self._write_query(len(stored_events))
-        with self.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
-            rows = cur.execute(query, params, prepare=True).fetchall()
+        with self._cursor() as cursor:
+            rows = cursor.execute(query, params, prepare=True).fetchall()
         return [row[0] for row in rows]
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
@@ -130,8 +167,8 @@ class ActaePostgresRecorder(PostgresApplicationRecorder):
         """Events of one aggregate, as eventsourcing's recorder selects them."""
         shape = (gt is not None, lte is not None, desc, limit is not None)
         params = [originator_id, *(p for p in (gt, lte, limit) if p is not None)]
-        with self.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
-            rows = cur.execute(self._read_query(shape), params, prepare=True).fetchall()
+        with self._cursor() as cursor:
+            rows = cursor.execute(self._read_query(shape), params, prepare=True).fetchall()
         return [
             StoredEvent(
                 originator_id=originator_id,
@@ -141,6 +178,24 @@ class ActaePostgresRecorder(PostgresApplicationRecorder):
             )
             for originator_id, originator_version, topic, state in rows
         ]
+
+    @contextmanager
+    def _cursor(self) -> Iterator[psycopg.Cursor[Any]]:
+        """The checked-out connection's own cursor (tuple rows); errors as eventsourcing's."""
+        if not self._pool_opened:
+            with self.datastore.get_connection():  # opens the pool, with its settings
+                self._pool_opened = True
+        try:
+            with self.datastore.pool.connection() as conn:
+                cursor = self._cursors.get(conn)
+                if cursor is None or cursor.closed:
+                    cursor = self._cursors[conn] = conn.cursor(row_factory=tuple_row)
+                yield cursor
+        except psycopg.Error as error:
+            for source, target in TRANSLATED_ERRORS:
+                if isinstance(error, source):
+                    raise target(str(error)) from error
+            raise  # pragma: no cover - psycopg.Error is the last entry
 
     def _write_query(self, count: int) -> LiteralString:
         """The insert of ``count`` events.

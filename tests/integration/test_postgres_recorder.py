@@ -90,3 +90,31 @@ def test_the_pool_hands_back_the_warm_connection(pg_url: str) -> None:
             with recorder.datastore.get_connection() as conn:
                 pids.add(conn.info.backend_pid)
         assert len(pids) == 1
+
+
+def test_writes_survive_the_server_dropping_every_pooled_connection(
+    pg_url: str, pg_dsn: str
+) -> None:
+    """A write on a dead connection is retried on a new one and reported exactly once."""
+    with actae.open(pg_url + "&pool_size=2") as store:
+        recorder = store._service.recorder
+        run = store.start_run("w", agent_id="a", state={"n": 0})
+        with (
+            recorder.datastore.get_connection() as first,
+            recorder.datastore.get_connection() as second,
+        ):
+            pids = [first.info.backend_pid, second.info.backend_pid]
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:
+            for pid in pids:
+                admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        receipt = store.transition(
+            run.channel_id,
+            kind="step",
+            payload={},
+            state={"n": 1},
+            expected_version=1,
+            expected_cursor=1,
+            operation_id="after-the-drop",
+        )
+        assert (receipt.cursor, receipt.replayed) == (2, False)
+        assert [e.cursor for e in store.events(run.channel_id)] == [1, 2]
