@@ -98,6 +98,7 @@ def test_writes_survive_the_server_dropping_every_pooled_connection(
     """A write on a dead connection is retried on a new one and reported exactly once."""
     with actae.open(pg_url + "&pool_size=2") as store:
         recorder = store._service.recorder
+        assert isinstance(recorder, ActaePostgresRecorder)
         run = store.start_run("w", agent_id="a", state={"n": 0})
         with (
             recorder.datastore.get_connection() as first,
