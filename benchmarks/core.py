@@ -45,7 +45,8 @@ STATE = {"notes": random.Random(7).randbytes(950).hex(), "step": 0}  # noqa: S31
 LATENCY_SAMPLES = 300
 SIZES = (1_000, 10_000, 100_000)
 FILL_CHUNK = 5_000  # events per save while filling a long channel
-TRANSITION_RUNS = ((1, 1500), (4, 750))  # (connections, transitions per connection)
+TRANSITION_RUNS = ((1, 600), (4, 300))  # (connections, transitions per connection) a round
+ROUNDS = 3  # Actae and raw take turns, round by round; medians are reported
 
 
 def latency(call: Callable[[], object], samples: int = LATENCY_SAMPLES) -> dict[str, float]:
@@ -420,6 +421,14 @@ def measure_transitions(
     return out
 
 
+def medians(rounds: list[Any]) -> Any:
+    """Each figure's median over the rounds (nested dicts of numbers, one per round)."""
+    first = rounds[0]
+    if isinstance(first, dict):
+        return {key: medians([r[key] for r in rounds]) for key in first}
+    return statistics.median(rounds)
+
+
 def postgres(dsn: str, sizes: tuple[int, ...]) -> dict[str, Any]:
     tag = uuid.uuid4().hex[:8]
     reads_schema, tps_schema, raw_schema = f"bench_{tag}", f"bench_{tag}_tps", f"bench_{tag}_raw"
@@ -429,22 +438,26 @@ def postgres(dsn: str, sizes: tuple[int, ...]) -> dict[str, Any]:
         reads = read_latencies(with_schema(dsn, reads_schema), sizes)
         progress("PostgreSQL: raw reads by history length")
         raw_reads = raw_read_latencies(raw, sizes)
-        progress("PostgreSQL: transitions on 1 connection and in 4 client processes")
         tps_url = with_schema(dsn, tps_schema)
-        per_process = TRANSITION_RUNS[1][1]
-        with actae.open(tps_url) as store:  # creates the schema; closed before forking
-            start_rate = partial(actae_transitions, store, TRANSITION_RUNS[0][1])
-            ours = measure_transitions(
-                dsn, start_rate, actae_process(tps_url, per_process), tps_schema
-            )
-        progress("PostgreSQL: raw transitions, the same way")
-        theirs = measure_transitions(
-            dsn,
-            partial(raw_transitions, raw, TRANSITION_RUNS[0][1]),
-            raw_process(raw, per_process),
-            raw_schema,
-        )
-        return {"reads": reads, "raw_reads": raw_reads, "transitions": ours, "raw": theirs}
+        with actae.open(tps_url):
+            pass  # creates the schema once; no store is open while client processes fork
+        (_, single), (_, per_process) = TRANSITION_RUNS
+        ours, theirs = [], []
+        for round_ in range(1, ROUNDS + 1):
+            progress(f"PostgreSQL: transitions, round {round_} of {ROUNDS}, Actae then raw")
+            with actae.open(tps_url) as store:
+                one = partial(actae_transitions, store, single)
+                ours.append(
+                    measure_transitions(dsn, one, actae_process(tps_url, per_process), tps_schema)
+                )
+            one = partial(raw_transitions, raw, single)
+            theirs.append(measure_transitions(dsn, one, raw_process(raw, per_process), raw_schema))
+        return {
+            "reads": reads,
+            "raw_reads": raw_reads,
+            "transitions": medians(ours),
+            "raw": medians(theirs),
+        }
     finally:
         drop_schemas(dsn, reads_schema, tps_schema, raw_schema)
 
