@@ -7,7 +7,8 @@ they are refused here instead.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from functools import cache
+from typing import Any, cast, get_args
 
 import orjson
 from eventsourcing.domain import DomainEventProtocol
@@ -42,13 +43,39 @@ class OrjsonTranscoder(Transcoder):
         return orjson.loads(data)
 
 
+IDENTITY = frozenset({"originator_id", "originator_version"})
+"""Fields stored in the event's row, not in its JSON body."""
+
+
+def holds_models(annotation: Any) -> bool:
+    """Whether a field's type is, or contains, a pydantic model (which orjson cannot encode)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return True
+    return any(holds_models(argument) for argument in get_args(annotation))
+
+
+@cache
+def is_flat(cls: type[BaseModel]) -> bool:
+    """Whether ``cls``'s fields are plain values, so its ``__dict__`` is its ``model_dump``.
+
+    Most events (every channel event, every command's operation record) are flat; reading
+    their fields directly instead of through ``model_dump`` saves a few microseconds per
+    event on the write path. Events with nested models (pins, retry policies) still go
+    through ``model_dump``.
+    """
+    return not any(holds_models(field.annotation) for field in cls.model_fields.values())
+
+
 class PydanticMapper(Mapper[Any]):
     """Maps pydantic domain events to stored events and back, honouring ``class_version``."""
 
     def to_stored_event(self, domain_event: DomainEventProtocol[Any]) -> StoredEvent:
         """Serialise a pydantic event; its topic is ``module:QualName``."""
         event = cast(BaseModel, domain_event)
-        state = event.model_dump(exclude={"originator_id", "originator_version"})
+        if is_flat(type(event)):
+            state = {k: v for k, v in event.__dict__.items() if k not in IDENTITY}
+        else:
+            state = event.model_dump(exclude=set(IDENTITY))
         class_version = getattr(type(event), "class_version", 1)
         if class_version > 1:
             state["class_version"] = class_version
