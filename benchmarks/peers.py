@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
+import orjson
 import psycopg
 from psycopg import sql
 
@@ -92,7 +93,7 @@ def raw_steps(dsn: str) -> dict[str, Any]:
         with psycopg.connect(dsn, autocommit=True) as conn:
 
             def step(n: int) -> object:
-                state = json.dumps({**STATE, "step": n})
+                state = orjson.dumps({**STATE, "step": n}).decode()
                 key = f"{channel}:{n}"
                 return conn.execute(insert, (channel, n, n, n, "step", "{}", state, key))
 
