@@ -29,7 +29,7 @@ statements are sent:
   psycopg_pool's default is first in, first out: a single-threaded caller cycles through
   every pooled connection, and each statement lands on a server process whose caches went
   cold since its last turn. Reusing the warm one cut a write from ~640 to ~490 µs here
-  (``/tmp``-style A/B on one connection, 2,000 writes); idle connections still expire.
+  (an A/B of 2,000 writes on one connection); idle connections still expire.
 
 Large writes no longer need special care: pipeline mode, which hung on multi-megabyte
 statements on this stack (psycopg 3.3, PostgreSQL 15; compare psycopg issue #685), is not
