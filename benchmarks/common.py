@@ -1,8 +1,14 @@
-"""What every benchmark shares: the database, the results folder, progress and clean-up."""
+"""What every benchmark shares: the workload, the database, timing helpers, progress, clean-up."""
 
 from __future__ import annotations
 
+import random
+import statistics
+import time
+import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -38,3 +44,62 @@ def schema_bytes(dsn: str, schema: str) -> int:
             (schema,),
         ).fetchone()
     return int(row[0]) if row else 0
+
+
+# ~2 KB of state, as in DESIGN.md §6: hex digits, so that neither store can shrink it to
+# nothing by compression (a run of one letter would compress to a few bytes in TOAST).
+STATE = {"notes": random.Random(7).randbytes(950).hex(), "step": 0}  # noqa: S311 - filler
+
+
+LATENCY_SAMPLES = 300
+
+
+def latency(call: Callable[[], object], samples: int = LATENCY_SAMPLES) -> dict[str, float]:
+    """p50 and p99 in milliseconds."""
+    timings = []
+    for _ in range(samples):
+        start = time.perf_counter()
+        call()
+        timings.append((time.perf_counter() - start) * 1000)
+    return summary(timings)
+
+
+def summary(timings_ms: list[float]) -> dict[str, float]:
+    ordered = sorted(timings_ms)
+    return {
+        "p50_ms": statistics.median(ordered),
+        "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
+    }
+
+
+def medians(rounds: list[Any]) -> Any:
+    """Each figure's median over the rounds (nested dicts of numbers, one per round)."""
+    first = rounds[0]
+    if isinstance(first, dict):
+        return {key: medians([r[key] for r in rounds]) for key in first}
+    return statistics.median(rounds)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
+
+
+def lag(seconds: list[float]) -> dict[str, float]:
+    """p50 and p99 of lags, in milliseconds (NaN when nothing arrived)."""
+    if not seconds:
+        return {"p50": float("nan"), "p99": float("nan")}
+    return {"p50": percentile(seconds, 0.5) * 1000, "p99": percentile(seconds, 0.99) * 1000}
+
+
+Key = tuple[uuid.UUID, int]
+"""(channel, cursor) of one written event."""
+
+
+def lags_ms(written: dict[Key, float], seen: dict[Key, float]) -> list[float]:
+    """Lag of every written event that was seen, from its write returning to being seen.
+
+    Matched after the run, so an event seen before its writer's call had even returned (a
+    follower can be that fast) counts as lag 0 instead of being dropped.
+    """
+    return [max(0.0, seen[key] - at) for key, at in written.items() if key in seen]

@@ -19,9 +19,6 @@ import json
 import multiprocessing
 import os
 import platform
-import random
-import sqlite3
-import statistics
 import tempfile
 import threading
 import time
@@ -31,40 +28,32 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-import orjson
-import psycopg
-from psycopg import sql
-
 import actae
 from actae.domain.channel import Channel
-from benchmarks.common import DSN, RESULTS, drop_schemas, progress, schema_bytes, with_schema
+from benchmarks.common import (
+    DSN,
+    RESULTS,
+    STATE,
+    drop_schemas,
+    latency,
+    medians,
+    progress,
+    schema_bytes,
+    summary,
+    with_schema,
+)
+from benchmarks.raw import (
+    RawBaseline,
+    raw_process,
+    raw_read_latencies,
+    raw_sqlite_read_latencies,
+    raw_transitions,
+)
 
-# ~2 KB of state, as in DESIGN.md §6: hex digits, so that neither store can shrink it to
-# nothing by compression (a run of one letter would compress to a few bytes in TOAST).
-STATE = {"notes": random.Random(7).randbytes(950).hex(), "step": 0}  # noqa: S311 - filler
-LATENCY_SAMPLES = 300
 SIZES = (1_000, 10_000, 100_000)
 FILL_CHUNK = 5_000  # events per save while filling a long channel
 TRANSITION_RUNS = ((1, 600), (4, 300))  # (connections, transitions per connection) a round
 ROUNDS = 3  # Actae and raw take turns, round by round; medians are reported
-
-
-def latency(call: Callable[[], object], samples: int = LATENCY_SAMPLES) -> dict[str, float]:
-    """p50 and p99 in milliseconds."""
-    timings = []
-    for _ in range(samples):
-        start = time.perf_counter()
-        call()
-        timings.append((time.perf_counter() - start) * 1000)
-    return summary(timings)
-
-
-def summary(timings_ms: list[float]) -> dict[str, float]:
-    ordered = sorted(timings_ms)
-    return {
-        "p50_ms": statistics.median(ordered),
-        "p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
-    }
 
 
 # -- reads ----------------------------------------------------------------------------------
@@ -121,177 +110,6 @@ def read_latencies(url: str, sizes: tuple[int, ...]) -> dict[str, Any]:
     return out
 
 
-class RawBaseline:
-    """The same work with plain psycopg: one table, one statement per operation."""
-
-    def __init__(self, dsn: str, schema: str) -> None:
-        self.dsn, self.schema = dsn, schema
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-            conn.execute(
-                sql.SQL(
-                    "CREATE TABLE {} (channel_id uuid, cursor bigint, state_version int, "
-                    "state_cursor bigint, kind text, payload jsonb, state jsonb, "
-                    "operation_id text UNIQUE, PRIMARY KEY (channel_id, cursor))"
-                ).format(self.table())
-            )
-
-    def table(self) -> sql.Composed:
-        """The baseline's single events table."""
-        return sql.SQL("{}.events").format(sql.Identifier(self.schema))
-
-    def transitions(
-        self, conn: psycopg.Connection[Any], channel: uuid.UUID, count: int
-    ) -> list[float]:
-        """``count`` transitions, one autocommitted INSERT each; their latencies in ms."""
-        insert = sql.SQL("INSERT INTO {} VALUES (%s, %s, %s, %s, %s, %s, %s, %s)").format(
-            self.table()
-        )
-        timings = []
-        for cursor in range(1, count + 1):
-            start = time.perf_counter()
-            conn.execute(
-                insert,
-                (
-                    channel,
-                    cursor,
-                    cursor,
-                    cursor,
-                    "step",
-                    orjson.dumps({"n": cursor}).decode(),
-                    orjson.dumps({**STATE, "step": cursor}).decode(),
-                    f"{channel}:{cursor}",
-                ),
-            )
-            timings.append((time.perf_counter() - start) * 1000)
-        return timings
-
-    def fill(self, conn: psycopg.Connection[Any], channel: uuid.UUID, events: int) -> None:
-        """A channel shaped like ``fill()``'s: a state every 50 events, 5 before the head."""
-        conn.execute(
-            sql.SQL(
-                "INSERT INTO {} SELECT %s, g, 1, "
-                "g - ((g - (%s - 5)) %% 50 + 50) %% 50, 'note', '{{\"n\": 1}}', "
-                "CASE WHEN (%s - g) %% 50 = 5 THEN %s::jsonb END, NULL "
-                "FROM generate_series(1, %s) g"
-            ).format(self.table()),
-            (channel, events, events, orjson.dumps(STATE).decode(), events),
-        )
-
-    def reads(self, conn: psycopg.Connection[Any], channel: uuid.UUID, size: int) -> dict[str, Any]:
-        """Head, state at a cursor (event, then its state) and recover (that plus the tail)."""
-        table = self.table()
-        head = sql.SQL(
-            "SELECT cursor, state_version, state_cursor FROM {} WHERE channel_id = %s "
-            "ORDER BY cursor DESC LIMIT 1"
-        ).format(table)
-        at = sql.SQL("SELECT state_cursor FROM {} WHERE channel_id = %s AND cursor = %s").format(
-            table
-        )
-        state = sql.SQL("SELECT state FROM {} WHERE channel_id = %s AND cursor = %s").format(table)
-        tail = sql.SQL(
-            "SELECT cursor, kind, payload FROM {} WHERE channel_id = %s AND cursor > %s "
-            "ORDER BY cursor"
-        ).format(table)
-
-        def state_at(cursor: int) -> object:
-            row = conn.execute(at, (channel, cursor)).fetchone()
-            assert row is not None
-            return conn.execute(state, (channel, row[0])).fetchone()
-
-        def state_at_head() -> object:
-            row = conn.execute(head, (channel,)).fetchone()
-            assert row is not None
-            return conn.execute(state, (channel, row[2])).fetchone()
-
-        def recover() -> object:
-            row = conn.execute(head, (channel,)).fetchone()
-            assert row is not None
-            conn.execute(state, (channel, row[2])).fetchone()
-            return conn.execute(tail, (channel, row[2])).fetchall()
-
-        return {
-            "head": latency(lambda: conn.execute(head, (channel,)).fetchone()),
-            "state_at_head": latency(state_at_head),
-            "state_at_middle": latency(partial(state_at, size // 2 + 1)),
-            "recover": latency(recover),
-        }
-
-
-def raw_read_latencies(raw: RawBaseline, sizes: tuple[int, ...]) -> dict[str, Any]:
-    with psycopg.connect(raw.dsn, autocommit=True) as conn:
-        channels = {size: uuid.uuid4() for size in sizes}
-        for size, channel in channels.items():
-            raw.fill(conn, channel, size)
-        conn.execute(sql.SQL("ANALYZE {}").format(raw.table()))
-        return {str(size): raw.reads(conn, channel, size) for size, channel in channels.items()}
-
-
-def raw_sqlite_read_latencies(path: str, sizes: tuple[int, ...]) -> dict[str, Any]:
-    """The raw reads on SQLite with the standard library's sqlite3: same table, same lookups."""
-    conn = sqlite3.connect(path, isolation_level=None)
-    try:
-        conn.execute(
-            "CREATE TABLE events (channel_id TEXT, cursor INTEGER, state_cursor INTEGER, "
-            "kind TEXT, payload TEXT, state TEXT, PRIMARY KEY (channel_id, cursor))"
-        )
-        state = orjson.dumps(STATE).decode()
-        out: dict[str, Any] = {}
-        for size in sizes:
-            channel = str(uuid.uuid4())
-            conn.execute("BEGIN")
-            conn.executemany(
-                "INSERT INTO events VALUES (?, ?, ?, 'note', '{\"n\": 1}', ?)",
-                (
-                    (
-                        channel,
-                        g,
-                        g - ((g - (size - 5)) % 50 + 50) % 50,
-                        state if (size - g) % 50 == 5 else None,
-                    )
-                    for g in range(1, size + 1)
-                ),
-            )
-            conn.execute("COMMIT")
-            out[str(size)] = sqlite_reads(conn, channel, size)
-        return out
-    finally:
-        conn.close()
-
-
-def sqlite_reads(conn: sqlite3.Connection, channel: str, size: int) -> dict[str, Any]:
-    """``RawBaseline.reads`` in SQLite's dialect."""
-    head = (
-        "SELECT cursor, state_cursor FROM events WHERE channel_id = ? ORDER BY cursor DESC LIMIT 1"
-    )
-    at = "SELECT state_cursor FROM events WHERE channel_id = ? AND cursor = ?"
-    state = "SELECT state FROM events WHERE channel_id = ? AND cursor = ?"
-    tail = (
-        "SELECT cursor, kind, payload FROM events WHERE channel_id = ? AND cursor > ? "
-        "ORDER BY cursor"
-    )
-
-    def state_at(cursor: int) -> object:
-        row = conn.execute(at, (channel, cursor)).fetchone()
-        return conn.execute(state, (channel, row[0])).fetchone()
-
-    def state_at_head() -> object:
-        row = conn.execute(head, (channel,)).fetchone()
-        return conn.execute(state, (channel, row[1])).fetchone()
-
-    def recover() -> object:
-        row = conn.execute(head, (channel,)).fetchone()
-        conn.execute(state, (channel, row[1])).fetchone()
-        return conn.execute(tail, (channel, row[1])).fetchall()
-
-    return {
-        "head": latency(lambda: conn.execute(head, (channel,)).fetchone()),
-        "state_at_head": latency(state_at_head),
-        "state_at_middle": latency(partial(state_at, size // 2 + 1)),
-        "recover": latency(recover),
-    }
-
-
 # -- transitions ----------------------------------------------------------------------------
 
 
@@ -337,18 +155,6 @@ def actae_transitions(
     return run_one
 
 
-def raw_transitions(
-    raw: RawBaseline, count: int, timings: list[float] | None = None
-) -> Callable[[int], None]:
-    def run_one(index: int) -> None:
-        with psycopg.connect(raw.dsn, autocommit=True) as conn:
-            taken = raw.transitions(conn, uuid.uuid4(), count)
-            if timings is not None:
-                timings.extend(taken)
-
-    return run_one
-
-
 def in_processes(
     job: Callable[..., None], workers: int, per_worker: int
 ) -> tuple[float, list[float]]:
@@ -390,15 +196,6 @@ def actae_process(url: str, count: int) -> Callable[..., None]:
     return job
 
 
-def raw_process(raw: RawBaseline, count: int) -> Callable[..., None]:
-    def job(index: int, ready: Any, out: Any) -> None:
-        with psycopg.connect(raw.dsn, autocommit=True) as conn:
-            ready.wait()
-            out.put(raw.transitions(conn, uuid.uuid4(), count))
-
-    return job
-
-
 def measure_transitions(
     dsn: str,
     one: Callable[[list[float]], Callable[[int], None]],
@@ -419,14 +216,6 @@ def measure_transitions(
         single + workers * per_worker
     )
     return out
-
-
-def medians(rounds: list[Any]) -> Any:
-    """Each figure's median over the rounds (nested dicts of numbers, one per round)."""
-    first = rounds[0]
-    if isinstance(first, dict):
-        return {key: medians([r[key] for r in rounds]) for key in first}
-    return statistics.median(rounds)
 
 
 def postgres(dsn: str, sizes: tuple[int, ...]) -> dict[str, Any]:

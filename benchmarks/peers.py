@@ -36,8 +36,18 @@ import psycopg
 from psycopg import sql
 
 import actae
-from benchmarks.common import DSN, RESULTS, drop_schemas, progress, with_schema
-from benchmarks.core import ROUNDS, STATE, RawBaseline, medians, summary, transition_step
+from benchmarks.common import (
+    DSN,
+    RESULTS,
+    STATE,
+    drop_schemas,
+    medians,
+    progress,
+    summary,
+    with_schema,
+)
+from benchmarks.core import ROUNDS, transition_step
+from benchmarks.raw import RawBaseline
 
 STEPS = 1000
 WARMUP = 50

@@ -31,7 +31,8 @@ from psycopg import sql
 
 import actae
 from actae.domain.channel import Channel
-from benchmarks.common import DSN, RESULTS, progress
+from benchmarks.common import DSN, RESULTS, Key, lag, lags_ms, progress
+from benchmarks.raw import RawLive, raw_catch_up
 
 BACKLOG = 20_000
 PER_TRANSACTION = 500
@@ -56,11 +57,6 @@ def build_backlog(store: actae.Store, events: int) -> None:
                 break
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
-
-
 def catch_up(url: str) -> float:
     with actae.open(url) as store:
         build_backlog(store, BACKLOG)
@@ -68,86 +64,6 @@ def catch_up(url: str) -> float:
         start = time.perf_counter()
         count = projector.catch_up()
         return count / (time.perf_counter() - start)
-
-
-def raw_catch_up(dsn: str) -> float:
-    schema = f"bench_raw_{uuid.uuid4().hex[:8]}"
-    ident = sql.Identifier(schema)
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA {}").format(ident))
-        conn.execute(
-            sql.SQL(
-                "CREATE TABLE {}.events (id bigserial PRIMARY KEY, channel uuid, "
-                "cursor bigint, payload jsonb)"
-            ).format(ident)
-        )
-        conn.execute(
-            sql.SQL("CREATE TABLE {}.heads (channel uuid PRIMARY KEY, cursor bigint)").format(ident)
-        )
-        conn.execute(
-            sql.SQL("CREATE TABLE {}.tracking (name text PRIMARY KEY, position bigint)").format(
-                ident
-            )
-        )
-        conn.execute(sql.SQL("INSERT INTO {}.tracking VALUES ('raw', 0)").format(ident))
-        channels = [uuid.uuid4() for _ in range(20)]
-        conn.execute(
-            sql.SQL(
-                "INSERT INTO {}.events (channel, cursor, payload) SELECT "
-                "(%s::uuid[])[1 + g %% 20], g, '{{\"n\": 1}}' FROM "
-                "generate_series(1, %s) g"
-            ).format(ident),
-            (channels, BACKLOG),
-        )
-        start = time.perf_counter()
-        position = 0
-        while True:
-            with conn.transaction():
-                rows = conn.execute(
-                    sql.SQL(
-                        "SELECT id, channel, cursor, payload FROM {}.events "
-                        "WHERE id > %s ORDER BY id LIMIT 2000"
-                    ).format(ident),
-                    (position,),
-                ).fetchall()
-                if not rows:
-                    break
-                heads = {row[1]: row[2] for row in rows}
-                with conn.cursor() as cursor:
-                    cursor.executemany(
-                        sql.SQL(
-                            "INSERT INTO {}.heads VALUES (%s, %s) ON CONFLICT (channel) "
-                            "DO UPDATE SET cursor = excluded.cursor"
-                        ).format(ident),
-                        list(heads.items()),
-                    )
-                position = rows[-1][0]
-                conn.execute(
-                    sql.SQL("UPDATE {}.tracking SET position = %s").format(ident), (position,)
-                )
-        elapsed = time.perf_counter() - start
-        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(ident))
-    return BACKLOG / elapsed
-
-
-def lag(seconds: list[float]) -> dict[str, float]:
-    """p50 and p99 of lags, in milliseconds (NaN when nothing arrived)."""
-    if not seconds:
-        return {"p50": float("nan"), "p99": float("nan")}
-    return {"p50": percentile(seconds, 0.5) * 1000, "p99": percentile(seconds, 0.99) * 1000}
-
-
-Key = tuple[uuid.UUID, int]
-"""(channel, cursor) of one written event."""
-
-
-def lags_ms(written: dict[Key, float], seen: dict[Key, float]) -> list[float]:
-    """Lag of every written event that was seen, from its write returning to being seen.
-
-    Matched after the run, so an event seen before its writer's call had even returned (a
-    follower can be that fast) counts as lag 0 instead of being dropped.
-    """
-    return [max(0.0, seen[key] - at) for key, at in written.items() if key in seen]
 
 
 def gaps_or_reorders(arrivals: list[Key]) -> int:
@@ -159,118 +75,6 @@ def gaps_or_reorders(arrivals: list[Key]) -> int:
             wrong += 1
         last[channel] = cursor
     return wrong
-
-
-class RawLive:
-    """The live run with plain psycopg, in its own schema.
-
-    Writers INSERT and NOTIFY in one statement under an advisory lock, as Actae's recorder
-    does: without it, concurrent writers commit positions out of order and a follower that
-    reads ``id > last`` skips the late ones (a run without it delivered 4,000 of 4,004).
-    A follower LISTENs, reads new rows in position order (subscription lag), then upserts
-    one head per channel and its tracking position in one transaction (projection lag).
-    """
-
-    def __init__(self, dsn: str) -> None:
-        self.dsn = dsn
-        self.schema = f"bench_rawlive_{uuid.uuid4().hex[:8]}"
-        self.channel_name = f"{self.schema}_events"
-        self.written: dict[Key, float] = {}
-        self.projected: dict[Key, float] = {}
-        self.delivered: dict[Key, float] = {}
-        self.stop = threading.Event()
-        self.listening = threading.Event()
-        ident = sql.Identifier(self.schema)
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE SCHEMA {}").format(ident))
-            for ddl in (
-                "CREATE TABLE {}.events (id bigserial PRIMARY KEY, channel uuid, "
-                "cursor bigint, state jsonb)",
-                "CREATE TABLE {}.heads (channel uuid PRIMARY KEY, cursor bigint)",
-                "CREATE TABLE {}.tracking (position bigint)",
-                "INSERT INTO {}.tracking VALUES (0)",
-            ):
-                conn.execute(sql.SQL(ddl).format(ident))
-
-    def follow(self) -> None:
-        """Read, project and track every new row until stopped."""
-        ident = sql.Identifier(self.schema)
-        select = sql.SQL(
-            "SELECT id, channel, cursor FROM {}.events WHERE id > %s ORDER BY id LIMIT 2000"
-        ).format(ident)
-        upsert = sql.SQL(
-            "INSERT INTO {}.heads VALUES (%s, %s) ON CONFLICT (channel) "
-            "DO UPDATE SET cursor = excluded.cursor"
-        ).format(ident)
-        track = sql.SQL("UPDATE {}.tracking SET position = %s").format(ident)
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel_name)))
-            self.listening.set()
-            position = 0
-            while not self.stop.is_set():
-                rows = conn.execute(select, (position,)).fetchall()
-                if not rows:
-                    for _ in conn.notifies(timeout=0.2, stop_after=1):
-                        pass
-                    continue
-                seen = time.time()
-                with conn.transaction(), conn.cursor() as cursor:
-                    cursor.executemany(upsert, list({r[1]: r[2] for r in rows}.items()))
-                    cursor.execute(track, (rows[-1][0],))
-                done = time.time()
-                for _, channel, cursor_ in rows:
-                    self.delivered[(channel, cursor_)] = seen
-                    self.projected[(channel, cursor_)] = done
-                position = rows[-1][0]
-
-    def write(self, channel: uuid.UUID) -> None:
-        """Insert at this writer's share of ``LIVE_RATE`` for ``LIVE_SECONDS``."""
-        insert = sql.SQL(
-            "WITH l AS MATERIALIZED (SELECT pg_advisory_xact_lock(hashtext(%s))), "
-            "i AS (INSERT INTO {}.events (channel, cursor, state) "
-            "SELECT %s, %s, %s FROM l RETURNING id) SELECT id, pg_notify(%s, '') FROM i"
-        ).format(sql.Identifier(self.schema))
-        interval = WRITERS / LIVE_RATE
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
-            next_at = time.perf_counter()
-            deadline = next_at + LIVE_SECONDS
-            cursor = 0
-            while next_at < deadline:
-                time.sleep(max(0.0, next_at - time.perf_counter()))  # pacing the load
-                cursor += 1
-                params = (self.schema, channel, cursor, '{"n": 1}', self.channel_name)
-                conn.execute(insert, params).fetchall()
-                self.written[(channel, cursor)] = time.time()
-                next_at += interval
-
-    def run(self) -> dict[str, Any]:
-        """The whole live run; drops the schema afterwards."""
-        follower = threading.Thread(target=self.follow, daemon=True)
-        follower.start()
-        self.listening.wait()
-        writers = [
-            threading.Thread(target=self.write, args=(uuid.uuid4(),)) for _ in range(WRITERS)
-        ]
-        start = time.perf_counter()
-        for writer in writers:
-            writer.start()
-        for writer in writers:
-            writer.join()
-        achieved = len(self.written) / (time.perf_counter() - start)
-        deadline = time.monotonic() + 10
-        while not self.written.keys() <= self.projected.keys() and time.monotonic() < deadline:
-            time.sleep(0.01)  # let the follower drain, bounded
-        self.stop.set()
-        follower.join()
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(self.schema)))
-        return {
-            "write_rate": achieved,
-            "projection_lag_ms": lag(lags_ms(self.written, self.projected)),
-            "subscription_lag_ms": lag(lags_ms(self.written, self.delivered)),
-            "samples": len(self.written),
-            "delivered": len(self.written.keys() & self.delivered.keys()),
-        }
 
 
 def live_lag(url: str) -> dict[str, Any]:
@@ -435,12 +239,14 @@ def main() -> None:
             progress("PostgreSQL: catch-up")
             results["postgresql"] = {
                 "catch_up_per_s": catch_up(url + "a"),
-                "raw_catch_up_per_s": raw_catch_up(args.dsn),
+                "raw_catch_up_per_s": raw_catch_up(args.dsn, BACKLOG),
             }
             progress("PostgreSQL: live lag")
             results["postgresql"]["live"] = live_lag(url + "b")
             progress("PostgreSQL: raw live lag")
-            results["postgresql"]["raw_live"] = RawLive(args.dsn).run()
+            results["postgresql"]["raw_live"] = RawLive(
+                args.dsn, writers=WRITERS, rate=LIVE_RATE, seconds=LIVE_SECONDS
+            ).run()
         finally:
             with psycopg.connect(args.dsn, autocommit=True) as conn:
                 for name in (schema + "a", schema + "b"):
