@@ -171,12 +171,9 @@ class ActaePostgresRecorder(PostgresApplicationRecorder):
             rows = cursor.execute(self._read_query(shape), params, prepare=True).fetchall()
         return [
             StoredEvent(
-                originator_id=originator_id,
-                originator_version=originator_version,
-                topic=topic,
-                state=bytes(state),
+                originator_id=id_, originator_version=version, topic=topic, state=bytes(state)
             )
-            for originator_id, originator_version, topic, state in rows
+            for id_, version, topic, state in rows
         ]
 
     @contextmanager

@@ -16,6 +16,7 @@ it), so a remembered answer is always right and also proves that the run exists.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from uuid import UUID
 
 from actae.domain.channel import Channel, ChannelHead
@@ -26,7 +27,10 @@ DEFAULT_MAX_CHANNELS = 10_000
 class HeadCache:
     """The newest head event seen per channel; forgets the oldest-entered past ``maxsize``."""
 
-    def __init__(self, maxsize: int = DEFAULT_MAX_CHANNELS) -> None:
+    def __init__(
+        self, read: Callable[[UUID], Channel.Event], maxsize: int = DEFAULT_MAX_CHANNELS
+    ) -> None:
+        self._read = read
         self._maxsize = maxsize
         self._heads: dict[UUID, ChannelHead] = {}
         self._channels: dict[UUID, UUID] = {}
@@ -35,6 +39,12 @@ class HeadCache:
     def get(self, channel_id: UUID) -> ChannelHead | None:
         """The remembered head of ``channel_id``, if any (it may be stale)."""
         return self._heads.get(channel_id)
+
+    def reread(self, channel_id: UUID) -> Channel.Event:
+        """The channel's head as stored (one read), remembered as the new guess."""
+        head = self._read(channel_id)
+        self.put(head)
+        return head
 
     def main_channel(self, run_id: UUID) -> UUID | None:
         """The main channel of ``run_id``, if an event of it was seen."""

@@ -244,7 +244,7 @@ class Ledger:
         pending: list[Any] = [effect]
         if on_channel:
             guess = self._heads.get(effect.channel_id)
-            channel = Channel.from_head(guess or self._reader.head_event(effect.channel_id))
+            channel = Channel.from_head(guess or self._heads.reread(effect.channel_id))
             event = effect.pending_events[-1]
             channel.note_effect(
                 kind=kind,
@@ -258,7 +258,7 @@ class Ledger:
             self._save(*pending)
         except IntegrityError:
             if on_channel:  # the channel may have moved: the next attempt needs its true head
-                self._heads.put(self._reader.head_event(effect.channel_id))
+                self._heads.reread(effect.channel_id)
             return False
         return True
 

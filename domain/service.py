@@ -82,8 +82,8 @@ class ActaeService(ForkCommands, Application[UUID]):
         self.max_document_bytes = max_document_bytes
         super().__init__(env)
         self.written = threading.Condition()
-        self.heads = HeadCache()
         self.reader = StoreReader(self.events, self.repository, codec, clock)
+        self.heads = HeadCache(self.reader.head_event)
         self.lifecycle = Lifecycle(
             save=lambda *aggregates: self.save(*aggregates),  # noqa: PLW0108 - late-bound
             reader=self.reader,
@@ -321,7 +321,7 @@ class ActaeService(ForkCommands, Application[UUID]):
         expected values by construction, and then against the head as stored.
         """
         guess = self.heads.get(channel_id)
-        channel = Channel.from_head(guess or self._head(channel_id))
+        channel = Channel.from_head(guess or self.heads.reread(channel_id))
         try:
             channel.ensure_at(expected_version=expected_version, expected_cursor=expected_cursor)
         except ConflictError:
@@ -330,15 +330,9 @@ class ActaeService(ForkCommands, Application[UUID]):
                 return self._replayed_receipt(channel_id, original)
             if guess is None:
                 raise
-            channel = Channel.from_head(self._head(channel_id))
+            channel = Channel.from_head(self.heads.reread(channel_id))
             channel.ensure_at(expected_version=expected_version, expected_cursor=expected_cursor)
         return channel
-
-    def _head(self, channel_id: UUID) -> Channel.Event:
-        """The channel's head as stored, remembered as the new guess."""
-        head = self.reader.head_event(channel_id)
-        self.heads.put(head)
-        return head
 
     def _append(
         self,
@@ -357,7 +351,7 @@ class ActaeService(ForkCommands, Application[UUID]):
         try:
             winner = self._save([channel], operation_id, command, content, result, event.timestamp)
         except IntegrityError as refusal:
-            head = Channel.from_head(self._head(channel.id))
+            head = Channel.from_head(self.heads.reread(channel.id))
             self._explain(head, refusal, expected_version, expected_cursor)
         if winner is not None:
             return self._replayed_receipt(channel.id, winner)

@@ -101,8 +101,8 @@ def test_ensure_at_refuses_any_stale_expectation(version: int, cursor: int) -> N
     channel.ensure_at(expected_version=None, expected_cursor=2)
 
 
-def test_remembered_heads_keep_the_head_fields_but_not_the_body() -> None:
-    channel = Channel.open(
+def opened_channel() -> Channel:
+    return Channel.open(
         channel_id=uuid.uuid4(),
         run_id=uuid.uuid4(),
         kind="run.started",
@@ -112,6 +112,14 @@ def test_remembered_heads_keep_the_head_fields_but_not_the_body() -> None:
         operation_id=None,
         at=datetime.now(UTC),
     )
+
+
+def unread(channel_id: uuid.UUID) -> Channel.Event:
+    raise AssertionError(f"the test expected no read of {channel_id}")
+
+
+def test_remembered_heads_keep_the_head_fields_but_not_the_body() -> None:
+    channel = opened_channel()
     channel.transition(
         kind="step",
         payload={"p": 1},
@@ -120,7 +128,7 @@ def test_remembered_heads_keep_the_head_fields_but_not_the_body() -> None:
         operation_id=None,
         at=datetime.now(UTC),
     )
-    heads = HeadCache(maxsize=2)
+    heads = HeadCache(unread, maxsize=2)
     for event in channel.collect_events():
         heads.put(event)  # type: ignore[arg-type]
     remembered = heads.get(channel.id)
@@ -132,3 +140,38 @@ def test_remembered_heads_keep_the_head_fields_but_not_the_body() -> None:
     assert not hasattr(remembered, "payload")
     assert not hasattr(remembered, "state")
     assert heads.main_channel(channel.run_id) == channel.id
+
+
+def test_remembered_heads_are_bounded_and_never_go_back() -> None:
+    channels = [opened_channel() for _ in range(3)]
+    first_events = {c.id: c.collect_events()[0] for c in channels}
+    heads = HeadCache(unread, maxsize=2)
+    for event in first_events.values():
+        heads.put(event)  # type: ignore[arg-type]
+    assert len(heads) == 2
+    assert heads.get(channels[0].id) is None  # the oldest-entered was forgotten
+    newest = channels[2]
+    newest.record(kind="k", payload={}, operation_id=None, at=datetime.now(UTC))
+    (later,) = newest.collect_events()
+    heads.put(later)  # type: ignore[arg-type]
+    heads.put(first_events[newest.id])  # type: ignore[arg-type]  # an older event arrives late
+    remembered = heads.get(newest.id)
+    assert remembered is not None
+    assert remembered.originator_version == 2
+
+
+def test_a_reread_head_is_remembered() -> None:
+    channel = opened_channel()
+    (opened,) = channel.collect_events()
+    reads: list[uuid.UUID] = []
+
+    def read(channel_id: uuid.UUID) -> Channel.Event:
+        reads.append(channel_id)
+        return opened  # type: ignore[return-value]
+
+    heads = HeadCache(read)
+    assert heads.reread(channel.id) is opened
+    assert reads == [channel.id]
+    remembered = heads.get(channel.id)
+    assert remembered is not None
+    assert remembered.originator_version == 1
