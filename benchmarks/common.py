@@ -6,7 +6,8 @@ import random
 import statistics
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,16 @@ def drop_schemas(dsn: str, *schemas: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         for name in schemas:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+@contextmanager
+def scratch_schema(dsn: str, prefix: str) -> Iterator[str]:
+    """A fresh schema name (``prefix_…``), dropped with everything in it afterwards."""
+    schema = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    try:
+        yield schema
+    finally:
+        drop_schemas(dsn, schema)
 
 
 def schema_bytes(dsn: str, schema: str) -> int:

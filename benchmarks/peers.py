@@ -40,9 +40,9 @@ from benchmarks.common import (
     DSN,
     RESULTS,
     STATE,
-    drop_schemas,
     medians,
     progress,
+    scratch_schema,
     summary,
     with_schema,
 )
@@ -67,39 +67,35 @@ def timed(step: Callable[[int], object], count: int = STEPS) -> dict[str, Any]:
 
 
 def actae_steps(dsn: str) -> dict[str, Any]:
-    schema = f"bench_peer_{uuid.uuid4().hex[:8]}"
-    try:
-        with actae.open(with_schema(dsn, schema)) as store:
-            run = store.start_run("peer", agent_id="bench", state=STATE)
-            head: Any = run
+    with scratch_schema(dsn, "bench_peer") as schema, actae.open(with_schema(dsn, schema)) as store:
+        run = store.start_run("peer", agent_id="bench", state=STATE)
+        head: Any = run
 
-            def step(n: int) -> object:
-                nonlocal head
-                head = transition_step(store, run, head, n)
-                return head
+        def step(n: int) -> object:
+            nonlocal head
+            head = transition_step(store, run, head, n)
+            return head
 
-            return timed(step)
-    finally:
-        drop_schemas(dsn, schema)
+        return timed(step)
 
 
 def actae_context_steps(dsn: str) -> dict[str, Any]:
-    schema = f"bench_peer_ctx_{uuid.uuid4().hex[:8]}"
-    try:
-        with actae.open(with_schema(dsn, schema)) as store:
-            run = store.start_run("peer", agent_id="bench", state=STATE)
-            context = store.resume(run.run_id, worker="bench")
-            return timed(lambda n: context.step("call", lambda: {**STATE, "step": n}))
-    finally:
-        drop_schemas(dsn, schema)
+    with (
+        scratch_schema(dsn, "bench_peer_ctx") as schema,
+        actae.open(with_schema(dsn, schema)) as store,
+    ):
+        run = store.start_run("peer", agent_id="bench", state=STATE)
+        context = store.resume(run.run_id, worker="bench")
+        return timed(lambda n: context.step("call", lambda: {**STATE, "step": n}))
 
 
 def raw_steps(dsn: str) -> dict[str, Any]:
-    schema = f"bench_peer_raw_{uuid.uuid4().hex[:8]}"
-    raw = RawBaseline(dsn, schema)
-    insert = sql.SQL("INSERT INTO {} VALUES (%s, %s, %s, %s, %s, %s, %s, %s)").format(raw.table())
-    channel = uuid.uuid4()
-    try:
+    with scratch_schema(dsn, "bench_peer_raw") as schema:
+        raw = RawBaseline(dsn, schema)
+        insert = sql.SQL("INSERT INTO {} VALUES (%s, %s, %s, %s, %s, %s, %s, %s)").format(
+            raw.table()
+        )
+        channel = uuid.uuid4()
         with psycopg.connect(dsn, autocommit=True) as conn:
 
             def step(n: int) -> object:
@@ -108,20 +104,18 @@ def raw_steps(dsn: str) -> dict[str, Any]:
                 return conn.execute(insert, (channel, n, n, n, "step", "{}", state, key))
 
             return timed(step)
-    finally:
-        drop_schemas(dsn, schema)
 
 
 def langgraph_steps(dsn: str, *, with_writes: bool = False) -> dict[str, Any]:
     from langgraph.checkpoint.base import empty_checkpoint
     from langgraph.checkpoint.postgres import PostgresSaver
 
-    schema = f"bench_peer_lg_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-    params = psycopg.conninfo.conninfo_to_dict(dsn)
-    conninfo = psycopg.conninfo.make_conninfo("", **params, options=f"-c search_path={schema}")
-    try:
+    with scratch_schema(dsn, "bench_peer_lg") as schema:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+        params = psycopg.conninfo.conninfo_to_dict(dsn)
+        options = f"-c search_path={schema}"
+        conninfo = psycopg.conninfo.make_conninfo("", **params, options=options)
         with PostgresSaver.from_conn_string(conninfo) as saver:
             saver.setup()
             config: Any = {"configurable": {"thread_id": str(uuid.uuid4()), "checkpoint_ns": ""}}
@@ -141,8 +135,6 @@ def langgraph_steps(dsn: str, *, with_writes: bool = False) -> dict[str, Any]:
                 return config
 
             return timed(step)
-    finally:
-        drop_schemas(dsn, schema)
 
 
 def dbos_steps(dsn: str) -> dict[str, Any]:

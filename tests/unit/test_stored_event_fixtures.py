@@ -47,35 +47,35 @@ def test_fixtures_cover_every_event_type() -> None:
     assert {row["topic"] for row in FIXTURES} == event_topics()
 
 
-@pytest.mark.parametrize("row", FIXTURES, ids=lambda row: f"{row['file']}:{row['topic']}")
-def test_stored_event_decodes_and_round_trips(row: dict[str, object]) -> None:
-    mapper = PydanticMapper(transcoder=OrjsonTranscoder())
+MAPPER = PydanticMapper(transcoder=OrjsonTranscoder())
+EACH_ROW = pytest.mark.parametrize("row", FIXTURES, ids=lambda row: f"{row['file']}:{row['topic']}")
+
+
+def decoded(row: dict[str, object]) -> DomainEvent:
+    """The fixture row's stored event, decoded by today's mapper."""
     stored = StoredEvent(
         originator_id=uuid.UUID(str(row["originator_id"])),
         originator_version=int(str(row["originator_version"])),
         topic=str(row["topic"]),
         state=str(row["state"]).encode(),
     )
-
-    event = mapper.to_domain_event(stored)
-
+    event = MAPPER.to_domain_event(stored)
     assert isinstance(event, DomainEvent)
-    assert mapper.to_domain_event(mapper.to_stored_event(event)) == event
+    return event
 
 
-@pytest.mark.parametrize("row", FIXTURES, ids=lambda row: f"{row['file']}:{row['topic']}")
+@EACH_ROW
+def test_stored_event_decodes_and_round_trips(row: dict[str, object]) -> None:
+    event = decoded(row)
+
+    assert MAPPER.to_domain_event(MAPPER.to_stored_event(event)) == event
+
+
+@EACH_ROW
 def test_the_fast_encoding_writes_what_model_dump_writes(row: dict[str, object]) -> None:
     """Flat events are encoded from their fields directly (adapters/codec.py): same JSON."""
-    mapper = PydanticMapper(transcoder=OrjsonTranscoder())
-    stored = StoredEvent(
-        originator_id=uuid.UUID(str(row["originator_id"])),
-        originator_version=int(str(row["originator_version"])),
-        topic=str(row["topic"]),
-        state=str(row["state"]).encode(),
-    )
-    event = mapper.to_domain_event(stored)
-    assert isinstance(event, DomainEvent)
-    encoded = orjson.loads(mapper.to_stored_event(event).state)
+    event = decoded(row)
+    encoded = orjson.loads(MAPPER.to_stored_event(event).state)
     dumped = event.model_dump(exclude={"originator_id", "originator_version"})
     if getattr(type(event), "class_version", 1) > 1:
         dumped["class_version"] = type(event).class_version  # type: ignore[attr-defined]
