@@ -154,11 +154,13 @@ def _project(args: argparse.Namespace) -> int:
             count = projector.rebuild()
             print(f"rebuilt the read models from {count:,} events", file=sys.stderr)
             return 0
+        # Stop cleanly on SIGTERM from here on, also during the first catch-up (which
+        # finishes its batch and returns), not only once following live.
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: projector.request_stop())
         count = projector.catch_up()
         print(f"caught up: {count:,} events, position {projector.position()}", file=sys.stderr)
         if not args.once:
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(signum, lambda *_: projector.request_stop())
             projector.run()
     return 0
 

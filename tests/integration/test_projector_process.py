@@ -81,10 +81,15 @@ def test_two_projector_processes_never_apply_an_event_twice(pg_url: str) -> None
         store.projector()
         workers = [
             subprocess.Popen(
-                [*PROJECT, "--db", pg_url, "--batch-size", "25"], stderr=subprocess.DEVNULL
+                [*PROJECT, "--db", pg_url, "--batch-size", "25"],
+                stderr=subprocess.PIPE,
+                text=True,
             )
             for _ in range(2)
         ]
+        for worker in workers:  # both are up and projecting before the backlog arrives
+            assert worker.stderr is not None
+            assert worker.stderr.readline().startswith("caught up")
         backlog(store, runs=8, events=60)
         target = store._service.recorder.max_notification_id()
         wait_for(lambda: tracked(store) == target, "both projectors to catch up")
@@ -123,6 +128,18 @@ def test_project_command_stops_on_sigterm(durable_url: str) -> None:
     worker = subprocess.Popen([*PROJECT, "--db", durable_url], stderr=subprocess.PIPE, text=True)
     assert worker.stderr is not None
     assert worker.stderr.readline().startswith("caught up")
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(TIMEOUT) == 0
+
+
+def test_project_command_stops_on_sigterm_during_its_first_catch_up(durable_url: str) -> None:
+    with actae.open(durable_url) as store:
+        backlog(store, runs=8, events=60)
+    worker = subprocess.Popen(
+        [*PROJECT, "--db", durable_url, "--batch-size", "5"], stderr=subprocess.PIPE, text=True
+    )
+    assert worker.stderr is not None
+    assert worker.stderr.readline().startswith("  projected")  # catching up, batch by batch
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(TIMEOUT) == 0
 
