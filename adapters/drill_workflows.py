@@ -17,10 +17,9 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from eventsourcing.persistence import EventStore
-
 import actae
 from actae.adapters.context import RunContext
+from actae.domain.service import ActaeService
 
 PROVIDER = os.environ.get("ACTAE_DRILL_PROVIDER", "http://127.0.0.1:9")
 SCHEMA = int(os.environ.get("ACTAE_DRILL_SCHEMA", "1"))
@@ -46,15 +45,16 @@ def _crash_after_commits() -> None:
 
     The worker never learns that the commit happened: the ambiguous commit.
     """
-    original = EventStore.put
+    original = ActaeService.save
 
-    def put(self: Any, events: Any, **kwargs: Any) -> Any:
-        recordings = original(self, events, **kwargs)
+    def save(self: ActaeService, *objs: Any, **kwargs: Any) -> Any:
+        events = [e for obj in objs for e in getattr(obj, "pending_events", [obj])]
+        positions = original(self, *objs, **kwargs)
         if any(getattr(e, "kind", "") == "coordinator.step" for e in events):
             crash_here("during-commit")
-        return recordings
+        return positions
 
-    EventStore.put = put  # type: ignore[method-assign,assignment]
+    ActaeService.save = save  # type: ignore[method-assign]
 
 
 if CRASH == "during-commit":

@@ -42,8 +42,7 @@ from __future__ import annotations
 import hashlib
 import weakref
 from collections import deque
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any, Final, LiteralString
 from uuid import UUID
 
@@ -83,6 +82,13 @@ TRANSLATED_ERRORS: tuple[tuple[type[psycopg.Error], type[PersistenceError]], ...
 )
 """psycopg's errors and the eventsourcing errors they become, first match wins (as in
 eventsourcing's ``PostgresDatastore.get_connection``)."""
+
+
+def translated(error: psycopg.Error) -> PersistenceError:
+    """The eventsourcing error a psycopg error becomes."""
+    target = next(target for source, target in TRANSLATED_ERRORS if isinstance(error, source))
+    return target(str(error))
+
 
 ReadShape = tuple[bool, bool, bool, bool]
 """(has ``gt``, has ``lte``, descending, has ``limit``): one rendered SELECT per shape."""
@@ -149,9 +155,7 @@ class ActaePostgresRecorder(PostgresApplicationRecorder):
                 [e.topic for e in stored_events],
                 [e.state for e in stored_events],
             ]
-        query = self._write_query(len(stored_events))
-        with self._cursor() as cursor:
-            rows = cursor.execute(query, params, prepare=True).fetchall()
+        rows = self._execute(self.insert_statement(len(stored_events)), params)
         return [row[0] for row in rows]
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
@@ -167,8 +171,7 @@ class ActaePostgresRecorder(PostgresApplicationRecorder):
         """Events of one aggregate, as eventsourcing's recorder selects them."""
         shape = (gt is not None, lte is not None, desc, limit is not None)
         params = [originator_id, *(p for p in (gt, lte, limit) if p is not None)]
-        with self._cursor() as cursor:
-            rows = cursor.execute(self._read_query(shape), params, prepare=True).fetchall()
+        rows = self._execute(self._read_query(shape), params)
         return [
             StoredEvent(
                 originator_id=id_, originator_version=version, topic=topic, state=bytes(state)
@@ -176,25 +179,32 @@ class ActaePostgresRecorder(PostgresApplicationRecorder):
             for id_, version, topic, state in rows
         ]
 
-    @contextmanager
-    def _cursor(self) -> Iterator[psycopg.Cursor[Any]]:
-        """The checked-out connection's own cursor (tuple rows); errors as eventsourcing's."""
+    def _execute(self, query: LiteralString, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """Run one prepared statement on a pooled connection's own cursor; its rows.
+
+        Checks the connection out and back in directly (no context managers: this is every
+        write's path). Errors become eventsourcing's, as in its ``get_connection``; a
+        broken connection goes back to the pool, which discards it.
+        """
         if not self._pool_opened:
             with self.datastore.get_connection():  # opens the pool, with its settings
                 self._pool_opened = True
+        pool = self.datastore.pool
         try:
-            with self.datastore.pool.connection() as conn:
-                cursor = self._cursors.get(conn)
-                if cursor is None or cursor.closed:
-                    cursor = self._cursors[conn] = conn.cursor(row_factory=tuple_row)
-                yield cursor
+            conn = pool.getconn()
         except psycopg.Error as error:
-            for source, target in TRANSLATED_ERRORS:
-                if isinstance(error, source):
-                    raise target(str(error)) from error
-            raise  # pragma: no cover - psycopg.Error is the last entry
+            raise translated(error) from error
+        try:
+            cursor = self._cursors.get(conn)
+            if cursor is None or cursor.closed:
+                cursor = self._cursors[conn] = conn.cursor(row_factory=tuple_row)
+            return cursor.execute(query, params, prepare=True).fetchall()
+        except psycopg.Error as error:
+            raise translated(error) from error
+        finally:
+            pool.putconn(conn)
 
-    def _write_query(self, count: int) -> LiteralString:
+    def insert_statement(self, count: int) -> LiteralString:
         """The insert of ``count`` events.
 
         Up to ``MAX_VALUES_ROWS`` events it is a ``VALUES`` list of scalars (cheaper to adapt

@@ -156,14 +156,17 @@ def actae_transitions(
 
 
 def in_processes(
-    job: Callable[..., None], workers: int, per_worker: int
+    job: Callable[..., None],
+    workers: int,
+    per_worker: int,
+    on_start: Callable[[], object] | None = None,
 ) -> tuple[float, list[float]]:
     """Operations per second of ``workers`` client processes, and all their latencies (ms).
 
     Processes, not threads: an agent fleet runs one worker process per core or more, and
     threads of one Python process would measure the GIL rather than the store. Each process
     opens its own connection before the clock starts, then runs ``job(index, ready, out)``
-    and puts its list of latencies on ``out``.
+    and puts its list of latencies on ``out``. ``on_start`` is called when the clock starts.
     """
     context = multiprocessing.get_context("fork")
     ready = context.Barrier(workers + 1)
@@ -173,6 +176,8 @@ def in_processes(
         proc.start()
     ready.wait()
     start = time.perf_counter()
+    if on_start is not None:
+        on_start()
     timings: list[float] = []
     for _ in procs:
         timings.extend(out.get(timeout=600))  # each client reports once, when done

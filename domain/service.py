@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from typing import Any, NoReturn
 from uuid import UUID, uuid4
 
-from eventsourcing.application import Application, ProcessingEvent
+from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError
 from eventsourcing.utils import Environment, EnvType
 
@@ -81,6 +81,8 @@ class ActaeService(ForkCommands, Application[UUID]):
         self.clock = clock
         self.max_document_bytes = max_document_bytes
         super().__init__(env)
+        if self.repository.cache is not None or self.snapshots is not None:
+            raise ValueError("ActaeService.save maintains no aggregate cache and no snapshots")
         self.written = threading.Condition()
         self.reader = StoreReader(self.events, self.repository, codec, clock)
         self.heads = HeadCache(self.reader.head_event)
@@ -102,32 +104,33 @@ class ActaeService(ForkCommands, Application[UUID]):
         )
 
     def save(self, *objs: Any, **kwargs: Any) -> Any:
-        """Save aggregates' events in one transaction, then wake this process's subscribers.
+        """Write the pending events of aggregates (and bare events) together; their positions.
 
-        Subscribers re-read the store. eventsourcing's ``Application.save`` tells aggregates
-        from events with runtime protocol checks (~20 µs each, a tenth of a transition's
-        client time); every object saved here is one of our aggregates, so this collects
-        their events directly.
-        Snapshotting is not configured, so there are no snapshots to take.
+        Then remembers the new channel heads and wakes this process's subscribers, who
+        re-read the store. eventsourcing's ``Application.save`` tells aggregates from events
+        with runtime protocol checks (~20 µs each) and wraps every stored event in
+        ``Recording`` and ``Notification`` objects that nothing here reads. Everything saved
+        here is one of our aggregates or events, no aggregate cache or snapshotting is
+        configured (checked in ``__init__``) and no process application follows (its
+        ``_notify`` hook is empty), so the events go to the mapper and the recorder directly.
         """
-        processing: ProcessingEvent[UUID] = ProcessingEvent()
+        events: list[Any] = []  # our events; eventsourcing types them as protocols
         for obj in objs:
             if isinstance(obj, Aggregate):
-                processing.events.extend(obj.collect_events())
-                processing.aggregates[obj.id] = obj
+                events.extend(obj.collect_events())
             elif isinstance(obj, DomainEvent):
-                processing.events.append(obj)
+                events.append(obj)
             else:
-                processing.collect_events(obj)
-        processing.saved_kwargs.update(kwargs)
-        recordings = self._record(processing)
-        self._notify(recordings)
-        for recording in recordings:
-            if isinstance(recording.domain_event, Channel.Event):
-                self.heads.put(recording.domain_event)
+                raise TypeError(f"cannot save a {type(obj).__name__}: not an Actae aggregate")
+        positions = self.recorder.insert_events(
+            [self.mapper.to_stored_event(event) for event in events], **kwargs
+        )
+        for event in events:
+            if isinstance(event, Channel.Event):
+                self.heads.put(event)
         with self.written:
             self.written.notify_all()
-        return recordings
+        return positions
 
     def construct_env(self, name: str, env: EnvType | None = None) -> Environment:
         """Configure from the given env only: the store URL decides, never ``os.environ``."""

@@ -130,3 +130,13 @@ def test_bad_store_urls_are_refused() -> None:
         with pytest.raises(actae.ValidationError) as caught:
             actae.open(url)
         assert caught.value.field == field
+
+
+def test_the_service_refuses_to_save_what_is_not_an_actae_aggregate(
+    store: actae.Store, run: actae.RunInfo
+) -> None:
+    """``save`` writes aggregates' events directly, so anything else is refused, unwritten."""
+    before = global_position(store)
+    with pytest.raises(TypeError, match="not an Actae aggregate"):
+        store._service.save(NotJson())
+    assert global_position(store) == before

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
+from uuid import UUID, uuid5
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from actae.adapters.codec import OrjsonTranscoder, PydanticMapper
-from actae.domain.operation import Operation
+from actae.domain.operation import OPERATION_NAMESPACE, Operation
 
 
 def test_the_direct_event_is_stored_exactly_as_eventsourcing_would_create_it() -> None:
@@ -29,3 +33,13 @@ def test_the_direct_event_is_stored_exactly_as_eventsourcing_would_create_it() -
     rebuilt = Operation.executed(**fields).mutate(None)
     assert isinstance(rebuilt, Operation)
     assert rebuilt.recorded_result == fields["result"]
+
+
+@given(st.text())
+def test_an_operation_id_maps_to_the_uuid5_of_the_namespace(operation_id: str) -> None:
+    """Stored operation records are found by this id: it must stay ``uuid5``, bit for bit."""
+    assert Operation.id_for(operation_id) == uuid5(OPERATION_NAMESPACE, operation_id)
+
+
+def test_an_operation_id_maps_to_the_id_already_in_stored_fixtures() -> None:
+    assert Operation.id_for("run-7:step-3") == UUID("fc596373-9634-5bc3-ab33-36e34e9b7598")

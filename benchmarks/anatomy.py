@@ -1,0 +1,315 @@
+"""Anatomy of a transition: what each part of Actae's write costs, one rung at a time.
+
+The core benchmark compares a whole Actae transition with the raw baseline (one ``INSERT`` of
+one row). This one climbs from that baseline to the full transition, adding one of Actae's
+parts per rung, each rung a complete write measured on 1 connection and in 4 client
+processes, in the same run:
+
+1. **raw**: the raw baseline of ``benchmarks.raw`` (one row, a unique operation id).
+2. **+ operation record**: the event row and the operation record row in Actae's
+   stored-events table (global position, primary key per aggregate), one plain ``INSERT``.
+3. **+ commit order**: the recorder's own statement: the ordering lock and ``pg_notify``
+   that keep positions gapless for subscribers.
+4. **+ recorder**: the same two rows through ``ActaePostgresRecorder.insert_events``
+   (pool checkout, error translation, retry on a dropped connection).
+5. **+ integrity**: input validation, canonical JSON and SHA-256 checksums of payload and
+   state, the command's fingerprint, the operation record's id.
+6. **Actae transition**: ``Store.transition``, adding the domain model (head memory,
+   aggregate, events, mapper).
+
+Rows 2 to 5 write bytes shaped like Actae's events (same fields, same sizes). Besides rate and
+client CPU, the 4-process columns give the whole machine's CPU per transition (client and
+server, from ``/proc/stat``): with 2 cores the processes are CPU-bound, so the rate follows it.
+
+Run with ``python -m benchmarks.anatomy [--dsn DSN]`` (part of ``make bench``); results go
+to ``benchmarks/results/anatomy.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, cast
+
+import orjson
+import psycopg
+from eventsourcing.persistence import StoredEvent
+from psycopg import sql
+
+import actae
+from actae.adapters.postgres import ActaePostgresRecorder
+from actae.domain.operation import Operation
+from actae.domain.validation import fingerprint, require_document
+from benchmarks.common import (
+    DSN,
+    RESULTS,
+    STATE,
+    drop_schemas,
+    medians,
+    progress,
+    with_schema,
+)
+from benchmarks.core import actae_transitions, in_processes
+from benchmarks.raw import RawBaseline
+
+SINGLE, WORKERS, PER_WORKER, ROUNDS = 600, 4, 300, 3
+EVENT_TOPIC = "actae.domain.channel:Channel.Transitioned"
+OPERATION_TOPIC = "actae.domain.operation:Operation.Executed"
+NO_CHECKSUM = "sha256:" + "0" * 64  # same length as a real one, for rungs that skip integrity
+PROC_STAT = Path("/proc/stat")
+
+Writer = Callable[[int], list[float]]
+"""Writes ``count`` transitions on a fresh channel; returns their latencies in ms."""
+
+
+# -- the rows Actae writes ------------------------------------------------------------------
+
+
+def event_rows(
+    channel: uuid.UUID, n: int, checksums: tuple[str, str] | None = None
+) -> list[StoredEvent]:
+    """The event and operation record of transition ``n``, encoded as Actae encodes them."""
+    state_sum, content = checksums or (NO_CHECKSUM, NO_CHECKSUM)
+    at = datetime.now(UTC)
+    operation_id = f"{channel}:{n}"
+    event = {
+        "timestamp": at,
+        "run_id": channel,
+        "kind": "step",
+        "payload": {"n": n},
+        "operation_id": operation_id,
+        "state_version": n + 1,
+        "state_cursor": n + 1,
+        "open_effects": [],
+        "usage": {},
+        "state": {**STATE, "step": n},
+        "state_checksum": state_sum,
+        "class_version": 2,
+    }
+    record = {
+        "timestamp": at,
+        "originator_topic": "actae.domain.operation:Operation",
+        "operation_id": operation_id,
+        "command": "transition",
+        "fingerprint": content,
+        "result": {"cursor": n + 1, "state_version": n + 1},
+    }
+    return [
+        StoredEvent(channel, n + 1, EVENT_TOPIC, orjson.dumps(event)),
+        StoredEvent(Operation.id_for(operation_id), 1, OPERATION_TOPIC, orjson.dumps(record)),
+    ]
+
+
+def timed(count: int, write: Callable[[int], object]) -> list[float]:
+    timings = []
+    for n in range(1, count + 1):
+        start = time.perf_counter()
+        write(n)
+        timings.append((time.perf_counter() - start) * 1000)
+    return timings
+
+
+# -- the rungs ------------------------------------------------------------------------------
+
+
+@contextmanager
+def raw_rung(raw: RawBaseline) -> Iterator[Writer]:
+    with psycopg.connect(raw.dsn, autocommit=True) as conn:
+        yield lambda count: raw.transitions(conn, uuid.uuid4(), count)
+
+
+@contextmanager
+def statement_rung(url: str, statement: sql.SQL | str) -> Iterator[Writer]:
+    """Rows 2 and 3: Actae's two rows in one plain psycopg statement."""
+    dsn, schema = url.split("?schema=")
+    text = statement
+    if isinstance(statement, sql.SQL):
+        text = statement.format(table=sql.Identifier(schema, "actae_events")).as_string()
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+
+        def write(count: int) -> list[float]:
+            channel = uuid.uuid4()
+
+            def one(n: int) -> object:
+                params = [v for e in event_rows(channel, n) for v in _columns(e)]
+                return conn.execute(text, params, prepare=True).fetchall()
+
+            return timed(count, one)
+
+        yield write
+
+
+def _columns(event: StoredEvent) -> tuple[Any, ...]:
+    return event.originator_id, event.originator_version, event.topic, event.state
+
+
+PLAIN_INSERT = sql.SQL(
+    "INSERT INTO {table} (originator_id, originator_version, topic, state) "
+    "VALUES (%s, %s, %s, %s), (%s, %s, %s, %s) RETURNING notification_id"
+)
+
+
+@contextmanager
+def store_rung(url: str, *, integrity: bool) -> Iterator[Writer]:
+    """Rows 4 and 5: the recorder itself, with or without Actae's integrity work."""
+    with actae.open(url) as store:
+        service = store._service  # the recorder is not public; this is a measurement
+        recorder, codec, limit = service.recorder, service.codec, service.max_document_bytes
+
+        def write(count: int) -> list[float]:
+            channel = uuid.uuid4()
+
+            def one(n: int) -> object:
+                checksums = None
+                if integrity:
+                    payload = require_document("payload", {"n": n}, codec, max_bytes=limit)
+                    state = require_document("state", {**STATE, "step": n}, codec, max_bytes=limit)
+                    content = fingerprint(
+                        "transition", str(channel), "step", payload.checksum, state.checksum
+                    )
+                    checksums = (state.checksum, content)
+                return recorder.insert_events(event_rows(channel, n, checksums))
+
+            return timed(count, one)
+
+        yield write
+
+
+@contextmanager
+def actae_rung(url: str) -> Iterator[Writer]:
+    with actae.open(url) as store:
+        run = store.start_run(f"anatomy-{uuid.uuid4()}", agent_id="bench", state=STATE)
+
+        def write(count: int) -> list[float]:
+            timings: list[float] = []
+            actae_transitions(store, count, timings, run=run)(0)
+            return timings
+
+        yield write
+
+
+RUNGS: tuple[tuple[str, str], ...] = (
+    ("raw", "one row, unique operation id (the baseline)"),
+    ("operation record", "+ the operation record row, Actae's table and indexes"),
+    ("commit order", "+ ordering lock and pg_notify (the recorder's statement)"),
+    ("recorder", "+ ActaePostgresRecorder.insert_events (pool, errors, retry)"),
+    ("integrity", "+ validation, canonical JSON, SHA-256 checksums, fingerprint"),
+    ("Actae", "+ domain model: Store.transition"),
+)
+
+
+def opener(name: str, raw: RawBaseline, url: str, ordered: str) -> Callable[[], Any]:
+    """A function that opens rung ``name``'s writer (a context manager)."""
+    return {
+        "raw": lambda: raw_rung(raw),
+        "operation record": lambda: statement_rung(url, PLAIN_INSERT),
+        "commit order": lambda: statement_rung(url, ordered),
+        "recorder": lambda: store_rung(url, integrity=False),
+        "integrity": lambda: store_rung(url, integrity=True),
+        "Actae": lambda: actae_rung(url),
+    }[name]
+
+
+# -- measuring ------------------------------------------------------------------------------
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds all cores spent busy since boot (Linux), or NaN elsewhere."""
+    if not PROC_STAT.exists():
+        return math.nan
+    ticks = [int(v) for v in PROC_STAT.read_text().split("\n", 1)[0].split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle and iowait
+    return (sum(ticks) - idle) / 100  # USER_HZ is 100 on Linux
+
+
+def one_connection(open_writer: Callable[[], Any]) -> dict[str, float]:
+    with open_writer() as write:
+        write(20)  # warm the connection and prepared statements
+        cpu, start = time.process_time(), time.perf_counter()
+        write(SINGLE)
+        elapsed = time.perf_counter() - start
+        return {"per_s": SINGLE / elapsed, "cpu_us": (time.process_time() - cpu) / SINGLE * 1e6}
+
+
+def four_processes(open_writer: Callable[[], Any]) -> dict[str, float]:
+    def job(index: int, ready: Any, out: Any) -> None:
+        with open_writer() as write:
+            write(5)
+            ready.wait()
+            out.put(write(PER_WORKER))
+
+    busy: list[float] = []
+    per_s, _ = in_processes(job, WORKERS, PER_WORKER, lambda: busy.append(machine_busy_seconds()))
+    machine = (machine_busy_seconds() - busy[0]) / (WORKERS * PER_WORKER) * 1e6
+    return {"per_s": per_s, "machine_cpu_us": machine}
+
+
+def measure(dsn: str) -> dict[str, Any]:
+    tag = uuid.uuid4().hex[:8]
+    raw_schema, schema = f"bench_{tag}_anatomy_raw", f"bench_{tag}_anatomy"
+    url = with_schema(dsn, schema)
+    raw = RawBaseline(dsn, raw_schema)
+    try:
+        with actae.open(url) as store:  # creates the schema once, before any process forks
+            recorder = cast(ActaePostgresRecorder, store._service.recorder)
+            ordered = recorder.insert_statement(2)
+        rounds = []
+        for round_ in range(1, ROUNDS + 1):
+            progress(f"anatomy of a transition, round {round_} of {ROUNDS}")
+            figures = {}
+            for name, _ in RUNGS:
+                open_writer = opener(name, raw, url, ordered)
+                figures[name] = {"1": one_connection(open_writer), "4": four_processes(open_writer)}
+            rounds.append(figures)
+        result: dict[str, Any] = medians(rounds)
+        return result
+    finally:
+        drop_schemas(dsn, raw_schema, schema)
+
+
+# -- report ---------------------------------------------------------------------------------
+
+
+def table(results: dict[str, Any]) -> str:
+    base = results["rungs"]["raw"]
+    lines = [
+        "| rung | adds | 1 conn /s | of raw | client CPU µs | 4 procs /s | of raw "
+        "| machine CPU µs |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, adds in RUNGS:
+        one, four = results["rungs"][name]["1"], results["rungs"][name]["4"]
+        machine = four["machine_cpu_us"]
+        lines.append(
+            f"| {name} | {adds} | {one['per_s']:,.0f} | {one['per_s'] / base['1']['per_s']:.0%} "
+            f"| {one['cpu_us']:,.0f} | {four['per_s']:,.0f} "
+            f"| {four['per_s'] / base['4']['per_s']:.0%} "
+            f"| {'-' if math.isnan(machine) else f'{machine:,.0f}'} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--dsn", default=DSN)
+    args = parser.parse_args()
+    results = {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "rungs": measure(args.dsn),
+    }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "anatomy.json").write_text(json.dumps(results, indent=2))
+    print(f"\nAnatomy of a transition (PostgreSQL), {results['date']}\n")
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()
