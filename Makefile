@@ -52,6 +52,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python -m benchmarks.ledger
 	$(BIN)/python -m benchmarks.projections
 	$(BIN)/python -m benchmarks.peers
+	$(BIN)/python -m benchmarks.anatomy
 	$(BIN)/python -m benchmarks.report
 
 clean:

@@ -66,23 +66,33 @@ def is_flat(cls: type[BaseModel]) -> bool:
     return not any(holds_models(field.annotation) for field in cls.model_fields.values())
 
 
+@cache
+def layout(cls: type[BaseModel]) -> tuple[str, int, bool]:
+    """An event class's topic, ``class_version`` and flatness, looked up once per class.
+
+    (A class without ``class_version`` would otherwise cost a failed attribute lookup
+    through pydantic's metaclass on every event written.)
+    """
+    return get_topic(cls), getattr(cls, "class_version", 1), is_flat(cls)
+
+
 class PydanticMapper(Mapper[Any]):
     """Maps pydantic domain events to stored events and back, honouring ``class_version``."""
 
     def to_stored_event(self, domain_event: DomainEventProtocol[Any]) -> StoredEvent:
         """Serialise a pydantic event; its topic is ``module:QualName``."""
         event = cast(BaseModel, domain_event)
-        if is_flat(type(event)):
+        topic, class_version, flat = layout(type(event))
+        if flat:
             state = {k: v for k, v in event.__dict__.items() if k not in IDENTITY}
         else:
             state = event.model_dump(exclude=set(IDENTITY))
-        class_version = getattr(type(event), "class_version", 1)
         if class_version > 1:
             state["class_version"] = class_version
         return StoredEvent(
             originator_id=domain_event.originator_id,
             originator_version=domain_event.originator_version,
-            topic=get_topic(type(event)),
+            topic=topic,
             state=self.transcoder.encode(state),
         )
 

@@ -187,10 +187,13 @@ def store_rung(url: str, *, integrity: bool) -> Iterator[Writer]:
 def actae_rung(url: str) -> Iterator[Writer]:
     with actae.open(url) as store:
         run = store.start_run(f"anatomy-{uuid.uuid4()}", agent_id="bench", state=STATE)
+        written = 0
 
         def write(count: int) -> list[float]:
+            nonlocal written
             timings: list[float] = []
-            actae_transitions(store, count, timings, run=run)(0)
+            actae_transitions(store, count, timings, run=run, first=written)(0)
+            written += count
             return timings
 
         yield write

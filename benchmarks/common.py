@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import statistics
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -60,6 +61,17 @@ def schema_bytes(dsn: str, schema: str) -> int:
 # ~2 KB of state, as in DESIGN.md §6: hex digits, so that neither store can shrink it to
 # nothing by compression (a run of one letter would compress to a few bytes in TOAST).
 STATE = {"notes": random.Random(7).randbytes(950).hex(), "step": 0}  # noqa: S311 - filler
+
+
+def rate(run_one: Callable[[int], None], workers: int, per_worker: int) -> float:
+    """Operations per second of ``workers`` threads each running ``run_one(index)``."""
+    threads = [threading.Thread(target=run_one, args=(i,)) for i in range(workers)]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return workers * per_worker / (time.perf_counter() - start)
 
 
 LATENCY_SAMPLES = 300

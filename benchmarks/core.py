@@ -20,13 +20,14 @@ import multiprocessing
 import os
 import platform
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
+
+import psycopg
 
 import actae
 from actae.domain.channel import Channel
@@ -47,12 +48,12 @@ from benchmarks.raw import (
     raw_process,
     raw_read_latencies,
     raw_sqlite_read_latencies,
-    raw_transitions,
 )
 
 SIZES = (1_000, 10_000, 100_000)
 FILL_CHUNK = 5_000  # events per save while filling a long channel
-TRANSITION_RUNS = ((1, 600), (4, 300))  # (connections, transitions per connection) a round
+TURN, TURNS = 100, 10  # 1 connection: Actae and raw alternate, 100 transitions a turn
+WORKERS, PER_WORKER = 4, 300  # client processes, transitions each, per round
 ROUNDS = 3  # Actae and raw take turns, round by round; medians are reported
 
 
@@ -113,17 +114,6 @@ def read_latencies(url: str, sizes: tuple[int, ...]) -> dict[str, Any]:
 # -- transitions ----------------------------------------------------------------------------
 
 
-def rate(run_one: Callable[[int], None], workers: int, per_worker: int) -> float:
-    """Operations per second of ``workers`` threads each running ``run_one(index)``."""
-    threads = [threading.Thread(target=run_one, args=(i,)) for i in range(workers)]
-    start = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return workers * per_worker / (time.perf_counter() - start)
-
-
 def transition_step(store: actae.Store, run: actae.RunInfo, head: Any, n: int) -> actae.Receipt:
     """The measured Actae transition: ~2 KB state, an operation id, the head just seen."""
     return store.transition(
@@ -142,17 +132,71 @@ def actae_transitions(
     count: int,
     timings: list[float] | None = None,
     run: actae.RunInfo | None = None,
+    first: int = 0,
 ) -> Callable[[int], None]:
+    """A function writing ``count`` transitions, numbered from ``first``, on ``run``.
+
+    Numbers must not repeat on one run: a repeated number is a repeated operation id,
+    which Actae answers by replaying the recorded result instead of writing.
+    """
+
     def run_one(index: int) -> None:
         mine = run or store.start_run(f"tps-{uuid.uuid4()}", agent_id="bench", state=STATE)
         head = store.head(mine.channel_id)
-        for n in range(count):
+        for n in range(first, first + count):
             start = time.perf_counter()
             head = transition_step(store, mine, head, n)
             if timings is not None:
                 timings.append((time.perf_counter() - start) * 1000)
 
     return run_one
+
+
+class Turns:
+    """Elapsed time, client CPU and latencies of one side of an interleaved measurement."""
+
+    def __init__(self) -> None:
+        self.elapsed = self.cpu = 0.0
+        self.count = 0
+        self.timings: list[float] = []
+
+    def take(self, count: int, write: Callable[[], list[float]]) -> None:
+        """Run one turn of ``count`` writes; ``write`` returns their latencies in ms."""
+        cpu, start = time.process_time(), time.perf_counter()
+        self.timings.extend(write())
+        self.elapsed += time.perf_counter() - start
+        self.cpu += time.process_time() - cpu
+        self.count += count
+
+    def figures(self) -> dict[str, Any]:
+        """Rate (under ``"1"``, one connection), client CPU per write and latency."""
+        return {
+            "1": {"per_s": self.count / self.elapsed},
+            "cpu_us": self.cpu / self.count * 1e6,
+            "latency": summary(self.timings),
+        }
+
+
+def one_connection(store: actae.Store, raw: RawBaseline) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Actae and raw on one connection each, taking turns every ``TURN`` transitions.
+
+    Short alternating turns put both sides through the same moments of a shared machine
+    (this VM's speed drifts by a factor of two over minutes), so their ratio is steadier
+    than that of two long runs one after the other.
+    """
+    run = store.start_run(f"tps-{uuid.uuid4()}", agent_id="bench", state=STATE)
+    ours, theirs = Turns(), Turns()
+    with psycopg.connect(raw.dsn, autocommit=True) as conn:
+        for turn in range(TURNS):
+
+            def actae_turn(first: int = turn * TURN) -> list[float]:
+                timings: list[float] = []
+                actae_transitions(store, TURN, timings, run=run, first=first)(0)
+                return timings
+
+            ours.take(TURN, actae_turn)
+            theirs.take(TURN, lambda: raw.transitions(conn, uuid.uuid4(), TURN))
+    return ours.figures(), theirs.figures()
 
 
 def in_processes(
@@ -201,26 +245,9 @@ def actae_process(url: str, count: int) -> Callable[..., None]:
     return job
 
 
-def measure_transitions(
-    dsn: str,
-    one: Callable[[list[float]], Callable[[int], None]],
-    four: Callable[..., None],
-    schema: str,
-) -> dict[str, Any]:
-    """Rate and latency on 1 and 4 connections; client CPU on 1; bytes on disk per write."""
-    (_, single), (workers, per_worker) = TRANSITION_RUNS
-    before = schema_bytes(dsn, schema)
-    timings: list[float] = []
-    cpu = time.process_time()
-    out: dict[str, Any] = {"1": {"per_s": rate(one(timings), 1, single)}}
-    out["cpu_us"] = (time.process_time() - cpu) / single * 1e6
-    out["latency"] = summary(timings)
-    per_s, many = in_processes(four, workers, per_worker)
-    out[str(workers)] = {"per_s": per_s, "latency": summary(many)}
-    out["bytes_per_transition"] = (schema_bytes(dsn, schema) - before) / (
-        single + workers * per_worker
-    )
-    return out
+def four_processes(job: Callable[..., None]) -> dict[str, Any]:
+    per_s, timings = in_processes(job, WORKERS, PER_WORKER)
+    return {"per_s": per_s, "latency": summary(timings)}
 
 
 def postgres(dsn: str, sizes: tuple[int, ...]) -> dict[str, Any]:
@@ -235,23 +262,22 @@ def postgres(dsn: str, sizes: tuple[int, ...]) -> dict[str, Any]:
         tps_url = with_schema(dsn, tps_schema)
         with actae.open(tps_url):
             pass  # creates the schema once; no store is open while client processes fork
-        (_, single), (_, per_process) = TRANSITION_RUNS
-        ours, theirs = [], []
+        sizes_before = schema_bytes(dsn, tps_schema), schema_bytes(dsn, raw_schema)
+        progress(f"PostgreSQL: transitions on 1 connection, Actae and raw by turns of {TURN}")
+        with actae.open(tps_url) as store:
+            ours, theirs = one_connection(store, raw)
+        many: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
         for round_ in range(1, ROUNDS + 1):
-            progress(f"PostgreSQL: transitions, round {round_} of {ROUNDS}, Actae then raw")
-            with actae.open(tps_url) as store:
-                one = partial(actae_transitions, store, single)
-                ours.append(
-                    measure_transitions(dsn, one, actae_process(tps_url, per_process), tps_schema)
-                )
-            one = partial(raw_transitions, raw, single)
-            theirs.append(measure_transitions(dsn, one, raw_process(raw, per_process), raw_schema))
-        return {
-            "reads": reads,
-            "raw_reads": raw_reads,
-            "transitions": medians(ours),
-            "raw": medians(theirs),
-        }
+            progress(f"PostgreSQL: transitions in {WORKERS} processes, round {round_} of {ROUNDS}")
+            many[0].append(four_processes(actae_process(tps_url, PER_WORKER)))
+            many[1].append(four_processes(raw_process(raw, PER_WORKER)))
+        written = TURNS * TURN + ROUNDS * WORKERS * PER_WORKER
+        for figures, rounds, schema, before in zip(
+            (ours, theirs), many, (tps_schema, raw_schema), sizes_before, strict=True
+        ):
+            figures[str(WORKERS)] = medians(rounds)
+            figures["bytes_per_transition"] = (schema_bytes(dsn, schema) - before) / written
+        return {"reads": reads, "raw_reads": raw_reads, "transitions": ours, "raw": theirs}
     finally:
         drop_schemas(dsn, reads_schema, tps_schema, raw_schema)
 

@@ -20,8 +20,7 @@ import psycopg
 from psycopg import sql
 
 import actae
-from benchmarks.common import DSN, RESULTS, progress
-from benchmarks.core import rate
+from benchmarks.common import DSN, RESULTS, progress, rate
 
 WORKERS = 4
 CLAIMS_PER_WORKER = 400

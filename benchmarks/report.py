@@ -1,6 +1,6 @@
 """One summary of every benchmark, with the DESIGN.md §6 targets beside the figures.
 
-``make bench`` runs the four benchmarks (each writes ``benchmarks/results/<name>.json`` and
+``make bench`` runs the five benchmarks (each writes ``benchmarks/results/<name>.json`` and
 prints its full tables), then this module, which prints the summary and writes it to
 ``benchmarks/results/summary.md``. ``python -m benchmarks.report --readme`` also replaces the
 block between the ``bench:start``/``bench:end`` markers in README.md with it.
@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from benchmarks.anatomy import table as anatomy_table
 from benchmarks.common import RESULTS
 from benchmarks.peers import table as peers_table
 
@@ -35,6 +36,7 @@ def verdict(ok: bool) -> str:
 
 def summary() -> str:
     core, ledger, proj, peers = load("core"), load("ledger"), load("projections"), load("peers")
+    anatomy = load("anatomy")
     pg = core["postgresql"]
     ours, raw = pg["transitions"], pg["raw"]
     sizes = [str(size) for size in core["sizes"]]
@@ -147,6 +149,11 @@ def summary() -> str:
         *(f"| {' | '.join(row)} |" for row in rows),
         "",
         peers_table(peers),
+        "",
+        f"Where a transition's time goes (`python -m benchmarks.anatomy`, {anatomy['date'][:10]}),"
+        " from the raw insert to Actae, one part added per rung:",
+        "",
+        anatomy_table(anatomy),
     ]
     return "\n".join(lines)
 
