@@ -15,8 +15,9 @@ the server's default durability (``synchronous_commit = on``) for all:
 * **raw psycopg**: one ``INSERT`` of the state with a unique key (the floor).
 
 Peers are optional: ``pip install -e '.[bench]'`` (``make bench`` does). A peer that is not
-installed is reported as such, not measured. The peers take turns over three rounds and
-the medians are reported. Run ``python -m benchmarks.peers [--dsn DSN]``.
+installed is reported as such, not measured. All peers are open at once and take turns of
+100 steps, ten turns each, so that every peer meets the same moments of a machine whose
+speed drifts. Run ``python -m benchmarks.peers [--dsn DSN]``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -40,33 +42,36 @@ from benchmarks.common import (
     DSN,
     RESULTS,
     STATE,
-    medians,
     progress,
     scratch_schema,
-    summary,
     with_schema,
 )
-from benchmarks.core import ROUNDS, transition_step
+from benchmarks.core import Turns, transition_step
 from benchmarks.raw import RawBaseline
 
-STEPS = 1000
+TURN, TURNS = 100, 10  # every peer takes 10 turns of 100 steps, in rotation
 WARMUP = 50
 
-
-def timed(step: Callable[[int], object], count: int = STEPS) -> dict[str, Any]:
-    """Steps per second and latency of ``count`` sequential calls, after a warm-up."""
-    for n in range(WARMUP):
-        step(-1 - n)
-    timings = []
-    start = time.perf_counter()
-    for n in range(count):
-        began = time.perf_counter()
-        step(n)
-        timings.append((time.perf_counter() - began) * 1000)
-    return {"per_s": count / (time.perf_counter() - start), **summary(timings)}
+Steps = Callable[[int, int], list[float]]
+"""Runs ``count`` steps numbered from ``first``; returns their latencies in ms."""
 
 
-def actae_steps(dsn: str) -> dict[str, Any]:
+def timed(step: Callable[[int], object]) -> Steps:
+    """A peer's ``Steps`` from a function doing step ``n``."""
+
+    def steps(first: int, count: int) -> list[float]:
+        timings = []
+        for n in range(first, first + count):
+            began = time.perf_counter()
+            step(n)
+            timings.append((time.perf_counter() - began) * 1000)
+        return timings
+
+    return steps
+
+
+@contextmanager
+def actae_steps(dsn: str) -> Iterator[Steps]:
     with scratch_schema(dsn, "bench_peer") as schema, actae.open(with_schema(dsn, schema)) as store:
         run = store.start_run("peer", agent_id="bench", state=STATE)
         head: Any = run
@@ -76,20 +81,22 @@ def actae_steps(dsn: str) -> dict[str, Any]:
             head = transition_step(store, run, head, n)
             return head
 
-        return timed(step)
+        yield timed(step)
 
 
-def actae_context_steps(dsn: str) -> dict[str, Any]:
+@contextmanager
+def actae_context_steps(dsn: str) -> Iterator[Steps]:
     with (
         scratch_schema(dsn, "bench_peer_ctx") as schema,
         actae.open(with_schema(dsn, schema)) as store,
     ):
         run = store.start_run("peer", agent_id="bench", state=STATE)
         context = store.resume(run.run_id, worker="bench")
-        return timed(lambda n: context.step("call", lambda: {**STATE, "step": n}))
+        yield timed(lambda n: context.step("call", lambda: {**STATE, "step": n}))
 
 
-def raw_steps(dsn: str) -> dict[str, Any]:
+@contextmanager
+def raw_steps(dsn: str) -> Iterator[Steps]:
     with scratch_schema(dsn, "bench_peer_raw") as schema:
         raw = RawBaseline(dsn, schema)
         insert = sql.SQL("INSERT INTO {} VALUES (%s, %s, %s, %s, %s, %s, %s, %s)").format(
@@ -103,10 +110,11 @@ def raw_steps(dsn: str) -> dict[str, Any]:
                 key = f"{channel}:{n}"
                 return conn.execute(insert, (channel, n, n, n, "step", "{}", state, key))
 
-            return timed(step)
+            yield timed(step)
 
 
-def langgraph_steps(dsn: str, *, with_writes: bool = False) -> dict[str, Any]:
+@contextmanager
+def langgraph_steps(dsn: str, *, with_writes: bool = False) -> Iterator[Steps]:
     from langgraph.checkpoint.base import empty_checkpoint
     from langgraph.checkpoint.postgres import PostgresSaver
 
@@ -124,20 +132,22 @@ def langgraph_steps(dsn: str, *, with_writes: bool = False) -> dict[str, Any]:
             def step(n: int) -> object:
                 nonlocal config
                 state = {**STATE, "step": n}
+                version = n + WARMUP + 1  # increasing from the first warm-up step on
                 if with_writes:  # the node's output, saved as the task finishes
                     saver.put_writes(config, [("state", state)], task_id=str(uuid.uuid4()))
                 checkpoint = empty_checkpoint()
                 checkpoint["channel_values"] = {"state": state}
-                checkpoint["channel_versions"] = {"state": n + WARMUP + 1}
+                checkpoint["channel_versions"] = {"state": version}
                 config = saver.put(
-                    config, checkpoint, {"source": "loop", "step": n}, {"state": n + WARMUP + 1}
+                    config, checkpoint, {"source": "loop", "step": n}, {"state": version}
                 )
                 return config
 
-            return timed(step)
+            yield timed(step)
 
 
-def dbos_steps(dsn: str) -> dict[str, Any]:
+@contextmanager
+def dbos_steps(dsn: str) -> Iterator[Steps]:
     from dbos import DBOS
 
     database = f"bench_dbos_{uuid.uuid4().hex[:8]}"
@@ -148,23 +158,18 @@ def dbos_steps(dsn: str) -> dict[str, Any]:
     def step(n: int) -> dict[str, Any]:
         return {**STATE, "step": n}
 
-    timings: list[float] = []
-
     @DBOS.workflow()
-    def workflow(count: int) -> None:
-        for n in range(count):
+    def workflow(first: int, count: int) -> list[float]:
+        timings = []
+        for n in range(first, first + count):
             began = time.perf_counter()
             step(n)
             timings.append((time.perf_counter() - began) * 1000)
+        return timings
 
     try:
         DBOS.launch()
-        workflow(WARMUP)
-        timings.clear()
-        start = time.perf_counter()
-        workflow(STEPS)
-        elapsed = time.perf_counter() - start
-        return {"per_s": STEPS / elapsed, **summary(timings)}
+        yield workflow  # one workflow per turn: its steps are recorded in order
     finally:
         DBOS.destroy(destroy_registry=True)
         with psycopg.connect(dsn, autocommit=True) as conn:
@@ -173,7 +178,7 @@ def dbos_steps(dsn: str) -> dict[str, Any]:
             )
 
 
-PEERS: dict[str, Callable[[str], dict[str, Any]]] = {
+PEERS: dict[str, Callable[[str], AbstractContextManager[Steps]]] = {
     "Actae transition": actae_steps,
     "Actae RunContext.step": actae_context_steps,
     "LangGraph PostgresSaver.put": langgraph_steps,
@@ -181,6 +186,32 @@ PEERS: dict[str, Callable[[str], dict[str, Any]]] = {
     "DBOS step": dbos_steps,
     "raw psycopg INSERT": raw_steps,
 }
+
+
+def measure(dsn: str) -> dict[str, Any]:
+    """Every installed peer, taking turns; a peer that is not installed is reported as such."""
+    missing: dict[str, str] = {}
+    with ExitStack() as stack:
+        runners: dict[str, Steps] = {}
+        for name, open_peer in PEERS.items():
+            try:
+                runners[name] = stack.enter_context(open_peer(dsn))
+            except ImportError as error:
+                missing[name] = str(error.name)
+                continue
+            runners[name](-WARMUP, WARMUP)
+        sides = {name: Turns() for name in runners}
+        for turn in range(TURNS):
+            progress(f"turn {turn + 1} of {TURNS}: {TURN} steps of each peer")
+            for name, steps in runners.items():
+                sides[name].take(TURN, partial(steps, turn * TURN, TURN))
+    figures = {name: side.figures() for name, side in sides.items()}
+    return {
+        name: {"missing": missing[name]}
+        if name in missing
+        else {"per_s": figures[name]["per_s"], **figures[name]["latency"]}
+        for name in PEERS
+    }
 
 
 def table(results: dict[str, Any]) -> str:
@@ -208,21 +239,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("DBOS__VMID", "actae-bench")
     results: dict[str, Any] = {"date": datetime.now(UTC).isoformat(timespec="seconds")}
-    rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in PEERS}
-    missing: dict[str, str] = {}
-    for round_ in range(1, ROUNDS + 1):
-        for name, measure in PEERS.items():
-            if name in missing:
-                continue
-            progress(f"round {round_} of {ROUNDS}: {name}, {STEPS} steps")
-            try:
-                rounds[name].append(measure(args.dsn))
-            except ImportError as error:
-                missing[name] = str(error.name)
-    results["peers"] = {
-        name: {"missing": missing[name]} if name in missing else medians(rounds[name])
-        for name in PEERS
-    }
+    results["peers"] = measure(args.dsn)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "peers.json").write_text(json.dumps(results, indent=2))
     print(f"\nActae peers benchmark, {results['date']}, PostgreSQL\n")

@@ -9,7 +9,7 @@ retried, a repeat of the same operation replays the original receipt.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID, uuid4
@@ -30,7 +30,7 @@ from actae.domain.validation import (
 from actae.domain.values import ForkReceipt, ForkRecord
 
 if TYPE_CHECKING:
-    from actae.domain.aggregate import Aggregate
+    from actae.domain.aggregate import Aggregate, DomainEvent
     from actae.domain.operation import Operation
     from actae.domain.ports import Clock
     from actae.domain.reader import StoreReader
@@ -49,7 +49,7 @@ class ForkCommands:
 
         def _save(
             self,
-            aggregates: list[Aggregate],
+            objects: Sequence[Aggregate | DomainEvent],
             operation_id: str | None,
             command: str,
             content: str,

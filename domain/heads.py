@@ -40,11 +40,11 @@ class HeadCache:
         """The remembered head of ``channel_id``, if any (it may be stale)."""
         return self._heads.get(channel_id)
 
-    def reread(self, channel_id: UUID) -> Channel.Event:
+    def reread(self, channel_id: UUID) -> ChannelHead:
         """The channel's head as stored (one read), remembered as the new guess."""
-        head = self._read(channel_id)
-        self.put(head)
-        return head
+        event = self._read(channel_id)
+        self.put(event)
+        return ChannelHead.of(event)
 
     def main_channel(self, run_id: UUID) -> UUID | None:
         """The main channel of ``run_id``, if an event of it was seen."""

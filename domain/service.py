@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, NoReturn
 from uuid import UUID, uuid4
@@ -32,7 +32,7 @@ from eventsourcing.persistence import IntegrityError
 from eventsourcing.utils import Environment, EnvType
 
 from actae.domain.aggregate import Aggregate, DomainEvent
-from actae.domain.channel import Channel
+from actae.domain.channel import Channel, ChannelHead
 from actae.domain.errors import ConflictError, ContentionError
 from actae.domain.forking import FORK_ATTEMPTS, ForkCommands
 from actae.domain.heads import HeadCache
@@ -266,13 +266,18 @@ class ActaeService(ForkCommands, Application[UUID]):
         operation_id = optional_text("operation_id", operation_id)
         usage_part = (str(sorted(spent.items())),) if spent else ()  # old fingerprints stay valid
         content = fingerprint("record", str(cid), kind, body.checksum, *usage_part)
-        channel = self._channel_at(cid, operation_id, content, None, expected_cursor)
-        if isinstance(channel, Receipt):
-            return channel
-        channel.record(
-            kind=kind, payload=body.value, operation_id=operation_id, at=self.clock(), usage=spent
+        head = self._head_at(cid, operation_id, content, None, expected_cursor)
+        if isinstance(head, Receipt):
+            return head
+        event = Channel.recorded(
+            head,
+            kind=kind,
+            payload=body.value,
+            operation_id=operation_id,
+            at=self.clock(),
+            usage=spent,
         )
-        return self._append(channel, operation_id, "record", content, None, expected_cursor)
+        return self._append(event, operation_id, "record", content, None, expected_cursor)
 
     def transition(
         self,
@@ -294,10 +299,11 @@ class ActaeService(ForkCommands, Application[UUID]):
         expected_cursor = require_int("expected_cursor", expected_cursor, minimum=1)
         operation_id = optional_text("operation_id", operation_id)
         content = fingerprint("transition", str(cid), kind, body.checksum, document.checksum)
-        channel = self._channel_at(cid, operation_id, content, expected_version, expected_cursor)
-        if isinstance(channel, Receipt):
-            return channel
-        channel.transition(
+        head = self._head_at(cid, operation_id, content, expected_version, expected_cursor)
+        if isinstance(head, Receipt):
+            return head
+        event = Channel.transitioned(
+            head,
             kind=kind,
             payload=body.value,
             state=document.value,
@@ -306,40 +312,40 @@ class ActaeService(ForkCommands, Application[UUID]):
             at=self.clock(),
         )
         return self._append(
-            channel, operation_id, "transition", content, expected_version, expected_cursor
+            event, operation_id, "transition", content, expected_version, expected_cursor
         )
 
-    def _channel_at(
+    def _head_at(
         self,
         channel_id: UUID,
         operation_id: str | None,
         content: str,
         expected_version: int | None,
         expected_cursor: int,
-    ) -> Channel | Receipt:
-        """The channel at the head the caller expects, or the replay of an earlier run.
+    ) -> ChannelHead | Receipt:
+        """The channel's head if it is the one the caller expects, or the replay of an earlier run.
 
         The head comes from the per-process guess when there is one (no read). A mismatch is
         checked against the operation record first, because a retried command carries stale
         expected values by construction, and then against the head as stored.
         """
         guess = self.heads.get(channel_id)
-        channel = Channel.from_head(guess or self.heads.reread(channel_id))
+        head = guess or self.heads.reread(channel_id)
         try:
-            channel.ensure_at(expected_version=expected_version, expected_cursor=expected_cursor)
+            head.ensure_at(expected_version=expected_version, expected_cursor=expected_cursor)
         except ConflictError:
             original = self._recorded(operation_id, content)
             if original is not None:
                 return self._replayed_receipt(channel_id, original)
             if guess is None:
                 raise
-            channel = Channel.from_head(self.heads.reread(channel_id))
-            channel.ensure_at(expected_version=expected_version, expected_cursor=expected_cursor)
-        return channel
+            head = self.heads.reread(channel_id)
+            head.ensure_at(expected_version=expected_version, expected_cursor=expected_cursor)
+        return head
 
     def _append(
         self,
-        channel: Channel,
+        event: Channel.Event,
         operation_id: str | None,
         command: str,
         content: str,
@@ -347,22 +353,21 @@ class ActaeService(ForkCommands, Application[UUID]):
         expected_cursor: int,
     ) -> Receipt:
         """Save a channel's new event; a lost race becomes a replay or a ConflictError."""
-        event = channel.pending_events[-1]
-        assert isinstance(event, Channel.Event)  # noqa: S101 - the command just triggered it
         receipt = receipt_of(event)
         result = {"cursor": receipt.cursor, "state_version": receipt.state_version}
         try:
-            winner = self._save([channel], operation_id, command, content, result, event.timestamp)
+            winner = self._save([event], operation_id, command, content, result, event.timestamp)
         except IntegrityError as refusal:
-            head = Channel.from_head(self.heads.reread(channel.id))
-            self._explain(head, refusal, expected_version, expected_cursor)
+            self._explain(
+                self.heads.reread(event.originator_id), refusal, expected_version, expected_cursor
+            )
         if winner is not None:
-            return self._replayed_receipt(channel.id, winner)
+            return self._replayed_receipt(event.originator_id, winner)
         return receipt
 
     @staticmethod
     def _explain(
-        head: Channel,
+        head: ChannelHead,
         refusal: IntegrityError,
         expected_version: int | None,
         expected_cursor: int,
@@ -376,18 +381,18 @@ class ActaeService(ForkCommands, Application[UUID]):
 
     def _save(
         self,
-        aggregates: list[Aggregate],
+        objects: Sequence[Aggregate | DomainEvent],
         operation_id: str | None,
         command: str,
         content: str,
         result: dict[str, Any],
         at: datetime,
     ) -> Operation | None:
-        """Save all events with the operation record; on a lost race, return the winner's.
+        """Save aggregates and events with the operation record; on a lost race, the winner's.
 
         Re-raises the store's ``IntegrityError`` when no operation record explains it.
         """
-        pending: list[Aggregate | Operation.Executed] = list(aggregates)
+        pending = list(objects)
         if operation_id is not None:
             pending.append(
                 Operation.executed(

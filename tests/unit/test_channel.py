@@ -6,6 +6,8 @@ import uuid
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from actae.domain.channel import Channel, ChannelHead
 from actae.domain.errors import ConflictError
@@ -170,8 +172,64 @@ def test_a_reread_head_is_remembered() -> None:
         return opened  # type: ignore[return-value]
 
     heads = HeadCache(read)
-    assert heads.reread(channel.id) is opened
+    assert heads.reread(channel.id) == ChannelHead.of(opened)  # type: ignore[arg-type]
     assert reads == [channel.id]
     remembered = heads.get(channel.id)
     assert remembered is not None
     assert remembered.originator_version == 1
+
+
+heads = st.builds(
+    ChannelHead,
+    originator_id=st.uuids(),
+    originator_version=st.integers(1, 10**6),
+    timestamp=st.just(AT),
+    run_id=st.uuids(),
+    state_version=st.integers(1, 10**6),
+    state_cursor=st.integers(1, 10**6),
+    open_effects=st.lists(st.text(max_size=5), max_size=3).map(tuple),
+    usage=st.dictionaries(st.sampled_from(["tokens", "cost"]), st.floats(0, 1e6)),
+)
+documents = st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=5), max_size=3)
+operation_ids = st.none() | st.text(min_size=1, max_size=10)
+
+
+@given(heads, st.text(min_size=1, max_size=8), documents, documents, operation_ids)
+def test_a_transition_built_on_a_head_is_the_event_the_aggregate_triggers(
+    head: ChannelHead,
+    kind: str,
+    payload: dict[str, object],
+    state: dict[str, object],
+    operation_id: str | None,
+) -> None:
+    """The command path builds events on the head alone; they must be the aggregate's."""
+    fields = {"kind": kind, "payload": payload, "operation_id": operation_id}
+    channel = Channel.from_head(head)
+    channel.transition(**fields, state=state, state_checksum="sha256:s", at=AT)  # type: ignore[arg-type]
+    (triggered,) = channel.collect_events()
+    direct = Channel.transitioned(head, **fields, state=state, state_checksum="sha256:s", at=AT)  # type: ignore[arg-type]
+    assert direct == triggered
+    assert type(direct) is type(triggered)
+
+
+@given(
+    heads,
+    st.text(min_size=1, max_size=8),
+    documents,
+    operation_ids,
+    st.none() | st.dictionaries(st.sampled_from(["tokens", "cost"]), st.floats(0, 1e3)),
+)
+def test_a_record_built_on_a_head_is_the_event_the_aggregate_triggers(
+    head: ChannelHead,
+    kind: str,
+    payload: dict[str, object],
+    operation_id: str | None,
+    usage: dict[str, float] | None,
+) -> None:
+    fields = {"kind": kind, "payload": payload, "operation_id": operation_id, "usage": usage}
+    channel = Channel.from_head(head)
+    channel.record(**fields, at=AT)  # type: ignore[arg-type]
+    (triggered,) = channel.collect_events()
+    direct = Channel.recorded(head, **fields, at=AT)  # type: ignore[arg-type]
+    assert direct == triggered
+    assert type(direct) is type(triggered)
