@@ -2,8 +2,9 @@
 
 The core benchmark compares a whole Actae transition with the raw baseline (one ``INSERT`` of
 one row). This one climbs from that baseline to the full transition, adding one of Actae's
-parts per rung, each rung a complete write measured on 1 connection and in 4 client
-processes, in the same run:
+parts per rung. Each rung is a complete write, measured on 1 connection (all rungs open at
+once, taking turns of 100 writes, so a drifting machine treats them alike) and in 4 client
+processes (three rounds, medians):
 
 1. **raw**: the raw baseline of ``benchmarks.raw`` (one row, a unique operation id).
 2. **+ operation record**: the event row and the operation record row in Actae's
@@ -14,8 +15,8 @@ processes, in the same run:
    (pool checkout, error translation, retry on a dropped connection).
 5. **+ integrity**: input validation, canonical JSON and SHA-256 checksums of payload and
    state, the command's fingerprint, the operation record's id.
-6. **Actae transition**: ``Store.transition``, adding the domain model (head memory,
-   aggregate, events, mapper).
+6. **Actae transition**: ``Store.transition``, adding the domain model (argument checks,
+   head memory, pydantic events, mapper, receipts).
 
 Rows 2 to 5 write bytes shaped like Actae's events (same fields, same sizes). Besides rate and
 client CPU, the 4-process columns give the whole machine's CPU per transition (client and
@@ -33,8 +34,9 @@ import math
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
@@ -56,10 +58,10 @@ from benchmarks.common import (
     progress,
     with_schema,
 )
-from benchmarks.core import actae_transitions, in_processes
+from benchmarks.core import Turns, actae_transitions, in_processes
 from benchmarks.raw import RawBaseline
 
-SINGLE, WORKERS, PER_WORKER, ROUNDS = 600, 4, 300, 3
+TURN, TURNS, WORKERS, PER_WORKER, ROUNDS = 100, 8, 4, 300, 3
 EVENT_TOPIC = "actae.domain.channel:Channel.Transitioned"
 OPERATION_TOPIC = "actae.domain.operation:Operation.Executed"
 NO_CHECKSUM = "sha256:" + "0" * 64  # same length as a real one, for rungs that skip integrity
@@ -233,13 +235,22 @@ def machine_busy_seconds() -> float:
     return (sum(ticks) - idle) / 100  # USER_HZ is 100 on Linux
 
 
-def one_connection(open_writer: Callable[[], Any]) -> dict[str, float]:
-    with open_writer() as write:
-        write(20)  # warm the connection and prepared statements
-        cpu, start = time.process_time(), time.perf_counter()
-        write(SINGLE)
-        elapsed = time.perf_counter() - start
-        return {"per_s": SINGLE / elapsed, "cpu_us": (time.process_time() - cpu) / SINGLE * 1e6}
+def one_connection(openers: dict[str, Callable[[], Any]]) -> dict[str, dict[str, float]]:
+    """Every rung on its own connection, all open at once, taking turns of ``TURN`` writes."""
+    with ExitStack() as stack:
+        writers = {
+            name: stack.enter_context(open_writer()) for name, open_writer in openers.items()
+        }
+        for write in writers.values():
+            write(20)  # warm the connection and prepared statements
+        turns = {name: Turns() for name in writers}
+        for _ in range(TURNS):
+            for name, write in writers.items():
+                turns[name].take(TURN, partial(write, TURN))
+    return {
+        name: {"per_s": t.figures()["per_s"], "cpu_us": t.figures()["cpu_us"]}
+        for name, t in turns.items()
+    }
 
 
 def four_processes(open_writer: Callable[[], Any]) -> dict[str, float]:
@@ -264,16 +275,17 @@ def measure(dsn: str) -> dict[str, Any]:
         with actae.open(url) as store:  # creates the schema once, before any process forks
             recorder = cast(ActaePostgresRecorder, store._service.recorder)
             ordered = recorder.insert_statement(2)
+        openers = {name: opener(name, raw, url, ordered) for name, _ in RUNGS}
+        progress(f"anatomy of a transition: 1 connection per rung, turns of {TURN}")
+        single = one_connection(openers)
         rounds = []
         for round_ in range(1, ROUNDS + 1):
-            progress(f"anatomy of a transition, round {round_} of {ROUNDS}")
-            figures = {}
-            for name, _ in RUNGS:
-                open_writer = opener(name, raw, url, ordered)
-                figures[name] = {"1": one_connection(open_writer), "4": four_processes(open_writer)}
-            rounds.append(figures)
-        result: dict[str, Any] = medians(rounds)
-        return result
+            progress(f"anatomy of a transition: {WORKERS} processes, round {round_} of {ROUNDS}")
+            rounds.append(
+                {name: four_processes(open_writer) for name, open_writer in openers.items()}
+            )
+        many: dict[str, Any] = medians(rounds)
+        return {name: {"1": single[name], "4": many[name]} for name, _ in RUNGS}
     finally:
         drop_schemas(dsn, raw_schema, schema)
 
