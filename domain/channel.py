@@ -120,14 +120,7 @@ class Channel(Aggregate):
     def head(self) -> ChannelHead:
         """The channel's head, as its last event describes it."""
         return ChannelHead(
-            self.id,
-            self.version,
-            self.modified_on,
-            self.run_id,
-            self.state_version,
-            self.state_cursor,
-            self.open_effects,
-            self.usage,
+            self.id, self.version, self.modified_on, *(getattr(self, name) for name in CARRIED)
         )
 
     # -- events on top of a head, without an aggregate ------------------------------------
@@ -266,32 +259,23 @@ class ChannelHead(NamedTuple):
             event.originator_id,
             event.originator_version,
             event.timestamp,
-            event.run_id,
-            event.state_version,
-            event.state_cursor,
-            event.open_effects,
-            event.usage,
+            *(getattr(event, name) for name in CARRIED),
         )
 
 
+CARRIED = ("run_id", "state_version", "state_cursor", "open_effects", "usage")
+"""The head fields every channel event carries, in ``ChannelHead``'s order (the one list)."""
+
+
 def _take_head(channel: Any, head: Channel.Event | ChannelHead) -> None:
-    """Set the head fields every channel event carries (the one place that lists them)."""
-    channel.run_id = head.run_id
-    channel.state_version = head.state_version
-    channel.state_cursor = head.state_cursor
-    channel.open_effects = head.open_effects
-    channel.usage = head.usage
+    """Set the head fields every channel event carries."""
+    for name in CARRIED:
+        setattr(channel, name, getattr(head, name))
 
 
 def carried(head: Channel | ChannelHead) -> dict[str, Any]:
     """The head fields an event carries forward unless it changes them."""
-    return {
-        "run_id": head.run_id,
-        "state_version": head.state_version,
-        "state_cursor": head.state_cursor,
-        "open_effects": head.open_effects,
-        "usage": head.usage,
-    }
+    return {name: getattr(head, name) for name in CARRIED}
 
 
 def transition_fields(
