@@ -22,7 +22,8 @@ from actae.domain.errors import (
     RunStoppedError,
     RunSuspended,
 )
-from actae.domain.values import Receipt, RunInfo, RunStatus
+from actae.domain.reader import StoreReader, operation_record_of
+from actae.domain.values import OperationRecord, Receipt, RunInfo, RunStatus
 from actae.domain.waits import Decision
 
 NOTE_KINDS = ("run.", "effect.")
@@ -39,10 +40,11 @@ Reconcile = Callable[[str], Any]
 class RunContext:
     """One worker's handle on one run: durable steps, guarded effects, tracked head."""
 
-    def __init__(self, store: Store, run: RunInfo, worker: str) -> None:
+    def __init__(self, store: Store, run: RunInfo, worker: str, reader: StoreReader) -> None:
         self.store = store
         self.run = run
         self.worker = worker
+        self._reader = reader
         self._occurrences: Counter[tuple[str, str]] = Counter()
         self._head = store.head(run.channel_id)
 
@@ -60,6 +62,10 @@ class RunContext:
         self._occurrences[(kind, name)] += 1
         return f"{self.run.run_id}:{kind}:{name}:{self._occurrences[(kind, name)]}"
 
+    def _next_key(self, kind: str, name: str) -> str:
+        """The key the next ``_key(kind, name)`` returns (nothing is counted yet)."""
+        return f"{self.run.run_id}:{kind}:{name}:{self._occurrences[(kind, name)] + 1}"
+
     def _refresh(self) -> None:
         """Adopt the channel head after ledger notes this context wrote itself."""
         self._head = self.store.head(self.run.channel_id)
@@ -72,7 +78,16 @@ class RunContext:
         Raises ``RunStoppedError`` if the run was paused, cancelled or ended, or is past its
         deadline (which fails it); ``RunSuspended`` if it waits.
         """
-        info = self.store.run(self.run.run_id)
+        return self._checkpoint(None)[0]
+
+    def _checkpoint(self, key: str | None) -> tuple[RunInfo, OperationRecord | None]:
+        """``checkpoint()``, reading the operation recorded under ``key`` in the same trip."""
+        info, found = self._reader.run_and_operation(self.run.run_id, self.run.channel_id, key)
+        self._go_on(info)
+        return info, operation_record_of(found)
+
+    def _go_on(self, info: RunInfo) -> None:
+        """Raise unless the run described by ``info`` may go on; adopt others' notes."""
         if info.status is RunStatus.WAITING:
             wait = info.waiting
             raise RunSuspended(
@@ -99,7 +114,6 @@ class RunContext:
             raise RunStoppedError(info.run_id, status=RunStatus.FAILED.value)
         if info.cursor != self._head.cursor:
             self._adopt_notes()
-        return info
 
     def _adopt_notes(self) -> None:
         """Move past lifecycle and ledger notes that others wrote on the channel.
@@ -123,9 +137,8 @@ class RunContext:
         ``usage`` (a mapping, or a function of the result) records what the step consumed,
         e.g. ``{"tokens": 812, "cost": 0.02}``; the run's budget is checked against the totals.
         """
-        self.checkpoint()
+        _, recorded = self._checkpoint(self._next_key("step", name))
         key = self._key("step", name)
-        recorded = self.store.operation(key)
         if recorded is not None:
             return cast(T, self._value_at(recorded.result["cursor"]))
         value = fn()
@@ -143,11 +156,10 @@ class RunContext:
 
     def record(self, kind: str, payload: dict[str, Any]) -> Receipt:
         """Record an event on the run's channel (once, also across re-runs)."""
-        self.checkpoint()
+        _, recorded = self._checkpoint(self._next_key("record", kind))
         key = self._key("record", kind)
-        replayed = self._replayed(key)
-        if replayed is not None:
-            return replayed
+        if recorded is not None:
+            return self._receipt_of(recorded)
         receipt = self.store.record(
             self.run.channel_id,
             kind=kind,
@@ -162,13 +174,15 @@ class RunContext:
     def _replayed(self, key: str) -> Receipt | None:
         """The receipt of the write this call made in an earlier run of the code, if any."""
         recorded = self.store.operation(key)
-        if recorded is None:
-            return None
+        return None if recorded is None else self._receipt_of(recorded)
+
+    def _receipt_of(self, recorded: OperationRecord) -> Receipt:
+        """The receipt of a write this context's code made in an earlier run."""
         return Receipt(
             channel_id=self.run.channel_id,
             cursor=recorded.result["cursor"],
             state_version=recorded.result["state_version"],
-            operation_id=key,
+            operation_id=recorded.operation_id,
             replayed=True,
         )
 

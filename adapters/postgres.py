@@ -129,6 +129,7 @@ class ActaePostgresRecorder(PostgresApplicationRecorder):
         self._lock_key = ordering_lock_key(datastore.schema, self.events_table_name)
         self._writes: dict[int, str] = {}
         self._reads: dict[ReadShape, str] = {}
+        self._together: dict[tuple[bool, ...], str] = {}
         self._cursors: weakref.WeakKeyDictionary[Any, psycopg.Cursor[Any]] = (
             weakref.WeakKeyDictionary()
         )
@@ -178,6 +179,42 @@ class ActaePostgresRecorder(PostgresApplicationRecorder):
             )
             for id_, version, topic, state in rows
         ]
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def select_together(self, requests: Sequence[tuple[UUID, bool]]) -> list[list[StoredEvent]]:
+        """Several aggregates' events in one round trip, one list per request, in order.
+
+        Each request is ``(originator_id, last_only)``: the aggregate's last event, or all
+        of its events. A worker's step needs its run, its channel's head and its operation
+        record; asked separately, those are three round trips before the step can start.
+        """
+        shape = tuple(last_only for _, last_only in requests)
+        rows = self._execute(self._together_query(shape), [id_ for id_, _ in requests])
+        found: list[list[StoredEvent]] = [[] for _ in requests]
+        for index, id_, version, topic, state in sorted(rows, key=lambda row: (row[0], row[2])):
+            found[index].append(StoredEvent(id_, version, topic, bytes(state)))
+        return found
+
+    def _together_query(self, shape: tuple[bool, ...]) -> LiteralString:
+        """One ``UNION ALL`` branch per request, tagged with the request's index."""
+        rendered = self._together.get(shape)
+        if rendered is None:
+            table = SQL("{schema}.{table}").format(
+                schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name)
+            )
+            branches = [
+                SQL(
+                    "(SELECT {index}, originator_id, originator_version, topic, state FROM {table}"
+                    " WHERE originator_id = %s{last})"
+                ).format(
+                    index=Literal(index),
+                    table=table,
+                    last=SQL(" ORDER BY originator_version DESC LIMIT 1" if last else ""),
+                )
+                for index, last in enumerate(shape)
+            ]
+            rendered = self._together[shape] = SQL(" UNION ALL ").join(branches).as_string()
+        return rendered
 
     def _execute(self, query: LiteralString, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         """Run one prepared statement on a pooled connection's own cursor; its rows.

@@ -29,7 +29,7 @@ from actae.adapters.url import StoreUrl, parse_store_url
 from actae.domain.effects import Claim, EffectInfo, RetryPolicy
 from actae.domain.errors import IncompatibleResumeError, NotFoundError
 from actae.domain.ports import Clock
-from actae.domain.reader import channel_event_of
+from actae.domain.reader import channel_event_of, operation_record_of
 from actae.domain.service import ActaeService, utc_now
 from actae.domain.validation import (
     DEFAULT_MAX_DOCUMENT_BYTES,
@@ -370,11 +370,8 @@ class Store:
 
     def operation(self, operation_id: str) -> OperationRecord | None:
         """The command recorded under ``operation_id``, or ``None`` if it never ran."""
-        found = self._reader.operation(require_text("operation_id", operation_id))
-        if found is None or found.is_effect:
-            return None
-        return OperationRecord(
-            operation_id=found.operation_id, command=found.command, result=found.recorded_result
+        return operation_record_of(
+            self._reader.operation(require_text("operation_id", operation_id))
         )
 
     def now(self) -> datetime:
@@ -400,7 +397,7 @@ class Store:
         run = self.run(run_id)
         if pins:
             run = self._reconcile_pins(run, require_pins("pins", pins), migrations or {}, worker)
-        return RunContext(self, run, worker)
+        return RunContext(self, run, worker, self._reader)
 
     def _reconcile_pins(
         self, run: RunInfo, wanted: Pins, migrations: Mapping[int, Migration], worker: str

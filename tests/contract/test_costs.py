@@ -69,3 +69,30 @@ def test_close_releases_every_postgres_connection(pg_url: str, pg_dsn: str) -> N
     assert during is not None
     assert during[0] > before[0]
     assert after == before
+
+
+@pytest.mark.postgres
+def test_a_worker_step_is_two_round_trips_on_postgres(pg_url: str) -> None:
+    """One statement asks: may the run go on, and did this step run before? One writes."""
+    with actae.open(pg_url) as store:
+        run = store.start_run("steps", agent_id="a", state={})
+        context = store.resume(run.run_id, worker="w")
+        context.step("warm", lambda: 0)
+        recorder = store._service.recorder
+        calls: list[str] = []
+        for name in ("select_together", "select_events", "insert_events"):
+            original = getattr(recorder, name)
+
+            def counting(*args: Any, _name: str = name, _call: Any = original, **kw: Any) -> Any:
+                calls.append(_name)
+                return _call(*args, **kw)
+
+            setattr(recorder, name, counting)
+        assert context.step("think", lambda: {"answer": 42}) == {"answer": 42}
+        assert calls == ["select_together", "insert_events"]
+        calls.clear()
+        again = store.resume(run.run_id, worker="w2")  # the code runs again from the top
+        calls.clear()
+        assert again.step("warm", lambda: 1) == 0
+        assert again.step("think", lambda: {"answer": 0}) == {"answer": 42}
+        assert "insert_events" not in calls

@@ -119,3 +119,38 @@ def test_writes_survive_the_server_dropping_every_pooled_connection(
         )
         assert (receipt.cursor, receipt.replayed) == (2, False)
         assert [e.cursor for e in store.events(run.channel_id)] == [1, 2]
+
+
+def test_select_together_answers_each_request_in_one_statement(pg_url: str) -> None:
+    """All events of one aggregate, the last of another, nothing for an unknown id."""
+    with actae.open(pg_url) as store:
+        recorder = store._service.recorder
+        assert isinstance(recorder, ActaePostgresRecorder)
+        run = store.start_run("t", agent_id="a", state={}, operation_id="start:t")
+        head = store.head(run.channel_id)
+        for n in range(3):
+            head = store.record(
+                run.channel_id, kind="k", payload={"n": n}, expected_cursor=head.cursor
+            )
+        store.pause(run.run_id, actor="ops", reason="check")
+        run_events, channel_head, nothing = recorder.select_together(
+            [(run.run_id, False), (run.channel_id, True), (uuid.uuid4(), False)]
+        )
+        assert run_events == list(recorder.select_events(run.run_id))
+        assert len(run_events) >= 2
+        assert channel_head == list(recorder.select_events(run.channel_id, desc=True, limit=1))
+        assert nothing == []
+
+
+def test_run_and_operation_in_one_read_equal_the_two_reads(pg_url: str) -> None:
+    with actae.open(pg_url) as store:
+        reader = store._service.reader
+        run = store.start_run("t", agent_id="a", state={})
+        store.record(run.channel_id, kind="k", payload={}, expected_cursor=1, operation_id="op-1")
+        for operation_id in ("op-1", "never-ran", None):
+            info, operation = reader.run_and_operation(run.run_id, run.channel_id, operation_id)
+            assert info == reader.run(run.run_id)
+            expected = reader.operation(operation_id)
+            assert (operation and operation.recorded_result) == (
+                expected and expected.recorded_result
+            )
