@@ -171,11 +171,6 @@ class RunContext:
             self._head = receipt
         return receipt
 
-    def _replayed(self, key: str) -> Receipt | None:
-        """The receipt of the write this call made in an earlier run of the code, if any."""
-        recorded = self.store.operation(key)
-        return None if recorded is None else self._receipt_of(recorded)
-
     def _receipt_of(self, recorded: OperationRecord) -> Receipt:
         """The receipt of a write this context's code made in an earlier run."""
         return Receipt(
@@ -199,11 +194,10 @@ class RunContext:
         state the code computes now: after a schema migration the code may build the same
         step's state differently, and the history, not the new code, says what happened.
         """
-        self.checkpoint()
+        _, recorded = self._checkpoint(self._next_key("transition", kind))
         key = self._key("transition", kind)
-        replayed = self._replayed(key)
-        if replayed is not None:
-            return replayed
+        if recorded is not None:
+            return self._receipt_of(recorded)
         receipt = self.store.transition(
             self.run.channel_id,
             kind=kind,
@@ -259,9 +253,8 @@ class RunContext:
         pins: dict[str, Any] | None = None,
     ) -> RunInfo:
         """Start a child run once (a re-run returns the same child, whatever it passes now)."""
-        self.checkpoint()
+        _, recorded = self._checkpoint(self._next_key("child", workflow_id))
         key = self._key("child", workflow_id)
-        recorded = self.store.operation(key)
         if recorded is not None:
             return self.store.run(recorded.result["run_id"])
         return self.store.start_run(
