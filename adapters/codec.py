@@ -84,7 +84,9 @@ class PydanticMapper(Mapper[Any]):
         event = cast(BaseModel, domain_event)
         topic, class_version, flat = layout(type(event))
         if flat:
-            state = {k: v for k, v in event.__dict__.items() if k not in IDENTITY}
+            state = event.__dict__.copy()
+            for name in IDENTITY:
+                del state[name]
         else:
             state = event.model_dump(exclude=set(IDENTITY))
         if class_version > 1:

@@ -10,6 +10,7 @@ is one indexed read, never a replay of history.
 from __future__ import annotations
 
 from datetime import datetime
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, cast
 from uuid import UUID
 
@@ -119,9 +120,7 @@ class Channel(Aggregate):
 
     def head(self) -> ChannelHead:
         """The channel's head, as its last event describes it."""
-        return ChannelHead(
-            self.id, self.version, self.modified_on, *(getattr(self, name) for name in CARRIED)
-        )
+        return ChannelHead(self.id, self.version, self.modified_on, *carried_values(self))
 
     # -- events on top of a head, without an aggregate ------------------------------------
     #
@@ -256,15 +255,15 @@ class ChannelHead(NamedTuple):
     def of(cls, event: Channel.Event) -> ChannelHead:
         """The head described by ``event``."""
         return cls(
-            event.originator_id,
-            event.originator_version,
-            event.timestamp,
-            *(getattr(event, name) for name in CARRIED),
+            event.originator_id, event.originator_version, event.timestamp, *carried_values(event)
         )
 
 
 CARRIED = ("run_id", "state_version", "state_cursor", "open_effects", "usage")
 """The head fields every channel event carries, in ``ChannelHead``'s order (the one list)."""
+
+carried_values = attrgetter(*CARRIED)
+"""``CARRIED``'s values of an event, head or channel, as a tuple (read on every write)."""
 
 
 def _take_head(channel: Any, head: Channel.Event | ChannelHead) -> None:
@@ -275,7 +274,7 @@ def _take_head(channel: Any, head: Channel.Event | ChannelHead) -> None:
 
 def carried(head: Channel | ChannelHead) -> dict[str, Any]:
     """The head fields an event carries forward unless it changes them."""
-    return {name: getattr(head, name) for name in CARRIED}
+    return dict(zip(CARRIED, carried_values(head), strict=True))
 
 
 def transition_fields(
