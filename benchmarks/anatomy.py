@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -56,6 +55,7 @@ from benchmarks.common import (
     drop_schemas,
     medians,
     progress,
+    timings_ms,
     with_schema,
 )
 from benchmarks.core import Turns, actae_transitions, in_processes
@@ -109,15 +109,6 @@ def event_rows(
     ]
 
 
-def timed(count: int, write: Callable[[int], object]) -> list[float]:
-    timings = []
-    for n in range(1, count + 1):
-        start = time.perf_counter()
-        write(n)
-        timings.append((time.perf_counter() - start) * 1000)
-    return timings
-
-
 # -- the rungs ------------------------------------------------------------------------------
 
 
@@ -144,7 +135,7 @@ def statement_rung(url: str, statement: sql.SQL | str) -> Iterator[Writer]:
                 params = [v for e in event_rows(channel, n) for v in _columns(e)]
                 return conn.execute(text, params, prepare=True).fetchall()
 
-            return timed(count, one)
+            return timings_ms(one, range(1, count + 1))
 
         yield write
 
@@ -180,7 +171,7 @@ def store_rung(url: str, *, integrity: bool) -> Iterator[Writer]:
                     checksums = (state.checksum, content)
                 return recorder.insert_events(event_rows(channel, n, checksums))
 
-            return timed(count, one)
+            return timings_ms(one, range(1, count + 1))
 
         yield write
 

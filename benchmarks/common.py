@@ -7,7 +7,7 @@ import statistics
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -72,6 +72,16 @@ def rate(run_one: Callable[[int], None], workers: int, per_worker: int) -> float
     for thread in threads:
         thread.join()
     return workers * per_worker / (time.perf_counter() - start)
+
+
+def timings_ms(call: Callable[[int], object], numbers: Iterable[int]) -> list[float]:
+    """How long each ``call(n)`` took, in milliseconds, for each ``n`` in turn."""
+    timings = []
+    for n in numbers:
+        start = time.perf_counter()
+        call(n)
+        timings.append((time.perf_counter() - start) * 1000)
+    return timings
 
 
 LATENCY_SAMPLES = 300

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
@@ -44,6 +43,7 @@ from benchmarks.common import (
     STATE,
     progress,
     scratch_schema,
+    timings_ms,
     with_schema,
 )
 from benchmarks.core import Turns, transition_step
@@ -58,16 +58,7 @@ Steps = Callable[[int, int], list[float]]
 
 def timed(step: Callable[[int], object]) -> Steps:
     """A peer's ``Steps`` from a function doing step ``n``."""
-
-    def steps(first: int, count: int) -> list[float]:
-        timings = []
-        for n in range(first, first + count):
-            began = time.perf_counter()
-            step(n)
-            timings.append((time.perf_counter() - began) * 1000)
-        return timings
-
-    return steps
+    return lambda first, count: timings_ms(step, range(first, first + count))
 
 
 @contextmanager
@@ -160,12 +151,7 @@ def dbos_steps(dsn: str) -> Iterator[Steps]:
 
     @DBOS.workflow()
     def workflow(first: int, count: int) -> list[float]:
-        timings = []
-        for n in range(first, first + count):
-            began = time.perf_counter()
-            step(n)
-            timings.append((time.perf_counter() - began) * 1000)
-        return timings
+        return timings_ms(step, range(first, first + count))
 
     try:
         DBOS.launch()
