@@ -19,6 +19,8 @@ from actae.adapters.migrations import open_postgres, open_sqlite
 from actae.adapters.postgres import ActaePostgresRecorder
 from actae.adapters.projector import Projector
 from actae.adapters.readmodels import postgres_db, sqlite_db
+from actae.adapters.store_ledger import LedgerMethods
+from actae.adapters.store_lifecycle import LifecycleMethods
 from actae.adapters.subscription import (
     ConditionWaiter,
     ListenWaiter,
@@ -26,7 +28,6 @@ from actae.adapters.subscription import (
     Waiter,
 )
 from actae.adapters.url import StoreUrl, parse_store_url
-from actae.domain.effects import Claim, EffectInfo, RetryPolicy
 from actae.domain.errors import IncompatibleResumeError, NotFoundError
 from actae.domain.ports import Clock
 from actae.domain.reader import channel_event_of, operation_record_of
@@ -85,7 +86,7 @@ def open(
     return Store(service, parsed)
 
 
-class Store:
+class Store(LifecycleMethods, LedgerMethods):
     """A durable-execution store for agent runs. Use as a context manager, or ``close()``."""
 
     def __init__(self, service: ActaeService, url: StoreUrl) -> None:
@@ -188,154 +189,6 @@ class Store:
         return self._service.fork(
             channel_id, at=at, operation_id=operation_id, reason=reason, pins=pins
         )
-
-    # -- run lifecycle --------------------------------------------------------------------
-
-    def approve(
-        self, run_id: UUID | str, name: str, *, actor: str, note: str | None = None
-    ) -> RunInfo:
-        """Grant the approval ``name``; a run waiting for it wakes up."""
-        return self._service.lifecycle.decide(run_id, name, "approved", actor=actor, note=note)
-
-    def deny(
-        self, run_id: UUID | str, name: str, *, actor: str, note: str | None = None
-    ) -> RunInfo:
-        """Deny the approval ``name``; a run waiting for it wakes up and sees the denial."""
-        return self._service.lifecycle.decide(run_id, name, "denied", actor=actor, note=note)
-
-    def signal(
-        self,
-        run_id: UUID | str,
-        name: str,
-        payload: dict[str, Any] | None = None,
-        *,
-        actor: str | None = None,
-    ) -> RunInfo:
-        """Send the signal ``name`` (kept until the run waits for it, or waking it now)."""
-        return self._service.lifecycle.decide(run_id, name, "signal", actor=actor, payload=payload)
-
-    def wake_due(self, run_id: UUID | str) -> bool:
-        """Fire the run's due timer, or expire its due approval; True if something happened."""
-        return self._service.lifecycle.wake_due(run_id)
-
-    def pause(self, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
-        """Pause a run; its workflow code stops at the next step boundary."""
-        return self._service.lifecycle.pause(run_id, actor=actor, reason=reason)
-
-    def unpause(self, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
-        """Let a paused run continue."""
-        return self._service.lifecycle.unpause(run_id, actor=actor, reason=reason)
-
-    def cancel(self, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
-        """Cancel a run and its children (cooperatively: at the next step boundary)."""
-        return self._service.lifecycle.cancel(run_id, actor=actor, reason=reason)
-
-    def complete_run(self, run_id: UUID | str, result: dict[str, Any] | None = None) -> RunInfo:
-        """Mark a run completed with ``result`` (workers do this when its workflow returns)."""
-        return self._service.lifecycle.complete(run_id, result)
-
-    def fail_run(self, run_id: UUID | str, error: str, *, actor: str) -> RunInfo:
-        """Mark a run failed with ``error``."""
-        return self._service.lifecycle.fail(run_id, error, actor=actor)
-
-    def suspend(
-        self,
-        run_id: UUID | str,
-        *,
-        reason: str,
-        name: str,
-        seconds: float | None = None,
-        on_expiry: str | None = None,
-    ) -> RunInfo:
-        """Low-level: make a running run wait (RunContext's waits call this)."""
-        return self._service.lifecycle.suspend(
-            run_id, reason=reason, name=name, seconds=seconds, on_expiry=on_expiry
-        )
-
-    def override(
-        self,
-        effect_key: str,
-        outcome: str,
-        *,
-        actor: str,
-        reason: str,
-        evidence: dict[str, Any] | None = None,
-        result: dict[str, Any] | None = None,
-    ) -> EffectInfo:
-        """Operator override: settle an effect in doubt or needing review, with evidence."""
-        proof = {**(evidence or {}), "override_reason": reason}
-        return self._service.ledger.reconcile(
-            effect_key, outcome, actor=actor, evidence=proof, result=result
-        )
-
-    # -- tool-execution ledger ------------------------------------------------------------
-
-    def claim(
-        self,
-        effect_key: str,
-        *,
-        run_id: UUID | str,
-        worker: str,
-        lease: float,
-        request: dict[str, Any] | None = None,
-        retry: RetryPolicy | Mapping[str, Any] | None = None,
-    ) -> Claim:
-        """Claim a side effect under a lease of ``lease`` seconds.
-
-        Returns a granted :class:`Claim` with a fencing token (pass it to the provider and
-        to heartbeat/complete/fail), or ``status="completed"`` with the recorded result.
-        Raises ``LeaseHeldError`` while another worker's lease is live, ``RetryNotDueError``
-        before a scheduled retry, ``EffectBlockedError`` when it needs review. The ``retry``
-        policy given with the first claim of an effect applies to all its attempts.
-        """
-        return self._service.ledger.claim(
-            effect_key, run_id=run_id, worker=worker, lease=lease, request=request, retry=retry
-        )
-
-    def heartbeat(self, effect_key: str, *, token: int, lease: float) -> EffectInfo:
-        """Extend the lease of the claim holding ``token``."""
-        return self._service.ledger.heartbeat(effect_key, token=token, lease=lease)
-
-    def complete(self, effect_key: str, *, token: int, result: dict[str, Any]) -> EffectInfo:
-        """Record that the effect happened; a stale ``token`` raises ``FencingError``."""
-        return self._service.ledger.complete(effect_key, token=token, result=result)
-
-    def fail(
-        self,
-        effect_key: str,
-        *,
-        token: int,
-        error: str,
-        retry_after: float | None = None,
-        final: bool = False,
-    ) -> EffectInfo:
-        """Record a failed attempt; the retry policy (and ``retry_after``) schedules the next."""
-        return self._service.ledger.fail(
-            effect_key, token=token, error=error, retry_after=retry_after, final=final
-        )
-
-    def reconcile(
-        self,
-        effect_key: str,
-        outcome: str,
-        *,
-        actor: str,
-        evidence: dict[str, Any] | None = None,
-        result: dict[str, Any] | None = None,
-        token: int | None = None,
-    ) -> EffectInfo:
-        """Settle an effect in doubt: ``"completed"`` (with ``result``) or ``"failed"``."""
-        return self._service.ledger.reconcile(
-            effect_key, outcome, actor=actor, evidence=evidence, result=result, token=token
-        )
-
-    def abandon(self, effect_key: str, *, actor: str, reason: str) -> EffectInfo:
-        """Give up on an effect for good."""
-        return self._service.ledger.abandon(effect_key, actor=actor, reason=reason)
-
-    def effect(self, effect_key: str) -> EffectInfo:
-        """An effect's status and full attempt history."""
-        return self._service.ledger.effect(effect_key)
 
     # -- queries --------------------------------------------------------------------------
 

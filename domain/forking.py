@@ -9,14 +9,14 @@ retried, a repeat of the same operation replays the original receipt.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from datetime import datetime
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from uuid import UUID, uuid4
 
 from eventsourcing.persistence import IntegrityError
 
 from actae.domain.channel import Channel
+from actae.domain.commands import CommandParts
 from actae.domain.errors import ConflictError, NotFoundError
 from actae.domain.run import Run
 from actae.domain.validation import (
@@ -30,34 +30,14 @@ from actae.domain.validation import (
 from actae.domain.values import ForkReceipt, ForkRecord
 
 if TYPE_CHECKING:
-    from actae.domain.aggregate import Aggregate, DomainEvent
+    from actae.domain.aggregate import Aggregate
     from actae.domain.operation import Operation
-    from actae.domain.ports import Clock
-    from actae.domain.reader import StoreReader
 
 FORK_ATTEMPTS = 20
 
 
-class ForkCommands:
+class ForkCommands(CommandParts):
     """The fork command of the application service (mixed into ActaeService)."""
-
-    if TYPE_CHECKING:  # provided by ActaeService
-        reader: StoreReader
-        clock: Clock
-
-        def _recorded(self, operation_id: str | None, content: str) -> Operation | None: ...
-
-        def _save(
-            self,
-            objects: Sequence[Aggregate | DomainEvent],
-            operation_id: str | None,
-            command: str,
-            content: str,
-            result: dict[str, Any],
-            at: datetime,
-        ) -> Operation | None: ...
-
-        def _canonical_text(self, value: object) -> str: ...
 
     def fork(
         self,

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, NoReturn
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError
@@ -33,29 +33,27 @@ from eventsourcing.utils import Environment, EnvType
 
 from actae.domain.aggregate import Aggregate, DomainEvent
 from actae.domain.channel import Channel, ChannelHead
-from actae.domain.errors import ConflictError, ContentionError
-from actae.domain.forking import FORK_ATTEMPTS, ForkCommands
+from actae.domain.errors import ConflictError
+from actae.domain.forking import ForkCommands
 from actae.domain.heads import HeadCache
 from actae.domain.ledger import Ledger
 from actae.domain.lifecycle import Lifecycle
 from actae.domain.operation import Operation
 from actae.domain.ports import Clock, Codec
-from actae.domain.reader import StoreReader, receipt_of, run_info_of
-from actae.domain.run import Run
+from actae.domain.reader import StoreReader, receipt_of
+from actae.domain.starting import StartCommands
 from actae.domain.validation import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     Document,
     fingerprint,
-    optional_deadline,
     optional_text,
     require_amounts,
     require_document,
     require_int,
-    require_pins,
     require_text,
     require_uuid,
 )
-from actae.domain.values import Pins, Receipt, RunInfo
+from actae.domain.values import Receipt
 
 
 def utc_now() -> datetime:
@@ -63,7 +61,7 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class ActaeService(ForkCommands, Application[UUID]):
+class ActaeService(StartCommands, ForkCommands, Application[UUID]):
     """Commands against runs and channels, with idempotency and optimistic concurrency."""
 
     name = "actae"
@@ -137,111 +135,6 @@ class ActaeService(ForkCommands, Application[UUID]):
         return Environment(name, {**type(self).env, **(env or {})})
 
     # -- commands -------------------------------------------------------------------------
-
-    def start_run(
-        self,
-        workflow_id: str,
-        *,
-        agent_id: str,
-        state: dict[str, Any],
-        pins: Mapping[str, Any] | None = None,
-        operation_id: str | None = None,
-        deadline: datetime | None = None,
-        parent_run_id: UUID | str | None = None,
-        budget: Mapping[str, float] | None = None,
-    ) -> RunInfo:
-        """Start a run with its main channel; cursor 1 creates state version 1.
-
-        ``budget`` caps the usage its steps record (e.g. ``{"tokens": 50_000, "cost": 2.0}``);
-        a run past its budget or ``deadline`` stops, failed, at its next step boundary.
-        """
-        workflow_id = require_text("workflow_id", workflow_id)
-        agent_id = require_text("agent_id", agent_id)
-        document = self._document("state", state)
-        valid_pins = require_pins("pins", pins)
-        operation_id = optional_text("operation_id", operation_id)
-        valid_deadline = optional_deadline("deadline", deadline)
-        parent = None if parent_run_id is None else require_uuid("parent_run_id", parent_run_id)
-        limits = require_amounts("budget", budget)
-        content = fingerprint(
-            "start_run",
-            workflow_id,
-            agent_id,
-            document.checksum,
-            self._canonical_text(valid_pins.as_dict()),
-            str(valid_deadline),
-            str(parent),
-            *((str(sorted(limits.items())),) if limits else ()),
-        )
-        for _ in range(FORK_ATTEMPTS):
-            original = self._recorded(operation_id, content)
-            if original is not None:
-                return self._replayed_run(original)
-            started = self._try_start(
-                workflow_id,
-                agent_id,
-                document,
-                valid_pins,
-                operation_id,
-                valid_deadline,
-                parent,
-                content,
-                limits,
-            )
-            if started is not None:
-                return started
-        raise ContentionError(f"start of {workflow_id!r} under parent {parent}", FORK_ATTEMPTS)
-
-    def _try_start(
-        self,
-        workflow_id: str,
-        agent_id: str,
-        document: Document,
-        pins: Pins,
-        operation_id: str | None,
-        deadline: datetime | None,
-        parent: UUID | None,
-        content: str,
-        budget: dict[str, float],
-    ) -> RunInfo | None:
-        """One attempt at a start; ``None`` when the parent run moved meanwhile."""
-        parent_run = None if parent is None else self.reader.run_aggregate(parent)
-        at = self.clock()
-        run = Run.start(
-            run_id=uuid4(),
-            workflow_id=workflow_id,
-            agent_id=agent_id,
-            channel_id=uuid4(),
-            pins=pins,
-            deadline=deadline,
-            parent_run_id=parent,
-            forked_from=None,
-            operation_id=operation_id,
-            at=at,
-            budget=budget,
-        )
-        channel = Channel.open(
-            channel_id=run.channel_id,
-            run_id=run.id,
-            kind="run.started",
-            payload={"workflow_id": workflow_id, "agent_id": agent_id},
-            state=document.value,
-            state_checksum=document.checksum,
-            operation_id=operation_id,
-            at=at,
-        )
-        aggregates: list[Aggregate] = [run, channel]
-        if parent_run is not None:
-            parent_run.record_child(run.id, at=at)
-            aggregates.append(parent_run)
-        result = {"run_id": str(run.id), "cursor": 1, "state_version": 1}
-        try:
-            winner = self._save(aggregates, operation_id, "start_run", content, result, at)
-        except IntegrityError:
-            return None
-        if winner is not None:
-            return self._replayed_run(winner)
-        return run_info_of(run, cursor=1, state_version=1)
 
     def record(
         self,
@@ -418,15 +311,6 @@ class ActaeService(ForkCommands, Application[UUID]):
         if original is not None:
             original.ensure_same(content)
         return original
-
-    def _replayed_run(self, original: Operation) -> RunInfo:
-        run = self.reader.run_aggregate(UUID(original.recorded_result["run_id"]))
-        return run_info_of(
-            run,
-            cursor=original.recorded_result["cursor"],
-            state_version=original.recorded_result["state_version"],
-            replayed=True,
-        )
 
     def _replayed_receipt(self, channel_id: UUID, original: Operation) -> Receipt:
         return Receipt(

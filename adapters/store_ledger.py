@@ -1,0 +1,103 @@
+"""The tool-execution-ledger part of the public store: claim, heartbeat, complete, fail.
+
+Each method forwards to the ledger commands, which check their input and explain refusals;
+:class:`actae.adapters.store.Store` inherits these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from uuid import UUID
+
+from actae.domain.effects import Claim, EffectInfo, RetryPolicy
+from actae.domain.service import ActaeService
+
+
+class LedgerMethods:
+    """``Store`` methods for side effects: the ledger's leases, outcomes and overrides."""
+
+    _service: ActaeService
+
+    def claim(
+        self,
+        effect_key: str,
+        *,
+        run_id: UUID | str,
+        worker: str,
+        lease: float,
+        request: dict[str, Any] | None = None,
+        retry: RetryPolicy | Mapping[str, Any] | None = None,
+    ) -> Claim:
+        """Claim a side effect under a lease of ``lease`` seconds.
+
+        Returns a granted :class:`Claim` with a fencing token (pass it to the provider and
+        to heartbeat/complete/fail), or ``status="completed"`` with the recorded result.
+        Raises ``LeaseHeldError`` while another worker's lease is live, ``RetryNotDueError``
+        before a scheduled retry, ``EffectBlockedError`` when it needs review. The ``retry``
+        policy given with the first claim of an effect applies to all its attempts.
+        """
+        return self._service.ledger.claim(
+            effect_key, run_id=run_id, worker=worker, lease=lease, request=request, retry=retry
+        )
+
+    def heartbeat(self, effect_key: str, *, token: int, lease: float) -> EffectInfo:
+        """Extend the lease of the claim holding ``token``."""
+        return self._service.ledger.heartbeat(effect_key, token=token, lease=lease)
+
+    def complete(self, effect_key: str, *, token: int, result: dict[str, Any]) -> EffectInfo:
+        """Record that the effect happened; a stale ``token`` raises ``FencingError``."""
+        return self._service.ledger.complete(effect_key, token=token, result=result)
+
+    def fail(
+        self,
+        effect_key: str,
+        *,
+        token: int,
+        error: str,
+        retry_after: float | None = None,
+        final: bool = False,
+    ) -> EffectInfo:
+        """Record a failed attempt; the retry policy (and ``retry_after``) schedules the next."""
+        return self._service.ledger.fail(
+            effect_key, token=token, error=error, retry_after=retry_after, final=final
+        )
+
+    def reconcile(
+        self,
+        effect_key: str,
+        outcome: str,
+        *,
+        actor: str,
+        evidence: dict[str, Any] | None = None,
+        result: dict[str, Any] | None = None,
+        token: int | None = None,
+    ) -> EffectInfo:
+        """Settle an effect in doubt: ``"completed"`` (with ``result``) or ``"failed"``."""
+        return self._service.ledger.reconcile(
+            effect_key, outcome, actor=actor, evidence=evidence, result=result, token=token
+        )
+
+    def abandon(self, effect_key: str, *, actor: str, reason: str) -> EffectInfo:
+        """Give up on an effect for good."""
+        return self._service.ledger.abandon(effect_key, actor=actor, reason=reason)
+
+    def effect(self, effect_key: str) -> EffectInfo:
+        """An effect's status and full attempt history."""
+        return self._service.ledger.effect(effect_key)
+
+    def override(
+        self,
+        effect_key: str,
+        outcome: str,
+        *,
+        actor: str,
+        reason: str,
+        evidence: dict[str, Any] | None = None,
+        result: dict[str, Any] | None = None,
+    ) -> EffectInfo:
+        """Operator override: settle an effect in doubt or needing review, with evidence."""
+        proof = {**(evidence or {}), "override_reason": reason}
+        return self._service.ledger.reconcile(
+            effect_key, outcome, actor=actor, evidence=proof, result=result
+        )

@@ -1,0 +1,38 @@
+"""What the command mixins (starting, forking) use of the application service."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from actae.domain.aggregate import Aggregate, DomainEvent
+    from actae.domain.operation import Operation
+    from actae.domain.ports import Clock
+    from actae.domain.reader import StoreReader
+    from actae.domain.validation import Document
+
+
+class CommandParts:
+    """Declares, for type checkers, the parts of ActaeService that its command mixins call."""
+
+    if TYPE_CHECKING:  # provided by ActaeService
+        reader: StoreReader
+        clock: Clock
+
+        def _recorded(self, operation_id: str | None, content: str) -> Operation | None: ...
+
+        def _save(
+            self,
+            objects: Sequence[Aggregate | DomainEvent],
+            operation_id: str | None,
+            command: str,
+            content: str,
+            result: dict[str, Any],
+            at: datetime,
+        ) -> Operation | None: ...
+
+        def _canonical_text(self, value: object) -> str: ...
+
+        def _document(self, field: str, value: object) -> Document: ...
