@@ -9,16 +9,12 @@ payment is not re-sent. Only the first call that has no record does real work.
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from actae.domain.effects import Claim, EffectStatus, RetryPolicy
+from actae.adapters.context_effects import EffectSteps
 from actae.domain.errors import (
-    EffectBlockedError,
-    FencingError,
-    RetryNotDueError,
     RunStoppedError,
     RunSuspended,
 )
@@ -33,11 +29,9 @@ if TYPE_CHECKING:
     from actae.adapters.store import Store
 
 T = TypeVar("T")
-Reconcile = Callable[[str], Any]
-"""Asks the provider whether the effect with this idempotency key happened: its result, or None."""
 
 
-class RunContext:
+class RunContext(EffectSteps):
     """One worker's handle on one run: durable steps, guarded effects, tracked head."""
 
     def __init__(self, store: Store, run: RunInfo, worker: str, reader: StoreReader) -> None:
@@ -292,121 +286,3 @@ class RunContext:
         self._refresh()
         until = info.waiting.until if info.waiting else None
         raise RunSuspended(info.run_id, reason=reason, name=name, until=until)
-
-    # -- effects --------------------------------------------------------------------------
-
-    def effect(
-        self,
-        name: str,
-        fn: Callable[[str, int], T],
-        *,
-        idempotent: bool = False,
-        reconcile: Reconcile | None = None,
-        lease: float = 30.0,
-        retry: RetryPolicy | None = None,
-        request: dict[str, Any] | None = None,
-    ) -> T:
-        """Run a side effect at most once, guarded by the ledger.
-
-        ``fn(idempotency_key, fencing_token)`` does the effect; pass both to the provider.
-        A completed effect returns its recorded result without calling ``fn``. If an earlier
-        attempt is in doubt: ``reconcile(key)`` decides when given; otherwise ``fn`` is
-        retried under the same key if ``idempotent``; otherwise the effect (and the run)
-        stops for review with ``EffectBlockedError``. A failure raises ``RetryNotDueError``
-        (retry later, by policy and the error's ``retry_after``) or ``EffectBlockedError``.
-        """
-        self.checkpoint()
-        key = self._key("effect", name)
-        claim = self.store.claim(
-            key,
-            run_id=self.run.run_id,
-            worker=self.worker,
-            lease=lease,
-            request=request or {"name": name},
-            retry=retry,
-        )
-        if claim.status == "completed":
-            return cast(T, self._unwrap(claim.result))
-        self._refresh()
-        if claim.in_doubt:
-            settled = self._settle_doubt(key, claim, idempotent, reconcile)
-            if settled is not None:
-                return cast(T, self._unwrap(settled))
-        return self._attempt(key, claim, fn, lease)
-
-    def _settle_doubt(
-        self, key: str, claim: Claim, idempotent: bool, reconcile: Reconcile | None
-    ) -> dict[str, Any] | None:
-        """Resolve an in-doubt claim; returns the result if the effect turned out done."""
-        if reconcile is not None:
-            found = reconcile(key)
-            outcome = "failed" if found is None else "completed"
-            info = self.store.reconcile(
-                key,
-                outcome,
-                actor=self.worker,
-                token=claim.token,
-                evidence={"source": "reconcile callback", "found": found is not None},
-                result=None if found is None else {"value": found},
-            )
-            self._refresh()
-            return info.result
-        if idempotent:
-            return None
-        self.store.fail(
-            key,
-            token=claim.token,
-            final=True,
-            error="in doubt: an earlier attempt may have happened; no reconcile",
-        )
-        self._refresh()
-        raise EffectBlockedError(
-            key,
-            status=EffectStatus.NEEDS_REVIEW.value,
-            detail="an earlier attempt may have happened",
-        )
-
-    def _attempt(self, key: str, claim: Claim, fn: Callable[[str, int], T], lease: float) -> T:
-        """Call ``fn`` while heartbeating; record completion or failure."""
-        try:
-            value = self._with_heartbeats(key, claim.token, lease, lambda: fn(key, claim.token))
-        except Exception as error:
-            retry_after = getattr(error, "retry_after", None)
-            info = self.store.fail(
-                key,
-                token=claim.token,
-                error=f"{type(error).__name__}: {error}",
-                retry_after=retry_after,
-            )
-            self._refresh()
-            if info.retry_at is None:
-                raise EffectBlockedError(
-                    key, status=info.status.value, detail=info.last_error or "retries exhausted"
-                ) from error
-            wait = (info.retry_at - self.store.now()).total_seconds()
-            raise RetryNotDueError(key, retry_at=info.retry_at, wait=wait) from error
-        self.store.complete(key, token=claim.token, result={"value": value})
-        self._refresh()
-        return value
-
-    def _with_heartbeats(self, key: str, token: int, lease: float, call: Callable[[], T]) -> T:
-        done = threading.Event()
-
-        def beat() -> None:
-            while not done.wait(lease / 3):
-                try:
-                    self.store.heartbeat(key, token=token, lease=lease)
-                except FencingError:
-                    return  # someone else holds it now; our complete() will be refused
-
-        beater = threading.Thread(target=beat, name=f"heartbeat {key}", daemon=True)
-        beater.start()
-        try:
-            return call()
-        finally:
-            done.set()
-            beater.join()
-
-    @staticmethod
-    def _unwrap(result: dict[str, Any] | None) -> Any:
-        return None if result is None else result.get("value")

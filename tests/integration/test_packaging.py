@@ -42,6 +42,7 @@ MODULES = [
     "actae.adapters.clock",
     "actae.adapters.codec",
     "actae.adapters.context",
+    "actae.adapters.context_effects",
     "actae.adapters.demo",
     "actae.adapters.drill",
     "actae.adapters.drill_provider",
