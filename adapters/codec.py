@@ -54,7 +54,6 @@ def holds_models(annotation: Any) -> bool:
     return any(holds_models(argument) for argument in get_args(annotation))
 
 
-@cache
 def is_flat(cls: type[BaseModel]) -> bool:
     """Whether ``cls``'s fields are plain values, so its ``__dict__`` is its ``model_dump``.
 

@@ -84,6 +84,11 @@ TRANSLATED_ERRORS: tuple[tuple[type[psycopg.Error], type[PersistenceError]], ...
 eventsourcing's ``PostgresDatastore.get_connection``)."""
 
 
+def stored_event(originator_id: UUID, version: int, topic: str, state: Any) -> StoredEvent:
+    """A selected row as eventsourcing's stored event (``bytea`` arrives as a memoryview)."""
+    return StoredEvent(originator_id, version, topic, bytes(state))
+
+
 def translated(error: psycopg.Error) -> PersistenceError:
     """The eventsourcing error a psycopg error becomes."""
     target = next(target for source, target in TRANSLATED_ERRORS if isinstance(error, source))
@@ -127,6 +132,9 @@ class ActaePostgresRecorder(PostgresApplicationRecorder):
         super().__init__(datastore, events_table_name=events_table_name)
         self.warm_connections = prefer_warm_connections(datastore)
         self._lock_key = ordering_lock_key(datastore.schema, self.events_table_name)
+        self._table = SQL("{schema}.{table}").format(
+            schema=Identifier(datastore.schema), table=Identifier(self.events_table_name)
+        )
         self._writes: dict[int, str] = {}
         self._reads: dict[ReadShape, str] = {}
         self._together: dict[tuple[bool, ...], str] = {}
@@ -172,13 +180,7 @@ class ActaePostgresRecorder(PostgresApplicationRecorder):
         """Events of one aggregate, as eventsourcing's recorder selects them."""
         shape = (gt is not None, lte is not None, desc, limit is not None)
         params = [originator_id, *(p for p in (gt, lte, limit) if p is not None)]
-        rows = self._execute(self._read_query(shape), params)
-        return [
-            StoredEvent(
-                originator_id=id_, originator_version=version, topic=topic, state=bytes(state)
-            )
-            for id_, version, topic, state in rows
-        ]
+        return [stored_event(*row) for row in self._execute(self._read_query(shape), params)]
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def select_together(self, requests: Sequence[tuple[UUID, bool]]) -> list[list[StoredEvent]]:
@@ -191,24 +193,21 @@ class ActaePostgresRecorder(PostgresApplicationRecorder):
         shape = tuple(last_only for _, last_only in requests)
         rows = self._execute(self._together_query(shape), [id_ for id_, _ in requests])
         found: list[list[StoredEvent]] = [[] for _ in requests]
-        for index, id_, version, topic, state in sorted(rows, key=lambda row: (row[0], row[2])):
-            found[index].append(StoredEvent(id_, version, topic, bytes(state)))
+        for index, *row in sorted(rows, key=lambda row: (row[0], row[2])):
+            found[index].append(stored_event(*row))
         return found
 
     def _together_query(self, shape: tuple[bool, ...]) -> LiteralString:
         """One ``UNION ALL`` branch per request, tagged with the request's index."""
         rendered = self._together.get(shape)
         if rendered is None:
-            table = SQL("{schema}.{table}").format(
-                schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name)
-            )
             branches = [
                 SQL(
                     "(SELECT {index}, originator_id, originator_version, topic, state FROM {table}"
                     " WHERE originator_id = %s{last})"
                 ).format(
                     index=Literal(index),
-                    table=table,
+                    table=self._table,
                     last=SQL(" ORDER BY originator_version DESC LIMIT 1" if last else ""),
                 )
                 for index, last in enumerate(shape)
@@ -260,7 +259,7 @@ class ActaePostgresRecorder(PostgresApplicationRecorder):
                 SQL(
                     "WITH ordering_lock AS MATERIALIZED (SELECT pg_advisory_xact_lock({key})), "
                     "inserted AS ("
-                    " INSERT INTO {schema}.{table}"
+                    " INSERT INTO {table}"
                     " (originator_id, originator_version, topic, state)"
                     " SELECT e.originator_id, e.originator_version, e.topic, e.state"
                     " FROM ordering_lock, {source}"
@@ -271,8 +270,7 @@ class ActaePostgresRecorder(PostgresApplicationRecorder):
                 )
                 .format(
                     key=Literal(self._lock_key),
-                    schema=Identifier(self.datastore.schema),
-                    table=Identifier(self.events_table_name),
+                    table=self._table,
                     source=source,
                     channel=Literal(self.channel_name),
                 )
@@ -288,11 +286,9 @@ class ActaePostgresRecorder(PostgresApplicationRecorder):
         if rendered is None:
             has_gt, has_lte, desc, has_limit = shape
             statement = SQL(
-                "SELECT originator_id, originator_version, topic, state FROM {schema}.{table}"
+                "SELECT originator_id, originator_version, topic, state FROM {table}"
                 " WHERE originator_id = %s"
-            ).format(
-                schema=Identifier(self.datastore.schema), table=Identifier(self.events_table_name)
-            )
+            ).format(table=self._table)
             if has_gt:
                 statement += SQL(" AND originator_version > %s")
             if has_lte:

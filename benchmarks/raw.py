@@ -194,18 +194,6 @@ def sqlite_reads(conn: sqlite3.Connection, channel: str, size: int) -> dict[str,
     }
 
 
-def raw_transitions(
-    raw: RawBaseline, count: int, timings: list[float] | None = None
-) -> Callable[[int], None]:
-    def run_one(index: int) -> None:
-        with psycopg.connect(raw.dsn, autocommit=True) as conn:
-            taken = raw.transitions(conn, uuid.uuid4(), count)
-            if timings is not None:
-                timings.extend(taken)
-
-    return run_one
-
-
 def raw_process(raw: RawBaseline, count: int) -> Callable[..., None]:
     def job(index: int, ready: Any, out: Any) -> None:
         with psycopg.connect(raw.dsn, autocommit=True) as conn:

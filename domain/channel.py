@@ -234,11 +234,6 @@ class ChannelHead(NamedTuple):
     open_effects: tuple[str, ...]
     usage: dict[str, float]
 
-    @property
-    def cursor(self) -> int:
-        """Cursor of the head event."""
-        return self.originator_version
-
     def ensure_at(self, *, expected_version: int | None, expected_cursor: int) -> None:
         """Refuse to write unless the caller saw exactly this head."""
         version_moved = expected_version is not None and expected_version != self.state_version

@@ -185,18 +185,17 @@ class StoreReader:
         requests = [(run_id, False), (channel_id, True)]
         if operation_id is not None:
             requests.append((Operation.id_for(operation_id), False))
-        found: list[list[StoredEvent]] = together(requests)
+        run_rows, head_rows, *operation_rows = together(requests)
         decode = self._events.mapper.to_domain_event
-        run = project_aggregate(None, map(decode, found[0]))
+        run = project_aggregate(None, map(decode, run_rows))
         if not isinstance(run, Run) or run.channel_id != channel_id:
             return self.run(run_id), self.operation(operation_id)  # its own errors explain
-        head = decode(found[1][0]) if found[1] else None
+        head = decode(head_rows[0]) if head_rows else None
         if not isinstance(head, Channel.Event):  # pragma: no cover - a run's channel exists
             raise NotFoundError("channel", channel_id)
-        operation = project_aggregate(None, map(decode, found[2])) if found[2:] else None
-        if operation is not None and not isinstance(operation, Operation):
-            raise CorruptionError(f"operation {operation_id!r}", "id holds another aggregate")
-        return self._run_info(run, head), operation
+        rows: list[StoredEvent] = operation_rows[0] if operation_rows else []
+        operation = project_aggregate(None, map(decode, rows)) if rows else None
+        return self._run_info(run, head), _as_operation(operation, operation_id)
 
     def _run_info(self, run: Run, head: Channel.Event) -> RunInfo:
         """The public view of ``run`` whose channel's head is ``head``."""
@@ -246,9 +245,14 @@ class StoreReader:
             operation: object = self._repository.get(Operation.id_for(operation_id))
         except AggregateNotFoundError:
             return None
-        if not isinstance(operation, Operation):  # pragma: no cover - uuid5 namespace is ours
-            raise CorruptionError(f"operation {operation_id!r}", "id holds another aggregate")
-        return operation
+        return _as_operation(operation, operation_id)
+
+
+def _as_operation(found: object, operation_id: str | None) -> Operation | None:
+    """``found`` (an aggregate loaded under an operation's id, or ``None``) as an Operation."""
+    if found is not None and not isinstance(found, Operation):  # pragma: no cover - uuid5
+        raise CorruptionError(f"operation {operation_id!r}", "id holds another aggregate")
+    return found
 
 
 def operation_record_of(operation: Operation | None) -> OperationRecord | None:

@@ -90,7 +90,6 @@ def test_a_worker_step_is_two_round_trips_on_postgres(pg_url: str) -> None:
             setattr(recorder, name, counting)
         assert context.step("think", lambda: {"answer": 42}) == {"answer": 42}
         assert calls == ["select_together", "insert_events"]
-        calls.clear()
         again = store.resume(run.run_id, worker="w2")  # the code runs again from the top
         calls.clear()
         assert again.step("warm", lambda: 1) == 0

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 import actae
-from actae.adapters.readmodels import postgres_db
+from actae.adapters.readmodels import ReadModelDB, postgres_db
 from actae.adapters.url import parse_store_url
 
 TIMEOUT = 60
@@ -154,10 +154,10 @@ def test_read_models_created_by_many_at_once(pg_url: str) -> None:
     start = threading.Barrier(len(dbs))
     failures: list[BaseException] = []
 
-    def create(db: object) -> None:
+    def create(db: ReadModelDB) -> None:
         start.wait()
         try:
-            db.ensure_schema()  # type: ignore[attr-defined]
+            db.ensure_schema()
         except BaseException as error:  # reported below
             failures.append(error)
 
