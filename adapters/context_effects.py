@@ -12,7 +12,13 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from actae.domain.effects import Claim, EffectStatus, RetryPolicy
+from actae.domain.effects import (
+    Claim,
+    EffectStatus,
+    RetryPolicy,
+    workflow_result,
+    workflow_value,
+)
 from actae.domain.errors import EffectBlockedError, FencingError, RetryNotDueError
 from actae.domain.values import RunInfo
 
@@ -71,12 +77,12 @@ class EffectSteps:
             retry=retry,
         )
         if claim.status == "completed":
-            return cast(T, self._unwrap(claim.result))
+            return cast(T, workflow_value(claim.result))
         self._refresh()
         if claim.in_doubt:
             settled = self._settle_doubt(key, claim, idempotent, reconcile)
             if settled is not None:
-                return cast(T, self._unwrap(settled))
+                return cast(T, workflow_value(settled))
         return self._attempt(key, claim, fn, lease)
 
     def _settle_doubt(
@@ -92,7 +98,7 @@ class EffectSteps:
                 actor=self.worker,
                 token=claim.token,
                 evidence={"source": "reconcile callback", "found": found is not None},
-                result=None if found is None else {"value": found},
+                result=None if found is None else workflow_result(found),
             )
             self._refresh()
             return info.result
@@ -130,7 +136,7 @@ class EffectSteps:
                 ) from error
             wait = (info.retry_at - self.store.now()).total_seconds()
             raise RetryNotDueError(key, retry_at=info.retry_at, wait=wait) from error
-        self.store.complete(key, token=claim.token, result={"value": value})
+        self.store.complete(key, token=claim.token, result=workflow_result(value))
         self._refresh()
         return value
 
@@ -151,7 +157,3 @@ class EffectSteps:
         finally:
             done.set()
             beater.join()
-
-    @staticmethod
-    def _unwrap(result: dict[str, Any] | None) -> Any:
-        return None if result is None else result.get("value")

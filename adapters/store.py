@@ -28,7 +28,13 @@ from actae.adapters.subscription import (
     Waiter,
 )
 from actae.adapters.url import StoreUrl, parse_store_url
-from actae.domain.errors import IncompatibleResumeError, NotFoundError
+from actae.domain.errors import (
+    ConflictError,
+    ContentionError,
+    IllegalTransitionError,
+    IncompatibleResumeError,
+    NotFoundError,
+)
 from actae.domain.ports import Clock
 from actae.domain.reader import channel_event_of, operation_record_of
 from actae.domain.service import ActaeService, utc_now
@@ -84,6 +90,10 @@ def open(
     else:
         service = build(True)
     return Store(service, parsed)
+
+
+MIGRATION_ATTEMPTS = 20
+"""Stale migrations re-decided before giving up (each loses only to real progress)."""
 
 
 class Store(LifecycleMethods, LedgerMethods):
@@ -266,12 +276,36 @@ class Store(LifecycleMethods, LedgerMethods):
             differences["schema"] = (current, target)
         if differences:
             raise IncompatibleResumeError(run.run_id, differences)
-        for step in steps:
-            state = migrations[step](self.state_at(run.channel_id).state)
-            run = self._service.lifecycle.migrate(
-                run.run_id, to_schema=step + 1, state=state, actor=worker
-            )
-        return run
+        if target is None or not steps:
+            return run
+        return self._migrate_to(run, target, migrations, worker)
+
+    def _migrate_to(
+        self, run: RunInfo, target: int, migrations: Mapping[int, Migration], worker: str
+    ) -> RunInfo:
+        """Apply ``migrations`` one schema at a time, each from the state it was computed on.
+
+        A migration refused as stale (another worker migrated first, or the run moved) is
+        re-read and re-decided: the state is never rolled back to a pre-migration copy.
+        """
+        for _ in range(MIGRATION_ATTEMPTS):
+            current = run.pins.schema_ or 1
+            if current >= target:
+                return run
+            cursor = self.head(run.channel_id).cursor
+            state = self.state_at(run.channel_id, cursor=cursor).state
+            try:
+                run = self._service.lifecycle.migrate(
+                    run.run_id,
+                    from_schema=current,
+                    to_schema=current + 1,
+                    state=migrations[current](state),
+                    actor=worker,
+                    expected_cursor=cursor,
+                )
+            except (ConflictError, IllegalTransitionError):
+                run = self.run(run.run_id)
+        raise ContentionError(f"migration of run {run.run_id}", MIGRATION_ATTEMPTS)
 
     def lineage(self, run_id: UUID | str) -> Lineage:
         """Fork receipts of a run: ancestors (nearest first) and all descendants."""

@@ -94,10 +94,14 @@ class LedgerMethods:
         actor: str,
         reason: str,
         evidence: dict[str, Any] | None = None,
-        result: dict[str, Any] | None = None,
+        result: Any = None,
     ) -> EffectInfo:
-        """Operator override: settle an effect in doubt or needing review, with evidence."""
-        proof = {**(evidence or {}), "override_reason": reason}
-        return self._service.ledger.reconcile(
-            effect_key, outcome, actor=actor, evidence=proof, result=result
+        """Operator override: settle a workflow's effect in doubt or needing review.
+
+        ``result`` is exactly what the workflow's ``ctx.effect`` returns once the run goes
+        on (any JSON value); ``evidence`` (a JSON object) and ``reason`` are kept with the
+        settlement. Effects driven through the ledger verbs directly use ``reconcile``.
+        """
+        return self._service.ledger.override(
+            effect_key, outcome, actor=actor, reason=reason, evidence=evidence, result=result
         )

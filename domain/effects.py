@@ -40,6 +40,20 @@ OUTSTANDING = frozenset(
 )
 
 
+def workflow_result(value: Any) -> dict[str, Any]:
+    """The ledger result holding a workflow effect's return value (any JSON value).
+
+    The ledger stores results as JSON objects; ``ctx.effect`` and ``store.override`` both
+    keep the value under ``"value"``, so an operator's result reads back exactly as given.
+    """
+    return {"value": value}
+
+
+def workflow_value(result: dict[str, Any] | None) -> Any:
+    """What ``ctx.effect`` returns for a settled effect's ledger result."""
+    return None if result is None else result.get("value")
+
+
 class RetryPolicy(BaseModel):
     """Exponential backoff with full jitter, capped by attempts and by total time.
 

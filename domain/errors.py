@@ -200,6 +200,23 @@ class IllegalTransitionError(ActaeError):
         super().__init__(f"cannot {action} run {run_id}: it is {status}")
 
 
+class NotWaitingError(IllegalTransitionError):
+    """An approval or denial names a wait the run is not in (a typo would never wake it)."""
+
+    code = "not_waiting"
+
+    def __init__(self, run_id: Any, *, name: str, kind: str, waiting: list[str]) -> None:
+        self.name = name
+        self.waiting = waiting
+        found = (
+            "it waits for " + ", ".join(waiting) if waiting else "it is not waiting for anything"
+        )
+        action = {"approved": "approve", "denied": "deny"}.get(kind, kind)
+        super().__init__(
+            run_id, status=f"not waiting for approval {name!r} ({found})", action=action
+        )
+
+
 class RunSuspended(ActaeError):  # noqa: N818 - a control signal, not a failure
     """Raised inside workflow code when the run starts (or still is) waiting.
 
@@ -227,3 +244,24 @@ class RunStoppedError(ActaeError):
         self.run_id = run_id
         self.status = status
         super().__init__(f"run {run_id} is {status}; stopping at this step boundary")
+
+
+class StoreNotFoundError(NotFoundError):
+    """``actae.open(url, create=False)`` found no Actae store at ``url``; nothing was created.
+
+    Read-only tools open stores this way, so a mistyped URL is reported rather than answered
+    from a new, empty store. ``url`` has its password masked.
+    """
+
+    code = "store_not_found"
+
+    def __init__(self, url: str) -> None:
+        self.what = "store"
+        self.key = url
+        self.url = url
+        # Not NotFoundError's "<what> <key> not found": the line a user sees names the URL.
+        ActaeError.__init__(
+            self,
+            f"no Actae store at {url}; check the URL (opening a store only to read it never "
+            "creates one)",
+        )

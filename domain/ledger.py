@@ -19,7 +19,7 @@ from uuid import UUID
 from eventsourcing.persistence import IntegrityError
 
 from actae.domain.channel import Channel
-from actae.domain.effects import Claim, EffectInfo, RetryPolicy
+from actae.domain.effects import Claim, EffectInfo, RetryPolicy, workflow_result
 from actae.domain.errors import (
     ContentionError,
     NotFoundError,
@@ -190,6 +190,33 @@ class Ledger:
                 token=held,
                 now=now,
             ),
+        )
+
+    def override(
+        self,
+        effect_key: str,
+        outcome: str,
+        *,
+        actor: str,
+        reason: str,
+        evidence: object = None,
+        result: object = None,
+    ) -> EffectInfo:
+        """An operator settles a workflow's effect; ``result`` is what ``ctx.effect`` returns.
+
+        The evidence is checked before the reason is added to it, so a bad one is a
+        ``ValidationError`` and nothing is written.
+        """
+        reason = require_text("reason", reason, max_length=MAX_REASON_LENGTH)
+        proof = require_document(
+            "evidence", {} if evidence is None else evidence, self._codec, max_bytes=self._max
+        ).value
+        return self.reconcile(
+            effect_key,
+            outcome,
+            actor=actor,
+            evidence={**proof, "override_reason": reason},
+            result=workflow_result(result) if outcome == "completed" else None,
         )
 
     def abandon(self, effect_key: str, *, actor: str, reason: str) -> EffectInfo:

@@ -26,6 +26,7 @@ from actae.domain.validation import (
     MAX_REASON_LENGTH,
     optional_text,
     require_document,
+    require_int,
     require_number,
     require_text,
     require_uuid,
@@ -198,19 +199,41 @@ class Lifecycle:
         return self._change(require_uuid("run_id", run_id), decide)
 
     def migrate(
-        self, run_id: UUID | str, *, to_schema: int, state: dict[str, Any], actor: str
+        self,
+        run_id: UUID | str,
+        *,
+        from_schema: int,
+        to_schema: int,
+        state: dict[str, Any],
+        actor: str,
+        expected_cursor: int,
     ) -> RunInfo:
-        """Upgrade the run's state to schema ``to_schema``: a new state version, atomically."""
+        """Upgrade the run's state from ``from_schema`` to the next schema, atomically.
+
+        ``state`` was computed from the state in force at ``expected_cursor``: if the run is
+        no longer on ``from_schema`` or its channel moved past that cursor, the migration is
+        stale (another worker migrated, or the run went on) and ``ConflictError`` or
+        ``IllegalTransitionError`` refuses it, writing nothing.
+        """
+        from_schema = require_int("from_schema", from_schema, minimum=1)
+        to_schema = require_int("to_schema", to_schema, minimum=1)
+        if to_schema != from_schema + 1:
+            raise ValidationError(
+                "to_schema", f"migrations go one schema at a time: expected {from_schema + 1}"
+            )
+        expected_cursor = require_int("expected_cursor", expected_cursor, minimum=1)
+        actor = require_text("actor", actor)
         document = require_document("state", state, self._codec, max_bytes=self._max)
 
         def decide(run: Run, now: datetime) -> list[Note]:
-            run.migrate(to_schema, at=now)
+            run.migrate(from_schema, to_schema, at=now)
             return []
 
         def write(channel: Channel, now: datetime) -> None:
+            channel.ensure_at(expected_version=None, expected_cursor=expected_cursor)
             channel.transition(
                 kind="state.migrated",
-                payload={"to_schema": to_schema, "actor": actor},
+                payload={"from_schema": from_schema, "to_schema": to_schema, "actor": actor},
                 state=document.value,
                 state_checksum=document.checksum,
                 operation_id=None,

@@ -15,9 +15,12 @@ from uuid import UUID
 from pydantic import Field
 
 from actae.domain.aggregate import Aggregate
-from actae.domain.errors import IllegalTransitionError
+from actae.domain.errors import IllegalTransitionError, NotWaitingError
 from actae.domain.values import ForkRecord, Pins, RunStatus
 from actae.domain.waits import Decision, Wait
+
+APPROVAL_KINDS = frozenset({"approved", "denied"})
+"""Decisions that answer an approval the run waits for; a signal may come early."""
 
 
 class Run(Aggregate):
@@ -256,11 +259,19 @@ class Run(Aggregate):
             raise IllegalTransitionError(
                 self.id, status=f"already decided for {decision.name!r}", action="decide"
             )
-        wakes = (
-            self.status is RunStatus.WAITING
-            and self.waiting is not None
-            and (self.waiting.name == decision.name)
-        )
+        waits_for = self.waiting is not None and self.waiting.name == decision.name
+        if decision.kind in APPROVAL_KINDS and not (
+            waits_for and self.waiting is not None and self.waiting.reason == "approval"
+        ):
+            raise NotWaitingError(
+                self.id,
+                name=decision.name,
+                kind=decision.kind,
+                waiting=[]
+                if self.waiting is None
+                else [f"{self.waiting.reason} {self.waiting.name!r}"],
+            )
+        wakes = self.status is RunStatus.WAITING and waits_for
         self.trigger_event(self.Decided, timestamp=at, decision=decision, wakes=wakes)
         return wakes
 
@@ -300,9 +311,15 @@ class Run(Aggregate):
         self._require("fail", RunStatus.RUNNING, RunStatus.WAITING, RunStatus.PAUSED)
         self.trigger_event(self.Failed, timestamp=at, error=error, actor=actor)
 
-    def migrate(self, to_schema: int, *, at: datetime) -> None:
-        """Record a state-schema upgrade."""
+    def migrate(self, from_schema: int, to_schema: int, *, at: datetime) -> None:
+        """Record a state-schema upgrade of a run still on ``from_schema``."""
         self._require("migrate", RunStatus.RUNNING)
+        if (self.pins.schema_ or 1) != from_schema:
+            raise IllegalTransitionError(
+                self.id,
+                status=f"on state schema {self.pins.schema_ or 1}",
+                action=f"migrate from schema {from_schema} to {to_schema}",
+            )
         self.trigger_event(
             self.Migrated, timestamp=at, from_schema=self.pins.schema_, to_schema=to_schema
         )
