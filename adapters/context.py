@@ -14,9 +14,13 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from actae.adapters.context_effects import EffectSteps
+from actae.adapters.context_replay import Inherited
+from actae.adapters.context_retries import StepRetries
+from actae.domain.effects import Claim, RetryPolicy, workflow_result
 from actae.domain.errors import (
     RunStoppedError,
     RunSuspended,
+    ValidationError,
 )
 from actae.domain.reader import StoreReader, operation_record_of
 from actae.domain.values import OperationRecord, Receipt, RunInfo, RunStatus
@@ -31,7 +35,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class RunContext(EffectSteps):
+class RunContext(StepRetries, EffectSteps, Inherited):
     """One worker's handle on one run: durable steps, guarded effects, tracked head."""
 
     def __init__(self, store: Store, run: RunInfo, worker: str, reader: StoreReader) -> None:
@@ -125,28 +129,60 @@ class RunContext(EffectSteps):
         fn: Callable[[], T],
         *,
         usage: Callable[[T], Mapping[str, float]] | Mapping[str, float] | None = None,
+        retry: RetryPolicy | None = None,
     ) -> T:
         """Run ``fn`` once and record its (JSON) result; afterwards return the record.
 
         ``usage`` (a mapping, or a function of the result) records what the step consumed,
         e.g. ``{"tokens": 812, "cost": 0.02}``; the run's budget is checked against the totals.
+        With ``retry``, a failing ``fn`` is tried again by the policy (``retry_after`` on the
+        exception wins when longer), raising ``RetryNotDueError`` until the next attempt is
+        due; an exhausted policy fails the run. A result that cannot be recorded (not plain
+        JSON, too large) fails the run with ``ValidationError`` naming the step: ``fn`` is
+        not called again on its own.
         """
         _, recorded = self._checkpoint(self._next_key("step", name))
         key = self._key("step", name)
         if recorded is not None:
             return cast(T, self._value_at(recorded.result["cursor"]))
-        value = fn()
-        receipt = self.store.record(
-            self.run.channel_id,
-            kind="step.result",
-            payload={"name": name, "value": value},
-            expected_cursor=self._head.cursor,
-            operation_id=key,
-            usage=usage(value) if callable(usage) else usage,
+        inherited = self._inherited_call(key)
+        if inherited is not None:
+            return cast(T, inherited.payload["value"])
+        value, claim = (
+            (fn(), None) if retry is None else self._call_with_retries(key, name, fn, retry)
         )
+        self._record_step(key, name, value, claim, usage(value) if callable(usage) else usage)
+        return value
+
+    def _record_step(
+        self,
+        key: str,
+        name: str,
+        value: Any,
+        claim: Claim | None,
+        usage: Mapping[str, float] | None,
+    ) -> None:
+        """Record a step's result; one that cannot be recorded fails the run, naming the step."""
+        try:
+            if claim is not None:  # the ledger holds it first: a crash now still replays it
+                self.store.complete(
+                    self._attempts_key(key), token=claim.token, result=workflow_result(value)
+                )
+                self._refresh()
+            receipt = self.store.record(
+                self.run.channel_id,
+                kind="step.result",
+                payload={"name": name, "value": value},
+                expected_cursor=self._head.cursor,
+                operation_id=key,
+                usage=usage,
+            )
+        except ValidationError as error:
+            reason = f"its result cannot be recorded: {error.reason}"
+            self.store.fail_run(self.run.run_id, f"step {name!r}: {reason}", actor=self.worker)
+            raise ValidationError(f"step {name!r}", reason) from error
         if not receipt.replayed:
             self._head = receipt
-        return value
 
     def record(self, kind: str, payload: dict[str, Any]) -> Receipt:
         """Record an event on the run's channel (once, also across re-runs)."""
@@ -154,6 +190,9 @@ class RunContext(EffectSteps):
         key = self._key("record", kind)
         if recorded is not None:
             return self._receipt_of(recorded)
+        inherited = self._inherited_call(key)
+        if inherited is not None:
+            return self._inherited_receipt(inherited)
         receipt = self.store.record(
             self.run.channel_id,
             kind=kind,
@@ -192,6 +231,9 @@ class RunContext(EffectSteps):
         key = self._key("transition", kind)
         if recorded is not None:
             return self._receipt_of(recorded)
+        inherited = self._inherited_call(key)
+        if inherited is not None:
+            return self._inherited_receipt(inherited)
         receipt = self.store.transition(
             self.run.channel_id,
             kind=kind,
@@ -271,10 +313,11 @@ class RunContext(EffectSteps):
         self, reason: str, name: str, *, seconds: float | None = None, on_expiry: str | None = None
     ) -> Decision:
         info = self.store.run(self.run.run_id)
-        if name in info.decisions:
+        decided = info.decisions.get(name) or self._inherited_decision(name)
+        if decided is not None:
             if info.status in STOPPED:
                 raise RunStoppedError(info.run_id, status=info.status.value)
-            return info.decisions[name]
+            return decided
         self.checkpoint()
         info = self.store.suspend(
             self.run.run_id,

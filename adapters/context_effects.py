@@ -46,6 +46,8 @@ class EffectSteps:
 
         def _refresh(self) -> None: ...
 
+        def _inherited_effect(self, key: str) -> tuple[bool, Any]: ...
+
     def effect(
         self,
         name: str,
@@ -68,6 +70,9 @@ class EffectSteps:
         """
         self.checkpoint()
         key = self._key("effect", name)
+        inherited, value = self._inherited_effect(key)
+        if inherited:
+            return cast(T, value)
         claim = self.store.claim(
             key,
             run_id=self.run.run_id,

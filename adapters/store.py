@@ -34,6 +34,7 @@ from actae.domain.errors import (
     IllegalTransitionError,
     IncompatibleResumeError,
     NotFoundError,
+    StoreNotFoundError,
 )
 from actae.domain.ports import Clock
 from actae.domain.reader import channel_event_of, operation_record_of
@@ -66,10 +67,13 @@ def open(
     *,
     clock: Clock | None = None,
     max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
+    create: bool = True,
 ) -> Store:
     """Open (and create or migrate, if needed) the store at ``url``.
 
-    ``clock`` returns aware UTC datetimes; tests and drills pass a virtual one.
+    ``clock`` returns aware UTC datetimes; tests and drills pass a virtual one. With
+    ``create=False`` only an existing store opens: otherwise :class:`StoreNotFoundError`,
+    and nothing (no file, schema or table) is created. ``memory://`` is always new.
     """
     parsed = parse_store_url(url)
     max_document_bytes = require_int("max_document_bytes", max_document_bytes, minimum=1)
@@ -83,12 +87,17 @@ def open(
             max_document_bytes=max_document_bytes,
         )
 
+    service: ActaeService | None
     if parsed.backend == "postgresql":
-        service = open_postgres(parsed.postgres_conninfo, parsed.postgres_schema, build)
+        service = open_postgres(
+            parsed.postgres_conninfo, parsed.postgres_schema, build, create=create
+        )
     elif parsed.backend == "sqlite":
-        service = open_sqlite(parsed.sqlite_path or "", build)
+        service = open_sqlite(parsed.sqlite_path or "", build, create=create)
     else:
         service = build(True)
+    if service is None:
+        raise StoreNotFoundError(parsed.display)
     return Store(service, parsed)
 
 

@@ -53,6 +53,15 @@ class LifecycleMethods:
         """Let a paused run continue."""
         return self._service.lifecycle.unpause(run_id, actor=actor, reason=reason)
 
+    def retry_run(self, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
+        """Send a failed run back to running, audited with ``actor`` and ``reason``.
+
+        Its workflow runs again from the top: every recorded step, record and completed
+        effect replays, so only the work after the failure happens again. Steps retried by
+        policy start a fresh retry budget.
+        """
+        return self._service.lifecycle.retry_run(run_id, actor=actor, reason=reason)
+
     def cancel(self, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
         """Cancel a run and its children (cooperatively: at the next step boundary)."""
         return self._service.lifecycle.cancel(run_id, actor=actor, reason=reason)

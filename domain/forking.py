@@ -2,9 +2,12 @@
 
 The requested boundary resolves to the cursor where the state version in force there was
 created; the child copies that state (checksum verified), inherits the parent's pins with the
-given overrides, and both runs keep the fork receipt. Parent and child are saved in one
-transaction with the operation record; a lost race with another fork of the same parent is
-retried, a repeat of the same operation replays the original receipt.
+given overrides, and both runs keep the fork receipt. The receipt counts what the child
+inherits: the workflow calls the parent recorded up to the requested boundary, which the
+child's workflow code replays instead of running again (``domain/inheritance.py``). Parent
+and child are saved in one transaction with the operation record; a lost race with another
+fork of the same parent is retried, a repeat of the same operation replays the original
+receipt.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from eventsourcing.persistence import IntegrityError
 from actae.domain.channel import Channel
 from actae.domain.commands import CommandParts
 from actae.domain.errors import ConflictError, NotFoundError
+from actae.domain.inheritance import prefix_of
 from actae.domain.run import Run
 from actae.domain.validation import (
     MAX_REASON_LENGTH,
@@ -102,6 +106,8 @@ class ForkCommands(CommandParts):
             created_at=now,
             operation_id=operation_id,
         )
+        inherited = prefix_of(self.reader, record).summary(through_cursor=at)
+        record = record.model_copy(update={"inherited": inherited})
         child = Run.start(
             run_id=record.child_run_id,
             workflow_id=parent.workflow_id,

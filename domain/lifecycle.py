@@ -155,6 +155,10 @@ class Lifecycle:
         """Let a paused run continue where it was."""
         return self._operator(run_id, "unpaused", actor, reason, Run.unpause)
 
+    def retry_run(self, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
+        """Send a failed run back to running; its recorded steps replay when it re-runs."""
+        return self._operator(run_id, "retried", actor, reason, Run.retry)
+
     def cancel(self, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
         """Cancel a run and its live children; each stops at its next step boundary."""
         info = self._operator(run_id, "cancelled", actor, reason, Run.cancel)

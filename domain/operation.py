@@ -395,20 +395,32 @@ class Operation(Aggregate):
     ) -> None:
         """Record a failed attempt and when to try again, by policy and ``retry_after``."""
         self.ensure_held(token, now)
-        retry_at = None if final else self._next_attempt_at(retry_after, draw, now)
+        retry_at, why_not = (None, None) if final else self._next_attempt_at(retry_after, draw, now)
+        if why_not is not None:
+            error = f"{error} (not retried: {why_not})"
         self.trigger_event(self.Failed, timestamp=now, token=token, error=error, retry_at=retry_at)
 
     def _next_attempt_at(
         self, retry_after: float | None, draw: float, now: datetime
-    ) -> datetime | None:
-        if len(self.attempts) >= self.policy.max_attempts:
-            return None
-        delay = max(self.policy.backoff(len(self.attempts), draw), retry_after or 0.0)
+    ) -> tuple[datetime | None, str | None]:
+        """When to try again, or ``None`` and why the policy allows no further attempt."""
+        policy = self.policy
+        if len(self.attempts) >= policy.max_attempts:
+            return None, f"all {policy.max_attempts} attempts of the retry policy are used"
+        delay = max(policy.backoff(len(self.attempts), draw), retry_after or 0.0)
         retry_at = now + timedelta(seconds=delay)
         started = self.first_claimed_at or now
-        if (retry_at - started).total_seconds() > self.policy.max_total:
-            return None
-        return retry_at
+        if (retry_at - started).total_seconds() > policy.max_total:
+            asked = (
+                f"Retry-After {retry_after:g} s"
+                if retry_after and delay == retry_after
+                else f"the next backoff ({delay:.0f} s)"
+            )
+            return None, (
+                f"{asked} would end past the retry policy's total budget of "
+                f"{policy.max_total:g} s from the first attempt"
+            )
+        return retry_at, None
 
     def reconcile(
         self,

@@ -314,4 +314,5 @@ def run_info_of(run: Run, *, cursor: int, state_version: int, replayed: bool = F
         result=run.result,
         error=run.error,
         budget=dict(run.budget),
+        retries=run.retries,
     )

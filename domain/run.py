@@ -43,6 +43,7 @@ class Run(Aggregate):
         children: list[UUID]
         result: dict[str, Any] | None
         error: str | None
+        retries: int
 
     class Started(Aggregate.Created):
         """A run was started (fresh, or as the child of a fork when ``forked_from`` is set)."""
@@ -75,6 +76,7 @@ class Run(Aggregate):
             aggregate.children = []
             aggregate.result = None
             aggregate.error = None
+            aggregate.retries = 0
 
     class Forked(Aggregate.Event):
         """A child run was forked from this run's channel."""
@@ -182,6 +184,22 @@ class Run(Aggregate):
             aggregate.status = RunStatus.FAILED
             aggregate.waiting = None
             aggregate.error = self.error
+
+    class Retried(Aggregate.Event):
+        """An operator sent the failed run back to running.
+
+        Its workflow runs again from the top, replaying every recorded step; steps retried
+        by policy count their attempts afresh in the new round (``retries`` + 1).
+        """
+
+        actor: str
+        reason: str
+
+        def apply(self, aggregate: Any) -> None:
+            """Run again; the error stays in history, not in the run's present."""
+            aggregate.status = RunStatus.RUNNING
+            aggregate.error = None
+            aggregate.retries += 1
 
     class Migrated(Aggregate.Event):
         """The run's state was upgraded from one schema version to the next."""
@@ -310,6 +328,11 @@ class Run(Aggregate):
         """Stop a live run with an error."""
         self._require("fail", RunStatus.RUNNING, RunStatus.WAITING, RunStatus.PAUSED)
         self.trigger_event(self.Failed, timestamp=at, error=error, actor=actor)
+
+    def retry(self, *, actor: str, reason: str, at: datetime) -> None:
+        """Send a failed run back to running (after the cause of its failure was fixed)."""
+        self._require("retry", RunStatus.FAILED)
+        self.trigger_event(self.Retried, timestamp=at, actor=actor, reason=reason)
 
     def migrate(self, from_schema: int, to_schema: int, *, at: datetime) -> None:
         """Record a state-schema upgrade of a run still on ``from_schema``."""

@@ -132,6 +132,25 @@ class StateVersion:
     checksum: str
 
 
+class Inheritance(BaseModel):
+    """What a fork's child replays from its ancestors instead of executing again.
+
+    Counts the workflow calls recorded at or before ``through_cursor`` (the requested
+    boundary); ``in_doubt`` lists effects whose attempt was in flight at the boundary: the
+    child never starts them again, it returns their outcome once the parent's is settled.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    through_cursor: int
+    steps: int = 0
+    records: int = 0
+    transitions: int = 0
+    effects: int = 0
+    decisions: int = 0
+    in_doubt: list[str] = []
+
+
 class ForkRecord(BaseModel):
     """What a fork did, as stored on both the parent and the child run.
 
@@ -153,6 +172,9 @@ class ForkRecord(BaseModel):
     reason: str | None
     created_at: datetime
     operation_id: str | None
+    inherited: Inheritance | None = None
+    """The recorded calls the child replays from its ancestors (``None`` before they were
+    counted: forks made by earlier versions)."""
 
     def receipt(self, *, replayed: bool = False) -> ForkReceipt:
         """The public receipt for this fork."""
@@ -192,6 +214,8 @@ class RunInfo:
     error: str | None = None
     budget: dict[str, float] = field(default_factory=dict)
     usage: dict[str, float] = field(default_factory=dict)
+    retries: int = 0
+    """How many times an operator sent the failed run back to running (``retry_run``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

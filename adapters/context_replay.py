@@ -1,0 +1,106 @@
+"""A forked run's workflow code replays what its ancestors recorded before the fork boundary.
+
+The child of a fork has a run id of its own, so its calls miss the parent's records: without
+this, forking a finished research -> draft -> send run at its head would sample both model
+calls again and send the email a second time. ``RunContext`` asks here after its own records
+miss; what the parent recorded at or before the requested boundary (``domain/inheritance``)
+is returned as if the child had recorded it, and nothing runs again.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from actae.domain.effects import EffectStatus, workflow_value
+from actae.domain.errors import EffectBlockedError, NotFoundError
+from actae.domain.inheritance import Prefix, call_suffix, prefix_of
+from actae.domain.values import ChannelEvent, Receipt, RunInfo
+from actae.domain.waits import Decision
+
+if TYPE_CHECKING:
+    from actae.adapters.store import Store
+    from actae.domain.reader import StoreReader
+
+MIGHT_HAVE_HAPPENED = frozenset(
+    {EffectStatus.CLAIMED, EffectStatus.IN_DOUBT, EffectStatus.NEEDS_REVIEW}
+)
+"""A parent's effect in these states may have happened: the child must not start it again."""
+
+
+class Inherited:
+    """The fork-inheritance lookups of ``RunContext`` (mixed into it)."""
+
+    if TYPE_CHECKING:  # provided by RunContext
+        store: Store
+        run: RunInfo
+        _reader: StoreReader
+
+    _prefix: Prefix | None = None
+
+    def _inheritance(self) -> Prefix:
+        """The run's inherited calls, read once (empty unless the run is a fork)."""
+        if self._prefix is None:
+            self._prefix = prefix_of(self._reader, self.run.forked_from)
+        return self._prefix
+
+    def _suffix(self, key: str) -> str:
+        return call_suffix(self.run.run_id, key) or key
+
+    def _inherited_call(self, key: str) -> ChannelEvent | None:
+        """The ancestor's event recording the call named ``key``, if it is in the prefix."""
+        if self.run.forked_from is None:
+            return None
+        return self._inheritance().calls.get(self._suffix(key))
+
+    @staticmethod
+    def _inherited_receipt(event: ChannelEvent) -> Receipt:
+        """An inherited write's receipt: where the ancestor recorded it."""
+        return Receipt(
+            channel_id=event.channel_id,
+            cursor=event.cursor,
+            state_version=event.state_version,
+            operation_id=event.operation_id,
+            replayed=True,
+        )
+
+    def _inherited_decision(self, name: str) -> Decision | None:
+        """An approval, signal or timer an ancestor received at or before the boundary."""
+        if self.run.forked_from is None:
+            return None
+        return self._inheritance().decisions.get(self._suffix(name))
+
+    def _inherited_effect(self, key: str) -> tuple[bool, Any]:
+        """``(True, result)`` if an ancestor's effect stands for ``key``; else ``(False, None)``.
+
+        An attempt the parent started at or before the boundary is never started again
+        under the child's key: its result is returned once the parent's ledger has one, and
+        while it may have happened (claimed, in doubt, needing review) the child stops with
+        ``EffectBlockedError`` until someone settles the parent's effect. If the parent's
+        last attempt failed or was abandoned, the child runs the effect itself.
+        """
+        if self.run.forked_from is None:
+            return False, None
+        found = self._inheritance().effects.get(self._suffix(key))
+        if found is None or self._has_own(key):
+            return False, None
+        parent = self.store.effect(found.effect_key)
+        if parent.status is EffectStatus.COMPLETED:
+            return True, workflow_value(parent.result)
+        if parent.status in MIGHT_HAVE_HAPPENED:
+            raise EffectBlockedError(
+                found.effect_key,
+                status=parent.status.value,
+                detail=(
+                    f"the fork {self.run.run_id} inherited this effect in flight at its "
+                    "boundary; settle the parent's effect and the fork replays its outcome"
+                ),
+            )
+        return False, None
+
+    def _has_own(self, key: str) -> bool:
+        """Whether this run's own ledger knows ``key`` (then its own outcome counts)."""
+        try:
+            self.store.effect(key)
+        except NotFoundError:
+            return False
+        return True

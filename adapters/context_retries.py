@@ -1,0 +1,115 @@
+"""Retries of a failing step (``ctx.step(..., retry=RetryPolicy(...))``), kept by the ledger.
+
+A model call that answers HTTP 429 should be tried again later, not fail the run. The
+attempts of a step are counted and scheduled by the same ledger entry an effect uses, under
+the key ``<step key>:attempts`` (``:round<n>`` after the n-th ``store.retry_run``, so an
+operator's retry starts a fresh budget): backoff with full jitter, ``retry_after`` honoured,
+and the run shows as ``retrying`` until the next attempt is due. A healthy step never touches
+the ledger: the entry is made when the first attempt fails.
+
+A step is not a side effect: an attempt whose worker died is simply made again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+from actae.domain.effects import Claim, EffectStatus, RetryPolicy, workflow_value
+from actae.domain.errors import NotFoundError, RetryNotDueError, RunStoppedError
+from actae.domain.validation import MAX_REASON_LENGTH
+from actae.domain.values import RunInfo, RunStatus
+
+if TYPE_CHECKING:
+    from actae.adapters.store import Store
+
+T = TypeVar("T")
+STEP_LEASE = 60.0
+"""Seconds an attempt holds its claim between heartbeats' renewals."""
+
+
+class StepRetries:
+    """The retrying part of ``RunContext.step`` (mixed into it)."""
+
+    if TYPE_CHECKING:  # provided by RunContext and EffectSteps
+        store: Store
+        run: RunInfo
+        worker: str
+
+        def _refresh(self) -> None: ...
+
+        def _with_heartbeats(
+            self, key: str, token: int, lease: float, call: Callable[[], T]
+        ) -> T: ...
+
+    def _attempts_key(self, key: str) -> str:
+        retries = self.run.retries
+        return f"{key}:attempts" + (f":round{retries}" if retries else "")
+
+    def _call_with_retries(
+        self, key: str, name: str, fn: Callable[[], T], policy: RetryPolicy
+    ) -> tuple[T, Claim | None]:
+        """Call ``fn`` when its attempt is due; the claim to complete once it is recorded.
+
+        Raises ``RetryNotDueError`` after a failed attempt that the policy retries, and
+        ``RunStoppedError`` once the policy is exhausted (the run is failed with the reason).
+        """
+        attempts = self._attempts_key(key)
+        claim = None
+        if self._has_attempts(attempts):
+            claim = self.store.claim(
+                attempts,
+                run_id=self.run.run_id,
+                worker=self.worker,
+                lease=STEP_LEASE,
+                request={"step": name},
+                retry=policy,
+            )
+            self._refresh()
+            if claim.status == "completed":  # recorded in the ledger, not yet on the channel
+                return workflow_value(claim.result), None
+        try:
+            if claim is None:
+                return fn(), None
+            token = claim.token
+            return self._with_heartbeats(attempts, token, STEP_LEASE, fn), claim
+        except Exception as error:
+            if claim is None:  # the first attempt failed: from now on the ledger counts
+                claim = self.store.claim(
+                    attempts,
+                    run_id=self.run.run_id,
+                    worker=self.worker,
+                    lease=STEP_LEASE,
+                    request={"step": name},
+                    retry=policy,
+                )
+            self._schedule_next(attempts, name, claim.token, error)
+
+    def _has_attempts(self, attempts: str) -> bool:
+        try:
+            info = self.store.effect(attempts)
+        except NotFoundError:
+            return False
+        return info.status is not EffectStatus.ABANDONED
+
+    def _schedule_next(self, attempts: str, name: str, token: int, error: Exception) -> NoReturn:
+        info = self.store.fail(
+            attempts,
+            token=token,
+            error=f"{type(error).__name__}: {error}",
+            retry_after=_retry_after(error),
+        )
+        self._refresh()
+        if info.retry_at is not None:
+            wait = (info.retry_at - self.store.now()).total_seconds()
+            raise RetryNotDueError(attempts, retry_at=info.retry_at, wait=wait) from error
+        reason = f"step {name!r} failed after {info.attempt} attempts: {info.last_error}"
+        self.store.abandon(attempts, actor=self.worker, reason=reason[:MAX_REASON_LENGTH])
+        self.store.fail_run(self.run.run_id, reason, actor=self.worker)
+        self._refresh()
+        raise RunStoppedError(self.run.run_id, status=RunStatus.FAILED.value) from error
+
+
+def _retry_after(error: Exception) -> float | None:
+    value: Any = getattr(error, "retry_after", None)
+    return float(value) if isinstance(value, int | float) else None
