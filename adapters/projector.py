@@ -3,11 +3,13 @@
 ``store.projector()`` gives one; ``catch_up()`` processes the backlog (showing progress),
 ``start()`` follows live in a thread (PostgreSQL LISTEN/NOTIFY, polling on SQLite), and
 ``actae project`` runs it as its own process. Each batch (many events) commits together with
-its tracking position. A transient database error is retried with backoff after
-reconnecting. An event that cannot be projected (a *poison* event) does not stop the
-projector: it is recorded with its error in ``actae_projection_errors`` and skipped, in the
-same transaction, so it stays visible. ``rebuild()`` projects from zero into fresh tables
-and swaps them in atomically.
+its tracking position. A lease running out is the one change no event records: after
+catching up, and in the live loop whenever a known lease expiry passes, the projector marks
+claims whose lease ran out (on the store's clock) in doubt. A transient database error is
+retried with backoff after reconnecting. An event that cannot be projected (a *poison*
+event) does not stop the projector: it is recorded with its error in
+``actae_projection_errors`` and skipped, in the same transaction, so it stays visible.
+``rebuild()`` projects from zero into fresh tables and swaps them in atomically.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
 import psycopg
@@ -25,8 +28,9 @@ from eventsourcing.persistence import ApplicationRecorder, Mapper, Notification,
 
 from actae.adapters.readmodels import ReadModelDB
 from actae.adapters.subscription import Waiter
-from actae.projections.changes import Change
+from actae.projections.changes import Change, Upsert
 from actae.projections.project import project
+from actae.projections.tables import EFFECTS
 
 if TYPE_CHECKING:
     from actae.domain.service import ActaeService
@@ -40,6 +44,8 @@ TRANSIENT = (
     PersistenceError,
 )
 MAX_BACKOFF = 5.0
+SWEEP_EVERY = 1.0
+"""Seconds between lease sweeps while idle: another projector may have applied a claim."""
 
 
 class Projector:
@@ -57,6 +63,10 @@ class Projector:
         self._recorder = service.recorder
         assert isinstance(self._recorder, ApplicationRecorder)  # noqa: S101
         self._mapper: Mapper[Any] = service.mapper
+        self._clock = service.clock
+        self._next_expiry: datetime | None = None  # of a live claim, as of the last sweep
+        self._swept_at = float("-inf")  # monotonic
+        self._ledger_moved = False  # a batch since the last sweep changed effects
         self.db = db
         self._new_waiter = waiter
         self.batch_size = batch_size
@@ -90,6 +100,7 @@ class Projector:
                 changes.extend(project(self._mapper.to_domain_event(notification)))
             except Exception as error:
                 self._poison(name, notification, error)
+        self._ledger_moved |= any(isinstance(c, Upsert) and c.table is EFFECTS for c in changes)
         try:
             with self.db.transaction():  # a savepoint: a bad batch falls back event by event
                 self.db.apply(changes, suffix)
@@ -140,7 +151,27 @@ class Projector:
                     file=self._out,
                     flush=True,
                 )
+        self._with_retries(lambda: self.mark_expired(name=name, suffix=suffix))
         return total
+
+    def mark_expired(self, *, name: str = NAME, suffix: str = "") -> int:
+        """Mark claims whose lease has run out by now (the store's clock) in doubt.
+
+        Takes the tracking row's lock first, as a batch does: the sweep sees every batch
+        before it and never runs beside a rebuild's swap. Returns 0 (a retryable step).
+        """
+        with self.db.transaction():
+            self.db.lock_position(name)
+            self._next_expiry = self.db.expire_claims(self._clock(), suffix)
+        self._swept_at = time.monotonic()
+        self._ledger_moved = False
+        return 0
+
+    def _sweep_due(self) -> bool:
+        """Whether the live loop should sweep: effects changed, or a lease may have run out."""
+        if self._ledger_moved or time.monotonic() - self._swept_at >= SWEEP_EVERY:
+            return True
+        return self._next_expiry is not None and self._clock() >= self._next_expiry
 
     def run(self, poll_interval: float = 0.02) -> None:
         """Catch up, then follow live until ``stop()``: a batch per wake-up."""
@@ -148,7 +179,10 @@ class Projector:
         try:
             self.catch_up()
             while not self._stop.is_set():
-                if self._with_retries(self.process_batch) == 0:
+                done = self._with_retries(self.process_batch)
+                if self._sweep_due():
+                    self._with_retries(self.mark_expired)
+                if done == 0:
                     waiter.wait(poll_interval)
         finally:
             waiter.close()
@@ -215,6 +249,7 @@ class Projector:
             self.db.swap_in(REBUILD_SUFFIX)
             self.db.set_position(NAME, position)
             self.db.forget(rebuild_name)
+            self._next_expiry = self.db.expire_claims(self._clock())
         return total
 
     def position(self) -> int:

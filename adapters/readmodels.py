@@ -22,12 +22,9 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from actae.adapters.readmodel_schema import ERRORS, LEASES, TRACKING, SchemaMethods
 from actae.projections.changes import Change, Upsert
-from actae.projections.tables import OUTSTANDING_VIEW, SETTLED, TABLES, Table
-
-TRACKING = "actae_projection_tracking"
-ERRORS = "actae_projection_errors"
-LEASES = "actae_run_leases"
+from actae.projections.tables import TABLES, Table
 
 
 @dataclass(frozen=True)
@@ -85,6 +82,7 @@ SQLITE = Dialect(
 def _refresh_sql(effects: str, runs: str, where: str) -> str:
     """Recompute a run's derived columns from its effects (portable SQL)."""
     mine = f"FROM {effects} e WHERE e.run_id = {runs}.run_id"
+    in_doubt = f"{mine} AND e.status = 'claimed' AND e.in_doubt"
     return f"""
 UPDATE {runs} SET
     attempts = (SELECT coalesce(sum(e.attempts), 0) {mine}),
@@ -98,18 +96,37 @@ UPDATE {runs} SET
         WHEN lifecycle = 'waiting' AND escalated THEN 'escalated: ' || waiting_name
         WHEN lifecycle = 'waiting' THEN 'wait for ' || waiting_reason || ' ' || waiting_name
         WHEN lifecycle = 'paused' THEN 'unpause'
+        WHEN lifecycle = 'failed'
+            THEN 'fix and retry: ' || coalesce(error, 'see the run''s Run.Failed event')
         WHEN lifecycle <> 'running' THEN 'none'
         WHEN EXISTS (SELECT 1 {mine} AND e.status = 'needs_review')
             THEN 'review effect ' || (SELECT min(e.effect_key) {mine}
                                       AND e.status = 'needs_review')
+        WHEN EXISTS (SELECT 1 {in_doubt})
+            THEN 'reconcile effect ' || (SELECT min(e.effect_key) {in_doubt})
         WHEN EXISTS (SELECT 1 {mine} AND e.status = 'retry_scheduled')
             THEN 'retry effect ' || (SELECT min(e.effect_key) {mine}
                                      AND e.status = 'retry_scheduled')
+        WHEN unserved THEN 'register workflow ''' || agent_id || ''''
         ELSE 'continue' END
 WHERE {where}"""
 
 
-class ReadModelDB:
+def _expire_sql(effects: str) -> str:
+    """Make ``in_doubt`` say whether each claim may have happened, as of a moment (portable).
+
+    A claim is in doubt when it was granted over an unanswered one or its lease has run
+    out (at its expiry, as the ledger sees it); a late heartbeat makes it live again. Only
+    rows whose flag changes are written, and their run ids returned for a refresh.
+    """
+    doubt = "(claimed_in_doubt OR expires_at <= %s)"
+    return (
+        f"UPDATE {effects} SET in_doubt = {doubt} "
+        f"WHERE status = 'claimed' AND in_doubt <> {doubt} RETURNING run_id"
+    )
+
+
+class ReadModelDB(SchemaMethods):
     """One connection to the database holding the read models."""
 
     def __init__(self, dialect: Dialect, connect: Callable[[], Any]) -> None:
@@ -179,43 +196,6 @@ class ReadModelDB:
             finally:
                 self._depth -= 1
 
-    # -- schema ---------------------------------------------------------------------------
-
-    def ensure_schema(self, suffix: str = "") -> None:
-        """Create the tables (and the outstanding-effects view) if they do not exist.
-
-        On PostgreSQL, processes that start at once (a worker and the projector) would race:
-        ``CREATE TABLE IF NOT EXISTS`` is not safe against a concurrent creator (it fails on
-        the table's row type). A transaction-scoped advisory lock per schema makes the
-        creators take turns; SQLite's ``BEGIN IMMEDIATE`` already does.
-        """
-        with self.transaction():
-            if self.dialect.name == "postgresql":
-                self.execute(
-                    "SELECT pg_advisory_xact_lock("
-                    "hashtext('actae-readmodels:' || current_schema()))"
-                )
-            for table in TABLES:
-                self.execute(self._create_table(table, suffix))
-            if not suffix:
-                self.execute(
-                    f"CREATE TABLE IF NOT EXISTS {TRACKING} (name TEXT PRIMARY KEY, "
-                    f"position {self.dialect.types['int']} NOT NULL)"
-                )
-                self.execute(
-                    f"CREATE TABLE IF NOT EXISTS {ERRORS} (name TEXT NOT NULL, "
-                    f"position {self.dialect.types['int']} NOT NULL, topic TEXT, "
-                    "originator_id TEXT, error TEXT NOT NULL, recorded_at "
-                    f"{self.dialect.types['timestamp']} NOT NULL, "
-                    "PRIMARY KEY (name, position))"
-                )
-                self.execute(self._create_view())
-                self.execute(
-                    f"CREATE TABLE IF NOT EXISTS {LEASES} (run_id TEXT PRIMARY KEY, "
-                    f"worker TEXT NOT NULL, token {self.dialect.types['int']} NOT NULL, "
-                    f"expires_at {self.dialect.types['timestamp']} NOT NULL)"
-                )
-
     # -- run ownership leases ---------------------------------------------------------------
 
     def acquire_lease(self, run_id: Any, worker: str, now: datetime, until: datetime) -> int | None:
@@ -226,7 +206,7 @@ class ReadModelDB:
                 "VALUES (%s, %s, 1, %s) ON CONFLICT (run_id) DO UPDATE SET "
                 "worker = excluded.worker, token = l.token + 1, expires_at = excluded.expires_at "
                 "WHERE l.expires_at <= %s RETURNING token",
-                (str(run_id), worker, self.dialect.adapt(until), self.dialect.adapt(now)),
+                (self._run_key(run_id), worker, self.dialect.adapt(until), self.dialect.adapt(now)),
             ).fetchone()
         return None if row is None else int(row[0])
 
@@ -235,7 +215,7 @@ class ReadModelDB:
         with self.transaction():
             cursor = self.execute(
                 f"UPDATE {LEASES} SET expires_at = %s WHERE run_id = %s AND token = %s",
-                (self.dialect.adapt(until), str(run_id), token),
+                (self.dialect.adapt(until), self._run_key(run_id), token),
             )
             return bool(cursor.rowcount)
 
@@ -244,45 +224,12 @@ class ReadModelDB:
         with self.transaction():
             self.execute(
                 f"UPDATE {LEASES} SET expires_at = %s WHERE run_id = %s AND token = %s",
-                (self.dialect.adapt(now), str(run_id), token),
+                (self.dialect.adapt(now), self._run_key(run_id), token),
             )
 
-    def _create_table(self, table: Table, suffix: str) -> str:
-        columns = ", ".join(
-            f"{c.name} {self.dialect.types[c.type]}" + (" NOT NULL" if c.name == table.key else "")
-            for c in table.columns
-        )
-        return (
-            f"CREATE TABLE IF NOT EXISTS {table.name}{suffix} ({columns}, "
-            f"PRIMARY KEY ({table.key}))"
-        )
-
-    def _create_view(self) -> str:
-        settled = ", ".join(f"'{s}'" for s in SETTLED)
-        create = (
-            "CREATE OR REPLACE VIEW"
-            if self.dialect.name == "postgresql"
-            else ("CREATE VIEW IF NOT EXISTS")
-        )
-        return (
-            f"{create} {OUTSTANDING_VIEW} AS SELECT * FROM effects WHERE status NOT IN ({settled})"
-        )
-
-    def swap_in(self, suffix: str) -> None:
-        """Replace the live tables by the ``suffix`` ones (call inside a transaction)."""
-        self.execute(f"DROP VIEW IF EXISTS {OUTSTANDING_VIEW}")
-        for table in TABLES:
-            self.execute(f"DROP TABLE {table.name}")
-            self.execute(f"ALTER TABLE {table.name}{suffix} RENAME TO {table.name}")
-            if self.dialect.name == "postgresql":
-                self.execute(f"ALTER INDEX {table.name}{suffix}_pkey RENAME TO {table.name}_pkey")
-        self.execute(self._create_view())
-
-    def drop(self, suffix: str) -> None:
-        """Drop leftover ``suffix`` tables (an interrupted rebuild)."""
-        with self.transaction():
-            for table in TABLES:
-                self.execute(f"DROP TABLE IF EXISTS {table.name}{suffix}")
+    def _run_key(self, run_id: Any) -> Any:
+        """A run id as ``run_status.run_id`` stores it, so the two tables join."""
+        return self.dialect.adapt(UUID(str(run_id)))
 
     # -- tracking -------------------------------------------------------------------------
 
@@ -365,6 +312,26 @@ class ReadModelDB:
             statement = _refresh_sql(*names, "run_id = %s")
             self.executemany(statement, [[self.dialect.adapt(r)] for r in runs])
 
+    def expire_claims(self, now: datetime, suffix: str = "") -> datetime | None:
+        """Mark claims whose lease ran out by ``now`` in doubt and refresh their runs.
+
+        No event records a lease running out, so the projector (and with it every worker
+        pass) calls this on the store's clock, inside a transaction; a rebuild does too, so
+        its tables equal the incremental ones at the same moment. Returns when the next
+        live claim's lease runs out (None: no live claim), when calling again is worthwhile.
+        """
+        effects, runs = f"effects{suffix}", f"run_status{suffix}"
+        at = self.dialect.adapt(now)
+        changed = {row[0] for row in self.execute(_expire_sql(effects), (at, at)).fetchall()}
+        if changed:
+            statement = _refresh_sql(effects, runs, "run_id = %s")
+            self.executemany(statement, [[run] for run in changed])
+        (row,) = self.execute(
+            f"SELECT min(expires_at) FROM {effects} WHERE status = 'claimed' AND expires_at > %s",
+            (at,),
+        ).fetchall()
+        return _moment(row[0])
+
     def _upsert(self, table: Table, columns: tuple[str, ...], suffix: str) -> str:
         names = ", ".join((table.key, *columns))
         marks = ", ".join(["%s"] * (len(columns) + 1))
@@ -380,6 +347,13 @@ class ReadModelDB:
         return {
             t.name: self.query(f"SELECT * FROM {t.name}{suffix} ORDER BY {t.key}") for t in TABLES
         }
+
+
+def _moment(value: Any) -> datetime | None:
+    """A timestamp column's value as an aware datetime (SQLite stores ISO text)."""
+    if value is None or isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(value)
 
 
 def postgres_db(conninfo: dict[str, str], schema: str) -> ReadModelDB:

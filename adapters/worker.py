@@ -8,10 +8,17 @@ Recorded steps replay, so a run whose worker was killed is finished by another w
 the lease runs out, without repeating completed steps. One owner at a time: the lease says
 who should work on a run, and ``expected_cursor`` and fencing tokens refuse a stale owner's
 writes even if it comes back.
+
+A worker never spins and never stays silent: a run that cannot advance is left alone until
+the reason ends on the store's clock (a lease's expiry, a retry's due time); a run it has no
+workflow for is noted once (``run.unserved``, which run_status shows); a ``ValidationError``
+from workflow code fails the run, since running the same code again fails the same way.
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -24,12 +31,15 @@ from actae.domain.errors import (
     ActaeError,
     ConflictError,
     EffectBlockedError,
+    IllegalTransitionError,
     IncompatibleResumeError,
     LeaseHeldError,
     RetryNotDueError,
     RunStoppedError,
     RunSuspended,
+    ValidationError,
 )
+from actae.projections.project import UNSERVED
 
 if TYPE_CHECKING:
     from actae.adapters.store import Migration, Store
@@ -75,7 +85,54 @@ class Registry:
 
 REGISTRY = Registry()
 COOLDOWN = 5.0
+"""Seconds before a run that could not advance, for a reason with no known end, is tried again."""
+CONFLICT_COOLDOWN = 1.0
+"""Seconds before a run that lost a write to another writer is tried again."""
 workflow = REGISTRY.workflow
+CANDIDATES = (
+    "SELECT run_id, channel_id, agent_id, lifecycle, status, wake_at, next_retry_at "
+    "FROM run_status WHERE lifecycle IN ('running', 'waiting') ORDER BY created_at"
+)
+
+
+@dataclass(frozen=True)
+class Cooldown:
+    """When a run that could not advance is worth trying again.
+
+    ``until`` is on the store's clock, which leases and retry times are on (a virtual clock
+    in tests and drills); ``or_after`` is a ``time.monotonic()`` moment that also ends a
+    short pause whose reason is not tied to the store's clock (infinite when it is).
+    """
+
+    until: datetime
+    or_after: float = math.inf
+
+    @classmethod
+    def short(cls, now: datetime, seconds: float) -> Cooldown:
+        """A pause of ``seconds`` on whichever clock passes them first."""
+        return cls(now + timedelta(seconds=seconds), time.monotonic() + seconds)
+
+    def over(self, now: datetime) -> bool:
+        """Whether the run may be tried again at ``now`` (store time)."""
+        return now >= self.until or time.monotonic() >= self.or_after
+
+
+def cooldown_for(stop: ActaeError, now: datetime) -> Cooldown | None:
+    """How long a run that stopped with ``stop`` cannot advance (None: it moved on).
+
+    A suspended or stopped run left the runnable set: the read model stops offering it,
+    and it must run as soon as it is woken or unpaused. Everything else would fail the same
+    way at once: a dead worker's effect lease until it expires, a retry until it is due.
+    """
+    if isinstance(stop, RunSuspended | RunStoppedError):
+        return None
+    if isinstance(stop, LeaseHeldError):
+        return Cooldown(stop.expires_at)
+    if isinstance(stop, RetryNotDueError):
+        return Cooldown(stop.retry_at)
+    if isinstance(stop, ConflictError):
+        return Cooldown.short(now, CONFLICT_COOLDOWN)
+    return Cooldown.short(now, COOLDOWN)
 
 
 class Worker:
@@ -99,52 +156,92 @@ class Worker:
         self._out = out
         self._stop = threading.Event()
         self.outcomes: list[tuple[Any, str]] = []
-        self._cooldown: dict[str, float] = {}  # run -> monotonic time it may be tried again
+        self._cooldowns: dict[str, Cooldown] = {}
+        self._unserved: set[str] = set()  # runs noted as having no workflow here
 
     def request_stop(self) -> None:
         """Stop after the current run (signal-safe)."""
         self._stop.set()
 
     def run(self) -> None:
-        """Work until ``request_stop()``."""
+        """Work until ``request_stop()``; sleeps between passes that advanced nothing."""
         while not self._stop.is_set():
             if self.run_once() == 0:
                 self._stop.wait(self.poll_interval)
 
     def run_once(self) -> int:
-        """One pass: wake due waits, then run every runnable run it can take."""
+        """One pass: wake due waits, run every runnable run it can take; how many advanced.
+
+        A run that could not advance (another worker's lease, a retry not due) does not
+        count and is not tried again before its cooldown ends, so ``run()`` sleeps instead
+        of spinning. The pass ends by catching the read models up, so what it did shows in
+        run_status as soon as it returns (``actae worker --once``).
+        """
         projector = self.store.projector()
         projector.catch_up()
         now = self.store.now()
         advanced = 0
-        rows = projector.query(
-            "SELECT run_id, agent_id, lifecycle, status, wake_at, "
-            "next_retry_at FROM run_status WHERE lifecycle IN "
-            "('running', 'waiting') ORDER BY created_at"
-        )
-        for row in rows:
+        for row in projector.query(CANDIDATES):
             if self._stop.is_set():
                 break
-            if row["lifecycle"] == "waiting":
-                if _due(row["wake_at"], now) and self.store.wake_due(row["run_id"]):
-                    advanced += 1
-                    row = {**row, "lifecycle": "running", "status": "running"}  # noqa: PLW2901
-                else:
-                    continue
-            if self._runnable(row, now) and self._take(row["run_id"], row["agent_id"]):
-                advanced += 1
+            advanced += self._serve(row, now)
+        projector.catch_up()
         return advanced
 
+    def _serve(self, row: Mapping[str, Any], now: datetime) -> int:
+        """Wake the run if due, then run it if it is runnable here; how many moves it made."""
+        woke = 0
+        if row["lifecycle"] == "waiting":
+            if not (_due(row["wake_at"], now) and self.store.wake_due(row["run_id"])):
+                return 0
+            woke, row = 1, {**row, "lifecycle": "running", "status": "running"}
+        code = self.registry.get(row["agent_id"])
+        if code is None:
+            self._note_unserved(row)
+            return woke
+        if self._runnable(row, now) and self._take(row["run_id"], code):
+            return woke + 1
+        return woke
+
     def _runnable(self, row: Mapping[str, Any], now: datetime) -> bool:
-        if self.registry.get(row["agent_id"]) is None or row["status"] == "blocked":
+        if row["status"] == "blocked":
             return False
-        if self._cooldown.get(str(row["run_id"]), 0.0) > time.monotonic():
-            return False
+        cooldown = self._cooldowns.get(str(row["run_id"]))
+        if cooldown is not None:
+            if not cooldown.over(now):
+                return False
+            del self._cooldowns[str(row["run_id"])]
         return row["status"] != "retrying" or _due(row["next_retry_at"], now)
 
-    def _take(self, run_id: Any, agent: str) -> bool:
-        code = self.registry.get(agent)
-        assert code is not None  # noqa: S101 - checked by _runnable
+    def _note_unserved(self, row: Mapping[str, Any]) -> None:
+        """Say once that this worker has no workflow for the run's agent, durably and in the log.
+
+        The note (``run.unserved``, one per run and worker thanks to its operation id) is
+        what run_status turns into ``register workflow '<agent>'``; a run nobody serves
+        would otherwise look like one that is running.
+        """
+        run_id, agent = str(row["run_id"]), row["agent_id"]
+        if run_id in self._unserved:
+            return
+        try:
+            head = self.store.head(row["channel_id"])
+            self.store.record(
+                row["channel_id"],
+                kind=UNSERVED,
+                payload={"agent_id": agent, "worker": self.name},
+                expected_cursor=head.cursor,
+                operation_id=f"unserved:{run_id}:{self.name}",
+            )
+        except ConflictError:
+            return  # the channel moved meanwhile: note it on the next pass
+        self._unserved.add(run_id)
+        self._say(
+            f"run {run_id}: no workflow registered for agent {agent!r} here; register it "
+            f"(@actae.workflow({agent!r})) or run a worker that has it"
+        )
+
+    def _take(self, run_id: Any, code: Workflow) -> bool:
+        """Run the workflow under the run's lease; whether the run advanced."""
         db = self.store.projector().db
         now = self.store.now()
         token = db.acquire_lease(run_id, self.name, now, now + timedelta(seconds=self.lease))
@@ -154,17 +251,16 @@ class Worker:
         beater = threading.Thread(target=self._heartbeat, args=(run_id, token, done), daemon=True)
         beater.start()
         try:
-            outcome = self._execute(run_id, code)
+            outcome, cooldown = self._execute(run_id, code)
         finally:
             done.set()
             beater.join()
             db.release_lease(run_id, token, self.store.now())
         self.outcomes.append((run_id, outcome))
-        if outcome.startswith("not advanced"):  # do not spin on a run that cannot move
-            self._cooldown[str(run_id)] = time.monotonic() + COOLDOWN
-        if self._out is not None:
-            print(f"[{self.name}] run {run_id}: {outcome}", file=self._out, flush=True)
-        return True
+        if cooldown is not None:
+            self._cooldowns[str(run_id)] = cooldown
+        self._say(f"run {run_id}: {outcome}")
+        return cooldown is None
 
     def _heartbeat(self, run_id: Any, token: int, done: threading.Event) -> None:
         db = self.store.projector().db
@@ -173,19 +269,32 @@ class Worker:
             if not db.renew_lease(run_id, token, until):
                 return
 
-    def _execute(self, run_id: Any, code: Workflow) -> str:
+    def _execute(self, run_id: Any, code: Workflow) -> tuple[str, Cooldown | None]:
+        """Run the workflow from the top: what happened, and how long to leave the run be."""
         try:
             ctx = self.store.resume(
                 run_id, worker=self.name, pins=code.pins, migrations=code.migrations
             )
             result = code.code(ctx)
             self.store.complete_run(run_id, dict(result or {}))
+        except ValidationError as invalid:  # the same code fails the same way: final
+            return self._fail(run_id, invalid), None
         except ActaeError as stop:
-            return _describe(stop)
+            return _describe(stop), cooldown_for(stop, self.store.now())
         except Exception as error:  # the workflow's own bug fails its run
-            self.store.fail_run(run_id, f"{type(error).__name__}: {error}", actor=self.name)
-            return "failed"
-        return "completed"
+            return self._fail(run_id, error), None
+        return "completed", None
+
+    def _fail(self, run_id: Any, error: Exception) -> str:
+        """Fail the run with ``error`` unless it failed already (``ctx.step`` does that)."""
+        message = f"{type(error).__name__}: {error}"
+        with contextlib.suppress(IllegalTransitionError):
+            self.store.fail_run(run_id, message, actor=self.name)
+        return f"failed: {message}"
+
+    def _say(self, line: str) -> None:
+        if self._out is not None:
+            print(f"[{self.name}] {line}", file=self._out, flush=True)
 
 
 OUTCOMES: tuple[tuple[type[ActaeError], Callable[[Any], str]], ...] = (

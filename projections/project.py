@@ -2,7 +2,9 @@
 
 One function per event type, each returning the changes that event implies. Every value
 comes from the event itself (timestamps included), so rebuilding from zero produces exactly
-the tables that incremental processing produced.
+the tables that incremental processing produced. The one fact no event records, a lease
+running out, is applied by the adapters on the store's clock (``effects.in_doubt``), the same
+way after a rebuild as after incremental processing.
 """
 
 from __future__ import annotations
@@ -15,6 +17,10 @@ from actae.domain.operation import Operation
 from actae.domain.run import Run
 from actae.projections.changes import Change, RefreshRun, Upsert
 from actae.projections.tables import EFFECTS, LINEAGE, RUN_STATUS
+
+UNSERVED = "run.unserved"
+"""The note a worker writes when it has no workflow for a run's agent (once per worker)."""
+NOT_IN_DOUBT = {"in_doubt": False, "claimed_in_doubt": False}
 
 
 def project(event: object) -> list[Change]:
@@ -40,6 +46,8 @@ def _run_started(event: Any) -> list[Change]:
                 "lifecycle": "running",
                 "escalated": False,
                 "next_action": "continue",
+                "error": None,
+                "unserved": False,
                 "attempts": 0,
                 "open_effects": 0,
                 "model": pins.model,
@@ -91,17 +99,17 @@ def _run_started(event: Any) -> list[Change]:
 
 
 def _channel_event(event: Any) -> list[Change]:
+    values = {
+        "head_cursor": event.originator_version,
+        "state_version": event.state_version,
+        "open_effects": len(event.open_effects),
+        "updated_at": event.timestamp,
+    }
+    if event.kind != UNSERVED:
+        return [Upsert(RUN_STATUS, event.run_id, values)]
     return [
-        Upsert(
-            RUN_STATUS,
-            event.run_id,
-            {
-                "head_cursor": event.originator_version,
-                "state_version": event.state_version,
-                "open_effects": len(event.open_effects),
-                "updated_at": event.timestamp,
-            },
-        )
+        Upsert(RUN_STATUS, event.run_id, {**values, "unserved": True}),
+        RefreshRun(run_id=event.run_id),
     ]
 
 
@@ -123,7 +131,7 @@ def _registered(event: Any) -> list[Change]:
             "status": "pending",
             "token": 0,
             "attempts": 0,
-            "in_doubt": False,
+            **NOT_IN_DOUBT,
         },
         refresh=False,
     )
@@ -136,6 +144,7 @@ def _claimed(event: Any) -> list[Change]:
         "token": event.token,
         "attempts": event.token,
         "in_doubt": event.in_doubt,
+        "claimed_in_doubt": event.in_doubt,
         "claimed_at": event.timestamp,
         "expires_at": event.expires_at,
         "retry_at": None,
@@ -151,7 +160,7 @@ def _renewed(event: Any) -> list[Change]:
 
 def _completed(event: Any) -> list[Change]:
     return _effect(
-        event, {"status": "completed", "holder": None, "in_doubt": False, "settled_by": "completed"}
+        event, {"status": "completed", "holder": None, **NOT_IN_DOUBT, "settled_by": "completed"}
     )
 
 
@@ -162,7 +171,7 @@ def _failed(event: Any) -> list[Change]:
         {
             "status": status,
             "holder": None,
-            "in_doubt": False,
+            **NOT_IN_DOUBT,
             "retry_at": event.retry_at,
             "last_error": event.error,
         },
@@ -180,7 +189,7 @@ def _reconciled(event: Any) -> list[Change]:
         values = {}
     else:
         values = {"status": "pending", "holder": None, "retry_at": None}
-    return _effect(event, {**values, "in_doubt": False})
+    return _effect(event, {**values, **NOT_IN_DOUBT})
 
 
 def _abandoned(event: Any) -> list[Change]:
@@ -189,7 +198,7 @@ def _abandoned(event: Any) -> list[Change]:
         {
             "status": "abandoned",
             "holder": None,
-            "in_doubt": False,
+            **NOT_IN_DOUBT,
             "settled_by": f"abandoned by {event.actor}",
         },
     )
@@ -215,6 +224,7 @@ def _suspended(event: Any) -> list[Change]:
             "waiting_name": wait.name,
             "wake_at": wait.until,
             "escalated": False,
+            "unserved": False,
         },
     )
 
@@ -224,7 +234,13 @@ def _decided(event: Any) -> list[Change]:
 
 
 def _ended(lifecycle: str) -> Callable[[Any], list[Change]]:
-    return lambda event: _run(event, {"lifecycle": lifecycle, **NOT_WAITING})
+    return lambda event: _run(event, {"lifecycle": lifecycle, **NOT_WAITING, "unserved": False})
+
+
+def _failed_run(event: Any) -> list[Change]:
+    return _run(
+        event, {"lifecycle": "failed", **NOT_WAITING, "unserved": False, "error": event.error}
+    )
 
 
 HANDLERS: tuple[tuple[type, Callable[[Any], list[Change]]], ...] = (
@@ -236,8 +252,9 @@ HANDLERS: tuple[tuple[type, Callable[[Any], list[Change]]], ...] = (
     (Run.Unpaused, lambda e: _run(e, {"lifecycle": e.resumes_to.value})),
     (Run.Cancelled, _ended("cancelled")),
     (Run.Completed, _ended("completed")),
-    (Run.Failed, _ended("failed")),
-    (Run.Migrated, lambda e: _run(e, {"schema_version": e.to_schema})),
+    (Run.Failed, _failed_run),
+    (Run.Retried, lambda e: _run(e, {"lifecycle": "running", "error": None})),
+    (Run.Migrated, lambda e: _run(e, {"schema_version": e.to_schema, "unserved": False})),
     (Channel.Event, _channel_event),
     (Operation.Registered, _registered),
     (Operation.Claimed, _claimed),

@@ -28,6 +28,8 @@ class Table:
     key: str
     doc: str
     columns: tuple[Column, ...]
+    indexes: tuple[str, ...] = ()
+    """Columns rows are looked up by besides the key (one index each)."""
 
     def column(self, name: str) -> Column:
         """The column called ``name``."""
@@ -62,7 +64,15 @@ RUN_STATUS = Table(
             "next_action",
             "text",
             "what should happen next, e.g. 'continue', 'retry effect <key>', 'review effect "
-            "<key>', 'wait for approval <name>', 'unpause', 'none'",
+            "<key>', 'reconcile effect <key>', 'register workflow '<agent_id>'', 'fix and "
+            "retry: <error>', 'wait for approval <name>', 'unpause', 'none'",
+        ),
+        Column("error", "text", "why the run failed (its Run.Failed event), until it is retried"),
+        Column(
+            "unserved",
+            "bool",
+            "a worker has no workflow registered for agent_id (a run.unserved note); cleared "
+            "when the run next waits, migrates or ends",
         ),
         Column("next_retry_at", "timestamp", "earliest scheduled retry of its effects"),
         Column("attempts", "int", "effect attempts (claims) made by the run so far"),
@@ -107,8 +117,9 @@ EFFECTS = Table(
     "effects",
     "effect_id",
     "One row per ledger effect, settled or not; the view outstanding_effects shows the "
-    "unsettled ones. An effect is in doubt when status = 'claimed' and its lease expired "
-    "(expires_at < now), or when in_doubt is true.",
+    "unsettled ones. An effect is in doubt when in_doubt is true: its claim was granted over "
+    "an unanswered one, or its lease ran out (expires_at <= now on the store's clock; the "
+    "projector and every worker pass mark that as soon as it happens).",
     (
         Column("effect_id", "uuid", "ledger id of the effect"),
         Column("effect_key", "text", "the caller's idempotency key of the effect"),
@@ -121,7 +132,12 @@ EFFECTS = Table(
         Column("holder", "text", "worker holding the claim"),
         Column("token", "int", "current fencing token"),
         Column("attempts", "int", "claims made so far (retries = attempts - 1)"),
-        Column("in_doubt", "bool", "the current claim was granted over an unanswered one"),
+        Column(
+            "in_doubt",
+            "bool",
+            "status = 'claimed' and it may have happened: claimed_in_doubt, or the lease ran out",
+        ),
+        Column("claimed_in_doubt", "bool", "the current claim was granted over an unanswered one"),
         Column("first_claimed_at", "timestamp", "first claim"),
         Column("claimed_at", "timestamp", "current claim"),
         Column("expires_at", "timestamp", "lease expiry of the current claim"),
@@ -130,6 +146,9 @@ EFFECTS = Table(
         Column("settled_by", "text", "completed, reconciled by <actor>, or abandoned by <actor>"),
         Column("updated_at", "timestamp", "time of the last ledger event"),
     ),
+    # run_id: a run's derived columns are recomputed from its effects; status: the leases
+    # that run out are looked for among the claimed effects on every projector pass.
+    indexes=("run_id", "status"),
 )
 
 TABLES = (RUN_STATUS, LINEAGE, EFFECTS)

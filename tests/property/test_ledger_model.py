@@ -208,6 +208,15 @@ class LedgerMachine(RuleBasedStateMachine):
         self.clock.advance(seconds)
         self.model.now += seconds
 
+    @rule()
+    def rebuild_read_models(self) -> None:
+        """Rebuilt at the same moment, the read models equal the incremental ones."""
+        projector = self.store.projector()
+        projector.catch_up()
+        incremental = projector.db.snapshot()
+        projector.rebuild()
+        assert projector.db.snapshot() == incremental
+
     @invariant()
     def store_agrees_with_model(self) -> None:
         if not self.registered:
@@ -242,7 +251,9 @@ class LedgerMachine(RuleBasedStateMachine):
             m.token,
             m.attempts,
         )
-        assert (effect["holder"], bool(effect["in_doubt"])) == (m.holder, m.in_doubt)
+        in_doubt = m.in_doubt or status is S.IN_DOUBT  # the lease ran out, on the store clock
+        assert (effect["holder"], bool(effect["in_doubt"])) == (m.holder, in_doubt)
+        assert bool(effect["claimed_in_doubt"]) == m.in_doubt
         (run,) = [
             r
             for r in projector.query("SELECT * FROM run_status")
@@ -250,6 +261,11 @@ class LedgerMachine(RuleBasedStateMachine):
         ]
         expected = {S.NEEDS_REVIEW: "blocked", S.RETRY_SCHEDULED: "retrying"}.get(status, "running")
         assert (run["status"], run["attempts"]) == (expected, m.attempts)
+        action = {S.NEEDS_REVIEW: "review", S.RETRY_SCHEDULED: "retry"}.get(status)
+        if action is None and in_doubt:
+            action = "reconcile"
+        expected_action = "continue" if action is None else f"{action} effect {self.key}"
+        assert run["next_action"] == expected_action
         outstanding = [
             e
             for e in projector.query("SELECT effect_key FROM outstanding_effects")

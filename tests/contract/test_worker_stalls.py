@@ -1,0 +1,170 @@
+"""Contract: a worker neither spins on a run that cannot advance nor stays silent about it.
+
+Every backend, on the manual clock: a run behind a dead worker's effect lease is tried once
+and then left alone until the lease expires on the store's clock; a run whose agent has no
+registered workflow is noted once and named in run_status; a ValidationError raised from
+workflow code fails the run once instead of being retried forever.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import actae
+
+LEASE = 60.0
+REQUEST = {"name": "send"}  # what ctx.effect("send", ...) claims with
+
+
+def effect_key(run: actae.RunInfo, name: str) -> str:
+    """The key ``ctx.effect(name, ...)`` uses for the first effect of that name."""
+    return f"{run.run_id}:effect:{name}:1"
+
+
+def counting_registry(calls: list[str]) -> actae.Registry:
+    workflows = actae.Registry()
+
+    @workflows.workflow("sender")
+    def send(ctx: actae.RunContext) -> dict[str, Any]:
+        calls.append("send")
+        sent = ctx.effect("send", lambda key, token: {"sent": key}, reconcile=lambda key: None)
+        return {"sent": sent}
+
+    @workflows.workflow("bad-input")
+    def bad_input(ctx: actae.RunContext) -> dict[str, Any]:
+        calls.append("bad-input")
+        raise actae.ValidationError("draft", "result is not plain JSON: datetime")
+
+    @workflows.workflow("failed-by-step")
+    def failed_by_step(ctx: actae.RunContext) -> dict[str, Any]:
+        # What ctx.step does with a result that is not plain JSON: fail the run, then raise.
+        calls.append("failed-by-step")
+        ctx.store.fail_run(ctx.run_id, "step 'draft': result is not plain JSON", actor="ctx")
+        raise actae.ValidationError("step 'draft'", "result is not plain JSON")
+
+    return workflows
+
+
+def run_status(store: actae.Store, run: actae.RunInfo) -> dict[str, Any]:
+    projector = store.projector()
+    projector.catch_up()
+    (row,) = [
+        r
+        for r in projector.query("SELECT * FROM run_status")
+        if str(r["run_id"]) == str(run.run_id)
+    ]
+    return row
+
+
+def test_a_run_behind_a_dead_workers_effect_lease_waits_for_its_expiry(
+    store: actae.Store, clock: actae.ManualClock
+) -> None:
+    run = store.start_run("mail-1", agent_id="sender", state={})
+    dead = store.claim(
+        effect_key(run, "send"), run_id=run.run_id, worker="w3", lease=LEASE, request=REQUEST
+    )
+    assert dead.status == "granted"  # w3 was SIGKILLed holding this lease
+    calls: list[str] = []
+    worker = actae.Worker(store, name="w1", registry=counting_registry(calls))
+
+    passes = [worker.run_once() for _ in range(5)]
+    clock.advance(LEASE - 1)
+    passes += [worker.run_once() for _ in range(5)]
+
+    assert calls == ["send"]  # tried once, then left alone until the lease expires
+    assert passes == [0] * 10  # nothing advanced, so `actae worker` sleeps between passes
+    clock.advance(1)
+    worker.run_once()
+    assert calls == ["send", "send"]
+    done = store.run(run.run_id)
+    assert (done.status, done.result) == (
+        actae.RunStatus.COMPLETED,
+        {"sent": {"sent": effect_key(run, "send")}},
+    )
+
+
+def test_a_run_retried_later_is_not_taken_before_its_retry_time(
+    store: actae.Store, clock: actae.ManualClock
+) -> None:
+    run = store.start_run("mail-2", agent_id="sender", state={})
+    claim = store.claim(
+        effect_key(run, "send"), run_id=run.run_id, worker="w3", lease=LEASE, request=REQUEST
+    )
+    store.fail(effect_key(run, "send"), token=claim.token, error="429", retry_after=30)
+    calls: list[str] = []
+    worker = actae.Worker(store, name="w1", registry=counting_registry(calls))
+
+    for _ in range(3):
+        worker.run_once()
+    clock.advance(29)
+    for _ in range(3):
+        worker.run_once()
+
+    assert calls == []
+    clock.advance(1)
+    worker.run_once()
+    assert calls == ["send"]
+    assert store.run(run.run_id).status is actae.RunStatus.COMPLETED
+
+
+def test_an_unserved_run_is_noted_once_and_run_status_names_the_missing_workflow(
+    store: actae.Store,
+) -> None:
+    run = store.start_run("orphan", agent_id="nobody-registered", state={})
+    out = io.StringIO()
+    worker = actae.Worker(store, name="w1", registry=actae.Registry(), out=out)
+    again = actae.Worker(store, name="w1", registry=actae.Registry())  # w1, restarted
+
+    for _ in range(5):
+        worker.run_once()
+    again.run_once()
+
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 1
+    assert "no workflow registered for agent 'nobody-registered'" in lines[0]
+    notes = [e for e in store.events(run.channel_id) if e.kind == "run.unserved"]
+    assert [n.payload for n in notes] == [{"agent_id": "nobody-registered", "worker": "w1"}]
+    row = run_status(store, run)
+    assert (row["status"], row["next_action"]) == (
+        "running",
+        "register workflow 'nobody-registered'",
+    )
+
+
+def test_a_served_run_no_longer_asks_for_its_workflow(store: actae.Store) -> None:
+    run = store.start_run("late", agent_id="sender", state={})
+    actae.Worker(store, name="w1", registry=actae.Registry()).run_once()
+    assert run_status(store, run)["next_action"] == "register workflow 'sender'"
+
+    actae.Worker(store, name="w2", registry=counting_registry([])).run_once()
+
+    row = run_status(store, run)
+    assert (row["status"], row["next_action"]) == ("completed", "none")
+
+
+def test_a_validation_error_from_workflow_code_fails_the_run_once(store: actae.Store) -> None:
+    raised = store.start_run("v1", agent_id="bad-input", state={})
+    failed = store.start_run("v2", agent_id="failed-by-step", state={})
+    calls: list[str] = []
+    out = io.StringIO()
+    worker = actae.Worker(store, name="w1", registry=counting_registry(calls), out=out)
+
+    for _ in range(3):
+        worker.run_once()
+
+    assert sorted(calls) == ["bad-input", "failed-by-step"]
+    assert len(out.getvalue().splitlines()) == 2
+    info = store.run(raised.run_id)
+    assert info.status is actae.RunStatus.FAILED
+    assert info.error == "ValidationError: invalid draft: result is not plain JSON: datetime"
+    assert store.run(failed.run_id).error == "step 'draft': result is not plain JSON"
+    row = run_status(store, raised)
+    assert (row["status"], row["error"], row["next_action"]) == (
+        "failed",
+        info.error,
+        f"fix and retry: {info.error}",
+    )
+    assert run_status(store, failed)["next_action"] == (
+        "fix and retry: step 'draft': result is not plain JSON"
+    )
