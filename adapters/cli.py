@@ -1,7 +1,9 @@
 """The ``actae`` command: the demo and read-only inspection of a store.
 
 Inspection commands print JSON, so their output can be piped into ``jq`` or a notebook.
-Errors print one line to stderr and exit with status 2.
+They only read: a URL that names no store is refused, never answered from a new empty store.
+Errors a user can cause (a bad URL, a store that is missing or does not answer) print one
+line to stderr and exit with status 2; a traceback is left for bugs.
 """
 
 from __future__ import annotations
@@ -9,21 +11,36 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import importlib.metadata
 import importlib.util
 import os
 import signal
 import socket
+import sqlite3
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 import orjson
+import psycopg
+from eventsourcing import persistence
 from pydantic import BaseModel
 
 import actae
 from actae.adapters.clock import OffsetClock
 from actae.adapters.demo import demo
 from actae.adapters.drill import drill as run_drill
+from actae.adapters.url import parse_store_url
+
+CANNOT_OPEN = (
+    psycopg.OperationalError,  # connecting: refused, unknown host, bad password, no database
+    psycopg.InterfaceError,
+    sqlite3.DatabaseError,  # a file that cannot be opened or is not a database
+    persistence.OperationalError,  # the same, met by eventsourcing after the store opened
+    persistence.InterfaceError,
+)
+"""Errors that mean the store cannot be opened or reached, not that Actae has a bug."""
 
 
 def _default(value: Any) -> Any:
@@ -41,15 +58,37 @@ def _print_json(value: Any) -> None:
     sys.stdout.write("\n")
 
 
+def _version() -> str:
+    try:
+        return importlib.metadata.version("actae")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (the actae distribution is not installed)"
+
+
+def _add_store_options(command: argparse.ArgumentParser, *, required: bool) -> None:
+    """``--db URL`` or ``--db-file PATH``; a file keeps a password out of the process list."""
+    group = command.add_mutually_exclusive_group(required=required)
+    default = "" if required else " (default: SQLite in a temporary folder)"
+    group.add_argument("--db", metavar="URL", help=f"store URL, e.g. sqlite:///runs.db{default}")
+    group.add_argument("--db-file", metavar="PATH", help="a file that holds the store URL")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors are one line and exit status 2, like every other CLI error."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``prog: error: message`` and where to look, then exit 2."""
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="actae", description="Durable execution for LLM-agent runs."
-    )
+    parser = OneLineParser(prog="actae", description="Durable execution for LLM-agent runs.")
+    parser.add_argument("--version", action="version", version=f"actae {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     demo_cmd = commands.add_parser(
         "demo", help="run a short workflow, kill its worker with SIGKILL, recover, fork"
     )
-    demo_cmd.add_argument("--db", help="store URL (default: SQLite in a temporary folder)")
+    _add_store_options(demo_cmd, required=False)
     drill_cmd = commands.add_parser(
         "drill",
         help="the failure drill: kill, resume, duplicates, 429s, a 24-hour pause, a migration",
@@ -60,7 +99,7 @@ def _parser() -> argparse.ArgumentParser:
         "duplicates, lost events, re-run model calls, 429s honoured and cost. Exits 1 if any "
         "invariant fails.",
     )
-    drill_cmd.add_argument("--db", help="store URL (default: SQLite in a temporary folder)")
+    _add_store_options(drill_cmd, required=False)
     drill_cmd.add_argument("--agents", type=int, default=5)
     drill_cmd.add_argument("--runs", type=int, default=1)
     drill_cmd.add_argument("--seed", type=int)
@@ -79,7 +118,7 @@ def _parser() -> argparse.ArgumentParser:
         "shown while catching up a large backlog; poison events are recorded in "
         "actae_projection_errors and skipped.",
     )
-    project_cmd.add_argument("--db", required=True, help="store URL")
+    _add_store_options(project_cmd, required=True)
     project_cmd.add_argument("--once", action="store_true", help="catch up, then exit")
     project_cmd.add_argument(
         "--rebuild",
@@ -96,7 +135,7 @@ def _parser() -> argparse.ArgumentParser:
         "renewed while it runs. A run whose worker died is taken over once its lease runs "
         "out; its recorded steps replay instead of running again. Stops on SIGTERM/Ctrl-C.",
     )
-    worker_cmd.add_argument("--db", required=True, help="store URL")
+    _add_store_options(worker_cmd, required=True)
     worker_cmd.add_argument(
         "--import",
         dest="imports",
@@ -124,7 +163,7 @@ def _parser() -> argparse.ArgumentParser:
         ("lineage", "run_id", "fork receipts up and down from a run"),
     ]:
         command = commands.add_parser(name, help=text)
-        command.add_argument("--db", required=True, help="store URL, e.g. sqlite:///runs.db")
+        _add_store_options(command, required=True)
         command.add_argument(target)
         if name == "state":
             command.add_argument("--cursor", type=int)
@@ -143,7 +182,7 @@ def _inspect(args: argparse.Namespace) -> Any:
         "run": lambda s: s.run(args.run_id),
         "lineage": lambda s: s.lineage(args.run_id),
     }
-    with actae.open(args.db) as store:
+    with actae.open(args.db, create=False) as store:
         return queries[args.command](store)
 
 
@@ -166,10 +205,18 @@ def _project(args: argparse.Namespace) -> int:
 
 
 def _import(target: str) -> None:
+    """Import a module by name, or a ``.py`` file the way ``python file.py`` would run it.
+
+    The file's folder goes first on ``sys.path``, as Python does for a script, so the file
+    can import the modules beside it; it stays there for imports made later, inside steps.
+    """
     if target.endswith(".py"):
-        spec = importlib.util.spec_from_file_location(
-            f"actae_workflows_{abs(hash(target))}", target
-        )
+        path = Path(target).resolve()
+        if not path.is_file():
+            raise actae.ValidationError("--import", f"no such file: {target}")
+        if str(path.parent) not in sys.path:
+            sys.path.insert(0, str(path.parent))
+        spec = importlib.util.spec_from_file_location(f"actae_workflows_{abs(hash(target))}", path)
         if spec is None or spec.loader is None:
             raise actae.ValidationError("--import", f"cannot load {target}")
         spec.loader.exec_module(importlib.util.module_from_spec(spec))
@@ -196,30 +243,68 @@ def _worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _read_db_file(path: str) -> str:
+    """The URL held in ``path`` (surrounding whitespace, such as a final newline, ignored)."""
+    try:
+        url = Path(path).read_text().strip()
+    except OSError as error:
+        raise actae.ValidationError("--db-file", f"cannot read {path}: {error.strerror}") from None
+    if not url or "\n" in url:
+        raise actae.ValidationError("--db-file", f"{path} should hold one store URL, on one line")
+    return url
+
+
+def _cannot_open(db: str | None, error: Exception) -> str:
+    """One line for a store that could not be opened: what failed, and what to check."""
+    detail = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    if db is None:
+        return f"cannot open the store: {detail}"
+    parsed = parse_store_url(db)
+    password = parsed.postgres_conninfo.get("password")
+    if password:
+        detail = detail.replace(password, "***")
+    hint = (
+        "check the path (its folder must exist and be writable)"
+        if parsed.backend == "sqlite"
+        else "check the URL, and that the server is running and reachable from here"
+    )
+    return f"cannot open the store at {parsed.display}: {detail}; {hint}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit status."""
     args = _parser().parse_args(argv)
     try:
-        if args.command == "demo":
-            return demo(args.db)
-        if args.command == "project":
-            return _project(args)
-        if args.command == "drill":
-            return run_drill(
-                args.db,
-                agents=args.agents,
-                runs=args.runs,
-                seed=args.seed,
-                kill_after=args.kill_after,
-                as_json=args.json,
-                crash_point=args.crash_point,
-            )
-        if args.command == "worker":
-            return _worker(args)
-        _print_json(_inspect(args))
+        if args.db_file is not None:
+            args.db = _read_db_file(args.db_file)
+        return _dispatch(args)
     except actae.ActaeError as error:
         print(f"actae: error: {error}", file=sys.stderr)
         return 2
+    except CANNOT_OPEN as error:
+        print(f"actae: error: {_cannot_open(args.db, error)}", file=sys.stderr)
+        return 2
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    """Run the chosen command."""
+    if args.command == "demo":
+        return demo(args.db)
+    if args.command == "project":
+        return _project(args)
+    if args.command == "drill":
+        return run_drill(
+            args.db,
+            agents=args.agents,
+            runs=args.runs,
+            seed=args.seed,
+            kill_after=args.kill_after,
+            as_json=args.json,
+            crash_point=args.crash_point,
+        )
+    if args.command == "worker":
+        return _worker(args)
+    _print_json(_inspect(args))
     return 0
 
 

@@ -8,10 +8,12 @@ refused rather than misread.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -53,23 +55,31 @@ def _refuse_newer(current: int) -> None:
         raise SchemaVersionError(msg)
 
 
-def open_postgres(conninfo: dict[str, str], schema: str, build: ServiceFactory) -> ActaeService:
-    """Create or upgrade the schema under an advisory lock, then build the service."""
+def open_postgres(
+    conninfo: dict[str, str], schema: str, build: ServiceFactory, *, create: bool = True
+) -> ActaeService | None:
+    """Create or upgrade the schema under an advisory lock, then build the service.
+
+    With ``create=False`` a schema that holds no store is left alone (no DDL runs) and the
+    answer is ``None``, for the caller to report with the URL it knows.
+    """
     ident = sql.Identifier(schema)
     table = sql.Identifier(schema, MIGRATIONS_TABLE)
     lock_key = zlib.crc32(f"actae:{schema}".encode())
     with psycopg.connect(**conninfo, autocommit=True) as conn:  # type: ignore[arg-type]
         conn.execute("SELECT pg_advisory_lock(%s)", (lock_key,))
         try:
-            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident))
-            conn.execute(
-                sql.SQL(
-                    "CREATE TABLE IF NOT EXISTS {} (version integer PRIMARY KEY, "
-                    "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
-                ).format(table)
-            )
-            row = conn.execute(sql.SQL("SELECT coalesce(max(version), 0) FROM {}").format(table))
-            current = int(row.fetchone()[0])  # type: ignore[index]
+            if create:
+                conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident))
+                conn.execute(
+                    sql.SQL(
+                        "CREATE TABLE IF NOT EXISTS {} (version integer PRIMARY KEY, "
+                        "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+                    ).format(table)
+                )
+            current = _postgres_version(conn, table)
+            if current == 0 and not create:
+                return None
             _refuse_newer(current)
             service = build(current < LATEST)
             for migration in MIGRATIONS:
@@ -87,18 +97,35 @@ def open_postgres(conninfo: dict[str, str], schema: str, build: ServiceFactory) 
             conn.execute("SELECT pg_advisory_unlock(%s)", (lock_key,))
 
 
-def open_sqlite(path: str, build: ServiceFactory) -> ActaeService:
-    """Check the schema version, build the service (SQLite DDL is idempotent), record it."""
+def _postgres_version(conn: psycopg.Connection[Any], table: sql.Identifier) -> int:
+    """The store's schema version; 0 when the migrations table is absent or empty."""
+    name = table.as_string(conn)
+    if conn.execute("SELECT to_regclass(%s)", (name,)).fetchone() == (None,):
+        return 0
+    row = conn.execute(sql.SQL("SELECT coalesce(max(version), 0) FROM {}").format(table))
+    return int(row.fetchone()[0])  # type: ignore[index]
+
+
+def open_sqlite(path: str, build: ServiceFactory, *, create: bool = True) -> ActaeService | None:
+    """Check the schema version, build the service (SQLite DDL is idempotent), record it.
+
+    With ``create=False`` a missing file, or one that holds no store, is left as it is and
+    the answer is ``None``.
+    """
     if path.startswith(":memory:") or "mode=memory" in path:
         return build(True)
+    if not create and not os.path.isfile(path):
+        return None  # checked first: connecting would create the file
     conn = sqlite3.connect(path, timeout=30, isolation_level=None)
     try:
-        conn.execute(
-            f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (version INTEGER PRIMARY KEY, "
-            "name TEXT NOT NULL, applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)"
-        )
-        row = conn.execute(f"SELECT coalesce(max(version), 0) FROM {MIGRATIONS_TABLE}")  # noqa: S608 - constant name
-        current = int(row.fetchone()[0])
+        if create:
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (version INTEGER PRIMARY KEY, "
+                "name TEXT NOT NULL, applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)"
+            )
+        current = _sqlite_version(conn)
+        if current == 0 and not create:
+            return None
         _refuse_newer(current)
         service = build(True)
         conn.execute("BEGIN IMMEDIATE")
@@ -115,3 +142,15 @@ def open_sqlite(path: str, build: ServiceFactory) -> ActaeService:
     finally:
         conn.close()
     return service
+
+
+def _sqlite_version(conn: sqlite3.Connection) -> int:
+    """The store's schema version; 0 when the migrations table is absent or empty."""
+    found = conn.execute(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
+        (MIGRATIONS_TABLE,),
+    ).fetchone()
+    if found == (0,):
+        return 0
+    row = conn.execute(f"SELECT coalesce(max(version), 0) FROM {MIGRATIONS_TABLE}")  # noqa: S608 - constant name
+    return int(row.fetchone()[0])

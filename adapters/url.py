@@ -78,9 +78,13 @@ def _postgres(url: str) -> StoreUrl:
     schema = options.get("schema", "public")
     if not schema or not set(schema) <= IDENTIFIER_CHARS or schema[0].isdigit():
         raise ValidationError("url.schema", "use lower-case letters, digits and underscores")
+    try:
+        port = parts.port or 5432
+    except ValueError:  # urllib refuses a port that is not a number in 0-65535
+        raise ValidationError("url", "the port must be a number, e.g. host:5432") from None
     conninfo = {
         "host": parts.hostname or "127.0.0.1",
-        "port": str(parts.port or 5432),
+        "port": str(port),
         "dbname": dbname,
         "user": unquote(parts.username or "postgres"),
     }

@@ -1,0 +1,234 @@
+"""The ``actae`` command fails in one line, creates no store by reading, and finds its inputs.
+
+Every failure a user can cause from the command line (a server that does not answer, a
+mistyped URL, a store that does not exist) prints one line to stderr and exits with status
+2, as README.md promises; a traceback there is a bug.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+
+import actae
+from actae.adapters.url import parse_store_url
+
+ACTAE = [sys.executable, "-m", "actae.adapters.cli"]
+SOME_ID = "00000000-0000-0000-0000-000000000001"
+READ_ONLY = [
+    ["head", SOME_ID],
+    ["state", SOME_ID],
+    ["events", SOME_ID],
+    ["recover", SOME_ID],
+    ["run", SOME_ID],
+    ["lineage", SOME_ID],
+]
+OPENS_A_STORE = [
+    *READ_ONLY,
+    ["project", "--once"],
+    ["worker", "--import", "json", "--once"],
+    ["demo"],
+    ["drill"],
+]
+REFUSED = "postgresql://postgres:s3cret@127.0.0.1:1/x"  # nothing listens on port 1
+
+
+def actae_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*ACTAE, *args], capture_output=True, text=True, check=False, timeout=120, cwd=cwd
+    )
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    """The error line, after checking that it is the only thing on stderr and status is 2."""
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("actae: error: "), result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    return result.stderr.removeprefix("actae: error: ").rstrip("\n")
+
+
+@pytest.mark.parametrize("verb", OPENS_A_STORE, ids=lambda verb: verb[0])
+def test_a_server_that_refuses_connections_is_one_line_and_status_2(verb: list[str]) -> None:
+    result = actae_cli(verb[0], "--db", REFUSED, *verb[1:])
+
+    line = assert_one_line_error(result)
+    assert "cannot open the store at postgresql://postgres:***@127.0.0.1:1/x" in line
+    assert "Connection refused" in line
+    assert "s3cret" not in result.stderr
+
+
+def test_a_host_that_does_not_resolve_is_one_line_and_status_2() -> None:
+    result = actae_cli("run", "--db", "postgresql://postgres@no-such-host.invalid/x", SOME_ID)
+
+    line = assert_one_line_error(result)
+    assert "cannot open the store at postgresql://postgres@no-such-host.invalid/x" in line
+
+
+def test_a_sqlite_file_that_cannot_be_created_is_one_line_and_status_2(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'no-such-folder' / 'runs.db'}"
+
+    result = actae_cli("project", "--once", "--db", url)
+
+    assert "cannot open the store at " + url in assert_one_line_error(result)
+
+
+def test_a_port_that_is_not_a_number_is_one_line_and_status_2() -> None:
+    result = actae_cli("run", "--db", "postgresql://postgres@127.0.0.1:54x2/db", SOME_ID)
+
+    assert "invalid url" in assert_one_line_error(result)
+
+
+@pytest.mark.parametrize("verb", READ_ONLY, ids=lambda verb: verb[0])
+def test_reading_a_missing_sqlite_store_creates_no_file(verb: list[str], tmp_path: Path) -> None:
+    path = tmp_path / "mistyped.db"
+    url = f"sqlite:///{path}"
+
+    result = actae_cli(verb[0], "--db", url, *verb[1:])
+
+    assert assert_one_line_error(result).startswith(f"no Actae store at {url};")
+    assert not path.exists()
+
+
+def test_reading_a_sqlite_file_that_holds_no_store_adds_no_tables(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    sqlite3.connect(path).close()  # an empty database: a file, but not an Actae store
+
+    result = actae_cli("run", "--db", f"sqlite:///{path}", SOME_ID)
+
+    assert assert_one_line_error(result).startswith("no Actae store at ")
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT name FROM sqlite_master").fetchall() == []
+
+
+def schema_of(url: str) -> str:
+    return parse_store_url(url).postgres_schema
+
+
+def with_password(url: str, password: str) -> str:
+    parts = urlsplit(url)
+    host = f"{parts.hostname}:{parts.port or 5432}"
+    return urlunsplit(parts._replace(netloc=f"{parts.username}:{password}@{host}"))
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("verb", READ_ONLY, ids=lambda verb: verb[0])
+def test_reading_a_missing_postgres_schema_creates_no_schema(
+    verb: list[str], pg_url: str, pg_dsn: str
+) -> None:
+    # The test server trusts local connections, so any password gets in: it must not show.
+    url = with_password(pg_url, "s3cret")
+
+    result = actae_cli(verb[0], "--db", url, *verb[1:])
+
+    line = assert_one_line_error(result)
+    assert line.startswith(f"no Actae store at {url.replace(':s3cret@', ':***@')};")
+    with psycopg.connect(pg_dsn) as conn:
+        found = conn.execute(
+            "SELECT count(*) FROM information_schema.schemata WHERE schema_name = %s",
+            (schema_of(pg_url),),
+        ).fetchone()
+    assert found == (0,)
+
+
+@pytest.mark.postgres
+def test_reading_a_postgres_schema_that_holds_no_store_adds_no_tables(
+    pg_url: str, pg_dsn: str
+) -> None:
+    schema = schema_of(pg_url)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+
+    result = actae_cli("events", "--db", pg_url, SOME_ID)
+
+    assert assert_one_line_error(result).startswith("no Actae store at ")
+    with psycopg.connect(pg_dsn) as conn:
+        tables = conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (schema,)
+        ).fetchall()
+    assert tables == []
+
+
+def test_version_is_the_installed_distribution_version() -> None:
+    result = actae_cli("--version")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"actae {importlib.metadata.version('actae')}"
+
+
+def test_db_file_holds_the_url(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    with actae.open(url) as store:
+        run = store.start_run("wf", agent_id="a", state={"n": 1})
+    db_file = tmp_path / "store-url"
+    db_file.write_text(url + "\n")
+
+    result = actae_cli("run", "--db-file", str(db_file), str(run.run_id))
+
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["run_id"] == str(run.run_id)
+
+
+def test_a_missing_db_file_is_one_line_and_status_2(tmp_path: Path) -> None:
+    result = actae_cli("run", "--db-file", str(tmp_path / "absent"), SOME_ID)
+
+    assert "--db-file" in assert_one_line_error(result)
+
+
+def test_import_of_a_file_can_import_its_siblings(tmp_path: Path) -> None:
+    folder = tmp_path / "a" / "b"
+    folder.mkdir(parents=True)
+    (folder / "greeting_sibling.py").write_text('GREETING = "hello from a sibling module"\n')
+    (folder / "wf.py").write_text(
+        "import actae\n"
+        "from greeting_sibling import GREETING\n\n\n"
+        '@actae.workflow("greeter")\n'
+        "def greeter(ctx):\n"
+        '    return {"greeting": GREETING}\n'
+    )
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    with actae.open(url) as store:
+        run = store.start_run("greet", agent_id="greeter", state={})
+
+    # Run from elsewhere: neither the working directory nor PYTHONPATH holds the file's folder.
+    result = actae_cli(
+        "worker", "--db", url, "--import", str(folder / "wf.py"), "--once", cwd=tmp_path
+    )
+
+    assert result.returncode == 0, result.stderr
+    with actae.open(url) as store:
+        done = store.run(run.run_id)
+    assert done.status is actae.RunStatus.COMPLETED
+    assert done.result == {"greeting": "hello from a sibling module"}
+
+
+def test_import_of_a_missing_file_is_one_line_and_status_2(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+
+    result = actae_cli("worker", "--db", url, "--import", str(tmp_path / "absent.py"), "--once")
+
+    assert "no such file" in assert_one_line_error(result)
+
+
+@pytest.mark.parametrize(
+    ("args", "prog"),
+    [
+        (["run", "--db", "memory://"], "actae run"),
+        (["bogus"], "actae"),
+        (["events"], "actae events"),
+    ],
+)
+def test_a_usage_error_is_one_line_and_status_2(args: list[str], prog: str) -> None:
+    result = actae_cli(*args)
+
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr  # no usage block above it
+    assert result.stderr.startswith(f"{prog}: error: "), result.stderr
+    assert result.stderr.rstrip().endswith(f"(see {prog} --help)")
