@@ -8,6 +8,10 @@ migration; inject duplicate queue deliveries. Then prove from durable history â€
 channels and the provider's own ledger, never counters kept here â€” that nothing was billed
 twice, lost, reordered or re-sampled, and how long recovery took.
 
+Faults (``faults=``, not on the command line) break the guarantees on purpose, so tests can
+prove the report sees a breach: ``payer-retries-in-doubt`` re-POSTs a charge in doubt instead
+of reconciling it; ``provider-ignores-idempotency-keys`` executes every such POST.
+
 Virtual time: every process reads one shared clock file. When nothing can progress (all runs
 wait for a timer, a retry, or a dead worker's lease), the drill jumps the clock to the next
 due moment, so a day passes in milliseconds and leases still mean something.
@@ -23,6 +27,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Collection
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -32,6 +37,7 @@ from actae.adapters.clock import OffsetClock
 from actae.adapters.drill_report import Report, summarize, table
 
 CRASH_POINTS = ("after-model-call", "during-commit", "after-charge-accepted", "while-waiting")
+FAULTS = ("payer-retries-in-doubt", "provider-ignores-idempotency-keys")
 
 STEPS = 7
 LEASE = 10.0
@@ -59,10 +65,13 @@ class Drill:
         kill_after: int,
         out: TextIO,
         crash_point: str | None = None,
+        duplicate_deliveries: int = 2,
+        faults: Collection[str] = (),
     ) -> None:
         self.url, self.folder, self.agents = url, folder, agents
         self.seed, self.kill_after, self.out = seed, kill_after, out
-        self.crash_point = crash_point
+        self.crash_point, self.duplicate_deliveries = crash_point, duplicate_deliveries
+        self.faults = tuple(faults)
         self.clock = OffsetClock(str(folder / "clock"))
         self.store = actae.open(url, clock=self.clock)
         self.log = self.store.start_run(
@@ -75,12 +84,14 @@ class Drill:
     # -- processes ------------------------------------------------------------------------
 
     def _start_provider(self) -> tuple[subprocess.Popen[str], str]:
+        ignore_keys = "provider-ignores-idempotency-keys" in self.faults
         process = subprocess.Popen(  # noqa: S603 - our own module
             [
                 sys.executable,
                 "-m",
                 "actae.adapters.drill_provider",
                 str(self.folder / "provider.db"),
+                *(["--ignore-idempotency-keys"] if ignore_keys else []),
             ],
             stdout=subprocess.PIPE,
             text=True,
@@ -96,6 +107,7 @@ class Drill:
             **os.environ,
             "ACTAE_DRILL_PROVIDER": self.provider_url,
             "ACTAE_DRILL_SCHEMA": str(schema),
+            "ACTAE_DRILL_FAULTS": ",".join(self.faults),
         }
         process = subprocess.Popen(  # noqa: S603 - our own CLI
             [
@@ -152,7 +164,9 @@ class Drill:
         """Run the scenario once and report on it from durable history."""
         workflow = f"drill-{self.seed}-{index}"
         coordinator = self._deliver(workflow)
-        self._deliver(workflow)  # a duplicate queue message
+        early = (self.duplicate_deliveries + 1) // 2  # the rest arrive after the crash
+        for _ in range(early):
+            self._deliver(workflow)
         first = self._start_worker(f"{workflow}-w1", schema=1, crash=self.crash_point or "")
         self._say(f"run {index + 1}: {self.agents}-agent workflow {workflow} started on w1")
         if self.crash_point:
@@ -166,7 +180,7 @@ class Drill:
             os.kill(first.pid, signal.SIGKILL)
             first.wait()
             where = f"after transition {self._steps(coordinator)} of {STEPS}"
-        self._note(
+        self.note(
             "drill.killed",
             {
                 "workflow": workflow,
@@ -176,7 +190,8 @@ class Drill:
             },
         )
         self._say(f"  killed w1 (SIGKILL) {where}; rolling out schema 2 on w2 and w3")
-        self._deliver(workflow)  # a duplicate delivery after the crash
+        for _ in range(self.duplicate_deliveries - early):
+            self._deliver(workflow)
         for name in ("w2", "w3"):
             self._start_worker(f"{workflow}-{name}", schema=2)
         self._until(
@@ -191,8 +206,12 @@ class Drill:
         return Report(self, workflow, coordinator).figures()
 
     def _deliver(self, workflow: str) -> Any:
-        """A queue message that starts the workflow; duplicates replay the same start."""
-        self._note("queue.delivered", {"message": f"start:{workflow}"})
+        """A queue message that starts the workflow; duplicates replay the same start.
+
+        Each delivery is journalled before it is handled: the report's deliveries seen come
+        from these records, and what was absorbed from the runs the store actually started.
+        """
+        self.note("queue.delivered", {"workflow": workflow, "message": f"start:{workflow}"})
         run = self.store.start_run(
             workflow,
             agent_id="drill-coordinator",
@@ -202,7 +221,8 @@ class Drill:
         )
         return run.run_id
 
-    def _note(self, kind: str, payload: dict[str, Any]) -> None:
+    def note(self, kind: str, payload: dict[str, Any]) -> None:
+        """Append a fact to the drill's own durable journal (a channel of the store)."""
         head = self.store.head(self.log.channel_id)
         self.store.record(
             self.log.channel_id, kind=kind, payload=payload, expected_cursor=head.cursor
@@ -237,7 +257,7 @@ class Drill:
             at, why = min(due)
             seconds = (at - now).total_seconds() + 0.001
             self.clock.advance(seconds)
-            self._note(
+            self.note(
                 "drill.clock_advanced", {"seconds": seconds, "reason": why, "from": now.isoformat()}
             )
             self._last_change = time.monotonic()
@@ -285,12 +305,16 @@ def drill(
     as_json: bool = False,
     out: TextIO = sys.stdout,
     crash_point: str | None = None,
+    duplicate_deliveries: int = 2,
+    faults: Collection[str] = (),
 ) -> int:
     """Run the drill ``runs`` times; print the report; 0 when every invariant held.
 
     ``crash_point`` makes the first worker kill itself (SIGKILL) at a named point instead of
     being killed after ``kill_after`` transitions: after-model-call, during-commit,
-    after-charge-accepted, while-waiting.
+    after-charge-accepted, while-waiting. ``duplicate_deliveries`` repeats the start message
+    (half before the kill, the rest after it); ``faults`` (see the module docstring) are for
+    tests that prove the report catches a breach.
     """
     if not 1 <= kill_after < STEPS:
         raise actae.ValidationError("kill_after", f"must be between 1 and {STEPS - 1}")
@@ -298,6 +322,10 @@ def drill(
         raise actae.ValidationError("crash_point", f"expected one of {CRASH_POINTS}")
     if agents < 3:
         raise actae.ValidationError("agents", "needs at least 3 (coordinator, payer, sleeper)")
+    if duplicate_deliveries < 0:
+        raise actae.ValidationError("duplicate_deliveries", "must be 0 or more")
+    if unknown := set(faults) - set(FAULTS):
+        raise actae.ValidationError("faults", f"unknown {sorted(unknown)}; expected {FAULTS}")
     seed = seed if seed is not None else int.from_bytes(os.urandom(2), "big")
     with tempfile.TemporaryDirectory(prefix="actae-drill-") as folder:
         url = url or f"sqlite:///{Path(folder) / 'drill.db'}"
@@ -311,6 +339,8 @@ def drill(
             kill_after=kill_after,
             out=progress,
             crash_point=crash_point,
+            duplicate_deliveries=duplicate_deliveries,
+            faults=faults,
         )
         try:
             results = [environment.run_once(index) for index in range(runs)]

@@ -6,64 +6,88 @@ idempotent by the ``Idempotency-Key`` header and answer ``429`` with ``Retry-Aft
 the first two attempts of each key; model answers are randomly sampled, so a re-run would be
 a visibly different answer and a second call under the same key.
 
-Run: ``python -m actae.adapters.drill_provider LEDGER.db`` — prints ``port <n>``.
+Every charge request is logged with what the provider did about it — ``throttled``,
+``executed`` or ``replayed`` (answered with the charge already made under its key) — and
+every execution is a row of its own in ``charges``: a key executed twice shows as two rows,
+which is what lets the report see a duplicate charge that key-level deduplication would hide.
+
+Run: ``python -m actae.adapters.drill_provider LEDGER.db [--ignore-idempotency-keys]`` —
+prints ``port <n>``. The flag is fault injection: a provider that executes every request,
+so the drill's tests can prove the report counts a second execution under one key.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import sqlite3
-import sys
 import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 THROTTLED_ATTEMPTS = 2
 RETRY_AFTER = 30
 LLM_COST = 0.8  # dollars per call, as in the seed's "$0.80 research call"
+CHARGE_FIELDS = ("key", "invoice", "amount", "charge_id")
 
 
 class Ledger:
-    """The provider's own records."""
+    """The provider's own records: every request with its outcome, every charge executed.
 
-    def __init__(self, path: str) -> None:
+    ``honour_keys=False`` executes every charge request past the throttle, as a provider
+    that ignores ``Idempotency-Key`` would (fault injection for the drill's tests).
+    """
+
+    def __init__(self, path: str, *, honour_keys: bool = True) -> None:
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._lock = threading.Lock()
+        self._honour_keys = honour_keys
         self._db.executescript(
             "CREATE TABLE IF NOT EXISTS requests (id INTEGER PRIMARY KEY, kind TEXT, key TEXT, "
-            "status INTEGER, clock TEXT, body TEXT);"
-            "CREATE TABLE IF NOT EXISTS charges (key TEXT PRIMARY KEY, invoice TEXT, "
-            "amount INTEGER, charge_id TEXT);"
+            "status INTEGER, outcome TEXT, clock TEXT, body TEXT);"
+            "CREATE TABLE IF NOT EXISTS charges (id INTEGER PRIMARY KEY, key TEXT, "
+            "invoice TEXT, amount INTEGER, charge_id TEXT, clock TEXT);"
+            "CREATE INDEX IF NOT EXISTS charges_by_key ON charges (key, id);"
         )
 
     def charge(self, key: str, clock: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        """Throttle the first attempts of a key, then charge once per key."""
-        with self._lock:
+        """Throttle the first attempts of a key; then execute once, and replay after that."""
+        with self._lock, self._transaction():
             (attempts,) = self._db.execute(
                 "SELECT count(*) FROM requests WHERE kind = 'charge' AND key = ?", (key,)
             ).fetchone()
             if attempts < THROTTLED_ATTEMPTS:
-                self._log("charge", key, 429, clock, body)
+                self._log("charge", key, 429, "throttled", clock, body)
                 return 429, {"error": "rate limited"}
-            charge_id = f"ch_{abs(hash(key)) % 10**8}"
+            made = self.lookup(key)
+            if made is not None and self._honour_keys:
+                self._log("charge", key, 200, "replayed", clock, body)
+                return 200, made
+            charge = {
+                "key": key,
+                "invoice": body.get("invoice"),
+                "amount": body.get("amount"),
+                "charge_id": f"ch_{uuid.uuid4().hex[:12]}",  # a new charge, a new id
+            }
             self._db.execute(
-                "INSERT OR IGNORE INTO charges VALUES (?, ?, ?, ?)",
-                (key, body.get("invoice"), body.get("amount"), charge_id),
+                "INSERT INTO charges (key, invoice, amount, charge_id, clock) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (*charge.values(), clock),
             )
-            self._log("charge", key, 200, clock, body)
-            return 200, self.lookup(key) or {}
+            self._log("charge", key, 200, "executed", clock, body)
+            return 200, charge
 
     def lookup(self, key: str) -> dict[str, Any] | None:
-        """The charge made under ``key``."""
+        """The (first) charge made under ``key``: what a replay or a reconciliation sees."""
         row = self._db.execute(
-            "SELECT key, invoice, amount, charge_id FROM charges WHERE key = ?", (key,)
+            "SELECT key, invoice, amount, charge_id FROM charges WHERE key = ? ORDER BY id LIMIT 1",
+            (key,),
         ).fetchone()
-        return (
-            None
-            if row is None
-            else dict(zip(("key", "invoice", "amount", "charge_id"), row, strict=True))
-        )
+        return None if row is None else dict(zip(CHARGE_FIELDS, row, strict=True))
 
     def llm(self, key: str, clock: str, body: dict[str, Any]) -> dict[str, Any]:
         """A sampled answer; every call is logged, re-runs included."""
@@ -75,26 +99,37 @@ class Ledger:
             "cost": LLM_COST,
         }
         with self._lock:
-            self._log("llm", key, 200, clock, body)
+            self._log("llm", key, 200, "answered", clock, body)
         return answer
 
     def dump(self) -> dict[str, Any]:
-        """Everything the provider saw."""
+        """Everything the provider saw (requests) and did (charges, one row per execution)."""
         with self._lock:
-            requests = [
-                dict(zip(("id", "kind", "key", "status", "clock", "body"), row, strict=True))
-                for row in self._db.execute("SELECT * FROM requests ORDER BY id")
-            ]
-            charges = [
-                dict(zip(("key", "invoice", "amount", "charge_id"), row, strict=True))
-                for row in self._db.execute("SELECT * FROM charges")
-            ]
-        return {"requests": requests, "charges": charges}
+            return {"requests": self._rows("requests"), "charges": self._rows("charges")}
 
-    def _log(self, kind: str, key: str, status: int, clock: str, body: dict[str, Any]) -> None:
+    def _rows(self, table: str) -> list[dict[str, Any]]:
+        rows = self._db.execute(f"SELECT * FROM {table} ORDER BY id")  # noqa: S608 - our names
+        names = [column[0] for column in rows.description]
+        return [dict(zip(names, row, strict=True)) for row in rows]
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """A request's log line and the charge it executed commit together, or neither."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def _log(
+        self, kind: str, key: str, status: int, outcome: str, clock: str, body: dict[str, Any]
+    ) -> None:
         self._db.execute(
-            "INSERT INTO requests (kind, key, status, clock, body) VALUES (?, ?, ?, ?, ?)",
-            (kind, key, status, clock, json.dumps(body)),
+            "INSERT INTO requests (kind, key, status, outcome, clock, body) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (kind, key, status, outcome, clock, json.dumps(body)),
         )
 
 
@@ -143,7 +178,12 @@ def handler_for(ledger: Ledger) -> type[BaseHTTPRequestHandler]:
 
 def main() -> None:
     """Serve on 127.0.0.1 (a free port, printed) until killed."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(Ledger(sys.argv[1])))
+    parser = argparse.ArgumentParser(prog="python -m actae.adapters.drill_provider")
+    parser.add_argument("ledger", help="the provider's SQLite ledger file")
+    parser.add_argument("--ignore-idempotency-keys", action="store_true")
+    args = parser.parse_args()
+    ledger = Ledger(args.ledger, honour_keys=not args.ignore_idempotency_keys)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(ledger))
     print(f"port {server.server_address[1]}", flush=True)
     server.serve_forever()
 

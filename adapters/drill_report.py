@@ -3,6 +3,12 @@
 The store's channels (the coordinator's and its children's, and the drill's own log of
 kills, deliveries and clock jumps) and the provider's own ledger are the only sources; the
 driver keeps no counters of its own.
+
+Charges are counted from the provider's executions (one ledger row per charge it actually
+made), not from its keys: a second execution under one key is a duplicate charge, an
+idempotent replay answered from the first execution is not. Deliveries seen are the
+deliveries the drill journalled; absorbed are those that started no run of their own, as
+the store's channels show (``run.started`` events of the workflow's coordinator).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from actae.adapters.drill_provider import LLM_COST, RETRY_AFTER
+from actae.domain.values import ChannelEvent
 
 if TYPE_CHECKING:
     from actae.adapters.drill import Drill
@@ -33,14 +40,11 @@ class Report:
         self.runs = [self.coordinator, *(self.store.run(c) for c in children)]
         self.events = {r.run_id: self.store.events(r.channel_id) for r in self.runs}
         self.journal = self.store.events(drill.log.channel_id)
-        self.log = [
-            e
-            for e in self.journal
-            if e.payload.get("workflow", e.payload.get("message", "")).endswith(workflow)
-        ]
+        self.log = [e for e in self.journal if e.payload.get("workflow") == workflow]
         with urllib.request.urlopen(f"{drill.provider_url}/ledger", timeout=10) as reply:  # noqa: S310
             self.ledger = json.loads(reply.read())
         self.run_ids = {str(r.run_id) for r in self.runs}
+        self.everything = self._everything()
 
     def figures(self) -> dict[str, Any]:
         """Every figure of the report, and ``ok``: whether every invariant held."""
@@ -48,12 +52,7 @@ class Report:
         model_calls = [r for r in self._requests("llm")]
         charges = [r for r in self._requests("charge")]
         throttled, honoured = self._throttles(charges)
-        deliveries = sum(e.kind == "queue.delivered" for e in self.log)
-        starts = sum(
-            1
-            for r in self.store.projector().query("SELECT workflow_id, agent_id FROM run_status")
-            if r["workflow_id"] == self.workflow and r["agent_id"] == "drill-coordinator"
-        )
+        seen, absorbed = self._duplicate_deliveries()
         before_kill = [
             r for r in model_calls if datetime.fromisoformat(r["clock"]) <= killed.recorded_at
         ]
@@ -63,9 +62,10 @@ class Report:
             "killed_after_transition": killed.payload["after_transitions"],
             "recovery_seconds": self._recovery(killed.recorded_at),
             "manual_steps": self._manual_steps(),
-            "duplicate_deliveries_seen": deliveries - 1,
-            "duplicate_deliveries_absorbed": deliveries - 1 if starts == 1 else 0,
+            "duplicate_deliveries_seen": seen,
+            "duplicate_deliveries_absorbed": absorbed,
             "duplicate_charges": self._duplicate_charges(),
+            "idempotent_replays": sum(r["outcome"] == "replayed" for r in charges),
             "lost_or_reordered_events": self._lost_or_reordered(),
             "model_calls": len(model_calls),
             "model_calls_rerun": self._regenerated(model_calls),
@@ -153,27 +153,52 @@ class Report:
         )
 
     def _duplicate_charges(self) -> int:
+        """Charges executed beyond the first per invoice.
+
+        That counts both a key executed twice (an effect in doubt re-run against a provider
+        that did not deduplicate) and one invoice charged under two keys (the effect run as
+        two effects); each payer child bills its own invoice once.
+        """
         invoices = Counter(
             c["invoice"]
             for c in self.ledger["charges"]
-            if str(c["invoice"]).startswith(self.workflow)
+            if str(c["invoice"]).startswith(f"{self.workflow}:")
         )
         return sum(n - 1 for n in invoices.values())
+
+    def _duplicate_deliveries(self) -> tuple[int, int]:
+        """Deliveries beyond the first (journalled), and how many of them started no run."""
+        delivered = sum(e.kind == "queue.delivered" for e in self.log)
+        started = sum(
+            e.kind == "run.started"
+            and e.payload.get("workflow_id") == self.workflow
+            and e.payload.get("agent_id") == "drill-coordinator"
+            for e in self.everything
+        )
+        seen = max(delivered - 1, 0)
+        return seen, max(seen - max(started - 1, 0), 0)
+
+    def _everything(self) -> list[ChannelEvent]:
+        """Every event of the store, in commit order, up to its position now."""
+        target = self.store._service.recorder.max_notification_id() or 0
+        found: list[ChannelEvent] = []
+        with self.store.subscribe(after=0) as everything:
+            for event in everything:
+                found.append(event)
+                if (event.position or 0) >= target:
+                    break
+        return found
 
     def _lost_or_reordered(self) -> int:
         problems = 0
         for events in self.events.values():
             cursors = [e.cursor for e in events]
             problems += cursors != list(range(1, len(cursors) + 1))
-        with self.store.subscribe(after=0) as everything:
-            wanted = sum(len(events) for events in self.events.values())
-            seen: dict[Any, list[int]] = {}
-            target = self.store._service.recorder.max_notification_id() or 0
-            for event in everything:
-                if event.run_id in self.events:
-                    seen.setdefault(event.run_id, []).append(event.cursor)
-                if (event.position or 0) >= target:
-                    break
+        wanted = sum(len(events) for events in self.events.values())
+        seen: dict[Any, list[int]] = {}
+        for event in self.everything:
+            if event.run_id in self.events:
+                seen.setdefault(event.run_id, []).append(event.cursor)
         problems += sum(cursors != sorted(cursors) for cursors in seen.values())
         problems += abs(wanted - sum(len(c) for c in seen.values()))
         return problems
@@ -216,6 +241,7 @@ ROWS = (
     ("duplicate_deliveries_seen", "duplicate queue deliveries seen"),
     ("duplicate_deliveries_absorbed", "duplicate queue deliveries absorbed"),
     ("duplicate_charges", "duplicate charges at the provider"),
+    ("idempotent_replays", "idempotent replays answered by the provider"),
     ("lost_or_reordered_events", "lost or reordered events"),
     ("model_calls", "model calls made"),
     ("model_calls_rerun", "model calls re-run (completed, recorded steps)"),

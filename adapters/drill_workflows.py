@@ -5,7 +5,9 @@ writer (sampled model calls through the mock LLM), a payer (a payment through th
 provider, which answers 429 with Retry-After first), and a sleeper (a 24-hour durable timer).
 ``ACTAE_DRILL_SCHEMA`` is the state schema this worker's code speaks: schema-2 workers carry
 the migration from schema 1, so a run started under schema 1 is upgraded mid-run when they
-take it over.
+take it over. ``ACTAE_DRILL_FAULTS`` (comma-separated) injects faults the report must catch:
+``payer-retries-in-doubt`` makes the payer POST again under the same key when its charge is
+in doubt, instead of asking the provider what happened.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ MIGRATIONS = {1: lambda state: {**state, "schema": 2}} if SCHEMA >= 2 else {}
 CRASH_POINTS = ("after-model-call", "during-commit", "after-charge-accepted", "while-waiting")
 CRASH = os.environ.get("ACTAE_DRILL_CRASH", "")
 CRASH_MARKER = os.environ.get("ACTAE_DRILL_CRASH_MARKER", "")
+FAULTS = frozenset(filter(None, os.environ.get("ACTAE_DRILL_FAULTS", "").split(",")))
 
 
 def crash_here(point: str) -> None:
@@ -169,7 +172,12 @@ def writer(ctx: RunContext) -> dict[str, Any]:
 
 @actae.workflow("drill-payer", pins=PINS, migrations=MIGRATIONS)
 def payer(ctx: RunContext) -> dict[str, Any]:
-    """One payment: throttled first, charged once, reconciled if in doubt."""
+    """One payment: throttled first, charged once, reconciled if in doubt.
+
+    Under the ``payer-retries-in-doubt`` fault the charge is declared idempotent and has no
+    reconcile, so an attempt in doubt is POSTed again under its key: the provider's ledger
+    then shows a replay, or a second execution if the provider ignores the key.
+    """
 
     def charge(key: str, token: int) -> dict[str, Any]:
         receipt = call(
@@ -178,6 +186,8 @@ def payer(ctx: RunContext) -> dict[str, Any]:
         crash_here("after-charge-accepted")
         return receipt or {}
 
+    if "payer-retries-in-doubt" in FAULTS:
+        return ctx.effect("charge", charge, retry=RETRY, idempotent=True)
     return ctx.effect(
         "charge", charge, retry=RETRY, reconcile=lambda key: call(f"/charges/{key}", key, ctx)
     )

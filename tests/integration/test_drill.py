@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from actae.adapters.drill import PINS_V1, Drill
+from actae.adapters.drill import drill as run_drill
+from actae.adapters.drill_report import Report
 
 DRILL = [sys.executable, "-m", "actae.adapters.cli", "drill", "--json"]
 
@@ -31,6 +37,7 @@ def test_every_kill_point_keeps_every_invariant(kill_after: int) -> None:
     assert run["ok"] is True
     assert run["status"] == "completed"
     assert (run["duplicate_charges"], run["lost_or_reordered_events"]) == (0, 0)
+    assert run["idempotent_replays"] == 0  # a charge in doubt is reconciled, not re-POSTed
     assert (run["model_calls_rerun"], run["manual_steps"]) == (0, 0)
     assert run["duplicate_deliveries_absorbed"] == run["duplicate_deliveries_seen"] == 2
     assert run["http_429_honoured"] == run["http_429_received"] == 2
@@ -62,7 +69,7 @@ def test_every_crash_point_of_the_seed_keeps_every_invariant(point: str) -> None
     (run,) = report["runs"]
     assert run["ok"] is True, run
     assert (run["duplicate_charges"], run["model_calls_rerun"]) == (0, 0)
-    assert run["lost_or_reordered_events"] == 0
+    assert (run["idempotent_replays"], run["lost_or_reordered_events"]) == (0, 0)
 
 
 @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -73,3 +80,69 @@ def test_hypothesis_chosen_kill_points_keep_every_invariant(
     report = drill("--kill-after", str(kill_after), "--seed", str(seed), "--agents", str(agents))
 
     assert report["summary"]["all_ok"] is True, report
+
+
+def drill_in_process(**options: Any) -> tuple[int, dict[str, Any]]:
+    """The drill called as a function, for options the CLI does not offer (fault injection)."""
+    out = io.StringIO()
+    code = run_drill(as_json=True, out=out, **options)
+    report: dict[str, Any] = json.loads(out.getvalue())
+    return code, report
+
+
+def test_a_second_execution_under_one_key_is_a_duplicate_charge() -> None:
+    # The payer dies right after the charge; its successor POSTs again under the same key
+    # instead of reconciling, and the provider executes it again.
+    code, report = drill_in_process(
+        crash_point="after-charge-accepted",
+        seed=31,
+        faults=("payer-retries-in-doubt", "provider-ignores-idempotency-keys"),
+    )
+
+    (run,) = report["runs"]
+    assert (run["duplicate_charges"], run["idempotent_replays"]) == (1, 0)
+    assert run["ok"] is False
+    assert code == 1
+
+
+def test_a_retry_answered_as_an_idempotent_replay_is_not_a_duplicate_charge() -> None:
+    code, report = drill_in_process(
+        crash_point="after-charge-accepted", seed=32, faults=("payer-retries-in-doubt",)
+    )
+
+    (run,) = report["runs"]
+    assert (run["duplicate_charges"], run["idempotent_replays"]) == (0, 1)
+    assert run["ok"] is True
+    assert code == 0
+
+
+@pytest.mark.parametrize("duplicates", [0, 1, 4])
+def test_the_delivery_figures_count_the_deliveries_recorded(duplicates: int) -> None:
+    code, report = drill_in_process(seed=40 + duplicates, duplicate_deliveries=duplicates)
+
+    (run,) = report["runs"]
+    assert run["duplicate_deliveries_seen"] == duplicates
+    assert run["duplicate_deliveries_absorbed"] == duplicates
+    assert code == 0
+
+
+def test_a_duplicate_delivery_that_starts_a_second_run_is_not_absorbed(tmp_path: Path) -> None:
+    out = io.StringIO()
+    environment = Drill(
+        f"sqlite:///{tmp_path / 'drill.db'}", tmp_path, agents=3, seed=50, kill_after=1, out=out
+    )
+    try:
+        assert environment.run_once(0)["duplicate_deliveries_absorbed"] == 2
+        # A consumer that lost the message's operation id starts the workflow a second time.
+        environment.note("queue.delivered", {"workflow": "drill-50-0"})
+        environment.store.start_run(
+            "drill-50-0", agent_id="drill-coordinator", state={}, pins=PINS_V1
+        )
+        operation = environment.store.operation("start:drill-50-0")
+        assert operation is not None
+        run = Report(environment, "drill-50-0", operation.result["run_id"]).figures()
+    finally:
+        environment.close()
+
+    assert (run["duplicate_deliveries_seen"], run["duplicate_deliveries_absorbed"]) == (3, 2)
+    assert run["ok"] is False
