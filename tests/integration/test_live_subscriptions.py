@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import actae
 
@@ -30,20 +31,30 @@ class Collector:
     def __init__(self, sub: actae.Subscription) -> None:
         self.sub = sub
         self.seen: list[actae.ChannelEvent] = []
+        self.error: BaseException | None = None
         self.changed = threading.Condition()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
     def _run(self) -> None:
-        for event in self.sub:
+        try:
+            for event in self.sub:
+                with self.changed:
+                    self.seen.append(event)
+                    self.changed.notify_all()
+        except BaseException as error:  # reported by wait_until, in the test's thread
             with self.changed:
-                self.seen.append(event)
+                self.error = error
                 self.changed.notify_all()
 
     def wait_until(self, condition: object) -> None:
         assert callable(condition)
         with self.changed:
-            assert self.changed.wait_for(lambda: condition(self.seen), timeout=TIMEOUT)
+            met = self.changed.wait_for(
+                lambda: self.error is not None or condition(self.seen), timeout=TIMEOUT
+            )
+        assert self.error is None, f"the subscriber stopped: {self.error!r}"
+        assert met
         self.sub.stop()
         self.thread.join(TIMEOUT)
 
@@ -73,15 +84,27 @@ def test_subscribers_miss_nothing_while_writers_race(durable_url: str) -> None:
         assert process.stdin is not None
         process.stdin.write("go\n")
         process.stdin.flush()
-    threads = [
-        threading.Thread(target=racer.race, args=(store, channel, f"t{n}", 15)) for n in range(2)
-    ]
+    raced: dict[str, list[dict[str, Any]]] = {}
+    failures: list[BaseException] = []
+
+    def race(name: str) -> None:
+        try:
+            raced[name] = racer.race(store, channel, name, 15)
+        except BaseException as error:  # a dead racer must fail the test, not go unnoticed
+            failures.append(error)
+
+    threads = [threading.Thread(target=race, args=(f"t{n}",)) for n in range(2)]
     for thread in threads:
         thread.start()
     for n in range(20):
         store.record(other.channel_id, kind="other", payload={"n": n}, expected_cursor=n + 1)
     for thread in threads:
         thread.join(TIMEOUT)
+    assert not any(thread.is_alive() for thread in threads)
+    assert failures == []
+    for name in ("t0", "t1"):  # every attempt of each racer has its outcome
+        attempts = {outcome["op"] for outcome in raced[name]}
+        assert attempts == {f"{name}:{i}" for i in range(15)}
     for process in processes:
         process.communicate(timeout=TIMEOUT)
         assert process.returncode == 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import datetime
 from pathlib import Path
 
 import orjson
@@ -80,3 +81,40 @@ def test_the_fast_encoding_writes_what_model_dump_writes(row: dict[str, object])
     if getattr(type(event), "class_version", 1) > 1:
         dumped["class_version"] = type(event).class_version  # type: ignore[attr-defined]
     assert encoded == orjson.loads(orjson.dumps(dumped))
+
+
+V1_CHANNEL_ROWS = [
+    row
+    for row in FIXTURES
+    if row["file"] == "stored_events_v1.json"
+    and str(row["topic"]).startswith("actae.domain.channel")
+]
+
+
+def test_version_1_fixtures_hold_channel_events_to_upcast() -> None:
+    assert {str(row["topic"]).split(".")[-1] for row in V1_CHANNEL_ROWS} == {
+        "Opened",
+        "Recorded",
+        "Transitioned",
+    }
+
+
+@pytest.mark.parametrize("row", V1_CHANNEL_ROWS, ids=lambda row: str(row["topic"]))
+def test_a_version_1_channel_event_upcasts_to_no_open_effects_and_keeps_the_rest(
+    row: dict[str, object],
+) -> None:
+    """v1 -> v2 adds ``open_effects = ()`` (no ledger existed) and changes nothing else."""
+    stored = json.loads(str(row["state"]))
+    assert "class_version" not in stored
+    assert "open_effects" not in stored
+
+    event = decoded(row)
+
+    assert isinstance(event, Channel.Event)
+    assert event.open_effects == ()
+    assert event.usage == {}
+    assert event.timestamp == datetime.fromisoformat(stored.pop("timestamp"))
+    identity_and_new = {"originator_id", "originator_version", "timestamp", "open_effects", "usage"}
+    assert event.model_dump(mode="json", exclude=identity_and_new) == stored
+    again = orjson.loads(MAPPER.to_stored_event(event).state)
+    assert (again["class_version"], again["open_effects"], again["usage"]) == (2, [], {})
