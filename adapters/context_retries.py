@@ -57,14 +57,7 @@ class StepRetries:
         attempts = self._attempts_key(key)
         claim = None
         if self._has_attempts(attempts):
-            claim = self.store.claim(
-                attempts,
-                run_id=self.run.run_id,
-                worker=self.worker,
-                lease=STEP_LEASE,
-                request={"step": name},
-                retry=policy,
-            )
+            claim = self._claim_attempt(attempts, name, policy)
             self._refresh()
             if claim.status == "completed":  # recorded in the ledger, not yet on the channel
                 return workflow_value(claim.result), None
@@ -75,15 +68,18 @@ class StepRetries:
             return self._with_heartbeats(attempts, token, STEP_LEASE, fn), claim
         except Exception as error:
             if claim is None:  # the first attempt failed: from now on the ledger counts
-                claim = self.store.claim(
-                    attempts,
-                    run_id=self.run.run_id,
-                    worker=self.worker,
-                    lease=STEP_LEASE,
-                    request={"step": name},
-                    retry=policy,
-                )
+                claim = self._claim_attempt(attempts, name, policy)
             self._schedule_next(attempts, name, claim.token, error)
+
+    def _claim_attempt(self, attempts: str, name: str, policy: RetryPolicy) -> Claim:
+        return self.store.claim(
+            attempts,
+            run_id=self.run.run_id,
+            worker=self.worker,
+            lease=STEP_LEASE,
+            request={"step": name},
+            retry=policy,
+        )
 
     def _has_attempts(self, attempts: str) -> bool:
         try:

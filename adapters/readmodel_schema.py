@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 TRACKING = "actae_projection_tracking"
 ERRORS = "actae_projection_errors"
 LEASES = "actae_run_leases"
+WORKERS = "actae_worker_agents"
 BACKFILL = {("effects", "claimed_in_doubt"): "in_doubt"}
 """New columns whose value an older column held (before in_doubt also meant 'lease ran out')."""
 
@@ -66,7 +67,7 @@ class SchemaMethods:
                 self.execute(self._create_view())
 
     def _create_bookkeeping(self) -> None:
-        """The tracking, poison-event and run-lease tables (one set, never rebuilt)."""
+        """The tracking, poison-event and worker-coordination tables (one set, never rebuilt)."""
         types = self.dialect.types
         self.execute(
             f"CREATE TABLE IF NOT EXISTS {TRACKING} (name TEXT PRIMARY KEY, "
@@ -82,6 +83,10 @@ class SchemaMethods:
             f"CREATE TABLE IF NOT EXISTS {LEASES} (run_id {types['uuid']} PRIMARY KEY, "
             f"worker TEXT NOT NULL, token {types['int']} NOT NULL, "
             f"expires_at {types['timestamp']} NOT NULL)"
+        )
+        self.execute(  # which agents each live worker runs (adapters/worker_tables.py)
+            f"CREATE TABLE IF NOT EXISTS {WORKERS} (worker TEXT NOT NULL, agent_id TEXT NOT NULL, "
+            f"seen_until {types['timestamp']} NOT NULL, PRIMARY KEY (worker, agent_id))"
         )
 
     def _upgrade(self) -> None:

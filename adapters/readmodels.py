@@ -22,7 +22,8 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from actae.adapters.readmodel_schema import ERRORS, LEASES, TRACKING, SchemaMethods
+from actae.adapters.readmodel_schema import ERRORS, TRACKING, SchemaMethods
+from actae.adapters.worker_tables import WorkerTables
 from actae.projections.changes import Change, Upsert
 from actae.projections.tables import TABLES, Table
 
@@ -126,7 +127,7 @@ def _expire_sql(effects: str) -> str:
     )
 
 
-class ReadModelDB(SchemaMethods):
+class ReadModelDB(SchemaMethods, WorkerTables):
     """One connection to the database holding the read models."""
 
     def __init__(self, dialect: Dialect, connect: Callable[[], Any]) -> None:
@@ -195,41 +196,6 @@ class ReadModelDB(SchemaMethods):
                 self.conn.execute(commit)
             finally:
                 self._depth -= 1
-
-    # -- run ownership leases ---------------------------------------------------------------
-
-    def acquire_lease(self, run_id: Any, worker: str, now: datetime, until: datetime) -> int | None:
-        """Take the run if nobody holds a live lease on it; returns the new token."""
-        with self.transaction():
-            row = self.execute(
-                f"INSERT INTO {LEASES} AS l (run_id, worker, token, expires_at) "
-                "VALUES (%s, %s, 1, %s) ON CONFLICT (run_id) DO UPDATE SET "
-                "worker = excluded.worker, token = l.token + 1, expires_at = excluded.expires_at "
-                "WHERE l.expires_at <= %s RETURNING token",
-                (self._run_key(run_id), worker, self.dialect.adapt(until), self.dialect.adapt(now)),
-            ).fetchone()
-        return None if row is None else int(row[0])
-
-    def renew_lease(self, run_id: Any, token: int, until: datetime) -> bool:
-        """Extend our lease; False if someone else took the run."""
-        with self.transaction():
-            cursor = self.execute(
-                f"UPDATE {LEASES} SET expires_at = %s WHERE run_id = %s AND token = %s",
-                (self.dialect.adapt(until), self._run_key(run_id), token),
-            )
-            return bool(cursor.rowcount)
-
-    def release_lease(self, run_id: Any, token: int, now: datetime) -> None:
-        """Let the run go (only if we still hold it)."""
-        with self.transaction():
-            self.execute(
-                f"UPDATE {LEASES} SET expires_at = %s WHERE run_id = %s AND token = %s",
-                (self.dialect.adapt(now), self._run_key(run_id), token),
-            )
-
-    def _run_key(self, run_id: Any) -> Any:
-        """A run id as ``run_status.run_id`` stores it, so the two tables join."""
-        return self.dialect.adapt(UUID(str(run_id)))
 
     # -- tracking -------------------------------------------------------------------------
 
@@ -320,17 +286,21 @@ class ReadModelDB(SchemaMethods):
         its tables equal the incremental ones at the same moment. Returns when the next
         live claim's lease runs out (None: no live claim), when calling again is worthwhile.
         """
-        effects, runs = f"effects{suffix}", f"run_status{suffix}"
+        effects = f"effects{suffix}"
         at = self.dialect.adapt(now)
         changed = {row[0] for row in self.execute(_expire_sql(effects), (at, at)).fetchall()}
-        if changed:
-            statement = _refresh_sql(effects, runs, "run_id = %s")
-            self.executemany(statement, [[run] for run in changed])
+        self.refresh_runs(list(changed), suffix)
         (row,) = self.execute(
             f"SELECT min(expires_at) FROM {effects} WHERE status = 'claimed' AND expires_at > %s",
             (at,),
         ).fetchall()
         return _moment(row[0])
+
+    def refresh_runs(self, run_ids: Sequence[Any], suffix: str = "") -> None:
+        """Recompute the derived columns (status, next action, ...) of these runs."""
+        if run_ids:
+            statement = _refresh_sql(f"effects{suffix}", f"run_status{suffix}", "run_id = %s")
+            self.executemany(statement, [[run] for run in run_ids])
 
     def _upsert(self, table: Table, columns: tuple[str, ...], suffix: str) -> str:
         names = ", ".join((table.key, *columns))

@@ -10,9 +10,10 @@ who should work on a run, and ``expected_cursor`` and fencing tokens refuse a st
 writes even if it comes back.
 
 A worker never spins and never stays silent: a run that cannot advance is left alone until
-the reason ends on the store's clock (a lease's expiry, a retry's due time); a run it has no
-workflow for is noted once (``run.unserved``, which run_status shows); a ``ValidationError``
-from workflow code fails the run, since running the same code again fails the same way.
+the reason ends on the store's clock (a lease's expiry, a retry's due time); each worker
+advertises the agents it runs (``actae_worker_agents``), so run_status names a running run
+that no live worker serves, and the worker logs such a run once; a ``ValidationError`` from
+workflow code fails the run, since running the same code again fails the same way.
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ from actae.domain.errors import (
     RunSuspended,
     ValidationError,
 )
-from actae.projections.project import UNSERVED
 
 if TYPE_CHECKING:
     from actae.adapters.store import Migration, Store
@@ -82,6 +82,10 @@ class Registry:
         """The workflow registered for ``name``."""
         return self._workflows.get(name)
 
+    def names(self) -> list[str]:
+        """The agent names that have a workflow here."""
+        return sorted(self._workflows)
+
 
 REGISTRY = Registry()
 COOLDOWN = 5.0
@@ -90,7 +94,7 @@ CONFLICT_COOLDOWN = 1.0
 """Seconds before a run that lost a write to another writer is tried again."""
 workflow = REGISTRY.workflow
 CANDIDATES = (
-    "SELECT run_id, channel_id, agent_id, lifecycle, status, wake_at, next_retry_at "
+    "SELECT run_id, agent_id, lifecycle, status, unserved, wake_at, next_retry_at "
     "FROM run_status WHERE lifecycle IN ('running', 'waiting') ORDER BY created_at"
 )
 
@@ -157,7 +161,8 @@ class Worker:
         self._stop = threading.Event()
         self.outcomes: list[tuple[Any, str]] = []
         self._cooldowns: dict[str, Cooldown] = {}
-        self._unserved: set[str] = set()  # runs noted as having no workflow here
+        self._unserved: set[str] = set()  # runs logged as served by no live worker
+        self._advertised_until: datetime | None = None
 
     def request_stop(self) -> None:
         """Stop after the current run (signal-safe)."""
@@ -165,9 +170,12 @@ class Worker:
 
     def run(self) -> None:
         """Work until ``request_stop()``; sleeps between passes that advanced nothing."""
-        while not self._stop.is_set():
-            if self.run_once() == 0:
-                self._stop.wait(self.poll_interval)
+        try:
+            while not self._stop.is_set():
+                if self.run_once() == 0:
+                    self._stop.wait(self.poll_interval)
+        finally:  # a worker that stops serves nothing: others' runs must not wait for it
+            self.store.projector().db.advertise(self.name, [], self.store.now())
 
     def run_once(self) -> int:
         """One pass: wake due waits, run every runnable run it can take; how many advanced.
@@ -180,6 +188,8 @@ class Worker:
         projector = self.store.projector()
         projector.catch_up()
         now = self.store.now()
+        self._advertise(now)
+        projector.db.mark_unserved(now)
         advanced = 0
         for row in projector.query(CANDIDATES):
             if self._stop.is_set():
@@ -197,7 +207,8 @@ class Worker:
             woke, row = 1, {**row, "lifecycle": "running", "status": "running"}
         code = self.registry.get(row["agent_id"])
         if code is None:
-            self._note_unserved(row)
+            if row["unserved"]:
+                self._say_unserved(row)
             return woke
         if self._runnable(row, now) and self._take(row["run_id"], code):
             return woke + 1
@@ -213,31 +224,27 @@ class Worker:
             del self._cooldowns[str(row["run_id"])]
         return row["status"] != "retrying" or _due(row["next_retry_at"], now)
 
-    def _note_unserved(self, row: Mapping[str, Any]) -> None:
-        """Say once that this worker has no workflow for the run's agent, durably and in the log.
+    def _advertise(self, now: datetime) -> None:
+        """Renew this worker's advertisement of its agents once a third of the lease is gone."""
+        renew_at = (
+            None
+            if self._advertised_until is None
+            else self._advertised_until - timedelta(seconds=self.lease * 2 / 3)
+        )
+        if renew_at is None or now >= renew_at:
+            until = now + timedelta(seconds=self.lease)
+            self.store.projector().db.advertise(self.name, self.registry.names(), until)
+            self._advertised_until = until
 
-        The note (``run.unserved``, one per run and worker thanks to its operation id) is
-        what run_status turns into ``register workflow '<agent>'``; a run nobody serves
-        would otherwise look like one that is running.
-        """
+    def _say_unserved(self, row: Mapping[str, Any]) -> None:
+        """Log once that no live worker has a workflow for this run's agent."""
         run_id, agent = str(row["run_id"]), row["agent_id"]
         if run_id in self._unserved:
             return
-        try:
-            head = self.store.head(row["channel_id"])
-            self.store.record(
-                row["channel_id"],
-                kind=UNSERVED,
-                payload={"agent_id": agent, "worker": self.name},
-                expected_cursor=head.cursor,
-                operation_id=f"unserved:{run_id}:{self.name}",
-            )
-        except ConflictError:
-            return  # the channel moved meanwhile: note it on the next pass
         self._unserved.add(run_id)
         self._say(
-            f"run {run_id}: no workflow registered for agent {agent!r} here; register it "
-            f"(@actae.workflow({agent!r})) or run a worker that has it"
+            f"run {run_id}: no live worker has a workflow for agent {agent!r}; register it "
+            f"(@actae.workflow({agent!r})) in a worker"
         )
 
     def _take(self, run_id: Any, code: Workflow) -> bool:

@@ -18,7 +18,6 @@ from actae.domain.run import Run
 from actae.projections.changes import Change, RefreshRun, Upsert
 from actae.projections.tables import EFFECTS, LINEAGE, RUN_STATUS
 
-UNSERVED = "run.unserved"
 """The note a worker writes when it has no workflow for a run's agent (once per worker)."""
 NOT_IN_DOUBT = {"in_doubt": False, "claimed_in_doubt": False}
 
@@ -105,12 +104,7 @@ def _channel_event(event: Any) -> list[Change]:
         "open_effects": len(event.open_effects),
         "updated_at": event.timestamp,
     }
-    if event.kind != UNSERVED:
-        return [Upsert(RUN_STATUS, event.run_id, values)]
-    return [
-        Upsert(RUN_STATUS, event.run_id, {**values, "unserved": True}),
-        RefreshRun(run_id=event.run_id),
-    ]
+    return [Upsert(RUN_STATUS, event.run_id, values)]
 
 
 def _effect(event: Any, values: dict[str, Any], *, refresh: bool = True) -> list[Change]:

@@ -71,8 +71,8 @@ RUN_STATUS = Table(
         Column(
             "unserved",
             "bool",
-            "a worker has no workflow registered for agent_id (a run.unserved note); cleared "
-            "when the run next waits, migrates or ends",
+            "running, and no live worker has a workflow registered for agent_id (workers "
+            "advertise theirs in actae_worker_agents; set by every worker pass)",
         ),
         Column("next_retry_at", "timestamp", "earliest scheduled retry of its effects"),
         Column("attempts", "int", "effect attempts (claims) made by the run so far"),

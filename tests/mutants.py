@@ -58,6 +58,11 @@ PROJECTION = (
     "tests/integration/test_projection_exactly_once.py",
 )
 LEASES = ("tests/contract/test_run_leases.py", "tests/contract/test_worker.py")
+FORK_REPLAY = ("tests/contract/test_fork_replay.py",)
+OPERATOR = ("tests/contract/test_operator_actions.py",)
+MIGRATIONS = ("tests/contract/test_migrations_guarded.py",)
+STEPS = ("tests/contract/test_step_retries.py",)
+WORKER = ("tests/contract/test_worker_stalls.py", "tests/contract/test_read_model_freshness.py")
 
 
 @dataclass(frozen=True)
@@ -451,6 +456,150 @@ MUTANTS = [
         "",
         "a subscription continues after what it delivered: no duplicates",
         ("tests/contract/test_subscriptions.py",),
+    ),
+    # -- forks replay their prefix ---------------------------------------------------------
+    Mutant(
+        "fork-replays-no-calls",
+        "adapters/context_replay.py",
+        "return self._inheritance().calls.get(self._suffix(key))",
+        "return None",
+        "a fork's child would sample its parent's recorded model calls again",
+        FORK_REPLAY,
+    ),
+    Mutant(
+        "fork-replays-no-effects",
+        "adapters/context_replay.py",
+        "        if found is None or self._has_own(key):\n            return False, None",
+        "        return False, None",
+        "a fork's child would send its parent's completed effects again, under a new key",
+        FORK_REPLAY,
+    ),
+    Mutant(
+        "fork-restarts-effects-in-flight",
+        "adapters/context_replay.py",
+        "        if parent.status in MIGHT_HAVE_HAPPENED:",
+        "        if False:",
+        "an effect in flight at the fork boundary may have happened: the child must not start it",
+        FORK_REPLAY,
+    ),
+    Mutant(
+        "fork-forgets-decisions",
+        "adapters/context_replay.py",
+        "return self._inheritance().decisions.get(self._suffix(name))",
+        "return None",
+        "a fork's child would wait again for an approval its parent already received",
+        FORK_REPLAY,
+    ),
+    # -- operator actions and migrations ---------------------------------------------------
+    Mutant(
+        "approval-for-any-name",
+        "domain/run.py",
+        "        if decision.kind in APPROVAL_KINDS and not (",
+        "        if False and (",
+        "an approval under a mistyped name would be filed where no wait ever reads it",
+        OPERATOR,
+    ),
+    Mutant(
+        "override-result-unwrapped",
+        "domain/ledger.py",
+        'result=workflow_result(result) if outcome == "completed" else None',
+        "result=result",
+        "the workflow would not see the result the operator gave",
+        OPERATOR,
+    ),
+    Mutant(
+        "override-evidence-unchecked",
+        "domain/ledger.py",
+        """        proof = require_document(
+            "evidence", {} if evidence is None else evidence, self._codec, max_bytes=self._max
+        ).value""",
+        "        proof = evidence or {}",
+        "evidence that is not an object must be a ValidationError, not a TypeError",
+        OPERATOR,
+    ),
+    Mutant(
+        "migrate-from-any-schema",
+        "domain/run.py",
+        "        if (self.pins.schema_ or 1) != from_schema:",
+        "        if False:",
+        "a stale migration from an older schema would roll the state back",
+        MIGRATIONS,
+    ),
+    Mutant(
+        "migrate-at-any-cursor",
+        "domain/lifecycle.py",
+        "            channel.ensure_at(expected_version=None, expected_cursor=expected_cursor)\n",
+        "",
+        "a migration computed from an older state would overwrite what came after it",
+        MIGRATIONS,
+    ),
+    Mutant(
+        "stale-migration-not-redecided",
+        "adapters/store.py",
+        "            except (ConflictError, IllegalTransitionError):\n"
+        "                run = self.run(run.run_id)",
+        "            except ():\n                pass",
+        "a worker that lost the migration race must adopt the winner's, not fail the resume",
+        MIGRATIONS,
+    ),
+    # -- steps: retries, unrecordable results ----------------------------------------------
+    Mutant(
+        "step-result-error-not-final",
+        "adapters/context.py",
+        "        except ValidationError as error:\n            reason",
+        "        except KeyError as error:\n            reason",
+        "a step whose result cannot be recorded would be called again on every pass",
+        STEPS,
+    ),
+    Mutant(
+        "step-retries-ignore-the-ledger",
+        "adapters/context_retries.py",
+        "        if self._has_attempts(attempts):",
+        "        if False:",
+        "a step would be retried before its Retry-After, with no budget",
+        STEPS,
+    ),
+    Mutant(
+        "retry-run-keeps-the-old-budget",
+        "adapters/context_retries.py",
+        'return f"{key}:attempts" + (f":round{retries}" if retries else "")',
+        'return f"{key}:attempts"',
+        "after retry_run a step that fails again would be blocked by the exhausted budget",
+        STEPS,
+    ),
+    Mutant(
+        "not-retried-without-a-reason",
+        "domain/operation.py",
+        '            error = f"{error} (not retried: {why_not})"',
+        "            pass",
+        "last_error must say why an effect was not retried",
+        STEPS,
+    ),
+    # -- worker and read-model freshness ---------------------------------------------------
+    Mutant(
+        "worker-ignores-lease-expiry",
+        "adapters/worker.py",
+        "        return Cooldown(stop.expires_at)",
+        "        return None",
+        "a worker behind a dead worker's effect lease would spin until it expires",
+        WORKER,
+    ),
+    Mutant(
+        "dead-workers-still-serve",
+        "adapters/worker_tables.py",
+        '            "AND w.seen_until > %s)"',
+        '            "AND w.seen_until IS NOT NULL OR %s IS NULL)"',
+        "a run whose only worker died would look served forever",
+        WORKER,
+    ),
+    Mutant(
+        "expired-claims-not-in-doubt",
+        "adapters/readmodels.py",
+        "        changed = {row[0] for row in self.execute(_expire_sql(effects), (at, at))"
+        ".fetchall()}",
+        "        changed = set()",
+        "an effect whose lease ran out would look healthy in run_status",
+        WORKER,
     ),
 ]
 

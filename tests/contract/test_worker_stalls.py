@@ -2,8 +2,8 @@
 
 Every backend, on the manual clock: a run behind a dead worker's effect lease is tried once
 and then left alone until the lease expires on the store's clock; a run whose agent has no
-registered workflow is noted once and named in run_status; a ValidationError raised from
-workflow code fails the run once instead of being retried forever.
+workflow in any live worker is logged once and named in run_status; a ValidationError
+raised from workflow code fails the run once instead of being retried forever.
 """
 
 from __future__ import annotations
@@ -108,28 +108,46 @@ def test_a_run_retried_later_is_not_taken_before_its_retry_time(
     assert store.run(run.run_id).status is actae.RunStatus.COMPLETED
 
 
-def test_an_unserved_run_is_noted_once_and_run_status_names_the_missing_workflow(
+def test_an_unserved_run_is_logged_once_and_run_status_names_the_missing_workflow(
     store: actae.Store,
 ) -> None:
     run = store.start_run("orphan", agent_id="nobody-registered", state={})
     out = io.StringIO()
     worker = actae.Worker(store, name="w1", registry=actae.Registry(), out=out)
-    again = actae.Worker(store, name="w1", registry=actae.Registry())  # w1, restarted
+    before = store.events(run.channel_id)
 
     for _ in range(5):
         worker.run_once()
-    again.run_once()
 
     lines = out.getvalue().splitlines()
     assert len(lines) == 1
-    assert "no workflow registered for agent 'nobody-registered'" in lines[0]
-    notes = [e for e in store.events(run.channel_id) if e.kind == "run.unserved"]
-    assert [n.payload for n in notes] == [{"agent_id": "nobody-registered", "worker": "w1"}]
+    assert "no live worker has a workflow for agent 'nobody-registered'" in lines[0]
+    assert store.events(run.channel_id) == before  # nothing written on the run's channel
     row = run_status(store, run)
     assert (row["status"], row["next_action"]) == (
         "running",
         "register workflow 'nobody-registered'",
     )
+
+
+def test_a_run_another_live_worker_serves_is_not_unserved(
+    store: actae.Store, clock: actae.ManualClock
+) -> None:
+    """A fleet may split its agents: a worker lacking a workflow says nothing while another
+    live worker has it, and speaks up once that worker's advertisement runs out."""
+    run = store.start_run("split", agent_id="sender", state={})
+    holder = actae.Worker(store, name="w2", registry=counting_registry([]), lease=LEASE)
+    holder._advertise(store.now())  # alive, but has not taken the run yet
+    out = io.StringIO()
+    other = actae.Worker(store, name="w1", registry=actae.Registry(), lease=LEASE, out=out)
+
+    other.run_once()
+    assert run_status(store, run)["next_action"] == "continue"
+    assert out.getvalue() == ""
+
+    clock.advance(LEASE)  # w2's advertisement runs out: it died
+    other.run_once()
+    assert run_status(store, run)["next_action"] == "register workflow 'sender'"
 
 
 def test_a_served_run_no_longer_asks_for_its_workflow(store: actae.Store) -> None:

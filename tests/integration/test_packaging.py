@@ -61,6 +61,7 @@ MODULES = [
     "actae.adapters.store_lifecycle",
     "actae.adapters.subscription",
     "actae.adapters.url",
+    "actae.adapters.worker_tables",
     "actae.adapters.worker",
 ]
 
