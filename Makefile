@@ -46,7 +46,7 @@ test: lint typecheck layers unit
 # table and the kill rate (tests/mutants.py; 3-4 minutes on 2 cores, uses the PostgreSQL
 # server of `make test` for the guards that exist only there).
 mutants: setup
-	$(BIN)/python tests/mutants.py
+	$(BIN)/python -m tests.mutants
 
 # The peers (LangGraph, DBOS) are an optional extra, installed on first use.
 BENCH_STAMP := $(VENV)/.bench-stamp

@@ -40,7 +40,8 @@ CANNOT_OPEN = (
     persistence.OperationalError,  # the same, met by eventsourcing after the store opened
     persistence.InterfaceError,
 )
-"""Errors that mean the store cannot be opened or reached, not that Actae has a bug."""
+"""Errors that mean the store cannot be opened or reached (at start or later, when a
+server restarts or a file is locked), not that Actae has a bug."""
 
 
 def _default(value: Any) -> Any:
@@ -235,6 +236,7 @@ def _worker(args: argparse.Namespace) -> int:
         )
         if args.once:
             worker.run_once()
+            worker.withdraw()
             return 0
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: worker.request_stop())
@@ -258,7 +260,7 @@ def _cannot_open(db: str | None, error: Exception) -> str:
     """One line for a store that could not be opened: what failed, and what to check."""
     detail = (str(error).strip().splitlines() or [type(error).__name__])[0]
     if db is None:
-        return f"cannot open the store: {detail}"
+        return f"cannot open or reach the store: {detail}"
     parsed = parse_store_url(db)
     password = parsed.postgres_conninfo.get("password")
     if password:
@@ -268,7 +270,7 @@ def _cannot_open(db: str | None, error: Exception) -> str:
         if parsed.backend == "sqlite"
         else "check the URL, and that the server is running and reachable from here"
     )
-    return f"cannot open the store at {parsed.display}: {detail}; {hint}"
+    return f"cannot open or reach the store at {parsed.display}: {detail}; {hint}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -148,6 +148,8 @@ class RunContext(StepRetries, EffectSteps, Inherited):
         inherited = self._inherited_call(key)
         if inherited is not None:
             return cast(T, inherited.payload["value"])
+        if self.run.retries:
+            self._close_earlier_rounds(key)
         value, claim = (
             (fn(), None) if retry is None else self._call_with_retries(key, name, fn, retry)
         )

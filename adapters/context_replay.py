@@ -21,11 +21,6 @@ if TYPE_CHECKING:
     from actae.adapters.store import Store
     from actae.domain.reader import StoreReader
 
-MIGHT_HAVE_HAPPENED = frozenset(
-    {EffectStatus.CLAIMED, EffectStatus.IN_DOUBT, EffectStatus.NEEDS_REVIEW}
-)
-"""A parent's effect in these states may have happened: the child must not start it again."""
-
 
 class Inherited:
     """The fork-inheritance lookups of ``RunContext`` (mixed into it)."""
@@ -72,11 +67,12 @@ class Inherited:
     def _inherited_effect(self, key: str) -> tuple[bool, Any]:
         """``(True, result)`` if an ancestor's effect stands for ``key``; else ``(False, None)``.
 
-        An attempt the parent started at or before the boundary is never started again
-        under the child's key: its result is returned once the parent's ledger has one, and
-        while it may have happened (claimed, in doubt, needing review) the child stops with
-        ``EffectBlockedError`` until someone settles the parent's effect. If the parent's
-        last attempt failed or was abandoned, the child runs the effect itself.
+        An effect the parent started at or before the boundary is never started again under
+        the child's key: its result is returned once the parent's ledger has one. Until then
+        (claimed, in doubt, retrying, needing review) the child stops with
+        ``EffectBlockedError``: the parent's own retry, or the provider, may yet make it
+        happen, and two keys would make it happen twice. Only an effect the parent abandoned
+        for good is the child's to run.
         """
         if self.run.forked_from is None:
             return False, None
@@ -86,16 +82,17 @@ class Inherited:
         parent = self.store.effect(found.effect_key)
         if parent.status is EffectStatus.COMPLETED:
             return True, workflow_value(parent.result)
-        if parent.status in MIGHT_HAVE_HAPPENED:
-            raise EffectBlockedError(
-                found.effect_key,
-                status=parent.status.value,
-                detail=(
-                    f"the fork {self.run.run_id} inherited this effect in flight at its "
-                    "boundary; settle the parent's effect and the fork replays its outcome"
-                ),
-            )
-        return False, None
+        if parent.status is EffectStatus.ABANDONED:
+            return False, None
+        raise EffectBlockedError(
+            found.effect_key,
+            status=parent.status.value,
+            detail=(
+                f"the fork {self.run.run_id} inherited this unfinished effect from its "
+                "parent; once the parent's effect completes (or is overridden) the fork "
+                "replays its outcome, and once it is abandoned the fork runs its own"
+            ),
+        )
 
     def _has_own(self, key: str) -> bool:
         """Whether this run's own ledger knows ``key`` (then its own outcome counts)."""

@@ -15,7 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-from actae.domain.effects import Claim, EffectStatus, RetryPolicy, workflow_value
+from actae.domain.effects import (
+    Claim,
+    EffectInfo,
+    EffectStatus,
+    RetryPolicy,
+    step_attempts_key,
+    workflow_value,
+)
 from actae.domain.errors import NotFoundError, RetryNotDueError, RunStoppedError
 from actae.domain.validation import MAX_REASON_LENGTH
 from actae.domain.values import RunInfo, RunStatus
@@ -26,6 +33,9 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 STEP_LEASE = 60.0
 """Seconds an attempt holds its claim between heartbeats' renewals."""
+GIVEN_UP = frozenset({EffectStatus.NEEDS_REVIEW, EffectStatus.ABANDONED})
+"""Attempts of a step that the policy ran out of (only an exhausted ``fail`` leaves these)."""
+SETTLED = frozenset({EffectStatus.COMPLETED, EffectStatus.ABANDONED})
 
 
 class StepRetries:
@@ -43,8 +53,7 @@ class StepRetries:
         ) -> T: ...
 
     def _attempts_key(self, key: str) -> str:
-        retries = self.run.retries
-        return f"{key}:attempts" + (f":round{retries}" if retries else "")
+        return step_attempts_key(key, self.run.retries)
 
     def _call_with_retries(
         self, key: str, name: str, fn: Callable[[], T], policy: RetryPolicy
@@ -55,12 +64,15 @@ class StepRetries:
         ``RunStoppedError`` once the policy is exhausted (the run is failed with the reason).
         """
         attempts = self._attempts_key(key)
+        info = self._attempts_info(attempts)
         claim = None
-        if self._has_attempts(attempts):
+        if info is not None:
+            if info.status is EffectStatus.COMPLETED:  # in the ledger, not yet on the channel
+                return workflow_value(info.result), None
+            if info.status in GIVEN_UP:  # its worker died between giving up and failing the run
+                self._give_up(attempts, name, info)
             claim = self._claim_attempt(attempts, name, policy)
             self._refresh()
-            if claim.status == "completed":  # recorded in the ledger, not yet on the channel
-                return workflow_value(claim.result), None
         try:
             if claim is None:
                 return fn(), None
@@ -70,6 +82,20 @@ class StepRetries:
             if claim is None:  # the first attempt failed: from now on the ledger counts
                 claim = self._claim_attempt(attempts, name, policy)
             self._schedule_next(attempts, name, claim.token, error)
+
+    def _close_earlier_rounds(self, key: str) -> None:
+        """Give up the attempts a step left open before ``store.retry_run`` (a new round).
+
+        A run failed while one of its steps was retrying would otherwise show ``retrying``
+        forever, for an attempt that nobody will make.
+        """
+        for earlier in range(self.run.retries):
+            attempts = step_attempts_key(key, earlier)
+            info = self._attempts_info(attempts)
+            if info is not None and info.status not in SETTLED:
+                reason = f"superseded: the run was retried (round {self.run.retries})"
+                self.store.abandon(attempts, actor=self.worker, reason=reason)
+                self._refresh()
 
     def _claim_attempt(self, attempts: str, name: str, policy: RetryPolicy) -> Claim:
         return self.store.claim(
@@ -81,12 +107,11 @@ class StepRetries:
             retry=policy,
         )
 
-    def _has_attempts(self, attempts: str) -> bool:
+    def _attempts_info(self, attempts: str) -> EffectInfo | None:
         try:
-            info = self.store.effect(attempts)
+            return self.store.effect(attempts)
         except NotFoundError:
-            return False
-        return info.status is not EffectStatus.ABANDONED
+            return None
 
     def _schedule_next(self, attempts: str, name: str, token: int, error: Exception) -> NoReturn:
         info = self.store.fail(
@@ -99,11 +124,16 @@ class StepRetries:
         if info.retry_at is not None:
             wait = (info.retry_at - self.store.now()).total_seconds()
             raise RetryNotDueError(attempts, retry_at=info.retry_at, wait=wait) from error
+        self._give_up(attempts, name, info)
+
+    def _give_up(self, attempts: str, name: str, info: EffectInfo) -> NoReturn:
+        """The policy is exhausted: close the attempts and fail the run with the reason."""
         reason = f"step {name!r} failed after {info.attempt} attempts: {info.last_error}"
-        self.store.abandon(attempts, actor=self.worker, reason=reason[:MAX_REASON_LENGTH])
+        if info.status is not EffectStatus.ABANDONED:
+            self.store.abandon(attempts, actor=self.worker, reason=reason[:MAX_REASON_LENGTH])
         self.store.fail_run(self.run.run_id, reason, actor=self.worker)
         self._refresh()
-        raise RunStoppedError(self.run.run_id, status=RunStatus.FAILED.value) from error
+        raise RunStoppedError(self.run.run_id, status=RunStatus.FAILED.value)
 
 
 def _retry_after(error: Exception) -> float | None:

@@ -80,6 +80,7 @@ class Drill:
         self.provider, self.provider_url = self._start_provider()
         self.workers: list[subprocess.Popen[str]] = []
         self._last_position, self._last_change = -1, time.monotonic()
+        self._dead: set[str] = set()  # workers the drill killed: only their leases are waited out
 
     # -- processes ------------------------------------------------------------------------
 
@@ -180,6 +181,7 @@ class Drill:
             os.kill(first.pid, signal.SIGKILL)
             first.wait()
             where = f"after transition {self._steps(coordinator)} of {STEPS}"
+        self._dead.add(f"{workflow}-w1")
         self.note(
             "drill.killed",
             {
@@ -276,15 +278,19 @@ class Drill:
                 "SELECT next_retry_at FROM run_status WHERE next_retry_at IS NOT NULL"
             )
         ]
+        # Only a dead worker's leases are waited out: jumping past a live worker's lease
+        # while it is inside a step would hand its run to another worker mid-step.
         found += [
             (row["expires_at"], "lease")
-            for row in projector.query("SELECT expires_at FROM actae_run_leases")
+            for row in projector.query("SELECT worker, expires_at FROM actae_run_leases")
+            if row["worker"] in self._dead
         ]
         found += [
             (row["expires_at"], "lease")
             for row in projector.query(
-                "SELECT expires_at FROM outstanding_effects WHERE status = 'claimed'"
+                "SELECT holder, expires_at FROM outstanding_effects WHERE status = 'claimed'"
             )
+            if row["holder"] in self._dead
         ]
         return [
             (at if isinstance(at, datetime) else datetime.fromisoformat(at), why)

@@ -24,6 +24,7 @@ from psycopg.types.json import Jsonb
 
 from actae.adapters.readmodel_schema import ERRORS, TRACKING, SchemaMethods
 from actae.adapters.worker_tables import WorkerTables
+from actae.domain.effects import STEP_ATTEMPTS
 from actae.projections.changes import Change, Upsert
 from actae.projections.tables import TABLES, Table
 
@@ -83,7 +84,10 @@ SQLITE = Dialect(
 def _refresh_sql(effects: str, runs: str, where: str) -> str:
     """Recompute a run's derived columns from its effects (portable SQL)."""
     mine = f"FROM {effects} e WHERE e.run_id = {runs}.run_id"
-    in_doubt = f"{mine} AND e.status = 'claimed' AND e.in_doubt"
+    in_doubt = (  # a step's attempts are made again, never reconciled
+        f"{mine} AND e.status = 'claimed' AND e.in_doubt "
+        f"AND replace(e.effect_key, '{STEP_ATTEMPTS}', '') = e.effect_key"
+    )
     return f"""
 UPDATE {runs} SET
     attempts = (SELECT coalesce(sum(e.attempts), 0) {mine}),

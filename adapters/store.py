@@ -7,20 +7,20 @@ arguments here so that every public entry point rejects bad input the same way.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self, TextIO
 from uuid import UUID
 
 from actae.adapters.codec import OrjsonCodec
-from actae.adapters.context import RunContext
 from actae.adapters.migrations import open_postgres, open_sqlite
 from actae.adapters.postgres import ActaePostgresRecorder
 from actae.adapters.projector import Projector
 from actae.adapters.readmodels import postgres_db, sqlite_db
 from actae.adapters.store_ledger import LedgerMethods
 from actae.adapters.store_lifecycle import LifecycleMethods
+from actae.adapters.store_resume import ResumeMethods
 from actae.adapters.subscription import (
     ConditionWaiter,
     ListenWaiter,
@@ -29,10 +29,6 @@ from actae.adapters.subscription import (
 )
 from actae.adapters.url import StoreUrl, parse_store_url
 from actae.domain.errors import (
-    ConflictError,
-    ContentionError,
-    IllegalTransitionError,
-    IncompatibleResumeError,
     NotFoundError,
     StoreNotFoundError,
 )
@@ -42,7 +38,6 @@ from actae.domain.service import ActaeService, utc_now
 from actae.domain.validation import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     require_int,
-    require_pins,
     require_text,
     require_uuid,
 )
@@ -51,15 +46,11 @@ from actae.domain.values import (
     ForkReceipt,
     Lineage,
     OperationRecord,
-    Pins,
     Receipt,
     Recovery,
     RunInfo,
     StateVersion,
 )
-
-Migration = Callable[[dict[str, Any]], dict[str, Any]]
-"""Upgrades a state of schema n to schema n + 1."""
 
 
 def open(
@@ -101,11 +92,7 @@ def open(
     return Store(service, parsed)
 
 
-MIGRATION_ATTEMPTS = 20
-"""Stale migrations re-decided before giving up (each loses only to real progress)."""
-
-
-class Store(LifecycleMethods, LedgerMethods):
+class Store(ResumeMethods, LifecycleMethods, LedgerMethods):
     """A durable-execution store for agent runs. Use as a context manager, or ``close()``."""
 
     def __init__(self, service: ActaeService, url: StoreUrl) -> None:
@@ -249,72 +236,6 @@ class Store(LifecycleMethods, LedgerMethods):
     def now(self) -> datetime:
         """The store's clock (wall time unless a clock was given to ``actae.open``)."""
         return self._service.clock()
-
-    def resume(
-        self,
-        run_id: UUID | str,
-        *,
-        worker: str,
-        pins: Mapping[str, Any] | None = None,
-        migrations: Mapping[int, Migration] | None = None,
-    ) -> RunContext:
-        """A durable-step context for ``run_id`` driven by ``worker``.
-
-        ``pins`` are the worker's: a run pinned to another model, prompt or tool contract is
-        refused with ``IncompatibleResumeError``. A run on an older state schema is upgraded
-        by ``migrations[n]`` (state of schema n -> state of schema n + 1), each recorded as a
-        new state version; without the needed migration the resume is refused.
-        """
-        worker = require_text("worker", worker)
-        run = self.run(run_id)
-        if pins:
-            run = self._reconcile_pins(run, require_pins("pins", pins), migrations or {}, worker)
-        return RunContext(self, run, worker, self._reader)
-
-    def _reconcile_pins(
-        self, run: RunInfo, wanted: Pins, migrations: Mapping[int, Migration], worker: str
-    ) -> RunInfo:
-        differences: dict[str, tuple[Any, Any]] = {
-            name: (run.pins[name], wanted[name])
-            for name in ("model", "prompt", "tools")
-            if wanted[name] is not None and run.pins[name] != wanted[name]
-        }
-        current, target = run.pins.schema_ or 1, wanted.schema_
-        steps = [] if target is None else list(range(current, target))
-        if target is not None and (current > target or any(s not in migrations for s in steps)):
-            differences["schema"] = (current, target)
-        if differences:
-            raise IncompatibleResumeError(run.run_id, differences)
-        if target is None or not steps:
-            return run
-        return self._migrate_to(run, target, migrations, worker)
-
-    def _migrate_to(
-        self, run: RunInfo, target: int, migrations: Mapping[int, Migration], worker: str
-    ) -> RunInfo:
-        """Apply ``migrations`` one schema at a time, each from the state it was computed on.
-
-        A migration refused as stale (another worker migrated first, or the run moved) is
-        re-read and re-decided: the state is never rolled back to a pre-migration copy.
-        """
-        for _ in range(MIGRATION_ATTEMPTS):
-            current = run.pins.schema_ or 1
-            if current >= target:
-                return run
-            cursor = self.head(run.channel_id).cursor
-            state = self.state_at(run.channel_id, cursor=cursor).state
-            try:
-                run = self._service.lifecycle.migrate(
-                    run.run_id,
-                    from_schema=current,
-                    to_schema=current + 1,
-                    state=migrations[current](state),
-                    actor=worker,
-                    expected_cursor=cursor,
-                )
-            except (ConflictError, IllegalTransitionError):
-                run = self.run(run.run_id)
-        raise ContentionError(f"migration of run {run.run_id}", MIGRATION_ATTEMPTS)
 
     def lineage(self, run_id: UUID | str) -> Lineage:
         """Fork receipts of a run: ancestors (nearest first) and all descendants."""

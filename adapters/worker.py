@@ -42,7 +42,8 @@ from actae.domain.errors import (
 )
 
 if TYPE_CHECKING:
-    from actae.adapters.store import Migration, Store
+    from actae.adapters.store import Store
+    from actae.adapters.store_resume import Migration
 
 WorkflowCode = Callable[[RunContext], Mapping[str, Any] | None]
 
@@ -163,6 +164,7 @@ class Worker:
         self._cooldowns: dict[str, Cooldown] = {}
         self._unserved: set[str] = set()  # runs logged as served by no live worker
         self._advertised_until: datetime | None = None
+        self._last_said: dict[str, str] = {}  # run -> its last outcome logged
 
     def request_stop(self) -> None:
         """Stop after the current run (signal-safe)."""
@@ -174,8 +176,13 @@ class Worker:
             while not self._stop.is_set():
                 if self.run_once() == 0:
                     self._stop.wait(self.poll_interval)
-        finally:  # a worker that stops serves nothing: others' runs must not wait for it
-            self.store.projector().db.advertise(self.name, [], self.store.now())
+        finally:
+            self.withdraw()
+
+    def withdraw(self) -> None:
+        """Stop advertising this worker's agents (it is stopping: it serves nothing now)."""
+        self.store.projector().db.advertise(self.name, [], self.store.now())
+        self._advertised_until = None
 
     def run_once(self) -> int:
         """One pass: wake due waits, run every runnable run it can take; how many advanced.
@@ -266,22 +273,31 @@ class Worker:
         self.outcomes.append((run_id, outcome))
         if cooldown is not None:
             self._cooldowns[str(run_id)] = cooldown
-        self._say(f"run {run_id}: {outcome}")
+        if self._last_said.get(str(run_id)) != outcome:  # a run stuck for one reason: one line
+            self._last_said[str(run_id)] = outcome
+            self._say(f"run {run_id}: {outcome}")
         return cooldown is None
 
     def _heartbeat(self, run_id: Any, token: int, done: threading.Event) -> None:
         db = self.store.projector().db
         while not done.wait(self.lease / 3):
-            until = self.store.now() + timedelta(seconds=self.lease)
-            if not db.renew_lease(run_id, token, until):
+            now = self.store.now()
+            # A long workflow must not make its agent look unserved; a failed renewal is
+            # retried on the next beat and must never stop the run lease's renewal below.
+            with contextlib.suppress(Exception):
+                self._advertise(now)
+            if not db.renew_lease(run_id, token, now + timedelta(seconds=self.lease)):
                 return
 
     def _execute(self, run_id: Any, code: Workflow) -> tuple[str, Cooldown | None]:
         """Run the workflow from the top: what happened, and how long to leave the run be."""
-        try:
+        try:  # a resume refused (say, this worker's pins are invalid) is not the run's fault
             ctx = self.store.resume(
                 run_id, worker=self.name, pins=code.pins, migrations=code.migrations
             )
+        except ActaeError as stop:
+            return _describe(stop), cooldown_for(stop, self.store.now())
+        try:
             result = code.code(ctx)
             self.store.complete_run(run_id, dict(result or {}))
         except ValidationError as invalid:  # the same code fails the same way: final
@@ -308,7 +324,7 @@ OUTCOMES: tuple[tuple[type[ActaeError], Callable[[Any], str]], ...] = (
     (RunSuspended, lambda e: f"waiting for {e.reason} {e.name!r}"),
     (RunStoppedError, lambda e: str(e.status)),
     (RetryNotDueError, lambda e: f"retrying at {e.retry_at.isoformat()}"),
-    (EffectBlockedError, lambda e: f"blocked: {e.effect_key} needs review"),
+    (EffectBlockedError, lambda e: f"blocked: effect {e.effect_key} is {e.status}"),
     (IncompatibleResumeError, lambda e: f"left for a compatible worker: {e}"),
     (ConflictError, lambda e: f"lost to another worker: {e}"),
     (LeaseHeldError, lambda e: f"lost to another worker: {e}"),

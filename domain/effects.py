@@ -40,6 +40,16 @@ OUTSTANDING = frozenset(
 )
 
 
+STEP_ATTEMPTS = ":attempts"
+"""Marks the ledger entry that counts a retried step's attempts (not a side effect: a step
+whose worker died is simply made again, so nobody needs to reconcile it)."""
+
+
+def step_attempts_key(step_key: str, retry_round: int) -> str:
+    """The ledger key counting a step's attempts in a run's ``retry_round`` (0 at first)."""
+    return step_key + STEP_ATTEMPTS + (f":round{retry_round}" if retry_round else "")
+
+
 def workflow_result(value: Any) -> dict[str, Any]:
     """The ledger result holding a workflow effect's return value (any JSON value).
 
@@ -50,8 +60,14 @@ def workflow_result(value: Any) -> dict[str, Any]:
 
 
 def workflow_value(result: dict[str, Any] | None) -> Any:
-    """What ``ctx.effect`` returns for a settled effect's ledger result."""
-    return None if result is None else result.get("value")
+    """What ``ctx.effect`` returns for a settled effect's ledger result.
+
+    A result that is not the envelope (someone settled a workflow's effect with
+    ``store.reconcile`` and a plain result object) is returned as it was given.
+    """
+    if result is None:
+        return None
+    return result["value"] if result.keys() == {"value"} else result
 
 
 class RetryPolicy(BaseModel):

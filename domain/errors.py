@@ -173,7 +173,8 @@ class EffectBlockedError(ActaeError):
         self.detail = detail
         super().__init__(
             f"effect {effect_key!r} is {status}: {detail}; inspect it with store.effect() "
-            "and settle it with store.reconcile() or store.abandon()"
+            "and settle it with store.override() (a workflow's effect: its result is what "
+            "ctx.effect returns) or store.reconcile(), or give it up with store.abandon()"
         )
 
 

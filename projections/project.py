@@ -18,7 +18,6 @@ from actae.domain.run import Run
 from actae.projections.changes import Change, RefreshRun, Upsert
 from actae.projections.tables import EFFECTS, LINEAGE, RUN_STATUS
 
-"""The note a worker writes when it has no workflow for a run's agent (once per worker)."""
 NOT_IN_DOUBT = {"in_doubt": False, "claimed_in_doubt": False}
 
 

@@ -152,3 +152,33 @@ def test_an_approval_before_the_boundary_is_inherited(store: actae.Store) -> Non
     assert (decision.approved, decision.actor) == (True, "alice")
     assert fork.inherited is not None
     assert fork.inherited.decisions == 1
+
+
+def test_an_unfinished_parent_effect_blocks_the_fork_until_it_is_abandoned(
+    store: actae.Store, clock: actae.ManualClock
+) -> None:
+    """A parent's effect that failed and awaits its retry may still happen: the fork waits."""
+    world = World()
+    run = store.start_run("mail-3", agent_id="mailer", state={})
+
+    def rate_limited(key: str, token: int) -> dict[str, Any]:
+        raise TimeoutError("provider timed out")
+
+    ctx = store.resume(run.run_id, worker="w1")
+    ctx.step("research", world.model("research"))
+    ctx.step("draft", world.model("draft from research #1"))
+    with pytest.raises(actae.RetryNotDueError):
+        ctx.effect("send", rate_limited)
+    fork = store.fork(run.channel_id, at=store.head(run.channel_id).cursor)
+    workflow = research_draft_send(world)
+
+    with pytest.raises(actae.EffectBlockedError) as blocked:
+        workflow(store.resume(fork.child_run_id, worker="w2"))
+    assert blocked.value.status == "retry_scheduled"
+    assert world.sent == {}
+
+    store.abandon(blocked.value.effect_key, actor="ops", reason="the parent will not send it")
+    workflow(store.resume(fork.child_run_id, worker="w2"))
+
+    (child_key,) = world.sent
+    assert child_key.startswith(str(fork.child_run_id))  # the fork's own send, under its key

@@ -110,3 +110,17 @@ def test_a_signal_may_arrive_before_anyone_waits_for_it(store: actae.Store) -> N
     decision = store.resume(run.run_id, worker="w").wait_for_signal("payment-received")
 
     assert decision.payload == {"amount": 7}
+
+
+def test_an_override_result_may_be_any_json_value(
+    store: actae.Store, clock: actae.ManualClock
+) -> None:
+    run = store.start_run("ovr-str", agent_id="mailer", state={})
+    key = f"{run.run_id}:effect:send:1"
+    store.claim(key, run_id=run.run_id, worker="dead", lease=30, request={"name": "send"})
+    clock.advance(31)
+    store.override(key, "completed", actor="ops", reason="sent by hand", result="m-7")
+
+    sent = store.resume(run.run_id, worker="w2").effect("send", lambda key, token: None)
+
+    assert sent == "m-7"

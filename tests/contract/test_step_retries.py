@@ -173,3 +173,78 @@ def test_a_step_result_that_is_not_json_fails_the_run_once(store: actae.Store) -
     with pytest.raises(actae.RunStoppedError):
         store.resume(run.run_id, worker="w").step("when", when)
     assert calls == [1]  # never called again on its own
+
+
+def test_a_worker_killed_while_giving_up_a_step_fails_the_run_on_the_next_run(
+    store: actae.Store, clock: actae.ManualClock
+) -> None:
+    """Exhausting a step is three writes; a worker that died after the first left the
+    attempts needing review and the run running: the next run finishes giving up."""
+    run = store.start_run("r7", agent_id="a", state={})
+    model = FlakyModel(failures=99)
+    policy = actae.RetryPolicy(max_attempts=1)
+    key = f"{run.run_id}:step:plan:1:attempts"
+    claim = store.claim(key, run_id=run.run_id, worker="dead", lease=60, retry=policy)
+    store.fail(key, token=claim.token, error="RateLimitedError: HTTP 429")  # then SIGKILL
+
+    with pytest.raises(actae.RunStoppedError):
+        store.resume(run.run_id, worker="w").step("plan", model, retry=policy)
+
+    assert model.calls == 0
+    assert store.run(run.run_id).status is actae.RunStatus.FAILED
+    assert store.recover(run.channel_id).outstanding == []
+
+
+def test_retry_run_closes_the_attempts_an_earlier_round_left_open(
+    store: actae.Store, clock: actae.ManualClock
+) -> None:
+    run = store.start_run("r8", agent_id="a", state={})
+    model = FlakyModel(failures=1)
+    policy = actae.RetryPolicy(initial_delay=1.0, max_delay=1.0)
+    with pytest.raises(actae.RetryNotDueError):
+        store.resume(run.run_id, worker="w").step("plan", model, retry=policy)
+    store.fail_run(run.run_id, "deadline passed", actor="ops")  # while the step was retrying
+
+    store.retry_run(run.run_id, actor="ops", reason="deadline extended")
+    store.resume(run.run_id, worker="w").step("plan", model, retry=policy)
+
+    assert store.run(run.run_id).status is actae.RunStatus.RUNNING  # not 'retrying' forever
+    assert store.recover(run.channel_id).outstanding == []
+
+
+def test_a_paused_run_is_refused_a_migration_as_paused(store: actae.Store) -> None:
+    run = store.start_run("r9", agent_id="a", state={}, pins={"schema": 1})
+    store.pause(run.run_id, actor="ops", reason="hold")
+
+    with pytest.raises(actae.IllegalTransitionError, match="paused"):
+        store.resume(run.run_id, worker="w", pins={"schema": 2}, migrations={1: dict})
+
+
+def test_an_effect_settled_with_a_plain_result_returns_it_as_given(
+    store: actae.Store, clock: actae.ManualClock
+) -> None:
+    run = store.start_run("r10", agent_id="a", state={})
+    key = f"{run.run_id}:effect:send:1"
+    store.claim(key, run_id=run.run_id, worker="dead", lease=30, request={"name": "send"})
+    clock.advance(31)
+    store.reconcile(key, "completed", actor="ops", result={"message_id": "m-3"})
+
+    sent = store.resume(run.run_id, worker="w").effect("send", lambda key, token: None)
+
+    assert sent == {"message_id": "m-3"}
+
+
+def test_a_step_attempt_whose_worker_died_asks_nobody_to_reconcile(
+    store: actae.Store, clock: actae.ManualClock
+) -> None:
+    """A step is made again, not reconciled: its lapsed attempt is not 'reconcile effect'."""
+    run = store.start_run("r11", agent_id="a", state={})
+    key = f"{run.run_id}:step:plan:1:attempts"
+    store.claim(key, run_id=run.run_id, worker="dead", lease=60)
+    clock.advance(61)
+    projector = store.projector()
+    projector.catch_up()
+
+    (row,) = projector.query("SELECT next_action FROM run_status WHERE workflow_id = 'r11'")
+
+    assert row["next_action"] == "continue"

@@ -9,6 +9,7 @@ raised from workflow code fails the run once instead of being retried forever.
 from __future__ import annotations
 
 import io
+from datetime import UTC, datetime
 from typing import Any
 
 import actae
@@ -38,10 +39,9 @@ def counting_registry(calls: list[str]) -> actae.Registry:
 
     @workflows.workflow("failed-by-step")
     def failed_by_step(ctx: actae.RunContext) -> dict[str, Any]:
-        # What ctx.step does with a result that is not plain JSON: fail the run, then raise.
         calls.append("failed-by-step")
-        ctx.store.fail_run(ctx.run_id, "step 'draft': result is not plain JSON", actor="ctx")
-        raise actae.ValidationError("step 'draft'", "result is not plain JSON")
+        ctx.step("draft", lambda: datetime(2026, 11, 30, tzinfo=UTC))  # not plain JSON
+        return {}
 
     return workflows
 
@@ -176,13 +176,53 @@ def test_a_validation_error_from_workflow_code_fails_the_run_once(store: actae.S
     info = store.run(raised.run_id)
     assert info.status is actae.RunStatus.FAILED
     assert info.error == "ValidationError: invalid draft: result is not plain JSON: datetime"
-    assert store.run(failed.run_id).error == "step 'draft': result is not plain JSON"
+    step_error = store.run(failed.run_id).error
+    assert step_error is not None
+    assert step_error.startswith("step 'draft': its result cannot be recorded: ")
+    assert "not plain JSON" in step_error
     row = run_status(store, raised)
     assert (row["status"], row["error"], row["next_action"]) == (
         "failed",
         info.error,
         f"fix and retry: {info.error}",
     )
-    assert run_status(store, failed)["next_action"] == (
-        "fix and retry: step 'draft': result is not plain JSON"
+    assert run_status(store, failed)["next_action"] == f"fix and retry: {step_error}"
+
+
+def test_a_run_stuck_for_one_reason_is_logged_once(
+    store: actae.Store, clock: actae.ManualClock
+) -> None:
+    """A fork waiting on its parent's unfinished effect is tried now and then, said once."""
+    parent = store.start_run("mail-9", agent_id="sender", state={})
+    store.claim(
+        effect_key(parent, "send"), run_id=parent.run_id, worker="w3", lease=LEASE, request=REQUEST
     )
+    fork = store.fork(parent.channel_id, at=store.head(parent.channel_id).cursor)
+    calls: list[str] = []
+    out = io.StringIO()
+    worker = actae.Worker(store, name="w1", registry=counting_registry(calls), out=out)
+
+    for _ in range(4):
+        worker.run_once()
+        clock.advance(10)  # past the short cooldown, within the parent's lease
+
+    about_fork = [line for line in out.getvalue().splitlines() if str(fork.child_run_id) in line]
+    assert len(about_fork) == 1
+    assert f"blocked: effect {effect_key(parent, 'send')} is claimed" in about_fork[0]
+    assert calls.count("send") >= 3  # tried again each time its cooldown ended
+
+
+def test_a_worker_with_invalid_pins_fails_no_run(store: actae.Store) -> None:
+    """A resume refused because of the worker's own configuration is not the run's fault."""
+    run = store.start_run("pinned", agent_id="typo", state={})
+    workflows = actae.Registry()
+
+    @workflows.workflow("typo", pins={"modle": "m-1"})
+    def typo(ctx: actae.RunContext) -> dict[str, Any]:
+        return {}
+
+    out = io.StringIO()
+    actae.Worker(store, name="w1", registry=workflows, out=out).run_once()
+
+    assert store.run(run.run_id).status is actae.RunStatus.RUNNING
+    assert "invalid pins" in out.getvalue()

@@ -60,7 +60,7 @@ def test_a_server_that_refuses_connections_is_one_line_and_status_2(verb: list[s
     result = actae_cli(verb[0], "--db", REFUSED, *verb[1:])
 
     line = assert_one_line_error(result)
-    assert "cannot open the store at postgresql://postgres:***@127.0.0.1:1/x" in line
+    assert "cannot open or reach the store at postgresql://postgres:***@127.0.0.1:1/x" in line
     assert "Connection refused" in line
     assert "s3cret" not in result.stderr
 
@@ -69,7 +69,7 @@ def test_a_host_that_does_not_resolve_is_one_line_and_status_2() -> None:
     result = actae_cli("run", "--db", "postgresql://postgres@no-such-host.invalid/x", SOME_ID)
 
     line = assert_one_line_error(result)
-    assert "cannot open the store at postgresql://postgres@no-such-host.invalid/x" in line
+    assert "cannot open or reach the store at postgresql://postgres@no-such-host.invalid/x" in line
 
 
 def test_a_sqlite_file_that_cannot_be_created_is_one_line_and_status_2(tmp_path: Path) -> None:
@@ -77,7 +77,7 @@ def test_a_sqlite_file_that_cannot_be_created_is_one_line_and_status_2(tmp_path:
 
     result = actae_cli("project", "--once", "--db", url)
 
-    assert "cannot open the store at " + url in assert_one_line_error(result)
+    assert "cannot open or reach the store at " + url in assert_one_line_error(result)
 
 
 def test_a_port_that_is_not_a_number_is_one_line_and_status_2() -> None:

@@ -59,6 +59,7 @@ MODULES = [
     "actae.adapters.store",
     "actae.adapters.store_ledger",
     "actae.adapters.store_lifecycle",
+    "actae.adapters.store_resume",
     "actae.adapters.subscription",
     "actae.adapters.url",
     "actae.adapters.worker_tables",

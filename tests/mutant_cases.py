@@ -1,0 +1,630 @@
+"""The mutations ``make mutants`` applies: each one guard, weakened, and the tests that must notice.
+
+Each entry is a file, an exact snippet of it, its replacement and why the guard matters
+(``tests/mutants.py`` runs them). A mutant known to survive says why in ``survives``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CHANNEL = ("tests/unit/test_channel.py", "tests/contract/test_runs_and_transitions.py")
+IDEMPOTENCY = ("tests/contract/test_idempotency.py", "tests/contract/test_fingerprints.py")
+FORK = ("tests/contract/test_fork.py", "tests/contract/test_fingerprints.py")
+LEDGER = (
+    "tests/contract/test_ledger.py",
+    "tests/contract/test_fencing.py",
+    "tests/unit/test_retry_policy.py",
+)
+LIMITS = ("tests/contract/test_bad_input.py", "tests/contract/test_limits.py")
+PROJECTION = (
+    "tests/contract/test_projections.py",
+    "tests/integration/test_projection_exactly_once.py",
+)
+LEASES = ("tests/contract/test_run_leases.py", "tests/contract/test_worker.py")
+FORK_REPLAY = ("tests/contract/test_fork_replay.py",)
+OPERATOR = ("tests/contract/test_operator_actions.py",)
+MIGRATIONS = ("tests/contract/test_migrations_guarded.py",)
+STEPS = ("tests/contract/test_step_retries.py",)
+WORKER = ("tests/contract/test_worker_stalls.py", "tests/contract/test_read_model_freshness.py")
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One weakened guard: where, what it was, what it becomes, and why it matters."""
+
+    name: str
+    path: str
+    original: str
+    replacement: str
+    why: str
+    tests: tuple[str, ...]
+    postgres: bool = False
+    survives: str | None = None
+    """Why no test kills it, for a mutant that is known to survive (README "Testing")."""
+
+
+MUTANTS = [
+    # -- optimistic concurrency -----------------------------------------------------------
+    Mutant(
+        "cursor-guard",
+        "domain/channel.py",
+        "if version_moved or expected_cursor != self.originator_version:",
+        "if version_moved:",
+        "a writer that saw an older head must be refused, not appended after the new one",
+        CHANNEL,
+    ),
+    Mutant(
+        "version-guard",
+        "domain/channel.py",
+        "version_moved = expected_version is not None and expected_version != self.state_version",
+        "version_moved = False",
+        "a transition built on another state version must be refused",
+        CHANNEL,
+    ),
+    Mutant(
+        "head-cache-never-back",
+        "domain/heads.py",
+        "if known is not None and known.originator_version >= event.originator_version:",
+        "if False:",
+        "a late reader must not replace a newer remembered head with an older one",
+        ("tests/unit/test_channel.py", "tests/contract/test_two_writers.py"),
+    ),
+    # -- idempotency: what an operation's fingerprint covers ------------------------------
+    Mutant(
+        "transition-fingerprint-state",
+        "domain/service.py",
+        'fingerprint("transition", str(cid), kind, body.checksum, document.checksum)',
+        'fingerprint("transition", str(cid), kind, body.checksum)',
+        "a retry with another state must be refused, not replayed as if it were the same step",
+        IDEMPOTENCY,
+    ),
+    Mutant(
+        "transition-fingerprint-payload",
+        "domain/service.py",
+        'fingerprint("transition", str(cid), kind, body.checksum, document.checksum)',
+        'fingerprint("transition", str(cid), kind, document.checksum)',
+        "a retry with another payload must be refused",
+        IDEMPOTENCY,
+    ),
+    Mutant(
+        "transition-fingerprint-channel",
+        "domain/service.py",
+        'fingerprint("transition", str(cid), kind, body.checksum, document.checksum)',
+        'fingerprint("transition", kind, body.checksum, document.checksum)',
+        "an operation id reused on another channel must be refused",
+        IDEMPOTENCY,
+    ),
+    Mutant(
+        "record-fingerprint-usage",
+        "domain/service.py",
+        "usage_part = (str(sorted(spent.items())),) if spent else ()",
+        "usage_part = ()",
+        "a repeated record with other usage would replay and the budget would count the wrong one",
+        IDEMPOTENCY,
+    ),
+    Mutant(
+        "start-fingerprint-pins",
+        "domain/starting.py",
+        "            self._canonical_text(valid_pins.as_dict()),\n",
+        "",
+        "a start repeated with other pins (another model) must be refused",
+        IDEMPOTENCY,
+    ),
+    Mutant(
+        "start-fingerprint-parent",
+        "domain/starting.py",
+        "            str(parent),\n",
+        "",
+        "a start repeated under another parent must be refused",
+        IDEMPOTENCY,
+    ),
+    Mutant(
+        "start-fingerprint-budget",
+        "domain/starting.py",
+        "*((str(sorted(limits.items())),) if limits else ()),",
+        "",
+        "a start repeated with another budget must be refused",
+        IDEMPOTENCY,
+    ),
+    Mutant(
+        "fork-fingerprint-reason",
+        "domain/forking.py",
+        '"fork", str(cid), str(at), str(reason), self._canonical_text(overrides.as_dict())',
+        '"fork", str(cid), str(at), self._canonical_text(overrides.as_dict())',
+        "a fork repeated with another reason must be refused, or the receipt lies about why",
+        FORK,
+    ),
+    Mutant(
+        "fork-fingerprint-pins",
+        "domain/forking.py",
+        '"fork", str(cid), str(at), str(reason), self._canonical_text(overrides.as_dict())',
+        '"fork", str(cid), str(at), str(reason)',
+        "a fork repeated with other pins (another model) must be refused",
+        FORK,
+    ),
+    Mutant(
+        "fork-fingerprint-boundary",
+        "domain/forking.py",
+        '"fork", str(cid), str(at), str(reason), self._canonical_text(overrides.as_dict())',
+        '"fork", str(cid), str(reason), self._canonical_text(overrides.as_dict())',
+        "a fork repeated from another cursor must be refused",
+        FORK,
+    ),
+    Mutant(
+        "operation-ensure-same",
+        "domain/operation.py",
+        "if fingerprint != self.fingerprint:",
+        "if False:",
+        "an operation id reused for other content must be refused",
+        IDEMPOTENCY,
+    ),
+    Mutant(
+        "effect-fingerprint-request",
+        "domain/ledger.py",
+        'fingerprint("effect", str(run), body.checksum)',
+        'fingerprint("effect", str(run))',
+        "an effect key reused for another request (another amount) must be refused",
+        LEDGER,
+    ),
+    # -- ledger: fencing, leases, in doubt, retries ---------------------------------------
+    Mutant(
+        "fence-above",
+        "domain/operation.py",
+        "if token != self.token:",
+        "if token < self.token:",
+        "a token the ledger never issued (above the current one) must be fenced like a stale one",
+        LEDGER,
+    ),
+    Mutant(
+        "fence-below",
+        "domain/operation.py",
+        "if token != self.token:",
+        "if token > self.token:",
+        "a stale holder's late completion must be fenced",
+        LEDGER,
+    ),
+    Mutant(
+        "effect-lease-held",
+        "domain/operation.py",
+        "        if status is EffectStatus.CLAIMED:\n"
+        "            raise self._lease_held(now)\n"
+        "        if self.retry_at",
+        "        if self.retry_at",
+        "a live claim keeps every other worker out",
+        LEDGER,
+    ),
+    Mutant(
+        "effect-lease-expiry-boundary",
+        "domain/operation.py",
+        "live = self.expires_at is not None and now < self.expires_at",
+        "live = self.expires_at is not None and now <= self.expires_at",
+        "a lease is over at its expiry time, as the run leases' takeover says",
+        LEDGER,
+    ),
+    Mutant(
+        "in-doubt-on-claim",
+        "domain/operation.py",
+        "in_doubt=status is EffectStatus.IN_DOUBT,",
+        "in_doubt=False,",
+        "a claim granted over an unanswered one must say the effect may have happened",
+        LEDGER,
+    ),
+    Mutant(
+        "in-doubt-on-read",
+        "domain/operation.py",
+        "in_doubt=self.in_doubt or self.status(now) is EffectStatus.IN_DOUBT,",
+        "in_doubt=self.in_doubt,",
+        "an expired, unanswered claim must read as in doubt before anyone claims again",
+        LEDGER,
+    ),
+    Mutant(
+        "held-claim-only",
+        "domain/operation.py",
+        "if status not in (EffectStatus.CLAIMED, EffectStatus.IN_DOUBT):",
+        "if False:",
+        "the current token of a settled attempt must not complete or fail it again",
+        LEDGER,
+    ),
+    Mutant(
+        "retry-not-due",
+        "domain/operation.py",
+        "if self.retry_at is not None and now < self.retry_at:",
+        "if False:",
+        "no attempt before the scheduled retry time (Retry-After)",
+        LEDGER,
+    ),
+    Mutant(
+        "retry-max-attempts",
+        "domain/operation.py",
+        "if len(self.attempts) >= policy.max_attempts:",
+        "if len(self.attempts) > policy.max_attempts:",
+        "the policy's attempt cap is a cap, not one more",
+        LEDGER,
+    ),
+    Mutant(
+        "retry-max-total",
+        "domain/operation.py",
+        "if (retry_at - started).total_seconds() > policy.max_total:",
+        "if False:",
+        "retries stop at the policy's total time",
+        LEDGER,
+    ),
+    Mutant(
+        "retry-after-wins",
+        "domain/operation.py",
+        "delay = max(policy.backoff(len(self.attempts), draw), retry_after or 0.0)",
+        "delay = policy.backoff(len(self.attempts), draw)",
+        "a provider's Retry-After longer than the backoff must be honoured",
+        LEDGER,
+    ),
+    Mutant(
+        "backoff-exponent",
+        "domain/effects.py",
+        "self.initial_delay * 2.0 ** (attempt - 1)",
+        "self.initial_delay * 2.0**attempt",
+        "the first retry waits up to initial_delay, each later one up to twice as long",
+        LEDGER,
+    ),
+    Mutant(
+        "backoff-cap",
+        "domain/effects.py",
+        "min(self.max_delay, self.initial_delay * 2.0 ** (attempt - 1))",
+        "self.initial_delay * 2.0 ** (attempt - 1)",
+        "no single wait is longer than max_delay",
+        LEDGER,
+    ),
+    Mutant(
+        "reconcile-live-claim",
+        "domain/operation.py",
+        "        elif status is EffectStatus.CLAIMED:\n            raise self._lease_held(now)\n",
+        "",
+        "nobody settles an effect from outside while its holder's lease is live",
+        LEDGER,
+    ),
+    Mutant(
+        "abandon-completed",
+        "domain/operation.py",
+        "if status in (EffectStatus.COMPLETED, EffectStatus.ABANDONED):",
+        "if status is EffectStatus.ABANDONED:",
+        "an effect that happened cannot be declared abandoned",
+        LEDGER,
+    ),
+    # -- input limits ---------------------------------------------------------------------
+    Mutant(
+        "text-length-limit",
+        "domain/validation.py",
+        "if len(value) > max_length:",
+        "if len(value) > max_length + 1:",
+        "ids, kinds and names are bounded exactly as documented",
+        LIMITS,
+    ),
+    Mutant(
+        "document-size-limit",
+        "domain/validation.py",
+        "if len(canonical) > max_bytes:",
+        "if len(canonical) > max_bytes + 1:",
+        "documents are bounded exactly at the configured size",
+        LIMITS,
+    ),
+    Mutant(
+        "blank-text",
+        "domain/validation.py",
+        "if not value.strip():",
+        "if not value:",
+        "a blank id or kind is as empty as an empty one",
+        LIMITS,
+    ),
+    Mutant(
+        "non-finite-numbers",
+        "domain/validation.py",
+        'if b"null" in canonical and _has_non_finite_float(value):',
+        "if False:",
+        "NaN would be stored as null and the state would change on its way through",
+        LIMITS,
+    ),
+    # -- forks, state, checksums ----------------------------------------------------------
+    Mutant(
+        "fork-boundary-resolution",
+        "domain/forking.py",
+        "resolved_boundary=state.cursor,",
+        "resolved_boundary=at,",
+        "a fork's receipt names the cursor where the copied state was made",
+        FORK,
+    ),
+    Mutant(
+        "state-checksum-verified",
+        "domain/reader.py",
+        "if actual != source.state_checksum:",
+        "if False:",
+        "a state changed behind the store's back is refused on read",
+        ("tests/contract/test_big_documents.py",),
+    ),
+    Mutant(
+        "upcast-v1-open-effects",
+        "domain/channel.py",
+        'state["open_effects"] = []',
+        'state["open_effects"] = ["legacy"]',
+        "version-1 channel events had no ledger: no open effects",
+        ("tests/unit/test_stored_event_fixtures.py",),
+    ),
+    # -- read models: tracking and run leases ---------------------------------------------
+    Mutant(
+        "tracking-for-update",
+        "adapters/readmodels.py",
+        '    " FOR UPDATE",\n)',
+        '    "",\n)',
+        "two projectors on PostgreSQL must not both apply the batch after the same position",
+        PROJECTION,
+        postgres=True,
+    ),
+    Mutant(
+        "tracking-sqlite-immediate",
+        "adapters/readmodels.py",
+        '("BEGIN IMMEDIATE", "COMMIT", "ROLLBACK")',
+        '("BEGIN", "COMMIT", "ROLLBACK")',
+        "SQLite's counterpart of FOR UPDATE: a batch takes the write lock before it reads",
+        PROJECTION,
+        survives=(
+            "equivalent for exactly-once: in WAL mode a deferred transaction that read the "
+            "position before a rival committed cannot write ('database is locked', a transient "
+            "error the projector retries), so no event is applied twice; IMMEDIATE only spares "
+            "the wasted batch"
+        ),
+    ),
+    Mutant(
+        "tracking-last-position",
+        "adapters/projector.py",
+        "self.db.set_position(name, notifications[-1].id)",
+        "self.db.set_position(name, notifications[0].id)",
+        "the tracking position moves past the whole batch, or events are applied again",
+        PROJECTION,
+    ),
+    Mutant(
+        "run-lease-live",
+        "adapters/worker_tables.py",
+        '"WHERE l.expires_at <= %s RETURNING token"',
+        '"WHERE l.expires_at <= %s OR TRUE RETURNING token"',
+        "a second worker must not take a run whose lease is live",
+        LEASES,
+    ),
+    Mutant(
+        "run-lease-expiry-boundary",
+        "adapters/worker_tables.py",
+        '"WHERE l.expires_at <= %s RETURNING token"',
+        '"WHERE l.expires_at < %s RETURNING token"',
+        "a run lease is over at its expiry time, as an effect's lease is",
+        LEASES,
+    ),
+    Mutant(
+        "run-lease-renew-token",
+        "adapters/worker_tables.py",
+        'WHERE run_id = %s AND token = %s",\n                (self.dialect.adapt(until),',
+        'WHERE run_id = %s AND %s > 0",\n                (self.dialect.adapt(until),',
+        "a worker whose run was taken over must not renew the new owner's lease",
+        LEASES,
+    ),
+    Mutant(
+        "run-lease-release-token",
+        "adapters/worker_tables.py",
+        'WHERE run_id = %s AND token = %s",\n                (self.dialect.adapt(now),',
+        'WHERE run_id = %s AND %s > 0",\n                (self.dialect.adapt(now),',
+        "a worker whose run was taken over must not release the new owner's lease",
+        LEASES,
+    ),
+    # -- subscriptions --------------------------------------------------------------------
+    Mutant(
+        "subscription-position",
+        "adapters/subscription.py",
+        "                self.position = self._position_of(event)\n",
+        "",
+        "a subscription continues after what it delivered: no duplicates",
+        ("tests/contract/test_subscriptions.py",),
+    ),
+    # -- forks replay their prefix ---------------------------------------------------------
+    Mutant(
+        "fork-replays-no-calls",
+        "adapters/context_replay.py",
+        "return self._inheritance().calls.get(self._suffix(key))",
+        "return None",
+        "a fork's child would sample its parent's recorded model calls again",
+        FORK_REPLAY,
+    ),
+    Mutant(
+        "fork-replays-no-effects",
+        "adapters/context_replay.py",
+        "        if found is None or self._has_own(key):\n            return False, None",
+        "        return False, None",
+        "a fork's child would send its parent's completed effects again, under a new key",
+        FORK_REPLAY,
+    ),
+    Mutant(
+        "fork-restarts-unfinished-effects",
+        "adapters/context_replay.py",
+        "        if parent.status is EffectStatus.ABANDONED:",
+        "        if parent.status is not EffectStatus.COMPLETED:",
+        "an unfinished parent effect may still happen: the child must not start its own",
+        FORK_REPLAY,
+    ),
+    Mutant(
+        "fork-forgets-decisions",
+        "adapters/context_replay.py",
+        "return self._inheritance().decisions.get(self._suffix(name))",
+        "return None",
+        "a fork's child would wait again for an approval its parent already received",
+        FORK_REPLAY,
+    ),
+    # -- operator actions and migrations ---------------------------------------------------
+    Mutant(
+        "approval-for-any-name",
+        "domain/run.py",
+        "        if decision.kind in APPROVAL_KINDS and not (",
+        "        if False and (",
+        "an approval under a mistyped name would be filed where no wait ever reads it",
+        OPERATOR,
+    ),
+    Mutant(
+        "override-result-unwrapped",
+        "domain/ledger.py",
+        'result=workflow_result(result) if outcome == "completed" else None',
+        "result=result",
+        "the workflow would not see the result the operator gave",
+        OPERATOR,
+    ),
+    Mutant(
+        "override-evidence-unchecked",
+        "domain/ledger.py",
+        """        proof = require_document(
+            "evidence", {} if evidence is None else evidence, self._codec, max_bytes=self._max
+        ).value""",
+        "        proof = evidence or {}",
+        "evidence that is not an object must be a ValidationError, not a TypeError",
+        OPERATOR,
+    ),
+    Mutant(
+        "migrate-from-any-schema",
+        "domain/run.py",
+        "        if (self.pins.schema_ or 1) != from_schema:",
+        "        if False:",
+        "a stale migration from an older schema would roll the state back",
+        MIGRATIONS,
+    ),
+    Mutant(
+        "migrate-at-any-cursor",
+        "domain/lifecycle.py",
+        "            channel.ensure_at(expected_version=None, expected_cursor=expected_cursor)\n",
+        "",
+        "a migration computed from an older state would overwrite what came after it",
+        MIGRATIONS,
+    ),
+    Mutant(
+        "stale-migration-not-redecided",
+        "adapters/store_resume.py",
+        "            except (ConflictError, IllegalTransitionError):\n"
+        "                run = self.run(run.run_id)",
+        "            except ():\n                pass",
+        "a worker that lost the migration race must adopt the winner's, not fail the resume",
+        MIGRATIONS,
+    ),
+    # -- steps: retries, unrecordable results ----------------------------------------------
+    Mutant(
+        "step-result-error-not-final",
+        "adapters/context.py",
+        "        except ValidationError as error:\n            reason",
+        "        except KeyError as error:\n            reason",
+        "a step whose result cannot be recorded would be called again on every pass",
+        STEPS,
+    ),
+    Mutant(
+        "step-retries-ignore-the-ledger",
+        "adapters/context_retries.py",
+        "        claim = None\n        if info is not None:",
+        "        claim = None\n        if False:",
+        "a step would be retried before its Retry-After, with no budget",
+        STEPS,
+    ),
+    Mutant(
+        "retry-run-keeps-the-old-budget",
+        "domain/effects.py",
+        'return step_key + STEP_ATTEMPTS + (f":round{retry_round}" if retry_round else "")',
+        "return step_key + STEP_ATTEMPTS",
+        "after retry_run a step that fails again would be blocked by the exhausted budget",
+        STEPS,
+    ),
+    Mutant(
+        "not-retried-without-a-reason",
+        "domain/operation.py",
+        '            error = f"{error} (not retried: {why_not})"',
+        "            pass",
+        "last_error must say why an effect was not retried",
+        STEPS,
+    ),
+    Mutant(
+        "give-up-not-finished-after-a-crash",
+        "adapters/context_retries.py",
+        "            if info.status in GIVEN_UP:",
+        "            if False:",
+        "a worker killed while giving up a step would leave the run blocked, not failed",
+        STEPS,
+    ),
+    Mutant(
+        "earlier-rounds-left-open",
+        "adapters/context.py",
+        "        if self.run.retries:\n            self._close_earlier_rounds(key)\n",
+        "",
+        "a run retried while a step was retrying would show 'retrying' forever",
+        STEPS,
+    ),
+    Mutant(
+        "step-attempts-ask-for-reconcile",
+        "adapters/readmodels.py",
+        "        f\"AND replace(e.effect_key, '{STEP_ATTEMPTS}', '') = e.effect_key\"",
+        '        "AND 1 = 1"',
+        "a step is made again, never reconciled: run_status must not ask for it",
+        STEPS,
+    ),
+    Mutant(
+        "paused-migration-looks-like-a-race",
+        "adapters/store_resume.py",
+        "                if run.status not in MIGRATABLE:",
+        "                if False:",
+        "a paused run's refused migration must say so, not 'lost 20 races'",
+        STEPS,
+    ),
+    Mutant(
+        "plain-result-unwrapped",
+        "domain/effects.py",
+        'return result["value"] if result.keys() == {"value"} else result',
+        'return result.get("value")',
+        "an effect settled with store.reconcile and a plain result must return it as given",
+        STEPS,
+    ),
+    # -- worker and read-model freshness ---------------------------------------------------
+    Mutant(
+        "worker-ignores-lease-expiry",
+        "adapters/worker.py",
+        "        return Cooldown(stop.expires_at)",
+        "        return None",
+        "a worker behind a dead worker's effect lease would spin until it expires",
+        WORKER,
+    ),
+    Mutant(
+        "worker-repeats-itself",
+        "adapters/worker.py",
+        "        if self._last_said.get(str(run_id)) != outcome:",
+        "        if True:",
+        "a run stuck for one reason must be logged once, not on every try",
+        WORKER,
+    ),
+    Mutant(
+        "worker-config-fails-runs",
+        "adapters/worker.py",
+        """        except ActaeError as stop:
+            return _describe(stop), cooldown_for(stop, self.store.now())
+        try:
+            result = code.code(ctx)""",
+        """        except ValidationError as stop:
+            return self._fail(run_id, stop), None
+        try:
+            result = code.code(ctx)""",
+        "a worker's own invalid pins must not fail the runs it touches",
+        WORKER,
+    ),
+    Mutant(
+        "dead-workers-still-serve",
+        "adapters/worker_tables.py",
+        '            "AND w.seen_until > %s)"',
+        '            "AND w.seen_until IS NOT NULL OR %s IS NULL)"',
+        "a run whose only worker died would look served forever",
+        WORKER,
+    ),
+    Mutant(
+        "expired-claims-not-in-doubt",
+        "adapters/readmodels.py",
+        "        changed = {row[0] for row in self.execute(_expire_sql(effects), (at, at))"
+        ".fetchall()}",
+        "        changed = set()",
+        "an effect whose lease ran out would look healthy in run_status",
+        WORKER,
+    ),
+]
