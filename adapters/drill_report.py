@@ -277,6 +277,10 @@ def table(results: list[dict[str, Any]], summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+TALLIED = frozenset({"status", "killed_after_transition", "schema_migrated_to"})
+"""Figures that describe a run rather than count something: tallied, not summed."""
+
+
 def _totals(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Counts summed, statuses tallied, recovery as its worst case."""
     totals: dict[str, Any] = {}
@@ -284,8 +288,8 @@ def _totals(results: list[dict[str, Any]]) -> dict[str, Any]:
         values = [r[key] for r in results]
         if key == "recovery_seconds":
             totals[key] = f"max {max(values)}"
-        elif all(isinstance(v, int | float) for v in values):
-            totals[key] = round(sum(values), 2)
-        else:
+        elif key in TALLIED or not all(isinstance(v, int | float) for v in values):
             totals[key] = ", ".join(f"{v} x{n}" for v, n in Counter(map(str, values)).items())
+        else:
+            totals[key] = round(sum(values), 2)
     return totals

@@ -278,9 +278,7 @@ class ReadModelDB(SchemaMethods, WorkerTables):
             where = f"run_id = (SELECT run_id FROM effects{suffix} WHERE effect_id = %s)"
             statement = _refresh_sql(*names, where)
             self.executemany(statement, [[self.dialect.adapt(e)] for e in effects])
-        if runs:
-            statement = _refresh_sql(*names, "run_id = %s")
-            self.executemany(statement, [[self.dialect.adapt(r)] for r in runs])
+        self.refresh_runs(list(runs), suffix)
 
     def expire_claims(self, now: datetime, suffix: str = "") -> datetime | None:
         """Mark claims whose lease ran out by ``now`` in doubt and refresh their runs.
@@ -304,7 +302,7 @@ class ReadModelDB(SchemaMethods, WorkerTables):
         """Recompute the derived columns (status, next action, ...) of these runs."""
         if run_ids:
             statement = _refresh_sql(f"effects{suffix}", f"run_status{suffix}", "run_id = %s")
-            self.executemany(statement, [[run] for run in run_ids])
+            self.executemany(statement, [[self.dialect.adapt(run)] for run in run_ids])
 
     def _upsert(self, table: Table, columns: tuple[str, ...], suffix: str) -> str:
         names = ", ".join((table.key, *columns))

@@ -13,6 +13,7 @@ receipt.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from uuid import UUID, uuid4
 
@@ -31,7 +32,7 @@ from actae.domain.validation import (
     require_pins,
     require_uuid,
 )
-from actae.domain.values import ForkReceipt, ForkRecord
+from actae.domain.values import ForkReceipt, ForkRecord, StateVersion
 
 if TYPE_CHECKING:
     from actae.domain.aggregate import Aggregate
@@ -92,22 +93,7 @@ class ForkCommands(CommandParts):
         state = self.reader.state_of(self.reader.event_at(cid, at))
         parent = self.reader.run_aggregate(self.reader.head_event(cid).run_id)
         now = self.clock()
-        record = ForkRecord(
-            child_run_id=uuid4(),
-            child_channel_id=uuid4(),
-            parent_run_id=parent.id,
-            parent_channel_id=cid,
-            requested_boundary=at,
-            resolved_boundary=state.cursor,
-            state_version=state.version,
-            state_checksum=state.checksum,
-            pins=parent.pins.overridden(overrides),
-            reason=reason,
-            created_at=now,
-            operation_id=operation_id,
-        )
-        inherited = prefix_of(self.reader, record).summary(through_cursor=at)
-        record = record.model_copy(update={"inherited": inherited})
+        record = self._fork_record(parent, cid, at, state, overrides, reason, operation_id, now)
         child = Run.start(
             run_id=record.child_run_id,
             workflow_id=parent.workflow_id,
@@ -138,6 +124,35 @@ class ForkCommands(CommandParts):
         except IntegrityError:
             return None
         return record.receipt() if winner is None else self._replayed_fork(winner)
+
+    def _fork_record(
+        self,
+        parent: Run,
+        cid: UUID,
+        at: int,
+        state: StateVersion,
+        overrides: Any,
+        reason: str | None,
+        operation_id: str | None,
+        now: datetime,
+    ) -> ForkRecord:
+        """The receipt of a fork, counting what the child inherits up to ``at``."""
+        record = ForkRecord(
+            child_run_id=uuid4(),
+            child_channel_id=uuid4(),
+            parent_run_id=parent.id,
+            parent_channel_id=cid,
+            requested_boundary=at,
+            resolved_boundary=state.cursor,
+            state_version=state.version,
+            state_checksum=state.checksum,
+            pins=parent.pins.overridden(overrides),
+            reason=reason,
+            created_at=now,
+            operation_id=operation_id,
+        )
+        inherited = prefix_of(self.reader, record).summary(through_cursor=at)
+        return record.model_copy(update={"inherited": inherited})
 
     def _replayed_fork(self, original: Operation) -> ForkReceipt:
         child = self.reader.run_aggregate(UUID(original.recorded_result["child_run_id"]))
