@@ -19,7 +19,12 @@ from actae.domain.effects import (
     workflow_result,
     workflow_value,
 )
-from actae.domain.errors import EffectBlockedError, FencingError, RetryNotDueError
+from actae.domain.errors import (
+    EffectBlockedError,
+    FencingError,
+    RetryNotDueError,
+    ValidationError,
+)
 from actae.domain.values import RunInfo
 
 if TYPE_CHECKING:
@@ -141,9 +146,30 @@ class EffectSteps:
                 ) from error
             wait = (info.retry_at - self.store.now()).total_seconds()
             raise RetryNotDueError(key, retry_at=info.retry_at, wait=wait) from error
-        self.store.complete(key, token=claim.token, result=workflow_result(value))
-        self._refresh()
+        self._complete(key, claim.token, value)
         return value
+
+    def _complete(self, key: str, token: int, value: Any) -> None:
+        """Record the effect's outcome; a result that cannot be recorded stops everything.
+
+        The effect happened, so it must never run again on its own: the attempt is failed
+        for review (an operator's ``store.override`` gives the result the workflow will see)
+        and the run fails with a ``ValidationError`` naming the effect.
+        """
+        try:
+            self.store.complete(key, token=token, result=workflow_result(value))
+        except ValidationError as error:
+            reason = f"it ran, but its result cannot be recorded: {error.reason}"
+            self.store.fail(
+                key,
+                token=token,
+                error=f"{reason}; settle it with store.override(key, 'completed', result=...)",
+                final=True,
+            )
+            self.store.fail_run(self.run.run_id, f"effect {key!r}: {reason}", actor=self.worker)
+            self._refresh()
+            raise ValidationError(f"effect {key!r}", reason) from error
+        self._refresh()
 
     def _with_heartbeats(self, key: str, token: int, lease: float, call: Callable[[], T]) -> T:
         done = threading.Event()

@@ -45,7 +45,8 @@ if TYPE_CHECKING:
     from actae.adapters.store import Store
     from actae.adapters.store_resume import Migration
 
-WorkflowCode = Callable[[RunContext], Mapping[str, Any] | None]
+WorkflowCode = Callable[[RunContext], object]
+"""Workflow code: returns the run's result (a mapping, None, or any JSON value)."""
 
 
 @dataclass(frozen=True)
@@ -299,7 +300,7 @@ class Worker:
             return _describe(stop), cooldown_for(stop, self.store.now())
         try:
             result = code.code(ctx)
-            self.store.complete_run(run_id, dict(result or {}))
+            self.store.complete_run(run_id, _run_result(result))
         except ValidationError as invalid:  # the same code fails the same way: final
             return self._fail(run_id, invalid), None
         except ActaeError as stop:
@@ -337,6 +338,19 @@ def _describe(stop: ActaeError) -> str:
         if isinstance(stop, kind):
             return describe(stop)
     return f"not advanced: {stop}"
+
+
+def _run_result(returned: object) -> dict[str, Any]:
+    """A run's result from what its workflow returned.
+
+    A run's result is a JSON object: a mapping is kept as it is, nothing becomes ``{}``, and
+    any other value (a string, a list, ``0``) is kept under ``"value"``.
+    """
+    if returned is None:
+        return {}
+    if isinstance(returned, Mapping):
+        return dict(returned)
+    return {"value": returned}
 
 
 def _due(at: Any, now: datetime) -> bool:

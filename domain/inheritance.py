@@ -91,17 +91,16 @@ def _add_level(
 ) -> None:
     """Index one ancestor's prefix; what a nearer ancestor recorded wins."""
     for event in events:
-        if event.kind.startswith("effect."):
+        suffix = None if event.operation_id is None else call_suffix(run_id, event.operation_id)
+        if suffix is not None and suffix.split(":", 1)[0] in CALL_KINDS:
+            prefix.calls.setdefault(suffix, event)  # whatever its kind: the code chose it
+        elif event.kind.startswith("effect."):
             _add_effect(prefix, run_id, event)
         elif event.kind in DECISION_NOTES:
             name = str(event.payload.get("name", ""))
             key = call_suffix(run_id, name) or name
             if name in decisions:
                 prefix.decisions.setdefault(key, decisions[name])
-        elif event.operation_id is not None:
-            suffix = call_suffix(run_id, event.operation_id)
-            if suffix is not None and suffix.split(":", 1)[0] in CALL_KINDS:
-                prefix.calls.setdefault(suffix, event)
 
 
 def _add_effect(prefix: Prefix, run_id: UUID, event: ChannelEvent) -> None:

@@ -579,6 +579,31 @@ MUTANTS = [
         "an effect settled with store.reconcile and a plain result must return it as given",
         STEPS,
     ),
+    Mutant(
+        "unrecordable-effect-result-lost",
+        "adapters/context_effects.py",
+        '        except ValidationError as error:\n            reason = f"it ran',
+        '        except KeyError as error:\n            reason = f"it ran',
+        "an effect that ran must be held for review, not left to run again",
+        STEPS,
+    ),
+    Mutant(
+        "fork-misreads-records-as-notes",
+        "domain/inheritance.py",
+        '        if suffix is not None and suffix.split(":", 1)[0] in CALL_KINDS:',
+        '        if suffix is not None and suffix.split(":", 1)[0] in CALL_KINDS'
+        ' and not event.kind.startswith(("effect.", "run.")):',
+        "a record whose kind looks like a ledger note must still replay in a fork",
+        FORK_REPLAY,
+    ),
+    Mutant(
+        "workflow-result-must-be-a-mapping",
+        "adapters/worker.py",
+        "    if isinstance(returned, Mapping):",
+        "    if True:",
+        "a workflow returning a string or a number must complete, not fail after its work",
+        WORKER,
+    ),
     # -- worker and read-model freshness ---------------------------------------------------
     Mutant(
         "worker-ignores-lease-expiry",

@@ -182,3 +182,20 @@ def test_an_unfinished_parent_effect_blocks_the_fork_until_it_is_abandoned(
 
     (child_key,) = world.sent
     assert child_key.startswith(str(fork.child_run_id))  # the fork's own send, under its key
+
+
+def test_records_of_any_kind_are_inherited(store: actae.Store) -> None:
+    """A record's kind is the workflow's choice, even one that looks like a ledger note."""
+    run = store.start_run("kinds", agent_id="a", state={})
+    kinds = ["effect.custom", "run.approved", "note"]
+
+    def workflow(ctx: actae.RunContext) -> list[int]:
+        return [ctx.record(kind, {"n": n}).cursor for n, kind in enumerate(kinds)]
+
+    cursors = workflow(store.resume(run.run_id, worker="w1"))
+    fork = store.fork(run.channel_id, at=store.head(run.channel_id).cursor)
+
+    assert workflow(store.resume(fork.child_run_id, worker="w2")) == cursors
+    assert [e.kind for e in store.events(fork.child_channel_id)] == ["run.forked"]
+    assert fork.inherited is not None
+    assert fork.inherited.records == 3

@@ -248,3 +248,29 @@ def test_a_step_attempt_whose_worker_died_asks_nobody_to_reconcile(
     (row,) = projector.query("SELECT next_action FROM run_status WHERE workflow_id = 'r11'")
 
     assert row["next_action"] == "continue"
+
+
+def test_an_effect_whose_result_cannot_be_recorded_never_runs_again(
+    store: actae.Store, clock: actae.ManualClock
+) -> None:
+    """The effect happened: it is held for review, never re-executed, and the run fails."""
+    run = store.start_run("r12", agent_id="a", state={})
+    paid: list[str] = []
+
+    def pay(key: str, token: int) -> Any:
+        paid.append(key)
+        return datetime(2026, 11, 30, tzinfo=UTC)  # not plain JSON
+
+    with pytest.raises(actae.ValidationError) as refused:
+        store.resume(run.run_id, worker="w").effect("pay", pay, idempotent=True)
+
+    key = f"{run.run_id}:effect:pay:1"
+    assert refused.value.field == f"effect {key!r}"
+    assert store.run(run.run_id).status is actae.RunStatus.FAILED
+    assert store.effect(key).status is actae.EffectStatus.NEEDS_REVIEW
+    store.override(key, "completed", actor="ops", reason="paid", result="2026-11-30")
+    store.retry_run(run.run_id, actor="ops", reason="result recorded by hand")
+
+    again = store.resume(run.run_id, worker="w").effect("pay", pay, idempotent=True)
+
+    assert (again, paid) == ("2026-11-30", [key])

@@ -226,3 +226,25 @@ def test_a_worker_with_invalid_pins_fails_no_run(store: actae.Store) -> None:
 
     assert store.run(run.run_id).status is actae.RunStatus.RUNNING
     assert "invalid pins" in out.getvalue()
+
+
+def test_a_workflow_may_return_any_json_value(store: actae.Store) -> None:
+    workflows = actae.Registry()
+    returned: dict[str, object] = {"text": "fine", "zero": 0, "pairs": [["a", 1]], "none": None}
+    for agent, value in returned.items():
+
+        @workflows.workflow(agent)
+        def give(ctx: actae.RunContext, value: object = value) -> object:
+            return value
+
+    runs = {agent: store.start_run(f"ret-{agent}", agent_id=agent, state={}) for agent in returned}
+    actae.Worker(store, name="w1", registry=workflows).run_once()
+
+    results = {agent: store.run(run.run_id) for agent, run in runs.items()}
+    assert all(r.status is actae.RunStatus.COMPLETED for r in results.values())
+    assert {agent: r.result for agent, r in results.items()} == {
+        "text": {"value": "fine"},
+        "zero": {"value": 0},
+        "pairs": {"value": [["a", 1]]},
+        "none": {},
+    }
