@@ -16,6 +16,7 @@ from actae.domain.effects import (
     Claim,
     EffectStatus,
     RetryPolicy,
+    retry_after_of,
     workflow_result,
     workflow_value,
 )
@@ -132,7 +133,7 @@ class EffectSteps:
         try:
             value = self._with_heartbeats(key, claim.token, lease, lambda: fn(key, claim.token))
         except Exception as error:
-            retry_after = getattr(error, "retry_after", None)
+            retry_after = retry_after_of(error)
             info = self.store.fail(
                 key,
                 token=claim.token,

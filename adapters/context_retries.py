@@ -13,13 +13,14 @@ A step is not a side effect: an attempt whose worker died is simply made again.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 from actae.domain.effects import (
     Claim,
     EffectInfo,
     EffectStatus,
     RetryPolicy,
+    retry_after_of,
     step_attempts_key,
     workflow_value,
 )
@@ -118,7 +119,7 @@ class StepRetries:
             attempts,
             token=token,
             error=f"{type(error).__name__}: {error}",
-            retry_after=_retry_after(error),
+            retry_after=retry_after_of(error),
         )
         self._refresh()
         if info.retry_at is not None:
@@ -134,8 +135,3 @@ class StepRetries:
         self.store.fail_run(self.run.run_id, reason, actor=self.worker)
         self._refresh()
         raise RunStoppedError(self.run.run_id, status=RunStatus.FAILED.value)
-
-
-def _retry_after(error: Exception) -> float | None:
-    value: Any = getattr(error, "retry_after", None)
-    return float(value) if isinstance(value, int | float) else None

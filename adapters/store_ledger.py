@@ -55,10 +55,14 @@ class LedgerMethods:
         *,
         token: int,
         error: str,
-        retry_after: float | None = None,
+        retry_after: float | str | None = None,
         final: bool = False,
     ) -> EffectInfo:
-        """Record a failed attempt; the retry policy (and ``retry_after``) schedules the next."""
+        """Record a failed attempt; the retry policy (and ``retry_after``) schedules the next.
+
+        ``retry_after`` is seconds, or an HTTP ``Retry-After`` header's value as it came
+        (``"30"`` or an HTTP date).
+        """
         return self._service.ledger.fail(
             effect_key, token=token, error=error, retry_after=retry_after, final=final
         )

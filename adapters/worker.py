@@ -202,9 +202,23 @@ class Worker:
         for row in projector.query(CANDIDATES):
             if self._stop.is_set():
                 break
-            advanced += self._serve(row, now)
+            advanced += self._isolated(row, now)
         projector.catch_up()
         return advanced
+
+    def _isolated(self, row: Mapping[str, Any], now: datetime) -> int:
+        """Serve one run; whatever goes wrong with it stays with it (poison isolation).
+
+        A failure the run's own handling did not absorb (its error could not even be
+        recorded) leaves the run to its cooldown and the other runs keep going.
+        """
+        try:
+            return self._serve(row, now)
+        except Exception as error:  # one run must never stop the worker
+            run_id = str(row["run_id"])
+            self._cooldowns[run_id] = Cooldown.short(now, COOLDOWN)
+            self._say(f"run {run_id}: not advanced: {printable(repr(error))}")
+            return 0
 
     def _serve(self, row: Mapping[str, Any], now: datetime) -> int:
         """Wake the run if due, then run it if it is runnable here; how many moves it made."""
@@ -311,7 +325,7 @@ class Worker:
 
     def _fail(self, run_id: Any, error: Exception) -> str:
         """Fail the run with ``error`` unless it failed already (``ctx.step`` does that)."""
-        message = f"{type(error).__name__}: {error}"
+        message = printable(f"{type(error).__name__}: {error}")
         with contextlib.suppress(IllegalTransitionError):
             self.store.fail_run(run_id, message, actor=self.name)
         return f"failed: {message}"
@@ -338,6 +352,15 @@ def _describe(stop: ActaeError) -> str:
         if isinstance(stop, kind):
             return describe(stop)
     return f"not advanced: {stop}"
+
+
+def printable(text: str) -> str:
+    """``text`` that any store and log can hold: lone surrogates and NULs escaped.
+
+    Model output cut mid-character ends up in exception messages; recording it as it is
+    would fail the very write that records the failure.
+    """
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
 
 
 def _run_result(returned: object) -> dict[str, Any]:

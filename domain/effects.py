@@ -50,6 +50,18 @@ def step_attempts_key(step_key: str, retry_round: int) -> str:
     return step_key + STEP_ATTEMPTS + (f":round{retry_round}" if retry_round else "")
 
 
+def retry_after_of(error: BaseException) -> float | str | None:
+    """An exception's ``retry_after``: seconds, or a Retry-After header's value as it came.
+
+    Anything else (a timedelta, a bool) is ignored, so a provider's odd exception can never
+    keep its failed attempt from being recorded.
+    """
+    value = getattr(error, "retry_after", None)
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    return value
+
+
 def workflow_result(value: Any) -> dict[str, Any]:
     """The ledger result holding a workflow effect's return value (any JSON value).
 

@@ -36,6 +36,7 @@ from actae.domain.validation import (
     require_document,
     require_int,
     require_number,
+    require_retry_after,
     require_text,
     require_uuid,
 )
@@ -140,22 +141,26 @@ class Ledger:
         *,
         token: int,
         error: str,
-        retry_after: float | None = None,
+        retry_after: float | str | None = None,
         final: bool = False,
     ) -> EffectInfo:
-        """Record a failed attempt; the next one is scheduled by policy, or review is needed."""
+        """Record a failed attempt; the next one is scheduled by policy, or review is needed.
+
+        ``retry_after`` is seconds, or an HTTP ``Retry-After`` value as the header gave it.
+        """
         token = self._token(token)
         error = require_text("error", error, max_length=1_000_000)[:MAX_REASON_LENGTH]
+        delay = None
         if retry_after is not None:
-            retry_after = require_number(
-                "retry_after", retry_after, minimum=0.0, maximum=MAX_LEASE_SECONDS
+            delay = require_retry_after(
+                "retry_after", retry_after, now=self._clock(), maximum=MAX_LEASE_SECONDS
             )
         draw = self._draw()
         return self._decide(
             effect_key,
             ("effect.failed", {"token": token, "error": error}, False),
             lambda e, now: e.fail(
-                token=token, error=error, retry_after=retry_after, final=final, draw=draw, now=now
+                token=token, error=error, retry_after=delay, final=final, draw=draw, now=now
             ),
         )
 

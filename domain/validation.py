@@ -9,7 +9,8 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 from uuid import UUID
 
@@ -85,6 +86,42 @@ def require_number(field: str, value: object, *, minimum: float, maximum: float)
     if not minimum <= value <= maximum:
         raise ValidationError(field, f"must be between {minimum} and {maximum}, got {value}")
     return float(value)
+
+
+def require_retry_after(field: str, value: object, *, now: datetime, maximum: float) -> float:
+    """Seconds to wait, from a number or an HTTP ``Retry-After`` value as the header gave it.
+
+    The header holds either delay-seconds (``"30"``) or an HTTP date; a date in the past
+    means 0 seconds. A wait beyond ``maximum`` is taken as ``maximum`` (no retry policy
+    waits that long anyway), so a provider's odd answer never keeps a failed attempt from
+    being recorded. Negative, infinite or unreadable values are refused.
+    """
+    if isinstance(value, str):
+        seconds = _header_seconds(field, value.strip(), now)
+    elif isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValidationError(field, f"expected a number of seconds, got {type(value).__name__}")
+    else:
+        seconds = float(value)
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValidationError(field, f"expected a finite number of seconds >= 0, got {value!r}")
+    return min(seconds, maximum)
+
+
+def _header_seconds(field: str, text: str, now: datetime) -> float:
+    """Delay-seconds or an HTTP date (RFC 9110), as seconds from ``now``."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        moment = parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        raise ValidationError(
+            field, f"expected seconds or an HTTP date, got {text[:40]!r}"
+        ) from None
+    if moment.tzinfo is None:  # HTTP dates are GMT
+        moment = moment.replace(tzinfo=UTC)
+    return max(0.0, (moment - now).total_seconds())
 
 
 def require_amounts(field: str, value: object) -> dict[str, float]:

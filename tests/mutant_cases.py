@@ -26,6 +26,7 @@ FORK_REPLAY = ("tests/contract/test_fork_replay.py",)
 OPERATOR = ("tests/contract/test_operator_actions.py",)
 MIGRATIONS = ("tests/contract/test_migrations_guarded.py",)
 STEPS = ("tests/contract/test_step_retries.py",)
+POISON = ("tests/contract/test_poison_and_retry_after.py",)
 WORKER = ("tests/contract/test_worker_stalls.py", "tests/contract/test_read_model_freshness.py")
 
 
@@ -603,6 +604,31 @@ MUTANTS = [
         "    if True:",
         "a workflow returning a string or a number must complete, not fail after its work",
         WORKER,
+    ),
+    Mutant(
+        "poison-escapes-the-worker",
+        "adapters/worker.py",
+        "            advanced += self._isolated(row, now)",
+        "            advanced += self._serve(row, now)",
+        "one run whose failure cannot be recorded must not stop every other run",
+        POISON,
+    ),
+    Mutant(
+        "poison-error-unprintable",
+        "adapters/worker.py",
+        '        message = printable(f"{type(error).__name__}: {error}")',
+        '        message = f"{type(error).__name__}: {error}"',
+        "an error holding cut-off model output must still fail its run, readably",
+        POISON,
+    ),
+    Mutant(
+        "retry-after-header-refused",
+        "domain/validation.py",
+        "    if isinstance(value, str):\n"
+        "        seconds = _header_seconds(field, value.strip(), now)",
+        '    if isinstance(value, str):\n        raise ValidationError(field, "a string")',
+        "a Retry-After taken straight from an HTTP header must schedule the retry",
+        POISON,
     ),
     # -- worker and read-model freshness ---------------------------------------------------
     Mutant(
