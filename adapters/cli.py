@@ -13,6 +13,7 @@ import dataclasses
 import importlib
 import importlib.metadata
 import importlib.util
+import math
 import os
 import signal
 import socket
@@ -66,6 +67,40 @@ def _version() -> str:
         return "unknown (the actae distribution is not installed)"
 
 
+INT64 = 2**63 - 1
+"""Cursors, positions and counts are stored as signed 64-bit integers."""
+
+
+def _whole(minimum: int, maximum: int = INT64) -> Callable[[str], int]:
+    """An argparse type: a whole number in ``[minimum, maximum]``, or a one-line error."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if not minimum <= value <= maximum:
+            raise argparse.ArgumentTypeError(f"must be from {minimum} to {maximum}, got {value}")
+        return value
+
+    return parse
+
+
+def _seconds(maximum: float) -> Callable[[str], float]:
+    """An argparse type: a finite number of seconds above 0 and at most ``maximum``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+        if not (math.isfinite(value) and 0 < value <= maximum):
+            raise argparse.ArgumentTypeError(f"must be above 0 and at most {maximum:g}, got {text}")
+        return value
+
+    return parse
+
+
 def _add_store_options(command: argparse.ArgumentParser, *, required: bool) -> None:
     """``--db URL`` or ``--db-file PATH``; a file keeps a password out of the process list."""
     group = command.add_mutually_exclusive_group(required=required)
@@ -101,10 +136,10 @@ def _parser() -> argparse.ArgumentParser:
         "invariant fails.",
     )
     _add_store_options(drill_cmd, required=False)
-    drill_cmd.add_argument("--agents", type=int, default=5)
-    drill_cmd.add_argument("--runs", type=int, default=1)
-    drill_cmd.add_argument("--seed", type=int)
-    drill_cmd.add_argument("--kill-after", type=int, default=3)
+    drill_cmd.add_argument("--agents", type=_whole(3, 50), default=5)
+    drill_cmd.add_argument("--runs", type=_whole(1, 1000), default=1)
+    drill_cmd.add_argument("--seed", type=_whole(0))
+    drill_cmd.add_argument("--kill-after", type=_whole(1, 6), default=3)
     drill_cmd.add_argument("--json", action="store_true", help="machine-readable report")
     drill_cmd.add_argument(
         "--crash-point",
@@ -126,7 +161,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="rebuild from zero into fresh tables and swap them in atomically, then exit",
     )
-    project_cmd.add_argument("--batch-size", type=int, default=2000)
+    project_cmd.add_argument("--batch-size", type=_whole(1, 100_000), default=2000)
     worker_cmd = commands.add_parser(
         "worker",
         help="run registered workflows, taking over runs whose worker died",
@@ -148,11 +183,11 @@ def _parser() -> argparse.ArgumentParser:
     worker_cmd.add_argument("--name", default=None, help="worker name (default: host:pid)")
     worker_cmd.add_argument(
         "--lease",
-        type=float,
+        type=_seconds(86_400.0),
         default=30.0,
         help="seconds a run stays ours without a heartbeat (default 30)",
     )
-    worker_cmd.add_argument("--poll-interval", type=float, default=0.2)
+    worker_cmd.add_argument("--poll-interval", type=_seconds(3600.0), default=0.2)
     worker_cmd.add_argument("--once", action="store_true", help="one pass, then exit")
     worker_cmd.add_argument("--clock-file", help=argparse.SUPPRESS)  # the drill's shared clock
     for name, target, text in [
@@ -167,10 +202,10 @@ def _parser() -> argparse.ArgumentParser:
         _add_store_options(command, required=True)
         command.add_argument(target)
         if name == "state":
-            command.add_argument("--cursor", type=int)
+            command.add_argument("--cursor", type=_whole(1))
         if name == "events":
-            command.add_argument("--after", type=int, default=0)
-            command.add_argument("--limit", type=int)
+            command.add_argument("--after", type=_whole(0), default=0)
+            command.add_argument("--limit", type=_whole(1))
     return parser
 
 

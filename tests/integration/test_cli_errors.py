@@ -232,3 +232,27 @@ def test_a_usage_error_is_one_line_and_status_2(args: list[str], prog: str) -> N
     assert result.stderr.count("\n") == 1, result.stderr  # no usage block above it
     assert result.stderr.startswith(f"{prog}: error: "), result.stderr
     assert result.stderr.rstrip().endswith(f"(see {prog} --help)")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["project", "--db", "memory://", "--batch-size", "0"],
+        ["project", "--db", "memory://", "--batch-size", "-5"],
+        ["worker", "--db", "memory://", "--import", "x", "--poll-interval", "-1"],
+        ["worker", "--db", "memory://", "--import", "x", "--lease", "-1"],
+        ["worker", "--db", "memory://", "--import", "x", "--lease", "nan"],
+        ["events", "--db", "memory://", "x", "--after", "1e23"],
+        ["events", "--db", "memory://", "x", "--limit", str(2**80)],
+        ["state", "--db", "memory://", "x", "--cursor", "0"],
+        ["drill", "--runs", "-1"],
+        ["drill", "--kill-after", "7"],
+    ],
+    ids=lambda args: " ".join(args[:1] + args[-2:]),
+)
+def test_a_numeric_option_out_of_range_is_one_line_and_status_2(args: list[str]) -> None:
+    result = actae_cli(*args)
+
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert f"argument {args[-2]}: " in result.stderr
