@@ -28,6 +28,7 @@ from eventsourcing.persistence import ApplicationRecorder, Mapper, Notification,
 
 from actae.adapters.readmodels import ReadModelDB
 from actae.adapters.subscription import Waiter
+from actae.domain.errors import ValidationError
 from actae.projections.changes import Change, Upsert
 from actae.projections.project import project
 from actae.projections.tables import EFFECTS
@@ -261,5 +262,16 @@ class Projector:
         return self.db.query("SELECT * FROM actae_projection_errors ORDER BY position")
 
     def query(self, statement: str, params: Any = None) -> list[dict[str, Any]]:
-        """Run a read-only SQL query against the read models."""
-        return self.db.query(statement, params)
+        """Run a read-only SQL query against the read models.
+
+        The query runs where it cannot write: a statement that would change or drop
+        anything is refused with ``ValidationError`` and changes nothing.
+        """
+        try:
+            return self.db.read_only_query(statement, params)
+        except (psycopg.errors.ReadOnlySqlTransaction, sqlite3.OperationalError) as error:
+            if isinstance(error, sqlite3.OperationalError) and "readonly" not in str(error):
+                raise
+            raise ValidationError(
+                "statement", "projector.query only reads; use SELECT (or WITH ... SELECT)"
+            ) from error

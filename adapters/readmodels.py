@@ -174,6 +174,23 @@ class ReadModelDB(SchemaMethods, WorkerTables):
             names = [d[0] for d in cursor.description]
             return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
+    def read_only_query(self, statement: str, params: Any = None) -> list[dict[str, Any]]:
+        """Rows of an analyst's query, run where it cannot write.
+
+        A read-only transaction on PostgreSQL, ``PRAGMA query_only`` on SQLite: a statement
+        that would change anything fails instead of quietly committing.
+        """
+        with self.lock:
+            if self.dialect.name == "postgresql":
+                with self.conn.transaction():
+                    self.conn.execute("SET TRANSACTION READ ONLY")
+                    return self.query(statement, params)
+            self.conn.execute("PRAGMA query_only = ON")
+            try:
+                return self.query(statement, params)
+            finally:
+                self.conn.execute("PRAGMA query_only = OFF")
+
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """A transaction, or a savepoint inside one (SQLite takes the write lock at once)."""

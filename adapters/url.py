@@ -75,9 +75,7 @@ def _postgres(url: str) -> StoreUrl:
     dbname = unquote(parts.path.lstrip("/"))
     if not dbname:
         raise ValidationError("url", "a PostgreSQL URL needs a database name: postgresql://host/db")
-    schema = options.get("schema", "public")
-    if not schema or not set(schema) <= IDENTIFIER_CHARS or schema[0].isdigit():
-        raise ValidationError("url.schema", "use lower-case letters, digits and underscores")
+    schema = _schema(options.get("schema", "public"))
     try:
         port = parts.port or 5432
     except ValueError:  # urllib refuses a port that is not a number in 0-65535
@@ -108,3 +106,20 @@ def _postgres(url: str) -> StoreUrl:
     }
     display = url.replace(f":{parts.password}@", ":***@") if parts.password else url
     return StoreUrl("postgresql", env, display, postgres_conninfo=conninfo, postgres_schema=schema)
+
+
+MAX_SCHEMA_BYTES = 63
+"""PostgreSQL silently cuts longer names: two URLs would open one store."""
+
+
+def _schema(schema: str) -> str:
+    """A schema name PostgreSQL keeps as given and that is not one of its own."""
+    if not schema or not set(schema) <= IDENTIFIER_CHARS or schema[0].isdigit():
+        raise ValidationError("url.schema", "use lower-case letters, digits and underscores")
+    if len(schema.encode()) > MAX_SCHEMA_BYTES:
+        raise ValidationError(
+            "url.schema", f"at most {MAX_SCHEMA_BYTES} bytes (PostgreSQL cuts longer names)"
+        )
+    if schema == "information_schema" or schema.startswith("pg_"):
+        raise ValidationError("url.schema", f"{schema!r} belongs to PostgreSQL; choose another")
+    return schema

@@ -26,6 +26,7 @@ FORK_REPLAY = ("tests/contract/test_fork_replay.py",)
 OPERATOR = ("tests/contract/test_operator_actions.py",)
 MIGRATIONS = ("tests/contract/test_migrations_guarded.py",)
 STEPS = ("tests/contract/test_step_retries.py",)
+QUERIES = ("tests/contract/test_read_only_queries.py",)
 POISON = ("tests/contract/test_poison_and_retry_after.py",)
 WORKER = ("tests/contract/test_worker_stalls.py", "tests/contract/test_read_model_freshness.py")
 
@@ -629,6 +630,30 @@ MUTANTS = [
         '    if isinstance(value, str):\n        raise ValidationError(field, "a string")',
         "a Retry-After taken straight from an HTTP header must schedule the retry",
         POISON,
+    ),
+    Mutant(
+        "analyst-query-writes",
+        "adapters/projector.py",
+        "            return self.db.read_only_query(statement, params)",
+        "            return self.db.query(statement, params)",
+        "projector.query is read-only: a DELETE or DROP there must change nothing",
+        QUERIES,
+    ),
+    Mutant(
+        "schema-any-length",
+        "adapters/url.py",
+        "    if len(schema.encode()) > MAX_SCHEMA_BYTES:",
+        "    if False:",
+        "PostgreSQL cuts long schema names: two URLs would open one store",
+        QUERIES,
+    ),
+    Mutant(
+        "schema-of-postgres",
+        "adapters/url.py",
+        '    if schema == "information_schema" or schema.startswith("pg_"):',
+        "    if False:",
+        "a store must not be created among PostgreSQL's own catalogs",
+        QUERIES,
     ),
     # -- worker and read-model freshness ---------------------------------------------------
     Mutant(
