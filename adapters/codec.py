@@ -16,6 +16,9 @@ from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 from eventsourcing.utils import get_topic, resolve_topic
 from pydantic import BaseModel
 
+from actae.domain.aggregate import DomainEvent
+from actae.domain.errors import CorruptionError
+
 STRICT = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 CANONICAL = STRICT | orjson.OPT_SORT_KEYS
 
@@ -44,6 +47,8 @@ class OrjsonTranscoder(Transcoder):
 
 
 IDENTITY = frozenset({"originator_id", "originator_version"})
+OWN_TOPICS = ("actae.domain.",)
+"""Where Actae's stored event classes live (topics name ``module:QualName``)."""
 """Fields stored in the event's row, not in its JSON body."""
 
 
@@ -63,6 +68,20 @@ def is_flat(cls: type[BaseModel]) -> bool:
     through ``model_dump``.
     """
     return not any(holds_models(field.annotation) for field in cls.model_fields.values())
+
+
+def event_class(topic: str) -> type[DomainEvent]:
+    """The Actae event class a stored topic names; anything else is refused unimported.
+
+    A stored topic is a module path: resolving a tampered one would import whatever module
+    it names. Only Actae's own modules are ever imported, and only event classes accepted.
+    """
+    if not topic.startswith(OWN_TOPICS):
+        raise CorruptionError("stored event", f"topic {topic[:80]!r} is not an Actae event")
+    cls = resolve_topic(topic)
+    if not (isinstance(cls, type) and issubclass(cls, DomainEvent)):
+        raise CorruptionError("stored event", f"topic {topic[:80]!r} is not an Actae event")
+    return cls
 
 
 @cache
@@ -99,7 +118,7 @@ class PydanticMapper(Mapper[Any]):
 
     def to_domain_event(self, stored_event: StoredEvent) -> DomainEventProtocol[Any]:
         """Rebuild a pydantic event, upcasting older class versions first."""
-        cls = resolve_topic(stored_event.topic)
+        cls = event_class(stored_event.topic)
         state: dict[str, Any] = self.transcoder.decode(stored_event.state)
         from_version = state.pop("class_version", 1)
         for version in range(from_version, getattr(cls, "class_version", 1)):

@@ -655,6 +655,22 @@ MUTANTS = [
         "a store must not be created among PostgreSQL's own catalogs",
         QUERIES,
     ),
+    Mutant(
+        "stored-topic-imports-anything",
+        "adapters/codec.py",
+        "    if not topic.startswith(OWN_TOPICS):",
+        "    if False:",
+        "a tampered stored topic must not import the module it names",
+        ("tests/unit/test_stored_topics.py",),
+    ),
+    Mutant(
+        "stored-topic-any-class",
+        "adapters/codec.py",
+        "    if not (isinstance(cls, type) and issubclass(cls, DomainEvent)):",
+        "    if False:",
+        "a stored topic naming an Actae class that is no event must be refused as corruption",
+        ("tests/unit/test_stored_topics.py",),
+    ),
     # -- worker and read-model freshness ---------------------------------------------------
     Mutant(
         "worker-ignores-lease-expiry",
