@@ -1,6 +1,6 @@
 """Actae: durable execution for LLM-agent runs on PostgreSQL (SQLite embedded by default).
 
-``import actae`` gives the public contract; see README.md and DESIGN.md §3.
+``import actae`` gives the public contract, as README.md describes it.
 """
 
 from actae.adapters.clock import ManualClock

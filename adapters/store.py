@@ -1,4 +1,4 @@
-"""The public store: ``actae.open(url)`` and the methods of the contract (DESIGN.md §3).
+"""The public store: ``actae.open(url)`` and the methods of the contract (README.md).
 
 This is the composition root. It parses the URL, prepares the schema, builds the command
 service with the orjson codec and a clock, and forwards calls. Queries validate their

@@ -58,7 +58,7 @@ def schema_bytes(dsn: str, schema: str) -> int:
     return int(row[0]) if row else 0
 
 
-# ~2 KB of state, as in DESIGN.md §6: hex digits, so that neither store can shrink it to
+# ~2 KB of state (docs/performance.md): hex digits, so that neither store can shrink it to
 # nothing by compression (a run of one letter would compress to a few bytes in TOAST).
 STATE = {"notes": random.Random(7).randbytes(950).hex(), "step": 0}  # noqa: S311 - filler
 

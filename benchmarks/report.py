@@ -1,4 +1,4 @@
-"""One summary of every benchmark, with the DESIGN.md §6 targets beside the figures.
+"""One summary of every benchmark, with the targets of docs/performance.md beside the figures.
 
 ``make bench`` runs the five benchmarks (each writes ``benchmarks/results/<name>.json`` and
 prints its full tables), then this module, which prints the summary and writes it to
@@ -144,7 +144,8 @@ def summary() -> str:
     lines = [
         f"PostgreSQL 15, {core['machine']}, {core['date'][:10]}; command: `make bench`.",
         "",
-        "| measure | Actae | raw psycopg (or sqlite3) | ratio | DESIGN.md §6 target |",
+        "| measure | Actae | raw psycopg (or sqlite3) | ratio "
+        "| target ([docs/performance.md](docs/performance.md)) |",
         "|---|---|---|---|---|",
         *(f"| {' | '.join(row)} |" for row in rows),
         "",

@@ -47,7 +47,7 @@ OUTCOMES = ("completed", "failed")
 
 
 class Ledger:
-    """Commands of the tool-execution ledger (DESIGN.md §2.5)."""
+    """Commands of the tool-execution ledger: leases, fencing tokens, retries, settlement."""
 
     def __init__(
         self,

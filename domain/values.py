@@ -1,6 +1,6 @@
 """Value objects returned by the store: plain, immutable, comparable.
 
-They are the vocabulary of the public contract (DESIGN.md §3). None of them holds a
+They are the vocabulary of the public contract (README.md). None of them holds a
 reference back to the store, so they can be logged, pickled and compared freely.
 """
 

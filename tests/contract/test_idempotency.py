@@ -1,4 +1,4 @@
-"""Contract: idempotency by content (DESIGN.md §2.3), checked before the version guards."""
+"""Contract: idempotency by content, checked before the version guards."""
 
 from __future__ import annotations
 

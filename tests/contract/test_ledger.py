@@ -1,4 +1,4 @@
-"""Contract: the tool-execution ledger (DESIGN.md §2.5) on every backend, on a manual clock."""
+"""Contract: the tool-execution ledger on every backend, on a manual clock."""
 
 from __future__ import annotations
 
