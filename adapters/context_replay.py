@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from actae.domain.effects import EffectStatus, workflow_value
-from actae.domain.errors import EffectBlockedError, NotFoundError
+from actae.domain.errors import EffectBlockedError
 from actae.domain.inheritance import Prefix, call_suffix, prefix_of
 from actae.domain.values import ChannelEvent, Receipt, RunInfo
 from actae.domain.waits import Decision
@@ -77,7 +77,7 @@ class Inherited:
         if self.run.forked_from is None:
             return False, None
         found = self._inheritance().effects.get(self._suffix(key))
-        if found is None or self._has_own(key):
+        if found is None or self.store.find_effect(key) is not None:  # its own outcome counts
             return False, None
         parent = self.store.effect(found.effect_key)
         if parent.status is EffectStatus.COMPLETED:
@@ -93,11 +93,3 @@ class Inherited:
                 "replays its outcome, and once it is abandoned the fork runs its own"
             ),
         )
-
-    def _has_own(self, key: str) -> bool:
-        """Whether this run's own ledger knows ``key`` (then its own outcome counts)."""
-        try:
-            self.store.effect(key)
-        except NotFoundError:
-            return False
-        return True

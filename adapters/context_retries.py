@@ -24,7 +24,7 @@ from actae.domain.effects import (
     step_attempts_key,
     workflow_value,
 )
-from actae.domain.errors import NotFoundError, RetryNotDueError, RunStoppedError
+from actae.domain.errors import RetryNotDueError, RunStoppedError
 from actae.domain.validation import MAX_REASON_LENGTH
 from actae.domain.values import RunInfo, RunStatus
 
@@ -65,7 +65,7 @@ class StepRetries:
         ``RunStoppedError`` once the policy is exhausted (the run is failed with the reason).
         """
         attempts = self._attempts_key(key)
-        info = self._attempts_info(attempts)
+        info = self.store.find_effect(attempts)
         claim = None
         if info is not None:
             if info.status is EffectStatus.COMPLETED:  # in the ledger, not yet on the channel
@@ -92,7 +92,7 @@ class StepRetries:
         """
         for earlier in range(self.run.retries):
             attempts = step_attempts_key(key, earlier)
-            info = self._attempts_info(attempts)
+            info = self.store.find_effect(attempts)
             if info is not None and info.status not in SETTLED:
                 reason = f"superseded: the run was retried (round {self.run.retries})"
                 self.store.abandon(attempts, actor=self.worker, reason=reason)
@@ -107,12 +107,6 @@ class StepRetries:
             request={"step": name},
             retry=policy,
         )
-
-    def _attempts_info(self, attempts: str) -> EffectInfo | None:
-        try:
-            return self.store.effect(attempts)
-        except NotFoundError:
-            return None
 
     def _schedule_next(self, attempts: str, name: str, token: int, error: Exception) -> NoReturn:
         info = self.store.fail(

@@ -11,6 +11,7 @@ from typing import Any
 from uuid import UUID
 
 from actae.domain.effects import Claim, EffectInfo, RetryPolicy
+from actae.domain.errors import NotFoundError
 from actae.domain.service import ActaeService
 
 
@@ -89,6 +90,13 @@ class LedgerMethods:
     def effect(self, effect_key: str) -> EffectInfo:
         """An effect's status and full attempt history."""
         return self._service.ledger.effect(effect_key)
+
+    def find_effect(self, effect_key: str) -> EffectInfo | None:
+        """Like :meth:`effect`, but ``None`` for a key the ledger never saw."""
+        try:
+            return self.effect(effect_key)
+        except NotFoundError:
+            return None
 
     def override(
         self,

@@ -25,9 +25,6 @@ from actae.domain.validation import require_pins, require_text
 from actae.domain.values import Pins, Receipt, RunInfo, RunStatus, StateVersion
 
 if TYPE_CHECKING:
-    pass
-
-if TYPE_CHECKING:
     from actae.adapters.store import Store
 
 Migration = Callable[[dict[str, Any]], dict[str, Any]]

@@ -163,9 +163,8 @@ class Worker:
         self._stop = threading.Event()
         self.outcomes: list[tuple[Any, str]] = []
         self._cooldowns: dict[str, Cooldown] = {}
-        self._unserved: set[str] = set()  # runs logged as served by no live worker
         self._advertised_until: datetime | None = None
-        self._last_said: dict[str, str] = {}  # run -> its last outcome logged
+        self._last_said: dict[str, str] = {}  # run -> what was last logged about it
 
     def request_stop(self) -> None:
         """Stop after the current run (signal-safe)."""
@@ -230,7 +229,12 @@ class Worker:
         code = self.registry.get(row["agent_id"])
         if code is None:
             if row["unserved"]:
-                self._say_unserved(row)
+                agent = row["agent_id"]
+                self._say_once(
+                    row["run_id"],
+                    f"no live worker has a workflow for agent {agent!r}; register it "
+                    f"(@actae.workflow({agent!r})) in a worker",
+                )
             return woke
         if self._runnable(row, now) and self._take(row["run_id"], code):
             return woke + 1
@@ -248,26 +252,12 @@ class Worker:
 
     def _advertise(self, now: datetime) -> None:
         """Renew this worker's advertisement of its agents once a third of the lease is gone."""
-        renew_at = (
-            None
-            if self._advertised_until is None
-            else self._advertised_until - timedelta(seconds=self.lease * 2 / 3)
-        )
-        if renew_at is None or now >= renew_at:
-            until = now + timedelta(seconds=self.lease)
-            self.store.projector().db.advertise(self.name, self.registry.names(), until)
-            self._advertised_until = until
-
-    def _say_unserved(self, row: Mapping[str, Any]) -> None:
-        """Log once that no live worker has a workflow for this run's agent."""
-        run_id, agent = str(row["run_id"]), row["agent_id"]
-        if run_id in self._unserved:
+        fresh = self._advertised_until
+        if fresh is not None and now < fresh - timedelta(seconds=self.lease * 2 / 3):
             return
-        self._unserved.add(run_id)
-        self._say(
-            f"run {run_id}: no live worker has a workflow for agent {agent!r}; register it "
-            f"(@actae.workflow({agent!r})) in a worker"
-        )
+        until = now + timedelta(seconds=self.lease)
+        self.store.projector().db.advertise(self.name, self.registry.names(), until)
+        self._advertised_until = until
 
     def _take(self, run_id: Any, code: Workflow) -> bool:
         """Run the workflow under the run's lease; whether the run advanced."""
@@ -288,9 +278,7 @@ class Worker:
         self.outcomes.append((run_id, outcome))
         if cooldown is not None:
             self._cooldowns[str(run_id)] = cooldown
-        if self._last_said.get(str(run_id)) != outcome:  # a run stuck for one reason: one line
-            self._last_said[str(run_id)] = outcome
-            self._say(f"run {run_id}: {outcome}")
+        self._say_once(run_id, outcome)
         return cooldown is None
 
     def _heartbeat(self, run_id: Any, token: int, done: threading.Event) -> None:
@@ -329,6 +317,12 @@ class Worker:
         with contextlib.suppress(IllegalTransitionError):
             self.store.fail_run(run_id, message, actor=self.name)
         return f"failed: {message}"
+
+    def _say_once(self, run_id: Any, what: str) -> None:
+        """Log what holds a run, once for as long as the same thing holds it."""
+        if self._last_said.get(str(run_id)) != what:
+            self._last_said[str(run_id)] = what
+            self._say(f"run {run_id}: {what}")
 
     def _say(self, line: str) -> None:
         if self._out is not None:

@@ -277,17 +277,16 @@ class Run(Aggregate):
             raise IllegalTransitionError(
                 self.id, status=f"already decided for {decision.name!r}", action="decide"
             )
-        waits_for = self.waiting is not None and self.waiting.name == decision.name
-        if decision.kind in APPROVAL_KINDS and not (
-            waits_for and self.waiting is not None and self.waiting.reason == "approval"
+        wait = self.waiting
+        waits_for = wait is not None and wait.name == decision.name
+        if decision.kind in APPROVAL_KINDS and (
+            wait is None or not waits_for or wait.reason != "approval"
         ):
             raise NotWaitingError(
                 self.id,
                 name=decision.name,
                 kind=decision.kind,
-                waiting=[]
-                if self.waiting is None
-                else [f"{self.waiting.reason} {self.waiting.name!r}"],
+                waiting=[] if wait is None else [f"{wait.reason} {wait.name!r}"],
             )
         wakes = self.status is RunStatus.WAITING and waits_for
         self.trigger_event(self.Decided, timestamp=at, decision=decision, wakes=wakes)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -86,3 +86,20 @@ def durable_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path / 'runs.db'}"
     url: str = request.getfixturevalue("pg_url")
     return url
+
+
+InDoubt = Callable[[actae.RunInfo, str], str]
+
+
+@pytest.fixture
+def in_doubt(store: actae.Store, clock: actae.ManualClock) -> InDoubt:
+    """Leave the run's first ``ctx.effect(name, ...)`` in doubt: claimed as ``ctx.effect``
+    claims it by a worker that died inside it, its 30 s lease run out. Returns the key."""
+
+    def leave(run: actae.RunInfo, name: str) -> str:
+        key = f"{run.run_id}:effect:{name}:1"
+        store.claim(key, run_id=run.run_id, worker="dead", lease=30.0, request={"name": name})
+        clock.advance(31)
+        return key
+
+    return leave

@@ -435,8 +435,8 @@ MUTANTS = [
     Mutant(
         "fork-replays-no-effects",
         "adapters/context_replay.py",
-        "        if found is None or self._has_own(key):\n            return False, None",
-        "        return False, None",
+        "        if found is None or self.store.find_effect(key) is not None:",
+        "        if True:",
         "a fork's child would send its parent's completed effects again, under a new key",
         FORK_REPLAY,
     ),
@@ -460,7 +460,7 @@ MUTANTS = [
     Mutant(
         "approval-for-any-name",
         "domain/run.py",
-        "        if decision.kind in APPROVAL_KINDS and not (",
+        "        if decision.kind in APPROVAL_KINDS and (",
         "        if False and (",
         "an approval under a mistyped name would be filed where no wait ever reads it",
         OPERATOR,
@@ -683,7 +683,7 @@ MUTANTS = [
     Mutant(
         "worker-repeats-itself",
         "adapters/worker.py",
-        "        if self._last_said.get(str(run_id)) != outcome:",
+        "        if self._last_said.get(str(run_id)) != what:",
         "        if True:",
         "a run stuck for one reason must be logged once, not on every try",
         WORKER,

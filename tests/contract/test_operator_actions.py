@@ -26,13 +26,10 @@ def _send_workflow(sent: list[str]) -> Callable[[actae.RunContext], dict[str, ob
 
 
 def test_an_override_result_is_what_the_workflow_sees(
-    store: actae.Store, clock: actae.ManualClock
+    store: actae.Store, in_doubt: Callable[[actae.RunInfo, str], str]
 ) -> None:
     run = store.start_run("ovr", agent_id="mailer", state={})
-    key = f"{run.run_id}:effect:send:1"
-    # a worker died inside the send (claimed as ctx.effect claims it)
-    store.claim(key, run_id=run.run_id, worker="dead", lease=30, request={"name": "send"})
-    clock.advance(31)
+    key = in_doubt(run, "send")
     store.override(
         key,
         "completed",
@@ -113,12 +110,10 @@ def test_a_signal_may_arrive_before_anyone_waits_for_it(store: actae.Store) -> N
 
 
 def test_an_override_result_may_be_any_json_value(
-    store: actae.Store, clock: actae.ManualClock
+    store: actae.Store, in_doubt: Callable[[actae.RunInfo, str], str]
 ) -> None:
     run = store.start_run("ovr-str", agent_id="mailer", state={})
-    key = f"{run.run_id}:effect:send:1"
-    store.claim(key, run_id=run.run_id, worker="dead", lease=30, request={"name": "send"})
-    clock.advance(31)
+    key = in_doubt(run, "send")
     store.override(key, "completed", actor="ops", reason="sent by hand", result="m-7")
 
     sent = store.resume(run.run_id, worker="w2").effect("send", lambda key, token: None)

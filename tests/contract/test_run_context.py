@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -113,18 +114,13 @@ def test_exhausted_retries_block_the_effect(
     assert "HTTP 503" in (store.recover(run.channel_id).outstanding[0].last_error or "")
 
 
-def doubtful(store: actae.Store, run: actae.RunInfo, clock: actae.ManualClock) -> str:
-    """Leave the first 'charge' effect in doubt: claimed by a worker that never answered."""
-    key = f"{run.run_id}:effect:charge:1"
-    store.claim(key, run_id=run.run_id, worker="dead", lease=30.0, request={"name": "charge"})
-    clock.advance(31)
-    return key
-
-
 def test_in_doubt_effect_without_reconcile_stops_for_review(
-    store: actae.Store, run: actae.RunInfo, clock: actae.ManualClock
+    store: actae.Store,
+    run: actae.RunInfo,
+    clock: actae.ManualClock,
+    in_doubt: Callable[[actae.RunInfo, str], str],
 ) -> None:
-    key = doubtful(store, run, clock)
+    key = in_doubt(run, "charge")
 
     with pytest.raises(actae.EffectBlockedError):
         store.resume(run.run_id, worker="w2").effect("charge", must_not_run)
@@ -133,9 +129,12 @@ def test_in_doubt_effect_without_reconcile_stops_for_review(
 
 
 def test_in_doubt_idempotent_effect_is_retried_under_the_same_key(
-    store: actae.Store, run: actae.RunInfo, clock: actae.ManualClock
+    store: actae.Store,
+    run: actae.RunInfo,
+    clock: actae.ManualClock,
+    in_doubt: Callable[[actae.RunInfo, str], str],
 ) -> None:
-    key = doubtful(store, run, clock)
+    key = in_doubt(run, "charge")
     keys: list[str] = []
 
     def pay(key: str, token: int) -> dict[str, Any]:
@@ -148,9 +147,12 @@ def test_in_doubt_idempotent_effect_is_retried_under_the_same_key(
 
 
 def test_in_doubt_effect_found_by_reconcile_is_not_run(
-    store: actae.Store, run: actae.RunInfo, clock: actae.ManualClock
+    store: actae.Store,
+    run: actae.RunInfo,
+    clock: actae.ManualClock,
+    in_doubt: Callable[[actae.RunInfo, str], str],
 ) -> None:
-    key = doubtful(store, run, clock)
+    key = in_doubt(run, "charge")
 
     result = store.resume(run.run_id, worker="w2").effect(
         "charge", must_not_run, reconcile=lambda k: {"charge_id": f"found:{k}"}
@@ -160,9 +162,12 @@ def test_in_doubt_effect_found_by_reconcile_is_not_run(
 
 
 def test_in_doubt_effect_not_found_by_reconcile_runs_under_the_same_claim(
-    store: actae.Store, run: actae.RunInfo, clock: actae.ManualClock
+    store: actae.Store,
+    run: actae.RunInfo,
+    clock: actae.ManualClock,
+    in_doubt: Callable[[actae.RunInfo, str], str],
 ) -> None:
-    doubtful(store, run, clock)
+    in_doubt(run, "charge")
 
     result = store.resume(run.run_id, worker="w2").effect(
         "charge", lambda k, t: {"token": t}, reconcile=lambda k: None

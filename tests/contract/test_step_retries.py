@@ -4,6 +4,7 @@ cannot be recorded fails loudly instead of being called again and again.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -221,12 +222,10 @@ def test_a_paused_run_is_refused_a_migration_as_paused(store: actae.Store) -> No
 
 
 def test_an_effect_settled_with_a_plain_result_returns_it_as_given(
-    store: actae.Store, clock: actae.ManualClock
+    store: actae.Store, in_doubt: Callable[[actae.RunInfo, str], str]
 ) -> None:
     run = store.start_run("r10", agent_id="a", state={})
-    key = f"{run.run_id}:effect:send:1"
-    store.claim(key, run_id=run.run_id, worker="dead", lease=30, request={"name": "send"})
-    clock.advance(31)
+    key = in_doubt(run, "send")
     store.reconcile(key, "completed", actor="ops", result={"message_id": "m-3"})
 
     sent = store.resume(run.run_id, worker="w").effect("send", lambda key, token: None)
