@@ -3,7 +3,7 @@
 ``import actae`` gives the public contract, as README.md describes it.
 """
 
-from actae.adapters.clock import ManualClock
+from actae.adapters.clock import ManualClock, OffsetClock
 from actae.adapters.context import RunContext
 from actae.adapters.migrations import SchemaVersionError
 from actae.adapters.projector import Projector
@@ -21,7 +21,9 @@ from actae.domain.errors import (
     IllegalTransitionError,
     IncompatibleResumeError,
     LeaseHeldError,
+    LeaseLostError,
     NotFoundError,
+    NotHolderError,
     NotWaitingError,
     OperationConflictError,
     RetryNotDueError,
@@ -63,10 +65,13 @@ __all__ = [
     "IncompatibleResumeError",
     "Inheritance",
     "LeaseHeldError",
+    "LeaseLostError",
     "Lineage",
     "ManualClock",
     "NotFoundError",
+    "NotHolderError",
     "NotWaitingError",
+    "OffsetClock",
     "OperationConflictError",
     "OperationRecord",
     "Pins",

@@ -29,9 +29,11 @@ from eventsourcing import persistence
 from pydantic import BaseModel
 
 import actae
+from actae.adapters.cli_store import add_store_options, open_waiting, store_url
 from actae.adapters.clock import OffsetClock
 from actae.adapters.demo import demo
 from actae.adapters.drill import drill as run_drill
+from actae.adapters.outages import missing_table, summary
 from actae.adapters.url import parse_store_url
 
 CANNOT_OPEN = (
@@ -101,20 +103,24 @@ def _seconds(maximum: float) -> Callable[[str], float]:
     return parse
 
 
-def _add_store_options(command: argparse.ArgumentParser, *, required: bool) -> None:
-    """``--db URL`` or ``--db-file PATH``; a file keeps a password out of the process list."""
-    group = command.add_mutually_exclusive_group(required=required)
-    default = "" if required else " (default: SQLite in a temporary folder)"
-    group.add_argument("--db", metavar="URL", help=f"store URL, e.g. sqlite:///runs.db{default}")
-    group.add_argument("--db-file", metavar="PATH", help="a file that holds the store URL")
-
-
 class OneLineParser(argparse.ArgumentParser):
     """Usage errors are one line and exit status 2, like every other CLI error."""
 
     def error(self, message: str) -> NoReturn:
         """Print ``prog: error: message`` and where to look, then exit 2."""
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _add_wait_for_db(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--wait-for-db",
+        metavar="SECONDS",
+        type=_seconds(86_400.0),
+        default=0.0,
+        help="if the database is unreachable at start, wait up to SECONDS for it (for "
+        "supervisors restarting processes during an outage; default 0: fail at once). Once "
+        "running, outages are always waited out",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -124,7 +130,7 @@ def _parser() -> argparse.ArgumentParser:
     demo_cmd = commands.add_parser(
         "demo", help="run a short workflow, kill its worker with SIGKILL, recover, fork"
     )
-    _add_store_options(demo_cmd, required=False)
+    add_store_options(demo_cmd, required=False)
     drill_cmd = commands.add_parser(
         "drill",
         help="the failure drill: kill, resume, duplicates, 429s, a 24-hour pause, a migration",
@@ -135,7 +141,7 @@ def _parser() -> argparse.ArgumentParser:
         "duplicates, lost events, re-run model calls, 429s honoured and cost. Exits 1 if any "
         "invariant fails.",
     )
-    _add_store_options(drill_cmd, required=False)
+    add_store_options(drill_cmd, required=False)
     drill_cmd.add_argument("--agents", type=_whole(3, 50), default=5)
     drill_cmd.add_argument("--runs", type=_whole(1, 1000), default=1)
     drill_cmd.add_argument("--seed", type=_whole(0))
@@ -146,6 +152,12 @@ def _parser() -> argparse.ArgumentParser:
         choices=("after-model-call", "during-commit", "after-charge-accepted", "while-waiting"),
         help="make the first worker SIGKILL itself at this point instead of --kill-after",
     )
+    drill_cmd.add_argument(
+        "--db-fault",
+        choices=("restart", "crash", "terminate"),
+        help="also take the PostgreSQL server of --db (a cluster on this machine) down once or "
+        "twice per run: restart it, SIGKILL its postmaster, or terminate every session",
+    )
     project_cmd = commands.add_parser(
         "project",
         help="keep the read models (run_status, lineage, effects) up to date",
@@ -154,7 +166,7 @@ def _parser() -> argparse.ArgumentParser:
         "shown while catching up a large backlog; poison events are recorded in "
         "actae_projection_errors and skipped.",
     )
-    _add_store_options(project_cmd, required=True)
+    add_store_options(project_cmd, required=True)
     project_cmd.add_argument("--once", action="store_true", help="catch up, then exit")
     project_cmd.add_argument(
         "--rebuild",
@@ -162,6 +174,7 @@ def _parser() -> argparse.ArgumentParser:
         help="rebuild from zero into fresh tables and swap them in atomically, then exit",
     )
     project_cmd.add_argument("--batch-size", type=_whole(1, 100_000), default=2000)
+    _add_wait_for_db(project_cmd)
     worker_cmd = commands.add_parser(
         "worker",
         help="run registered workflows, taking over runs whose worker died",
@@ -171,7 +184,7 @@ def _parser() -> argparse.ArgumentParser:
         "renewed while it runs. A run whose worker died is taken over once its lease runs "
         "out; its recorded steps replay instead of running again. Stops on SIGTERM/Ctrl-C.",
     )
-    _add_store_options(worker_cmd, required=True)
+    add_store_options(worker_cmd, required=True)
     worker_cmd.add_argument(
         "--import",
         dest="imports",
@@ -189,7 +202,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     worker_cmd.add_argument("--poll-interval", type=_seconds(3600.0), default=0.2)
     worker_cmd.add_argument("--once", action="store_true", help="one pass, then exit")
-    worker_cmd.add_argument("--clock-file", help=argparse.SUPPRESS)  # the drill's shared clock
+    _add_wait_for_db(worker_cmd)
+    worker_cmd.add_argument(
+        "--clock-file",
+        metavar="PATH",
+        help="virtual time for tests: the store's clock plus the seconds held in PATH, shared "
+        "by every process given the same file (see docs/time.md)",
+    )
     for name, target, text in [
         ("head", "channel_id", "receipt of a channel's last event"),
         ("state", "channel_id", "state version in force at a cursor (default: head)"),
@@ -199,7 +218,7 @@ def _parser() -> argparse.ArgumentParser:
         ("lineage", "run_id", "fork receipts up and down from a run"),
     ]:
         command = commands.add_parser(name, help=text)
-        _add_store_options(command, required=True)
+        add_store_options(command, required=True)
         command.add_argument(target)
         if name == "state":
             command.add_argument("--cursor", type=_whole(1))
@@ -223,8 +242,12 @@ def _inspect(args: argparse.Namespace) -> Any:
 
 
 def _project(args: argparse.Namespace) -> int:
-    with actae.open(args.db) as store:
-        projector = store.projector(batch_size=args.batch_size, out=sys.stderr)
+    # A projector follows a store; it never creates one (a mistyped schema fails at once).
+    def prepare(store: actae.Store) -> object:
+        return store.projector(batch_size=args.batch_size, out=sys.stderr)
+
+    with open_waiting(args, "project", prepare, create=False) as store:
+        projector = store.projector()
         if args.rebuild:
             count = projector.rebuild()
             print(f"rebuilt the read models from {count:,} events", file=sys.stderr)
@@ -265,7 +288,7 @@ def _worker(args: argparse.Namespace) -> int:
         _import(target)
     name = args.name or f"{socket.gethostname()}:{os.getpid()}"
     clock = OffsetClock(args.clock_file) if args.clock_file else None
-    with actae.open(args.db, clock=clock) as store:
+    with open_waiting(args, "worker", lambda store: store.projector(), clock=clock) as store:
         worker = actae.Worker(
             store, name=name, lease=args.lease, poll_interval=args.poll_interval, out=sys.stderr
         )
@@ -273,22 +296,16 @@ def _worker(args: argparse.Namespace) -> int:
             worker.run_once()
             worker.withdraw()
             return 0
+
+        def stop(*_: object) -> None:  # also ends a catch-up waiting out an outage
+            worker.request_stop()
+            store.projector().request_stop()
+
         for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda *_: worker.request_stop())
+            signal.signal(signum, stop)
         print(f"[{name}] working on {store.url}", file=sys.stderr, flush=True)
         worker.run()
     return 0
-
-
-def _read_db_file(path: str) -> str:
-    """The URL held in ``path`` (surrounding whitespace, such as a final newline, ignored)."""
-    try:
-        url = Path(path).read_text().strip()
-    except OSError as error:
-        raise actae.ValidationError("--db-file", f"cannot read {path}: {error.strerror}") from None
-    if not url or "\n" in url:
-        raise actae.ValidationError("--db-file", f"{path} should hold one store URL, on one line")
-    return url
 
 
 def _cannot_open(db: str | None, error: Exception) -> str:
@@ -312,14 +329,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit status."""
     args = _parser().parse_args(argv)
     try:
-        if args.db_file is not None:
-            args.db = _read_db_file(args.db_file)
+        args.db = store_url(args, os.environ)
+        if args.db is not None:
+            parse_store_url(args.db)  # a bad URL fails here, before any work starts
         return _dispatch(args)
     except actae.ActaeError as error:
         print(f"actae: error: {error}", file=sys.stderr)
         return 2
     except CANNOT_OPEN as error:
         print(f"actae: error: {_cannot_open(args.db, error)}", file=sys.stderr)
+        return 2
+    except Exception as error:
+        if not missing_table(error):
+            raise
+        print(f"actae: error: no Actae store here any more: {summary(error)}", file=sys.stderr)
         return 2
 
 
@@ -338,6 +361,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             kill_after=args.kill_after,
             as_json=args.json,
             crash_point=args.crash_point,
+            db_fault=args.db_fault,
         )
     if args.command == "worker":
         return _worker(args)

@@ -21,6 +21,9 @@ from actae.domain.errors import CorruptionError
 
 STRICT = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 CANONICAL = STRICT | orjson.OPT_SORT_KEYS
+NARROW_INTEGERS = CANONICAL | orjson.OPT_STRICT_INTEGER
+"""Refuses integers beyond 53 bits: the same bytes otherwise, so a success proves there is
+no wide integer inside (and a failure sends us to the plain encoding)."""
 
 
 class OrjsonCodec:
@@ -32,6 +35,14 @@ class OrjsonCodec:
             return orjson.dumps(value, option=CANONICAL)
         except orjson.JSONEncodeError as error:
             raise TypeError(str(error)) from None
+
+    def canonical_with_hint(self, value: Any) -> tuple[bytes, bool]:
+        """Canonical bytes, and whether an integer beyond 53 bits may be inside."""
+        try:
+            return orjson.dumps(value, option=NARROW_INTEGERS), False
+        except orjson.JSONEncodeError:
+            pass  # a wide integer, or something the plain encoding refuses too
+        return self.canonical(value), True
 
 
 class OrjsonTranscoder(Transcoder):

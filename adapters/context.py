@@ -9,6 +9,7 @@ payment is not re-sent. Only the first call that has no record does real work.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from actae.adapters.context_effects import EffectSteps
 from actae.adapters.context_replay import Inherited
 from actae.adapters.context_retries import StepRetries
+from actae.adapters.outages import Outage, ride_out
 from actae.domain.effects import Claim, RetryPolicy, workflow_result
 from actae.domain.errors import (
     RunStoppedError,
@@ -23,20 +25,33 @@ from actae.domain.errors import (
     ValidationError,
 )
 from actae.domain.reader import StoreReader, operation_record_of
+from actae.domain.validation import require_text
 from actae.domain.values import OperationRecord, Receipt, RunInfo, RunStatus
 from actae.domain.waits import Decision
 
 NOTE_KINDS = ("run.", "effect.")
 STOPPED = frozenset({RunStatus.PAUSED, RunStatus.CANCELLED, RunStatus.COMPLETED, RunStatus.FAILED})
 
+PATIENCE = 60.0
+"""Seconds a context outside a worker (no run lease) waits out an outage to record a result."""
+log = logging.getLogger("actae")
+
 if TYPE_CHECKING:
+    from actae.adapters.run_lease import RunLease
     from actae.adapters.store import Store
 
 T = TypeVar("T")
 
 
 class RunContext(StepRetries, EffectSteps, Inherited):
-    """One worker's handle on one run: durable steps, guarded effects, tracked head."""
+    """One worker's handle on one run: durable steps, guarded effects, tracked head.
+
+    A worker sets ``lease`` (its lease on the run) and ``outage`` (its outage log): the
+    context then stops at a step boundary once the lease may be someone else's, and waits
+    out a database outage to record a result for as long as the lease holds.
+    """
+
+    lease: RunLease | None = None
 
     def __init__(self, store: Store, run: RunInfo, worker: str, reader: StoreReader) -> None:
         self.store = store
@@ -45,6 +60,7 @@ class RunContext(StepRetries, EffectSteps, Inherited):
         self._reader = reader
         self._occurrences: Counter[tuple[str, str]] = Counter()
         self._head = store.head(run.channel_id)
+        self.outage = Outage(f"run {run.run_id}", log.warning)
 
     @property
     def run_id(self) -> Any:
@@ -57,16 +73,38 @@ class RunContext(StepRetries, EffectSteps, Inherited):
         return self._head
 
     def _key(self, kind: str, name: str) -> str:
-        self._occurrences[(kind, name)] += 1
+        self._occurrences[(kind, _named(kind, name))] += 1
         return f"{self.run.run_id}:{kind}:{name}:{self._occurrences[(kind, name)]}"
 
     def _next_key(self, kind: str, name: str) -> str:
         """The key the next ``_key(kind, name)`` returns (nothing is counted yet)."""
-        return f"{self.run.run_id}:{kind}:{name}:{self._occurrences[(kind, name)] + 1}"
+        count = self._occurrences[(kind, _named(kind, name))] + 1
+        return f"{self.run.run_id}:{kind}:{name}:{count}"
 
     def _refresh(self) -> None:
         """Adopt the channel head after ledger notes this context wrote itself."""
         self._head = self.store.head(self.run.channel_id)
+
+    def _adopt(self, receipt: Receipt) -> None:
+        """Move the head to a write of this context's, also one recognised as a replay.
+
+        After a lost reply the retried write replays the committed one; its cursor is still
+        this context's newest, and the next write must expect it.
+        """
+        if receipt.cursor > self._head.cursor:
+            self._head = receipt
+
+    def _durably(self, write: Callable[[], T]) -> T:
+        """``write()``, waited through a database outage while this worker holds the run.
+
+        What precedes it already ran (a step, a tool call): unrecorded, it would run again.
+        A transient failure is retried until the lease may be someone else's (their write
+        would be refused anyway) or, outside a worker, for ``PATIENCE`` seconds.
+        """
+        lease = self.lease
+        if lease is None:
+            return ride_out(write, self.outage, within=PATIENCE)
+        return ride_out(write, self.outage, give_up=lambda: lease.lost)
 
     # -- steps ----------------------------------------------------------------------------
 
@@ -80,6 +118,8 @@ class RunContext(StepRetries, EffectSteps, Inherited):
 
     def _checkpoint(self, key: str | None) -> tuple[RunInfo, OperationRecord | None]:
         """``checkpoint()``, reading the operation recorded under ``key`` in the same trip."""
+        if self.lease is not None:
+            self.lease.ensure_held()
         info, found = self._reader.run_and_operation(self.run.run_id, self.run.channel_id, key)
         self._go_on(info)
         return info, operation_record_of(found)
@@ -167,24 +207,30 @@ class RunContext(StepRetries, EffectSteps, Inherited):
         """Record a step's result; one that cannot be recorded fails the run, naming the step."""
         try:
             if claim is not None:  # the ledger holds it first: a crash now still replays it
-                self.store.complete(
-                    self._attempts_key(key), token=claim.token, result=workflow_result(value)
+                self._durably(
+                    lambda: self.store.complete(
+                        self._attempts_key(key),
+                        token=claim.token,
+                        worker=self.worker,
+                        result=workflow_result(value),
+                    )
                 )
                 self._refresh()
-            receipt = self.store.record(
-                self.run.channel_id,
-                kind="step.result",
-                payload={"name": name, "value": value},
-                expected_cursor=self._head.cursor,
-                operation_id=key,
-                usage=usage,
+            receipt = self._durably(
+                lambda: self.store.record(
+                    self.run.channel_id,
+                    kind="step.result",
+                    payload={"name": name, "value": value},
+                    expected_cursor=self._head.cursor,
+                    operation_id=key,
+                    usage=usage,
+                )
             )
         except ValidationError as error:
             reason = f"its result cannot be recorded: {error.reason}"
             self.store.fail_run(self.run.run_id, f"step {name!r}: {reason}", actor=self.worker)
             raise ValidationError(f"step {name!r}", reason) from error
-        if not receipt.replayed:
-            self._head = receipt
+        self._adopt(receipt)
 
     def record(self, kind: str, payload: dict[str, Any]) -> Receipt:
         """Record an event on the run's channel (once, also across re-runs)."""
@@ -202,8 +248,7 @@ class RunContext(StepRetries, EffectSteps, Inherited):
             expected_cursor=self._head.cursor,
             operation_id=key,
         )
-        if not receipt.replayed:
-            self._head = receipt
+        self._adopt(receipt)
         return receipt
 
     def _receipt_of(self, recorded: OperationRecord) -> Receipt:
@@ -245,8 +290,7 @@ class RunContext(StepRetries, EffectSteps, Inherited):
             expected_cursor=self._head.cursor,
             operation_id=key,
         )
-        if not receipt.replayed:
-            self._head = receipt
+        self._adopt(receipt)
         return receipt
 
     def state(self) -> dict[str, Any]:
@@ -331,3 +375,12 @@ class RunContext(StepRetries, EffectSteps, Inherited):
         self._refresh()
         until = info.waiting.until if info.waiting else None
         raise RunSuspended(info.run_id, reason=reason, name=name, until=until)
+
+
+NAME_FIELDS = {"record": "kind", "transition": "kind", "child": "workflow_id"}
+"""The argument a call's name comes from, when it is not ``name``."""
+
+
+def _named(kind: str, name: str) -> str:
+    """``name``, checked before it becomes part of an operation id (and of nothing else)."""
+    return require_text(NAME_FIELDS.get(kind, "name"), name)

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from actae.adapters.outages import is_transient
 from actae.domain.effects import (
     Claim,
     EffectStatus,
@@ -53,6 +54,8 @@ class EffectSteps:
         def _refresh(self) -> None: ...
 
         def _inherited_effect(self, key: str) -> tuple[bool, Any]: ...
+
+        def _durably(self, write: Callable[[], T]) -> T: ...
 
     def effect(
         self,
@@ -118,6 +121,7 @@ class EffectSteps:
         self.store.fail(
             key,
             token=claim.token,
+            worker=self.worker,
             final=True,
             error="in doubt: an earlier attempt may have happened; no reconcile",
         )
@@ -134,11 +138,15 @@ class EffectSteps:
             value = self._with_heartbeats(key, claim.token, lease, lambda: fn(key, claim.token))
         except Exception as error:
             retry_after = retry_after_of(error)
-            info = self.store.fail(
-                key,
-                token=claim.token,
-                error=f"{type(error).__name__}: {error}",
-                retry_after=retry_after,
+            message = f"{type(error).__name__}: {error}"
+            info = self._durably(
+                lambda: self.store.fail(
+                    key,
+                    token=claim.token,
+                    worker=self.worker,
+                    error=message,
+                    retry_after=retry_after,
+                )
             )
             self._refresh()
             if info.retry_at is None:
@@ -158,12 +166,17 @@ class EffectSteps:
         and the run fails with a ``ValidationError`` naming the effect.
         """
         try:
-            self.store.complete(key, token=token, result=workflow_result(value))
+            self._durably(
+                lambda: self.store.complete(
+                    key, token=token, worker=self.worker, result=workflow_result(value)
+                )
+            )
         except ValidationError as error:
             reason = f"it ran, but its result cannot be recorded: {error.reason}"
             self.store.fail(
                 key,
                 token=token,
+                worker=self.worker,
                 error=f"{reason}; settle it with store.override(key, 'completed', result=...)",
                 final=True,
             )
@@ -178,9 +191,12 @@ class EffectSteps:
         def beat() -> None:
             while not done.wait(lease / 3):
                 try:
-                    self.store.heartbeat(key, token=token, lease=lease)
+                    self.store.heartbeat(key, token=token, worker=self.worker, lease=lease)
                 except FencingError:
                     return  # someone else holds it now; our complete() will be refused
+                except Exception as error:  # the next beat tries again, for as long as it can
+                    if not is_transient(error):
+                        return
 
         beater = threading.Thread(target=beat, name=f"heartbeat {key}", daemon=True)
         beater.start()

@@ -112,6 +112,7 @@ class StepRetries:
         info = self.store.fail(
             attempts,
             token=token,
+            worker=self.worker,
             error=f"{type(error).__name__}: {error}",
             retry_after=retry_after_of(error),
         )

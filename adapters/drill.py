@@ -12,6 +12,10 @@ Faults (``faults=``, not on the command line) break the guarantees on purpose, s
 prove the report sees a breach: ``payer-retries-in-doubt`` re-POSTs a charge in doubt instead
 of reconciling it; ``provider-ignores-idempotency-keys`` executes every such POST.
 
+With ``db_fault`` (``actae drill --db postgresql://... --db-fault restart``) the PostgreSQL
+server also goes down once or twice per run among the kills (``drill_outages``); the drill
+waits its own queries through each outage and journals it for the report.
+
 Virtual time: every process reads one shared clock file. When nothing can progress (all runs
 wait for a timer, a retry, or a dead worker's lease), the drill jumps the clock to the next
 due moment, so a day passes in milliseconds and leases still mean something.
@@ -28,21 +32,24 @@ import tempfile
 import time
 import uuid
 from collections.abc import Collection
-from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
 import actae
 from actae.adapters.clock import OffsetClock
+from actae.adapters.db_faults import FAULTS as DB_FAULTS
+from actae.adapters.db_faults import DatabaseServer
+from actae.adapters.drill_outages import JOURNAL_KIND, plan
+from actae.adapters.drill_processes import DrillProcesses
 from actae.adapters.drill_report import Report, summarize, table
+from actae.adapters.drill_time import VirtualTime
+from actae.adapters.outages import is_transient
 
 CRASH_POINTS = ("after-model-call", "during-commit", "after-charge-accepted", "while-waiting")
 FAULTS = ("payer-retries-in-doubt", "provider-ignores-idempotency-keys")
 
 STEPS = 7
-LEASE = 10.0
 TIMEOUT = 180.0
-IDLE = 0.3
 PINS_V1 = {"model": "mock-llm-1", "prompt": "drill-p1", "tools": "drill-t1", "schema": 1}
 
 
@@ -52,7 +59,7 @@ class DrillError(actae.ActaeError):
     code = "drill"
 
 
-class Drill:
+class Drill(DrillProcesses, VirtualTime):
     """One drill environment: store, clock, provider and worker processes."""
 
     def __init__(
@@ -67,8 +74,11 @@ class Drill:
         crash_point: str | None = None,
         duplicate_deliveries: int = 2,
         faults: Collection[str] = (),
+        server: DatabaseServer | None = None,
+        db_fault: str = "restart",
     ) -> None:
         self.url, self.folder, self.agents = url, folder, agents
+        self.server, self.db_fault = server, db_fault
         self.seed, self.kill_after, self.out = seed, kill_after, out
         self.crash_point, self.duplicate_deliveries = crash_point, duplicate_deliveries
         self.faults = tuple(faults)
@@ -79,85 +89,11 @@ class Drill:
         )
         self.provider, self.provider_url = self._start_provider()
         self.workers: list[subprocess.Popen[str]] = []
+        self.worker_names: dict[int, str] = {}
         self._last_position, self._last_change = -1, time.monotonic()
         self._dead: set[str] = set()  # workers the drill killed: only their leases are waited out
-
-    # -- processes ------------------------------------------------------------------------
-
-    def _start_provider(self) -> tuple[subprocess.Popen[str], str]:
-        ignore_keys = "provider-ignores-idempotency-keys" in self.faults
-        process = subprocess.Popen(  # noqa: S603 - our own module
-            [
-                sys.executable,
-                "-m",
-                "actae.adapters.drill_provider",
-                str(self.folder / "provider.db"),
-                *(["--ignore-idempotency-keys"] if ignore_keys else []),
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert process.stdout is not None  # noqa: S101
-        port = process.stdout.readline().split()[1]
-        return process, f"http://127.0.0.1:{port}"
-
-    def _start_worker(self, name: str, schema: int, crash: str = "") -> subprocess.Popen[str]:
-        env = {
-            "ACTAE_DRILL_CRASH": crash,
-            "ACTAE_DRILL_CRASH_MARKER": str(self.folder / f"{name}.crashed"),
-            **os.environ,
-            "ACTAE_DRILL_PROVIDER": self.provider_url,
-            "ACTAE_DRILL_SCHEMA": str(schema),
-            "ACTAE_DRILL_FAULTS": ",".join(self.faults),
-        }
-        process = subprocess.Popen(  # noqa: S603 - our own CLI
-            [
-                sys.executable,
-                "-m",
-                "actae.adapters.cli",
-                "worker",
-                "--db",
-                self.url,
-                "--import",
-                "actae.adapters.drill_workflows",
-                "--name",
-                name,
-                "--lease",
-                str(LEASE),
-                "--poll-interval",
-                "0.05",
-                "--clock-file",
-                str(self.folder / "clock"),
-            ],
-            env=env,
-            stderr=(self.folder / f"{name}.log").open("w"),
-            text=True,
-        )
-        self.workers.append(process)
-        return process
-
-    def _stop_workers(self) -> None:
-        for process in self.workers:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in self.workers:
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-        self.workers.clear()
-
-    def close(self) -> None:
-        """Stop every process and the store."""
-        for process in [*self.workers, self.provider]:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in [*self.workers, self.provider]:
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-        self.store.close()
+        self._may_die: set[str] = set()  # workers told to kill themselves (--crash-point)
+        self._exited: set[str] = set()  # workers that exited unplanned, journalled once
 
     # -- one drill run --------------------------------------------------------------------
 
@@ -168,8 +104,17 @@ class Drill:
         early = (self.duplicate_deliveries + 1) // 2  # the rest arrive after the crash
         for _ in range(early):
             self._deliver(workflow)
+        outages = plan(self.seed, index) if self.server is not None else ()
+        if self.crash_point:
+            self._may_die.add(f"{workflow}-w1")
         first = self._start_worker(f"{workflow}-w1", schema=1, crash=self.crash_point or "")
         self._say(f"run {index + 1}: {self.agents}-agent workflow {workflow} started on w1")
+        if "before-kill" in outages:
+            self._until(
+                lambda: self._steps(coordinator) >= self.kill_after - 1 or first.poll() is not None,
+                "w1 to be mid-workflow",
+            )
+            self._outage(workflow, "before-kill")
         if self.crash_point:
             self._until(lambda: first.poll() is not None, f"w1 to die at {self.crash_point}")
             where = self.crash_point
@@ -196,14 +141,26 @@ class Drill:
             self._deliver(workflow)
         for name in ("w2", "w3"):
             self._start_worker(f"{workflow}-{name}", schema=2)
-        self._until(
-            lambda: (
-                self.store.run(coordinator).status
-                not in (actae.RunStatus.RUNNING, actae.RunStatus.WAITING, actae.RunStatus.RETRYING)
-            ),
-            "the workflow to finish",
-        )
+        if "after-kill" in outages:
+            # Once they work: a worker still opening its store would fail to start, which
+            # is not what this moment is about (a supervisor restarts such a worker).
+            self._until(
+                lambda: all(self._working(f"{workflow}-{name}") for name in ("w2", "w3")),
+                "the takeover workers to start",
+            )
+            self._outage(workflow, "after-kill")
+        if "during-takeover" in outages:
+            killed_at = self._steps(coordinator)
+            self._until(
+                lambda: self._steps(coordinator) > killed_at or self._finished(coordinator),
+                "a takeover worker to commit a transition",
+            )
+            # The takeover may finish in one pass (its children were done before the kill):
+            # then the outage hits idle workers, which must outlive it all the same.
+            self._outage(workflow, "during-takeover")
+        self._until(lambda: self._finished(coordinator), "the workflow to finish")
         self._say(f"  workflow finished: {self.store.run(coordinator).status.value}")
+        self._notice_exits()
         self._stop_workers()
         return Report(self, workflow, coordinator).figures()
 
@@ -224,10 +181,41 @@ class Drill:
         return run.run_id
 
     def note(self, kind: str, payload: dict[str, Any]) -> None:
-        """Append a fact to the drill's own durable journal (a channel of the store)."""
-        head = self.store.head(self.log.channel_id)
-        self.store.record(
-            self.log.channel_id, kind=kind, payload=payload, expected_cursor=head.cursor
+        """Append a fact to the drill's own durable journal (a channel of the store).
+
+        Under one operation id, so a retry after a lost reply records it once.
+        """
+        operation = f"drill-note:{uuid.uuid4()}"
+
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            try:
+                head = self.store.head(self.log.channel_id)
+                self.store.record(
+                    self.log.channel_id,
+                    kind=kind,
+                    payload=payload,
+                    expected_cursor=head.cursor,
+                    operation_id=operation,
+                )
+                return
+            except Exception as error:
+                if not is_transient(error) or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.05)  # the database is coming back
+
+    def _outage(self, workflow: str, moment: str) -> None:
+        """Take the database server down (``db_fault``) and journal the outage once it is back."""
+        assert self.server is not None  # noqa: S101 - only planned with a server
+        outage = self.server.inject(self.db_fault, clock=self.clock)
+        self.note(JOURNAL_KIND, {"workflow": workflow, "moment": moment, **outage.as_dict()})
+        self._say(f"  database {self.db_fault} {moment}: no connections for {outage.seconds} s")
+
+    def _finished(self, coordinator: Any) -> bool:
+        return self.store.run(coordinator).status not in (
+            actae.RunStatus.RUNNING,
+            actae.RunStatus.WAITING,
+            actae.RunStatus.RETRYING,
         )
 
     def _steps(self, coordinator: Any) -> int:
@@ -235,67 +223,48 @@ class Drill:
         return sum(e.kind == "coordinator.step" for e in self.store.events(channel))
 
     def _until(self, condition: Any, what: str) -> None:
+        """Poll until ``condition()``; a database outage on the way is waited out."""
         deadline = time.monotonic() + TIMEOUT
-        while not condition():
+        while not self._transiently(condition):
             if time.monotonic() > deadline:
                 msg = f"timed out waiting for {what}"
                 raise DrillError(msg)
             if self.provider.poll() is not None:
                 raise DrillError("the provider process died")
-            self._jump_when_idle()
+            self._transiently(self._jump_when_idle)
+            self._notice_exits()
+            if self.workers and all(p.poll() is not None for p in self.workers):
+                msg = f"every worker process has exited while waiting for {what}"
+                raise DrillError(msg)
             time.sleep(0.02)  # polling other processes' progress
 
-    def _jump_when_idle(self) -> None:
-        """Move virtual time to the next due moment once nothing has moved for a while."""
-        position = self.store._service.recorder.max_notification_id() or 0
-        if position != self._last_position:
-            self._last_position, self._last_change = position, time.monotonic()
-            return
-        if time.monotonic() - self._last_change < IDLE:
-            return
-        now = self.store.now()
-        due = [(at, why) for at, why in self._due_moments() if at > now]
-        if due:
-            at, why = min(due)
-            seconds = (at - now).total_seconds() + 0.001
-            self.clock.advance(seconds)
-            self.note(
-                "drill.clock_advanced", {"seconds": seconds, "reason": why, "from": now.isoformat()}
-            )
-            self._last_change = time.monotonic()
+    def _notice_exits(self) -> None:
+        """Journal each worker that exited without the drill killing it (there must be none).
 
-    def _due_moments(self) -> list[tuple[datetime, str]]:
-        """When something becomes due: timers and waits, retries, and leases running out."""
-        projector = self.store.projector()
-        projector.catch_up()
-        found = [
-            (row["wake_at"], "timer")
-            for row in projector.query("SELECT wake_at FROM run_status WHERE wake_at IS NOT NULL")
-        ]
-        found += [
-            (row["next_retry_at"], "retry")
-            for row in projector.query(
-                "SELECT next_retry_at FROM run_status WHERE next_retry_at IS NOT NULL"
+        A worker that dies of a database outage, say, is an invariant failure even when the
+        other workers finish its runs.
+        """
+        for process in self.workers:
+            name = self.worker_names[process.pid]
+            if process.poll() is None or name in self._dead | self._may_die | self._exited:
+                continue
+            self._exited.add(name)
+            workflow = name.rsplit("-", 1)[0]
+            self.note(
+                "drill.worker_exited",
+                {"workflow": workflow, "worker": name, "status": process.returncode},
             )
-        ]
-        # Only a dead worker's leases are waited out: jumping past a live worker's lease
-        # while it is inside a step would hand its run to another worker mid-step.
-        found += [
-            (row["expires_at"], "lease")
-            for row in projector.query("SELECT worker, expires_at FROM actae_run_leases")
-            if row["worker"] in self._dead
-        ]
-        found += [
-            (row["expires_at"], "lease")
-            for row in projector.query(
-                "SELECT holder, expires_at FROM outstanding_effects WHERE status = 'claimed'"
-            )
-            if row["holder"] in self._dead
-        ]
-        return [
-            (at if isinstance(at, datetime) else datetime.fromisoformat(at), why)
-            for at, why in found
-        ]
+            self._say(f"  {name} exited unplanned (status {process.returncode})")
+
+    @staticmethod
+    def _transiently(call: Any) -> bool:
+        """``call()``'s truth, or False when the database is out for now (it comes back)."""
+        try:
+            return bool(call())
+        except Exception as error:
+            if is_transient(error):
+                return False
+            raise
 
     def _say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -313,6 +282,7 @@ def drill(
     crash_point: str | None = None,
     duplicate_deliveries: int = 2,
     faults: Collection[str] = (),
+    db_fault: str | None = None,
 ) -> int:
     """Run the drill ``runs`` times; print the report; 0 when every invariant held.
 
@@ -320,7 +290,9 @@ def drill(
     being killed after ``kill_after`` transitions: after-model-call, during-commit,
     after-charge-accepted, while-waiting. ``duplicate_deliveries`` repeats the start message
     (half before the kill, the rest after it); ``faults`` (see the module docstring) are for
-    tests that prove the report catches a breach.
+    tests that prove the report catches a breach. ``db_fault`` (restart, crash or
+    terminate; a PostgreSQL ``url`` on this machine) takes the database server down once or
+    twice per run among the kills (see ``drill_outages``).
     """
     if not 1 <= kill_after < STEPS:
         raise actae.ValidationError("kill_after", f"must be between 1 and {STEPS - 1}")
@@ -332,6 +304,15 @@ def drill(
         raise actae.ValidationError("duplicate_deliveries", "must be 0 or more")
     if unknown := set(faults) - set(FAULTS):
         raise actae.ValidationError("faults", f"unknown {sorted(unknown)}; expected {FAULTS}")
+    server = None
+    if db_fault is not None:
+        if db_fault not in DB_FAULTS:
+            raise actae.ValidationError("db_fault", f"expected one of {DB_FAULTS}")
+        if url is None:
+            raise actae.ValidationError(
+                "db_fault", "needs --db postgresql://... (the default SQLite store has no server)"
+            )
+        server = DatabaseServer(url)  # refuses a URL whose server cannot be controlled here
     seed = seed if seed is not None else int.from_bytes(os.urandom(2), "big")
     with tempfile.TemporaryDirectory(prefix="actae-drill-") as folder:
         url = url or f"sqlite:///{Path(folder) / 'drill.db'}"
@@ -347,6 +328,8 @@ def drill(
             crash_point=crash_point,
             duplicate_deliveries=duplicate_deliveries,
             faults=faults,
+            server=server,
+            db_fault=db_fault or "restart",
         )
         try:
             results = [environment.run_once(index) for index in range(runs)]

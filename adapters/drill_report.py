@@ -18,9 +18,10 @@ import json
 import statistics
 import urllib.request
 from collections import Counter
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from actae.adapters.drill_outages import outage_figures
 from actae.adapters.drill_provider import LLM_COST, RETRY_AFTER
 from actae.domain.values import ChannelEvent
 
@@ -62,6 +63,7 @@ class Report:
             "killed_after_transition": killed.payload["after_transitions"],
             "recovery_seconds": self._recovery(killed.recorded_at),
             "manual_steps": self._manual_steps(),
+            "workers_exited_unplanned": sum(e.kind == "drill.worker_exited" for e in self.log),
             "duplicate_deliveries_seen": seen,
             "duplicate_deliveries_absorbed": absorbed,
             "duplicate_charges": self._duplicate_charges(),
@@ -80,10 +82,16 @@ class Report:
             "total_cost": round(len(model_calls) * LLM_COST, 2),
             "cost_saved_by_not_rerunning": round(len(before_kill) * LLM_COST, 2),
         }
+        if outages := outage_figures(self.journal, self._recovery, self.workflow):
+            figures["db_outages"] = outages
+            figures["db_outage_count"] = len(outages)
+            figures["db_outage_max_seconds"] = max(o["outage_seconds"] for o in outages)
+            figures["db_recovery_max_seconds"] = max(o["recovery_seconds"] for o in outages)
         figures["ok"] = all(
             (
                 figures["status"] == "completed",
                 figures["manual_steps"] == 0,
+                figures["workers_exited_unplanned"] == 0,
                 figures["duplicate_charges"] == 0,
                 figures["lost_or_reordered_events"] == 0,
                 figures["model_calls_rerun"] == 0,
@@ -116,7 +124,7 @@ class Report:
         )
 
     def _recovery(self, killed_at: datetime) -> float:
-        """Kill -> next committed step, less virtual time skipped for scheduled waits.
+        """Kill (or database back) -> next committed step, less skipped virtual time.
 
         Jumps over a dead worker's lease count (production waits for it too); jumps over
         timers and retry delays that were scheduled anyway do not.
@@ -130,12 +138,17 @@ class Report:
         if not after:  # the killed worker had already finished everything
             return 0.0
         resumed = min(after)
+        # A jump counts only if it took effect before the step: a step stamped while the
+        # drill was deciding to jump (after reading the time it jumps from) did not wait.
         skipped: float = sum(
             float(e.payload["seconds"])
             for e in self.journal
             if e.kind == "drill.clock_advanced"
             and e.payload["reason"] != "lease"
-            and killed_at <= datetime.fromisoformat(e.payload["from"]) < resumed
+            and killed_at <= datetime.fromisoformat(e.payload["from"])
+            and datetime.fromisoformat(e.payload["from"])
+            + timedelta(seconds=float(e.payload["seconds"]))
+            <= resumed
         )
         return round((resumed - killed_at).total_seconds() - skipped, 3)
 
@@ -179,14 +192,20 @@ class Report:
         return seen, max(seen - max(started - 1, 0), 0)
 
     def _everything(self) -> list[ChannelEvent]:
-        """Every event of the store, in commit order, up to its position now."""
+        """Every channel event of the store, in commit order, up to its position now.
+
+        Read page by page rather than through a live subscription: the store's last
+        notification need not be a channel event (an operation record, say), and a
+        subscription would wait for a channel event at or past it forever.
+        """
         target = self.store._service.recorder.max_notification_id() or 0
         found: list[ChannelEvent] = []
-        with self.store.subscribe(after=0) as everything:
-            for event in everything:
-                found.append(event)
-                if (event.position or 0) >= target:
-                    break
+        position = 0
+        while page := self.store._reader.global_events(after=position, limit=1000):
+            found.extend(e for e in page if (e.position or 0) <= target)
+            position = page[-1].position or target
+            if position >= target:
+                break
         return found
 
     def _lost_or_reordered(self) -> int:
@@ -224,7 +243,17 @@ class Report:
 def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Recovery percentiles and totals over all runs."""
     recoveries = sorted(r["recovery_seconds"] for r in results)
+    outages = [o for r in results for o in r.get("db_outages", [])]
+    database = (
+        {
+            "db_outages": len(outages),
+            "db_recovery_max_seconds": max(o["recovery_seconds"] for o in outages),
+        }
+        if outages
+        else {}
+    )
     return {
+        **database,
         "runs": len(results),
         "recovery_p50_seconds": statistics.median(recoveries),
         "recovery_p95_seconds": recoveries[min(len(recoveries) - 1, int(len(recoveries) * 0.95))],
@@ -238,6 +267,7 @@ ROWS = (
     ("killed_after_transition", "coordinator killed after transition"),
     ("recovery_seconds", "recovery time, kill -> next committed step (s, store clock)"),
     ("manual_steps", "manual steps"),
+    ("workers_exited_unplanned", "worker processes that exited unplanned"),
     ("duplicate_deliveries_seen", "duplicate queue deliveries seen"),
     ("duplicate_deliveries_absorbed", "duplicate queue deliveries absorbed"),
     ("duplicate_charges", "duplicate charges at the provider"),
@@ -252,12 +282,20 @@ ROWS = (
     ("total_cost", "total model cost ($)"),
     ("cost_saved_by_not_rerunning", "cost saved by not re-running ($)"),
 )
+DATABASE_ROWS = (
+    ("db_outage_count", "database outages (--db-fault)"),
+    ("db_outage_max_seconds", "longest outage, fault -> accepting again (s)"),
+    ("db_recovery_max_seconds", "recovery, database back -> next committed step (s)"),
+)
+"""Shown when the drill took the database down: every run then has at least one outage."""
+MAXED = frozenset({"recovery_seconds", "db_outage_max_seconds", "db_recovery_max_seconds"})
 
 
 def table(results: list[dict[str, Any]], summary: dict[str, Any]) -> str:
     """The report as an aligned text table: one column per run, or totals for many runs."""
-    width = max(len(label) for _, label in ROWS)
-    columns = results if len(results) <= 3 else [_totals(results)]
+    rows = ROWS + DATABASE_ROWS if "db_outage_count" in results[0] else ROWS
+    width = max(len(label) for _, label in rows)
+    columns = results if len(results) <= 3 else [_totals(results, rows)]
     names = (
         [f"run {i + 1}" for i in range(len(results))]
         if len(results) <= 3
@@ -265,7 +303,7 @@ def table(results: list[dict[str, Any]], summary: dict[str, Any]) -> str:
     )
     lines = ["", f"{'figure':<{width}}  " + "  ".join(f"{name:<10}" for name in names)]
     lines.append("-" * len(lines[-1]))
-    for key, label in ROWS:
+    for key, label in rows:
         lines.append(f"{label:<{width}}  " + "  ".join(f"{c[key]!s:<10}" for c in columns))
     lines.append("")
     lines.append(
@@ -281,12 +319,14 @@ TALLIED = frozenset({"status", "killed_after_transition", "schema_migrated_to"})
 """Figures that describe a run rather than count something: tallied, not summed."""
 
 
-def _totals(results: list[dict[str, Any]]) -> dict[str, Any]:
-    """Counts summed, statuses tallied, recovery as its worst case."""
+def _totals(
+    results: list[dict[str, Any]], rows: tuple[tuple[str, str], ...] = ROWS
+) -> dict[str, Any]:
+    """Counts summed, statuses tallied, recovery and outages as their worst case."""
     totals: dict[str, Any] = {}
-    for key, _ in ROWS:
+    for key, _ in rows:
         values = [r[key] for r in results]
-        if key == "recovery_seconds":
+        if key in MAXED:
             totals[key] = f"max {max(values)}"
         elif key in TALLIED or not all(isinstance(v, int | float) for v in values):
             totals[key] = ", ".join(f"{v} x{n}" for v, n in Counter(map(str, values)).items())

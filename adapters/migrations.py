@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from actae.domain.errors import ActaeError
+from actae.domain.errors import ActaeError, ValidationError
 from actae.domain.service import ActaeService
 
 MIGRATIONS_TABLE = "actae_migrations"
@@ -116,6 +116,9 @@ def open_sqlite(path: str, build: ServiceFactory, *, create: bool = True) -> Act
         return build(True)
     if not create and not os.path.isfile(path):
         return None  # checked first: connecting would create the file
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):  # SQLite would only say "unable to open database file"
+        raise ValidationError("url", f"the folder {folder} does not exist; create it first")
     conn = sqlite3.connect(path, timeout=30, isolation_level=None)
     try:
         if create:

@@ -19,6 +19,10 @@ statements are sent:
   conflicts with anything but other writers of this table. Every writer of a store must use
   this recorder (``actae.open`` always does): a stock eventsourcing writer takes the table
   lock instead and would not be ordered against it.
+* **A write whose reply was lost is recognised, not repeated.** After a connection error
+  the write is sent again; if the store refuses it because the rows exist and they equal
+  what this call sent byte for byte, the first attempt committed and its positions are
+  returned (docs/lost-replies.md). Nothing is added to the normal path.
 * **Reads use statement texts rendered once**, one per query shape.
 * **Each pooled connection keeps one cursor**, used through a slimmer checkout than
   eventsourcing's ``get_connection`` (which also opens the pool and registers composite
@@ -63,6 +67,13 @@ from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastor
 from eventsourcing.utils import retry
 from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Composable, Identifier, Literal
+
+from actae.adapters.lost_replies import (
+    TRANSIENT_ERRORS,
+    WRITE_ATTEMPTS,
+    WRITE_RETRY_WAIT,
+    RecognisesOwnCommits,
+)
 
 MAX_VALUES_ROWS = 64
 """Inserts of up to this many events send scalars and keep their rendered statement."""
@@ -123,7 +134,7 @@ def ordering_lock_key(schema: str, table: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
-class ActaePostgresRecorder(PostgresApplicationRecorder):
+class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
     """Application recorder writing each batch of events in a single statement."""
 
     def __init__(
@@ -143,11 +154,17 @@ class ActaePostgresRecorder(PostgresApplicationRecorder):
         )
         self._pool_opened = False
 
-    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        """Insert events atomically in one statement; their positions, in order."""
+        """Insert events atomically in one statement; their positions, in order.
+
+        A connection error leaves the outcome unknown: the statement may have committed and
+        only its reply been lost. The write is then sent again; if the store refuses it
+        because the rows exist, and they are byte for byte the rows this call sent, the
+        first attempt committed and its positions are returned as if the reply had arrived
+        (:mod:`actae.adapters.lost_replies`, docs/lost-replies.md).
+        """
         if not stored_events:
             return None
         params: list[Any]
@@ -164,10 +181,14 @@ class ActaePostgresRecorder(PostgresApplicationRecorder):
                 [e.topic for e in stored_events],
                 [e.state for e in stored_events],
             ]
-        rows = self._execute(self.insert_statement(len(stored_events)), params)
+        statement = self.insert_statement(len(stored_events))
+        try:
+            rows = self._execute(statement, params)
+        except TRANSIENT_ERRORS:
+            return self._insert_again(stored_events, statement, params)
         return [row[0] for row in rows]
 
-    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    @retry(TRANSIENT_ERRORS, max_attempts=WRITE_ATTEMPTS, wait=WRITE_RETRY_WAIT)
     def select_events(
         self,
         originator_id: UUID | str,
@@ -182,7 +203,7 @@ class ActaePostgresRecorder(PostgresApplicationRecorder):
         params = [originator_id, *(p for p in (gt, lte, limit) if p is not None)]
         return [stored_event(*row) for row in self._execute(self._read_query(shape), params)]
 
-    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    @retry(TRANSIENT_ERRORS, max_attempts=WRITE_ATTEMPTS, wait=WRITE_RETRY_WAIT)
     def select_together(self, requests: Sequence[tuple[UUID, bool]]) -> list[list[StoredEvent]]:
         """Several aggregates' events in one round trip, one list per request, in order.
 

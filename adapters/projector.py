@@ -5,8 +5,10 @@
 ``actae project`` runs it as its own process. Each batch (many events) commits together with
 its tracking position. A lease running out is the one change no event records: after
 catching up, and in the live loop whenever a known lease expiry passes, the projector marks
-claims whose lease ran out (on the store's clock) in doubt. A transient database error is
-retried with backoff after reconnecting. An event that cannot be projected (a *poison*
+claims whose lease ran out (on the store's clock) in doubt. A transient database error (a
+restart, a dropped connection: see ``adapters/outages.py``) is waited out with backoff,
+reconnecting, and logged once per outage; any other error stops the projector at once (a
+missing table is no store at all, not an outage). An event that cannot be projected (a *poison*
 event) does not stop the projector: it is recorded with its error in
 ``actae_projection_errors`` and skipped, in the same transaction, so it stays visible.
 ``rebuild()`` projects from zero into fresh tables and swaps them in atomically.
@@ -14,7 +16,6 @@ event) does not stop the projector: it is recorded with its error in
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
 import sys
 import threading
@@ -24,8 +25,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
 import psycopg
-from eventsourcing.persistence import ApplicationRecorder, Mapper, Notification, PersistenceError
+from eventsourcing.persistence import ApplicationRecorder, Mapper, Notification
 
+from actae.adapters.outages import Outage, is_transient, ride_out
 from actae.adapters.readmodels import ReadModelDB
 from actae.adapters.subscription import Waiter
 from actae.domain.errors import ValidationError
@@ -38,13 +40,6 @@ if TYPE_CHECKING:
 
 NAME = "read_models"
 REBUILD_SUFFIX = "__rebuild"
-TRANSIENT = (
-    psycopg.OperationalError,
-    psycopg.InterfaceError,
-    sqlite3.OperationalError,
-    PersistenceError,
-)
-MAX_BACKOFF = 5.0
 SWEEP_EVERY = 1.0
 """Seconds between lease sweeps while idle: another projector may have applied a claim."""
 
@@ -75,6 +70,7 @@ class Projector:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.on_batch: Callable[[Sequence[Notification]], None] | None = None
+        self.outage = Outage("actae projector", self._say)
         db.ensure_schema()
 
     # -- batches --------------------------------------------------------------------------
@@ -105,9 +101,9 @@ class Projector:
         try:
             with self.db.transaction():  # a savepoint: a bad batch falls back event by event
                 self.db.apply(changes, suffix)
-        except TRANSIENT:
-            raise
-        except Exception:
+        except Exception as error:
+            if is_transient(error):
+                raise
             self._apply_one_by_one(notifications, name, suffix)
 
     def _apply_one_by_one(
@@ -117,9 +113,9 @@ class Projector:
             try:
                 with self.db.transaction():
                     self.db.apply(project(self._mapper.to_domain_event(notification)), suffix)
-            except TRANSIENT:
-                raise
             except Exception as error:
+                if is_transient(error):
+                    raise
                 self._poison(name, notification, error)
 
     def _poison(self, name: str, notification: Notification, error: Exception) -> None:
@@ -212,25 +208,29 @@ class Projector:
         self.db.close()
 
     def _with_retries(self, batch: Callable[[], int]) -> int:
-        delay = 0.05
-        while True:
-            try:
-                return batch()
-            except TRANSIENT as error:
-                if self._stop.is_set():
-                    return 0
-                print(
-                    f"actae projector: transient error, retrying in {delay:.2f} s: {error}",
-                    file=self._out or sys.stderr,
-                    flush=True,
-                )
-                self._stop.wait(delay)
-                delay = min(delay * 2, MAX_BACKOFF)
-                self._reconnect()
+        """``batch()``, waited through database outages; 0 if stopped during one."""
+        try:
+            return ride_out(
+                batch,
+                self.outage,
+                give_up=self._stop.is_set,
+                sleep=self._stop.wait,
+                before_retry=self._reconnect,
+            )
+        except Exception as error:
+            if self._stop.is_set() and is_transient(error):
+                return 0
+            raise
 
     def _reconnect(self) -> None:
-        with contextlib.suppress(*TRANSIENT):  # the next attempt retries
+        try:
             self.db.reconnect()
+        except Exception as error:  # still down: the next attempt waits again
+            if not is_transient(error):
+                raise
+
+    def _say(self, line: str) -> None:
+        print(line, file=self._out or sys.stderr, flush=True)
 
     # -- rebuild and inspection -----------------------------------------------------------
 

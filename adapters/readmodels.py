@@ -22,6 +22,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from actae.adapters.clock import wall_clock
 from actae.adapters.readmodel_schema import ERRORS, TRACKING, SchemaMethods
 from actae.adapters.worker_tables import WorkerTables
 from actae.domain.effects import STEP_ATTEMPTS
@@ -152,6 +153,16 @@ class ReadModelDB(SchemaMethods, WorkerTables):
         """Close the connection."""
         self.conn.close()
 
+    def _heal(self) -> None:
+        """Replace a connection the server dropped (a restart, a terminated backend).
+
+        Called before each unit of work, so a long-running process's first statement after
+        an outage goes to a new connection instead of failing on the dead one. A failure to
+        connect is the caller's transient error to wait out.
+        """
+        if self.dialect.name == "postgresql" and self.conn.closed:
+            self.conn = self._connect()
+
     # -- statements -----------------------------------------------------------------------
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
@@ -170,6 +181,7 @@ class ReadModelDB(SchemaMethods, WorkerTables):
     def query(self, statement: str, params: Any = None) -> list[dict[str, Any]]:
         """Rows of a read-only query as dicts (analyst access)."""
         with self.lock:
+            self._heal()
             cursor = self.conn.execute(statement, params or ())
             names = [d[0] for d in cursor.description]
             return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
@@ -181,6 +193,7 @@ class ReadModelDB(SchemaMethods, WorkerTables):
         that would change anything fails instead of quietly committing.
         """
         with self.lock:
+            self._heal()
             if self.dialect.name == "postgresql":
                 with self.conn.transaction():
                     self.conn.execute("SET TRANSACTION READ ONLY")
@@ -196,6 +209,7 @@ class ReadModelDB(SchemaMethods, WorkerTables):
         """A transaction, or a savepoint inside one (SQLite takes the write lock at once)."""
         with self.lock:
             if self.dialect.name == "postgresql":
+                self._heal()
                 with self.conn.transaction():
                     yield
                 return
@@ -261,7 +275,7 @@ class ReadModelDB(SchemaMethods, WorkerTables):
                 topic,
                 originator,
                 error[:4000],
-                self.dialect.adapt(datetime.now(UTC)),
+                self.dialect.adapt(wall_clock()),
             ),
         )
 

@@ -13,6 +13,7 @@ from types import TracebackType
 from typing import Any, Self, TextIO
 from uuid import UUID
 
+from actae.adapters.clock import close_clock, host_skew, store_clock
 from actae.adapters.codec import OrjsonCodec
 from actae.adapters.migrations import open_postgres, open_sqlite
 from actae.adapters.postgres import ActaePostgresRecorder
@@ -34,7 +35,7 @@ from actae.domain.errors import (
 )
 from actae.domain.ports import Clock
 from actae.domain.reader import channel_event_of, operation_record_of
-from actae.domain.service import ActaeService, utc_now
+from actae.domain.service import ActaeService
 from actae.domain.validation import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     require_int,
@@ -62,31 +63,42 @@ def open(
 ) -> Store:
     """Open (and create or migrate, if needed) the store at ``url``.
 
-    ``clock`` returns aware UTC datetimes; tests and drills pass a virtual one. With
-    ``create=False`` only an existing store opens: otherwise :class:`StoreNotFoundError`,
-    and nothing (no file, schema or table) is created. ``memory://`` is always new.
+    Leases, retry times and timers are decided on the store's clock: by default the
+    database server's on PostgreSQL (every worker agrees, whatever its host's clock says)
+    and this host's wall time on SQLite and ``memory://``. ``clock`` replaces it with any
+    callable that returns aware UTC datetimes: a :class:`ManualClock` for a test in one
+    process, an :class:`OffsetClock` for virtual time shared by processes (based on the
+    store's own clock). See docs/time.md. With ``create=False`` only an existing store
+    opens: otherwise :class:`StoreNotFoundError`, and nothing (no file, schema or table) is
+    created. ``memory://`` is always new.
     """
     parsed = parse_store_url(url)
     max_document_bytes = require_int("max_document_bytes", max_document_bytes, minimum=1)
+    postgres = parsed.backend == "postgresql"
+    store_time = store_clock(clock, parsed.postgres_conninfo if postgres else None)
 
     def build(create_tables: bool) -> ActaeService:
         env = {**parsed.env, "CREATE_TABLE": "y" if create_tables else "n"}
         return ActaeService(
             env,
             codec=OrjsonCodec(),
-            clock=clock or utc_now,
+            clock=store_time,
             max_document_bytes=max_document_bytes,
         )
 
-    service: ActaeService | None
-    if parsed.backend == "postgresql":
-        service = open_postgres(
-            parsed.postgres_conninfo, parsed.postgres_schema, build, create=create
-        )
-    elif parsed.backend == "sqlite":
-        service = open_sqlite(parsed.sqlite_path or "", build, create=create)
-    else:
-        service = build(True)
+    service: ActaeService | None = None
+    try:
+        if postgres:
+            service = open_postgres(
+                parsed.postgres_conninfo, parsed.postgres_schema, build, create=create
+            )
+        elif parsed.backend == "sqlite":
+            service = open_sqlite(parsed.sqlite_path or "", build, create=create)
+        else:
+            service = build(True)
+    finally:
+        if service is None:
+            close_clock(store_time)
     if service is None:
         raise StoreNotFoundError(parsed.display)
     return Store(service, parsed)
@@ -234,8 +246,12 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods):
         )
 
     def now(self) -> datetime:
-        """The store's clock (wall time unless a clock was given to ``actae.open``)."""
+        """The store's clock: the database's on PostgreSQL, unless ``actae.open`` got one."""
         return self._service.clock()
+
+    def clock_skew(self) -> float | None:
+        """Seconds the database's clock is ahead of this host's (None: not on its clock)."""
+        return host_skew(self._service.clock)
 
     def lineage(self, run_id: UUID | str) -> Lineage:
         """Fork receipts of a run: ancestors (nearest first) and all descendants."""
@@ -295,6 +311,7 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods):
         ``query(sql)`` reads them. On SQLite and PostgreSQL they are plain tables next to
         the event store; with ``memory://`` they live in an in-memory SQLite database.
         """
+        batch_size = require_int("batch_size", batch_size, minimum=1)
         if self._projector is None:
             if self._url.backend == "postgresql":
                 db = postgres_db(self._url.postgres_conninfo, self._url.postgres_schema)
@@ -321,6 +338,7 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods):
             if self._projector is not None:
                 self._projector.close()
             self._service.close()
+            close_clock(self._service.clock)
 
     def __enter__(self) -> Self:
         return self

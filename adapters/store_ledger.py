@@ -42,30 +42,43 @@ class LedgerMethods:
             effect_key, run_id=run_id, worker=worker, lease=lease, request=request, retry=retry
         )
 
-    def heartbeat(self, effect_key: str, *, token: int, lease: float) -> EffectInfo:
-        """Extend the lease of the claim holding ``token``."""
-        return self._service.ledger.heartbeat(effect_key, token=token, lease=lease)
+    def heartbeat(self, effect_key: str, *, token: int, worker: str, lease: float) -> EffectInfo:
+        """Extend the lease of the claim holding ``token``, granted to ``worker``."""
+        return self._service.ledger.heartbeat(effect_key, token=token, worker=worker, lease=lease)
 
-    def complete(self, effect_key: str, *, token: int, result: dict[str, Any]) -> EffectInfo:
-        """Record that the effect happened; a stale ``token`` raises ``FencingError``."""
-        return self._service.ledger.complete(effect_key, token=token, result=result)
+    def complete(
+        self, effect_key: str, *, token: int, worker: str, result: dict[str, Any]
+    ) -> EffectInfo:
+        """Record that the effect happened; a stale ``token`` raises ``FencingError``.
+
+        ``worker`` must be the name the claim was granted to (``NotHolderError`` otherwise):
+        a token is visible to anyone who reads the effect, the holder's name pairs with it.
+        """
+        return self._service.ledger.complete(effect_key, token=token, worker=worker, result=result)
 
     def fail(
         self,
         effect_key: str,
         *,
         token: int,
+        worker: str,
         error: str,
         retry_after: float | str | None = None,
         final: bool = False,
     ) -> EffectInfo:
         """Record a failed attempt; the retry policy (and ``retry_after``) schedules the next.
 
-        ``retry_after`` is seconds, or an HTTP ``Retry-After`` header's value as it came
-        (``"30"`` or an HTTP date).
+        ``worker`` is the claim's holder, as for :meth:`complete`. ``retry_after`` is
+        seconds, or an HTTP ``Retry-After`` header's value as it came (``"30"`` or an HTTP
+        date).
         """
         return self._service.ledger.fail(
-            effect_key, token=token, error=error, retry_after=retry_after, final=final
+            effect_key,
+            token=token,
+            worker=worker,
+            error=error,
+            retry_after=retry_after,
+            final=final,
         )
 
     def reconcile(

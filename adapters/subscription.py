@@ -9,19 +9,27 @@ delivery has no gap and no duplicate.
 
 Per-channel subscriptions use cursors (gapless by the primary key). The global subscription
 uses the event store's notification ids, which the recorder issues in commit order.
+
+A database outage does not end a subscription: it knows its position, so it waits the outage
+out (logged once on the ``actae`` logger), reconnects its listener and asks again for
+everything after that position; nothing is skipped or delivered twice.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from types import TracebackType
-from typing import Protocol, Self
+from typing import Any, Protocol, Self
 
 import psycopg
 
+from actae.adapters.outages import Outage, is_transient, ride_out
 from actae.domain.values import ChannelEvent
+
+log = logging.getLogger("actae")
 
 Fetch = Callable[[int], list[ChannelEvent]]
 
@@ -60,23 +68,44 @@ class ConditionWaiter:
 
 
 class ListenWaiter:
-    """Waits for PostgreSQL NOTIFY on the event table's channel (sent by every write)."""
+    """Waits for PostgreSQL NOTIFY on the event table's channel (sent by every write).
+
+    A dropped listening connection is opened again on the next wait; until then a wait is a
+    plain poll (notifications sent meanwhile are lost, but the reader re-reads the store
+    after every wait, so only latency is).
+    """
 
     def __init__(self, conninfo: dict[str, str], channel: str) -> None:
-        self._conn = psycopg.connect(**conninfo, autocommit=True)  # type: ignore[arg-type]
-        self._conn.execute(psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel)))
+        self._conninfo = conninfo
+        self._listen = psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel))
         self._stopped = threading.Event()
+        self._conn: psycopg.Connection[Any] | None = None
+        try:
+            self._conn = self._connect()
+        except psycopg.Error as error:  # down now: the first wait connects
+            if not is_transient(error):
+                raise
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        conn = psycopg.connect(**self._conninfo, autocommit=True)  # type: ignore[arg-type]
+        conn.execute(self._listen)
+        return conn
 
     def wait(self, timeout: float) -> None:
         """Block until a notification arrives, or ``timeout`` seconds pass."""
         if self._stopped.is_set():
             return
         try:
+            if self._conn is None or self._conn.closed:
+                self._conn = self._connect()
             for _ in self._conn.notifies(timeout=min(timeout, 0.25), stop_after=1):
                 break
-        except psycopg.OperationalError:
-            if not self._stopped.is_set():  # closed under us by close(): just return
+        except psycopg.Error as error:
+            if self._stopped.is_set():  # closed under us by close(): just return
+                return
+            if not is_transient(error):
                 raise
+            self._stopped.wait(min(timeout, 0.25))  # down: poll until it is back
 
     def wake(self) -> None:
         """Make the next wait return at once (a blocked one returns within 0.25 s)."""
@@ -84,7 +113,8 @@ class ListenWaiter:
 
     def close(self) -> None:
         """Close the listening connection."""
-        self._conn.close()
+        if self._conn is not None:
+            self._conn.close()
 
 
 class Subscription:
@@ -110,6 +140,7 @@ class Subscription:
         self._buffer: deque[ChannelEvent] = deque()
         self._stopped = threading.Event()
         self.position = after
+        self.outage = Outage("actae subscription", log.warning)
 
     def __iter__(self) -> Iterator[ChannelEvent]:
         return self
@@ -120,12 +151,26 @@ class Subscription:
                 event = self._buffer.popleft()
                 self.position = self._position_of(event)
                 return event
-            batch = self._fetch(self.position)
+            batch = self._next_batch()
             if batch:
                 self._buffer.extend(batch)
             else:
                 self._waiter.wait(self._poll)
         raise StopIteration
+
+    def _next_batch(self) -> list[ChannelEvent]:
+        """The events after ``position``, waited through database outages ([] if stopped)."""
+        try:
+            return ride_out(
+                lambda: self._fetch(self.position),
+                self.outage,
+                give_up=self._stopped.is_set,
+                sleep=self._stopped.wait,
+            )
+        except Exception as error:
+            if self._stopped.is_set() and is_transient(error):
+                return []
+            raise
 
     def stop(self) -> None:
         """End the iteration (from any thread); a blocked ``next()`` returns promptly."""

@@ -19,7 +19,6 @@ workflow code fails the run, since running the same code again fails the same wa
 from __future__ import annotations
 
 import contextlib
-import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -27,19 +26,25 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TextIO
 
+from actae.adapters.clock import skew_warning
 from actae.adapters.context import RunContext
+from actae.adapters.outages import Outage, is_transient, ride_out
+from actae.adapters.outcomes import (
+    COOLDOWN,
+    Cooldown,
+    cooldown_for,
+    describe_stop,
+    is_due,
+    printable,
+    run_result,
+)
+from actae.adapters.run_lease import RunLease
 from actae.domain.errors import (
     ActaeError,
-    ConflictError,
-    EffectBlockedError,
     IllegalTransitionError,
-    IncompatibleResumeError,
-    LeaseHeldError,
-    RetryNotDueError,
-    RunStoppedError,
-    RunSuspended,
     ValidationError,
 )
+from actae.domain.validation import require_text
 
 if TYPE_CHECKING:
     from actae.adapters.store import Store
@@ -73,6 +78,7 @@ class Registry:
         migrations: Mapping[int, Migration] | None = None,
     ) -> Callable[[WorkflowCode], WorkflowCode]:
         """Decorator: run ``code(ctx)`` for runs whose ``agent_id`` is ``name``."""
+        name = require_text("name", name)  # advertised in the read models
 
         def register(code: WorkflowCode) -> WorkflowCode:
             self._workflows[name] = Workflow(name, code, pins, dict(migrations or {}))
@@ -90,55 +96,11 @@ class Registry:
 
 
 REGISTRY = Registry()
-COOLDOWN = 5.0
-"""Seconds before a run that could not advance, for a reason with no known end, is tried again."""
-CONFLICT_COOLDOWN = 1.0
-"""Seconds before a run that lost a write to another writer is tried again."""
 workflow = REGISTRY.workflow
 CANDIDATES = (
     "SELECT run_id, agent_id, lifecycle, status, unserved, wake_at, next_retry_at "
     "FROM run_status WHERE lifecycle IN ('running', 'waiting') ORDER BY created_at"
 )
-
-
-@dataclass(frozen=True)
-class Cooldown:
-    """When a run that could not advance is worth trying again.
-
-    ``until`` is on the store's clock, which leases and retry times are on (a virtual clock
-    in tests and drills); ``or_after`` is a ``time.monotonic()`` moment that also ends a
-    short pause whose reason is not tied to the store's clock (infinite when it is).
-    """
-
-    until: datetime
-    or_after: float = math.inf
-
-    @classmethod
-    def short(cls, now: datetime, seconds: float) -> Cooldown:
-        """A pause of ``seconds`` on whichever clock passes them first."""
-        return cls(now + timedelta(seconds=seconds), time.monotonic() + seconds)
-
-    def over(self, now: datetime) -> bool:
-        """Whether the run may be tried again at ``now`` (store time)."""
-        return now >= self.until or time.monotonic() >= self.or_after
-
-
-def cooldown_for(stop: ActaeError, now: datetime) -> Cooldown | None:
-    """How long a run that stopped with ``stop`` cannot advance (None: it moved on).
-
-    A suspended or stopped run left the runnable set: the read model stops offering it,
-    and it must run as soon as it is woken or unpaused. Everything else would fail the same
-    way at once: a dead worker's effect lease until it expires, a retry until it is due.
-    """
-    if isinstance(stop, RunSuspended | RunStoppedError):
-        return None
-    if isinstance(stop, LeaseHeldError):
-        return Cooldown(stop.expires_at)
-    if isinstance(stop, RetryNotDueError):
-        return Cooldown(stop.retry_at)
-    if isinstance(stop, ConflictError):
-        return Cooldown.short(now, CONFLICT_COOLDOWN)
-    return Cooldown.short(now, COOLDOWN)
 
 
 class Worker:
@@ -155,7 +117,7 @@ class Worker:
         out: TextIO | None = None,
     ) -> None:
         self.store = store
-        self.name = name
+        self.name = require_text("name", name)  # stored in the read models
         self.registry = registry
         self.lease = lease
         self.poll_interval = poll_interval
@@ -165,23 +127,49 @@ class Worker:
         self._cooldowns: dict[str, Cooldown] = {}
         self._advertised_until: datetime | None = None
         self._last_said: dict[str, str] = {}  # run -> what was last logged about it
+        self._unreleased: dict[str, tuple[Any, int]] = {}  # run -> lease token still held
+        self.outage = Outage(f"worker {name}", self._say)
+        if (skewed := skew_warning(store.clock_skew())) is not None:
+            self._say(skewed)  # leases are safe on the database's clock; the host's logs are not
 
     def request_stop(self) -> None:
         """Stop after the current run (signal-safe)."""
         self._stop.set()
 
     def run(self) -> None:
-        """Work until ``request_stop()``; sleeps between passes that advanced nothing."""
+        """Work until ``request_stop()``; sleeps between passes that advanced nothing.
+
+        A pass that fails because the database is unreachable is tried again with backoff
+        (logged once per outage); any other error ends the loop.
+        """
         try:
             while not self._stop.is_set():
-                if self.run_once() == 0:
+                try:
+                    advanced = ride_out(
+                        self.run_once,
+                        self.outage,
+                        give_up=self._stop.is_set,
+                        sleep=self._stop.wait,
+                    )
+                except Exception as error:
+                    if self._stop.is_set() and is_transient(error):
+                        break
+                    raise
+                if advanced == 0:
                     self._stop.wait(self.poll_interval)
         finally:
             self.withdraw()
 
     def withdraw(self) -> None:
-        """Stop advertising this worker's agents (it is stopping: it serves nothing now)."""
-        self.store.projector().db.advertise(self.name, [], self.store.now())
+        """Stop advertising this worker's agents (it is stopping: it serves nothing now).
+
+        With the database unreachable the advertisement is left to expire on its own.
+        """
+        try:
+            self.store.projector().db.advertise(self.name, [], self.store.now())
+        except Exception as error:
+            if not is_transient(error):
+                raise
         self._advertised_until = None
 
     def run_once(self) -> int:
@@ -195,6 +183,7 @@ class Worker:
         projector = self.store.projector()
         projector.catch_up()
         now = self.store.now()
+        self._release_pending()
         self._advertise(now)
         projector.db.mark_unserved(now)
         advanced = 0
@@ -214,6 +203,8 @@ class Worker:
         try:
             return self._serve(row, now)
         except Exception as error:  # one run must never stop the worker
+            if is_transient(error):
+                raise  # the database, not the run: the whole pass waits for it
             run_id = str(row["run_id"])
             self._cooldowns[run_id] = Cooldown.short(now, COOLDOWN)
             self._say(f"run {run_id}: not advanced: {printable(repr(error))}")
@@ -223,7 +214,7 @@ class Worker:
         """Wake the run if due, then run it if it is runnable here; how many moves it made."""
         woke = 0
         if row["lifecycle"] == "waiting":
-            if not (_due(row["wake_at"], now) and self.store.wake_due(row["run_id"])):
+            if not (is_due(row["wake_at"], now) and self.store.wake_due(row["run_id"])):
                 return 0
             woke, row = 1, {**row, "lifecycle": "running", "status": "running"}
         code = self.registry.get(row["agent_id"])
@@ -248,7 +239,7 @@ class Worker:
             if not cooldown.over(now):
                 return False
             del self._cooldowns[str(row["run_id"])]
-        return row["status"] != "retrying" or _due(row["next_retry_at"], now)
+        return row["status"] != "retrying" or is_due(row["next_retry_at"], now)
 
     def _advertise(self, now: datetime) -> None:
         """Renew this worker's advertisement of its agents once a third of the lease is gone."""
@@ -263,52 +254,76 @@ class Worker:
         """Run the workflow under the run's lease; whether the run advanced."""
         db = self.store.projector().db
         now = self.store.now()
+        sent = time.monotonic()
         token = db.acquire_lease(run_id, self.name, now, now + timedelta(seconds=self.lease))
         if token is None:
             return False
-        done = threading.Event()
-        beater = threading.Thread(target=self._heartbeat, args=(run_id, token, done), daemon=True)
-        beater.start()
+        lease = RunLease(
+            db,
+            run_id,
+            worker=self.name,
+            token=token,
+            seconds=self.lease,
+            valid_from=sent,
+            now=self.store.now,
+            outage=self.outage,
+            on_beat=self._keep_advertising,
+        ).start()
         try:
-            outcome, cooldown = self._execute(run_id, code)
+            outcome, cooldown = self._execute(run_id, code, lease)
         finally:
-            done.set()
-            beater.join()
-            db.release_lease(run_id, token, self.store.now())
+            lease.stop()
+            self._release(run_id, token)
         self.outcomes.append((run_id, outcome))
         if cooldown is not None:
             self._cooldowns[str(run_id)] = cooldown
         self._say_once(run_id, outcome)
         return cooldown is None
 
-    def _heartbeat(self, run_id: Any, token: int, done: threading.Event) -> None:
-        db = self.store.projector().db
-        while not done.wait(self.lease / 3):
-            now = self.store.now()
-            # A long workflow must not make its agent look unserved; a failed renewal is
-            # retried on the next beat and must never stop the run lease's renewal below.
-            with contextlib.suppress(Exception):
-                self._advertise(now)
-            if not db.renew_lease(run_id, token, now + timedelta(seconds=self.lease)):
-                return
+    def _keep_advertising(self) -> None:
+        """A long workflow must not make its agent look unserved (renewed with the lease)."""
+        self._advertise(self.store.now())
 
-    def _execute(self, run_id: Any, code: Workflow) -> tuple[str, Cooldown | None]:
+    def _release(self, run_id: Any, token: int) -> None:
+        """Let the run go; with the database unreachable, again at the start of each pass.
+
+        Left to expire, a lease that could not be released would keep the run from every
+        worker, this one included, for the rest of its term.
+        """
+        self._unreleased[str(run_id)] = (run_id, token)
+        try:
+            self.store.projector().db.release_lease(run_id, token, self.store.now())
+        except Exception as error:
+            if not is_transient(error):
+                raise
+            return
+        del self._unreleased[str(run_id)]
+
+    def _release_pending(self) -> None:
+        for run_id, token in list(self._unreleased.values()):
+            self._release(run_id, token)
+
+    def _execute(self, run_id: Any, code: Workflow, lease: RunLease) -> tuple[str, Cooldown | None]:
         """Run the workflow from the top: what happened, and how long to leave the run be."""
         try:  # a resume refused (say, this worker's pins are invalid) is not the run's fault
             ctx = self.store.resume(
                 run_id, worker=self.name, pins=code.pins, migrations=code.migrations
             )
         except ActaeError as stop:
-            return _describe(stop), cooldown_for(stop, self.store.now())
+            return describe_stop(stop), cooldown_for(stop, self.store.now())
+        ctx.lease, ctx.outage = lease, Outage(f"worker {self.name}: run {run_id}", self._say)
         try:
             result = code.code(ctx)
-            self.store.complete_run(run_id, _run_result(result))
+            lease.ensure_held()
+            self.store.complete_run(run_id, run_result(result))
         except ValidationError as invalid:  # the same code fails the same way: final
             return self._fail(run_id, invalid), None
         except ActaeError as stop:
-            return _describe(stop), cooldown_for(stop, self.store.now())
-        except Exception as error:  # the workflow's own bug fails its run
-            return self._fail(run_id, error), None
+            return describe_stop(stop), cooldown_for(stop, self.store.now())
+        except Exception as error:
+            if is_transient(error):
+                raise  # the database, not the run: the pass is tried again once it is back
+            return self._fail(run_id, error), None  # the workflow's own bug fails its run
         return "completed", None
 
     def _fail(self, run_id: Any, error: Exception) -> str:
@@ -327,54 +342,6 @@ class Worker:
     def _say(self, line: str) -> None:
         if self._out is not None:
             print(f"[{self.name}] {line}", file=self._out, flush=True)
-
-
-OUTCOMES: tuple[tuple[type[ActaeError], Callable[[Any], str]], ...] = (
-    (RunSuspended, lambda e: f"waiting for {e.reason} {e.name!r}"),
-    (RunStoppedError, lambda e: str(e.status)),
-    (RetryNotDueError, lambda e: f"retrying at {e.retry_at.isoformat()}"),
-    (EffectBlockedError, lambda e: f"blocked: effect {e.effect_key} is {e.status}"),
-    (IncompatibleResumeError, lambda e: f"left for a compatible worker: {e}"),
-    (ConflictError, lambda e: f"lost to another worker: {e}"),
-    (LeaseHeldError, lambda e: f"lost to another worker: {e}"),
-)
-
-
-def _describe(stop: ActaeError) -> str:
-    """Why a workflow did not finish in this pass."""
-    for kind, describe in OUTCOMES:
-        if isinstance(stop, kind):
-            return describe(stop)
-    return f"not advanced: {stop}"
-
-
-def printable(text: str) -> str:
-    """``text`` that any store and log can hold: lone surrogates and NULs escaped.
-
-    Model output cut mid-character ends up in exception messages; recording it as it is
-    would fail the very write that records the failure.
-    """
-    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
-
-
-def _run_result(returned: object) -> dict[str, Any]:
-    """A run's result from what its workflow returned.
-
-    A run's result is a JSON object: a mapping is kept as it is, nothing becomes ``{}``, and
-    any other value (a string, a list, ``0``) is kept under ``"value"``.
-    """
-    if returned is None:
-        return {}
-    if isinstance(returned, Mapping):
-        return dict(returned)
-    return {"value": returned}
-
-
-def _due(at: Any, now: datetime) -> bool:
-    if at is None:
-        return False
-    moment = datetime.fromisoformat(at) if isinstance(at, str) else at
-    return bool(moment <= now)
 
 
 def run_until_idle(worker: Worker, *, timeout: float = 30.0) -> None:

@@ -35,7 +35,7 @@ def actae_claims(store: actae.Store, complete: bool) -> Callable[[int], None]:
                 key, run_id=run.run_id, worker=f"w{index}", lease=30.0, request={"amount": n}
             )
             if complete:
-                store.complete(key, token=claim.token, result={"ok": True})
+                store.complete(key, token=claim.token, worker=f"w{index}", result={"ok": True})
 
     return run_one
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+from uuid import uuid4
 
 if TYPE_CHECKING:
     from actae.domain.aggregate import Aggregate, DomainEvent
@@ -12,6 +13,15 @@ if TYPE_CHECKING:
     from actae.domain.ports import Clock
     from actae.domain.reader import StoreReader
     from actae.domain.validation import Document
+
+
+def generated_operation_id(command: str) -> str:
+    """An operation id made up for one call of ``command`` that was given none.
+
+    The call saves its operation record under it, so when the store's answer to a write is
+    lost and the call tries again, it finds its own earlier write instead of repeating it.
+    """
+    return f"{command}:{uuid4()}"
 
 
 class CommandParts:

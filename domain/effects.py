@@ -91,10 +91,11 @@ class RetryPolicy(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    max_attempts: int = Field(default=5, ge=1)
-    initial_delay: float = Field(default=30.0, gt=0)
-    max_delay: float = Field(default=300.0, gt=0)
-    max_total: float = Field(default=600.0, gt=0)
+    # Stored with the effect: a signed 64-bit integer and finite numbers (JSON has no inf).
+    max_attempts: int = Field(default=5, ge=1, le=2**63 - 1)
+    initial_delay: float = Field(default=30.0, gt=0, allow_inf_nan=False)
+    max_delay: float = Field(default=300.0, gt=0, allow_inf_nan=False)
+    max_total: float = Field(default=600.0, gt=0, allow_inf_nan=False)
 
     def backoff(self, attempt: int, draw: float) -> float:
         """Delay after failed attempt number ``attempt``; ``draw`` is uniform in [0, 1)."""

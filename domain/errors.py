@@ -107,6 +107,28 @@ class FencingError(ActaeError):
         )
 
 
+class NotHolderError(FencingError):
+    """A ledger call named a worker other than the one holding the claim of its token.
+
+    The token alone is not a credential: anyone who reads the effect sees it. A worker may
+    only extend, complete or fail the claim it was granted itself.
+    """
+
+    code = "not_holder"
+
+    def __init__(self, effect_key: str, *, worker: str, holder: str, token: int) -> None:
+        self.worker = worker
+        self.holder = holder
+        ActaeError.__init__(
+            self,
+            f"effect {effect_key!r}: token {token} was granted to worker {holder!r}, "
+            f"not to {worker!r}; only the holder may heartbeat, complete or fail it",
+        )
+        self.effect_key = effect_key
+        self.presented_token = token
+        self.current_token = token
+
+
 class LeaseHeldError(ActaeError):
     """A claim met a live lease held by another worker."""
 
@@ -245,6 +267,24 @@ class RunStoppedError(ActaeError):
         self.run_id = run_id
         self.status = status
         super().__init__(f"run {run_id} is {status}; stopping at this step boundary")
+
+
+class LeaseLostError(ActaeError):
+    """A worker's lease on a run ran out (its heartbeats could not reach the database).
+
+    Another worker may hold the run by now, so the workflow stops at its next step boundary
+    and writes nothing more; the run goes on under whoever holds its lease.
+    """
+
+    code = "lease_lost"
+
+    def __init__(self, run_id: Any, *, worker: str) -> None:
+        self.run_id = run_id
+        self.worker = worker
+        super().__init__(
+            f"run {run_id}: the lease of worker {worker!r} ran out while the database was "
+            "unreachable; stopping at this step boundary"
+        )
 
 
 class StoreNotFoundError(NotFoundError):

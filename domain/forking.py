@@ -7,7 +7,8 @@ inherits: the workflow calls the parent recorded up to the requested boundary, w
 child's workflow code replays instead of running again (``domain/inheritance.py``). Parent
 and child are saved in one transaction with the operation record; a lost race with another
 fork of the same parent is retried, a repeat of the same operation replays the original
-receipt.
+receipt. A fork without an ``operation_id`` is recorded under one made up front, so that an
+attempt whose write committed unseen (a lost reply) is replayed, never forked twice.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from uuid import UUID, uuid4
 from eventsourcing.persistence import IntegrityError
 
 from actae.domain.channel import Channel
-from actae.domain.commands import CommandParts
+from actae.domain.commands import CommandParts, generated_operation_id
 from actae.domain.errors import ConflictError, NotFoundError
 from actae.domain.inheritance import prefix_of
 from actae.domain.run import Run
@@ -62,11 +63,17 @@ class ForkCommands(CommandParts):
         content = fingerprint(
             "fork", str(cid), str(at), str(reason), self._canonical_text(overrides.as_dict())
         )
-        for _ in range(FORK_ATTEMPTS):
-            original = self._recorded(operation_id, content)
+        record_id = operation_id or generated_operation_id("fork")
+        for attempt in range(FORK_ATTEMPTS):
+            # A made-up id cannot have been recorded before this call's first write.
+            original = (
+                None
+                if attempt == 0 and operation_id is None
+                else self._recorded(record_id, content)
+            )
             if original is not None:
                 return self._replayed_fork(original)
-            receipt = self._try_fork(cid, at, operation_id, reason, overrides, content)
+            receipt = self._try_fork(cid, at, (operation_id, record_id), reason, overrides, content)
             if receipt is not None:
                 return receipt
         head = self.reader.head_event(cid)
@@ -84,12 +91,17 @@ class ForkCommands(CommandParts):
         self,
         cid: UUID,
         at: int,
-        operation_id: str | None,
+        operation_ids: tuple[str | None, str],
         reason: str | None,
         overrides: Any,
         content: str,
     ) -> ForkReceipt | None:
-        """One attempt at a fork; ``None`` when a concurrent fork of the parent won."""
+        """One attempt at a fork; ``None`` when a concurrent fork of the parent won.
+
+        ``operation_ids`` is the caller's id (kept in the receipt) and the one the operation
+        record is saved under (the caller's, or one made up for this call).
+        """
+        operation_id, record_id = operation_ids
         state = self.reader.state_of(self.reader.event_at(cid, at))
         parent = self.reader.run_aggregate(self.reader.head_event(cid).run_id)
         now = self.clock()
@@ -120,7 +132,7 @@ class ForkCommands(CommandParts):
         result = {"child_run_id": str(child.id)}
         try:
             aggregates: list[Aggregate] = [child, channel, parent]
-            winner = self._save(aggregates, operation_id, "fork", content, result, now)
+            winner = self._save(aggregates, record_id, "fork", content, result, now)
         except IntegrityError:
             return None
         return record.receipt() if winner is None else self._replayed_fork(winner)

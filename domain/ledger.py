@@ -108,21 +108,28 @@ class Ledger:
                 return _claim_of(effect, status="granted")
         raise self._still_racing(key)
 
-    def heartbeat(self, effect_key: str, *, token: int, lease: float) -> EffectInfo:
-        """Extend the holder's lease; a stale token raises ``FencingError``."""
+    def heartbeat(self, effect_key: str, *, token: int, worker: str, lease: float) -> EffectInfo:
+        """Extend the holder's lease (``FencingError``: stale token; ``NotHolderError``)."""
         token = self._token(token)
+        worker = require_text("worker", worker)
         lease = require_number("lease", lease, minimum=0.001, maximum=MAX_LEASE_SECONDS)
         return self._decide(
-            effect_key, None, lambda e, now: e.heartbeat(token=token, lease=lease, now=now)
+            effect_key,
+            None,
+            lambda e, now: e.heartbeat(token=token, worker=worker, lease=lease, now=now),
         )
 
-    def complete(self, effect_key: str, *, token: int, result: dict[str, Any]) -> EffectInfo:
-        """Record that the effect happened, with its result."""
+    def complete(
+        self, effect_key: str, *, token: int, worker: str, result: dict[str, Any]
+    ) -> EffectInfo:
+        """Record that the effect happened, with its result (only its holder may)."""
         token = self._token(token)
+        worker = require_text("worker", worker)
         value = require_document("result", result, self._codec, max_bytes=self._max).value
         key = require_text("effect_key", effect_key)
         effect = self._effect(key)
         if effect.result is not None and effect.token == token:
+            effect.ensure_holder(token, worker)
             if effect.result != value:
                 raise OperationConflictError(
                     key, recorded_fingerprint=str(effect.result), presented_fingerprint=str(value)
@@ -131,7 +138,7 @@ class Ledger:
         return self._decide(
             key,
             ("effect.completed", {"token": token, "result": value}, True),
-            lambda e, now: e.complete(token=token, result=value, now=now),
+            lambda e, now: e.complete(token=token, worker=worker, result=value, now=now),
             loaded=effect,
         )
 
@@ -140,6 +147,7 @@ class Ledger:
         effect_key: str,
         *,
         token: int,
+        worker: str,
         error: str,
         retry_after: float | str | None = None,
         final: bool = False,
@@ -147,8 +155,10 @@ class Ledger:
         """Record a failed attempt; the next one is scheduled by policy, or review is needed.
 
         ``retry_after`` is seconds, or an HTTP ``Retry-After`` value as the header gave it.
+        Only the holder of the claim may.
         """
         token = self._token(token)
+        worker = require_text("worker", worker)
         error = require_text("error", error, max_length=1_000_000)[:MAX_REASON_LENGTH]
         delay = None
         if retry_after is not None:
@@ -160,7 +170,13 @@ class Ledger:
             effect_key,
             ("effect.failed", {"token": token, "error": error}, False),
             lambda e, now: e.fail(
-                token=token, error=error, retry_after=delay, final=final, draw=draw, now=now
+                token=token,
+                worker=worker,
+                error=error,
+                retry_after=delay,
+                final=final,
+                draw=draw,
+                now=now,
             ),
         )
 

@@ -24,6 +24,7 @@ from actae.domain.errors import (
     EffectBlockedError,
     FencingError,
     LeaseHeldError,
+    NotHolderError,
     OperationConflictError,
     RetryNotDueError,
 )
@@ -362,31 +363,45 @@ class Operation(Aggregate):
         if token != self.token:
             raise FencingError(self.operation_id, presented_token=token, current_token=self.token)
 
-    def ensure_held(self, token: int, now: datetime) -> None:
-        """Refuse unless ``token`` is current and its attempt is still open."""
+    def ensure_held(self, token: int, now: datetime, *, worker: str | None) -> None:
+        """Refuse unless ``token`` is current, its attempt still open and held by ``worker``.
+
+        ``worker=None`` is an operator settling with the holder's token (``reconcile``).
+        """
         self.ensure_token(token)
         status = self.status(now)
         if status not in (EffectStatus.CLAIMED, EffectStatus.IN_DOUBT):
             raise EffectBlockedError(
                 self.operation_id, status=status.value, detail=f"token {token} holds no claim"
             )
+        if worker is not None:
+            self.ensure_holder(token, worker)
 
-    def heartbeat(self, *, token: int, lease: float, now: datetime) -> None:
+    def ensure_holder(self, token: int, worker: str) -> None:
+        """Refuse a worker other than the one the attempt of ``token`` was granted to."""
+        holder = next((a.worker for a in self.attempts if a.token == token), None)
+        if holder != worker:
+            raise NotHolderError(
+                self.operation_id, worker=worker, holder=holder or "nobody", token=token
+            )
+
+    def heartbeat(self, *, token: int, worker: str, lease: float, now: datetime) -> None:
         """Extend the holder's lease."""
-        self.ensure_held(token, now)
+        self.ensure_held(token, now, worker=worker)
         self.trigger_event(
             self.Renewed, timestamp=now, token=token, expires_at=now + timedelta(seconds=lease)
         )
 
-    def complete(self, *, token: int, result: dict[str, Any], now: datetime) -> None:
+    def complete(self, *, token: int, worker: str, result: dict[str, Any], now: datetime) -> None:
         """Record that the effect happened."""
-        self.ensure_held(token, now)
+        self.ensure_held(token, now, worker=worker)
         self.trigger_event(self.Completed, timestamp=now, token=token, result=result)
 
     def fail(
         self,
         *,
         token: int,
+        worker: str,
         error: str,
         retry_after: float | None,
         final: bool,
@@ -394,7 +409,7 @@ class Operation(Aggregate):
         now: datetime,
     ) -> None:
         """Record a failed attempt and when to try again, by policy and ``retry_after``."""
-        self.ensure_held(token, now)
+        self.ensure_held(token, now, worker=worker)
         retry_at, why_not = (None, None) if final else self._next_attempt_at(retry_after, draw, now)
         if why_not is not None:
             error = f"{error} (not retried: {why_not})"
@@ -435,7 +450,7 @@ class Operation(Aggregate):
         """Settle a doubtful or blocked effect from what the provider says happened."""
         status = self.status(now)
         if token is not None:
-            self.ensure_held(token, now)
+            self.ensure_held(token, now, worker=None)
         elif status is EffectStatus.CLAIMED:
             raise self._lease_held(now)
         elif status not in (EffectStatus.IN_DOUBT, EffectStatus.NEEDS_REVIEW):

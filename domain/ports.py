@@ -23,3 +23,11 @@ class Codec(Protocol):
         something that is not plain JSON.
         """
         ...
+
+    def canonical_with_hint(self, value: Any) -> tuple[bytes, bool]:
+        """``canonical(value)``, and whether an integer beyond +-(2**53 - 1) may be inside.
+
+        The hint is free for the encoder and spares the validation a walk through every
+        document to check integer ranges: ``False`` guarantees there is no such integer.
+        """
+        ...

@@ -23,7 +23,7 @@ from __future__ import annotations
 import random
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, NoReturn
 from uuid import UUID
 
@@ -56,11 +56,6 @@ from actae.domain.validation import (
 from actae.domain.values import Receipt
 
 
-def utc_now() -> datetime:
-    """Wall-clock time in UTC: the default clock."""
-    return datetime.now(UTC)
-
-
 class ActaeService(StartCommands, ForkCommands, Application[UUID]):
     """Commands against runs and channels, with idempotency and optimistic concurrency."""
 
@@ -71,7 +66,7 @@ class ActaeService(StartCommands, ForkCommands, Application[UUID]):
         env: EnvType,
         *,
         codec: Codec,
-        clock: Clock = utc_now,
+        clock: Clock,
         max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
         draw: Callable[[], float] = random.random,
     ) -> None:

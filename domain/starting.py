@@ -2,7 +2,9 @@
 
 A run started under a parent is recorded on the parent too, in the same transaction; a lost
 race with another change of the parent is retried, and a repeat of the same operation
-replays the original run.
+replays the original run. A start without an ``operation_id`` is recorded under one made up
+front, so that an attempt whose write committed unseen (a lost reply) is found and replayed
+instead of starting a second run (docs/lost-replies.md).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from eventsourcing.persistence import IntegrityError
 
 from actae.domain.aggregate import Aggregate
 from actae.domain.channel import Channel
-from actae.domain.commands import CommandParts
+from actae.domain.commands import CommandParts, generated_operation_id
 from actae.domain.errors import ContentionError
 from actae.domain.forking import FORK_ATTEMPTS
 from actae.domain.operation import Operation
@@ -73,8 +75,14 @@ class StartCommands(CommandParts):
             str(parent),
             *((str(sorted(limits.items())),) if limits else ()),
         )
-        for _ in range(FORK_ATTEMPTS):
-            original = self._recorded(operation_id, content)
+        record_id = operation_id or generated_operation_id("start_run")
+        for attempt in range(FORK_ATTEMPTS):
+            # A made-up id cannot have been recorded before this call's first write.
+            original = (
+                None
+                if attempt == 0 and operation_id is None
+                else self._recorded(record_id, content)
+            )
             if original is not None:
                 return self._replayed_run(original)
             started = self._try_start(
@@ -82,7 +90,7 @@ class StartCommands(CommandParts):
                 agent_id,
                 document,
                 valid_pins,
-                operation_id,
+                (operation_id, record_id),
                 valid_deadline,
                 parent,
                 content,
@@ -98,13 +106,18 @@ class StartCommands(CommandParts):
         agent_id: str,
         document: Document,
         pins: Pins,
-        operation_id: str | None,
+        operation_ids: tuple[str | None, str],
         deadline: datetime | None,
         parent: UUID | None,
         content: str,
         budget: dict[str, float],
     ) -> RunInfo | None:
-        """One attempt at a start; ``None`` when the parent run moved meanwhile."""
+        """One attempt at a start; ``None`` when the parent run moved meanwhile.
+
+        ``operation_ids`` is the caller's id (kept on the run) and the one its operation
+        record is saved under (the caller's, or one made up for this call).
+        """
+        operation_id, record_id = operation_ids
         parent_run = None if parent is None else self.reader.run_aggregate(parent)
         at = self.clock()
         run = Run.start(
@@ -136,7 +149,7 @@ class StartCommands(CommandParts):
             aggregates.append(parent_run)
         result = {"run_id": str(run.id), "cursor": 1, "state_version": 1}
         try:
-            winner = self._save(aggregates, operation_id, "start_run", content, result, at)
+            winner = self._save(aggregates, record_id, "start_run", content, result, at)
         except IntegrityError:
             return None
         if winner is not None:

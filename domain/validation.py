@@ -2,6 +2,18 @@
 
 Each check raises :class:`ValidationError` naming the field and the reason *before* anything
 is read or written, so bad input can never leave a half-done command behind.
+
+What every backend and the read models can hold sets the rules, so a value that one of
+them would refuse or mangle later (a projector that logs errors forever, a run_status row
+with a NULL status) is refused here, at the call, on every backend alike:
+
+- text (ids, kinds, names, keys, reasons) and every string in a JSON document, dict keys
+  included, is valid Unicode without NUL: PostgreSQL's text and jsonb cannot hold U+0000
+  and SQLite's SQL functions cut a string there; a lone surrogate cannot be encoded at all;
+- integers that are stored as integers (cursors, versions, limits, tokens, the schema pin,
+  every integer in a JSON document) lie within signed 64 bits, PostgreSQL's ``bigint``;
+- a JSON document nests at most :data:`MAX_DEPTH` levels (the document itself is level 1),
+  well inside the JSON encoder's and the databases' own recursion limits.
 """
 
 from __future__ import annotations
@@ -21,6 +33,10 @@ from actae.domain.values import PIN_NAMES, Pins, pins_from_dict
 MAX_TEXT_LENGTH = 512
 MAX_REASON_LENGTH = 4096
 DEFAULT_MAX_DOCUMENT_BYTES = 128 * 1024 * 1024
+MAX_INT64 = 2**63 - 1
+MIN_INT64 = -(2**63)
+MAX_DEPTH = 64
+"""Deepest nesting of a JSON document (objects and lists; the document is level 1)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +78,21 @@ def require_text(field: str, value: object, *, max_length: int = MAX_TEXT_LENGTH
         raise ValidationError(field, "must not be empty")
     if len(value) > max_length:
         raise ValidationError(field, f"is {len(value)} characters, the limit is {max_length}")
+    require_storable(field, value)
     return value
+
+
+def require_storable(field: str, text: str) -> None:
+    """Refuse text that a backend cannot store as given: NUL, or a lone surrogate."""
+    if "\x00" in text:
+        raise ValidationError(field, "contains a NUL character (U+0000), which cannot be stored")
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError as error:
+            raise ValidationError(
+                field, f"is not valid Unicode: a lone surrogate at position {error.start}"
+            ) from None
 
 
 def optional_text(field: str, value: object, *, max_length: int = MAX_TEXT_LENGTH) -> str | None:
@@ -70,13 +100,31 @@ def optional_text(field: str, value: object, *, max_length: int = MAX_TEXT_LENGT
     return None if value is None else require_text(field, value, max_length=max_length)
 
 
-def require_int(field: str, value: object, *, minimum: int) -> int:
-    """An integer (not a bool) no smaller than ``minimum``."""
+def require_int(field: str, value: object, *, minimum: int, maximum: int = MAX_INT64) -> int:
+    """An integer (not a bool) within ``[minimum, maximum]``.
+
+    The default maximum is the largest signed 64-bit integer, which every backend stores.
+    """
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValidationError(field, f"expected an integer, got {type(value).__name__}")
     if value < minimum:
-        raise ValidationError(field, f"must be >= {minimum}, got {value}")
+        raise ValidationError(field, f"must be >= {minimum}, got {_shown(value)}")
+    if value > maximum:
+        raise ValidationError(field, f"must be <= {maximum}, got {_shown(value)}")
     return value
+
+
+def key_label(key: object) -> str:
+    """A caller's dict key as part of a field name: as given if printable, else escaped.
+
+    A field name must print, even when the key is the bad input.
+    """
+    return key if isinstance(key, str) and key.isprintable() else ascii(key)
+
+
+def _shown(number: int) -> str:
+    """An integer for an error message (Python refuses to print one of 4,300+ digits)."""
+    return str(number) if number.bit_length() <= 128 else f"a {number.bit_length()}-bit integer"
 
 
 def require_number(field: str, value: object, *, minimum: float, maximum: float) -> float:
@@ -132,8 +180,9 @@ def require_amounts(field: str, value: object) -> dict[str, float]:
         raise ValidationError(field, f"must be a dict of numbers, got {type(value).__name__}")
     amounts: dict[str, float] = {}
     for name, amount in value.items():
-        require_text(f"{field}.{name}", name)
-        amounts[name] = require_number(f"{field}.{name}", amount, minimum=0.0, maximum=1e18)
+        label = f"{field}.{key_label(name)}"
+        require_text(label, name)
+        amounts[name] = require_number(label, amount, minimum=0.0, maximum=1e18)
     return amounts
 
 
@@ -143,20 +192,112 @@ def optional_int(field: str, value: object, *, minimum: int) -> int | None:
 
 
 def require_document(field: str, value: object, codec: Codec, *, max_bytes: int) -> Document:
-    """A JSON object (dict with string keys) that the codec can encode, within the size limit."""
+    """A JSON object (dict with string keys) the codec encodes, within the rules above.
+
+    That is: within the size limit, storable strings, 64-bit integers, ``MAX_DEPTH`` deep.
+    The canonical encoding is needed anyway (for the checksum); the rules piggy-back on it so
+    that a typical document costs a few substring counts: the encoder already refuses lone
+    surrogates and reports whether a wide integer is inside; it writes NUL as an escape
+    (backslash, ``u0000``), found by one substring search; a document with no more than
+    ``MAX_DEPTH`` brackets cannot nest deeper. Only when a hint fires is the document
+    walked to be sure.
+    """
     if not isinstance(value, dict):
         raise ValidationError(field, f"must be a JSON object (dict), got {type(value).__name__}")
     try:
-        canonical = codec.canonical(value)
+        canonical, wide_integers = codec.canonical_with_hint(value)
     except (TypeError, ValueError) as error:
+        if _deeper_than(value, MAX_DEPTH):  # the encoder's own recursion limit, or a cycle
+            raise _too_deep(field) from None
         raise ValidationError(field, f"is not plain JSON: {error}") from None
     if b"null" in canonical and _has_non_finite_float(value):
         raise ValidationError(field, "contains NaN or Infinity, which JSON cannot represent")
+    if wide_integers and (outside := _integer_outside_int64(value)) is not None:
+        raise ValidationError(
+            field, f"holds the integer {_shown(outside)}, outside the signed 64-bit range"
+        )
+    if b"\\u0000" in canonical and _holds_nul(value):
+        raise ValidationError(
+            field, "holds a string or key with a NUL character (U+0000), which cannot be stored"
+        )
+    brackets = canonical.count(b"{") + canonical.count(b"[")
+    if brackets > MAX_DEPTH and _nests_deeper(value, MAX_DEPTH):
+        raise _too_deep(field)
     if len(canonical) > max_bytes:
         raise ValidationError(
             field, f"encodes to {len(canonical)} bytes, the limit is {max_bytes} bytes"
         )
     return Document(value=value, checksum=checksum_of(canonical), size=len(canonical))
+
+
+def _too_deep(field: str) -> ValidationError:
+    return ValidationError(field, f"nests deeper than {MAX_DEPTH} levels (or contains itself)")
+
+
+def _nests_deeper(document: dict[str, Any], limit: int) -> bool:
+    """Whether objects and lists in an encodable document nest more than ``limit`` levels.
+
+    Only containers are collected, level by level: about twice the time of encoding the
+    document, paid only by documents with more than ``MAX_DEPTH`` brackets. (It encoded, so
+    it holds no cycle.)
+    """
+    level: list[Any] = [document]
+    for _ in range(limit):
+        below: list[Any] = []
+        for item in level:
+            for child in item.values() if isinstance(item, dict) else item:
+                if isinstance(child, dict | list | tuple):
+                    below.append(child)
+        if not below:
+            return False
+        level = below
+    return True
+
+
+def _deeper_than(value: object, limit: int) -> bool:
+    """Whether objects and lists in ``value`` nest more than ``limit`` levels.
+
+    For a value the encoder refused, which may contain itself.
+    """
+    level: list[Any] = [value]
+    for _ in range(limit):
+        # Keyed by identity: a container that holds itself twice cannot double each level.
+        level = list(
+            {
+                id(child): child
+                for item in level
+                for child in (item.values() if isinstance(item, dict) else item)
+                if isinstance(child, dict | list | tuple)
+            }.values()
+        )
+        if not level:
+            return False
+    return True
+
+
+def _integer_outside_int64(value: object) -> int | None:
+    """The first integer in ``value`` outside the signed 64-bit range, if any."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return None if MIN_INT64 <= value <= MAX_INT64 else value
+    if isinstance(value, dict):
+        value = value.values()
+    elif not isinstance(value, list | tuple):
+        return None
+    for item in value:
+        if (outside := _integer_outside_int64(item)) is not None:
+            return outside
+    return None
+
+
+def _holds_nul(value: object) -> bool:
+    """Whether a string or a dict key in ``value`` contains a NUL character."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any("\x00" in key for key in value) or any(map(_holds_nul, value.values()))
+    if isinstance(value, list | tuple):
+        return any(map(_holds_nul, value))
+    return False
 
 
 def _has_non_finite_float(value: object) -> bool:
@@ -178,7 +319,7 @@ def require_pins(field: str, value: object) -> Pins:
         value = value.as_dict()
     if not isinstance(value, dict):
         raise ValidationError(field, f"must be a dict, got {type(value).__name__}")
-    unknown = sorted(set(value) - set(PIN_NAMES))
+    unknown = sorted(map(key_label, set(value) - set(PIN_NAMES)))
     if unknown:
         raise ValidationError(f"{field}.{unknown[0]}", f"unknown pin; known: {PIN_NAMES}")
     for name in ("model", "prompt", "tools"):

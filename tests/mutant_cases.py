@@ -600,7 +600,7 @@ MUTANTS = [
     ),
     Mutant(
         "workflow-result-must-be-a-mapping",
-        "adapters/worker.py",
+        "adapters/outcomes.py",
         "    if isinstance(returned, Mapping):",
         "    if True:",
         "a workflow returning a string or a number must complete, not fail after its work",
@@ -674,7 +674,7 @@ MUTANTS = [
     # -- worker and read-model freshness ---------------------------------------------------
     Mutant(
         "worker-ignores-lease-expiry",
-        "adapters/worker.py",
+        "adapters/outcomes.py",
         "        return Cooldown(stop.expires_at)",
         "        return None",
         "a worker behind a dead worker's effect lease would spin until it expires",
@@ -692,13 +692,11 @@ MUTANTS = [
         "worker-config-fails-runs",
         "adapters/worker.py",
         """        except ActaeError as stop:
-            return _describe(stop), cooldown_for(stop, self.store.now())
-        try:
-            result = code.code(ctx)""",
+            return describe_stop(stop), cooldown_for(stop, self.store.now())
+        ctx.lease, ctx.outage""",
         """        except ValidationError as stop:
             return self._fail(run_id, stop), None
-        try:
-            result = code.code(ctx)""",
+        ctx.lease, ctx.outage""",
         "a worker's own invalid pins must not fail the runs it touches",
         WORKER,
     ),

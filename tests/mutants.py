@@ -29,7 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from subprocess import PIPE
 
-from tests.mutant_cases import MUTANTS, Mutant
+from tests.mutant_cases import MUTANTS as STORE_MUTANTS
+from tests.mutant_cases import Mutant
+from tests.mutant_cases_faults import FAULT_MUTANTS
+
+MUTANTS = [*STORE_MUTANTS, *FAULT_MUTANTS]
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 300.0

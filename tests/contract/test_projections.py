@@ -24,11 +24,11 @@ def scenario(store: actae.Store, clock: actae.ManualClock) -> dict[str, Any]:
     blocked = store.start_run("refunds", agent_id="a", state={})
     policy = {"max_attempts": 1, "initial_delay": 1.0}
     claim = store.claim("retry-me", run_id=retrying.run_id, worker="w", lease=10)
-    store.fail("retry-me", token=claim.token, error="429", retry_after=30)
+    store.fail("retry-me", token=claim.token, worker="w", error="429", retry_after=30)
     claim = store.claim("review-me", run_id=blocked.run_id, worker="w", lease=10, retry=policy)
-    store.fail("review-me", token=claim.token, error="card declined")
+    store.fail("review-me", token=claim.token, worker="w", error="card declined")
     claim = store.claim("done", run_id=running.run_id, worker="w", lease=10)
-    store.complete("done", token=claim.token, result={"ok": True})
+    store.complete("done", token=claim.token, worker="w", result={"ok": True})
     return {"running": running, "retrying": retrying, "blocked": blocked, "fork": fork}
 
 
@@ -100,7 +100,7 @@ def test_rebuild_equals_incremental(store: actae.Store, clock: actae.ManualClock
     store.record(runs["retrying"].channel_id, kind="more", payload={}, expected_cursor=3)
     clock.advance(60)
     claim = store.claim("retry-me", run_id=runs["retrying"].run_id, worker="w2", lease=10)
-    store.complete("retry-me", token=claim.token, result={"ok": True})
+    store.complete("retry-me", token=claim.token, worker="w2", result={"ok": True})
     projector.catch_up()
     incremental = projector.db.snapshot()
 

@@ -66,7 +66,7 @@ def test_a_late_heartbeat_and_a_settlement_clear_the_doubt(
     projector.catch_up()
     assert doubt(projector, run, "charge")[0] is True
 
-    store.heartbeat("charge", token=first.token, lease=LEASE)  # w3 was slow, not dead
+    store.heartbeat("charge", token=first.token, worker="w3", lease=LEASE)  # w3 was slow, not dead
     projector.catch_up()
     assert doubt(projector, run, "charge") == (False, "running", "continue")
 

@@ -186,7 +186,9 @@ def test_a_worker_killed_while_giving_up_a_step_fails_the_run_on_the_next_run(
     policy = actae.RetryPolicy(max_attempts=1)
     key = f"{run.run_id}:step:plan:1:attempts"
     claim = store.claim(key, run_id=run.run_id, worker="dead", lease=60, retry=policy)
-    store.fail(key, token=claim.token, error="RateLimitedError: HTTP 429")  # then SIGKILL
+    store.fail(
+        key, token=claim.token, worker="dead", error="RateLimitedError: HTTP 429"
+    )  # then SIGKILL
 
     with pytest.raises(actae.RunStoppedError):
         store.resume(run.run_id, worker="w").step("plan", model, retry=policy)

@@ -12,7 +12,11 @@ import io
 from datetime import UTC, datetime
 from typing import Any
 
+import psycopg
+import pytest
+
 import actae
+from actae.adapters.worker import run_until_idle
 
 LEASE = 60.0
 REQUEST = {"name": "send"}  # what ctx.effect("send", ...) claims with
@@ -91,7 +95,7 @@ def test_a_run_retried_later_is_not_taken_before_its_retry_time(
     claim = store.claim(
         effect_key(run, "send"), run_id=run.run_id, worker="w3", lease=LEASE, request=REQUEST
     )
-    store.fail(effect_key(run, "send"), token=claim.token, error="429", retry_after=30)
+    store.fail(effect_key(run, "send"), token=claim.token, worker="w3", error="429", retry_after=30)
     calls: list[str] = []
     worker = actae.Worker(store, name="w1", registry=counting_registry(calls))
 
@@ -248,3 +252,29 @@ def test_a_workflow_may_return_any_json_value(store: actae.Store) -> None:
         "pairs": {"value": [["a", 1]]},
         "none": {},
     }
+
+
+def test_a_transient_database_error_in_a_workflow_is_tried_again_not_failed(
+    store: actae.Store,
+) -> None:
+    """A deadlock or a dropped connection is the database's, not the run's: no final failure."""
+    attempts: list[int] = []
+    workflows = actae.Registry()
+
+    @workflows.workflow("meets-a-deadlock")
+    def meets_a_deadlock(ctx: actae.RunContext) -> dict[str, Any]:
+        ctx.step("a", lambda: 1)
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise psycopg.errors.DeadlockDetected("deadlock detected")
+        return {"ok": True}
+
+    run = store.start_run("r", agent_id="meets-a-deadlock", state={})
+    worker = actae.Worker(store, name="w1", registry=workflows)
+
+    with pytest.raises(psycopg.errors.DeadlockDetected):
+        worker.run_once()  # the pass waits for the database (Worker.run retries it)
+    assert store.run(run.run_id).status is actae.RunStatus.RUNNING
+    run_until_idle(worker)
+    assert store.run(run.run_id).status is actae.RunStatus.COMPLETED
+    assert len(attempts) == 2

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -72,12 +73,21 @@ def test_a_host_that_does_not_resolve_is_one_line_and_status_2() -> None:
     assert "cannot open or reach the store at postgresql://postgres@no-such-host.invalid/x" in line
 
 
-def test_a_sqlite_file_that_cannot_be_created_is_one_line_and_status_2(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'no-such-folder' / 'runs.db'}"
+CREATES_A_STORE = [["worker", "--import", "json", "--once"], ["demo"], ["drill"]]
 
-    result = actae_cli("project", "--once", "--db", url)
 
-    assert "cannot open or reach the store at " + url in assert_one_line_error(result)
+@pytest.mark.parametrize("verb", CREATES_A_STORE, ids=lambda verb: verb[0])
+def test_a_sqlite_folder_that_does_not_exist_is_one_line_and_status_2(
+    verb: list[str], tmp_path: Path
+) -> None:
+    folder = tmp_path / "no-such-folder"
+    url = f"sqlite:///{folder / 'runs.db'}"
+
+    result = actae_cli(verb[0], "--db", url, *verb[1:])
+
+    line = assert_one_line_error(result)
+    assert line == f"invalid url: the folder {folder} does not exist; create it first"
+    assert not folder.exists()
 
 
 def test_a_port_that_is_not_a_number_is_one_line_and_status_2() -> None:
@@ -256,3 +266,97 @@ def test_a_numeric_option_out_of_range_is_one_line_and_status_2(args: list[str])
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1, result.stderr
     assert f"argument {args[-2]}: " in result.stderr
+
+
+def actae_cli_env(*args: str, environ: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run the command with ``environ`` added to this process's environment."""
+    env = {key: value for key, value in os.environ.items() if key != "ACTAE_DB"}
+    return subprocess.run(
+        [*ACTAE, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        env={**env, **environ},
+    )
+
+
+def test_db_then_db_file_then_actae_db_exactly_one_source_wins(tmp_path: Path) -> None:
+    urls, runs = {}, {}
+    for source in ("db", "file", "env"):
+        urls[source] = f"sqlite:///{tmp_path / source}.db"
+        with actae.open(urls[source]) as store:
+            runs[source] = str(store.start_run(source, agent_id="a", state={}).run_id)
+    db_file = tmp_path / "store-url"
+    db_file.write_text(f"  {urls['file']}  \n# anything after the first line is ignored\n")
+    every_source = ["--db", urls["db"], "--db-file", str(db_file)]
+    env = {"ACTAE_DB": urls["env"]}
+
+    def workflow_of(*args: str) -> str:
+        result = actae_cli_env("run", *args, environ=env)
+        assert result.returncode == 0, result.stderr
+        return str(json.loads(result.stdout)["workflow_id"])
+
+    assert workflow_of(*every_source, runs["db"]) == "db"
+    assert workflow_of("--db-file", str(db_file), runs["file"]) == "file"
+    assert workflow_of(runs["env"]) == "env"
+    # The losers are not consulted at all: the winner's store does not hold their runs.
+    assert "not found" in assert_one_line_error(
+        actae_cli_env("run", *every_source, runs["file"], environ=env)
+    )
+
+
+def test_no_store_given_is_one_line_and_status_2() -> None:
+    result = actae_cli_env("run", SOME_ID, environ={})
+
+    line = assert_one_line_error(result)
+    assert "--db URL, --db-file PATH or set ACTAE_DB" in line
+
+
+@pytest.mark.parametrize("content", ["", "\n\n", "   \n"], ids=["empty", "blank lines", "spaces"])
+def test_a_db_file_without_a_url_is_one_line_and_status_2(tmp_path: Path, content: str) -> None:
+    db_file = tmp_path / "store-url"
+    db_file.write_text(content)
+
+    result = actae_cli("run", "--db-file", str(db_file), SOME_ID)
+
+    assert "holds no store URL" in assert_one_line_error(result)
+
+
+def test_an_unreadable_db_file_is_one_line_and_status_2(tmp_path: Path) -> None:
+    not_text = tmp_path / "binary"
+    not_text.write_bytes(b"\xff\xfe\x00garbage")
+    for path in (tmp_path, not_text):  # a folder; bytes that are not UTF-8
+        line = assert_one_line_error(actae_cli("run", "--db-file", str(path), SOME_ID))
+        assert line.startswith(f"invalid --db-file: cannot read {path}: ")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://h/db?pool_size=abc",
+        "postgresql://h:abc/db",
+        "postgresql://h/db?sslmode=sometimes",
+        "postgresql://h/db?service=prod",
+        "mysql://h/db",
+    ],
+)
+def test_a_bad_url_from_any_source_is_one_line_and_status_2(url: str, tmp_path: Path) -> None:
+    db_file = tmp_path / "store-url"
+    db_file.write_text(url + "\n")
+    for args, env in [
+        (["--db", url], {}),
+        (["--db-file", str(db_file)], {}),
+        ([], {"ACTAE_DB": url}),
+    ]:
+        line = assert_one_line_error(actae_cli_env("run", *args, SOME_ID, environ=env))
+        assert line.startswith("invalid url"), line
+
+
+def test_actae_db_is_used_by_the_commands_that_create_a_store(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'from-env.db'}"
+
+    result = actae_cli_env("worker", "--import", "json", "--once", environ={"ACTAE_DB": url})
+
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "from-env.db").is_file()

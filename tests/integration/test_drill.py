@@ -61,6 +61,34 @@ def test_bad_drill_options_are_refused() -> None:
 
 
 @pytest.mark.parametrize(
+    ("db", "why"),
+    [
+        ([], "needs --db postgresql://"),
+        (["--db", "memory://"], "memory has no server to restart"),
+        (["--db", "sqlite:///drill.db"], "sqlite has no server to restart"),
+        (["--db", "postgresql://postgres@db.example.com/x"], "a server on this machine"),
+    ],
+)
+def test_a_database_fault_without_a_local_postgresql_server_is_refused(
+    db: list[str], why: str, tmp_path: Path
+) -> None:
+    result = subprocess.run(
+        [*DRILL, *db, "--db-fault", "restart"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+
+    assert result.returncode == 2
+    assert result.stderr.startswith("actae: error: invalid db_fault: ")
+    assert why in result.stderr
+    assert len(result.stderr.splitlines()) == 1
+    assert result.stdout == ""
+    assert list(tmp_path.iterdir()) == []  # nothing created, not even the SQLite file
+
+
+@pytest.mark.parametrize(
     "point", ["after-model-call", "during-commit", "after-charge-accepted", "while-waiting"]
 )
 def test_every_crash_point_of_the_seed_keeps_every_invariant(point: str) -> None:
@@ -145,4 +173,31 @@ def test_a_duplicate_delivery_that_starts_a_second_run_is_not_absorbed(tmp_path:
         environment.close()
 
     assert (run["duplicate_deliveries_seen"], run["duplicate_deliveries_absorbed"]) == (3, 2)
+    assert run["ok"] is False
+
+
+def test_a_worker_that_exits_unplanned_fails_the_drill(tmp_path: Path) -> None:
+    environment = Drill(
+        f"sqlite:///{tmp_path / 'drill.db'}",
+        tmp_path,
+        agents=3,
+        seed=51,
+        kill_after=1,
+        out=io.StringIO(),
+    )
+    try:
+        assert environment.run_once(0)["workers_exited_unplanned"] == 0
+        # A worker the drill did not kill dies (as one would of a database outage).
+        stray = environment._start_worker("drill-51-0-w9", schema=2)
+        stray.kill()
+        stray.wait()
+        environment._notice_exits()
+        environment._notice_exits()  # journalled once
+        operation = environment.store.operation("start:drill-51-0")
+        assert operation is not None
+        run = Report(environment, "drill-51-0", operation.result["run_id"]).figures()
+    finally:
+        environment.close()
+
+    assert run["workers_exited_unplanned"] == 1
     assert run["ok"] is False

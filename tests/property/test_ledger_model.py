@@ -72,6 +72,7 @@ class LedgerMachine(RuleBasedStateMachine):
         self.model = Model(start=self.clock())
         self.notes = 0
         self.registered = False
+        self.holders: dict[int, str] = {}  # token -> the worker it was granted to
 
     def teardown(self) -> None:
         self.store.close()
@@ -117,6 +118,7 @@ class LedgerMachine(RuleBasedStateMachine):
             m.in_doubt = status is S.IN_DOUBT
             m.token += 1
             m.holder, m.expires, m.retry_at = worker, m.now + LEASE, None
+            self.holders[m.token] = worker
             m.attempts += 1
             m.first_claim = m.now if m.first_claim is None else m.first_claim
 
@@ -128,11 +130,15 @@ class LedgerMachine(RuleBasedStateMachine):
         token = m.token - 1 if stale and m.token > 1 else m.token
         error = m.held_error(token)
         if error is None:
-            self.store.heartbeat(self.key, token=token, lease=LEASE)
+            self.store.heartbeat(
+                self.key, token=token, worker=self.holders.get(token, "w1"), lease=LEASE
+            )
             m.expires = m.now + LEASE
         else:
             with pytest.raises(error):
-                self.store.heartbeat(self.key, token=token, lease=LEASE)
+                self.store.heartbeat(
+                    self.key, token=token, worker=self.holders.get(token, "w1"), lease=LEASE
+                )
 
     @rule(stale=st.booleans())
     def complete(self, stale: bool) -> None:
@@ -141,11 +147,15 @@ class LedgerMachine(RuleBasedStateMachine):
         m = self.model
         token = m.token - 1 if stale and m.token > 1 else m.token
         if m.completed and token == m.token:
-            self.store.complete(self.key, token=token, result={"ok": True})
+            self.store.complete(
+                self.key, token=token, worker=self.holders.get(token, "w1"), result={"ok": True}
+            )
             return
         if self.expect(
             m.held_error(token),
-            lambda: self.store.complete(self.key, token=token, result={"ok": True}),
+            lambda: self.store.complete(
+                self.key, token=token, worker=self.holders.get(token, "w1"), result={"ok": True}
+            ),
         ):
             m.completed, m.holder, m.in_doubt = True, None, False
 
@@ -157,7 +167,13 @@ class LedgerMachine(RuleBasedStateMachine):
         token = m.token - 1 if stale and m.token > 1 else m.token
         if self.expect(
             m.held_error(token),
-            lambda: self.store.fail(self.key, token=token, error="boom", retry_after=RETRY_AFTER),
+            lambda: self.store.fail(
+                self.key,
+                token=token,
+                worker=self.holders.get(token, "w1"),
+                error="boom",
+                retry_after=RETRY_AFTER,
+            ),
         ):
             retry_at = m.now + RETRY_AFTER
             exhausted = m.attempts >= POLICY.max_attempts or (

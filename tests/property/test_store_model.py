@@ -29,9 +29,16 @@ from hypothesis.stateful import (
 
 import actae
 
-json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-(2**53), 2**53), st.text(max_size=8))
+# Storable text (no NUL, no lone surrogate) and signed 64-bit integers: what stores accept.
+storable_text = st.characters(codec="utf-8", exclude_characters="\x00")
+json_leaf = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**63), 2**63 - 1),
+    st.text(storable_text, max_size=8),
+)
 json_docs = st.dictionaries(
-    st.text(max_size=6),
+    st.text(storable_text, max_size=6),
     st.recursive(json_leaf, lambda inner: st.lists(inner, max_size=3), max_leaves=5),
     max_size=3,
 )

@@ -10,10 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from actae.adapters.clock import wall_clock
 from actae.adapters.codec import OrjsonCodec, OrjsonTranscoder, PydanticMapper
 from actae.adapters.url import parse_store_url
 from actae.domain.operation import OPERATION_NAMESPACE, Operation
-from actae.domain.service import ActaeService, utc_now
+from actae.domain.service import ActaeService
 
 
 def test_the_direct_event_is_stored_exactly_as_eventsourcing_would_create_it() -> None:
@@ -53,4 +54,4 @@ def test_the_service_refuses_settings_its_direct_save_would_not_honour(setting: 
     """``save`` skips eventsourcing's cache and snapshot upkeep, so neither may be switched on."""
     env = {**parse_store_url("memory://").env, setting: "y" if "ENABLED" in setting else "10"}
     with pytest.raises(ValueError, match="no aggregate cache and no snapshots"):
-        ActaeService(env, codec=OrjsonCodec(), clock=utc_now)
+        ActaeService(env, codec=OrjsonCodec(), clock=wall_clock)

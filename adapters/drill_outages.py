@@ -1,0 +1,53 @@
+"""Database outages in the drill (``actae drill --db-fault restart``): when, and what it cost.
+
+Each drill run suffers one or two outages of the PostgreSQL server, at moments chosen by the
+seed among the worker kills: ``before-kill`` (the first worker is mid-workflow),
+``after-kill`` (the takeover workers have just started working, the dead worker's lease
+still holds) and ``during-takeover`` (a takeover worker has committed a transition and goes
+on; or it finished the workflow in one pass, and the idle workers must outlive the outage).
+Each outage is journalled on the drill's own channel once the server is back; the report
+reads it from there, like every other figure, and measures the recovery after it as it
+measures recovery after a kill: from the server being back to the next event committed on
+the workflow's channels, on the store clock.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime
+from typing import Any
+
+from actae.domain.values import ChannelEvent
+
+MOMENTS = ("before-kill", "after-kill", "during-takeover")
+JOURNAL_KIND = "drill.db_fault"
+
+
+def plan(seed: int, index: int) -> tuple[str, ...]:
+    """The moments of run ``index``'s outages: one or two, in the run's order, by the seed.
+
+    The first is always before the takeover has gone on, so every run has one the workers
+    must ride out; the second, if any, is one of the other two moments.
+    """
+    rng = random.Random(f"{seed}:{index}")  # noqa: S311 - a drill schedule, not crypto
+    first = rng.choice(MOMENTS[:2])
+    chosen = {first}
+    if rng.random() < 0.5:
+        chosen.add(rng.choice([m for m in MOMENTS if m != first]))
+    return tuple(m for m in MOMENTS if m in chosen)
+
+
+def outage_figures(
+    journal: list[ChannelEvent], recovery: Any, workflow: str
+) -> list[dict[str, Any]]:
+    """Each journalled outage of ``workflow`` with its recovery (``recovery(back)`` seconds)."""
+    return [
+        {
+            "moment": e.payload["moment"],
+            "fault": e.payload["fault"],
+            "outage_seconds": e.payload["seconds"],
+            "recovery_seconds": recovery(datetime.fromisoformat(e.payload["ended"])),
+        }
+        for e in journal
+        if e.kind == JOURNAL_KIND and e.payload.get("workflow") == workflow
+    ]

@@ -1,0 +1,123 @@
+"""libpq connection parameters in a PostgreSQL store URL, and the pool that honours them.
+
+Actae opens several kinds of connection: eventsourcing's pool for the event store, and its
+own for migrations, the read models, LISTEN and the database clock. A parameter such as
+``sslmode=verify-full`` must reach all of them, or a store would talk plaintext on some
+connections while its URL says otherwise. So a parameter is either carried to every
+connection (``PASSED_THROUGH``, checked here) or refused by name, with the reason.
+
+Direct connections take ``StoreUrl.postgres_conninfo`` as keyword arguments. The pool is
+eventsourcing's, which passes only host, port, dbname, user and password:
+:class:`ActaePostgresFactory` adds the other parameters to the pool's connection arguments
+before the pool opens its first connection.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Final
+
+from eventsourcing.postgres import PostgresFactory
+from eventsourcing.utils import EnvType
+
+from actae.domain.errors import ValidationError
+from actae.domain.validation import require_int
+
+LIBPQ_ENV: Final = "ACTAE_LIBPQ_PARAMETERS"
+"""Environment key holding the accepted libpq parameters as a JSON object."""
+
+ON_OFF = ("0", "1")
+CHOICES: dict[str, tuple[str, ...]] = {
+    "sslmode": ("disable", "allow", "prefer", "require", "verify-ca", "verify-full"),
+    "sslnegotiation": ("postgres", "direct"),
+    "sslcertmode": ("disable", "allow", "require"),
+    "sslsni": ON_OFF,
+    "ssl_min_protocol_version": ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3"),
+    "ssl_max_protocol_version": ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3"),
+    "channel_binding": ("disable", "prefer", "require"),
+    "gssencmode": ("disable", "prefer", "require"),
+    "target_session_attrs": (
+        "any",
+        "read-write",
+        "read-only",
+        "primary",
+        "standby",
+        "prefer-standby",
+    ),
+    "keepalives": ON_OFF,
+}
+WHOLE_NUMBERS: dict[str, tuple[int, int]] = {
+    "connect_timeout": (1, 86_400),  # seconds; libpq reads 0 or less as "wait forever"
+    "keepalives_idle": (0, 2**31 - 1),
+    "keepalives_interval": (0, 2**31 - 1),
+    "keepalives_count": (0, 2**31 - 1),
+    "tcp_user_timeout": (0, 2**31 - 1),
+}
+TEXTS = (
+    "sslrootcert",
+    "sslcert",
+    "sslkey",
+    "sslpassword",
+    "sslcrl",
+    "sslcrldir",
+    "passfile",
+    "application_name",
+    "options",
+    "require_auth",
+)
+PASSED_THROUGH = frozenset({*CHOICES, *WHOLE_NUMBERS, *TEXTS})
+"""libpq parameters accepted in a store URL's query and given to every connection."""
+
+IN_THE_URL = "is part of the URL itself: postgresql://user:password@host:port/dbname"
+REFUSED: dict[str, str] = {
+    "password": "would show in the process list like the rest of the URL; put it in "
+    "~/.pgpass or a passfile= file (see docs/connecting.md), or as user:password@host",
+    "host": IN_THE_URL,
+    "hostaddr": IN_THE_URL,
+    "port": IN_THE_URL,
+    "user": IN_THE_URL,
+    "dbname": IN_THE_URL,
+    "service": "a service file's host, port, user and database would be overridden by the "
+    "URL's own (or their defaults); write them in the URL and the rest as parameters",
+    "client_encoding": "Actae always talks UTF8 to the server",
+    "replication": "Actae needs ordinary connections",
+    "load_balance_hosts": "Actae connects to one host",
+}
+"""libpq parameters refused by name: they cannot be carried faithfully."""
+
+
+def refusal(name: str, *, known: list[str]) -> ValidationError:
+    """The error for a query option that is not accepted."""
+    if name in REFUSED:
+        return ValidationError(f"url.{name}", f"not accepted: {REFUSED[name]}")
+    return ValidationError(f"url.{name}", f"unknown option; known: {known}")
+
+
+def check_parameter(name: str, value: str) -> str:
+    """``value`` if it is a valid value of the accepted libpq parameter ``name``."""
+    field = f"url.{name}"
+    if name in CHOICES and value not in CHOICES[name]:
+        raise ValidationError(field, f"expected one of {CHOICES[name]}, got {value!r:.40}")
+    if name in WHOLE_NUMBERS:
+        if not value.isdecimal():
+            raise ValidationError(field, f"expected a whole number, got {value!r:.40}")
+        low, high = WHOLE_NUMBERS[name]
+        require_int(field, int(value), minimum=low, maximum=high)
+    return value
+
+
+class ActaePostgresFactory(PostgresFactory):
+    """eventsourcing's PostgreSQL factory, whose pool connects with all libpq parameters.
+
+    The pool has not connected yet when the factory is built, so its connection arguments
+    can still be completed here.
+    """
+
+    def __init__(self, env: EnvType | None):
+        super().__init__(env)
+        parameters: dict[str, str] = json.loads(self.env.get(LIBPQ_ENV) or "{}")
+        arguments = self.datastore.pool.kwargs
+        assert isinstance(arguments, dict)  # noqa: S101 - eventsourcing builds it as a dict
+        arguments.update(parameters)
+        if not arguments.get("password"):  # none in the URL: libpq looks in the passfile
+            arguments.pop("password", None)

@@ -1,0 +1,108 @@
+"""Writes whose reply was lost: recognised as the caller's own commit, not repeated.
+
+A connection error after a write was sent leaves its outcome unknown: the statement may have
+committed and only the answer been lost. The write is sent again. If the store then refuses
+it because rows exist at its (aggregate, version) pairs, those rows are read back; when every
+one equals, in topic and state bytes, what this call sent, the first attempt committed and
+its positions are the answer. Each event carries its timestamp and full content, fixed
+before the first attempt, so equal rows are this call's write; anything else (a row
+missing, or different) is another writer's and stays a conflict. The normal path pays
+nothing: this runs only after a connection error. See docs/lost-replies.md.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, LiteralString
+
+from eventsourcing.persistence import IntegrityError, InterfaceError, OperationalError, StoredEvent
+from eventsourcing.utils import retry
+from psycopg.sql import SQL, Composable, Identifier
+
+if TYPE_CHECKING:
+    from eventsourcing.postgres import PostgresDatastore
+
+WRITE_ATTEMPTS = 10
+"""Attempts of a write (and of a read) against connection errors, ``WRITE_RETRY_WAIT`` apart."""
+WRITE_RETRY_WAIT = 0.2
+TRANSIENT_ERRORS = (InterfaceError, OperationalError)
+"""Errors after which an attempt is repeated: the connection, not the statement, failed."""
+
+
+class RecognisesOwnCommits:
+    """Recorder part that retries an unanswered write and recognises its own earlier commit."""
+
+    if TYPE_CHECKING:  # provided by ActaePostgresRecorder
+        datastore: PostgresDatastore
+        _table: Composable
+
+        def _execute(
+            self, query: LiteralString, params: Sequence[Any]
+        ) -> list[tuple[Any, ...]]: ...
+
+    _own_rows: LiteralString | None = None
+
+    def _insert_again(
+        self, stored_events: Sequence[StoredEvent], statement: LiteralString, params: list[Any]
+    ) -> list[int]:
+        """Retry a write whose first attempt failed with the outcome unknown; its positions.
+
+        A refusal because the rows exist is this call's own earlier commit if the rows are
+        exactly the ones sent (:meth:`own_commit`); otherwise it is a real conflict.
+        """
+        for attempt in range(2, WRITE_ATTEMPTS + 1):
+            time.sleep(WRITE_RETRY_WAIT * (1 + 0.1 * (random.random() - 0.5)))  # noqa: S311
+            try:
+                rows = self._execute(statement, params)
+            except TRANSIENT_ERRORS:
+                if attempt == WRITE_ATTEMPTS:
+                    raise
+                continue
+            except IntegrityError:
+                positions: list[int] | None = self.own_commit(stored_events)
+                if positions is None:
+                    raise
+                return positions
+            return [row[0] for row in rows]
+        raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
+
+    @retry(TRANSIENT_ERRORS, max_attempts=WRITE_ATTEMPTS, wait=WRITE_RETRY_WAIT)
+    def own_commit(self, stored_events: Sequence[StoredEvent]) -> list[int] | None:
+        """The positions of ``stored_events`` if the store holds exactly these rows, else None.
+
+        Only called after a write whose outcome is unknown was refused as a duplicate. Every
+        event carries its timestamp and its full content, so rows equal in topic and state
+        bytes at the same aggregate versions are this call's own write, not another
+        writer's; anything less (a row missing, or different) is a real conflict.
+        """
+        keys = [(e.originator_id, e.originator_version) for e in stored_events]
+        rows = self._execute(
+            self._own_rows_query(),
+            [[originator for originator, _ in keys], [version for _, version in keys]],
+        )
+        found = {(row[1], row[2]): row for row in rows}
+        positions = []
+        for event, key in zip(stored_events, keys, strict=True):
+            row = found.get(key)
+            if row is None or row[3] != event.topic or bytes(row[4]) != bytes(event.state):
+                return None
+            positions.append(row[0])
+        return sorted(positions)
+
+    def _own_rows_query(self) -> LiteralString:
+        """The rows at given (originator_id, originator_version) pairs, with positions."""
+        if self._own_rows is None:
+            self._own_rows = (
+                SQL(
+                    "SELECT t.notification_id, t.originator_id, t.originator_version,"
+                    " t.topic, t.state FROM {table} t"
+                    " JOIN unnest(%s::{id_type}[], %s::bigint[]) AS k(originator_id, version)"
+                    " ON t.originator_id = k.originator_id"
+                    " AND t.originator_version = k.version"
+                )
+                .format(table=self._table, id_type=Identifier(self.datastore.originator_id_type))
+                .as_string()
+            )
+        return self._own_rows

@@ -1,0 +1,190 @@
+"""Riding out database outages: which errors pass by themselves, and how long to wait them out.
+
+A PostgreSQL restart, a failover, a pooler restart or a terminated backend drops connections
+for a few seconds. The long-running processes (worker, projector, subscriptions) must wait
+that out and carry on from their durable positions, and say so once, not once per attempt.
+Everything else must fail fast: retrying a missing table, a permission error or bad input
+forever hides the real problem behind a loop of log lines.
+
+Retries use tenacity (exponential backoff with jitter, so processes that lost the server
+together do not come back in lockstep); the classification below is the one place that says
+what is worth retrying.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import psycopg
+from psycopg_pool import PoolClosed
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_any,
+    stop_before_delay,
+    stop_never,
+    wait_random_exponential,
+)
+from tenacity.stop import stop_base
+
+T = TypeVar("T")
+
+TRANSIENT_SQLSTATES = frozenset(
+    {
+        "40001",  # serialization_failure
+        "40P01",  # deadlock_detected
+        "57P01",  # admin_shutdown: the server is stopping or the backend was terminated
+        "57P02",  # crash_shutdown: another backend crashed, the server restarts
+        "57P03",  # cannot_connect_now: the server is starting up or in recovery
+        "53300",  # too_many_connections: a restart's reconnect storm
+    }
+)
+"""SQLSTATEs that a later attempt can succeed after; class 08 (connection exception) too."""
+
+FIRST_WAIT = 0.05
+MAX_WAIT = 2.0
+"""Seconds between attempts: a random wait (full jitter) under a bound that starts at
+``FIRST_WAIT`` and doubles up to ``MAX_WAIT`` (a restarted server is usually back within a
+few of these)."""
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether ``error`` (or the error it was raised from) goes away by waiting.
+
+    A psycopg error without a SQLSTATE never reached the server's SQL layer: the connection
+    was refused, reset or closed, or the pool had none to give. SQLite's only transient
+    error is a lock held too long by another process.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, PoolClosed):
+            return False  # closed by its owner, not by the database: waiting cannot help
+        if isinstance(current, psycopg.Error):
+            state = current.sqlstate
+            if state is not None:
+                return state in TRANSIENT_SQLSTATES or state.startswith("08")
+            return isinstance(current, psycopg.OperationalError | psycopg.InterfaceError)
+        if isinstance(current, sqlite3.OperationalError):
+            return "locked" in str(current) or "busy" in str(current)
+        if isinstance(current, ConnectionError):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def missing_table(error: BaseException) -> bool:
+    """Whether ``error`` (or its cause) is a table that does not exist: no Actae store there."""
+    cause = error.__cause__ or error.__context__
+    return isinstance(error, psycopg.errors.UndefinedTable) or (
+        cause is not None and missing_table(cause)
+    )
+
+
+def summary(error: BaseException) -> str:
+    """The first line of an error's message, with its type: enough for a log line."""
+    first = (str(error).strip().splitlines() or [""])[0]
+    return f"{type(error).__name__}: {first}" if first else type(error).__name__
+
+
+class Outage:
+    """Says once that the database went away, and once that it is back, with the duration.
+
+    ``say`` gets each line; the outage starts at the first failed attempt and ends at the
+    first success after it.
+    """
+
+    def __init__(self, who: str, say: Callable[[str], None]) -> None:
+        self._who = who
+        self._say = say
+        self._since: float | None = None
+        self.count = 0
+        self.last_duration: float | None = None
+
+    @property
+    def ongoing(self) -> bool:
+        """Whether the database is unreachable as far as this process last saw."""
+        return self._since is not None
+
+    def began(self, error: BaseException) -> None:
+        """An attempt failed with a transient error (logged at the outage's first one)."""
+        if self._since is None:
+            self._since = time.monotonic()
+            self.count += 1
+            self._say(f"{self._who}: database unreachable ({summary(error)}); retrying")
+
+    def ended(self) -> None:
+        """An attempt succeeded: log the recovery if there was an outage."""
+        if self._since is not None:
+            self.last_duration = time.monotonic() - self._since
+            self._since = None
+            self._say(f"{self._who}: database back after {self.last_duration:.1f} s")
+
+
+class _When(stop_base):
+    """Stop retrying once ``condition()`` holds (the process is stopping, a lease is lost)."""
+
+    def __init__(self, condition: Callable[[], bool]) -> None:
+        self._condition = condition
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return self._condition()
+
+
+def retrying(
+    outage: Outage,
+    *,
+    give_up: Callable[[], bool] = lambda: False,
+    within: float | None = None,
+    sleep: Callable[[float], object] = time.sleep,
+    before_retry: Callable[[], None] | None = None,
+) -> Retrying:
+    """A tenacity ``Retrying`` that waits out transient errors and re-raises the rest.
+
+    Stops (re-raising the last error) when ``give_up()`` turns true or after ``within``
+    seconds; ``before_retry`` runs before each new attempt (a reconnect, say).
+    """
+
+    def note(state: RetryCallState) -> None:
+        failure = state.outcome.exception() if state.outcome is not None else None
+        if failure is not None:
+            outage.began(failure)
+        if before_retry is not None:
+            before_retry()
+
+    def pause(seconds: float) -> None:
+        sleep(seconds)
+
+    stop = stop_never if within is None else stop_before_delay(within)
+    return Retrying(
+        retry=retry_if_exception(is_transient),
+        wait=wait_random_exponential(multiplier=FIRST_WAIT, max=MAX_WAIT),
+        stop=stop_any(stop, _When(give_up)),
+        sleep=pause,
+        before_sleep=note,
+        reraise=True,
+    )
+
+
+def ride_out(
+    call: Callable[[], T],
+    outage: Outage,
+    *,
+    give_up: Callable[[], bool] = lambda: False,
+    within: float | None = None,
+    sleep: Callable[[float], object] = time.sleep,
+    before_retry: Callable[[], None] | None = None,
+) -> T:
+    """``call()``, tried again through transient errors (see :func:`retrying`)."""
+    for attempt in retrying(
+        outage, give_up=give_up, within=within, sleep=sleep, before_retry=before_retry
+    ):
+        with attempt:
+            result = call()
+    outage.ended()
+    return result

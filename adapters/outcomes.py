@@ -1,0 +1,122 @@
+"""What a worker makes of a run it could not finish: how to describe it, when to try again.
+
+A run stops short for many reasons (it waits, another worker holds it, a retry is not due,
+its lease was lost in an outage); each has a line for the log and a cooldown that keeps the
+worker from trying the same run again before anything can have changed.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from actae.domain.errors import (
+    ActaeError,
+    ConflictError,
+    EffectBlockedError,
+    IncompatibleResumeError,
+    LeaseHeldError,
+    LeaseLostError,
+    RetryNotDueError,
+    RunStoppedError,
+    RunSuspended,
+)
+
+COOLDOWN = 5.0
+"""Seconds before a run that could not advance, for a reason with no known end, is tried again."""
+CONFLICT_COOLDOWN = 1.0
+"""Seconds before a run that lost a write to another writer is tried again."""
+
+
+@dataclass(frozen=True)
+class Cooldown:
+    """When a run that could not advance is worth trying again.
+
+    ``until`` is on the store's clock, which leases and retry times are on (a virtual clock
+    in tests and drills); ``or_after`` is a ``time.monotonic()`` moment that also ends a
+    short pause whose reason is not tied to the store's clock (infinite when it is).
+    """
+
+    until: datetime
+    or_after: float = math.inf
+
+    @classmethod
+    def short(cls, now: datetime, seconds: float) -> Cooldown:
+        """A pause of ``seconds`` on whichever clock passes them first."""
+        return cls(now + timedelta(seconds=seconds), time.monotonic() + seconds)
+
+    def over(self, now: datetime) -> bool:
+        """Whether the run may be tried again at ``now`` (store time)."""
+        return now >= self.until or time.monotonic() >= self.or_after
+
+
+def cooldown_for(stop: ActaeError, now: datetime) -> Cooldown | None:
+    """How long a run that stopped with ``stop`` cannot advance (None: it moved on).
+
+    A suspended or stopped run left the runnable set: the read model stops offering it,
+    and it must run as soon as it is woken or unpaused. Everything else would fail the same
+    way at once: a dead worker's effect lease until it expires, a retry until it is due.
+    """
+    if isinstance(stop, RunSuspended | RunStoppedError):
+        return None
+    if isinstance(stop, LeaseHeldError):
+        return Cooldown(stop.expires_at)
+    if isinstance(stop, RetryNotDueError):
+        return Cooldown(stop.retry_at)
+    if isinstance(stop, ConflictError):
+        return Cooldown.short(now, CONFLICT_COOLDOWN)
+    return Cooldown.short(now, COOLDOWN)
+
+
+OUTCOMES: tuple[tuple[type[ActaeError], Callable[[Any], str]], ...] = (
+    (RunSuspended, lambda e: f"waiting for {e.reason} {e.name!r}"),
+    (RunStoppedError, lambda e: str(e.status)),
+    (RetryNotDueError, lambda e: f"retrying at {e.retry_at.isoformat()}"),
+    (EffectBlockedError, lambda e: f"blocked: effect {e.effect_key} is {e.status}"),
+    (IncompatibleResumeError, lambda e: f"left for a compatible worker: {e}"),
+    (ConflictError, lambda e: f"lost to another worker: {e}"),
+    (LeaseHeldError, lambda e: f"lost to another worker: {e}"),
+    (LeaseLostError, lambda e: "lease lost while the database was unreachable; left to others"),
+)
+
+
+def describe_stop(stop: ActaeError) -> str:
+    """Why a workflow did not finish in this pass."""
+    for kind, describe in OUTCOMES:
+        if isinstance(stop, kind):
+            return describe(stop)
+    return f"not advanced: {stop}"
+
+
+def printable(text: str) -> str:
+    """``text`` that any store and log can hold: lone surrogates and NULs escaped.
+
+    Model output cut mid-character ends up in exception messages; recording it as it is
+    would fail the very write that records the failure.
+    """
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
+
+
+def run_result(returned: object) -> dict[str, Any]:
+    """A run's result from what its workflow returned.
+
+    A run's result is a JSON object: a mapping is kept as it is, nothing becomes ``{}``, and
+    any other value (a string, a list, ``0``) is kept under ``"value"``.
+    """
+    if returned is None:
+        return {}
+    if isinstance(returned, Mapping):
+        return dict(returned)
+    return {"value": returned}
+
+
+def is_due(at: Any, now: datetime) -> bool:
+    """Whether a read model's due time (a datetime, or ISO text on SQLite) has come."""
+    if at is None:
+        return False
+    moment = datetime.fromisoformat(at) if isinstance(at, str) else at
+    return bool(moment <= now)

@@ -1,0 +1,148 @@
+"""Contract: a run's lease survives database errors, and is never used once it may be lost.
+
+A terminated backend (``pg_terminate_backend``, a pooler restart) used to kill the lease's
+heartbeat thread: the lease lapsed while the step was still running, and a second worker
+started the same step beside it. These tests break only the worker's own connections on
+the shared server, so nothing else running there is disturbed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any, TypeVar
+
+import psycopg
+import pytest
+from psycopg import sql
+
+import actae
+from actae.adapters.worker import run_until_idle
+
+T = TypeVar("T")
+pytestmark = pytest.mark.postgres
+
+LEASE = 1.2
+"""Seconds: short, so that a heartbeat that died shows within a few seconds."""
+DEADLINE = 20.0
+
+
+def wait_for(condition: Callable[[], bool], what: str, within: float = DEADLINE) -> None:
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def admin(pg_dsn: str) -> Iterator[psycopg.Connection[Any]]:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        yield conn
+
+
+def terminate(admin: psycopg.Connection[Any], store: actae.Store) -> int:
+    """End the backend of the store's read-model connection (where run leases live)."""
+    db = store.projector().db
+    pid = db.conn.info.backend_pid if not db.conn.closed else 0
+    if pid:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    return pid
+
+
+def test_a_terminated_connection_does_not_let_a_running_steps_lease_lapse(
+    pg_url: str, admin: psycopg.Connection[Any]
+) -> None:
+    calls: list[str] = []
+    started, finish = threading.Event(), threading.Event()
+    workflows = actae.Registry()
+
+    @workflows.workflow("slow")
+    def slow(ctx: actae.RunContext) -> None:
+        def long_step() -> int:
+            calls.append("long")
+            started.set()
+            finish.wait(DEADLINE)
+            return 1
+
+        ctx.step("long", long_step)
+
+    with actae.open(pg_url) as store, actae.open(pg_url) as rival:
+        run = store.start_run("r", agent_id="slow", state={})
+        worker = actae.Worker(store, name="w1", registry=workflows, lease=LEASE)
+        thread = threading.Thread(target=run_until_idle, args=(worker,), daemon=True)
+        thread.start()
+        wait_for(started.is_set, "the step to start")
+        terminated = 0
+        watch_until = time.monotonic() + 3 * LEASE
+        while time.monotonic() < watch_until:  # three lease lengths, killing it repeatedly
+            terminated += bool(terminate(admin, store))
+            now = rival.now()
+            taken = rival.projector().db.acquire_lease(
+                run.run_id, "rival", now, now + timedelta(seconds=LEASE)
+            )
+            assert taken is None, "the lease lapsed while its step was still running"
+            time.sleep(LEASE / 4)  # pacing of the observation, not synchronisation
+        finish.set()
+        thread.join(DEADLINE)
+        assert not thread.is_alive()
+        assert terminated >= 3
+        assert calls == ["long"]
+        assert store.run(run.run_id).status is actae.RunStatus.COMPLETED
+
+
+def test_a_lease_lost_in_an_outage_stops_the_run_at_the_next_step_boundary(
+    pg_url: str, admin: psycopg.Connection[Any]
+) -> None:
+    calls: list[str] = []
+    locked, lost = threading.Event(), threading.Event()
+    workflows = actae.Registry()
+
+    @workflows.workflow("two-steps")
+    def two_steps(ctx: actae.RunContext) -> None:
+        ctx.step("first", lambda: called(calls, "first", 1))
+        if not lost.is_set():  # the first pass: wait until its lease may be someone else's
+            locked.wait(DEADLINE)
+            assert ctx.lease is not None
+            wait_for(lambda: ctx.lease is not None and ctx.lease.lost, "the lease to be lost")
+            lost.set()
+        ctx.step("second", lambda: called(calls, "second", 2))
+
+    with actae.open(pg_url) as store:
+        run = store.start_run("r", agent_id="two-steps", state={})
+        worker = actae.Worker(store, name="w1", registry=workflows, lease=LEASE)
+        thread = threading.Thread(target=worker.run_once, daemon=True)
+        thread.start()
+        schema = pg_url.rsplit("schema=", 1)[1]
+        wait_for(lambda: calls == ["first"], "the first step")
+        with admin.transaction():  # renewals block: the heartbeat cannot reach its table
+            admin.execute(
+                sql.SQL("LOCK TABLE {}.actae_run_leases IN ACCESS EXCLUSIVE MODE").format(
+                    sql.Identifier(schema)
+                )
+            )
+            locked.set()
+            wait_for(lost.is_set, "the workflow to see its lease lost")
+        thread.join(DEADLINE)  # its heartbeat, blocked on the lock until now, lets go
+        assert not thread.is_alive()
+        assert calls == ["first"], "a step ran after its worker's lease may have been lost"
+        assert "lease lost" in worker.outcomes[-1][1]
+        kinds = [event.kind for event in store.events(run.channel_id)]
+        assert kinds.count("step.result") == 1
+
+        wait_for(lambda: run_once_completes(worker, run.run_id, store), "the run to finish")
+        assert calls == ["first", "second"]
+
+
+def run_once_completes(worker: actae.Worker, run_id: Any, store: actae.Store) -> bool:
+    """One more pass (the lost lease has expired by now); whether the run completed."""
+    worker.run_once()
+    return store.run(run_id).status is actae.RunStatus.COMPLETED
+
+
+def called(calls: list[str], name: str, value: T) -> T:
+    """Note a call of ``name`` in the call log and return ``value`` (a step's function)."""
+    calls.append(name)
+    return value

@@ -1,0 +1,40 @@
+"""After a connection error, a refused write counts as the caller's own only if it is.
+
+The recorder re-sends a write whose outcome a connection error left unknown. When the store
+then refuses it as a duplicate, the rows found must equal what the call sent, byte for byte;
+rows another writer committed in between are a conflict, never a success.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from eventsourcing.persistence import OperationalError
+
+import actae
+
+pytestmark = pytest.mark.postgres
+
+
+def test_a_rivals_rows_after_a_connection_error_are_a_conflict(pg_url: str) -> None:
+    with actae.open(pg_url) as store, actae.open(pg_url) as rival:
+        run = store.start_run("wf", agent_id="a", state={})
+        rival.record(run.channel_id, kind="rival", payload={"who": "rival"}, expected_cursor=1)
+        recorder: Any = store._service.recorder
+        execute = recorder._execute
+        failed: list[str] = []
+
+        def lose_the_first_write(query: str, params: Sequence[Any]) -> Any:
+            if query.startswith("WITH ordering_lock") and not failed:
+                failed.append(query)
+                raise OperationalError("connection lost before the write was sent")
+            return execute(query, params)
+
+        recorder._execute = lose_the_first_write
+        with pytest.raises(actae.ConflictError):
+            store.record(run.channel_id, kind="mine", payload={"who": "me"}, expected_cursor=1)
+
+        assert failed, "the fault did not fire"
+        assert [e.kind for e in store.events(run.channel_id)] == ["run.started", "rival"]

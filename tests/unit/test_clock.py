@@ -1,0 +1,158 @@
+"""The store's clock: the database's on PostgreSQL whatever this host's says, and its warning.
+
+A wrong host clock is simulated by patching ``actae.adapters.clock.wall_clock``, the
+library's single read of the local wall clock.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import actae
+from actae.adapters import clock as clocks
+from actae.adapters.url import parse_store_url
+
+HOUR = 3600.0
+AGREE = timedelta(milliseconds=50)
+"""How close two readings of one clock taken a moment apart must be."""
+
+
+def skew_host_clock(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    real = clocks.wall_clock
+    monkeypatch.setattr(clocks, "wall_clock", lambda: real() + timedelta(seconds=seconds))
+
+
+def database_now(pg_url: str) -> datetime:
+    with psycopg.connect(**parse_store_url(pg_url).postgres_conninfo) as conn:  # type: ignore[arg-type]
+        row = conn.execute("SELECT clock_timestamp()").fetchone()
+    assert row is not None
+    moment: datetime = row[0]
+    return moment
+
+
+def wait_for(condition: Callable[[], object], what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)  # polling another thread's progress, with a deadline
+
+
+@pytest.mark.parametrize(("skew", "words"), [(HOUR, "ahead of"), (-HOUR, "behind")])
+@pytest.mark.postgres
+def test_a_worker_whose_host_clock_is_far_off_says_so_once(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, skew: float, words: str
+) -> None:
+    skew_host_clock(monkeypatch, skew)
+    out = io.StringIO()
+    with actae.open(pg_url) as store:
+        worker = actae.Worker(store, name="w", registry=actae.Registry(), out=out)
+        worker.run_once()
+        worker.run_once()
+    said = [line for line in out.getvalue().splitlines() if "clock" in line]
+    assert said == [
+        f"[w] this host's clock is 3600.0 s {words} the database's; leases, timers and "
+        "retries use the database's clock, but fix the host's clock (NTP)"
+    ]
+
+
+@pytest.mark.postgres
+def test_a_worker_whose_host_clock_is_close_enough_says_nothing(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    skew_host_clock(monkeypatch, clocks.MAX_HOST_SKEW - 0.5)
+    out = io.StringIO()
+    with actae.open(pg_url) as store:
+        actae.Worker(store, name="w", registry=actae.Registry(), out=out).run_once()
+        assert store.clock_skew() == pytest.approx(0.5 - clocks.MAX_HOST_SKEW, abs=0.05)
+    assert "clock" not in out.getvalue()
+
+
+def test_the_warning_starts_just_past_the_limit() -> None:
+    assert clocks.skew_warning(clocks.MAX_HOST_SKEW) is None
+    assert clocks.skew_warning(-clocks.MAX_HOST_SKEW) is None
+    assert clocks.skew_warning(None) is None
+    assert "behind" in (clocks.skew_warning(clocks.MAX_HOST_SKEW + 0.01) or "")
+    assert "ahead of" in (clocks.skew_warning(-clocks.MAX_HOST_SKEW - 0.01) or "")
+
+
+@pytest.mark.postgres
+def test_a_postgres_store_tells_the_databases_time_on_a_host_an_hour_off(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    skew_host_clock(monkeypatch, HOUR)
+    with actae.open(pg_url) as store:
+        before = database_now(pg_url)
+        now = store.now()
+        after = database_now(pg_url)
+        assert before - AGREE <= now <= after + AGREE
+        assert store.clock_skew() == pytest.approx(-HOUR, abs=0.05)
+        run = store.start_run("w", agent_id="a", state={})
+        assert before - AGREE <= store.run(run.run_id).created_at <= database_now(pg_url)
+
+
+def test_a_single_host_store_runs_on_this_hosts_wall_clock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    skew_host_clock(monkeypatch, HOUR)
+    with actae.open(f"sqlite:///{tmp_path / 'runs.db'}") as store:
+        assert abs(store.now() - clocks.wall_clock()) < AGREE
+        assert store.clock_skew() is None
+
+
+@pytest.mark.postgres
+def test_virtual_time_shared_through_a_file_is_based_on_the_databases_clock(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    skew_host_clock(monkeypatch, -HOUR)
+    shared = actae.OffsetClock(str(tmp_path / "clock"))
+    shared.advance(100)
+    with actae.open(pg_url, clock=shared) as store:
+        now = store.now()
+        assert abs(now - (database_now(pg_url) + timedelta(seconds=100))) < AGREE
+        shared.advance(50)  # every store on this file moves with it
+        assert abs(store.now() - now - timedelta(seconds=50)) < AGREE
+        assert store.clock_skew() == pytest.approx(HOUR, abs=0.05)
+    assert shared.base is None  # the caller's clock is left as it was given
+
+
+@pytest.mark.postgres
+def test_the_database_clock_is_read_again_and_keeps_time_while_it_cannot_be(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conninfo = parse_store_url(pg_url).postgres_conninfo
+    clock = clocks.DatabaseClock(conninfo, resample_every=0.05)
+    try:
+        first = clock.reading
+        wait_for(lambda: clock.reading is not first, "a second reading")
+
+        failures: list[str] = []
+
+        def unreachable(_: object) -> clocks.Reading:
+            failures.append("refused")
+            raise psycopg.OperationalError("connection refused")
+
+        monkeypatch.setattr(clocks, "read_database_clock", unreachable)
+        wait_for(lambda: failures, "a reading to fail")
+        kept = clock.reading
+        assert abs(clock() - database_now(pg_url)) < AGREE  # time goes on from the last one
+        monkeypatch.undo()
+        wait_for(lambda: clock.reading is not kept, "a reading once the database is back")
+        assert abs(clock() - database_now(pg_url)) < AGREE
+    finally:
+        clock.close()
+
+
+@pytest.mark.postgres
+def test_closing_the_store_stops_reading_the_databases_clock(pg_url: str) -> None:
+    with actae.open(pg_url) as store:
+        clock = store._service.clock  # the sampler is not public
+        assert isinstance(clock, clocks.DatabaseClock)
+    clock._sampler.join(timeout=5)
+    assert not clock._sampler.is_alive()

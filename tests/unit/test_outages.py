@@ -1,0 +1,128 @@
+"""Which database errors are waited out, and how an outage is logged.
+
+Waiting out an error that cannot pass (a missing table, a closed pool, bad input) turns a
+clear failure into an endless loop of log lines; failing on one that passes by itself (a
+restart, a terminated backend) kills a long-running process for nothing.
+"""
+
+from __future__ import annotations
+
+import socket
+import sqlite3
+from pathlib import Path
+
+import psycopg
+import pytest
+from eventsourcing.persistence import OperationalError, ProgrammingError
+from psycopg_pool import ConnectionPool
+
+import actae
+from actae.adapters.outages import Outage, is_transient, ride_out
+
+
+def raised(call: object) -> BaseException:
+    try:
+        call()  # type: ignore[operator]
+    except BaseException as error:
+        return error
+    raise AssertionError("nothing was raised")
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+@pytest.mark.postgres
+def test_errors_from_a_real_server_are_told_apart(pg_dsn: str) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as admin, psycopg.connect(pg_dsn) as victim:
+        missing = raised(lambda: victim.execute("SELECT * FROM no_actae_table_here"))
+        victim.rollback()
+        admin.execute("SELECT pg_terminate_backend(%s)", (victim.info.backend_pid,))
+        terminated = raised(lambda: victim.execute("SELECT 1"))
+    refused = raised(lambda: psycopg.connect(f"host=127.0.0.1 port={closed_port()}"))
+
+    assert isinstance(missing, psycopg.errors.UndefinedTable)
+    assert not is_transient(missing)
+    assert isinstance(terminated, psycopg.errors.AdminShutdown)
+    assert is_transient(terminated)
+    assert is_transient(refused)
+
+
+def test_errors_wrapped_by_eventsourcing_are_judged_by_their_cause() -> None:
+    def wrapped(cause: BaseException, as_: type[Exception]) -> BaseException:
+        try:
+            raise as_(str(cause)) from cause
+        except Exception as error:
+            return error
+
+    assert is_transient(wrapped(psycopg.errors.AdminShutdown("bye"), OperationalError))
+    assert not is_transient(wrapped(psycopg.errors.UndefinedTable("gone"), ProgrammingError))
+
+
+@pytest.mark.parametrize(
+    ("error", "transient"),
+    [
+        (psycopg.errors.SerializationFailure("retry me"), True),
+        (psycopg.errors.DeadlockDetected("retry me"), True),
+        (psycopg.errors.CannotConnectNow("starting up"), True),
+        (psycopg.errors.InsufficientPrivilege("no"), False),
+        (psycopg.errors.UniqueViolation("taken"), False),
+        (actae.ValidationError("x", "bad"), False),
+        (ValueError("bad"), False),
+    ],
+    ids=lambda value: type(value).__name__ if isinstance(value, Exception) else str(value),
+)
+def test_error_classes(error: BaseException, transient: bool) -> None:
+    assert is_transient(error) is transient
+
+
+def test_a_closed_pool_is_not_an_outage() -> None:
+    pool = ConnectionPool("host=127.0.0.1", open=False)
+    assert not is_transient(raised(pool.getconn))
+
+
+def test_sqlite_waits_out_a_lock_but_not_a_missing_table(tmp_path: Path) -> None:
+    path = str(tmp_path / "x.db")
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("CREATE TABLE t (x)")
+    holder.execute("BEGIN EXCLUSIVE")
+    other = sqlite3.connect(path, timeout=0)
+    locked = raised(lambda: other.execute("SELECT * FROM t"))
+    missing = raised(lambda: holder.execute("SELECT * FROM nothing"))
+    holder.execute("ROLLBACK")
+
+    assert is_transient(locked)
+    assert not is_transient(missing)
+
+
+def test_an_outage_is_logged_once_with_its_duration() -> None:
+    lines: list[str] = []
+    outage = Outage("worker w1", lines.append)
+    attempts = iter([psycopg.OperationalError("down"), psycopg.OperationalError("down"), None])
+
+    def call() -> str:
+        failure = next(attempts)
+        if failure is not None:
+            raise failure
+        return "ok"
+
+    assert ride_out(call, outage, sleep=lambda _: None) == "ok"
+    assert len(lines) == 2
+    assert lines[0] == "worker w1: database unreachable (OperationalError: down); retrying"
+    assert lines[1].startswith("worker w1: database back after ")
+    assert outage.count == 1
+
+
+def test_anything_else_fails_at_once() -> None:
+    calls: list[int] = []
+
+    def call() -> None:
+        calls.append(1)
+        raise psycopg.errors.UndefinedTable("relation does not exist")
+
+    with pytest.raises(psycopg.errors.UndefinedTable):
+        ride_out(call, Outage("w", lambda _: None), sleep=lambda _: None)
+    assert calls == [1]
