@@ -297,12 +297,8 @@ def _worker(args: argparse.Namespace) -> int:
             worker.withdraw()
             return 0
 
-        def stop(*_: object) -> None:  # also ends a catch-up waiting out an outage
-            worker.request_stop()
-            store.projector().request_stop()
-
         for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, stop)
+            signal.signal(signum, lambda *_: worker.request_stop())
         print(f"[{name}] working on {store.url}", file=sys.stderr, flush=True)
         worker.run()
     return 0

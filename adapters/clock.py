@@ -163,6 +163,8 @@ class DatabaseClock:
         self._conninfo = dict(conninfo)
         self._resample_every = resample_every
         self.reading = read_database_clock(self._conninfo)  # opening fails if it cannot
+        self._latest = self.reading.now()
+        self._lock = threading.Lock()
         self._closed = threading.Event()
         self._sampler = threading.Thread(
             target=self._keep_reading, name="actae database clock", daemon=True
@@ -170,8 +172,18 @@ class DatabaseClock:
         self._sampler.start()
 
     def __call__(self) -> datetime:
-        """The database's time now."""
-        return self.reading.now()
+        """The database's time now; never earlier than a time it gave before.
+
+        A new reading can land a few milliseconds behind the last one (or more, after a
+        failover to a server with its own clock); lease and timer arithmetic must not see
+        time run backwards.
+        """
+        now = self.reading.now()
+        with self._lock:
+            if now < self._latest:
+                return self._latest
+            self._latest = now
+        return now
 
     @property
     def skew(self) -> float:

@@ -162,7 +162,10 @@ class DatabaseServer:
         """Do ``fault`` (one of ``FAULTS``); return once the server accepts connections."""
         if fault not in FAULTS:
             raise ValidationError("db_fault", f"expected one of {FAULTS}, got {fault!r}")
-        started, began = clock(), time.time()
+        # Both ends of a restart are read on the server's clock (its start time is one), and a
+        # termination is timed on this host's monotonic clock: never one clock against another.
+        started = clock()
+        began = time.monotonic() if fault == "terminate" else self._server_time()
         terminated = 0
         if fault == "restart":
             self._ctl("restart", "-m", "fast")
@@ -171,10 +174,17 @@ class DatabaseServer:
         else:
             terminated = self._terminate()
         self.wait_until_accepting()
-        back = time.time() if fault == "terminate" else self.started_at()
+        back = time.monotonic() if fault == "terminate" else self.started_at()
         seconds = max(back - began, 0.0)
         ended = started + timedelta(seconds=seconds)
         return Outage(fault, started, ended, round(seconds, 3), terminated)
+
+    def _server_time(self) -> float:
+        """Now on the server's clock (epoch seconds)."""
+        with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
+            row = conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()
+        assert row is not None  # noqa: S101 - the function always answers
+        return float(row[0])
 
     def started_at(self) -> float:
         """When the running postmaster started (epoch seconds, the server's clock)."""

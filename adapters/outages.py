@@ -14,11 +14,13 @@ what is worth retrying.
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
 import psycopg
+from eventsourcing.persistence import PersistenceError
 from psycopg_pool import PoolClosed
 from tenacity import (
     RetryCallState,
@@ -45,6 +47,17 @@ TRANSIENT_SQLSTATES = frozenset(
 )
 """SQLSTATEs that a later attempt can succeed after; class 08 (connection exception) too."""
 
+REFUSED_LOGIN = (
+    "authentication",
+    "pg_hba.conf",
+    "does not exist",
+    "SSL",
+    "certificate",
+)
+"""Words of a connection the server refused for good (a bad password, no such database or
+role, no TLS where it is required): libpq reports these without a SQLSTATE, like a
+refused or reset connection, but waiting cannot make them succeed."""
+
 FIRST_WAIT = 0.05
 MAX_WAIT = 2.0
 """Seconds between attempts: a random wait (full jitter) under a bound that starts at
@@ -55,27 +68,46 @@ few of these)."""
 def is_transient(error: BaseException) -> bool:
     """Whether ``error`` (or the error it was raised from) goes away by waiting.
 
-    A psycopg error without a SQLSTATE never reached the server's SQL layer: the connection
-    was refused, reset or closed, or the pool had none to give. SQLite's only transient
-    error is a lock held too long by another process.
+    SQLite's only transient error is a lock held too long by another process.
     """
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, PoolClosed):
-            return False  # closed by its owner, not by the database: waiting cannot help
         if isinstance(current, psycopg.Error):
-            state = current.sqlstate
-            if state is not None:
-                return state in TRANSIENT_SQLSTATES or state.startswith("08")
-            return isinstance(current, psycopg.OperationalError | psycopg.InterfaceError)
+            return _psycopg_transient(current)
         if isinstance(current, sqlite3.OperationalError):
             return "locked" in str(current) or "busy" in str(current)
         if isinstance(current, ConnectionError):
             return True
         current = current.__cause__ or current.__context__
     return False
+
+
+def _psycopg_transient(error: psycopg.Error) -> bool:
+    """A psycopg error without a SQLSTATE never reached the server's SQL layer.
+
+    The connection was refused, reset or closed, or the pool had none to give, unless the
+    server refused the login itself (``REFUSED_LOGIN``) or the pool was closed by its owner.
+    """
+    if isinstance(error, PoolClosed):
+        return False  # closed by its owner, not by the database: waiting cannot help
+    state = error.sqlstate
+    if state is not None:
+        return state in TRANSIENT_SQLSTATES or state.startswith("08")
+    if any(words in str(error) for words in REFUSED_LOGIN):
+        return False
+    return isinstance(error, psycopg.OperationalError | psycopg.InterfaceError)
+
+
+def store_outage(error: BaseException) -> bool:
+    """Whether ``error`` is an outage of Actae's own store, not of something a workflow uses.
+
+    Workflow code talks to the store through its recorder, whose errors are eventsourcing's
+    ``PersistenceError`` family; a refused connection to a model provider, or a deadlock in
+    the workflow's own database, is the run's error to fail with, not an outage to wait out.
+    """
+    return isinstance(error, PersistenceError) and is_transient(error)
 
 
 def missing_table(error: BaseException) -> bool:
@@ -103,6 +135,7 @@ class Outage:
         self._who = who
         self._say = say
         self._since: float | None = None
+        self._lock = threading.Lock()  # a worker's heartbeat shares its outage log
         self.count = 0
         self.last_duration: float | None = None
 
@@ -113,16 +146,20 @@ class Outage:
 
     def began(self, error: BaseException) -> None:
         """An attempt failed with a transient error (logged at the outage's first one)."""
-        if self._since is None:
-            self._since = time.monotonic()
-            self.count += 1
+        with self._lock:
+            first = self._since is None
+            if first:
+                self._since = time.monotonic()
+                self.count += 1
+        if first:
             self._say(f"{self._who}: database unreachable ({summary(error)}); retrying")
 
     def ended(self) -> None:
         """An attempt succeeded: log the recovery if there was an outage."""
-        if self._since is not None:
-            self.last_duration = time.monotonic() - self._since
-            self._since = None
+        with self._lock:
+            since, self._since = self._since, None
+        if since is not None:
+            self.last_duration = time.monotonic() - since
             self._say(f"{self._who}: database back after {self.last_duration:.1f} s")
 
 

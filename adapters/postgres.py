@@ -43,6 +43,7 @@ used at all. eventsourcing's own application-recorder test cases run against thi
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import weakref
 from collections import deque
@@ -257,9 +258,21 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
                 cursor = self._cursors[conn] = conn.cursor(row_factory=tuple_row)
             return cursor.execute(query, params, prepare=True).fetchall()
         except psycopg.Error as error:
+            if conn.closed:  # the server dropped it: its idle siblings are most likely dead too
+                self._discard_dead_connections()
             raise translated(error) from error
         finally:
             pool.putconn(conn)
+
+    def _discard_dead_connections(self) -> None:
+        """Test the pool's idle connections and replace the dead ones.
+
+        After a restart every idle connection is dead, and the pool hands them out one by
+        one; with a large pool a statement's retries could all land on dead connections
+        although the server is back.
+        """
+        with contextlib.suppress(psycopg.Error):  # still down: the retries wait for it
+            self.datastore.pool.check()
 
     def insert_statement(self, count: int) -> LiteralString:
         """The insert of ``count`` events.

@@ -129,15 +129,25 @@ class Projector:
 
     # -- running --------------------------------------------------------------------------
 
-    def catch_up(self, *, name: str = NAME, suffix: str = "") -> int:
-        """Project everything stored so far; shows progress on a large backlog."""
+    def catch_up(
+        self, *, name: str = NAME, suffix: str = "", give_up: Callable[[], bool] | None = None
+    ) -> int:
+        """Project everything stored so far; shows progress on a large backlog.
+
+        ``give_up()`` true ends it early, also while it waits out an outage (a worker that
+        is told to stop must not wait for the database first).
+        """
+        stopping = self._stop.is_set if give_up is None else self._either(give_up)
         total = 0
         started = time.perf_counter()
         backlog = self._with_retries(
-            lambda: (self._recorder.max_notification_id() or 0) - self.db.position(name)
+            lambda: (self._recorder.max_notification_id() or 0) - self.db.position(name),
+            stopping,
         )
-        while not self._stop.is_set():
-            done = self._with_retries(lambda: self.process_batch(name=name, suffix=suffix))
+        while not stopping():
+            done = self._with_retries(
+                lambda: self.process_batch(name=name, suffix=suffix), stopping
+            )
             if done == 0:
                 break
             total += done
@@ -148,8 +158,11 @@ class Projector:
                     file=self._out,
                     flush=True,
                 )
-        self._with_retries(lambda: self.mark_expired(name=name, suffix=suffix))
+        self._with_retries(lambda: self.mark_expired(name=name, suffix=suffix), stopping)
         return total
+
+    def _either(self, give_up: Callable[[], bool]) -> Callable[[], bool]:
+        return lambda: self._stop.is_set() or give_up()
 
     def mark_expired(self, *, name: str = NAME, suffix: str = "") -> int:
         """Mark claims whose lease has run out by now (the store's clock) in doubt.
@@ -207,18 +220,21 @@ class Projector:
         self.stop()
         self.db.close()
 
-    def _with_retries(self, batch: Callable[[], int]) -> int:
+    def _with_retries(
+        self, batch: Callable[[], int], stopping: Callable[[], bool] | None = None
+    ) -> int:
         """``batch()``, waited through database outages; 0 if stopped during one."""
+        stopping = stopping or self._stop.is_set
         try:
             return ride_out(
                 batch,
                 self.outage,
-                give_up=self._stop.is_set,
+                give_up=stopping,
                 sleep=self._stop.wait,
                 before_retry=self._reconnect,
             )
         except Exception as error:
-            if self._stop.is_set() and is_transient(error):
+            if stopping() and is_transient(error):
                 return 0
             raise
 

@@ -143,11 +143,19 @@ class ReadModelDB(SchemaMethods, WorkerTables):
         self._depth = 0
 
     def reconnect(self) -> None:
-        """Drop the connection and open a new one (after a transient failure)."""
-        try:
-            self.conn.close()
-        finally:
-            self.conn = self._connect()
+        """Drop the connection and open a new one (after a transient failure on PostgreSQL).
+
+        Under the lock, so that no other thread's statement loses its connection midway. A
+        SQLite connection is kept: its transient error is a lock, not a lost connection, and
+        a new ``:memory:`` connection would be a new, empty database.
+        """
+        if self.dialect.name != "postgresql":
+            return
+        with self.lock:
+            try:
+                self.conn.close()
+            finally:
+                self.conn = self._connect()
 
     def close(self) -> None:
         """Close the connection."""

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from actae.adapters.clock import skew_warning
 from actae.adapters.context import RunContext
-from actae.adapters.outages import Outage, is_transient, ride_out
+from actae.adapters.outages import Outage, is_transient, ride_out, store_outage
 from actae.adapters.outcomes import (
     COOLDOWN,
     Cooldown,
@@ -181,7 +181,7 @@ class Worker:
         run_status as soon as it returns (``actae worker --once``).
         """
         projector = self.store.projector()
-        projector.catch_up()
+        projector.catch_up(give_up=self._stop.is_set)
         now = self.store.now()
         self._release_pending()
         self._advertise(now)
@@ -191,7 +191,7 @@ class Worker:
             if self._stop.is_set():
                 break
             advanced += self._isolated(row, now)
-        projector.catch_up()
+        projector.catch_up(give_up=self._stop.is_set)
         return advanced
 
     def _isolated(self, row: Mapping[str, Any], now: datetime) -> int:
@@ -253,8 +253,8 @@ class Worker:
     def _take(self, run_id: Any, code: Workflow) -> bool:
         """Run the workflow under the run's lease; whether the run advanced."""
         db = self.store.projector().db
+        sent = time.monotonic()  # first: the lease is never thought valid beyond its expiry
         now = self.store.now()
-        sent = time.monotonic()
         token = db.acquire_lease(run_id, self.name, now, now + timedelta(seconds=self.lease))
         if token is None:
             return False
@@ -321,8 +321,8 @@ class Worker:
         except ActaeError as stop:
             return describe_stop(stop), cooldown_for(stop, self.store.now())
         except Exception as error:
-            if is_transient(error):
-                raise  # the database, not the run: the pass is tried again once it is back
+            if store_outage(error):
+                raise  # the store's database, not the run: the pass is tried again later
             return self._fail(run_id, error), None  # the workflow's own bug fails its run
         return "completed", None
 

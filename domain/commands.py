@@ -46,3 +46,15 @@ class CommandParts:
         def _canonical_text(self, value: object) -> str: ...
 
         def _document(self, field: str, value: object) -> Document: ...
+
+    def _earlier(
+        self, attempt: int, given: str | None, record_id: str, content: str
+    ) -> Operation | None:
+        """What an earlier attempt recorded under ``record_id``, refused if its content differs.
+
+        A made-up id (none was ``given``) cannot have been recorded before this call's first
+        write, so that first look is skipped.
+        """
+        if attempt == 0 and given is None:
+            return None
+        return self._recorded(record_id, content)

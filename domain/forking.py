@@ -65,12 +65,7 @@ class ForkCommands(CommandParts):
         )
         record_id = operation_id or generated_operation_id("fork")
         for attempt in range(FORK_ATTEMPTS):
-            # A made-up id cannot have been recorded before this call's first write.
-            original = (
-                None
-                if attempt == 0 and operation_id is None
-                else self._recorded(record_id, content)
-            )
+            original = self._earlier(attempt, operation_id, record_id, content)
             if original is not None:
                 return self._replayed_fork(original)
             receipt = self._try_fork(cid, at, (operation_id, record_id), reason, overrides, content)

@@ -77,12 +77,7 @@ class StartCommands(CommandParts):
         )
         record_id = operation_id or generated_operation_id("start_run")
         for attempt in range(FORK_ATTEMPTS):
-            # A made-up id cannot have been recorded before this call's first write.
-            original = (
-                None
-                if attempt == 0 and operation_id is None
-                else self._recorded(record_id, content)
-            )
+            original = self._earlier(attempt, operation_id, record_id, content)
             if original is not None:
                 return self._replayed_run(original)
             started = self._try_start(

@@ -254,27 +254,35 @@ def test_a_workflow_may_return_any_json_value(store: actae.Store) -> None:
     }
 
 
-def test_a_transient_database_error_in_a_workflow_is_tried_again_not_failed(
-    store: actae.Store,
+@pytest.mark.parametrize(
+    "error",
+    [
+        ConnectionRefusedError(111, "Connection refused"),  # a model provider is down
+        psycopg.errors.DeadlockDetected("deadlock detected"),  # in the workflow's own database
+    ],
+    ids=["provider-refused", "own-database-deadlock"],
+)
+def test_an_outage_of_something_a_workflow_uses_fails_its_run_not_the_worker(
+    store: actae.Store, error: Exception
 ) -> None:
-    """A deadlock or a dropped connection is the database's, not the run's: no final failure."""
-    attempts: list[int] = []
+    """Only the store's own outages are waited out; the rest is the run's error."""
     workflows = actae.Registry()
 
-    @workflows.workflow("meets-a-deadlock")
-    def meets_a_deadlock(ctx: actae.RunContext) -> dict[str, Any]:
+    @workflows.workflow("calls-out")
+    def calls_out(ctx: actae.RunContext) -> None:
         ctx.step("a", lambda: 1)
-        attempts.append(1)
-        if len(attempts) == 1:
-            raise psycopg.errors.DeadlockDetected("deadlock detected")
-        return {"ok": True}
+        raise error
 
-    run = store.start_run("r", agent_id="meets-a-deadlock", state={})
+    @workflows.workflow("fine")
+    def fine(ctx: actae.RunContext) -> dict[str, Any]:
+        return {"ok": ctx.step("b", lambda: True)}
+
+    failing = store.start_run("r1", agent_id="calls-out", state={})
+    other = store.start_run("r2", agent_id="fine", state={})
     worker = actae.Worker(store, name="w1", registry=workflows)
 
-    with pytest.raises(psycopg.errors.DeadlockDetected):
-        worker.run_once()  # the pass waits for the database (Worker.run retries it)
-    assert store.run(run.run_id).status is actae.RunStatus.RUNNING
     run_until_idle(worker)
-    assert store.run(run.run_id).status is actae.RunStatus.COMPLETED
-    assert len(attempts) == 2
+    failed = store.run(failing.run_id)
+    assert failed.status is actae.RunStatus.FAILED
+    assert type(error).__name__ in (failed.error or "")
+    assert store.run(other.run_id).status is actae.RunStatus.COMPLETED

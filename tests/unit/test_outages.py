@@ -43,12 +43,16 @@ def test_errors_from_a_real_server_are_told_apart(pg_dsn: str) -> None:
         admin.execute("SELECT pg_terminate_backend(%s)", (victim.info.backend_pid,))
         terminated = raised(lambda: victim.execute("SELECT 1"))
     refused = raised(lambda: psycopg.connect(f"host=127.0.0.1 port={closed_port()}"))
+    no_database = raised(lambda: psycopg.connect(f"{pg_dsn}_no_such_database"))
+    no_tls = raised(lambda: psycopg.connect(pg_dsn, sslmode="require"))
 
     assert isinstance(missing, psycopg.errors.UndefinedTable)
     assert not is_transient(missing)
     assert isinstance(terminated, psycopg.errors.AdminShutdown)
     assert is_transient(terminated)
     assert is_transient(refused)
+    assert not is_transient(no_database)  # a login refused for good is no outage
+    assert not is_transient(no_tls)
 
 
 def test_errors_wrapped_by_eventsourcing_are_judged_by_their_cause() -> None:
