@@ -43,8 +43,9 @@ test: lint typecheck layers unit
 
 # Not part of `make test`: breaks each guard (a version check, a fingerprint part, a fence, a
 # lock, a limit) in a temporary copy of the tree and checks that a test fails; prints the
-# table and the kill rate (tests/mutants.py; 3-4 minutes on 2 cores, uses the PostgreSQL
-# server of `make test` for the guards that exist only there).
+# table and the kill rate (tests/mutants.py; about 18 minutes on 2 cores: it uses the
+# PostgreSQL server of `make test` for the guards that exist only there, and the chaos guards
+# restart a throwaway server of their own).
 mutants: setup
 	$(BIN)/python -m tests.mutants
 

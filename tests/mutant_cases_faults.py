@@ -507,6 +507,9 @@ FAULT_MUTANTS = [
         "the drill's own queries must wait out the outage it caused",
         ("tests/chaos/test_drill_db_fault.py",),
         postgres=True,
+        survives="timing: the drill's polls of the read models rarely fall inside an outage "
+        "longer than the driver's own retries (10 x 0.2 s), so the chaos drill seldom needs "
+        "this; it was killed in some runs (a crash, seed 1), not in every run",
     ),
     Mutant(
         "drill-ignores-exited-workers",
