@@ -19,6 +19,7 @@ import pytest
 
 import actae
 from actae.adapters.outages import is_transient
+from tests.integration.lines import Lines
 
 T = TypeVar("T")
 pytestmark = pytest.mark.postgres
@@ -262,14 +263,15 @@ def test_a_process_started_during_an_outage_waits_for_the_database(
             text=True,
         )
         assert process.stderr is not None
-        first = process.stderr.readline()
+        lines = Lines(process.stderr)
+        first = lines.next(DEADLINE)
         assert "database unreachable" in first, first
     finally:
         chaos_cluster.ctl("start")
     try:
-        lines = [process.stderr.readline() for _ in range(2)]
-        assert any(ready in line for line in lines), lines
-        assert "database back after" in lines[0], lines
+        said = [lines.next(DEADLINE) for _ in range(2)]
+        assert any(ready in line for line in said), said
+        assert "database back after" in said[0], said
         assert process.poll() is None
     finally:
         process.terminate()

@@ -17,6 +17,7 @@ import pytest
 from psycopg import sql
 
 import actae
+from tests.integration.lines import Lines
 
 ACTAE = [sys.executable, "-m", "actae.adapters.cli"]
 
@@ -68,11 +69,12 @@ def test_project_whose_store_is_dropped_under_it_stops_with_one_line(
     )
     try:
         assert process.stderr is not None
-        assert process.stderr.readline().startswith("caught up")
+        lines = Lines(process.stderr)
+        assert lines.next(30).startswith("caught up")
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
         status = process.wait(timeout=30)
-        rest = process.stderr.read()
+        rest = lines.rest(30)
     finally:
         process.kill()
         process.wait()
