@@ -544,4 +544,13 @@ FAULT_MUTANTS = [
         OUTAGES,
         postgres=True,
     ),
+    Mutant(
+        "no-dead-server-defaults",
+        "adapters/url.py",
+        "        **DEAD_SERVER_DEFAULTS,\n",
+        "",
+        "a failover without a TCP reset would hang statements for the kernel's timeout",
+        URLS,
+        postgres=True,
+    ),
 ]

@@ -21,7 +21,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 import actae
 from actae.adapters.libpq import PASSED_THROUGH, REFUSED
-from actae.adapters.url import parse_store_url
+from actae.adapters.url import DEAD_SERVER_DEFAULTS, parse_store_url
 
 
 @pytest.mark.parametrize(
@@ -124,6 +124,22 @@ def test_libpq_parameters_reach_every_connection(
     assert len(connections) >= 5
     for given in connections:
         assert {name: given.get(name) for name in PARAMETERS} == PARAMETERS, given
+
+
+def test_every_connection_notices_a_dead_server_unless_the_url_says_otherwise(
+    pg_url: str, connections: list[dict[str, Any]]
+) -> None:
+    """A failover without a TCP reset must not leave a statement waiting for ~15 minutes."""
+    with actae.open(f"{pg_url}&keepalives_idle=45") as store:
+        run = store.start_run("wf", agent_id="a", state={})  # the pool
+        store.projector().catch_up()  # the read models
+        with store.subscribe(run.channel_id) as subscription:  # LISTEN
+            assert next(subscription).cursor == 1
+
+    expected = {**DEAD_SERVER_DEFAULTS, "keepalives_idle": "45"}
+    assert len(connections) >= 5
+    for given in connections:
+        assert {name: given.get(name) for name in expected} == expected, given
 
 
 def test_sslmode_require_is_refused_by_a_server_without_tls(pg_url: str) -> None:
