@@ -2,8 +2,8 @@
 
 eventsourcing's stock recorder writes in a pipelined transaction of five statements (``BEGIN``,
 ``LOCK TABLE … EXCLUSIVE``, ``NOTIFY``, ``INSERT``, ``COMMIT``) with three client-side syncs,
-and composes its ``SELECT`` text anew on every read. On the dev machine that client work, not
-the database, was most of the cost of a transition (``make bench`` shows the ratio). This
+and composes its ``SELECT`` text anew on every read; that client work, not the database,
+is most of the cost of a transition (docs/performance.md has the measurements). This
 recorder keeps the stock table, positions and ``LISTEN``/``NOTIFY`` channel, and changes how
 statements are sent:
 
@@ -27,17 +27,16 @@ statements are sent:
 * **Each pooled connection keeps one cursor**, used through a slimmer checkout than
   eventsourcing's ``get_connection`` (which also opens the pool and registers composite
   types on every call, neither needed by these statements); errors are translated to
-  eventsourcing's exception classes the same way. Together ~6 % more transitions per second
-  (A/B medians of seven runs, 1,693 → 1,794/s).
+  eventsourcing's exception classes the same way.
 * **The pool hands out the most recently returned connection** (last in, first out).
   psycopg_pool's default is first in, first out: a single-threaded caller cycles through
   every pooled connection, and each statement lands on a server process whose caches went
-  cold since its last turn. Reusing the warm one cut a write from ~640 to ~490 µs here
-  (an A/B of 2,000 writes on one connection); idle connections still expire.
+  cold since its last turn; reusing the warm one is measurably faster. Idle connections
+  still expire.
 
-Large writes no longer need special care: pipeline mode, which hung on multi-megabyte
-statements on this stack (psycopg 3.3, PostgreSQL 15; compare psycopg issue #685), is not
-used at all. eventsourcing's own application-recorder test cases run against this class in
+Pipeline mode is not used: it hung on multi-megabyte statements on this stack (psycopg 3.3,
+PostgreSQL 15; compare psycopg issue #685), and one statement per write needs no pipeline.
+eventsourcing's own application-recorder test cases run against this class in
 ``tests/integration/test_postgres_recorder.py``.
 """
 

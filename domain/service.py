@@ -101,7 +101,7 @@ class ActaeService(StartCommands, ForkCommands, Application[UUID]):
 
         Then remembers the new channel heads and wakes this process's subscribers, who
         re-read the store. eventsourcing's ``Application.save`` tells aggregates from events
-        with runtime protocol checks (~20 µs each) and wraps every stored event in
+        with runtime protocol checks (costly on every write) and wraps every stored event in
         ``Recording`` and ``Notification`` objects that nothing here reads. Everything saved
         here is one of our aggregates or events, no aggregate cache or snapshotting is
         configured (checked in ``__init__``) and no process application follows (its
