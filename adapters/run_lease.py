@@ -21,7 +21,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from actae.adapters.outages import FIRST_WAIT, MAX_WAIT, Outage
+from actae.adapters.outages import Outage, ride_out
 from actae.domain.errors import LeaseLostError
 
 if TYPE_CHECKING:
@@ -87,31 +87,34 @@ class RunLease:
             raise LeaseLostError(self.run_id, worker=self.worker)
 
     def _beat(self) -> None:
-        """Renew a third of the way through; after a failure, retry with backoff until expiry."""
-        wait = self.seconds / 3
-        failures = 0
-        while not self._done.wait(min(wait, self.remaining())):
+        """Renew a third of the way through; through an outage, retry until the lease lapses."""
+        while not self._done.wait(min(self.seconds / 3, self.remaining())):
             if self.lost:
                 return
-            sent = time.monotonic()
             try:
-                held = self._db.renew_lease(
-                    self.run_id, self.token, self._now() + timedelta(seconds=self.seconds)
+                held = ride_out(
+                    self._renew,
+                    self._outage,
+                    give_up=lambda: self.lost or self._done.is_set(),
+                    sleep=self._done.wait,
                 )
-            except Exception as error:  # any failure: keep trying while the lease is valid
-                self._outage.began(error)
-                failures += 1
-                wait = min(FIRST_WAIT * 2**failures, MAX_WAIT)
-                continue
+            except Exception:  # lapsed, stopped, or no outage: the lease ends on its own
+                return
             if not held:  # someone else took the run: never write for it again
                 self._lost.set()
                 return
-            self._valid_until = sent + self.seconds
-            self._outage.ended()
-            failures = 0
-            wait = self.seconds / 3
             if self._on_beat is not None:
                 try:  # a companion renewal (the worker's advertisement) is retried next beat
                     self._on_beat()
                 except Exception as error:
                     self._outage.began(error)
+
+    def _renew(self) -> bool:
+        """One renewal; valid from before it was sent, so never beyond the stored expiry."""
+        sent = time.monotonic()
+        held = self._db.renew_lease(
+            self.run_id, self.token, self._now() + timedelta(seconds=self.seconds)
+        )
+        if held:
+            self._valid_until = sent + self.seconds
+        return held

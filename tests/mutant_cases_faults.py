@@ -32,9 +32,10 @@ FAULT_MUTANTS = [
     Mutant(
         "heartbeat-dies-on-error",
         "adapters/run_lease.py",
-        """                wait = min(FIRST_WAIT * 2**failures, MAX_WAIT)
-                continue""",
-        """                return""",
+        """                held = ride_out(
+                    self._renew,""",
+        """                held = (lambda call, *_, **__: call())(
+                    self._renew,""",
         "a terminated backend would let the lease lapse under a running step",
         OUTAGES,
         postgres=True,
@@ -552,5 +553,24 @@ FAULT_MUTANTS = [
         "a failover without a TCP reset would hang statements for the kernel's timeout",
         URLS,
         postgres=True,
+    ),
+    Mutant(
+        "clock-runs-backwards",
+        "adapters/clock.py",
+        "            if now < self._latest:",
+        "            if False:",
+        "a new reading behind the last time given would make leases and timers run backwards",
+        CLOCK,
+        postgres=True,
+    ),
+    Mutant(
+        "reconnect-replaces-embedded-db",
+        "adapters/readmodels.py",
+        """        if self.dialect.name != "postgresql":
+            return
+        with self.lock:""",
+        """        with self.lock:""",
+        "a retried batch on memory:// would land in a new, empty database",
+        OUTAGES,
     ),
 ]
