@@ -11,29 +11,19 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
 import actae
-from actae.adapters.outages import is_transient
+from actae.adapters.outages import Outage, ride_out
+from tests.helpers import Follower, called, wait_for
 from tests.integration.lines import Lines
 
-T = TypeVar("T")
 pytestmark = pytest.mark.postgres
 
 DEADLINE = 60.0
 ACTAE = [sys.executable, "-m", "actae.adapters.cli"]
-
-
-def wait_for(condition: Callable[[], bool], what: str, within: float = DEADLINE) -> None:
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def workflows(restarted: threading.Event, in_step: threading.Event) -> actae.Registry:
@@ -59,14 +49,11 @@ def workflows(restarted: threading.Event, in_step: threading.Event) -> actae.Reg
 
 def start(store: actae.Store, name: str, agent: str = "steps") -> actae.RunInfo:
     """Start a run, waiting out the restart like any client would (the call is idempotent)."""
-    deadline = time.monotonic() + DEADLINE
-    while True:
-        try:
-            return store.start_run(name, agent_id=agent, state={}, operation_id=name)
-        except Exception as error:
-            if not is_transient(error) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
+    return ride_out(
+        lambda: store.start_run(name, agent_id=agent, state={}, operation_id=name),
+        Outage("test client", lambda _: None),
+        within=DEADLINE,
+    )
 
 
 def test_a_worker_projector_and_subscription_ride_out_a_restart(
@@ -79,20 +66,9 @@ def test_a_worker_projector_and_subscription_ride_out_a_restart(
         registry = workflows(restarted, in_step)
         worker = actae.Worker(store, name="w1", registry=registry, lease=5, poll_interval=0.05)
         working = threading.Thread(target=worker.run, daemon=True)
-        received: list[actae.ChannelEvent] = []
-        subscription = store.subscribe(poll_interval=0.05)
-        failures: list[BaseException] = []
-
-        def follow() -> None:
-            try:
-                for event in subscription:
-                    received.append(event)
-            except BaseException as error:  # reported below: the subscription must not end
-                failures.append(error)
-
-        following = threading.Thread(target=follow, daemon=True)
+        follower = Follower(store.subscribe(poll_interval=0.05))
         working.start()
-        following.start()
+        follower.start()
 
         def completed(runs: list[actae.RunInfo]) -> bool:
             return all(store.run(r.run_id).status is actae.RunStatus.COMPLETED for r in runs)
@@ -102,23 +78,23 @@ def test_a_worker_projector_and_subscription_ride_out_a_restart(
         restarted.set()
         after = [start(store, f"after-{i}") for i in range(3)]
         wait_for(
-            lambda: failures != [] or not working.is_alive() or completed([*after, spanning]),
+            lambda: (
+                follower.failures != [] or not working.is_alive() or completed([*after, spanning])
+            ),
             "runs started after the restart, and the one that ran across it",
         )
-        assert failures == []
+        assert follower.failures == []
         assert working.is_alive(), "the worker ended on the restart"
 
         total = sum(len(store.events(run.channel_id)) for run in [*before, spanning, *after])
         wait_for(
-            lambda: failures != [] or len(received) >= total,
-            f"every event, live ({len(received)} of {total}, at {subscription.position})",
+            lambda: follower.failures != [] or len(follower.received) >= total, "every event, live"
         )
         worker.request_stop()
-        subscription.close()
+        follower.close(DEADLINE)
         working.join(DEADLINE)
-        following.join(DEADLINE)
-        assert failures == [], f"the subscription ended: {failures[0]!r}"
-        positions = [event.position or 0 for event in received]
+        assert follower.failures == [], f"the subscription ended: {follower.failures[0]!r}"
+        positions = [event.position or 0 for event in follower.received]
         assert positions == sorted(set(positions)), "an event was skipped or delivered twice"
         assert len(positions) == total
         assert worker.outage.count + store.projector().outage.count >= 1  # it saw the outage
@@ -194,25 +170,14 @@ def test_a_worker_and_a_subscription_outlast_an_outage_longer_than_the_drivers_r
             store, name="w1", registry=registry, lease=120, poll_interval=0.05, out=sys.stderr
         )
         working = threading.Thread(target=worker.run, daemon=True)
-        subscription = store.subscribe(run.channel_id, poll_interval=0.05)
-        received: list[actae.ChannelEvent] = []
-        failures: list[BaseException] = []
-
-        def follow() -> None:
-            try:
-                for event in subscription:
-                    received.append(event)
-            except BaseException as error:  # reported below: the subscription must not end
-                failures.append(error)
-
-        following = threading.Thread(target=follow, daemon=True)
+        follower = Follower(store.subscribe(run.channel_id, poll_interval=0.05))
         working.start()
-        following.start()
+        follower.start()
         try:
             wait_for(
                 lambda: (
                     not working.is_alive()
-                    or (worker.outage.ongoing and subscription.outage.ongoing)
+                    or (worker.outage.ongoing and follower.subscription.outage.ongoing)
                 ),
                 "the worker and the subscription to wait the outage out",
             )
@@ -229,20 +194,16 @@ def test_a_worker_and_a_subscription_outlast_an_outage_longer_than_the_drivers_r
         assert working.is_alive(), "the worker ended on the outage"
         assert store.run(run.run_id).status is actae.RunStatus.COMPLETED
         total = len(store.events(run.channel_id))
-        wait_for(lambda: failures != [] or len(received) >= total, "every event of the run")
+        wait_for(
+            lambda: follower.failures != [] or len(follower.received) >= total,
+            "every event of the run",
+        )
         worker.request_stop()
-        subscription.close()
+        follower.close(DEADLINE)
         working.join(DEADLINE)
-        following.join(DEADLINE)
-        assert failures == [], f"the subscription ended: {failures[0]!r}"
-        assert [event.cursor for event in received] == list(range(1, total + 1))
+        assert follower.failures == [], f"the subscription ended: {follower.failures[0]!r}"
+        assert [event.cursor for event in follower.received] == list(range(1, total + 1))
         assert calls == ["a", "stopped", "b"]
-
-
-def called(calls: list[str], name: str, value: T) -> T:
-    """Note a call of ``name`` in the call log and return ``value`` (a step's function)."""
-    calls.append(name)
-    return value
 
 
 @pytest.mark.parametrize(

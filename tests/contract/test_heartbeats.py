@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
 import pytest
@@ -20,21 +20,13 @@ from psycopg import sql
 
 import actae
 from actae.adapters.worker import run_until_idle
+from tests.helpers import called, wait_for
 
-T = TypeVar("T")
 pytestmark = pytest.mark.postgres
 
 LEASE = 1.2
 """Seconds: short, so that a heartbeat that died shows within a few seconds."""
 DEADLINE = 20.0
-
-
-def wait_for(condition: Callable[[], bool], what: str, within: float = DEADLINE) -> None:
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 @pytest.fixture
@@ -140,9 +132,3 @@ def run_once_completes(worker: actae.Worker, run_id: Any, store: actae.Store) ->
     """One more pass (the lost lease has expired by now); whether the run completed."""
     worker.run_once()
     return store.run(run_id).status is actae.RunStatus.COMPLETED
-
-
-def called(calls: list[str], name: str, value: T) -> T:
-    """Note a call of ``name`` in the call log and return ``value`` (a step's function)."""
-    calls.append(name)
-    return value

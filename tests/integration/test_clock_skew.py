@@ -15,13 +15,14 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 import actae
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.postgres
 
@@ -34,13 +35,6 @@ EARLY = 0.05
 """Seconds a timer or retry may seem early: the database clock's error plus logging jitter."""
 LATE = 1.5
 """Seconds a timer or retry may fire late: a few worker passes and read-model catch-ups."""
-
-
-def wait_for(condition: Callable[[], object], what: str) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)  # polling a condition in other processes, with a deadline
 
 
 def calls(path: Path, what: str) -> list[tuple[str, float]]:

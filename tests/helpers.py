@@ -1,0 +1,59 @@
+"""Small things many tests need: waiting on a condition, following a subscription, call logs.
+
+Waiting is always on a condition with a deadline, never a bare sleep: a test that sleeps
+either wastes time or races.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import actae
+
+T = TypeVar("T")
+
+
+def wait_for(
+    condition: Callable[[], object], what: str, within: float = 60.0, pause: float = 0.01
+) -> None:
+    """Return once ``condition()`` holds; fail naming ``what`` after ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(pause)  # polling another thread's or process's progress
+
+
+def called(calls: list[str], name: str, value: T) -> T:
+    """Note a call of ``name`` in the call log and return ``value`` (a step's function)."""
+    calls.append(name)
+    return value
+
+
+class Follower:
+    """Reads a subscription in a thread: what it delivered, and whether it ever ended badly."""
+
+    def __init__(self, subscription: actae.Subscription) -> None:
+        self.subscription = subscription
+        self.received: list[actae.ChannelEvent] = []
+        self.failures: list[BaseException] = []
+        self._thread = threading.Thread(target=self._follow, daemon=True)
+
+    def start(self) -> Follower:
+        self._thread.start()
+        return self
+
+    def _follow(self) -> None:
+        try:
+            for event in self.subscription:
+                self.received.append(event)
+        except BaseException as error:  # reported by the test: a subscription must not end
+            self.failures.append(error)
+
+    def close(self, within: float) -> None:
+        """Stop the subscription and wait for the thread."""
+        self.subscription.close()
+        self._thread.join(within)
