@@ -6,9 +6,8 @@ library's single read of the local wall clock.
 
 from __future__ import annotations
 
+import dataclasses
 import io
-import time
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 import actae
 from actae.adapters import clock as clocks
 from actae.adapters.url import parse_store_url
+from tests.helpers import wait_for
 
 HOUR = 3600.0
 AGREE = timedelta(milliseconds=50)
@@ -35,13 +35,6 @@ def database_now(pg_url: str) -> datetime:
     assert row is not None
     moment: datetime = row[0]
     return moment
-
-
-def wait_for(condition: Callable[[], object], what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)  # polling another thread's progress, with a deadline
 
 
 @pytest.mark.parametrize(("skew", "words"), [(HOUR, "ahead of"), (-HOUR, "behind")])
@@ -156,3 +149,17 @@ def test_closing_the_store_stops_reading_the_databases_clock(pg_url: str) -> Non
         assert isinstance(clock, clocks.DatabaseClock)
     clock._sampler.join(timeout=5)
     assert not clock._sampler.is_alive()
+
+
+@pytest.mark.postgres
+def test_the_database_clock_never_runs_backwards_at_a_new_reading(pg_url: str) -> None:
+    """A reading a second behind (a failover to a server with its own clock) holds time still."""
+    clock = clocks.DatabaseClock(parse_store_url(pg_url).postgres_conninfo, resample_every=3600)
+    try:
+        before = clock()
+        clock.reading = dataclasses.replace(
+            clock.reading, database=clock.reading.database - timedelta(seconds=1)
+        )
+        assert clock() >= before
+    finally:
+        clock.close()

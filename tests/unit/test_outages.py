@@ -130,3 +130,13 @@ def test_anything_else_fails_at_once() -> None:
     with pytest.raises(psycopg.errors.UndefinedTable):
         ride_out(call, Outage("w", lambda _: None), sleep=lambda _: None)
     assert calls == [1]
+
+
+def test_reconnecting_keeps_an_embedded_read_model_database() -> None:
+    """SQLite's transient error is a lock; a new ``:memory:`` connection would be empty."""
+    with actae.open("memory://") as store:
+        store.start_run("wf", agent_id="a", state={})
+        projector = store.projector()
+        projector.catch_up()
+        projector.db.reconnect()  # what the projector does before retrying a failed batch
+        assert len(projector.query("SELECT run_id FROM run_status")) == 1
