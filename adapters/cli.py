@@ -3,7 +3,9 @@
 Inspection commands print JSON, so their output can be piped into ``jq`` or a notebook.
 They only read: a URL that names no store is refused, never answered from a new empty store.
 Errors a user can cause (a bad URL, a store that is missing or does not answer) print one
-line to stderr and exit with status 2; a traceback is left for bugs.
+line to stderr and exit with status 2; a traceback is left for bugs. The long-running
+commands (``worker``, ``project``) log to stderr, as text or, with ``--log-format json``, one
+JSON object per line (docs/logging.md).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import dataclasses
 import importlib
 import importlib.metadata
 import importlib.util
+import logging
 import math
 import os
 import signal
@@ -28,13 +31,17 @@ import psycopg
 from eventsourcing import persistence
 from pydantic import BaseModel
 
-import actae
 from actae.adapters.cli_store import add_store_options, open_waiting, store_url
 from actae.adapters.clock import OffsetClock
 from actae.adapters.demo import demo
 from actae.adapters.drill import drill as run_drill
+from actae.adapters.logs import configure
 from actae.adapters.outages import missing_table, summary
+from actae.adapters.store import Store
+from actae.adapters.store import open as open_store
 from actae.adapters.url import parse_store_url
+from actae.adapters.worker import REGISTRY, CommitHook, Registry, Worker
+from actae.domain.errors import ActaeError, ValidationError
 
 CANNOT_OPEN = (
     psycopg.OperationalError,  # connecting: refused, unknown host, bad password, no database
@@ -45,6 +52,8 @@ CANNOT_OPEN = (
 )
 """Errors that mean the store cannot be opened or reached (at start or later, when a
 server restarts or a file is locked), not that Actae has a bug."""
+
+log = logging.getLogger("actae.cli")
 
 
 def _default(value: Any) -> Any:
@@ -123,7 +132,17 @@ def _add_wait_for_db(command: argparse.ArgumentParser) -> None:
     )
 
 
-def _parser() -> argparse.ArgumentParser:
+def _add_log_format(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="how log lines on stderr look: text (the message, then time, level, logger and "
+        "fields such as worker and run_id), or json (one JSON object per line); default text",
+    )
+
+
+def _parser(*, imports_required: bool = True) -> argparse.ArgumentParser:
     parser = OneLineParser(prog="actae", description="Durable execution for LLM-agent runs.")
     parser.add_argument("--version", action="version", version=f"actae {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -175,6 +194,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     project_cmd.add_argument("--batch-size", type=_whole(1, 100_000), default=2000)
     _add_wait_for_db(project_cmd)
+    _add_log_format(project_cmd)
     worker_cmd = commands.add_parser(
         "worker",
         help="run registered workflows, taking over runs whose worker died",
@@ -189,7 +209,7 @@ def _parser() -> argparse.ArgumentParser:
         "--import",
         dest="imports",
         action="append",
-        required=True,
+        required=imports_required,
         metavar="MODULE_OR_FILE",
         help="module name or .py file that registers workflows (repeatable)",
     )
@@ -203,6 +223,7 @@ def _parser() -> argparse.ArgumentParser:
     worker_cmd.add_argument("--poll-interval", type=_seconds(3600.0), default=0.2)
     worker_cmd.add_argument("--once", action="store_true", help="one pass, then exit")
     _add_wait_for_db(worker_cmd)
+    _add_log_format(worker_cmd)
     worker_cmd.add_argument(
         "--clock-file",
         metavar="PATH",
@@ -229,7 +250,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _inspect(args: argparse.Namespace) -> Any:
-    queries: dict[str, Callable[[actae.Store], Any]] = {
+    queries: dict[str, Callable[[Store], Any]] = {
         "head": lambda s: s.head(args.channel_id),
         "state": lambda s: s.state_at(args.channel_id, cursor=args.cursor),
         "events": lambda s: s.events(args.channel_id, after=args.after, limit=args.limit),
@@ -237,27 +258,29 @@ def _inspect(args: argparse.Namespace) -> Any:
         "run": lambda s: s.run(args.run_id),
         "lineage": lambda s: s.lineage(args.run_id),
     }
-    with actae.open(args.db, create=False) as store:
+    with open_store(args.db, create=False) as store:
         return queries[args.command](store)
 
 
 def _project(args: argparse.Namespace) -> int:
+    configure(json=args.log_format == "json")
+
     # A projector follows a store; it never creates one (a mistyped schema fails at once).
-    def prepare(store: actae.Store) -> object:
-        return store.projector(batch_size=args.batch_size, out=sys.stderr)
+    def prepare(store: Store) -> object:
+        return store.projector(batch_size=args.batch_size)
 
     with open_waiting(args, "project", prepare, create=False) as store:
         projector = store.projector()
         if args.rebuild:
             count = projector.rebuild()
-            print(f"rebuilt the read models from {count:,} events", file=sys.stderr)
+            log.info("rebuilt the read models from %s events", f"{count:,}")
             return 0
         # Stop cleanly on SIGTERM from here on, also during the first catch-up (which
         # finishes its batch and returns), not only once following live.
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: projector.request_stop())
         count = projector.catch_up()
-        print(f"caught up: {count:,} events, position {projector.position()}", file=sys.stderr)
+        log.info("caught up: %s events, position %d", f"{count:,}", projector.position())
         if not args.once:
             projector.run()
     return 0
@@ -272,25 +295,33 @@ def _import(target: str) -> None:
     if target.endswith(".py"):
         path = Path(target).resolve()
         if not path.is_file():
-            raise actae.ValidationError("--import", f"no such file: {target}")
+            raise ValidationError("--import", f"no such file: {target}")
         if str(path.parent) not in sys.path:
             sys.path.insert(0, str(path.parent))
         spec = importlib.util.spec_from_file_location(f"actae_workflows_{abs(hash(target))}", path)
         if spec is None or spec.loader is None:
-            raise actae.ValidationError("--import", f"cannot load {target}")
+            raise ValidationError("--import", f"cannot load {target}")
         spec.loader.exec_module(importlib.util.module_from_spec(spec))
     else:
         importlib.import_module(target)
 
 
-def _worker(args: argparse.Namespace) -> int:
-    for target in args.imports:
-        _import(target)
+def _worker(
+    args: argparse.Namespace, registry: Registry | None, on_commit: CommitHook | None
+) -> int:
     name = args.name or f"{socket.gethostname()}:{os.getpid()}"
+    configure(json=args.log_format == "json", worker=name)
+    for target in args.imports or ():
+        _import(target)
     clock = OffsetClock(args.clock_file) if args.clock_file else None
     with open_waiting(args, "worker", lambda store: store.projector(), clock=clock) as store:
-        worker = actae.Worker(
-            store, name=name, lease=args.lease, poll_interval=args.poll_interval, out=sys.stderr
+        worker = Worker(
+            store,
+            name=name,
+            registry=REGISTRY if registry is None else registry,
+            lease=args.lease,
+            poll_interval=args.poll_interval,
+            on_commit=on_commit,
         )
         if args.once:
             worker.run_once()
@@ -299,7 +330,7 @@ def _worker(args: argparse.Namespace) -> int:
 
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: worker.request_stop())
-        print(f"[{name}] working on {store.url}", file=sys.stderr, flush=True)
+        log.info("working on %s", store.url)
         worker.run()
     return 0
 
@@ -321,15 +352,25 @@ def _cannot_open(db: str | None, error: Exception) -> str:
     return f"cannot open or reach the store at {parsed.display}: {detail}; {hint}"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the process exit status."""
-    args = _parser().parse_args(argv)
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    registry: Registry | None = None,
+    on_commit: CommitHook | None = None,
+) -> int:
+    """Run the CLI; returns the process exit status.
+
+    ``registry`` and ``on_commit`` are for programs that run ``actae worker`` with workflows
+    and hooks of their own (the drill's worker processes): the workflows to run (``--import``
+    is then optional) and the worker's ``on_commit`` hook (see :class:`Worker`).
+    """
+    args = _parser(imports_required=registry is None).parse_args(argv)
     try:
         args.db = store_url(args, os.environ)
         if args.db is not None:
             parse_store_url(args.db)  # a bad URL fails here, before any work starts
-        return _dispatch(args)
-    except actae.ActaeError as error:
+        return _dispatch(args, registry, on_commit)
+    except ActaeError as error:
         print(f"actae: error: {error}", file=sys.stderr)
         return 2
     except CANNOT_OPEN as error:
@@ -342,7 +383,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
-def _dispatch(args: argparse.Namespace) -> int:
+def _dispatch(
+    args: argparse.Namespace, registry: Registry | None, on_commit: CommitHook | None
+) -> int:
     """Run the chosen command."""
     if args.command == "demo":
         return demo(args.db)
@@ -360,7 +403,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             db_fault=args.db_fault,
         )
     if args.command == "worker":
-        return _worker(args)
+        return _worker(args, registry, on_commit)
     _print_json(_inspect(args))
     return 0
 

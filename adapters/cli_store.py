@@ -9,7 +9,7 @@ the environment: only the command does, here.
 from __future__ import annotations
 
 import argparse
-import sys
+import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,8 @@ from actae.domain.errors import ValidationError
 
 DB_ENV = "ACTAE_DB"
 """The environment variable the command (never the library) reads a store URL from."""
+
+log = logging.getLogger("actae.cli")
 
 
 def add_store_options(command: argparse.ArgumentParser, *, required: bool) -> None:
@@ -92,5 +94,5 @@ def open_waiting(
             raise
         return store
 
-    outage = Outage(f"actae {who}", lambda line: print(line, file=sys.stderr, flush=True))
+    outage = Outage(f"actae {who}", log.warning)
     return ride_out(attempt, outage, within=args.wait_for_db)

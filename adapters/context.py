@@ -34,7 +34,7 @@ STOPPED = frozenset({RunStatus.PAUSED, RunStatus.CANCELLED, RunStatus.COMPLETED,
 
 PATIENCE = 60.0
 """Seconds a context outside a worker (no run lease) waits out an outage to record a result."""
-log = logging.getLogger("actae")
+log = logging.getLogger("actae.context")
 
 if TYPE_CHECKING:
     from actae.adapters.run_lease import RunLease

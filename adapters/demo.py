@@ -19,7 +19,9 @@ import uuid
 from pathlib import Path
 from typing import Any, TextIO
 
-import actae
+from actae.adapters.store import Store
+from actae.adapters.store import open as open_store
+from actae.domain.values import RunInfo
 
 STEPS = 4
 CRASH_STEP = 3
@@ -27,7 +29,7 @@ CRASH_MARK = "crash-point"
 
 
 def say(out: TextIO, text: str) -> None:
-    """Print one line of the demo's story."""
+    """Print one line of the demo's story: the demo's output, not a log line."""
     print(text, file=out, flush=True)
 
 
@@ -38,7 +40,7 @@ def sample_model(step: int) -> dict[str, Any]:
 
 
 def run_steps(
-    store: actae.Store,
+    store: Store,
     workflow: str,
     channel_id: str,
     worker: str,
@@ -126,7 +128,7 @@ def demo(url: str | None, out: TextIO = sys.stdout) -> int:
         url = f"sqlite:///{Path(folder) / 'runs.db'}"
     say(out, f"Actae demo on {url}\n")
     workflow = f"invoice-{uuid.uuid4().hex[:8]}"
-    with actae.open(url) as store:
+    with open_store(url) as store:
         run = store.start_run(
             workflow,
             agent_id="planner",
@@ -157,7 +159,7 @@ def demo(url: str | None, out: TextIO = sys.stdout) -> int:
         return finish(store, run, out)
 
 
-def finish(store: actae.Store, run: actae.RunInfo, out: TextIO) -> int:
+def finish(store: Store, run: RunInfo, out: TextIO) -> int:
     """Fork, show lineage, and check the story from durable history."""
     events = store.events(run.channel_id)
     calls = [e for e in events if e.kind == "model.call"]
@@ -193,7 +195,7 @@ def finish(store: actae.Store, run: actae.RunInfo, out: TextIO) -> int:
 
 def worker_main(url: str, workflow: str, channel_id: str) -> None:
     """Entry point of worker-1 (``python -m actae.adapters.demo URL WORKFLOW CHANNEL``)."""
-    with actae.open(url) as store:
+    with open_store(url) as store:
         run_steps(store, workflow, channel_id, "worker-1", sys.stdout, crash_at=CRASH_STEP)
 
 

@@ -19,11 +19,16 @@ waits its own queries through each outage and journals it for the report.
 Virtual time: every process reads one shared clock file. When nothing can progress (all runs
 wait for a timer, a retry, or a dead worker's lease), the drill jumps the clock to the next
 due moment, so a day passes in milliseconds and leases still mean something.
+
+Progress lines go to the ``actae.drill`` logger and to ``out`` (stderr with ``--json``), each
+with its time, level and, where it has them, the workflow, run and worker; the report is
+the drill's output, on ``out``.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -35,7 +40,6 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any, TextIO
 
-import actae
 from actae.adapters.clock import OffsetClock
 from actae.adapters.db_faults import FAULTS as DB_FAULTS
 from actae.adapters.db_faults import DatabaseServer
@@ -43,7 +47,11 @@ from actae.adapters.drill_outages import JOURNAL_KIND, plan
 from actae.adapters.drill_processes import DrillProcesses
 from actae.adapters.drill_report import Report, summarize, table
 from actae.adapters.drill_time import VirtualTime
+from actae.adapters.logs import Lines, TextFormatter
 from actae.adapters.outages import is_transient
+from actae.adapters.store import open as open_store
+from actae.domain.errors import ActaeError, ValidationError
+from actae.domain.values import RunStatus
 
 CRASH_POINTS = ("after-model-call", "during-commit", "after-charge-accepted", "while-waiting")
 FAULTS = ("payer-retries-in-doubt", "provider-ignores-idempotency-keys")
@@ -52,8 +60,10 @@ STEPS = 7
 TIMEOUT = 180.0
 PINS_V1 = {"model": "mock-llm-1", "prompt": "drill-p1", "tools": "drill-t1", "schema": 1}
 
+log = logging.getLogger("actae.drill")
 
-class DrillError(actae.ActaeError):
+
+class DrillError(ActaeError):
     """The drill could not run to its end (a process died, or it timed out)."""
 
     code = "drill"
@@ -80,10 +90,11 @@ class Drill(DrillProcesses, VirtualTime):
         self.url, self.folder, self.agents = url, folder, agents
         self.server, self.db_fault = server, db_fault
         self.seed, self.kill_after, self.out = seed, kill_after, out
+        self._lines = Lines(log, out, formatter=TextFormatter())
         self.crash_point, self.duplicate_deliveries = crash_point, duplicate_deliveries
         self.faults = tuple(faults)
         self.clock = OffsetClock(str(folder / "clock"))
-        self.store = actae.open(url, clock=self.clock)
+        self.store = open_store(url, clock=self.clock)
         self.log = self.store.start_run(
             f"drill-log-{uuid.uuid4().hex[:8]}", agent_id="driver", state={}
         )
@@ -108,7 +119,12 @@ class Drill(DrillProcesses, VirtualTime):
         if self.crash_point:
             self._may_die.add(f"{workflow}-w1")
         first = self._start_worker(f"{workflow}-w1", schema=1, crash=self.crash_point or "")
-        self._say(f"run {index + 1}: {self.agents}-agent workflow {workflow} started on w1")
+        self._say(
+            f"run {index + 1}: {self.agents}-agent workflow {workflow} started on w1",
+            workflow=workflow,
+            run_id=coordinator,
+            worker=f"{workflow}-w1",
+        )
         if "before-kill" in outages:
             self._until(
                 lambda: self._steps(coordinator) >= self.kill_after - 1 or first.poll() is not None,
@@ -136,7 +152,12 @@ class Drill(DrillProcesses, VirtualTime):
                 "where": where,
             },
         )
-        self._say(f"  killed w1 (SIGKILL) {where}; rolling out schema 2 on w2 and w3")
+        self._say(
+            f"  killed w1 (SIGKILL) {where}; rolling out schema 2 on w2 and w3",
+            workflow=workflow,
+            run_id=coordinator,
+            worker=f"{workflow}-w1",
+        )
         for _ in range(self.duplicate_deliveries - early):
             self._deliver(workflow)
         for name in ("w2", "w3"):
@@ -159,7 +180,11 @@ class Drill(DrillProcesses, VirtualTime):
             # then the outage hits idle workers, which must outlive it all the same.
             self._outage(workflow, "during-takeover")
         self._until(lambda: self._finished(coordinator), "the workflow to finish")
-        self._say(f"  workflow finished: {self.store.run(coordinator).status.value}")
+        self._say(
+            f"  workflow finished: {self.store.run(coordinator).status.value}",
+            workflow=workflow,
+            run_id=coordinator,
+        )
         self._notice_exits()
         self._stop_workers()
         return Report(self, workflow, coordinator).figures()
@@ -209,13 +234,16 @@ class Drill(DrillProcesses, VirtualTime):
         assert self.server is not None  # noqa: S101 - only planned with a server
         outage = self.server.inject(self.db_fault, clock=self.clock)
         self.note(JOURNAL_KIND, {"workflow": workflow, "moment": moment, **outage.as_dict()})
-        self._say(f"  database {self.db_fault} {moment}: no connections for {outage.seconds} s")
+        self._say(
+            f"  database {self.db_fault} {moment}: no connections for {outage.seconds} s",
+            workflow=workflow,
+        )
 
     def _finished(self, coordinator: Any) -> bool:
         return self.store.run(coordinator).status not in (
-            actae.RunStatus.RUNNING,
-            actae.RunStatus.WAITING,
-            actae.RunStatus.RETRYING,
+            RunStatus.RUNNING,
+            RunStatus.WAITING,
+            RunStatus.RETRYING,
         )
 
     def _steps(self, coordinator: Any) -> int:
@@ -233,7 +261,8 @@ class Drill(DrillProcesses, VirtualTime):
                 raise DrillError("the provider process died")
             self._transiently(self._jump_when_idle)
             self._notice_exits()
-            if self.workers and all(p.poll() is not None for p in self.workers):
+            exited = self.workers and all(p.poll() is not None for p in self.workers)
+            if exited and not self._transiently(condition):  # it may be their exit
                 msg = f"every worker process has exited while waiting for {what}"
                 raise DrillError(msg)
             time.sleep(0.02)  # polling other processes' progress
@@ -254,7 +283,12 @@ class Drill(DrillProcesses, VirtualTime):
                 "drill.worker_exited",
                 {"workflow": workflow, "worker": name, "status": process.returncode},
             )
-            self._say(f"  {name} exited unplanned (status {process.returncode})")
+            self._say(
+                f"  {name} exited unplanned (status {process.returncode})",
+                level=logging.WARNING,
+                workflow=workflow,
+                worker=name,
+            )
 
     @staticmethod
     def _transiently(call: Any) -> bool:
@@ -266,8 +300,9 @@ class Drill(DrillProcesses, VirtualTime):
                 return False
             raise
 
-    def _say(self, text: str) -> None:
-        print(text, file=self.out, flush=True)
+    def _say(self, text: str, *, level: int = logging.INFO, **fields: object) -> None:
+        """A progress line, to the ``actae.drill`` logger and to ``out``."""
+        self._lines.say(text, level=level, **fields)
 
 
 def drill(
@@ -295,21 +330,21 @@ def drill(
     twice per run among the kills (see ``drill_outages``).
     """
     if not 1 <= kill_after < STEPS:
-        raise actae.ValidationError("kill_after", f"must be between 1 and {STEPS - 1}")
+        raise ValidationError("kill_after", f"must be between 1 and {STEPS - 1}")
     if crash_point is not None and crash_point not in CRASH_POINTS:
-        raise actae.ValidationError("crash_point", f"expected one of {CRASH_POINTS}")
+        raise ValidationError("crash_point", f"expected one of {CRASH_POINTS}")
     if agents < 3:
-        raise actae.ValidationError("agents", "needs at least 3 (coordinator, payer, sleeper)")
+        raise ValidationError("agents", "needs at least 3 (coordinator, payer, sleeper)")
     if duplicate_deliveries < 0:
-        raise actae.ValidationError("duplicate_deliveries", "must be 0 or more")
+        raise ValidationError("duplicate_deliveries", "must be 0 or more")
     if unknown := set(faults) - set(FAULTS):
-        raise actae.ValidationError("faults", f"unknown {sorted(unknown)}; expected {FAULTS}")
+        raise ValidationError("faults", f"unknown {sorted(unknown)}; expected {FAULTS}")
     server = None
     if db_fault is not None:
         if db_fault not in DB_FAULTS:
-            raise actae.ValidationError("db_fault", f"expected one of {DB_FAULTS}")
+            raise ValidationError("db_fault", f"expected one of {DB_FAULTS}")
         if url is None:
-            raise actae.ValidationError(
+            raise ValidationError(
                 "db_fault", "needs --db postgresql://... (the default SQLite store has no server)"
             )
         server = DatabaseServer(url)  # refuses a URL whose server cannot be controlled here
@@ -317,7 +352,9 @@ def drill(
     with tempfile.TemporaryDirectory(prefix="actae-drill-") as folder:
         url = url or f"sqlite:///{Path(folder) / 'drill.db'}"
         progress = sys.stderr if as_json else out
-        print(f"Actae failure drill on {url} (seed {seed})", file=progress, flush=True)
+        Lines(log, progress, formatter=TextFormatter()).say(
+            f"Actae failure drill on {url} (seed {seed})"
+        )
         environment = Drill(
             url,
             Path(folder),
@@ -335,7 +372,7 @@ def drill(
             results = [environment.run_once(index) for index in range(runs)]
         finally:
             environment.close()
-    summary = summarize(results)
+    summary = summarize(results)  # the report is the drill's output, not a log line
     if as_json:
         print(json.dumps({"runs": results, "summary": summary}, indent=2), file=out)
     else:

@@ -1,8 +1,10 @@
 """The drill's processes: the mock provider and the worker processes, started and stopped.
 
-Every worker is a real ``actae worker`` process on the drill's shared virtual clock (the
-clock file), with its stderr in ``<name>.log`` in the drill's folder; the drill kills them
-with SIGKILL and stops the rest with SIGTERM.
+Every worker is a real ``actae worker`` process, running the drill's workflows
+(``python -m actae.adapters.drill_workflows``, which hands them to the ``actae worker``
+command with the drill's settings and hooks), on the drill's shared virtual clock (the clock
+file), with its stderr in ``<name>.log`` in the drill's folder; the drill kills them with
+SIGKILL and stops the rest with SIGTERM.
 """
 
 from __future__ import annotations
@@ -65,12 +67,9 @@ class DrillProcesses:
             [
                 sys.executable,
                 "-m",
-                "actae.adapters.cli",
-                "worker",
+                "actae.adapters.drill_workflows",  # actae worker, with the drill's workflows
                 "--wait-for-db",
                 "60",  # a worker may start while the drill's database fault is on
-                "--import",
-                "actae.adapters.drill_workflows",
                 "--name",
                 name,
                 "--lease",

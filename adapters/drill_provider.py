@@ -1,10 +1,11 @@
 """The drill's outside world: a mock payment provider and a mock LLM, in their own process.
 
-It keeps its own ledger (SQLite) of every request, so the drill's report counts charges and
-model calls from the provider's side, not from anything Actae says. Payments are
-idempotent by the ``Idempotency-Key`` header and answer ``429`` with ``Retry-After: 30`` to
-the first two attempts of each key; model answers are randomly sampled, so a re-run would be
-a visibly different answer and a second call under the same key.
+It keeps its own ledger (:class:`ChargeBook`, in SQLite) of every request, so the drill's
+report counts charges and model calls from the provider's side, not from anything Actae
+says. Payments are idempotent by the ``Idempotency-Key`` header and answer ``429`` with
+``Retry-After: 30`` to the first two attempts of each key; model answers are randomly
+sampled, so a re-run would be a visibly different answer and a second call under the same
+key.
 
 Every charge request is logged with what the provider did about it — ``throttled``,
 ``executed`` or ``replayed`` (answered with the charge already made under its key) — and
@@ -35,7 +36,7 @@ LLM_COST = 0.8  # dollars per call, as in the seed's "$0.80 research call"
 CHARGE_FIELDS = ("key", "invoice", "amount", "charge_id")
 
 
-class Ledger:
+class ChargeBook:
     """The provider's own records: every request with its outcome, every charge executed.
 
     ``honour_keys=False`` executes every charge request past the throttle, as a provider
@@ -133,8 +134,8 @@ class Ledger:
         )
 
 
-def handler_for(ledger: Ledger) -> type[BaseHTTPRequestHandler]:
-    """HTTP routes over the ledger."""
+def handler_for(book: ChargeBook) -> type[BaseHTTPRequestHandler]:
+    """HTTP routes over the provider's charge book."""
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *_: Any) -> None:  # quiet
@@ -156,20 +157,20 @@ def handler_for(ledger: Ledger) -> type[BaseHTTPRequestHandler]:
             key = self.headers.get("Idempotency-Key", "")
             clock = self.headers.get("X-Clock", "")
             if self.path == "/charges":
-                status, reply = ledger.charge(key, clock, body)
+                status, reply = book.charge(key, clock, body)
                 extra = {"Retry-After": str(RETRY_AFTER)} if status == 429 else None
                 self._reply(status, reply, extra)
             elif self.path == "/llm":
-                self._reply(200, ledger.llm(key, clock, body))
+                self._reply(200, book.llm(key, clock, body))
             else:
                 self._reply(404, {"error": "no such route"})
 
         def do_GET(self) -> None:
             if self.path.startswith("/charges/"):
-                found = ledger.lookup(self.path.removeprefix("/charges/"))
+                found = book.lookup(self.path.removeprefix("/charges/"))
                 self._reply(200 if found else 404, found or {})
             elif self.path == "/ledger":
-                self._reply(200, ledger.dump())
+                self._reply(200, book.dump())
             else:
                 self._reply(404, {"error": "no such route"})
 
@@ -182,9 +183,9 @@ def main() -> None:
     parser.add_argument("ledger", help="the provider's SQLite ledger file")
     parser.add_argument("--ignore-idempotency-keys", action="store_true")
     args = parser.parse_args()
-    ledger = Ledger(args.ledger, honour_keys=not args.ignore_idempotency_keys)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(ledger))
-    print(f"port {server.server_address[1]}", flush=True)
+    book = ChargeBook(args.ledger, honour_keys=not args.ignore_idempotency_keys)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler_for(book))
+    print(f"port {server.server_address[1]}", flush=True)  # to the drill: output, not a log
     server.serve_forever()
 
 

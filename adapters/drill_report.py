@@ -198,7 +198,7 @@ class Report:
         notification need not be a channel event (an operation record, say), and a
         subscription would wait for a channel event at or past it forever.
         """
-        target = self.store._service.recorder.max_notification_id() or 0
+        target = self.store.position()
         found: list[ChannelEvent] = []
         position = 0
         while page := self.store._reader.global_events(after=position, limit=1000):

@@ -36,7 +36,7 @@ class VirtualTime:
 
     def _jump_when_idle(self) -> None:
         """Move virtual time to the next due moment once nothing has moved for a while."""
-        position = self.store._service.recorder.max_notification_id() or 0
+        position = self.store.position()
         if position != self._last_position:
             self._last_position, self._last_change = position, time.monotonic()
             return

@@ -18,22 +18,26 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from actae.adapters.service import ActaeService
 from actae.domain.errors import ActaeError, ValidationError
-from actae.domain.service import ActaeService
 
 MIGRATIONS_TABLE = "actae_migrations"
 
 
 @dataclass(frozen=True)
-class Migration:
-    """One step of the store schema; ``statements`` run after the event tables exist."""
+class TableMigration:
+    """One step of the store's table schema; ``statements`` run after the event tables exist.
+
+    It changes tables; a workflow's ``Migration`` (:mod:`actae.adapters.store_resume`)
+    upgrades a run's state instead.
+    """
 
     version: int
     name: str
     statements: tuple[str, ...] = ()
 
 
-MIGRATIONS = (Migration(1, "event store tables (eventsourcing recorder)"),)
+MIGRATIONS = (TableMigration(1, "event store tables (eventsourcing recorder)"),)
 LATEST = MIGRATIONS[-1].version
 
 ServiceFactory = Callable[[bool], ActaeService]

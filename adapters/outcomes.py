@@ -72,7 +72,7 @@ def cooldown_for(stop: ActaeError, now: datetime) -> Cooldown | None:
     return Cooldown.short(now, COOLDOWN)
 
 
-OUTCOMES: tuple[tuple[type[ActaeError], Callable[[Any], str]], ...] = (
+EXPLANATIONS: tuple[tuple[type[ActaeError], Callable[[Any], str]], ...] = (
     (RunSuspended, lambda e: f"waiting for {e.reason} {e.name!r}"),
     (RunStoppedError, lambda e: str(e.status)),
     (RetryNotDueError, lambda e: f"retrying at {e.retry_at.isoformat()}"),
@@ -82,11 +82,12 @@ OUTCOMES: tuple[tuple[type[ActaeError], Callable[[Any], str]], ...] = (
     (LeaseHeldError, lambda e: f"lost to another worker: {e}"),
     (LeaseLostError, lambda e: "lease lost while the database was unreachable; left to others"),
 )
+"""How the log explains each kind of stop, first match wins (``describe_stop``)."""
 
 
 def describe_stop(stop: ActaeError) -> str:
     """Why a workflow did not finish in this pass."""
-    for kind, describe in OUTCOMES:
+    for kind, describe in EXPLANATIONS:
         if isinstance(stop, kind):
             return describe(stop)
     return f"not advanced: {stop}"

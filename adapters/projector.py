@@ -12,12 +12,15 @@ missing table is no store at all, not an outage). An event that cannot be projec
 event) does not stop the projector: it is recorded with its error in
 ``actae_projection_errors`` and skipped, in the same transaction, so it stays visible.
 ``rebuild()`` projects from zero into fresh tables and swaps them in atomically.
+
+The projector logs to the ``actae.projector`` logger: its progress on a large backlog, and
+its outages (docs/logging.md).
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -27,6 +30,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import psycopg
 from eventsourcing.persistence import ApplicationRecorder, Mapper, Notification
 
+from actae.adapters.logs import Lines
 from actae.adapters.outages import Outage, is_transient, ride_out
 from actae.adapters.readmodels import ReadModelDB
 from actae.adapters.subscription import Waiter
@@ -36,16 +40,22 @@ from actae.projections.project import project
 from actae.projections.tables import EFFECTS
 
 if TYPE_CHECKING:
-    from actae.domain.service import ActaeService
+    from actae.adapters.service import ActaeService
 
 NAME = "read_models"
 REBUILD_SUFFIX = "__rebuild"
 SWEEP_EVERY = 1.0
 """Seconds between lease sweeps while idle: another projector may have applied a claim."""
 
+log = logging.getLogger("actae.projector")
+
 
 class Projector:
-    """Projects the store's events into run_status, lineage and effects tables."""
+    """Projects the store's events into run_status, lineage and effects tables.
+
+    It logs to the ``actae.projector`` logger; ``out`` also gets its lines, whatever logging
+    is configured.
+    """
 
     def __init__(
         self,
@@ -66,11 +76,11 @@ class Projector:
         self.db = db
         self._new_waiter = waiter
         self.batch_size = batch_size
-        self._out = out
+        self._lines = Lines(log, out)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.on_batch: Callable[[Sequence[Notification]], None] | None = None
-        self.outage = Outage("actae projector", self._say)
+        self.outage = Outage("actae projector", self._warn)
         db.ensure_schema()
 
     # -- batches --------------------------------------------------------------------------
@@ -151,13 +161,9 @@ class Projector:
             if done == 0:
                 break
             total += done
-            if self._out is not None and backlog > 10 * self.batch_size:
+            if backlog > 10 * self.batch_size:
                 rate = total / max(time.perf_counter() - started, 1e-9)
-                print(
-                    f"  projected {total:,}/{backlog:,} events ({rate:,.0f} events/s)",
-                    file=self._out,
-                    flush=True,
-                )
+                self._lines.say(f"  projected {total:,}/{backlog:,} events ({rate:,.0f} events/s)")
         self._with_retries(lambda: self.mark_expired(name=name, suffix=suffix), stopping)
         return total
 
@@ -245,8 +251,8 @@ class Projector:
             if not is_transient(error):
                 raise
 
-    def _say(self, line: str) -> None:
-        print(line, file=self._out or sys.stderr, flush=True)
+    def _warn(self, line: str) -> None:
+        self._lines.say(line, level=logging.WARNING)
 
     # -- rebuild and inspection -----------------------------------------------------------
 

@@ -25,7 +25,8 @@ from psycopg.types.json import Jsonb
 from actae.adapters.clock import wall_clock
 from actae.adapters.readmodel_schema import ERRORS, TRACKING, SchemaMethods
 from actae.adapters.worker_tables import WorkerTables
-from actae.domain.effects import STEP_ATTEMPTS
+from actae.domain.effects import STEP_ATTEMPTS, EffectStatus
+from actae.domain.values import RUN_HELD_BACK, RunStatus
 from actae.projections.changes import Change, Upsert
 from actae.projections.tables import TABLES, Table
 
@@ -82,37 +83,66 @@ SQLITE = Dialect(
 )
 
 
+CLAIMED = f"status = '{EffectStatus.CLAIMED}'"
+"""An effect row held by a worker: the domain's time-independent status of a claim."""
+
+LEASE_RAN_OUT = "expires_at <= %s"
+"""The domain's ``lease_ran_out(expires_at, now)`` in SQL, with the moment as its parameter.
+
+The one time-dependent part of an effect's status (``effect_status_at``): the projection
+stores the domain's time-independent status, so a claimed row whose lease ran out is in
+doubt. No event records that moment, so the read models ask this on the store's clock
+(:meth:`ReadModelDB.expire_claims`) and keep the answer in ``in_doubt``. A claim always has
+an expiry (``Operation.Claimed``), so the domain's "no expiry: ran out" never arises here.
+"""
+
+
+def _status_is(status: EffectStatus) -> str:
+    return f"e.status = '{status}'"
+
+
+def _held_back_sql(mine: str) -> str:
+    """The domain's ``held_back_status`` as CASE branches: what a running run becomes."""
+    return "".join(
+        f"\n        WHEN EXISTS (SELECT 1 {mine} AND {_status_is(effect)}) THEN '{run}'"
+        for effect, run in RUN_HELD_BACK
+    )
+
+
 def _refresh_sql(effects: str, runs: str, where: str) -> str:
-    """Recompute a run's derived columns from its effects (portable SQL)."""
+    """Recompute a run's derived columns from its effects (portable SQL).
+
+    ``status`` is the run's lifecycle, or for a running run what its effects make it (the
+    domain's rule, :func:`actae.domain.values.held_back_status`, rendered as SQL).
+    """
     mine = f"FROM {effects} e WHERE e.run_id = {runs}.run_id"
+    review = _status_is(EffectStatus.NEEDS_REVIEW)
+    retry = _status_is(EffectStatus.RETRY_SCHEDULED)
     in_doubt = (  # a step's attempts are made again, never reconciled
-        f"{mine} AND e.status = 'claimed' AND e.in_doubt "
+        f"{mine} AND e.{CLAIMED} AND e.in_doubt "
         f"AND replace(e.effect_key, '{STEP_ATTEMPTS}', '') = e.effect_key"
     )
+    running = RunStatus.RUNNING
     return f"""
 UPDATE {runs} SET
     attempts = (SELECT coalesce(sum(e.attempts), 0) {mine}),
-    next_retry_at = (SELECT min(e.retry_at) {mine} AND e.status = 'retry_scheduled'),
+    next_retry_at = (SELECT min(e.retry_at) {mine} AND {retry}),
     status = CASE
-        WHEN lifecycle <> 'running' THEN lifecycle
-        WHEN EXISTS (SELECT 1 {mine} AND e.status = 'needs_review') THEN 'blocked'
-        WHEN EXISTS (SELECT 1 {mine} AND e.status = 'retry_scheduled') THEN 'retrying'
-        ELSE 'running' END,
+        WHEN lifecycle <> '{running}' THEN lifecycle{_held_back_sql(mine)}
+        ELSE '{running}' END,
     next_action = CASE
         WHEN lifecycle = 'waiting' AND escalated THEN 'escalated: ' || waiting_name
         WHEN lifecycle = 'waiting' THEN 'wait for ' || waiting_reason || ' ' || waiting_name
         WHEN lifecycle = 'paused' THEN 'unpause'
         WHEN lifecycle = 'failed'
             THEN 'fix and retry: ' || coalesce(error, 'see the run''s Run.Failed event')
-        WHEN lifecycle <> 'running' THEN 'none'
-        WHEN EXISTS (SELECT 1 {mine} AND e.status = 'needs_review')
-            THEN 'review effect ' || (SELECT min(e.effect_key) {mine}
-                                      AND e.status = 'needs_review')
+        WHEN lifecycle <> '{running}' THEN 'none'
+        WHEN EXISTS (SELECT 1 {mine} AND {review})
+            THEN 'review effect ' || (SELECT min(e.effect_key) {mine} AND {review})
         WHEN EXISTS (SELECT 1 {in_doubt})
             THEN 'reconcile effect ' || (SELECT min(e.effect_key) {in_doubt})
-        WHEN EXISTS (SELECT 1 {mine} AND e.status = 'retry_scheduled')
-            THEN 'retry effect ' || (SELECT min(e.effect_key) {mine}
-                                     AND e.status = 'retry_scheduled')
+        WHEN EXISTS (SELECT 1 {mine} AND {retry})
+            THEN 'retry effect ' || (SELECT min(e.effect_key) {mine} AND {retry})
         WHEN unserved THEN 'register workflow ''' || agent_id || ''''
         ELSE 'continue' END
 WHERE {where}"""
@@ -122,13 +152,13 @@ def _expire_sql(effects: str) -> str:
     """Make ``in_doubt`` say whether each claim may have happened, as of a moment (portable).
 
     A claim is in doubt when it was granted over an unanswered one or its lease has run
-    out (at its expiry, as the ledger sees it); a late heartbeat makes it live again. Only
-    rows whose flag changes are written, and their run ids returned for a refresh.
+    out (``LEASE_RAN_OUT``); a late heartbeat makes it live again. Only rows whose flag
+    changes are written, and their run ids returned for a refresh.
     """
-    doubt = "(claimed_in_doubt OR expires_at <= %s)"
+    doubt = f"(claimed_in_doubt OR {LEASE_RAN_OUT})"
     return (
         f"UPDATE {effects} SET in_doubt = {doubt} "
-        f"WHERE status = 'claimed' AND in_doubt <> {doubt} RETURNING run_id"
+        f"WHERE {CLAIMED} AND in_doubt <> {doubt} RETURNING run_id"
     )
 
 
@@ -332,7 +362,7 @@ class ReadModelDB(SchemaMethods, WorkerTables):
         changed = {row[0] for row in self.execute(_expire_sql(effects), (at, at)).fetchall()}
         self.refresh_runs(list(changed), suffix)
         (row,) = self.execute(
-            f"SELECT min(expires_at) FROM {effects} WHERE status = 'claimed' AND expires_at > %s",
+            f"SELECT min(expires_at) FROM {effects} WHERE {CLAIMED} AND NOT ({LEASE_RAN_OUT})",
             (at,),
         ).fetchall()
         return _moment(row[0])

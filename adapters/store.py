@@ -7,7 +7,7 @@ arguments here so that every public entry point rejects bad input the same way.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self, TextIO
@@ -19,6 +19,7 @@ from actae.adapters.migrations import open_postgres, open_sqlite
 from actae.adapters.postgres import ActaePostgresRecorder
 from actae.adapters.projector import Projector
 from actae.adapters.readmodels import postgres_db, sqlite_db
+from actae.adapters.service import ActaeService
 from actae.adapters.store_ledger import LedgerMethods
 from actae.adapters.store_lifecycle import LifecycleMethods
 from actae.adapters.store_resume import ResumeMethods
@@ -29,13 +30,14 @@ from actae.adapters.subscription import (
     Waiter,
 )
 from actae.adapters.url import StoreUrl, parse_store_url
+from actae.domain import appending, forking, starting
+from actae.domain.commands import Fork, Record, StartRun, Transition
 from actae.domain.errors import (
     NotFoundError,
     StoreNotFoundError,
 )
 from actae.domain.ports import Clock
 from actae.domain.reader import channel_event_of, operation_record_of
-from actae.domain.service import ActaeService
 from actae.domain.validation import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     require_int,
@@ -141,8 +143,8 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods):
         Repeating the call with the same ``operation_id`` and content returns the original
         :class:`RunInfo` with ``replayed=True``.
         """
-        return self._service.start_run(
-            workflow_id,
+        command = StartRun(
+            workflow_id=workflow_id,
             agent_id=agent_id,
             state=state,
             pins=pins,
@@ -151,6 +153,7 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods):
             parent_run_id=parent_run_id,
             budget=budget,
         )
+        return self._service.execute(starting.start_run, command)
 
     def record(
         self,
@@ -162,15 +165,21 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods):
         operation_id: str | None = None,
         usage: Mapping[str, float] | None = None,
     ) -> Receipt:
-        """Record a result (a model call, a tool output) right after ``expected_cursor``."""
-        return self._service.record(
-            channel_id,
+        """Record a result (a model call, a tool output) right after ``expected_cursor``.
+
+        ``expected_cursor`` is the channel's log position the caller last saw (the state
+        version is not checked: a record creates none). ``usage`` (e.g. ``{"tokens": 812,
+        "cost": 0.02}``) adds to the run's running totals, which budgets are checked against.
+        """
+        command = Record(
+            channel_id=channel_id,
             kind=kind,
             payload=payload,
             expected_cursor=expected_cursor,
             operation_id=operation_id,
             usage=usage,
         )
+        return self._service.execute(appending.record, command)
 
     def transition(
         self,
@@ -183,9 +192,13 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods):
         expected_cursor: int,
         operation_id: str | None = None,
     ) -> Receipt:
-        """Commit an event and the next state version together, or nothing at all."""
-        return self._service.transition(
-            channel_id,
+        """Commit an event and the next state version together, or nothing at all.
+
+        ``expected_version`` is the *state* version the caller last saw and
+        ``expected_cursor`` the channel's *log* position: both must still be the head's.
+        """
+        command = Transition(
+            channel_id=channel_id,
             kind=kind,
             payload=payload,
             state=state,
@@ -193,6 +206,7 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods):
             expected_cursor=expected_cursor,
             operation_id=operation_id,
         )
+        return self._service.execute(appending.transition, command)
 
     def fork(
         self,
@@ -204,9 +218,10 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods):
         pins: Mapping[str, Any] | None = None,
     ) -> ForkReceipt:
         """Start a child run from the state in force at cursor ``at``; returns the receipt."""
-        return self._service.fork(
-            channel_id, at=at, operation_id=operation_id, reason=reason, pins=pins
+        command = Fork(
+            channel_id=channel_id, at=at, operation_id=operation_id, reason=reason, pins=pins
         )
+        return self._service.execute(forking.fork, command)
 
     # -- queries --------------------------------------------------------------------------
 
@@ -256,6 +271,23 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods):
     def lineage(self, run_id: UUID | str) -> Lineage:
         """Fork receipts of a run: ancestors (nearest first) and all descendants."""
         return self._reader.lineage(require_uuid("run_id", run_id))
+
+    def position(self) -> int:
+        """The store's latest global position: the position of its newest event, 0 when empty.
+
+        Compare with ``Projector.position()`` (how far the read models have got), or
+        ``subscribe(after=store.position())`` to follow only what comes next.
+        """
+        return self._service.recorder.max_notification_id() or 0
+
+    def on_commit(self, listener: Callable[[Sequence[object]], None]) -> None:
+        """Call ``listener(events)`` after each write of this store commits, before it returns.
+
+        In this process only, and synchronously: for instrumentation and for tests that
+        must act at that exact moment (the failure drill kills a worker there). Subscribers
+        in other processes use :meth:`subscribe`.
+        """
+        self._service.commit_listeners.append(listener)
 
     # -- subscriptions --------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 """The tool-execution-ledger part of the public store: claim, heartbeat, complete, fail.
 
-Each method forwards to the ledger commands, which check their input and explain refusals;
+Each method builds its command value and runs it through the ledger's decide function
+(``domain/ledger.py``), which checks the input and explains refusals;
 :class:`actae.adapters.store.Store` inherits these.
 """
 
@@ -10,9 +11,19 @@ from collections.abc import Mapping
 from typing import Any
 from uuid import UUID
 
+from actae.adapters.service import ActaeService
+from actae.domain import ledger
+from actae.domain.commands import (
+    Abandon,
+    ClaimEffect,
+    CompleteEffect,
+    FailEffect,
+    Heartbeat,
+    Override,
+    Reconcile,
+)
 from actae.domain.effects import Claim, EffectInfo, RetryPolicy
 from actae.domain.errors import NotFoundError
-from actae.domain.service import ActaeService
 
 
 class LedgerMethods:
@@ -38,25 +49,34 @@ class LedgerMethods:
         before a scheduled retry, ``EffectBlockedError`` when it needs review. The ``retry``
         policy given with the first claim of an effect applies to all its attempts.
         """
-        return self._service.ledger.claim(
-            effect_key, run_id=run_id, worker=worker, lease=lease, request=request, retry=retry
+        command = ClaimEffect(
+            effect_key=effect_key,
+            run_id=run_id,
+            worker=worker,
+            lease=lease,
+            request=request,
+            retry=retry,
         )
+        return self._service.execute(ledger.claim_effect, command)
 
     def heartbeat(self, effect_key: str, *, token: int, worker: str, lease: float) -> EffectInfo:
         """Extend the lease of the claim holding ``token``, granted to ``worker``."""
-        return self._service.ledger.heartbeat(effect_key, token=token, worker=worker, lease=lease)
+        command = Heartbeat(effect_key=effect_key, token=token, worker=worker, lease=lease)
+        return self._service.execute(ledger.heartbeat, command)
 
-    def complete(
+    def complete_effect(
         self, effect_key: str, *, token: int, worker: str, result: dict[str, Any]
     ) -> EffectInfo:
         """Record that the effect happened; a stale ``token`` raises ``FencingError``.
 
         ``worker`` must be the name the claim was granted to (``NotHolderError`` otherwise):
         a token is visible to anyone who reads the effect, the holder's name pairs with it.
+        ``complete`` is this method under its older name (kept as an alias).
         """
-        return self._service.ledger.complete(effect_key, token=token, worker=worker, result=result)
+        command = CompleteEffect(effect_key=effect_key, token=token, worker=worker, result=result)
+        return self._service.execute(ledger.complete_effect, command)
 
-    def fail(
+    def fail_effect(
         self,
         effect_key: str,
         *,
@@ -70,16 +90,22 @@ class LedgerMethods:
 
         ``worker`` is the claim's holder, as for :meth:`complete`. ``retry_after`` is
         seconds, or an HTTP ``Retry-After`` header's value as it came (``"30"`` or an HTTP
-        date).
+        date). ``fail`` is this method under its older name (kept as an alias).
         """
-        return self._service.ledger.fail(
-            effect_key,
+        command = FailEffect(
+            effect_key=effect_key,
             token=token,
             worker=worker,
             error=error,
             retry_after=retry_after,
             final=final,
         )
+        return self._service.execute(ledger.fail_effect, command)
+
+    complete = complete_effect
+    """Alias of :meth:`complete_effect` (the older name; ``complete_run`` acts on runs)."""
+    fail = fail_effect
+    """Alias of :meth:`fail_effect` (the older name; ``fail_run`` acts on runs)."""
 
     def reconcile(
         self,
@@ -92,17 +118,24 @@ class LedgerMethods:
         token: int | None = None,
     ) -> EffectInfo:
         """Settle an effect in doubt: ``"completed"`` (with ``result``) or ``"failed"``."""
-        return self._service.ledger.reconcile(
-            effect_key, outcome, actor=actor, evidence=evidence, result=result, token=token
+        command = Reconcile(
+            effect_key=effect_key,
+            outcome=outcome,
+            actor=actor,
+            evidence=evidence,
+            result=result,
+            token=token,
         )
+        return self._service.execute(ledger.reconcile, command)
 
     def abandon(self, effect_key: str, *, actor: str, reason: str) -> EffectInfo:
         """Give up on an effect for good."""
-        return self._service.ledger.abandon(effect_key, actor=actor, reason=reason)
+        command = Abandon(effect_key=effect_key, actor=actor, reason=reason)
+        return self._service.execute(ledger.abandon, command)
 
     def effect(self, effect_key: str) -> EffectInfo:
         """An effect's status and full attempt history."""
-        return self._service.ledger.effect(effect_key)
+        return self._service.run(ledger.effect_info(effect_key))
 
     def find_effect(self, effect_key: str) -> EffectInfo | None:
         """Like :meth:`effect`, but ``None`` for a key the ledger never saw."""
@@ -127,6 +160,12 @@ class LedgerMethods:
         on (any JSON value); ``evidence`` (a JSON object) and ``reason`` are kept with the
         settlement. Effects driven through the ledger verbs directly use ``reconcile``.
         """
-        return self._service.ledger.override(
-            effect_key, outcome, actor=actor, reason=reason, evidence=evidence, result=result
+        command = Override(
+            effect_key=effect_key,
+            outcome=outcome,
+            actor=actor,
+            reason=reason,
+            evidence=evidence,
+            result=result,
         )
+        return self._service.execute(ledger.override, command)

@@ -1,7 +1,8 @@
 """The run-lifecycle part of the public store: approvals, signals, timers, pause, cancel.
 
-Each method validates nothing itself and forwards to the lifecycle commands, which check
-their input and explain refusals; :class:`actae.adapters.store.Store` inherits these.
+Each method builds its command value and runs it through its decide function
+(``domain/lifecycle.py``), which checks the input and explains refusals;
+:class:`actae.adapters.store.Store` inherits these.
 """
 
 from __future__ import annotations
@@ -9,7 +10,19 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from actae.domain.service import ActaeService
+from actae.adapters.service import ActaeService
+from actae.domain import lifecycle
+from actae.domain.commands import (
+    Answer,
+    Cancel,
+    CompleteRun,
+    FailRun,
+    Pause,
+    RetryRun,
+    Suspend,
+    Unpause,
+    WakeDue,
+)
 from actae.domain.values import RunInfo
 
 
@@ -22,13 +35,15 @@ class LifecycleMethods:
         self, run_id: UUID | str, name: str, *, actor: str, note: str | None = None
     ) -> RunInfo:
         """Grant the approval ``name``; a run waiting for it wakes up."""
-        return self._service.lifecycle.decide(run_id, name, "approved", actor=actor, note=note)
+        command = Answer(run_id=run_id, name=name, kind="approved", actor=actor, note=note)
+        return self._service.execute(lifecycle.answer, command)
 
     def deny(
         self, run_id: UUID | str, name: str, *, actor: str, note: str | None = None
     ) -> RunInfo:
         """Deny the approval ``name``; a run waiting for it wakes up and sees the denial."""
-        return self._service.lifecycle.decide(run_id, name, "denied", actor=actor, note=note)
+        command = Answer(run_id=run_id, name=name, kind="denied", actor=actor, note=note)
+        return self._service.execute(lifecycle.answer, command)
 
     def signal(
         self,
@@ -39,19 +54,22 @@ class LifecycleMethods:
         actor: str | None = None,
     ) -> RunInfo:
         """Send the signal ``name`` (kept until the run waits for it, or waking it now)."""
-        return self._service.lifecycle.decide(run_id, name, "signal", actor=actor, payload=payload)
+        command = Answer(run_id=run_id, name=name, kind="signal", actor=actor, payload=payload)
+        return self._service.execute(lifecycle.answer, command)
 
     def wake_due(self, run_id: UUID | str) -> bool:
         """Fire the run's due timer, or expire its due approval; True if something happened."""
-        return self._service.lifecycle.wake_due(run_id)
+        return self._service.execute(lifecycle.wake_due, WakeDue(run_id=run_id))
 
     def pause(self, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
         """Pause a run; its workflow code stops at the next step boundary."""
-        return self._service.lifecycle.pause(run_id, actor=actor, reason=reason)
+        command = Pause(run_id=run_id, actor=actor, reason=reason)
+        return self._service.execute(lifecycle.pause, command)
 
     def unpause(self, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
         """Let a paused run continue."""
-        return self._service.lifecycle.unpause(run_id, actor=actor, reason=reason)
+        command = Unpause(run_id=run_id, actor=actor, reason=reason)
+        return self._service.execute(lifecycle.unpause, command)
 
     def retry_run(self, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
         """Send a failed run back to running, audited with ``actor`` and ``reason``.
@@ -60,19 +78,23 @@ class LifecycleMethods:
         effect replays, so only the work after the failure happens again. Steps retried by
         policy start a fresh retry budget.
         """
-        return self._service.lifecycle.retry_run(run_id, actor=actor, reason=reason)
+        command = RetryRun(run_id=run_id, actor=actor, reason=reason)
+        return self._service.execute(lifecycle.retry_run, command)
 
     def cancel(self, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
         """Cancel a run and its children (cooperatively: at the next step boundary)."""
-        return self._service.lifecycle.cancel(run_id, actor=actor, reason=reason)
+        command = Cancel(run_id=run_id, actor=actor, reason=reason)
+        return self._service.execute(lifecycle.cancel, command)
 
     def complete_run(self, run_id: UUID | str, result: dict[str, Any] | None = None) -> RunInfo:
         """Mark a run completed with ``result`` (workers do this when its workflow returns)."""
-        return self._service.lifecycle.complete(run_id, result)
+        command = CompleteRun(run_id=run_id, result=result)
+        return self._service.execute(lifecycle.complete_run, command)
 
     def fail_run(self, run_id: UUID | str, error: str, *, actor: str) -> RunInfo:
         """Mark a run failed with ``error``."""
-        return self._service.lifecycle.fail(run_id, error, actor=actor)
+        command = FailRun(run_id=run_id, error=error, actor=actor)
+        return self._service.execute(lifecycle.fail_run, command)
 
     def suspend(
         self,
@@ -84,6 +106,7 @@ class LifecycleMethods:
         on_expiry: str | None = None,
     ) -> RunInfo:
         """Low-level: make a running run wait (RunContext's waits call this)."""
-        return self._service.lifecycle.suspend(
-            run_id, reason=reason, name=name, seconds=seconds, on_expiry=on_expiry
+        command = Suspend(
+            run_id=run_id, reason=reason, name=name, seconds=seconds, on_expiry=on_expiry
         )
+        return self._service.execute(lifecycle.suspend, command)

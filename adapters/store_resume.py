@@ -13,14 +13,17 @@ from typing import TYPE_CHECKING, Any, cast
 from uuid import UUID
 
 from actae.adapters.context import RunContext
+from actae.adapters.service import ActaeService
+from actae.domain import lifecycle
+from actae.domain.commands import Migrate
 from actae.domain.errors import (
     ConflictError,
     ContentionError,
     IllegalTransitionError,
     IncompatibleResumeError,
 )
+from actae.domain.pipeline import RACE_ATTEMPTS
 from actae.domain.reader import StoreReader
-from actae.domain.service import ActaeService
 from actae.domain.validation import require_pins, require_text
 from actae.domain.values import Pins, Receipt, RunInfo, RunStatus, StateVersion
 
@@ -29,8 +32,6 @@ if TYPE_CHECKING:
 
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 """Upgrades a state of schema n to schema n + 1."""
-MIGRATION_ATTEMPTS = 20
-"""Stale migrations re-decided before giving up (each loses only to real progress)."""
 MIGRATABLE = frozenset({RunStatus.RUNNING, RunStatus.RETRYING, RunStatus.BLOCKED})
 """Statuses of a running run (the last two derive from its effects)."""
 
@@ -102,23 +103,24 @@ class ResumeMethods:
         A migration refused as stale (another worker migrated first, or the run moved) is
         re-read and re-decided: the state is never rolled back to a pre-migration copy.
         """
-        for _ in range(MIGRATION_ATTEMPTS):
+        for _ in range(RACE_ATTEMPTS):
             current = run.pins.schema_ or 1
             if current >= target:
                 return run
             cursor = self.head(run.channel_id).cursor
             state = self.state_at(run.channel_id, cursor=cursor).state
             try:
-                run = self._service.lifecycle.migrate(
-                    run.run_id,
+                command = Migrate(
+                    run_id=run.run_id,
                     from_schema=current,
                     to_schema=current + 1,
                     state=migrations[current](state),
                     actor=worker,
                     expected_cursor=cursor,
                 )
+                run = self._service.execute(lifecycle.migrate, command)
             except (ConflictError, IllegalTransitionError):
                 run = self.run(run.run_id)
                 if run.status not in MIGRATABLE:  # paused or ended: not a lost race
                     raise
-        raise ContentionError(f"migration of run {run.run_id}", MIGRATION_ATTEMPTS)
+        raise ContentionError(f"migration of run {run.run_id}", RACE_ATTEMPTS)

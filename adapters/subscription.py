@@ -29,7 +29,7 @@ import psycopg
 from actae.adapters.outages import Outage, is_transient, ride_out
 from actae.domain.values import ChannelEvent
 
-log = logging.getLogger("actae")
+log = logging.getLogger("actae.subscription")
 
 Fetch = Callable[[int], list[ChannelEvent]]
 

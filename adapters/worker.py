@@ -14,20 +14,25 @@ the reason ends on the store's clock (a lease's expiry, a retry's due time); eac
 advertises the agents it runs (``actae_worker_agents``), so run_status names a running run
 that no live worker serves, and the worker logs such a run once; a ``ValidationError`` from
 workflow code fails the run, since running the same code again fails the same way.
+
+A worker logs to the ``actae.worker`` logger, each line with its ``worker`` name and, where
+it is about a run, the ``run_id`` (docs/logging.md).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TextIO
 
 from actae.adapters.clock import skew_warning
 from actae.adapters.context import RunContext
+from actae.adapters.logs import Lines
 from actae.adapters.outages import Outage, is_transient, ride_out, store_outage
 from actae.adapters.outcomes import (
     COOLDOWN,
@@ -52,6 +57,11 @@ if TYPE_CHECKING:
 
 WorkflowCode = Callable[[RunContext], object]
 """Workflow code: returns the run's result (a mapping, None, or any JSON value)."""
+
+CommitHook = Callable[[Sequence[object]], None]
+"""Called with the events of a write right after it commits, before the write returns."""
+
+log = logging.getLogger("actae.worker")
 
 
 @dataclass(frozen=True)
@@ -104,7 +114,16 @@ CANDIDATES = (
 
 
 class Worker:
-    """Runs registered workflows: picks up runnable runs, due timers and expired waits."""
+    """Runs registered workflows: picks up runnable runs, due timers and expired waits.
+
+    It logs to the ``actae.worker`` logger; ``out`` also gets its lines, as
+    ``[name] what happened``, whatever logging is configured. ``on_commit`` is a seam for
+    fault injection, not for workflows: it is called in this process with the events of
+    every write that commits through ``store`` (this worker's runs' writes, and any other
+    code's that shares the store), right after the commit and before the write returns, in
+    the writing thread. The failure drill's ``during-commit`` crash point kills the process
+    there: the write is committed, and no one in the process learns it.
+    """
 
     def __init__(
         self,
@@ -115,22 +134,27 @@ class Worker:
         lease: float = 30.0,
         poll_interval: float = 0.2,
         out: TextIO | None = None,
+        on_commit: CommitHook | None = None,
     ) -> None:
         self.store = store
         self.name = require_text("name", name)  # stored in the read models
         self.registry = registry
         self.lease = lease
         self.poll_interval = poll_interval
-        self._out = out
+        self._lines = Lines(
+            log, out, formatter=logging.Formatter("[%(worker)s] %(message)s"), worker=self.name
+        )
+        if on_commit is not None:
+            store.on_commit(on_commit)
         self._stop = threading.Event()
         self.outcomes: list[tuple[Any, str]] = []
         self._cooldowns: dict[str, Cooldown] = {}
         self._advertised_until: datetime | None = None
         self._last_said: dict[str, str] = {}  # run -> what was last logged about it
         self._unreleased: dict[str, tuple[Any, int]] = {}  # run -> lease token still held
-        self.outage = Outage(f"worker {name}", self._say)
+        self.outage = Outage(f"worker {name}", self._warn)
         if (skewed := skew_warning(store.clock_skew())) is not None:
-            self._say(skewed)  # leases are safe on the database's clock; the host's logs are not
+            self._warn(skewed)  # leases are safe on the database's clock; the host's logs are not
 
     def request_stop(self) -> None:
         """Stop after the current run (signal-safe)."""
@@ -207,7 +231,7 @@ class Worker:
                 raise  # the database, not the run: the whole pass waits for it
             run_id = str(row["run_id"])
             self._cooldowns[run_id] = Cooldown.short(now, COOLDOWN)
-            self._say(f"run {run_id}: not advanced: {printable(repr(error))}")
+            self._warn(f"run {run_id}: not advanced: {printable(repr(error))}", run_id=run_id)
             return 0
 
     def _serve(self, row: Mapping[str, Any], now: datetime) -> int:
@@ -225,6 +249,7 @@ class Worker:
                     row["run_id"],
                     f"no live worker has a workflow for agent {agent!r}; register it "
                     f"(@actae.workflow({agent!r})) in a worker",
+                    level=logging.WARNING,
                 )
             return woke
         if self._runnable(row, now) and self._take(row["run_id"], code):
@@ -277,7 +302,8 @@ class Worker:
         self.outcomes.append((run_id, outcome))
         if cooldown is not None:
             self._cooldowns[str(run_id)] = cooldown
-        self._say_once(run_id, outcome)
+        failed = outcome.startswith("failed")
+        self._say_once(run_id, outcome, level=logging.WARNING if failed else logging.INFO)
         return cooldown is None
 
     def _keep_advertising(self) -> None:
@@ -311,7 +337,7 @@ class Worker:
             )
         except ActaeError as stop:
             return describe_stop(stop), cooldown_for(stop, self.store.now())
-        ctx.lease, ctx.outage = lease, Outage(f"worker {self.name}: run {run_id}", self._say)
+        ctx.lease, ctx.outage = lease, self._outage_of(run_id)
         try:
             result = code.code(ctx)
             lease.ensure_held()
@@ -333,15 +359,20 @@ class Worker:
             self.store.fail_run(run_id, message, actor=self.name)
         return f"failed: {message}"
 
-    def _say_once(self, run_id: Any, what: str) -> None:
+    def _say_once(self, run_id: Any, what: str, *, level: int = logging.INFO) -> None:
         """Log what holds a run, once for as long as the same thing holds it."""
         if self._last_said.get(str(run_id)) != what:
             self._last_said[str(run_id)] = what
-            self._say(f"run {run_id}: {what}")
+            self._lines.say(f"run {run_id}: {what}", level=level, run_id=run_id)
 
-    def _say(self, line: str) -> None:
-        if self._out is not None:
-            print(f"[{self.name}] {line}", file=self._out, flush=True)
+    def _warn(self, line: str, *, run_id: Any = None) -> None:
+        self._lines.say(line, level=logging.WARNING, run_id=run_id)
+
+    def _outage_of(self, run_id: Any) -> Outage:
+        """The outage log of one run's workflow (its lines carry the run's id)."""
+        return Outage(
+            f"worker {self.name}: run {run_id}", lambda line: self._warn(line, run_id=run_id)
+        )
 
 
 def run_until_idle(worker: Worker, *, timeout: float = 30.0) -> None:

@@ -76,7 +76,7 @@ def fill(store: actae.Store, events: int) -> actae.RunInfo:
     for n in range(2, events + 1):
         if (events - n) % 50 == 5:
             state = {**STATE, "step": n}
-            checksum = service._document("state", state).checksum
+            checksum = service.core.document("state", state).checksum
             channel.transition(
                 kind="step",
                 payload={"n": n},

@@ -7,6 +7,7 @@ hand-written transcodings. This module is the only glue between the two.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -41,3 +42,11 @@ class Aggregate(BaseAggregate[UUID]):
         """Refuse to invent ids: commands pass ids in, so event bodies stay deterministic."""
         msg = "Actae aggregates are created with an explicit id"
         raise NotImplementedError(msg)
+
+
+def folded(events: Iterable[DomainEvent]) -> object:
+    """The aggregate its ``events`` make, applied in order; ``None`` for no events."""
+    aggregate: Any = None
+    for event in events:
+        aggregate = event.mutate(aggregate)  # type: ignore[attr-defined]
+    return aggregate

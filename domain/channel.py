@@ -115,7 +115,11 @@ class Channel(Aggregate):
         return self.version
 
     def ensure_at(self, *, expected_version: int | None, expected_cursor: int) -> None:
-        """Refuse to write unless the caller saw exactly this head."""
+        """Refuse to write unless the caller saw exactly this head.
+
+        ``expected_version`` is the *state* version (``None``: not checked, as for a
+        record) and ``expected_cursor`` the *log* position, the cursor of the last event.
+        """
         self.head().ensure_at(expected_version=expected_version, expected_cursor=expected_cursor)
 
     def head(self) -> ChannelHead:
@@ -235,7 +239,11 @@ class ChannelHead(NamedTuple):
     usage: dict[str, float]
 
     def ensure_at(self, *, expected_version: int | None, expected_cursor: int) -> None:
-        """Refuse to write unless the caller saw exactly this head."""
+        """Refuse to write unless the caller saw exactly this head.
+
+        ``expected_version`` is the *state* version (``None``: not checked, as for a
+        record) and ``expected_cursor`` the *log* position, the cursor of the last event.
+        """
         version_moved = expected_version is not None and expected_version != self.state_version
         if version_moved or expected_cursor != self.originator_version:
             raise ConflictError(

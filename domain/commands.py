@@ -1,60 +1,252 @@
-"""What the command mixins (starting, forking) use of the application service."""
+"""Commands as values: what a caller asked for, exactly as given, before any check.
+
+Each command is decided by one function (named beside it) that validates it first, so a
+bad value is a ``ValidationError`` with nothing read and nothing written. The façades
+(``Store`` and its parts) build these from their keyword arguments and hand them to the
+pipeline with the decide function: the arguments are listed in the façade and here, and
+the rules live only in the decide functions.
+
+Two names guard concurrent writers, and both are the public contract: ``expected_version``
+is the *state* version the caller last saw (a transition creates the next one), and
+``expected_cursor`` the channel's *log* position (every event takes the next cursor).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
-from uuid import uuid4
+from typing import Any
+from uuid import UUID
 
-if TYPE_CHECKING:
-    from actae.domain.aggregate import Aggregate, DomainEvent
-    from actae.domain.operation import Operation
-    from actae.domain.ports import Clock
-    from actae.domain.reader import StoreReader
-    from actae.domain.validation import Document
+from actae.domain.effects import RetryPolicy
+
+# -- channels (domain/appending.py) -------------------------------------------------------
 
 
-def generated_operation_id(command: str) -> str:
-    """An operation id made up for one call of ``command`` that was given none.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Record:
+    """Append a recorded result after ``expected_cursor``; the state version stays."""
 
-    The call saves its operation record under it, so when the store's answer to a write is
-    lost and the call tries again, it finds its own earlier write instead of repeating it.
-    """
-    return f"{command}:{uuid4()}"
+    channel_id: UUID | str
+    kind: str
+    payload: dict[str, Any]
+    expected_cursor: int
+    operation_id: str | None = None
+    usage: Mapping[str, float] | None = None
 
 
-class CommandParts:
-    """Declares, for type checkers, the parts of ActaeService that its command mixins call."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Transition:
+    """Append an event and the next state version, at ``expected_version``/``_cursor``."""
 
-    if TYPE_CHECKING:  # provided by ActaeService
-        reader: StoreReader
-        clock: Clock
+    channel_id: UUID | str
+    kind: str
+    payload: dict[str, Any]
+    state: dict[str, Any]
+    expected_version: int
+    expected_cursor: int
+    operation_id: str | None = None
 
-        def _recorded(self, operation_id: str | None, content: str) -> Operation | None: ...
 
-        def _save(
-            self,
-            objects: Sequence[Aggregate | DomainEvent],
-            operation_id: str | None,
-            command: str,
-            content: str,
-            result: dict[str, Any],
-            at: datetime,
-        ) -> Operation | None: ...
+# -- runs (domain/starting.py, domain/forking.py) -----------------------------------------
 
-        def _canonical_text(self, value: object) -> str: ...
 
-        def _document(self, field: str, value: object) -> Document: ...
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StartRun:
+    """Start a run with its main channel, whose cursor 1 creates state version 1."""
 
-    def _earlier(
-        self, attempt: int, given: str | None, record_id: str, content: str
-    ) -> Operation | None:
-        """What an earlier attempt recorded under ``record_id``, refused if its content differs.
+    workflow_id: str
+    agent_id: str
+    state: dict[str, Any]
+    pins: Mapping[str, Any] | None = None
+    operation_id: str | None = None
+    deadline: datetime | None = None
+    parent_run_id: UUID | str | None = None
+    budget: Mapping[str, float] | None = None
 
-        A made-up id (none was ``given``) cannot have been recorded before this call's first
-        write, so that first look is skipped.
-        """
-        if attempt == 0 and given is None:
-            return None
-        return self._recorded(record_id, content)
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fork:
+    """Start a child run from the state in force at cursor ``at`` of a channel."""
+
+    channel_id: UUID | str
+    at: int
+    operation_id: str | None = None
+    reason: str | None = None
+    pins: Mapping[str, Any] | None = None
+
+
+# -- the run lifecycle (domain/lifecycle.py) ----------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Suspend:
+    """Make a running run wait for ``name``, for at most ``seconds`` if given."""
+
+    run_id: UUID | str
+    reason: str
+    name: str
+    seconds: float | None = None
+    on_expiry: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Answer:
+    """Approve, deny or signal (``kind``) the wait ``name``; a run waiting for it wakes."""
+
+    run_id: UUID | str
+    name: str
+    kind: str
+    actor: str | None
+    note: str | None = None
+    payload: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WakeDue:
+    """Fire the run's timer, or expire its wait, if it is due."""
+
+    run_id: UUID | str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OperatorAction:
+    """An operator's move on a run, audited with who and why."""
+
+    run_id: UUID | str
+    actor: str
+    reason: str
+
+
+class Pause(OperatorAction):
+    """Pause a running or waiting run; its workflow stops at the next step boundary."""
+
+    __slots__ = ()
+
+
+class Unpause(OperatorAction):
+    """Let a paused run continue where it was."""
+
+    __slots__ = ()
+
+
+class RetryRun(OperatorAction):
+    """Send a failed run back to running; its recorded steps replay."""
+
+    __slots__ = ()
+
+
+class Cancel(OperatorAction):
+    """Cancel a run and its live children (each at its next step boundary)."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompleteRun:
+    """Finish a run with ``result``; a parent waiting for it wakes."""
+
+    run_id: UUID | str
+    result: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FailRun:
+    """Stop a run with ``error``; a parent waiting for it wakes."""
+
+    run_id: UUID | str
+    error: str
+    actor: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Migrate:
+    """Upgrade a run's state to the next schema, computed from the state at ``cursor``."""
+
+    run_id: UUID | str
+    from_schema: int
+    to_schema: int
+    state: dict[str, Any]
+    actor: str
+    expected_cursor: int
+
+
+# -- the tool-execution ledger (domain/ledger.py) -----------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClaimEffect:
+    """Claim a side effect under a lease, or learn that it already completed."""
+
+    effect_key: str
+    run_id: UUID | str
+    worker: str
+    lease: float
+    request: dict[str, Any] | None = None
+    retry: RetryPolicy | Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Heartbeat:
+    """Extend the lease of the claim holding ``token``."""
+
+    effect_key: str
+    token: int
+    worker: str
+    lease: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompleteEffect:
+    """Record that the effect happened, with its result (only its holder may)."""
+
+    effect_key: str
+    token: int
+    worker: str
+    result: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FailEffect:
+    """Record a failed attempt; the retry policy (and ``retry_after``) schedules the next."""
+
+    effect_key: str
+    token: int
+    worker: str
+    error: str
+    retry_after: float | str | None = None
+    final: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reconcile:
+    """Settle an effect in doubt, or needing review, from what the provider reports."""
+
+    effect_key: str
+    outcome: str
+    actor: str
+    evidence: dict[str, Any] | None = None
+    result: dict[str, Any] | None = None
+    token: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Override:
+    """An operator settles a workflow's effect; ``result`` is what ``ctx.effect`` returns."""
+
+    effect_key: str
+    outcome: str
+    actor: str
+    reason: str
+    evidence: object = None
+    result: object = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Abandon:
+    """Give up on an effect for good; it leaves the run's outstanding effects."""
+
+    effect_key: str
+    actor: str
+    reason: str

@@ -40,6 +40,62 @@ OUTSTANDING = frozenset(
 )
 
 
+def effect_status(
+    *,
+    abandoned: bool = False,
+    completed: bool = False,
+    needs_review: bool = False,
+    held: bool = False,
+    retry_at: datetime | None = None,
+) -> EffectStatus:
+    """Where an effect stands by its recorded facts alone, before any clock is read.
+
+    The first fact that holds decides, the most final first: an operator's abandonment
+    stands whatever happened before it; a recorded result means the effect happened; a
+    failure nobody may retry stops everything until a person looks; a worker holding a
+    claim (``CLAIMED`` here: whether its lease still runs is a question of time, answered
+    by :func:`effect_status_at`); a retry scheduled for ``retry_at``; otherwise nothing is
+    under way (never tried, or a doubt reconciled as "did not happen").
+
+    Time-independent on purpose: the read model stores this status, computed from each
+    event's facts, and no event records a lease running out.
+    """
+    if abandoned:
+        return EffectStatus.ABANDONED
+    if completed:
+        return EffectStatus.COMPLETED
+    if needs_review:
+        return EffectStatus.NEEDS_REVIEW
+    if held:
+        return EffectStatus.CLAIMED
+    if retry_at is not None:
+        return EffectStatus.RETRY_SCHEDULED
+    return EffectStatus.PENDING
+
+
+def lease_ran_out(expires_at: datetime | None, now: datetime) -> bool:
+    """Whether a claim's lease is over at ``now``: at its expiry time, not a moment later.
+
+    The same boundary as the run leases' takeover. The read models ask this on the store's
+    clock, in SQL (``LEASE_RAN_OUT`` in ``actae.adapters.readmodels``, its one mirror).
+    """
+    live = expires_at is not None and now < expires_at
+    return not live
+
+
+def effect_status_at(
+    status: EffectStatus, *, expires_at: datetime | None, now: datetime
+) -> EffectStatus:
+    """``status`` (from :func:`effect_status`) as seen at ``now``, its one time-dependent part.
+
+    A claim whose lease ran out without an answer is in doubt: its worker may have done the
+    effect and died before saying so, so nobody may silently run it again.
+    """
+    if status is EffectStatus.CLAIMED and lease_ran_out(expires_at, now):
+        return EffectStatus.IN_DOUBT
+    return status
+
+
 STEP_ATTEMPTS = ":attempts"
 """Marks the ledger entry that counts a retried step's attempts (not a side effect: a step
 whose worker died is simply made again, so nobody needs to reconcile it)."""

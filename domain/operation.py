@@ -19,7 +19,14 @@ from uuid import UUID
 from eventsourcing.utils import get_topic
 
 from actae.domain.aggregate import Aggregate
-from actae.domain.effects import Attempt, EffectInfo, EffectStatus, RetryPolicy
+from actae.domain.effects import (
+    Attempt,
+    EffectInfo,
+    EffectStatus,
+    RetryPolicy,
+    effect_status,
+    effect_status_at,
+)
 from actae.domain.errors import (
     EffectBlockedError,
     FencingError,
@@ -291,18 +298,14 @@ class Operation(Aggregate):
 
     def status(self, now: datetime) -> EffectStatus:
         """Where the effect stands at ``now`` (a lease past its expiry is in doubt)."""
-        if self.abandoned:
-            return EffectStatus.ABANDONED
-        if self.result is not None:
-            return EffectStatus.COMPLETED
-        if self.needs_review:
-            return EffectStatus.NEEDS_REVIEW
-        if self.holder is not None:
-            live = self.expires_at is not None and now < self.expires_at
-            return EffectStatus.CLAIMED if live else EffectStatus.IN_DOUBT
-        if self.retry_at is not None:
-            return EffectStatus.RETRY_SCHEDULED
-        return EffectStatus.PENDING
+        status = effect_status(
+            abandoned=self.abandoned,
+            completed=self.result is not None,
+            needs_review=self.needs_review,
+            held=self.holder is not None,
+            retry_at=self.retry_at,
+        )
+        return effect_status_at(status, expires_at=self.expires_at, now=now)
 
     def info(self, now: datetime) -> EffectInfo:
         """Everything the ledger knows about this effect, as seen at ``now``."""

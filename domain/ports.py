@@ -1,13 +1,19 @@
 """Ports: what the domain needs from the outside world, stated as protocols.
 
-The domain never imports a JSON library or a clock implementation; adapters plug these in.
+The domain never imports a JSON library, a clock implementation or an event store;
+adapters plug these in (``actae.adapters.eventlog`` is the event log over eventsourcing's
+recorders).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+from uuid import UUID
+
+if TYPE_CHECKING:
+    from actae.domain.aggregate import DomainEvent
 
 Clock = Callable[[], datetime]
 """Returns the current time as a timezone-aware UTC datetime."""
@@ -30,4 +36,39 @@ class Codec(Protocol):
         The hint is free for the encoder and spares the validation a walk through every
         document to check integer ranges: ``False`` guarantees there is no such integer.
         """
+        ...
+
+
+class EventLog(Protocol):
+    """The stored events, as the reader asks for them: by aggregate, or in global order.
+
+    Events come back decoded, oldest first unless ``desc``. An aggregate's stream is
+    gapless by construction: its versions are the store's primary key.
+    """
+
+    def stream(
+        self,
+        originator_id: UUID,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Iterable[DomainEvent]:
+        """The aggregate's events with ``gt < version <= lte``, at most ``limit`` of them."""
+        ...
+
+    def together(self, requests: Sequence[tuple[UUID, bool]]) -> list[list[DomainEvent]]:
+        """Several aggregates' events at once, one list per ``(originator_id, last_only)``.
+
+        ``last_only`` asks for the aggregate's last event alone. A backend that can answers
+        in one round trip (a worker asks for a run, its channel's head and a step's record
+        before every step); any other asks once per request.
+        """
+        ...
+
+    def in_order(
+        self, *, after: int, limit: int, topics: Sequence[str]
+    ) -> list[tuple[DomainEvent, int]]:
+        """Events of the given ``topics`` after global position ``after``, with positions."""
         ...

@@ -11,15 +11,13 @@ from collections import deque
 from dataclasses import replace
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Repository, project_aggregate
-from eventsourcing.persistence import ApplicationRecorder, EventStore, StoredEvent
 from eventsourcing.utils import get_topic
 
+from actae.domain.aggregate import folded
 from actae.domain.channel import Channel
-from actae.domain.effects import EffectStatus
 from actae.domain.errors import CorruptionError, NotFoundError
 from actae.domain.operation import Operation
-from actae.domain.ports import Clock, Codec
+from actae.domain.ports import Clock, Codec, EventLog
 from actae.domain.run import Run
 from actae.domain.validation import checksum_of
 from actae.domain.values import (
@@ -32,6 +30,7 @@ from actae.domain.values import (
     RunInfo,
     RunStatus,
     StateVersion,
+    held_back_status,
 )
 
 StateEvent = Channel.Opened | Channel.Transitioned
@@ -43,11 +42,8 @@ CHANNEL_TOPICS = tuple(
 class StoreReader:
     """Answers queries about channels, runs and operations from the event store."""
 
-    def __init__(
-        self, events: EventStore[UUID], repository: Repository[UUID], codec: Codec, clock: Clock
-    ) -> None:
-        self._events = events
-        self._repository = repository
+    def __init__(self, log: EventLog, codec: Codec, clock: Clock) -> None:
+        self._log = log
         self._codec = codec
         self._clock = clock
 
@@ -55,14 +51,14 @@ class StoreReader:
 
     def head_event(self, channel_id: UUID) -> Channel.Event:
         """The last event of a channel (one indexed read)."""
-        for event in self._events.get(channel_id, desc=True, limit=1):
+        for event in self._log.stream(channel_id, desc=True, limit=1):
             if isinstance(event, Channel.Event):
                 return event
         raise NotFoundError("channel", channel_id)
 
     def event_at(self, channel_id: UUID, cursor: int) -> Channel.Event:
         """The event at ``cursor``; ``NotFoundError`` names the channel's end if past it."""
-        for event in self._events.get(channel_id, gt=cursor - 1, lte=cursor, limit=1):
+        for event in self._log.stream(channel_id, gt=cursor - 1, lte=cursor, limit=1):
             if isinstance(event, Channel.Event):
                 return event
             break
@@ -75,17 +71,12 @@ class StoreReader:
         self, channel_id: UUID, *, after: int, upto: int | None = None, limit: int | None = None
     ) -> list[Channel.Event]:
         """Events with ``after < cursor <= upto`` in cursor order, at most ``limit``."""
-        stored = self._events.get(channel_id, gt=after, lte=upto, limit=limit)
+        stored = self._log.stream(channel_id, gt=after, lte=upto, limit=limit)
         return [event for event in stored if isinstance(event, Channel.Event)]
 
     def global_events(self, *, after: int, limit: int) -> list[ChannelEvent]:
         """Channel events of every run in the store's global order, after ``after``."""
-        recorder = self._events.recorder
-        assert isinstance(recorder, ApplicationRecorder)  # noqa: S101 - Application's recorder
-        notifications = recorder.select_notifications(
-            start=after + 1, limit=limit, topics=CHANNEL_TOPICS
-        )
-        decoded = [(self._events.mapper.to_domain_event(n), n.id) for n in notifications]
+        decoded = self._log.in_order(after=after, limit=limit, topics=CHANNEL_TOPICS)
         return [channel_event_of(e, p) for e, p in decoded if isinstance(e, Channel.Event)]
 
     # -- public queries -------------------------------------------------------------------
@@ -156,10 +147,9 @@ class StoreReader:
 
     def run_aggregate(self, run_id: UUID) -> Run:
         """The run aggregate (its history is its start plus its forks)."""
-        try:
-            run: object = self._repository.get(run_id)
-        except AggregateNotFoundError:
-            raise NotFoundError("run", run_id) from None
+        run = folded(self._log.stream(run_id))
+        if run is None:
+            raise NotFoundError("run", run_id)
         if not isinstance(run, Run):
             raise NotFoundError("run", run_id, "that id belongs to something else")
         return run
@@ -174,27 +164,21 @@ class StoreReader:
     ) -> tuple[RunInfo, Operation | None]:
         """``run(run_id)`` and ``operation(operation_id)`` in one round trip where it can.
 
-        A worker asks both before every step (may the run go on? did this step run before?).
-        A recorder with ``select_together`` (PostgreSQL's) reads the run's events, the head
-        of its channel ``channel_id`` and the operation record in one statement; any other
-        asks three times, which costs nothing extra in process (SQLite, memory).
+        A worker asks both before every step (may the run go on? did this step run before?):
+        the run's events, the head of its channel ``channel_id`` and the operation record
+        are one request to the event log (one statement on PostgreSQL).
         """
-        together = getattr(self._events.recorder, "select_together", None)
-        if together is None:
-            return self.run(run_id), self.operation(operation_id)
         requests = [(run_id, False), (channel_id, True)]
         if operation_id is not None:
             requests.append((Operation.id_for(operation_id), False))
-        run_rows, head_rows, *operation_rows = together(requests)
-        decode = self._events.mapper.to_domain_event
-        run = project_aggregate(None, map(decode, run_rows))
+        run_events, head_events, *operation_events = self._log.together(requests)
+        run = folded(run_events)
         if not isinstance(run, Run) or run.channel_id != channel_id:
             return self.run(run_id), self.operation(operation_id)  # its own errors explain
-        head = decode(head_rows[0]) if head_rows else None
+        head = head_events[0] if head_events else None
         if not isinstance(head, Channel.Event):  # pragma: no cover - a run's channel exists
             raise NotFoundError("channel", channel_id)
-        rows: list[StoredEvent] = operation_rows[0] if operation_rows else []
-        operation = project_aggregate(None, map(decode, rows)) if rows else None
+        operation = folded(operation_events[0]) if operation_events else None
         return self._run_info(run, head), _as_operation(operation, operation_id)
 
     def _run_info(self, run: Run, head: Channel.Event) -> RunInfo:
@@ -209,12 +193,8 @@ class StoreReader:
         """``blocked`` if an effect needs review, ``retrying`` if one waits for a retry."""
         now = self._clock()
         found = [self.operation(key) for key in keys]
-        statuses = {effect.status(now) for effect in found if effect is not None}
-        if EffectStatus.NEEDS_REVIEW in statuses:
-            return RunStatus.BLOCKED
-        if EffectStatus.RETRY_SCHEDULED in statuses:
-            return RunStatus.RETRYING
-        return RunStatus.RUNNING
+        held = held_back_status({effect.status(now) for effect in found if effect is not None})
+        return RunStatus.RUNNING if held is None else held
 
     def lineage(self, run_id: UUID) -> Lineage:
         """Fork receipts up to the root and down through every descendant."""
@@ -241,11 +221,7 @@ class StoreReader:
         """The recorded operation for ``operation_id``, if the command ran before."""
         if operation_id is None:
             return None
-        try:
-            operation: object = self._repository.get(Operation.id_for(operation_id))
-        except AggregateNotFoundError:
-            return None
-        return _as_operation(operation, operation_id)
+        return _as_operation(folded(self._log.stream(Operation.id_for(operation_id))), operation_id)
 
 
 def _as_operation(found: object, operation_id: str | None) -> Operation | None:

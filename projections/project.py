@@ -2,9 +2,13 @@
 
 One function per event type, each returning the changes that event implies. Every value
 comes from the event itself (timestamps included), so rebuilding from zero produces exactly
-the tables that incremental processing produced. The one fact no event records, a lease
-running out, is applied by the adapters on the store's clock (``effects.in_doubt``), the same
-way after a rebuild as after incremental processing.
+the tables that incremental processing produced. An effect's ``status`` is the domain's
+rule (``effect_status``) applied to the facts each event establishes (the ledger accepts
+these events only for an effect not yet settled, so the facts an event does not name are
+false). It is the time-independent status: a claim reads ``claimed`` until it is settled.
+The one fact no event records, a lease running out, is applied by the adapters on the
+store's clock (``effects.in_doubt``), the same way after a rebuild as after incremental
+processing.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from actae.domain.channel import Channel
+from actae.domain.effects import effect_status
 from actae.domain.operation import Operation
 from actae.domain.run import Run
 from actae.projections.changes import Change, RefreshRun, Upsert
@@ -121,7 +126,7 @@ def _registered(event: Any) -> list[Change]:
         {
             "effect_key": event.operation_id,
             "run_id": event.run_id,
-            "status": "pending",
+            "status": effect_status(),
             "token": 0,
             "attempts": 0,
             **NOT_IN_DOUBT,
@@ -132,7 +137,7 @@ def _registered(event: Any) -> list[Change]:
 
 def _claimed(event: Any) -> list[Change]:
     values = {
-        "status": "claimed",
+        "status": effect_status(held=True),
         "holder": event.worker,
         "token": event.token,
         "attempts": event.token,
@@ -153,12 +158,18 @@ def _renewed(event: Any) -> list[Change]:
 
 def _completed(event: Any) -> list[Change]:
     return _effect(
-        event, {"status": "completed", "holder": None, **NOT_IN_DOUBT, "settled_by": "completed"}
+        event,
+        {
+            "status": effect_status(completed=True),
+            "holder": None,
+            **NOT_IN_DOUBT,
+            "settled_by": "completed",
+        },
     )
 
 
 def _failed(event: Any) -> list[Change]:
-    status = "needs_review" if event.retry_at is None else "retry_scheduled"
+    status = effect_status(needs_review=event.retry_at is None, retry_at=event.retry_at)
     return _effect(
         event,
         {
@@ -174,14 +185,14 @@ def _failed(event: Any) -> list[Change]:
 def _reconciled(event: Any) -> list[Change]:
     if event.outcome == "completed":
         values: dict[str, Any] = {
-            "status": "completed",
+            "status": effect_status(completed=True),
             "holder": None,
             "settled_by": f"reconciled by {event.actor}",
         }
-    elif event.keeps_claim:
+    elif event.keeps_claim:  # the holder keeps its claim: still claimed
         values = {}
-    else:
-        values = {"status": "pending", "holder": None, "retry_at": None}
+    else:  # it did not happen: nothing is under way any more
+        values = {"status": effect_status(), "holder": None, "retry_at": None}
     return _effect(event, {**values, **NOT_IN_DOUBT})
 
 
@@ -189,7 +200,7 @@ def _abandoned(event: Any) -> list[Change]:
     return _effect(
         event,
         {
-            "status": "abandoned",
+            "status": effect_status(abandoned=True),
             "holder": None,
             **NOT_IN_DOUBT,
             "settled_by": f"abandoned by {event.actor}",

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from actae.domain.effects import OUTSTANDING, EffectStatus
+
 
 @dataclass(frozen=True)
 class Column:
@@ -152,5 +154,6 @@ EFFECTS = Table(
 )
 
 TABLES = (RUN_STATUS, LINEAGE, EFFECTS)
-SETTLED = ("completed", "abandoned")
+SETTLED = tuple(status for status in EffectStatus if status not in OUTSTANDING)
+"""Effect statuses that are final: the view outstanding_effects leaves them out."""
 OUTSTANDING_VIEW = "outstanding_effects"

@@ -75,7 +75,7 @@ MUTANTS = [
     # -- idempotency: what an operation's fingerprint covers ------------------------------
     Mutant(
         "transition-fingerprint-state",
-        "domain/service.py",
+        "domain/appending.py",
         'fingerprint("transition", str(cid), kind, body.checksum, document.checksum)',
         'fingerprint("transition", str(cid), kind, body.checksum)',
         "a retry with another state must be refused, not replayed as if it were the same step",
@@ -83,7 +83,7 @@ MUTANTS = [
     ),
     Mutant(
         "transition-fingerprint-payload",
-        "domain/service.py",
+        "domain/appending.py",
         'fingerprint("transition", str(cid), kind, body.checksum, document.checksum)',
         'fingerprint("transition", str(cid), kind, document.checksum)',
         "a retry with another payload must be refused",
@@ -91,7 +91,7 @@ MUTANTS = [
     ),
     Mutant(
         "transition-fingerprint-channel",
-        "domain/service.py",
+        "domain/appending.py",
         'fingerprint("transition", str(cid), kind, body.checksum, document.checksum)',
         'fingerprint("transition", kind, body.checksum, document.checksum)',
         "an operation id reused on another channel must be refused",
@@ -99,7 +99,7 @@ MUTANTS = [
     ),
     Mutant(
         "record-fingerprint-usage",
-        "domain/service.py",
+        "domain/appending.py",
         "usage_part = (str(sorted(spent.items())),) if spent else ()",
         "usage_part = ()",
         "a repeated record with other usage would replay and the budget would count the wrong one",
@@ -108,7 +108,7 @@ MUTANTS = [
     Mutant(
         "start-fingerprint-pins",
         "domain/starting.py",
-        "            self._canonical_text(valid_pins.as_dict()),\n",
+        "        core.canonical_text(pins.as_dict()),\n",
         "",
         "a start repeated with other pins (another model) must be refused",
         IDEMPOTENCY,
@@ -116,7 +116,7 @@ MUTANTS = [
     Mutant(
         "start-fingerprint-parent",
         "domain/starting.py",
-        "            str(parent),\n",
+        "        str(parent),\n",
         "",
         "a start repeated under another parent must be refused",
         IDEMPOTENCY,
@@ -124,7 +124,7 @@ MUTANTS = [
     Mutant(
         "start-fingerprint-budget",
         "domain/starting.py",
-        "*((str(sorted(limits.items())),) if limits else ()),",
+        "*((str(sorted(budget.items())),) if budget else ()),",
         "",
         "a start repeated with another budget must be refused",
         IDEMPOTENCY,
@@ -132,15 +132,15 @@ MUTANTS = [
     Mutant(
         "fork-fingerprint-reason",
         "domain/forking.py",
-        '"fork", str(cid), str(at), str(reason), self._canonical_text(overrides.as_dict())',
-        '"fork", str(cid), str(at), self._canonical_text(overrides.as_dict())',
+        '"fork", str(cid), str(at), str(reason), core.canonical_text(overrides.as_dict())',
+        '"fork", str(cid), str(at), core.canonical_text(overrides.as_dict())',
         "a fork repeated with another reason must be refused, or the receipt lies about why",
         FORK,
     ),
     Mutant(
         "fork-fingerprint-pins",
         "domain/forking.py",
-        '"fork", str(cid), str(at), str(reason), self._canonical_text(overrides.as_dict())',
+        '"fork", str(cid), str(at), str(reason), core.canonical_text(overrides.as_dict())',
         '"fork", str(cid), str(at), str(reason)',
         "a fork repeated with other pins (another model) must be refused",
         FORK,
@@ -148,8 +148,8 @@ MUTANTS = [
     Mutant(
         "fork-fingerprint-boundary",
         "domain/forking.py",
-        '"fork", str(cid), str(at), str(reason), self._canonical_text(overrides.as_dict())',
-        '"fork", str(cid), str(reason), self._canonical_text(overrides.as_dict())',
+        '"fork", str(cid), str(at), str(reason), core.canonical_text(overrides.as_dict())',
+        '"fork", str(cid), str(reason), core.canonical_text(overrides.as_dict())',
         "a fork repeated from another cursor must be refused",
         FORK,
     ),
@@ -198,9 +198,9 @@ MUTANTS = [
     ),
     Mutant(
         "effect-lease-expiry-boundary",
-        "domain/operation.py",
-        "live = self.expires_at is not None and now < self.expires_at",
-        "live = self.expires_at is not None and now <= self.expires_at",
+        "domain/effects.py",
+        "live = expires_at is not None and now < expires_at",
+        "live = expires_at is not None and now <= expires_at",
         "a lease is over at its expiry time, as the run leases' takeover says",
         LEDGER,
     ),
@@ -468,18 +468,16 @@ MUTANTS = [
     Mutant(
         "override-result-unwrapped",
         "domain/ledger.py",
-        'result=workflow_result(result) if outcome == "completed" else None',
-        "result=result",
+        'result=workflow_result(command.result) if command.outcome == "completed" else None',
+        "result=command.result",
         "the workflow would not see the result the operator gave",
         OPERATOR,
     ),
     Mutant(
         "override-evidence-unchecked",
         "domain/ledger.py",
-        """        proof = require_document(
-            "evidence", {} if evidence is None else evidence, self._codec, max_bytes=self._max
-        ).value""",
-        "        proof = evidence or {}",
+        '    proof = core.document("evidence", evidence).value',
+        "    proof = evidence",
         "evidence that is not an object must be a ValidationError, not a TypeError",
         OPERATOR,
     ),
@@ -494,7 +492,7 @@ MUTANTS = [
     Mutant(
         "migrate-at-any-cursor",
         "domain/lifecycle.py",
-        "            channel.ensure_at(expected_version=None, expected_cursor=expected_cursor)\n",
+        "        channel.ensure_at(expected_version=None, expected_cursor=expected_cursor)\n",
         "",
         "a migration computed from an older state would overwrite what came after it",
         MIGRATIONS,
@@ -716,5 +714,15 @@ MUTANTS = [
         "        changed = set()",
         "an effect whose lease ran out would look healthy in run_status",
         WORKER,
+    ),
+    Mutant(
+        "held-back-order-reversed",
+        "domain/values.py",
+        "    (EffectStatus.NEEDS_REVIEW, RunStatus.BLOCKED),\n"
+        "    (EffectStatus.RETRY_SCHEDULED, RunStatus.RETRYING),\n",
+        "    (EffectStatus.RETRY_SCHEDULED, RunStatus.RETRYING),\n"
+        "    (EffectStatus.NEEDS_REVIEW, RunStatus.BLOCKED),\n",
+        "a run blocked on a review would say retrying, as if it would move on by itself",
+        LEDGER,
     ),
 ]

@@ -168,16 +168,17 @@ FAULT_MUTANTS = [
     Mutant(
         "start-without-identity",
         "domain/starting.py",
-        'record_id = operation_id or generated_operation_id("start_run")',
-        "record_id = operation_id",
+        "yield from save(*aggregates, once.executed(result, at))",
+        "yield from save(*aggregates, *([once.executed(result, at)] if operation_id else []))",
         "a start whose commit went unseen would start a second run",
         LOST_REPLIES,
     ),
     Mutant(
         "fork-without-identity",
         "domain/forking.py",
-        'record_id = operation_id or generated_operation_id("fork")',
-        "record_id = operation_id",
+        'yield from save(*aggregates, once.executed({"child_run_id": str(child.id)}, moment))',
+        "yield from save(*aggregates, *([once.executed({'child_run_id': str(child.id)}, moment)]"
+        " if operation_id else []))",
         "a fork whose commit went unseen would make a second child",
         LOST_REPLIES,
     ),
@@ -193,7 +194,7 @@ FAULT_MUTANTS = [
     Mutant(
         "completed-answers-anyone",
         "domain/ledger.py",
-        "            effect.ensure_holder(token, worker)\n",
+        "        effect.ensure_holder(token, worker)\n",
         "",
         "a repeated complete would answer a worker that never held the claim",
         HOLDERS,
@@ -492,7 +493,7 @@ FAULT_MUTANTS = [
         "drill-db-fault-without-server",
         "adapters/drill.py",
         "        if url is None:\n"
-        "            raise actae.ValidationError(\n"
+        "            raise ValidationError(\n"
         '                "db_fault", "needs --db postgresql://... '
         '(the default SQLite store has no server)"\n'
         "            )\n",

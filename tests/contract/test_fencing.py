@@ -118,7 +118,7 @@ def test_retries_follow_the_policy_to_the_second(
     store: actae.Store, run: actae.RunInfo, clock: actae.ManualClock
 ) -> None:
     """With the jitter fixed at 0.5: waits of 15 s, 30 s, then review after 3 attempts."""
-    store._service.ledger._draw = lambda: 0.5
+    store._service.core.draw = lambda: 0.5
     policy = {"max_attempts": 3, "initial_delay": 30.0, "max_delay": 300.0, "max_total": 600.0}
     expected_waits = [15.0, 30.0]
 
@@ -140,7 +140,7 @@ def test_retries_follow_the_policy_to_the_second(
 def test_a_retry_after_longer_than_the_backoff_wins(
     store: actae.Store, run: actae.RunInfo, clock: actae.ManualClock
 ) -> None:
-    store._service.ledger._draw = lambda: 0.5
+    store._service.core.draw = lambda: 0.5
     granted = claim(store, run)
 
     info = store.fail(KEY, token=granted.token, worker="w1", error="HTTP 429", retry_after=100.0)

@@ -345,6 +345,22 @@ def test_run_status_derives_retrying_and_blocked_from_its_effects(
     assert ledger.run(run.run_id).status is actae.RunStatus.RUNNING
 
 
+def test_an_effect_needing_review_outranks_one_retrying_in_the_run_status(
+    ledger: actae.Store, run: actae.RunInfo
+) -> None:
+    """Blocked, not retrying: the retry would move on by itself, the review needs a person."""
+    reviewed = ledger.claim("refund", run_id=run.run_id, worker="w1", lease=LEASE)
+    ledger.fail("refund", token=reviewed.token, worker="w1", error="HTTP 400", final=True)
+    retried = claim(ledger, run, retry={"max_attempts": 3, "initial_delay": 60.0})
+    ledger.fail("invoice-42:charge", token=retried.token, worker="w1", error="HTTP 503")
+
+    assert ledger.run(run.run_id).status is actae.RunStatus.BLOCKED
+    projector = ledger.projector()
+    projector.catch_up()
+    (row,) = projector.query("SELECT status FROM run_status")
+    assert row["status"] == "blocked"
+
+
 def test_retries_stop_at_the_total_time_cap(ledger: actae.Store, run: actae.RunInfo) -> None:
     granted = claim(ledger, run, retry={"max_total": 20.0, "initial_delay": 1.0})
 

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 import actae
+from actae.domain import lifecycle
+from actae.domain.commands import Migrate
 
 
 def test_a_stale_migration_is_refused_and_never_rolls_the_state_back(
@@ -44,24 +46,20 @@ def test_the_domain_refuses_a_migration_from_the_wrong_schema_or_cursor(
     store: actae.Store,
 ) -> None:
     run = store.start_run("mig2", agent_id="a", state={"n": 1}, pins={"schema": 1})
-    lifecycle = store._service.lifecycle  # the guard, below the façade
-    lifecycle.migrate(
-        run.run_id, from_schema=1, to_schema=2, state={"n": 2}, actor="A", expected_cursor=1
-    )
+
+    def migrate(**fields: Any) -> actae.RunInfo:
+        """The guard, below the façade (resume computes these fields itself)."""
+        return store._service.execute(lifecycle.migrate, Migrate(run_id=run.run_id, **fields))
+
+    migrate(from_schema=1, to_schema=2, state={"n": 2}, actor="A", expected_cursor=1)
     before = store.events(run.channel_id)
 
     with pytest.raises(actae.IllegalTransitionError, match="schema 2"):
-        lifecycle.migrate(
-            run.run_id, from_schema=1, to_schema=2, state={"n": 0}, actor="B", expected_cursor=2
-        )
+        migrate(from_schema=1, to_schema=2, state={"n": 0}, actor="B", expected_cursor=2)
     with pytest.raises(actae.ConflictError) as moved:
-        lifecycle.migrate(
-            run.run_id, from_schema=2, to_schema=3, state={"n": 0}, actor="B", expected_cursor=1
-        )
+        migrate(from_schema=2, to_schema=3, state={"n": 0}, actor="B", expected_cursor=1)
     with pytest.raises(actae.ValidationError, match="one schema at a time"):
-        lifecycle.migrate(
-            run.run_id, from_schema=2, to_schema=4, state={"n": 0}, actor="B", expected_cursor=2
-        )
+        migrate(from_schema=2, to_schema=4, state={"n": 0}, actor="B", expected_cursor=2)
 
     assert (moved.value.expected_cursor, moved.value.actual_cursor) == (1, 2)
     assert store.events(run.channel_id) == before

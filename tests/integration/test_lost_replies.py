@@ -244,10 +244,13 @@ CASES: dict[str, Case] = {
         after=lambda store, ctx, info: store.fail_run(ctx["run_id"], "again", actor="ops"),
     ),
 }
+CASES["complete_effect"] = CASES["complete"]  # one method under two names (an alias)
+CASES["fail_effect"] = CASES["fail"]
 
 NOT_WRITES = {
     "close", "effect", "events", "find_effect", "head", "lineage", "now", "operation",
-    "projector", "recover", "run", "state_at", "subscribe", "url", "clock_skew",
+    "projector", "recover", "run", "state_at", "subscribe", "url", "clock_skew", "position",
+    "on_commit",
     "resume",  # writes only through the commands above (a pin migration is a lifecycle move)
 }  # fmt: skip
 

@@ -9,9 +9,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from actae.adapters.codec import OrjsonCodec
+from actae.domain.appending import reread_head
 from actae.domain.channel import Channel, ChannelHead
 from actae.domain.errors import ConflictError
 from actae.domain.heads import HeadCache
+from actae.domain.pipeline import Core
+from actae.domain.plan import Read
+from actae.domain.reader import StoreReader
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -116,10 +121,6 @@ def opened_channel() -> Channel:
     )
 
 
-def unread(channel_id: uuid.UUID) -> Channel.Event:
-    raise AssertionError(f"the test expected no read of {channel_id}")
-
-
 def test_remembered_heads_keep_the_head_fields_but_not_the_body() -> None:
     channel = opened_channel()
     channel.transition(
@@ -130,7 +131,7 @@ def test_remembered_heads_keep_the_head_fields_but_not_the_body() -> None:
         operation_id=None,
         at=datetime.now(UTC),
     )
-    heads = HeadCache(unread, maxsize=2)
+    heads = HeadCache(maxsize=2)
     for event in channel.collect_events():
         heads.put(event)  # type: ignore[arg-type]
     remembered = heads.get(channel.id)
@@ -147,7 +148,7 @@ def test_remembered_heads_keep_the_head_fields_but_not_the_body() -> None:
 def test_remembered_heads_are_bounded_and_never_go_back() -> None:
     channels = [opened_channel() for _ in range(3)]
     first_events = {c.id: c.collect_events()[0] for c in channels}
-    heads = HeadCache(unread, maxsize=2)
+    heads = HeadCache(maxsize=2)
     for event in first_events.values():
         heads.put(event)  # type: ignore[arg-type]
     assert len(heads) == 2
@@ -163,20 +164,32 @@ def test_remembered_heads_are_bounded_and_never_go_back() -> None:
 
 
 def test_a_reread_head_is_remembered() -> None:
+    """The plan asks the reader for the head once and remembers the answer (no IO here)."""
     channel = opened_channel()
     (opened,) = channel.collect_events()
-    reads: list[uuid.UUID] = []
+    core = Core(codec=OrjsonCodec())
 
-    def read(channel_id: uuid.UUID) -> Channel.Event:
-        reads.append(channel_id)
-        return opened  # type: ignore[return-value]
+    plan = reread_head(core, channel.id)
+    request = next(plan)
+    assert request == Read(StoreReader.head_event, (channel.id,), {})
+    with pytest.raises(StopIteration) as done:
+        plan.send(opened)
 
-    heads = HeadCache(read)
-    assert heads.reread(channel.id) == ChannelHead.of(opened)  # type: ignore[arg-type]
-    assert reads == [channel.id]
-    remembered = heads.get(channel.id)
+    assert done.value.value == ChannelHead.of(opened)  # type: ignore[arg-type]
+    remembered = core.heads.get(channel.id)
     assert remembered is not None
     assert remembered.originator_version == 1
+
+
+def test_a_forgotten_head_is_read_again() -> None:
+    channel = opened_channel()
+    (opened,) = channel.collect_events()
+    heads = HeadCache()
+    heads.put(opened)  # type: ignore[arg-type]
+
+    heads.forget(channel.id)
+
+    assert heads.get(channel.id) is None
 
 
 heads = st.builds(

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from actae.adapters.clock import wall_clock
 from actae.adapters.codec import OrjsonCodec, OrjsonTranscoder, PydanticMapper
+from actae.adapters.service import ActaeService
 from actae.adapters.url import parse_store_url
 from actae.domain.operation import OPERATION_NAMESPACE, Operation
-from actae.domain.service import ActaeService
 
 
 def test_the_direct_event_is_stored_exactly_as_eventsourcing_would_create_it() -> None:

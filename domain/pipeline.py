@@ -1,0 +1,159 @@
+"""The one pipeline every command runs through, and what its decide functions may use.
+
+A command goes: validate (its decide function, before the first request) → look up its
+operation record → load → decide (the aggregates; pure) → save the events together with the
+operation record → on a lost race, re-read and decide again. :func:`retried` is that loop,
+written once for every command; each decide function supplies one *attempt* (load, decide,
+save) and, for a command with an ``operation_id``, what a recorded earlier execution
+answers (:class:`Once`).
+
+A lost race is the normal way concurrent writers meet: the store's primary keys (aggregate
+version, channel cursor, operation id) let exactly one of them write, and the loser decides
+again on what the winner wrote. A loser whose operation id the winner recorded with the
+same content *is* the winner (a retry of one logical call, or a lost reply): it answers
+what the record says. Different content under that id is an ``OperationConflictError``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, NoReturn, TypeVar
+from uuid import uuid4
+
+from actae.domain.errors import ContentionError
+from actae.domain.heads import HeadCache
+from actae.domain.operation import Operation
+from actae.domain.plan import Plan, RaceLost, ask
+from actae.domain.ports import Codec
+from actae.domain.reader import StoreReader
+from actae.domain.validation import DEFAULT_MAX_DOCUMENT_BYTES, Document, require_document
+
+T = TypeVar("T")
+
+RACE_ATTEMPTS = 50
+"""Lost races a command re-decides before it gives up with ``ContentionError``.
+
+Each loss means another writer made progress on the same aggregate, so fifty in a row
+happen only under a pile-up that retrying at once would not clear either.
+"""
+
+
+@dataclass
+class Core:
+    """What decide functions use besides their command; none of it does IO.
+
+    ``heads`` are this process's guesses of channel heads (:mod:`actae.domain.heads`),
+    ``draw`` the source of retry jitter (a test pins it to make backoffs exact).
+    """
+
+    codec: Codec
+    max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES
+    heads: HeadCache = field(default_factory=HeadCache)
+    draw: Callable[[], float] = random.random
+
+    def document(self, name: str, value: object) -> Document:
+        """``value`` checked as a JSON document within the size limit, with its checksum."""
+        return require_document(name, value, self.codec, max_bytes=self.max_document_bytes)
+
+    def canonical_text(self, value: object) -> str:
+        """``value`` as canonical JSON text (the basis of fingerprints)."""
+        return self.codec.canonical(value).decode()
+
+
+@dataclass(frozen=True, slots=True)
+class Once(Generic[T]):
+    """The operation record that makes a command run once under its ``operation_id``.
+
+    ``look_first``: look the record up before the first attempt. A command that reads
+    nothing on its normal path (record, transition) looks only when something is refused,
+    and an id made up by this call (:func:`generated_operation_id`) cannot be recorded yet.
+    """
+
+    operation_id: str
+    command: str
+    content: str
+    replay: Callable[[Operation], Plan[T]]
+    look_first: bool
+
+    @classmethod
+    def per_call(
+        cls,
+        operation_id: str | None,
+        command: str,
+        content: str,
+        replay: Callable[[Operation], Plan[T]],
+    ) -> Once[T]:
+        """The record of a command that creates something (a run, a fork) under any id.
+
+        Given no ``operation_id``, the call records itself under one made up for it, so
+        that an attempt whose commit went unseen (a lost reply) is found and replayed
+        instead of creating a second run; a made-up id cannot be recorded yet, so only a
+        given one is looked up first.
+        """
+        record_id = operation_id or generated_operation_id(command)
+        return cls(record_id, command, content, replay, look_first=operation_id is not None)
+
+    def executed(self, result: dict[str, Any], at: datetime) -> Operation.Executed:
+        """The record to save with the command's events: it ran, and answered ``result``."""
+        return Operation.executed(
+            operation_id=self.operation_id,
+            command=self.command,
+            fingerprint=self.content,
+            result=result,
+            at=at,
+        )
+
+    def earlier(self) -> Plan[Operation | None]:
+        """The recorded execution of this operation, refused if its content differs."""
+        return recorded(self.operation_id, self.content)
+
+
+def retried(
+    attempt: Callable[[int], Plan[T]],
+    what: str,
+    *,
+    once: Once[T] | None = None,
+    exhausted: Callable[[], Plan[NoReturn]] | None = None,
+) -> Plan[T]:
+    """Run ``attempt(n)`` until one saves without losing a race; its answer.
+
+    With ``once``, the operation record is looked up first (if ``once.look_first``) and
+    after every lost race: an earlier execution answers by ``once.replay``. After
+    :data:`RACE_ATTEMPTS` losses, ``exhausted`` raises the command's own explanation, or
+    ``ContentionError`` names ``what``.
+    """
+    look = once is not None and once.look_first
+    for number in range(RACE_ATTEMPTS):
+        if look and once is not None:
+            original = yield from once.earlier()
+            if original is not None:
+                return (yield from once.replay(original))
+        try:
+            return (yield from attempt(number))
+        except RaceLost:
+            look = True
+    if exhausted is not None:
+        yield from exhausted()
+    raise ContentionError(what, RACE_ATTEMPTS)
+
+
+def recorded(operation_id: str | None, content: str) -> Plan[Operation | None]:
+    """The earlier execution of ``operation_id``, refused if its content differs."""
+    if operation_id is None:
+        return None
+    original = yield from ask(StoreReader.operation, operation_id)
+    if original is not None:
+        original.ensure_same(content)
+    return original
+
+
+def generated_operation_id(command: str) -> str:
+    """An operation id made up for one call of ``command`` that was given none.
+
+    The call saves its operation record under it, so when the store's answer to a write is
+    lost and the call tries again, it finds its own earlier write instead of repeating it.
+    """
+    return f"{command}:{uuid4()}"
