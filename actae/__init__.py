@@ -3,13 +3,13 @@
 ``import actae`` gives the public contract, as README.md describes it.
 """
 
-from actae.adapters.clock import ManualClock, OffsetClock
-from actae.adapters.context import RunContext
-from actae.adapters.migrations import SchemaVersionError
-from actae.adapters.projector import Projector
-from actae.adapters.store import Store, open
-from actae.adapters.subscription import Subscription
-from actae.adapters.worker import Registry, Worker, Workflow, workflow
+from actae.adapters.persistence.migrations import SchemaVersionError
+from actae.adapters.readside.projector import Projector
+from actae.adapters.readside.subscription import Subscription
+from actae.adapters.runtime.clock import ManualClock, OffsetClock
+from actae.adapters.runtime.context import RunContext
+from actae.adapters.runtime.store import Store, open
+from actae.adapters.runtime.worker import Registry, Worker, Workflow, workflow
 from actae.domain.effects import Attempt, Claim, EffectInfo, EffectStatus, RetryPolicy
 from actae.domain.errors import (
     ActaeError,

@@ -45,7 +45,7 @@ from eventsourcing.persistence import StoredEvent
 from psycopg import sql
 
 import actae
-from actae.adapters.postgres import ActaePostgresRecorder
+from actae.adapters.persistence.postgres import ActaePostgresRecorder
 from actae.domain.operation import Operation
 from actae.domain.validation import fingerprint, require_document
 from benchmarks.common import (

@@ -1,8 +1,8 @@
 """Ports: what the domain needs from the outside world, stated as protocols.
 
 The domain never imports a JSON library, a clock implementation or an event store;
-adapters plug these in (``actae.adapters.eventlog`` is the event log over eventsourcing's
-recorders).
+adapters plug these in (``actae.adapters.persistence.eventlog`` is the event log over
+eventsourcing's recorders).
 """
 
 from __future__ import annotations

@@ -353,7 +353,7 @@ MUTANTS = [
     # -- read models: tracking and run leases ---------------------------------------------
     Mutant(
         "tracking-for-update",
-        "adapters/readmodels.py",
+        "adapters/readside/readmodels.py",
         '    " FOR UPDATE",\n)',
         '    "",\n)',
         "two projectors on PostgreSQL must not both apply the batch after the same position",
@@ -362,7 +362,7 @@ MUTANTS = [
     ),
     Mutant(
         "tracking-sqlite-immediate",
-        "adapters/readmodels.py",
+        "adapters/readside/readmodels.py",
         '("BEGIN IMMEDIATE", "COMMIT", "ROLLBACK")',
         '("BEGIN", "COMMIT", "ROLLBACK")',
         "SQLite's counterpart of FOR UPDATE: a batch takes the write lock before it reads",
@@ -376,7 +376,7 @@ MUTANTS = [
     ),
     Mutant(
         "tracking-last-position",
-        "adapters/projector.py",
+        "adapters/readside/projector.py",
         "self.db.set_position(name, notifications[-1].id)",
         "self.db.set_position(name, notifications[0].id)",
         "the tracking position moves past the whole batch, or events are applied again",
@@ -384,7 +384,7 @@ MUTANTS = [
     ),
     Mutant(
         "run-lease-live",
-        "adapters/worker_tables.py",
+        "adapters/runtime/worker_tables.py",
         '"WHERE l.expires_at <= %s RETURNING token"',
         '"WHERE l.expires_at <= %s OR TRUE RETURNING token"',
         "a second worker must not take a run whose lease is live",
@@ -392,7 +392,7 @@ MUTANTS = [
     ),
     Mutant(
         "run-lease-expiry-boundary",
-        "adapters/worker_tables.py",
+        "adapters/runtime/worker_tables.py",
         '"WHERE l.expires_at <= %s RETURNING token"',
         '"WHERE l.expires_at < %s RETURNING token"',
         "a run lease is over at its expiry time, as an effect's lease is",
@@ -400,7 +400,7 @@ MUTANTS = [
     ),
     Mutant(
         "run-lease-renew-token",
-        "adapters/worker_tables.py",
+        "adapters/runtime/worker_tables.py",
         'WHERE run_id = %s AND token = %s",\n                (self.dialect.adapt(until),',
         'WHERE run_id = %s AND %s > 0",\n                (self.dialect.adapt(until),',
         "a worker whose run was taken over must not renew the new owner's lease",
@@ -408,7 +408,7 @@ MUTANTS = [
     ),
     Mutant(
         "run-lease-release-token",
-        "adapters/worker_tables.py",
+        "adapters/runtime/worker_tables.py",
         'WHERE run_id = %s AND token = %s",\n                (self.dialect.adapt(now),',
         'WHERE run_id = %s AND %s > 0",\n                (self.dialect.adapt(now),',
         "a worker whose run was taken over must not release the new owner's lease",
@@ -417,7 +417,7 @@ MUTANTS = [
     # -- subscriptions --------------------------------------------------------------------
     Mutant(
         "subscription-position",
-        "adapters/subscription.py",
+        "adapters/readside/subscription.py",
         "                self.position = self._position_of(event)\n",
         "",
         "a subscription continues after what it delivered: no duplicates",
@@ -426,7 +426,7 @@ MUTANTS = [
     # -- forks replay their prefix ---------------------------------------------------------
     Mutant(
         "fork-replays-no-calls",
-        "adapters/context_replay.py",
+        "adapters/runtime/context_replay.py",
         "return self._inheritance().calls.get(self._suffix(key))",
         "return None",
         "a fork's child would sample its parent's recorded model calls again",
@@ -434,7 +434,7 @@ MUTANTS = [
     ),
     Mutant(
         "fork-replays-no-effects",
-        "adapters/context_replay.py",
+        "adapters/runtime/context_replay.py",
         "        if found is None or self.store.find_effect(key) is not None:",
         "        if True:",
         "a fork's child would send its parent's completed effects again, under a new key",
@@ -442,7 +442,7 @@ MUTANTS = [
     ),
     Mutant(
         "fork-restarts-unfinished-effects",
-        "adapters/context_replay.py",
+        "adapters/runtime/context_replay.py",
         "        if parent.status is EffectStatus.ABANDONED:",
         "        if parent.status is not EffectStatus.COMPLETED:",
         "an unfinished parent effect may still happen: the child must not start its own",
@@ -450,7 +450,7 @@ MUTANTS = [
     ),
     Mutant(
         "fork-forgets-decisions",
-        "adapters/context_replay.py",
+        "adapters/runtime/context_replay.py",
         "return self._inheritance().decisions.get(self._suffix(name))",
         "return None",
         "a fork's child would wait again for an approval its parent already received",
@@ -499,7 +499,7 @@ MUTANTS = [
     ),
     Mutant(
         "stale-migration-not-redecided",
-        "adapters/store_resume.py",
+        "adapters/runtime/store_resume.py",
         "            except (ConflictError, IllegalTransitionError):\n"
         "                run = self.run(run.run_id)",
         "            except ():\n                pass",
@@ -509,7 +509,7 @@ MUTANTS = [
     # -- steps: retries, unrecordable results ----------------------------------------------
     Mutant(
         "step-result-error-not-final",
-        "adapters/context.py",
+        "adapters/runtime/context.py",
         "        except ValidationError as error:\n            reason",
         "        except KeyError as error:\n            reason",
         "a step whose result cannot be recorded would be called again on every pass",
@@ -517,7 +517,7 @@ MUTANTS = [
     ),
     Mutant(
         "step-retries-ignore-the-ledger",
-        "adapters/context_retries.py",
+        "adapters/runtime/context_retries.py",
         "        claim = None\n        if info is not None:",
         "        claim = None\n        if False:",
         "a step would be retried before its Retry-After, with no budget",
@@ -541,7 +541,7 @@ MUTANTS = [
     ),
     Mutant(
         "give-up-not-finished-after-a-crash",
-        "adapters/context_retries.py",
+        "adapters/runtime/context_retries.py",
         "            if info.status in GIVEN_UP:",
         "            if False:",
         "a worker killed while giving up a step would leave the run blocked, not failed",
@@ -549,7 +549,7 @@ MUTANTS = [
     ),
     Mutant(
         "earlier-rounds-left-open",
-        "adapters/context.py",
+        "adapters/runtime/context.py",
         "        if self.run.retries:\n            self._close_earlier_rounds(key)\n",
         "",
         "a run retried while a step was retrying would show 'retrying' forever",
@@ -557,7 +557,7 @@ MUTANTS = [
     ),
     Mutant(
         "step-attempts-ask-for-reconcile",
-        "adapters/readmodels.py",
+        "adapters/readside/readmodels.py",
         "        f\"AND replace(e.effect_key, '{STEP_ATTEMPTS}', '') = e.effect_key\"",
         '        "AND 1 = 1"',
         "a step is made again, never reconciled: run_status must not ask for it",
@@ -565,7 +565,7 @@ MUTANTS = [
     ),
     Mutant(
         "paused-migration-looks-like-a-race",
-        "adapters/store_resume.py",
+        "adapters/runtime/store_resume.py",
         "                if run.status not in MIGRATABLE:",
         "                if False:",
         "a paused run's refused migration must say so, not 'lost 20 races'",
@@ -581,7 +581,7 @@ MUTANTS = [
     ),
     Mutant(
         "unrecordable-effect-result-lost",
-        "adapters/context_effects.py",
+        "adapters/runtime/context_effects.py",
         '        except ValidationError as error:\n            reason = f"it ran',
         '        except KeyError as error:\n            reason = f"it ran',
         "an effect that ran must be held for review, not left to run again",
@@ -598,7 +598,7 @@ MUTANTS = [
     ),
     Mutant(
         "workflow-result-must-be-a-mapping",
-        "adapters/outcomes.py",
+        "adapters/runtime/outcomes.py",
         "    if isinstance(returned, Mapping):",
         "    if True:",
         "a workflow returning a string or a number must complete, not fail after its work",
@@ -606,7 +606,7 @@ MUTANTS = [
     ),
     Mutant(
         "poison-escapes-the-worker",
-        "adapters/worker.py",
+        "adapters/runtime/worker.py",
         "            advanced += self._isolated(row, now)",
         "            advanced += self._serve(row, now)",
         "one run whose failure cannot be recorded must not stop every other run",
@@ -614,7 +614,7 @@ MUTANTS = [
     ),
     Mutant(
         "poison-error-unprintable",
-        "adapters/worker.py",
+        "adapters/runtime/worker.py",
         '        message = printable(f"{type(error).__name__}: {error}")',
         '        message = f"{type(error).__name__}: {error}"',
         "an error holding cut-off model output must still fail its run, readably",
@@ -631,7 +631,7 @@ MUTANTS = [
     ),
     Mutant(
         "analyst-query-writes",
-        "adapters/projector.py",
+        "adapters/readside/projector.py",
         "            return self.db.read_only_query(statement, params)",
         "            return self.db.query(statement, params)",
         "projector.query is read-only: a DELETE or DROP there must change nothing",
@@ -639,7 +639,7 @@ MUTANTS = [
     ),
     Mutant(
         "schema-any-length",
-        "adapters/url.py",
+        "adapters/persistence/url.py",
         "    if len(schema.encode()) > MAX_SCHEMA_BYTES:",
         "    if False:",
         "PostgreSQL cuts long schema names: two URLs would open one store",
@@ -647,7 +647,7 @@ MUTANTS = [
     ),
     Mutant(
         "schema-of-postgres",
-        "adapters/url.py",
+        "adapters/persistence/url.py",
         '    if schema == "information_schema" or schema.startswith("pg_"):',
         "    if False:",
         "a store must not be created among PostgreSQL's own catalogs",
@@ -655,7 +655,7 @@ MUTANTS = [
     ),
     Mutant(
         "stored-topic-imports-anything",
-        "adapters/codec.py",
+        "adapters/persistence/codec.py",
         "    if not topic.startswith(OWN_TOPICS):",
         "    if False:",
         "a tampered stored topic must not import the module it names",
@@ -663,7 +663,7 @@ MUTANTS = [
     ),
     Mutant(
         "stored-topic-any-class",
-        "adapters/codec.py",
+        "adapters/persistence/codec.py",
         "    if not (isinstance(cls, type) and issubclass(cls, DomainEvent)):",
         "    if False:",
         "a stored topic naming an Actae class that is no event must be refused as corruption",
@@ -672,7 +672,7 @@ MUTANTS = [
     # -- worker and read-model freshness ---------------------------------------------------
     Mutant(
         "worker-ignores-lease-expiry",
-        "adapters/outcomes.py",
+        "adapters/runtime/outcomes.py",
         "        return Cooldown(stop.expires_at)",
         "        return None",
         "a worker behind a dead worker's effect lease would spin until it expires",
@@ -680,7 +680,7 @@ MUTANTS = [
     ),
     Mutant(
         "worker-repeats-itself",
-        "adapters/worker.py",
+        "adapters/runtime/worker.py",
         "        if self._last_said.get(str(run_id)) != what:",
         "        if True:",
         "a run stuck for one reason must be logged once, not on every try",
@@ -688,7 +688,7 @@ MUTANTS = [
     ),
     Mutant(
         "worker-config-fails-runs",
-        "adapters/worker.py",
+        "adapters/runtime/worker.py",
         """        except ActaeError as stop:
             return describe_stop(stop), cooldown_for(stop, self.store.now())
         ctx.lease, ctx.outage""",
@@ -700,7 +700,7 @@ MUTANTS = [
     ),
     Mutant(
         "dead-workers-still-serve",
-        "adapters/worker_tables.py",
+        "adapters/runtime/worker_tables.py",
         '            "AND w.seen_until > %s)"',
         '            "AND w.seen_until IS NOT NULL OR %s IS NULL)"',
         "a run whose only worker died would look served forever",
@@ -708,7 +708,7 @@ MUTANTS = [
     ),
     Mutant(
         "expired-claims-not-in-doubt",
-        "adapters/readmodels.py",
+        "adapters/readside/readmodels.py",
         "        changed = {row[0] for row in self.execute(_expire_sql(effects), (at, at))"
         ".fetchall()}",
         "        changed = set()",

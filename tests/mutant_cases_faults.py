@@ -31,7 +31,7 @@ FAULT_MUTANTS = [
     # -- processes that ride out outages --------------------------------------------------
     Mutant(
         "heartbeat-dies-on-error",
-        "adapters/run_lease.py",
+        "adapters/runtime/run_lease.py",
         """                held = ride_out(
                     self._renew,""",
         """                held = (lambda call, *_, **__: call())(
@@ -42,7 +42,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "lost-lease-ignored",
-        "adapters/context.py",
+        "adapters/runtime/context.py",
         """        if self.lease is not None:
             self.lease.ensure_held()
 """,
@@ -53,7 +53,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "step-result-not-waited-through-outage",
-        "adapters/context.py",
+        "adapters/runtime/context.py",
         """        return ride_out(write, self.outage, give_up=lambda: lease.lost)""",
         """        return write()""",
         "a step that ran during an outage would run again: its result was never recorded",
@@ -62,7 +62,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "worker-exits-on-outage",
-        "adapters/worker.py",
+        "adapters/runtime/worker.py",
         """                    advanced = ride_out(
                         self.run_once,
                         self.outage,
@@ -76,7 +76,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "unreleased-lease-forgotten",
-        "adapters/worker.py",
+        "adapters/runtime/worker.py",
         """        self._release_pending()
         self._advertise(now)""",
         """        self._advertise(now)""",
@@ -86,7 +86,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "any-transient-error-is-an-outage",
-        "adapters/worker.py",
+        "adapters/runtime/worker.py",
         "            if store_outage(error):",
         "            if is_transient(error):",
         "a workflow whose model provider is down would starve every other run, never failing",
@@ -94,7 +94,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "subscription-ends-on-outage",
-        "adapters/subscription.py",
+        "adapters/readside/subscription.py",
         """            return ride_out(
                 lambda: self._fetch(self.position),""",
         """            return (lambda call, *_, **__: call())(
@@ -105,7 +105,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "refused-login-waited-for",
-        "adapters/outages.py",
+        "adapters/runtime/outages.py",
         "    if any(words in str(error) for words in REFUSED_LOGIN):\n        return False\n",
         "",
         "a bad password or a missing database would be waited for as if the server were down",
@@ -114,7 +114,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "every-error-transient",
-        "adapters/outages.py",
+        "adapters/runtime/outages.py",
         """        return state in TRANSIENT_SQLSTATES or state.startswith("08")""",
         """        return True""",
         "a missing table would be retried forever instead of reported",
@@ -122,7 +122,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "connection-loss-not-transient",
-        "adapters/outages.py",
+        "adapters/runtime/outages.py",
         "    return isinstance(error, psycopg.OperationalError | psycopg.InterfaceError)",
         "    return False",
         "a refused or dropped connection would end the process instead of being waited out",
@@ -130,7 +130,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "project-creates-a-store",
-        "adapters/cli.py",
+        "adapters/cli/main.py",
         """    with open_waiting(args, "project", prepare, create=False) as store:""",
         """    with open_waiting(args, "project", prepare) as store:""",
         "a projector pointed at a mistyped URL would create and follow an empty store",
@@ -138,7 +138,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "dropped-store-is-a-traceback",
-        "adapters/cli.py",
+        "adapters/cli/main.py",
         """        if not missing_table(error):
             raise""",
         """        raise""",
@@ -149,7 +149,7 @@ FAULT_MUTANTS = [
     # -- exact answers after a lost reply ---------------------------------------------------
     Mutant(
         "own-commit-by-key-only",
-        "adapters/lost_replies.py",
+        "adapters/persistence/lost_replies.py",
         "if row is None or row[3] != event.topic or bytes(row[4]) != bytes(event.state):",
         "if row is None:",
         "a rival's rows at the same versions would be taken for this call's own commit",
@@ -158,7 +158,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "lost-reply-not-recognised",
-        "adapters/lost_replies.py",
+        "adapters/persistence/lost_replies.py",
         "positions: list[int] | None = self.own_commit(stored_events)",
         "positions: list[int] | None = None",
         "a write whose reply was lost would conflict with itself",
@@ -234,7 +234,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "json-big-int-unnoticed",
-        "adapters/codec.py",
+        "adapters/persistence/codec.py",
         "        return self.canonical(value), True\n",
         "        return self.canonical(value), False\n",
         "an integer beyond 64 bits in a document would break the projection's bigint columns",
@@ -274,7 +274,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "worker-name-unchecked",
-        "adapters/worker.py",
+        "adapters/runtime/worker.py",
         'self.name = require_text("name", name)',
         "self.name = name",
         "a worker name with a NUL would break the lease and worker tables",
@@ -282,7 +282,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "context-name-unchecked",
-        "adapters/context.py",
+        "adapters/runtime/context.py",
         "count = self._occurrences[(kind, _named(kind, name))] + 1",
         "count = self._occurrences[(kind, name)] + 1",
         "a step name with a lone surrogate would fail the run with a raw UnicodeEncodeError",
@@ -290,7 +290,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "projector-batch-unchecked",
-        "adapters/store.py",
+        "adapters/runtime/store.py",
         '        batch_size = require_int("batch_size", batch_size, minimum=1)\n'
         "        if self._projector is None:",
         "        if self._projector is None:",
@@ -299,7 +299,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "url-pool-size-zero",
-        "adapters/url.py",
+        "adapters/persistence/url.py",
         '"pool_size", 5, minimum=1',
         '"pool_size", 5, minimum=0',
         "a pool of no connections would hang every command",
@@ -307,7 +307,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "url-port-zero",
-        "adapters/url.py",
+        "adapters/persistence/url.py",
         "    if port == 0:\n",
         "    if False:\n",
         "port 0 would connect nowhere with an obscure error",
@@ -315,7 +315,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "libpq-choice-unchecked",
-        "adapters/libpq.py",
+        "adapters/persistence/libpq.py",
         "if name in CHOICES and value not in CHOICES[name]:",
         "if False:",
         "a misspelt sslmode would reach libpq as an obscure error",
@@ -323,7 +323,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "libpq-not-in-pool",
-        "adapters/libpq.py",
+        "adapters/persistence/libpq.py",
         "        arguments.update(parameters)\n",
         "",
         "sslmode and the rest would be silently dropped from the pool's connections",
@@ -332,7 +332,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "libpq-not-in-direct-connections",
-        "adapters/url.py",
+        "adapters/persistence/url.py",
         "postgres_conninfo={**conninfo, **libpq},",
         "postgres_conninfo=conninfo,",
         "sslmode=require would be dropped and the connection would be plaintext",
@@ -341,7 +341,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "libpq-refusal-off",
-        "adapters/libpq.py",
+        "adapters/persistence/libpq.py",
         "    if name in REFUSED:\n",
         "    if False:\n",
         "a parameter that cannot be carried faithfully would be silently dropped",
@@ -349,7 +349,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "secret-shown",
-        "adapters/url.py",
+        "adapters/persistence/url.py",
         '    return SECRET_OPTIONS.sub("***", url)\n',
         "    return url\n",
         "sslpassword would show in logs and reprs",
@@ -358,7 +358,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "cli-db-ignored",
-        "adapters/cli_store.py",
+        "adapters/cli/opening.py",
         "    if args.db is not None:\n        return str(args.db)\n",
         "",
         "--db would be ignored in favour of other sources",
@@ -366,7 +366,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "cli-env-ignored",
-        "adapters/cli_store.py",
+        "adapters/cli/opening.py",
         "    if environ.get(DB_ENV):\n",
         "    if False:\n",
         "ACTAE_DB would be ignored",
@@ -374,7 +374,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "sqlite-missing-folder-traceback",
-        "adapters/migrations.py",
+        "adapters/persistence/migrations.py",
         "    if not os.path.isdir(folder):",
         "    if False:",
         "a missing SQLite folder would end in a traceback",
@@ -383,7 +383,7 @@ FAULT_MUTANTS = [
     # -- one clock for leases and timers --------------------------------------------------
     Mutant(
         "host-clock-for-leases",
-        "adapters/clock.py",
+        "adapters/runtime/clock.py",
         "base: Clock = wall_clock if conninfo is None else DatabaseClock(conninfo)",
         "base: Clock = wall_clock",
         "a host an hour slow would make its own leases look expired to everyone",
@@ -392,7 +392,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "skew-limit-exclusive",
-        "adapters/clock.py",
+        "adapters/runtime/clock.py",
         "abs(skew) <= MAX_HOST_SKEW",
         "abs(skew) < MAX_HOST_SKEW",
         "the warning must start just past the documented limit, not at it",
@@ -400,7 +400,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "skew-direction-swapped",
-        "adapters/clock.py",
+        "adapters/runtime/clock.py",
         'direction = "behind" if skew > 0 else "ahead of"',
         'direction = "ahead of" if skew > 0 else "behind"',
         "an operator would be told to move the host's clock the wrong way",
@@ -408,7 +408,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "skew-never-warned",
-        "adapters/worker.py",
+        "adapters/runtime/worker.py",
         "skew_warning(store.clock_skew())",
         "skew_warning(None)",
         "a worker on a host far off the database's clock would stay silent",
@@ -417,7 +417,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "virtual-time-on-host-clock",
-        "adapters/clock.py",
+        "adapters/runtime/clock.py",
         "return base if given is None else OffsetClock(given.path, base)",
         "return base if given is None else given",
         "virtual time shared by processes on skewed hosts would disagree",
@@ -426,7 +426,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "clock-reading-not-renewed",
-        "adapters/clock.py",
+        "adapters/runtime/clock.py",
         "self.reading = read_database_clock(self._conninfo)\n"
         "                pause = self._resample_every",
         "read_database_clock(self._conninfo)\n                pause = self._resample_every",
@@ -436,7 +436,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "clock-gives-up-after-outage",
-        "adapters/clock.py",
+        "adapters/runtime/clock.py",
         "pause = RESAMPLE_AFTER_FAILURE",
         "return",
         "after one failed reading the clock would never be read again",
@@ -445,7 +445,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "clock-thread-outlives-store",
-        "adapters/store.py",
+        "adapters/runtime/store.py",
         "close_clock(self._service.clock)",
         "",
         "a closed store would keep connecting to read the clock",
@@ -455,7 +455,7 @@ FAULT_MUTANTS = [
     # -- database faults in the drill and the chaos suite -----------------------------------
     Mutant(
         "db-fault-on-any-backend",
-        "adapters/db_faults.py",
+        "adapters/drill/db_faults.py",
         'if parsed.backend != "postgresql":',
         "if False:",
         "a database fault asked of SQLite or memory:// must be refused before anything runs",
@@ -464,7 +464,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "db-fault-on-remote-host",
-        "adapters/db_faults.py",
+        "adapters/drill/db_faults.py",
         'if host not in LOCAL_HOSTS and not host.startswith("/"):',
         "if False:",
         "a fault must never be aimed at a server this machine does not run",
@@ -473,7 +473,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "terminate-cuts-itself",
-        "adapters/db_faults.py",
+        "adapters/drill/db_faults.py",
         '"WHERE datname = current_database() AND pid <> pg_backend_pid()"',
         '"WHERE datname = current_database()"',
         "terminating every backend must not cut the fault's own session first",
@@ -482,7 +482,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "crash-restarts-too-early",
-        "adapters/db_faults.py",
+        "adapters/drill/db_faults.py",
         'return Path(f"/proc/{pid}").exists()',
         "return False",
         "a crashed postmaster must be gone before the server is started again",
@@ -491,7 +491,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "drill-db-fault-without-server",
-        "adapters/drill.py",
+        "adapters/drill/run.py",
         "        if url is None:\n"
         "            raise ValidationError(\n"
         '                "db_fault", "needs --db postgresql://... '
@@ -503,7 +503,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "drill-queries-end-on-outage",
-        "adapters/drill.py",
+        "adapters/drill/run.py",
         "            if is_transient(error):\n                return False\n            raise",
         "            raise",
         "the drill's own queries must wait out the outage it caused",
@@ -515,7 +515,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "drill-ignores-exited-workers",
-        "adapters/drill_report.py",
+        "adapters/drill/report.py",
         '                figures["workers_exited_unplanned"] == 0,\n',
         "",
         "a worker that exits on an outage must fail the drill",
@@ -523,7 +523,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "drill-counts-every-exit-as-planned",
-        "adapters/drill.py",
+        "adapters/drill/run.py",
         "name in self._dead | self._may_die | self._exited",
         "name in self._dead | self._may_die",
         "a worker that exits unplanned must be counted",
@@ -531,7 +531,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "drill-outage-only-late",
-        "adapters/drill_outages.py",
+        "adapters/drill/outages.py",
         "first = rng.choice(MOMENTS[:2])",
         "first = rng.choice(MOMENTS)",
         "every drill run must have an outage that the takeover rides out",
@@ -539,7 +539,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "startup-never-waits",
-        "adapters/cli_store.py",
+        "adapters/cli/opening.py",
         "return ride_out(attempt, outage, within=args.wait_for_db)",
         "return ride_out(attempt, outage, within=0)",
         "a worker a supervisor restarts during an outage would exit again at once",
@@ -548,7 +548,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "no-dead-server-defaults",
-        "adapters/url.py",
+        "adapters/persistence/url.py",
         "        **DEAD_SERVER_DEFAULTS,\n",
         "",
         "a failover without a TCP reset would hang statements for the kernel's timeout",
@@ -557,7 +557,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "clock-runs-backwards",
-        "adapters/clock.py",
+        "adapters/runtime/clock.py",
         "            if now < self._latest:",
         "            if False:",
         "a new reading behind the last time given would make leases and timers run backwards",
@@ -566,7 +566,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "reconnect-replaces-embedded-db",
-        "adapters/readmodels.py",
+        "adapters/readside/readmodels.py",
         """        if self.dialect.name != "postgresql":
             return
         with self.lock:""",

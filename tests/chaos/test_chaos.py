@@ -30,7 +30,7 @@ import psycopg
 import pytest
 
 import actae
-from actae.adapters.db_faults import DatabaseServer
+from actae.adapters.drill.db_faults import DatabaseServer
 
 HERE = Path(__file__).parent
 RUNS = 12

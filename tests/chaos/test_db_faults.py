@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 import actae
-from actae.adapters.db_faults import DatabaseServer
+from actae.adapters.drill.db_faults import DatabaseServer
 
 if TYPE_CHECKING:
     from tests.chaos.conftest import ThrowawayCluster

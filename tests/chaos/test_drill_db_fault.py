@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from actae.adapters.drill_outages import plan
+from actae.adapters.drill.outages import plan
 
 DRILL = [sys.executable, "-m", "actae.adapters.cli", "drill", "--json"]
 

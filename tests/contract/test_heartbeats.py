@@ -19,7 +19,7 @@ import pytest
 from psycopg import sql
 
 import actae
-from actae.adapters.worker import run_until_idle
+from actae.adapters.runtime.worker import run_until_idle
 from tests.helpers import called, wait_for
 
 pytestmark = pytest.mark.postgres

@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 import actae
-from actae.adapters.worker import run_until_idle
+from actae.adapters.runtime.worker import run_until_idle
 
 LEASE = timedelta(seconds=30)
 

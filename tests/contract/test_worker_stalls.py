@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 import actae
-from actae.adapters.worker import run_until_idle
+from actae.adapters.runtime.worker import run_until_idle
 
 LEASE = 60.0
 REQUEST = {"name": "send"}  # what ctx.effect("send", ...) claims with

@@ -9,13 +9,13 @@ from __future__ import annotations
 import sys
 from datetime import timedelta
 
-import actae.adapters.clock
-from actae.adapters.cli import main
+import actae.adapters.runtime.clock
+from actae.adapters.cli.main import main
 
 
 def skew_wall_clock(seconds: float) -> None:
-    real = actae.adapters.clock.wall_clock
-    actae.adapters.clock.wall_clock = lambda: real() + timedelta(seconds=seconds)
+    real = actae.adapters.runtime.clock.wall_clock
+    actae.adapters.runtime.clock.wall_clock = lambda: real() + timedelta(seconds=seconds)
 
 
 if __name__ == "__main__":

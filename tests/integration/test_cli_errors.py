@@ -20,7 +20,7 @@ import psycopg
 import pytest
 
 import actae
-from actae.adapters.url import parse_store_url
+from actae.adapters.persistence.url import parse_store_url
 
 ACTAE = [sys.executable, "-m", "actae.adapters.cli"]
 SOME_ID = "00000000-0000-0000-0000-000000000001"

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actae.adapters.drill import PINS_V1, Drill
-from actae.adapters.drill import drill as run_drill
-from actae.adapters.drill_report import Report
+from actae.adapters.drill.report import Report
+from actae.adapters.drill.run import PINS_V1, Drill
+from actae.adapters.drill.run import drill as run_drill
 
 DRILL = [sys.executable, "-m", "actae.adapters.cli", "drill", "--json"]
 

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 import actae
-from actae.adapters.migrations import LATEST, SchemaVersionError
+from actae.adapters.persistence.migrations import LATEST, SchemaVersionError
 
 OPEN_AND_WRITE = """
 import sys, actae

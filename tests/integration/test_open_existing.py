@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 import actae
-from actae.adapters.url import parse_store_url
+from actae.adapters.persistence.url import parse_store_url
 
 
 def test_a_missing_sqlite_file_is_refused_and_not_created(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from eventsourcing.tests.persistence import (
 from psycopg import sql
 
 import actae
-from actae.adapters.postgres import ActaePostgresRecorder
+from actae.adapters.persistence.postgres import ActaePostgresRecorder
 
 pytestmark = pytest.mark.postgres
 
@@ -80,7 +80,7 @@ class TestNonInterleavingPositions(FreshRecorders, NonInterleavingNotificationID
 
 
 def test_the_pool_hands_back_the_warm_connection(pg_url: str) -> None:
-    """Successive uncontended calls reuse one server process (see adapters/postgres.py)."""
+    """Successive uncontended calls reuse one server process (adapters/persistence/postgres.py)."""
     with actae.open(pg_url + "&pool_size=4") as store:
         recorder = store._service.recorder
         assert isinstance(recorder, ActaePostgresRecorder)

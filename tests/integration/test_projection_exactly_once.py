@@ -23,8 +23,8 @@ import pytest
 from eventsourcing.persistence import ApplicationRecorder, Notification
 
 import actae
-from actae.adapters.readmodels import postgres_db
-from actae.adapters.url import parse_store_url
+from actae.adapters.persistence.url import parse_store_url
+from actae.adapters.readside.readmodels import postgres_db
 
 TIMEOUT = 30.0
 

@@ -13,8 +13,8 @@ import psycopg
 import pytest
 
 import actae
-from actae.adapters.readmodels import ReadModelDB, postgres_db
-from actae.adapters.url import parse_store_url
+from actae.adapters.persistence.url import parse_store_url
+from actae.adapters.readside.readmodels import ReadModelDB, postgres_db
 
 TIMEOUT = 60
 PROJECT = [sys.executable, "-m", "actae.adapters.cli", "project"]

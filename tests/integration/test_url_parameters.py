@@ -20,8 +20,8 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict
 
 import actae
-from actae.adapters.libpq import PASSED_THROUGH, REFUSED
-from actae.adapters.url import DEAD_SERVER_DEFAULTS, parse_store_url
+from actae.adapters.persistence.libpq import PASSED_THROUGH, REFUSED
+from actae.adapters.persistence.url import DEAD_SERVER_DEFAULTS, parse_store_url
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,7 @@ def worker(url: str, name: str, marker: Path) -> subprocess.Popen[str]:
         [
             sys.executable,
             "-m",
-            "actae.adapters.cli",
+            "actae.adapters.cli.main",
             "worker",
             "--db",
             url,

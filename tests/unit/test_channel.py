@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actae.adapters.codec import OrjsonCodec
+from actae.adapters.persistence.codec import OrjsonCodec
 from actae.domain.appending import reread_head
 from actae.domain.channel import Channel, ChannelHead
 from actae.domain.errors import ConflictError

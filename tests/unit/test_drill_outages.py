@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from actae.adapters.drill_outages import MOMENTS, plan
+from actae.adapters.drill.outages import MOMENTS, plan
 
 
 def test_every_run_has_an_outage_the_takeover_must_ride_out() -> None:

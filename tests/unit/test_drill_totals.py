@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from actae.adapters.drill_report import ROWS, _totals
+from actae.adapters.drill.report import ROWS, _totals
 
 
 def a_run(**figures: Any) -> dict[str, Any]:

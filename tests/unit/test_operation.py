@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actae.adapters.clock import wall_clock
-from actae.adapters.codec import OrjsonCodec, OrjsonTranscoder, PydanticMapper
-from actae.adapters.service import ActaeService
-from actae.adapters.url import parse_store_url
+from actae.adapters.persistence.codec import OrjsonCodec, OrjsonTranscoder, PydanticMapper
+from actae.adapters.persistence.url import parse_store_url
+from actae.adapters.runtime.clock import wall_clock
+from actae.adapters.runtime.service import ActaeService
 from actae.domain.operation import OPERATION_NAMESPACE, Operation
 
 

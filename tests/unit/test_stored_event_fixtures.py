@@ -16,7 +16,7 @@ import pytest
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 
-from actae.adapters.codec import OrjsonTranscoder, PydanticMapper
+from actae.adapters.persistence.codec import OrjsonTranscoder, PydanticMapper
 from actae.domain.aggregate import DomainEvent
 from actae.domain.channel import Channel
 from actae.domain.operation import Operation
@@ -74,7 +74,7 @@ def test_stored_event_decodes_and_round_trips(row: dict[str, object]) -> None:
 
 @EACH_ROW
 def test_the_fast_encoding_writes_what_model_dump_writes(row: dict[str, object]) -> None:
-    """Flat events are encoded from their fields directly (adapters/codec.py): same JSON."""
+    """Flat events are encoded from their fields directly (persistence/codec.py): same JSON."""
     event = decoded(row)
     encoded = orjson.loads(MAPPER.to_stored_event(event).state)
     dumped = event.model_dump(exclude={"originator_id", "originator_version"})

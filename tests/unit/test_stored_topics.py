@@ -9,7 +9,7 @@ import pytest
 from eventsourcing.persistence import StoredEvent
 
 import actae
-from actae.adapters.codec import OrjsonTranscoder, PydanticMapper
+from actae.adapters.persistence.codec import OrjsonTranscoder, PydanticMapper
 
 MAPPER = PydanticMapper(transcoder=OrjsonTranscoder())
 
@@ -23,7 +23,7 @@ def stored(topic: str) -> StoredEvent:
     [
         "json.tool:main",  # a module nobody imported: importing it would run its code
         "os:system",
-        "actae.adapters.cli:main",  # Actae's, but not an event
+        "actae.adapters.cli.main:main",  # Actae's, but not an event
         "actae.domain.errors:CorruptionError",  # an Actae class, but not an event
     ],
 )

@@ -1,0 +1,1 @@
+"""The ``actae`` command line."""

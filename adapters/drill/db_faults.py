@@ -1,0 +1,277 @@
+"""Database faults on purpose: restart, crash or cut off the PostgreSQL server behind a URL.
+
+Actae's long-running processes (``actae worker``, ``actae project``, subscriptions) must ride
+out what production databases do to them: a restart for a minor upgrade, a crash and its
+recovery, an operator or a pooler terminating every session. The drill (``actae drill
+--db-fault``) and the chaos tests use this module to do exactly that to a real server, and to
+measure each outage from the fault to the moment the server accepts connections again.
+
+Only a server on this machine can be controlled, through Debian's cluster tools
+(``pg_lsclusters``, ``pg_ctlcluster``), as root or as the cluster's owner: the URL's port
+picks the cluster. Anything else is refused with a ``ValidationError`` before any fault, so a
+drill never starts half-equipped.
+
+``restart``
+    ``pg_ctlcluster restart -m fast``: sessions are closed, the server stops cleanly and
+    starts again.
+``crash``
+    SIGKILL to the postmaster, as the OOM killer would; once its children have gone, the
+    cluster is started again and replays its WAL.
+``terminate``
+    ``pg_terminate_backend`` for every other session of the URL's database; the server
+    itself stays up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import make_conninfo
+
+from actae.adapters.persistence.url import parse_store_url
+from actae.adapters.runtime.clock import wall_clock
+from actae.domain.errors import ValidationError
+
+FAULTS = ("restart", "crash", "terminate")
+LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", ""})
+BACK_WITHIN = 60.0
+"""Seconds a faulted server gets to accept connections again before the fault is an error."""
+PROBE_EVERY = 0.02
+
+
+class DatabaseFaultError(RuntimeError):
+    """A fault was injected but the server did not come back (or the tools failed)."""
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A Debian PostgreSQL cluster: ``version/name``, its port and data directory."""
+
+    version: str
+    name: str
+    port: int
+    pgdata: Path
+    owner_uid: int
+
+    @property
+    def label(self) -> str:
+        """``15/main``, as the cluster tools name it."""
+        return f"{self.version}/{self.name}"
+
+
+@dataclass(frozen=True)
+class Outage:
+    """One fault and how long the server did not accept connections because of it.
+
+    ``started`` and ``ended`` are on the clock the caller passed (the store's clock in the
+    drill, wall time otherwise). A restart or crash ends when the new postmaster started, as
+    the server itself reports it (``pg_postmaster_start_time()``): the clients that were
+    cut off often reconnect before a probe of ours would notice the server is back.
+    ``terminate`` never stops the server: its outage is the time the terminations took.
+    """
+
+    fault: str
+    started: datetime
+    ended: datetime
+    seconds: float
+    sessions_terminated: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready: moments as ISO text."""
+        values = asdict(self)
+        values["started"], values["ended"] = self.started.isoformat(), self.ended.isoformat()
+        return values
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise ValidationError(
+            "db_fault", f"{name} not found: controlling the server needs postgresql-common"
+        )
+    return path
+
+
+def _clusters() -> list[dict[str, Any]]:
+    listing = subprocess.run(  # noqa: S603 - a fixed tool, no shell
+        [_tool("pg_lsclusters"), "--json"], capture_output=True, text=True, check=True
+    )
+    found: list[dict[str, Any]] = json.loads(listing.stdout or "[]")
+    return found
+
+
+class DatabaseServer:
+    """The local PostgreSQL cluster that serves a store URL, and the faults it can suffer."""
+
+    def __init__(self, url: str) -> None:
+        parsed = parse_store_url(url)
+        if parsed.backend != "postgresql":
+            raise ValidationError(
+                "db_fault",
+                f"needs a PostgreSQL store (postgresql://...); {parsed.backend} has no "
+                "server to restart",
+            )
+        self.conninfo = dict(parsed.postgres_conninfo)
+        self.dsn = make_conninfo(**self.conninfo)
+        host = self.conninfo["host"]
+        if host not in LOCAL_HOSTS and not host.startswith("/"):
+            raise ValidationError(
+                "db_fault",
+                f"can only control a server on this machine (127.0.0.1, localhost or a "
+                f"socket folder), not {host}",
+            )
+        self.cluster = self._find(int(self.conninfo["port"]))
+
+    @staticmethod
+    def _find(port: int) -> Cluster:
+        matching = [c for c in _clusters() if int(c.get("port", 0)) == port and c.get("running")]
+        if not matching:
+            raise ValidationError(
+                "db_fault", f"no running PostgreSQL cluster on this machine listens on port {port}"
+            )
+        found = matching[0]
+        cluster = Cluster(
+            str(found["version"]),
+            str(found["cluster"]),
+            port,
+            Path(found["pgdata"]),
+            int(found["owneruid"]),
+        )
+        if os.geteuid() not in (0, cluster.owner_uid):
+            raise ValidationError(
+                "db_fault",
+                f"controlling cluster {cluster.label} needs root or its owner "
+                f"(uid {cluster.owner_uid})",
+            )
+        return cluster
+
+    # -- faults ---------------------------------------------------------------------------
+
+    def inject(self, fault: str, clock: Callable[[], datetime] = wall_clock) -> Outage:
+        """Do ``fault`` (one of ``FAULTS``); return once the server accepts connections."""
+        if fault not in FAULTS:
+            raise ValidationError("db_fault", f"expected one of {FAULTS}, got {fault!r}")
+        # Both ends of a restart are read on the server's clock (its start time is one), and a
+        # termination is timed on this host's monotonic clock: never one clock against another.
+        started = clock()
+        began = time.monotonic() if fault == "terminate" else self._server_time()
+        terminated = 0
+        if fault == "restart":
+            self._ctl("restart", "-m", "fast")
+        elif fault == "crash":
+            self._crash()
+        else:
+            terminated = self._terminate()
+        self.wait_until_accepting()
+        back = time.monotonic() if fault == "terminate" else self.started_at()
+        seconds = max(back - began, 0.0)
+        ended = started + timedelta(seconds=seconds)
+        return Outage(fault, started, ended, round(seconds, 3), terminated)
+
+    def _server_time(self) -> float:
+        """Now on the server's clock (epoch seconds)."""
+        with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
+            row = conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()
+        assert row is not None  # noqa: S101 - the function always answers
+        return float(row[0])
+
+    def started_at(self) -> float:
+        """When the running postmaster started (epoch seconds, the server's clock)."""
+        with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
+            row = conn.execute(
+                "SELECT extract(epoch FROM pg_postmaster_start_time())::float8"
+            ).fetchone()
+        assert row is not None  # noqa: S101 - the function always answers
+        return float(row[0])
+
+    def _ctl(self, action: str, *options: str) -> None:
+        command = [
+            _tool("pg_ctlcluster"),
+            "--skip-systemctl-redirect",
+            self.cluster.version,
+            self.cluster.name,
+            action,
+            *options,
+        ]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603
+        if done.returncode != 0:
+            detail = (done.stderr or done.stdout).strip().replace("\n", " ")
+            msg = f"pg_ctlcluster {action} {self.cluster.label} failed: {detail}"
+            raise DatabaseFaultError(msg)
+
+    def _crash(self) -> None:
+        """SIGKILL the postmaster, wait for its orphans to go, then start the cluster.
+
+        The server refuses to start while a backend of the killed one still holds its
+        shared memory; backends notice their postmaster's death and exit by themselves.
+        """
+        postmaster = int((self.cluster.pgdata / "postmaster.pid").read_text().split()[0])
+        children = _children(postmaster)
+        os.kill(postmaster, signal.SIGKILL)
+        deadline = time.monotonic() + BACK_WITHIN
+        while any(_exists(pid) for pid in [postmaster, *children]):
+            if time.monotonic() > deadline:
+                msg = f"the processes of {self.cluster.label} outlived their killed postmaster"
+                raise DatabaseFaultError(msg)
+            time.sleep(PROBE_EVERY)  # waiting for other processes to exit, with a deadline
+        self._ctl("start")
+
+    def _terminate(self) -> int:
+        """Terminate every other session of the URL's database; how many there were."""
+        with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
+            row = conn.execute(
+                "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    def accepts_connections(self) -> bool:
+        """Whether a new session can be opened and answers a query now."""
+        try:
+            with psycopg.connect(self.dsn, autocommit=True, connect_timeout=2) as conn:
+                conn.execute("SELECT 1")
+        except psycopg.Error:
+            return False
+        return True
+
+    def wait_until_accepting(self, within: float = BACK_WITHIN) -> None:
+        """Return once the server accepts connections; ``DatabaseFaultError`` after ``within``."""
+        deadline = time.monotonic() + within
+        while not self.accepts_connections():
+            if time.monotonic() > deadline:
+                msg = f"{self.cluster.label} did not accept connections within {within:g} s"
+                raise DatabaseFaultError(msg)
+            time.sleep(PROBE_EVERY)  # probing the server, with a deadline
+
+
+def _children(parent: int) -> list[int]:
+    """Processes whose parent is ``parent`` (Linux ``/proc``)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # the process ended while we looked
+        if int(fields[1]) == parent:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _exists(pid: int) -> bool:
+    """Whether ``pid`` is still taken, as PostgreSQL's lock-file check sees it.
+
+    A killed process stays a zombie until it is reaped; until then a new postmaster
+    refuses to start, taking the zombie for a live one that holds the socket's lock file.
+    """
+    return Path(f"/proc/{pid}").exists()

@@ -1,0 +1,1 @@
+"""Persistence: the codec, store URLs, table migrations, the recorders and the event log."""

@@ -1,0 +1,163 @@
+"""Versioned store schema: an ordered list of migrations and a table that records them.
+
+Version 1 is the event store itself (created by the eventsourcing recorder). Later releases
+append migrations; opening a store applies the missing ones once, under a lock, so many
+processes may open the same store at the same time. A store written by a newer Actae is
+refused rather than misread.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from actae.adapters.runtime.service import ActaeService
+from actae.domain.errors import ActaeError, ValidationError
+
+MIGRATIONS_TABLE = "actae_migrations"
+
+
+@dataclass(frozen=True)
+class TableMigration:
+    """One step of the store's table schema; ``statements`` run after the event tables exist.
+
+    It changes tables; a workflow's ``Migration`` (:mod:`actae.adapters.runtime.store_resume`)
+    upgrades a run's state instead.
+    """
+
+    version: int
+    name: str
+    statements: tuple[str, ...] = ()
+
+
+MIGRATIONS = (TableMigration(1, "event store tables (eventsourcing recorder)"),)
+LATEST = MIGRATIONS[-1].version
+
+ServiceFactory = Callable[[bool], ActaeService]
+"""Builds the service; the flag says whether it may create tables."""
+
+
+class SchemaVersionError(ActaeError):
+    """The store was migrated by a newer Actae than this one."""
+
+    code = "schema_version"
+
+
+def _refuse_newer(current: int) -> None:
+    if current > LATEST:
+        msg = (
+            f"this store is at schema version {current} but this Actae knows only up to "
+            f"{LATEST}; upgrade the actae package"
+        )
+        raise SchemaVersionError(msg)
+
+
+def open_postgres(
+    conninfo: dict[str, str], schema: str, build: ServiceFactory, *, create: bool = True
+) -> ActaeService | None:
+    """Create or upgrade the schema under an advisory lock, then build the service.
+
+    With ``create=False`` a schema that holds no store is left alone (no DDL runs) and the
+    answer is ``None``, for the caller to report with the URL it knows.
+    """
+    ident = sql.Identifier(schema)
+    table = sql.Identifier(schema, MIGRATIONS_TABLE)
+    lock_key = zlib.crc32(f"actae:{schema}".encode())
+    with psycopg.connect(**conninfo, autocommit=True) as conn:  # type: ignore[arg-type]
+        conn.execute("SELECT pg_advisory_lock(%s)", (lock_key,))
+        try:
+            if create:
+                conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident))
+                conn.execute(
+                    sql.SQL(
+                        "CREATE TABLE IF NOT EXISTS {} (version integer PRIMARY KEY, "
+                        "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+                    ).format(table)
+                )
+            current = _postgres_version(conn, table)
+            if current == 0 and not create:
+                return None
+            _refuse_newer(current)
+            service = build(current < LATEST)
+            for migration in MIGRATIONS:
+                if migration.version <= current:
+                    continue
+                with conn.transaction():
+                    for statement in migration.statements:
+                        conn.execute(sql.SQL(statement).format(schema=ident))
+                    conn.execute(
+                        sql.SQL("INSERT INTO {} (version, name) VALUES (%s, %s)").format(table),
+                        (migration.version, migration.name),
+                    )
+            return service
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (lock_key,))
+
+
+def _postgres_version(conn: psycopg.Connection[Any], table: sql.Identifier) -> int:
+    """The store's schema version; 0 when the migrations table is absent or empty."""
+    name = table.as_string(conn)
+    if conn.execute("SELECT to_regclass(%s)", (name,)).fetchone() == (None,):
+        return 0
+    row = conn.execute(sql.SQL("SELECT coalesce(max(version), 0) FROM {}").format(table))
+    return int(row.fetchone()[0])  # type: ignore[index]
+
+
+def open_sqlite(path: str, build: ServiceFactory, *, create: bool = True) -> ActaeService | None:
+    """Check the schema version, build the service (SQLite DDL is idempotent), record it.
+
+    With ``create=False`` a missing file, or one that holds no store, is left as it is and
+    the answer is ``None``.
+    """
+    if path.startswith(":memory:") or "mode=memory" in path:
+        return build(True)
+    if not create and not os.path.isfile(path):
+        return None  # checked first: connecting would create the file
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):  # SQLite would only say "unable to open database file"
+        raise ValidationError("url", f"the folder {folder} does not exist; create it first")
+    conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+    try:
+        if create:
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (version INTEGER PRIMARY KEY, "
+                "name TEXT NOT NULL, applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)"
+            )
+        current = _sqlite_version(conn)
+        if current == 0 and not create:
+            return None
+        _refuse_newer(current)
+        service = build(True)
+        conn.execute("BEGIN IMMEDIATE")
+        for migration in MIGRATIONS:
+            if migration.version <= current:
+                continue
+            for statement in migration.statements:
+                conn.execute(statement.format(schema="main"))
+            conn.execute(
+                f"INSERT OR IGNORE INTO {MIGRATIONS_TABLE} (version, name) VALUES (?, ?)",  # noqa: S608
+                (migration.version, migration.name),
+            )
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    return service
+
+
+def _sqlite_version(conn: sqlite3.Connection) -> int:
+    """The store's schema version; 0 when the migrations table is absent or empty."""
+    found = conn.execute(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
+        (MIGRATIONS_TABLE,),
+    ).fetchone()
+    if found == (0,):
+        return 0
+    row = conn.execute(f"SELECT coalesce(max(version), 0) FROM {MIGRATIONS_TABLE}")  # noqa: S608 - constant name
+    return int(row.fetchone()[0])

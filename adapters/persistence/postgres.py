@@ -1,0 +1,336 @@
+"""PostgreSQL recorder for the event store: one statement, one round trip per write.
+
+eventsourcing's stock recorder writes in a pipelined transaction of five statements (``BEGIN``,
+``LOCK TABLE … EXCLUSIVE``, ``NOTIFY``, ``INSERT``, ``COMMIT``) with three client-side syncs,
+and composes its ``SELECT`` text anew on every read; that client work, not the database,
+is most of the cost of a transition (docs/performance.md has the measurements). This
+recorder keeps the stock table, positions and ``LISTEN``/``NOTIFY`` channel, and changes how
+statements are sent:
+
+* **A write is one autocommitted statement.** A CTE takes the ordering lock, inserts every
+  event from a ``VALUES`` list of scalar parameters (no composite type or array to adapt)
+  and notifies listeners; the implicit transaction commits when the statement ends. No client
+  round trip happens while the lock is held, so its hold time is the server's insert and
+  commit alone.
+* **Commit order is kept with a transaction-scoped advisory lock** instead of the table lock.
+  Subscriptions and the projector read positions (``notification_id``) in order and must never
+  pass a gap that is filled later, so position allocation and commit must not interleave
+  between writers; the advisory lock serializes exactly that and, unlike ``LOCK TABLE``, never
+  conflicts with anything but other writers of this table. Every writer of a store must use
+  this recorder (``actae.open`` always does): a stock eventsourcing writer takes the table
+  lock instead and would not be ordered against it.
+* **A write whose reply was lost is recognised, not repeated.** After a connection error
+  the write is sent again; if the store refuses it because the rows exist and they equal
+  what this call sent byte for byte, the first attempt committed and its positions are
+  returned (docs/lost-replies.md). Nothing is added to the normal path.
+* **Reads use statement texts rendered once**, one per query shape.
+* **Each pooled connection keeps one cursor**, used through a slimmer checkout than
+  eventsourcing's ``get_connection`` (which also opens the pool and registers composite
+  types on every call, neither needed by these statements); errors are translated to
+  eventsourcing's exception classes the same way.
+* **The pool hands out the most recently returned connection** (last in, first out).
+  psycopg_pool's default is first in, first out: a single-threaded caller cycles through
+  every pooled connection, and each statement lands on a server process whose caches went
+  cold since its last turn; reusing the warm one is measurably faster. Idle connections
+  still expire.
+
+Pipeline mode is not used: it hung on multi-megabyte statements on this stack (psycopg 3.3,
+PostgreSQL 15; compare psycopg issue #685), and one statement per write needs no pipeline.
+eventsourcing's own application-recorder test cases run against this class in
+``tests/integration/test_postgres_recorder.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import weakref
+from collections import deque
+from collections.abc import Sequence
+from typing import Any, Final, LiteralString
+from uuid import UUID
+
+import psycopg
+from eventsourcing.persistence import (
+    DatabaseError,
+    DataError,
+    IntegrityError,
+    InterfaceError,
+    InternalError,
+    NotSupportedError,
+    OperationalError,
+    PersistenceError,
+    ProgrammingError,
+    StoredEvent,
+)
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from eventsourcing.utils import retry
+from psycopg.rows import tuple_row
+from psycopg.sql import SQL, Composable, Identifier, Literal
+
+from actae.adapters.persistence.lost_replies import (
+    TRANSIENT_ERRORS,
+    WRITE_ATTEMPTS,
+    WRITE_RETRY_WAIT,
+    RecognisesOwnCommits,
+)
+
+MAX_VALUES_ROWS = 64
+"""Inserts of up to this many events send scalars and keep their rendered statement."""
+VALUES_ROW: Final = "(%s::{id_type}, %s::bigint, %s::text, %s::bytea)"
+UNNEST_ROWS: Final = "unnest(%s::{id_type}[], %s::bigint[], %s::text[], %s::bytea[])"
+
+TRANSLATED_ERRORS: tuple[tuple[type[psycopg.Error], type[PersistenceError]], ...] = (
+    (psycopg.InterfaceError, InterfaceError),
+    (psycopg.OperationalError, OperationalError),
+    (psycopg.DataError, DataError),
+    (psycopg.IntegrityError, IntegrityError),
+    (psycopg.InternalError, InternalError),
+    (psycopg.ProgrammingError, ProgrammingError),
+    (psycopg.NotSupportedError, NotSupportedError),
+    (psycopg.DatabaseError, DatabaseError),
+    (psycopg.Error, PersistenceError),
+)
+"""psycopg's errors and the eventsourcing errors they become, first match wins (as in
+eventsourcing's ``PostgresDatastore.get_connection``)."""
+
+
+def stored_event(originator_id: UUID, version: int, topic: str, state: Any) -> StoredEvent:
+    """A selected row as eventsourcing's stored event (``bytea`` arrives as a memoryview)."""
+    return StoredEvent(originator_id, version, topic, bytes(state))
+
+
+def translated(error: psycopg.Error) -> PersistenceError:
+    """The eventsourcing error a psycopg error becomes."""
+    target = next(target for source, target in TRANSLATED_ERRORS if isinstance(error, source))
+    return target(str(error))
+
+
+ReadShape = tuple[bool, bool, bool, bool]
+"""(has ``gt``, has ``lte``, descending, has ``limit``): one rendered SELECT per shape."""
+
+
+class LastInFirstOut(deque[Any]):
+    """A deque for psycopg_pool's idle connections whose ``popleft`` takes the newest."""
+
+    def popleft(self) -> Any:
+        """The most recently returned connection (the pool takes idle ones from the left)."""
+        return self.pop()
+
+
+def prefer_warm_connections(datastore: PostgresDatastore) -> bool:
+    """Make the datastore's pool last-in-first-out; ``False`` if its layout is unknown."""
+    idle = getattr(datastore.pool, "_pool", None)
+    if not isinstance(idle, deque):
+        return False
+    if not isinstance(idle, LastInFirstOut):
+        datastore.pool._pool = LastInFirstOut(idle)  # see the module docstring
+    return True
+
+
+def ordering_lock_key(schema: str, table: str) -> int:
+    """A stable signed 64-bit advisory-lock key for one events table."""
+    digest = hashlib.blake2b(f"actae-positions:{schema}.{table}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
+    """Application recorder writing each batch of events in a single statement."""
+
+    def __init__(
+        self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"
+    ) -> None:
+        super().__init__(datastore, events_table_name=events_table_name)
+        self.warm_connections = prefer_warm_connections(datastore)
+        self._lock_key = ordering_lock_key(datastore.schema, self.events_table_name)
+        self._table = SQL("{schema}.{table}").format(
+            schema=Identifier(datastore.schema), table=Identifier(self.events_table_name)
+        )
+        self._writes: dict[int, str] = {}
+        self._reads: dict[ReadShape, str] = {}
+        self._together: dict[tuple[bool, ...], str] = {}
+        self._cursors: weakref.WeakKeyDictionary[Any, psycopg.Cursor[Any]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._pool_opened = False
+
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        """Insert events atomically in one statement; their positions, in order.
+
+        A connection error leaves the outcome unknown: the statement may have committed and
+        only its reply been lost. The write is then sent again; if the store refuses it
+        because the rows exist, and they are byte for byte the rows this call sent, the
+        first attempt committed and its positions are returned as if the reply had arrived
+        (:mod:`actae.adapters.persistence.lost_replies`, docs/lost-replies.md).
+        """
+        if not stored_events:
+            return None
+        params: list[Any]
+        if len(stored_events) <= MAX_VALUES_ROWS:
+            params = [
+                value
+                for e in stored_events
+                for value in (e.originator_id, e.originator_version, e.topic, e.state)
+            ]
+        else:
+            params = [
+                [e.originator_id for e in stored_events],
+                [e.originator_version for e in stored_events],
+                [e.topic for e in stored_events],
+                [e.state for e in stored_events],
+            ]
+        statement = self.insert_statement(len(stored_events))
+        try:
+            rows = self._execute(statement, params)
+        except TRANSIENT_ERRORS:
+            return self._insert_again(stored_events, statement, params)
+        return [row[0] for row in rows]
+
+    @retry(TRANSIENT_ERRORS, max_attempts=WRITE_ATTEMPTS, wait=WRITE_RETRY_WAIT)
+    def select_events(
+        self,
+        originator_id: UUID | str,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Sequence[StoredEvent]:
+        """Events of one aggregate, as eventsourcing's recorder selects them."""
+        shape = (gt is not None, lte is not None, desc, limit is not None)
+        params = [originator_id, *(p for p in (gt, lte, limit) if p is not None)]
+        return [stored_event(*row) for row in self._execute(self._read_query(shape), params)]
+
+    @retry(TRANSIENT_ERRORS, max_attempts=WRITE_ATTEMPTS, wait=WRITE_RETRY_WAIT)
+    def select_together(self, requests: Sequence[tuple[UUID, bool]]) -> list[list[StoredEvent]]:
+        """Several aggregates' events in one round trip, one list per request, in order.
+
+        Each request is ``(originator_id, last_only)``: the aggregate's last event, or all
+        of its events. A worker's step needs its run, its channel's head and its operation
+        record; asked separately, those are three round trips before the step can start.
+        """
+        shape = tuple(last_only for _, last_only in requests)
+        rows = self._execute(self._together_query(shape), [id_ for id_, _ in requests])
+        found: list[list[StoredEvent]] = [[] for _ in requests]
+        for index, *row in sorted(rows, key=lambda row: (row[0], row[2])):
+            found[index].append(stored_event(*row))
+        return found
+
+    def _together_query(self, shape: tuple[bool, ...]) -> LiteralString:
+        """One ``UNION ALL`` branch per request, tagged with the request's index."""
+        rendered = self._together.get(shape)
+        if rendered is None:
+            branches = [
+                SQL(
+                    "(SELECT {index}, originator_id, originator_version, topic, state FROM {table}"
+                    " WHERE originator_id = %s{last})"
+                ).format(
+                    index=Literal(index),
+                    table=self._table,
+                    last=SQL(" ORDER BY originator_version DESC LIMIT 1" if last else ""),
+                )
+                for index, last in enumerate(shape)
+            ]
+            rendered = self._together[shape] = SQL(" UNION ALL ").join(branches).as_string()
+        return rendered
+
+    def _execute(self, query: LiteralString, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        """Run one prepared statement on a pooled connection's own cursor; its rows.
+
+        Checks the connection out and back in directly (no context managers: this is every
+        write's path). Errors become eventsourcing's, as in its ``get_connection``; a
+        broken connection goes back to the pool, which discards it.
+        """
+        if not self._pool_opened:
+            with self.datastore.get_connection():  # opens the pool, with its settings
+                self._pool_opened = True
+        pool = self.datastore.pool
+        try:
+            conn = pool.getconn()
+        except psycopg.Error as error:
+            raise translated(error) from error
+        try:
+            cursor = self._cursors.get(conn)
+            if cursor is None or cursor.closed:
+                cursor = self._cursors[conn] = conn.cursor(row_factory=tuple_row)
+            return cursor.execute(query, params, prepare=True).fetchall()
+        except psycopg.Error as error:
+            if conn.closed:  # the server dropped it: its idle siblings are most likely dead too
+                self._discard_dead_connections()
+            raise translated(error) from error
+        finally:
+            pool.putconn(conn)
+
+    def _discard_dead_connections(self) -> None:
+        """Test the pool's idle connections and replace the dead ones.
+
+        After a restart every idle connection is dead, and the pool hands them out one by
+        one; with a large pool a statement's retries could all land on dead connections
+        although the server is back.
+        """
+        with contextlib.suppress(psycopg.Error):  # still down: the retries wait for it
+            self.datastore.pool.check()
+
+    def insert_statement(self, count: int) -> LiteralString:
+        """The insert of ``count`` events.
+
+        Up to ``MAX_VALUES_ROWS`` events it is a ``VALUES`` list of scalars (cheaper to adapt
+        than arrays, and rendered once per count); beyond, four array parameters.
+        """
+        rendered = self._writes.get(count)
+        if rendered is None:
+            id_type = Identifier(self.datastore.originator_id_type)
+            source: Composable
+            if count <= MAX_VALUES_ROWS:
+                row = SQL(VALUES_ROW).format(id_type=id_type)
+                source = SQL("(VALUES {rows})").format(rows=SQL(", ").join([row] * count))
+            else:
+                source = SQL(UNNEST_ROWS).format(id_type=id_type)
+            rendered = (
+                SQL(
+                    "WITH ordering_lock AS MATERIALIZED (SELECT pg_advisory_xact_lock({key})), "
+                    "inserted AS ("
+                    " INSERT INTO {table}"
+                    " (originator_id, originator_version, topic, state)"
+                    " SELECT e.originator_id, e.originator_version, e.topic, e.state"
+                    " FROM ordering_lock, {source}"
+                    " AS e(originator_id, originator_version, topic, state)"
+                    " RETURNING notification_id) "
+                    "SELECT notification_id, pg_notify({channel}, '') AS notified"
+                    " FROM inserted ORDER BY notification_id"
+                )
+                .format(
+                    key=Literal(self._lock_key),
+                    table=self._table,
+                    source=source,
+                    channel=Literal(self.channel_name),
+                )
+                .as_string()
+            )
+            if count <= MAX_VALUES_ROWS:
+                self._writes[count] = rendered
+        return rendered
+
+    def _read_query(self, shape: ReadShape) -> LiteralString:
+        """The SELECT for one query shape, rendered on first use."""
+        rendered = self._reads.get(shape)
+        if rendered is None:
+            has_gt, has_lte, desc, has_limit = shape
+            statement = SQL(
+                "SELECT originator_id, originator_version, topic, state FROM {table}"
+                " WHERE originator_id = %s"
+            ).format(table=self._table)
+            if has_gt:
+                statement += SQL(" AND originator_version > %s")
+            if has_lte:
+                statement += SQL(" AND originator_version <= %s")
+            if desc:
+                statement += SQL(" ORDER BY originator_version DESC")
+            else:
+                statement += SQL(" ORDER BY originator_version ASC")
+            if has_limit:
+                statement += SQL(" LIMIT %s")
+            rendered = self._reads[shape] = statement.as_string()
+        return rendered

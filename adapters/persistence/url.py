@@ -1,0 +1,218 @@
+"""Store URLs: the one place where a backend is chosen.
+
+``memory://``, ``sqlite:///relative.db`` / ``sqlite:////absolute.db`` and
+``postgresql://user:password@host:5432/db?schema=actae&pool_size=8&sslmode=verify-full``.
+The URL becomes the complete eventsourcing environment; ``os.environ`` is never consulted,
+so a stray variable cannot pick the backend.
+
+A PostgreSQL URL's query holds Actae's own options and libpq connection parameters
+(:mod:`actae.adapters.persistence.libpq`). Every one is checked here; a parameter that is accepted
+reaches every connection Actae opens, and any other is refused by name, so that nothing
+(least of all ``sslmode``) is silently dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from actae.adapters.persistence.libpq import (
+    LIBPQ_ENV,
+    PASSED_THROUGH,
+    check_parameter,
+    refusal,
+)
+from actae.domain.errors import ValidationError
+from actae.domain.validation import require_int, require_storable
+
+CODEC_ENV = {
+    "MAPPER_TOPIC": "actae.adapters.persistence.codec:PydanticMapper",
+    "TRANSCODER_TOPIC": "actae.adapters.persistence.codec:OrjsonTranscoder",
+}
+ACTAE_OPTIONS = ("schema", "pool_size", "max_overflow")
+"""Options of Actae itself; ``connect_timeout`` is libpq's and also bounds a pool wait."""
+IDENTIFIER_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_")
+MAX_POOL_SIZE = 1000
+DEFAULT_CONNECT_TIMEOUT = "10"
+"""Seconds a pool waits for a connection when the URL gives no ``connect_timeout``."""
+SECRET_OPTIONS = re.compile(r"(?<=[?&]sslpassword=)[^&#]*")
+
+
+@dataclass(frozen=True)
+class StoreUrl:
+    """A parsed store URL: backend name, eventsourcing env, and connection details.
+
+    ``postgres_conninfo`` holds every libpq parameter (host, port, dbname, user, password
+    and the accepted query parameters): pass it to ``psycopg.connect(**conninfo)``.
+    """
+
+    backend: str
+    env: dict[str, str]
+    display: str
+    sqlite_path: str | None = None
+    postgres_conninfo: dict[str, str] = field(default_factory=dict)
+    postgres_schema: str = "public"
+
+
+def parse_store_url(url: str) -> StoreUrl:
+    """Parse ``url`` or raise :class:`ValidationError` saying which forms are accepted."""
+    if not isinstance(url, str):
+        raise ValidationError("url", f"expected a string, got {type(url).__name__}")
+    scheme = url.split(":", 1)[0].lower()
+    if scheme == "memory":
+        return StoreUrl("memory", {"PERSISTENCE_MODULE": "eventsourcing.popo", **CODEC_ENV}, url)
+    require_storable("url", url)
+    if scheme == "sqlite":
+        return _sqlite(url)
+    if scheme in ("postgresql", "postgres"):
+        return _postgres(url)
+    raise ValidationError(
+        "url",
+        f"unknown scheme in {url!r}; use memory://, sqlite:///path.db or "
+        "postgresql://user@host:5432/db?schema=name",
+    )
+
+
+def _sqlite(url: str) -> StoreUrl:
+    prefix = "sqlite:///"
+    if not url.startswith(prefix) or len(url) == len(prefix):
+        raise ValidationError("url", f"expected sqlite:///path.db, got {url!r}")
+    path = unquote(url[len(prefix) :])
+    require_storable("url", path)
+    env = {
+        "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+        "SQLITE_DBNAME": path,
+        "SQLITE_LOCK_TIMEOUT": "30",
+        **CODEC_ENV,
+    }
+    return StoreUrl("sqlite", env, url, sqlite_path=path)
+
+
+DEAD_SERVER_DEFAULTS = {
+    "keepalives": "1",
+    "keepalives_idle": "10",
+    "keepalives_interval": "5",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "30000",
+}
+"""libpq parameters every connection gets unless the URL sets them.
+
+A failover that leaves no TCP reset behind (the old server's host is simply gone) would
+otherwise leave a statement, or an idle LISTEN connection, waiting for the kernel's
+timeout, about 15 minutes, before any retry can begin. With these, a dead server is noticed
+within about 30 seconds: a quiet connection is probed after 10 s, then every 5 s, three
+times, and data unacknowledged for 30 s ends the connection."""
+
+
+def _postgres(url: str) -> StoreUrl:
+    parts = urlsplit(url)
+    display = _masked(url, parts.password)
+    options = _query(parts.query)
+    for name in options:
+        if name not in ACTAE_OPTIONS and name not in PASSED_THROUGH:
+            raise refusal(name, known=sorted((*ACTAE_OPTIONS, *PASSED_THROUGH)))
+    libpq = {
+        **DEAD_SERVER_DEFAULTS,
+        **{
+            name: check_parameter(name, value)
+            for name, value in options.items()
+            if name in PASSED_THROUGH
+        },
+    }
+    dbname = unquote(parts.path.lstrip("/"))
+    if not dbname:
+        raise ValidationError("url", "a PostgreSQL URL needs a database name: postgresql://host/db")
+    schema = _schema(options.get("schema", "public"))
+    try:
+        port = 5432 if parts.port is None else parts.port
+    except ValueError:  # urllib refuses a port that is not a number in 0-65535
+        raise ValidationError("url", "the port must be a number, e.g. host:5432") from None
+    if port == 0:
+        raise ValidationError("url", "the port must be a number from 1 to 65535")
+    conninfo = {
+        "host": unquote(parts.hostname or "127.0.0.1"),
+        "port": str(port),
+        "dbname": dbname,
+        "user": unquote(parts.username or "postgres"),
+    }
+    if parts.password:
+        conninfo["password"] = unquote(parts.password)
+    for name, value in conninfo.items():
+        require_storable(f"url.{name}", value)
+    env = {
+        "PERSISTENCE_MODULE": "actae.adapters.persistence.libpq:ActaePostgresFactory",
+        "POSTGRES_DBNAME": conninfo["dbname"],
+        "POSTGRES_HOST": conninfo["host"],
+        "POSTGRES_PORT": conninfo["port"],
+        "POSTGRES_USER": conninfo["user"],
+        "POSTGRES_PASSWORD": conninfo.get("password", ""),
+        "POSTGRES_SCHEMA": schema,
+        "POSTGRES_POOL_SIZE": str(_count(options, "pool_size", 5, minimum=1)),
+        "POSTGRES_MAX_OVERFLOW": str(_count(options, "max_overflow", 10, minimum=0)),
+        "POSTGRES_CONNECT_TIMEOUT": libpq.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT),
+        "POSTGRES_ENABLE_DB_FUNCTIONS": "n",
+        "POSTGRES_LOCK_TIMEOUT": "10",
+        "APPLICATION_RECORDER_TOPIC": "actae.adapters.persistence.postgres:ActaePostgresRecorder",
+        LIBPQ_ENV: json.dumps(libpq),
+        **CODEC_ENV,
+    }
+    return StoreUrl(
+        "postgresql",
+        env,
+        display,
+        postgres_conninfo={**conninfo, **libpq},
+        postgres_schema=schema,
+    )
+
+
+def _query(query: str) -> dict[str, str]:
+    """The URL's query as a dict; a malformed, empty or repeated option is refused."""
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+    except (ValueError, UnicodeError):
+        raise ValidationError("url", "the query must be name=value pairs joined by &") from None
+    options: dict[str, str] = {}
+    for name, value in pairs:
+        if name in options:
+            raise ValidationError(f"url.{name}", "is given twice")
+        if not value:
+            raise ValidationError(f"url.{name}", "has no value")
+        require_storable(f"url.{name}", value)
+        options[name] = value
+    return options
+
+
+def _count(options: dict[str, str], name: str, default: int, *, minimum: int) -> int:
+    """A pool size option: a whole number from ``minimum`` to ``MAX_POOL_SIZE``."""
+    text = options.get(name)
+    if text is None:
+        return default
+    if not text.isdecimal():
+        raise ValidationError(f"url.{name}", f"expected a whole number, got {text!r:.40}")
+    return require_int(f"url.{name}", int(text), minimum=minimum, maximum=MAX_POOL_SIZE)
+
+
+def _masked(url: str, password: str | None) -> str:
+    """The URL to show: its password and any ``sslpassword`` as ``***``."""
+    if password:
+        url = url.replace(f":{password}@", ":***@", 1)
+    return SECRET_OPTIONS.sub("***", url)
+
+
+MAX_SCHEMA_BYTES = 63
+"""PostgreSQL silently cuts longer names: two URLs would open one store."""
+
+
+def _schema(schema: str) -> str:
+    """A schema name PostgreSQL keeps as given and that is not one of its own."""
+    if not schema or not set(schema) <= IDENTIFIER_CHARS or schema[0].isdigit():
+        raise ValidationError("url.schema", "use lower-case letters, digits and underscores")
+    if len(schema.encode()) > MAX_SCHEMA_BYTES:
+        raise ValidationError(
+            "url.schema", f"at most {MAX_SCHEMA_BYTES} bytes (PostgreSQL cuts longer names)"
+        )
+    if schema == "information_schema" or schema.startswith("pg_"):
+        raise ValidationError("url.schema", f"{schema!r} belongs to PostgreSQL; choose another")
+    return schema

@@ -1,0 +1,299 @@
+"""The projector: keeps the read models up to date, in batches, exactly once.
+
+``store.projector()`` gives one; ``catch_up()`` processes the backlog (showing progress),
+``start()`` follows live in a thread (PostgreSQL LISTEN/NOTIFY, polling on SQLite), and
+``actae project`` runs it as its own process. Each batch (many events) commits together with
+its tracking position. A lease running out is the one change no event records: after
+catching up, and in the live loop whenever a known lease expiry passes, the projector marks
+claims whose lease ran out (on the store's clock) in doubt. A transient database error (a
+restart, a dropped connection: see ``adapters/runtime/outages.py``) is waited out with backoff,
+reconnecting, and logged once per outage; any other error stops the projector at once (a
+missing table is no store at all, not an outage). An event that cannot be projected (a *poison*
+event) does not stop the projector: it is recorded with its error in
+``actae_projection_errors`` and skipped, in the same transaction, so it stays visible.
+``rebuild()`` projects from zero into fresh tables and swaps them in atomically.
+
+The projector logs to the ``actae.projector`` logger: its progress on a large backlog, and
+its outages (docs/logging.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TextIO
+
+import psycopg
+from eventsourcing.persistence import ApplicationRecorder, Mapper, Notification
+
+from actae.adapters.readside.readmodels import ReadModelDB
+from actae.adapters.readside.subscription import Waiter
+from actae.adapters.runtime.logs import Lines
+from actae.adapters.runtime.outages import Outage, is_transient, ride_out
+from actae.domain.errors import ValidationError
+from actae.projections.changes import Change, Upsert
+from actae.projections.project import project
+from actae.projections.tables import EFFECTS
+
+if TYPE_CHECKING:
+    from actae.adapters.runtime.service import ActaeService
+
+NAME = "read_models"
+REBUILD_SUFFIX = "__rebuild"
+SWEEP_EVERY = 1.0
+"""Seconds between lease sweeps while idle: another projector may have applied a claim."""
+
+log = logging.getLogger("actae.projector")
+
+
+class Projector:
+    """Projects the store's events into run_status, lineage and effects tables.
+
+    It logs to the ``actae.projector`` logger; ``out`` also gets its lines, whatever logging
+    is configured.
+    """
+
+    def __init__(
+        self,
+        service: ActaeService,
+        db: ReadModelDB,
+        waiter: Callable[[], Waiter],
+        *,
+        batch_size: int = 2000,
+        out: TextIO | None = None,
+    ) -> None:
+        self._recorder = service.recorder
+        assert isinstance(self._recorder, ApplicationRecorder)  # noqa: S101
+        self._mapper: Mapper[Any] = service.mapper
+        self._clock = service.clock
+        self._next_expiry: datetime | None = None  # of a live claim, as of the last sweep
+        self._swept_at = float("-inf")  # monotonic
+        self._ledger_moved = False  # a batch since the last sweep changed effects
+        self.db = db
+        self._new_waiter = waiter
+        self.batch_size = batch_size
+        self._lines = Lines(log, out)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.on_batch: Callable[[Sequence[Notification]], None] | None = None
+        self.outage = Outage("actae projector", self._warn)
+        db.ensure_schema()
+
+    # -- batches --------------------------------------------------------------------------
+
+    def process_batch(self, *, name: str = NAME, suffix: str = "") -> int:
+        """Project the next batch after ``name``'s position; returns how many events."""
+        with self.db.transaction():
+            position = self.db.lock_position(name)
+            notifications = self._recorder.select_notifications(
+                start=position + 1, limit=self.batch_size
+            )
+            if not notifications:
+                return 0
+            self._apply(notifications, name, suffix)
+            self.db.set_position(name, notifications[-1].id)
+        if self.on_batch is not None:
+            self.on_batch(notifications)
+        return len(notifications)
+
+    def _apply(self, notifications: Sequence[Notification], name: str, suffix: str) -> None:
+        changes: list[Change] = []
+        for notification in notifications:
+            try:
+                changes.extend(project(self._mapper.to_domain_event(notification)))
+            except Exception as error:
+                self._poison(name, notification, error)
+        self._ledger_moved |= any(isinstance(c, Upsert) and c.table is EFFECTS for c in changes)
+        try:
+            with self.db.transaction():  # a savepoint: a bad batch falls back event by event
+                self.db.apply(changes, suffix)
+        except Exception as error:
+            if is_transient(error):
+                raise
+            self._apply_one_by_one(notifications, name, suffix)
+
+    def _apply_one_by_one(
+        self, notifications: Sequence[Notification], name: str, suffix: str
+    ) -> None:
+        for notification in notifications:
+            try:
+                with self.db.transaction():
+                    self.db.apply(project(self._mapper.to_domain_event(notification)), suffix)
+            except Exception as error:
+                if is_transient(error):
+                    raise
+                self._poison(name, notification, error)
+
+    def _poison(self, name: str, notification: Notification, error: Exception) -> None:
+        self.db.record_error(
+            name,
+            notification.id,
+            notification.topic,
+            str(notification.originator_id),
+            f"{type(error).__name__}: {error}",
+        )
+
+    # -- running --------------------------------------------------------------------------
+
+    def catch_up(
+        self, *, name: str = NAME, suffix: str = "", give_up: Callable[[], bool] | None = None
+    ) -> int:
+        """Project everything stored so far; shows progress on a large backlog.
+
+        ``give_up()`` true ends it early, also while it waits out an outage (a worker that
+        is told to stop must not wait for the database first).
+        """
+        stopping = self._stop.is_set if give_up is None else self._either(give_up)
+        total = 0
+        started = time.perf_counter()
+        backlog = self._with_retries(
+            lambda: (self._recorder.max_notification_id() or 0) - self.db.position(name),
+            stopping,
+        )
+        while not stopping():
+            done = self._with_retries(
+                lambda: self.process_batch(name=name, suffix=suffix), stopping
+            )
+            if done == 0:
+                break
+            total += done
+            if backlog > 10 * self.batch_size:
+                rate = total / max(time.perf_counter() - started, 1e-9)
+                self._lines.say(f"  projected {total:,}/{backlog:,} events ({rate:,.0f} events/s)")
+        self._with_retries(lambda: self.mark_expired(name=name, suffix=suffix), stopping)
+        return total
+
+    def _either(self, give_up: Callable[[], bool]) -> Callable[[], bool]:
+        return lambda: self._stop.is_set() or give_up()
+
+    def mark_expired(self, *, name: str = NAME, suffix: str = "") -> int:
+        """Mark claims whose lease has run out by now (the store's clock) in doubt.
+
+        Takes the tracking row's lock first, as a batch does: the sweep sees every batch
+        before it and never runs beside a rebuild's swap. Returns 0 (a retryable step).
+        """
+        with self.db.transaction():
+            self.db.lock_position(name)
+            self._next_expiry = self.db.expire_claims(self._clock(), suffix)
+        self._swept_at = time.monotonic()
+        self._ledger_moved = False
+        return 0
+
+    def _sweep_due(self) -> bool:
+        """Whether the live loop should sweep: effects changed, or a lease may have run out."""
+        if self._ledger_moved or time.monotonic() - self._swept_at >= SWEEP_EVERY:
+            return True
+        return self._next_expiry is not None and self._clock() >= self._next_expiry
+
+    def run(self, poll_interval: float = 0.02) -> None:
+        """Catch up, then follow live until ``stop()``: a batch per wake-up."""
+        waiter = self._new_waiter()
+        try:
+            self.catch_up()
+            while not self._stop.is_set():
+                done = self._with_retries(self.process_batch)
+                if self._sweep_due():
+                    self._with_retries(self.mark_expired)
+                if done == 0:
+                    waiter.wait(poll_interval)
+        finally:
+            waiter.close()
+
+    def start(self) -> Projector:
+        """Run in a background thread; ``stop()`` ends it."""
+        self._stop.clear()
+        self._thread = threading.Thread(target=self.run, name="actae projector", daemon=True)
+        self._thread.start()
+        return self
+
+    def request_stop(self) -> None:
+        """Ask a running projector to stop after its current batch (signal-safe)."""
+        self._stop.set()
+
+    def stop(self) -> None:
+        """Stop a running projector and wait for its thread."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def close(self) -> None:
+        """Stop and close the read-model connection."""
+        self.stop()
+        self.db.close()
+
+    def _with_retries(
+        self, batch: Callable[[], int], stopping: Callable[[], bool] | None = None
+    ) -> int:
+        """``batch()``, waited through database outages; 0 if stopped during one."""
+        stopping = stopping or self._stop.is_set
+        try:
+            return ride_out(
+                batch,
+                self.outage,
+                give_up=stopping,
+                sleep=self._stop.wait,
+                before_retry=self._reconnect,
+            )
+        except Exception as error:
+            if stopping() and is_transient(error):
+                return 0
+            raise
+
+    def _reconnect(self) -> None:
+        try:
+            self.db.reconnect()
+        except Exception as error:  # still down: the next attempt waits again
+            if not is_transient(error):
+                raise
+
+    def _warn(self, line: str) -> None:
+        self._lines.say(line, level=logging.WARNING)
+
+    # -- rebuild and inspection -----------------------------------------------------------
+
+    def rebuild(self) -> int:
+        """Project from zero into fresh tables, then swap them in atomically."""
+        rebuild_name = f"{NAME}{REBUILD_SUFFIX}"
+        self.db.drop(REBUILD_SUFFIX)
+        with self.db.transaction():
+            self.db.forget(rebuild_name)
+        self.db.ensure_schema(REBUILD_SUFFIX)
+        total = self.catch_up(name=rebuild_name, suffix=REBUILD_SUFFIX)
+        with self.db.transaction():
+            self.db.lock_position(NAME)  # live projectors wait while we finish and swap
+            while self.process_batch(name=rebuild_name, suffix=REBUILD_SUFFIX):
+                pass
+            position = self.db.lock_position(rebuild_name)
+            self.db.swap_in(REBUILD_SUFFIX)
+            self.db.set_position(NAME, position)
+            self.db.forget(rebuild_name)
+            self._next_expiry = self.db.expire_claims(self._clock())
+        return total
+
+    def position(self) -> int:
+        """The global position the read models reflect."""
+        return self.db.position(NAME)
+
+    def errors(self) -> list[dict[str, Any]]:
+        """Poison events: position, topic, originator and the error."""
+        return self.db.query("SELECT * FROM actae_projection_errors ORDER BY position")
+
+    def query(self, statement: str, params: Any = None) -> list[dict[str, Any]]:
+        """Run a read-only SQL query against the read models.
+
+        The query runs where it cannot write: a statement that would change or drop
+        anything is refused with ``ValidationError`` and changes nothing.
+        """
+        try:
+            return self.db.read_only_query(statement, params)
+        except (psycopg.errors.ReadOnlySqlTransaction, sqlite3.OperationalError) as error:
+            if isinstance(error, sqlite3.OperationalError) and "readonly" not in str(error):
+                raise
+            raise ValidationError(
+                "statement", "projector.query only reads; use SELECT (or WITH ... SELECT)"
+            ) from error

@@ -1,0 +1,420 @@
+"""Read-model tables in PostgreSQL or SQLite: DDL, coalesced upserts, tracking, swap.
+
+Every batch of projected events is applied in one transaction together with the tracking
+position (exactly once: a position is either fully applied with its changes or not at all),
+while holding the tracking row's lock, so two projectors never apply the same events twice.
+The memory backend keeps its read models in an in-memory SQLite database.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from actae.adapters.readside.schema import ERRORS, TRACKING, SchemaMethods
+from actae.adapters.runtime.clock import wall_clock
+from actae.adapters.runtime.worker_tables import WorkerTables
+from actae.domain.effects import STEP_ATTEMPTS, EffectStatus
+from actae.domain.values import RUN_HELD_BACK, RunStatus
+from actae.projections.changes import Change, Upsert
+from actae.projections.tables import TABLES, Table
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """What differs between PostgreSQL and SQLite for the read models."""
+
+    name: str
+    param: str
+    types: dict[str, str]
+    lock_suffix: str
+
+    def adapt(self, value: Any) -> Any:
+        """A Python value in the form the driver stores."""
+        if self.name == "postgresql":
+            return Jsonb(value) if isinstance(value, dict) else value
+        if isinstance(value, UUID):
+            return str(value)
+        if isinstance(value, datetime):
+            return value.astimezone(UTC).isoformat(timespec="microseconds")
+        if isinstance(value, bool):
+            return int(value)
+        if isinstance(value, dict):
+            return json.dumps(value, sort_keys=True)
+        return value
+
+
+POSTGRES = Dialect(
+    "postgresql",
+    "%s",
+    {
+        "uuid": "uuid",
+        "text": "text",
+        "int": "bigint",
+        "bool": "boolean",
+        "timestamp": "timestamptz",
+        "json": "jsonb",
+    },
+    " FOR UPDATE",
+)
+SQLITE = Dialect(
+    "sqlite",
+    "?",
+    {
+        "uuid": "TEXT",
+        "text": "TEXT",
+        "int": "INTEGER",
+        "bool": "INTEGER",
+        "timestamp": "TEXT",
+        "json": "TEXT",
+    },
+    "",
+)
+
+
+CLAIMED = f"status = '{EffectStatus.CLAIMED}'"
+"""An effect row held by a worker: the domain's time-independent status of a claim."""
+
+LEASE_RAN_OUT = "expires_at <= %s"
+"""The domain's ``lease_ran_out(expires_at, now)`` in SQL, with the moment as its parameter.
+
+The one time-dependent part of an effect's status (``effect_status_at``): the projection
+stores the domain's time-independent status, so a claimed row whose lease ran out is in
+doubt. No event records that moment, so the read models ask this on the store's clock
+(:meth:`ReadModelDB.expire_claims`) and keep the answer in ``in_doubt``. A claim always has
+an expiry (``Operation.Claimed``), so the domain's "no expiry: ran out" never arises here.
+"""
+
+
+def _status_is(status: EffectStatus) -> str:
+    return f"e.status = '{status}'"
+
+
+def _held_back_sql(mine: str) -> str:
+    """The domain's ``held_back_status`` as CASE branches: what a running run becomes."""
+    return "".join(
+        f"\n        WHEN EXISTS (SELECT 1 {mine} AND {_status_is(effect)}) THEN '{run}'"
+        for effect, run in RUN_HELD_BACK
+    )
+
+
+def _refresh_sql(effects: str, runs: str, where: str) -> str:
+    """Recompute a run's derived columns from its effects (portable SQL).
+
+    ``status`` is the run's lifecycle, or for a running run what its effects make it (the
+    domain's rule, :func:`actae.domain.values.held_back_status`, rendered as SQL).
+    """
+    mine = f"FROM {effects} e WHERE e.run_id = {runs}.run_id"
+    review = _status_is(EffectStatus.NEEDS_REVIEW)
+    retry = _status_is(EffectStatus.RETRY_SCHEDULED)
+    in_doubt = (  # a step's attempts are made again, never reconciled
+        f"{mine} AND e.{CLAIMED} AND e.in_doubt "
+        f"AND replace(e.effect_key, '{STEP_ATTEMPTS}', '') = e.effect_key"
+    )
+    running = RunStatus.RUNNING
+    return f"""
+UPDATE {runs} SET
+    attempts = (SELECT coalesce(sum(e.attempts), 0) {mine}),
+    next_retry_at = (SELECT min(e.retry_at) {mine} AND {retry}),
+    status = CASE
+        WHEN lifecycle <> '{running}' THEN lifecycle{_held_back_sql(mine)}
+        ELSE '{running}' END,
+    next_action = CASE
+        WHEN lifecycle = 'waiting' AND escalated THEN 'escalated: ' || waiting_name
+        WHEN lifecycle = 'waiting' THEN 'wait for ' || waiting_reason || ' ' || waiting_name
+        WHEN lifecycle = 'paused' THEN 'unpause'
+        WHEN lifecycle = 'failed'
+            THEN 'fix and retry: ' || coalesce(error, 'see the run''s Run.Failed event')
+        WHEN lifecycle <> '{running}' THEN 'none'
+        WHEN EXISTS (SELECT 1 {mine} AND {review})
+            THEN 'review effect ' || (SELECT min(e.effect_key) {mine} AND {review})
+        WHEN EXISTS (SELECT 1 {in_doubt})
+            THEN 'reconcile effect ' || (SELECT min(e.effect_key) {in_doubt})
+        WHEN EXISTS (SELECT 1 {mine} AND {retry})
+            THEN 'retry effect ' || (SELECT min(e.effect_key) {mine} AND {retry})
+        WHEN unserved THEN 'register workflow ''' || agent_id || ''''
+        ELSE 'continue' END
+WHERE {where}"""
+
+
+def _expire_sql(effects: str) -> str:
+    """Make ``in_doubt`` say whether each claim may have happened, as of a moment (portable).
+
+    A claim is in doubt when it was granted over an unanswered one or its lease has run
+    out (``LEASE_RAN_OUT``); a late heartbeat makes it live again. Only rows whose flag
+    changes are written, and their run ids returned for a refresh.
+    """
+    doubt = f"(claimed_in_doubt OR {LEASE_RAN_OUT})"
+    return (
+        f"UPDATE {effects} SET in_doubt = {doubt} "
+        f"WHERE {CLAIMED} AND in_doubt <> {doubt} RETURNING run_id"
+    )
+
+
+class ReadModelDB(SchemaMethods, WorkerTables):
+    """One connection to the database holding the read models."""
+
+    def __init__(self, dialect: Dialect, connect: Callable[[], Any]) -> None:
+        self.dialect = dialect
+        self._connect = connect
+        self.conn: Any = connect()
+        self.lock = threading.RLock()  # one connection, possibly shared by threads
+        self._depth = 0
+
+    def reconnect(self) -> None:
+        """Drop the connection and open a new one (after a transient failure on PostgreSQL).
+
+        Under the lock, so that no other thread's statement loses its connection midway. A
+        SQLite connection is kept: its transient error is a lock, not a lost connection, and
+        a new ``:memory:`` connection would be a new, empty database.
+        """
+        if self.dialect.name != "postgresql":
+            return
+        with self.lock:
+            try:
+                self.conn.close()
+            finally:
+                self.conn = self._connect()
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.conn.close()
+
+    def _heal(self) -> None:
+        """Replace a connection the server dropped (a restart, a terminated backend).
+
+        Called before each unit of work, so a long-running process's first statement after
+        an outage goes to a new connection instead of failing on the dead one. A failure to
+        connect is the caller's transient error to wait out.
+        """
+        if self.dialect.name == "postgresql" and self.conn.closed:
+            self.conn = self._connect()
+
+    # -- statements -----------------------------------------------------------------------
+
+    def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
+        """Run one statement with this dialect's parameter style."""
+        return self.conn.execute(statement.replace("%s", self.dialect.param), params)
+
+    def executemany(self, statement: str, rows: list[Sequence[Any]]) -> None:
+        """Run one statement for many rows."""
+        statement = statement.replace("%s", self.dialect.param)
+        if self.dialect.name == "postgresql":
+            with self.conn.cursor() as cursor:
+                cursor.executemany(statement, rows)
+        else:
+            self.conn.executemany(statement, rows)
+
+    def query(self, statement: str, params: Any = None) -> list[dict[str, Any]]:
+        """Rows of a read-only query as dicts (analyst access)."""
+        with self.lock:
+            self._heal()
+            cursor = self.conn.execute(statement, params or ())
+            names = [d[0] for d in cursor.description]
+            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+    def read_only_query(self, statement: str, params: Any = None) -> list[dict[str, Any]]:
+        """Rows of an analyst's query, run where it cannot write.
+
+        A read-only transaction on PostgreSQL, ``PRAGMA query_only`` on SQLite: a statement
+        that would change anything fails instead of quietly committing.
+        """
+        with self.lock:
+            self._heal()
+            if self.dialect.name == "postgresql":
+                with self.conn.transaction():
+                    self.conn.execute("SET TRANSACTION READ ONLY")
+                    return self.query(statement, params)
+            self.conn.execute("PRAGMA query_only = ON")
+            try:
+                return self.query(statement, params)
+            finally:
+                self.conn.execute("PRAGMA query_only = OFF")
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """A transaction, or a savepoint inside one (SQLite takes the write lock at once)."""
+        with self.lock:
+            if self.dialect.name == "postgresql":
+                self._heal()
+                with self.conn.transaction():
+                    yield
+                return
+            self._depth += 1
+            name = f"sp{self._depth}"
+            begin, commit, rollback = (
+                ("BEGIN IMMEDIATE", "COMMIT", "ROLLBACK")
+                if self._depth == 1
+                else (f"SAVEPOINT {name}", f"RELEASE {name}", f"ROLLBACK TO {name}; RELEASE {name}")
+            )
+            try:
+                self.conn.execute(begin)
+                try:
+                    yield
+                except BaseException:
+                    for statement in rollback.split("; "):
+                        self.conn.execute(statement)
+                    raise
+                self.conn.execute(commit)
+            finally:
+                self._depth -= 1
+
+    # -- tracking -------------------------------------------------------------------------
+
+    def lock_position(self, name: str) -> int:
+        """The tracked position of ``name``, locked until the transaction ends."""
+        select = f"SELECT position FROM {TRACKING} WHERE name = %s{self.dialect.lock_suffix}"
+        row = self.execute(select, (name,)).fetchone()
+        if row is None:  # first use of this name: create the row, then lock it
+            self.execute(
+                f"INSERT INTO {TRACKING} (name, position) VALUES (%s, 0) "
+                "ON CONFLICT (name) DO NOTHING",
+                (name,),
+            )
+            row = self.execute(select, (name,)).fetchone()
+        return int(row[0])
+
+    def set_position(self, name: str, position: int) -> None:
+        """Move ``name``'s tracked position (inside the batch's transaction)."""
+        self.execute(f"UPDATE {TRACKING} SET position = %s WHERE name = %s", (position, name))
+
+    def forget(self, name: str) -> None:
+        """Remove a tracking row (inside a transaction)."""
+        self.execute(f"DELETE FROM {TRACKING} WHERE name = %s", (name,))
+
+    def position(self, name: str) -> int:
+        """The tracked position, without locking."""
+        rows = self.query(
+            f"SELECT position FROM {TRACKING} WHERE name = {self.dialect.param}", (name,)
+        )
+        return int(rows[0]["position"]) if rows else 0
+
+    def record_error(
+        self, name: str, position: int, topic: str, originator: str, error: str
+    ) -> None:
+        """Keep a poison event's error visible (inside the batch's transaction)."""
+        self.execute(
+            f"INSERT INTO {ERRORS} (name, position, topic, originator_id, error, "
+            "recorded_at) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+            (
+                name,
+                position,
+                topic,
+                originator,
+                error[:4000],
+                self.dialect.adapt(wall_clock()),
+            ),
+        )
+
+    # -- changes --------------------------------------------------------------------------
+
+    def apply(self, changes: list[Change], suffix: str = "") -> None:
+        """Coalesce a batch's changes per row, then write them with one statement per shape."""
+        rows: dict[tuple[str, Any], tuple[Table, dict[str, Any]]] = {}
+        effects: set[Any] = set()
+        runs: set[Any] = set()
+        for change in changes:
+            if isinstance(change, Upsert):
+                slot = (change.table.name, change.key)
+                merged = rows.get(slot, (change.table, {}))[1]
+                rows[slot] = (change.table, {**merged, **change.values})
+            elif change.effect_id is not None:
+                effects.add(change.effect_id)
+            elif change.run_id is not None:
+                runs.add(change.run_id)
+        shapes: dict[tuple[str, tuple[str, ...]], list[Sequence[Any]]] = {}
+        tables = {t.name: t for t in TABLES}
+        for (name, key), (_, values) in rows.items():
+            columns = tuple(values)
+            shapes.setdefault((name, columns), []).append(
+                [self.dialect.adapt(key), *(self.dialect.adapt(values[c]) for c in columns)]
+            )
+        for (name, columns), batch in shapes.items():
+            self.executemany(self._upsert(tables[name], columns, suffix), batch)
+        names = (f"effects{suffix}", f"run_status{suffix}")
+        if effects:
+            where = f"run_id = (SELECT run_id FROM effects{suffix} WHERE effect_id = %s)"
+            statement = _refresh_sql(*names, where)
+            self.executemany(statement, [[self.dialect.adapt(e)] for e in effects])
+        self.refresh_runs(list(runs), suffix)
+
+    def expire_claims(self, now: datetime, suffix: str = "") -> datetime | None:
+        """Mark claims whose lease ran out by ``now`` in doubt and refresh their runs.
+
+        No event records a lease running out, so the projector (and with it every worker
+        pass) calls this on the store's clock, inside a transaction; a rebuild does too, so
+        its tables equal the incremental ones at the same moment. Returns when the next
+        live claim's lease runs out (None: no live claim), when calling again is worthwhile.
+        """
+        effects = f"effects{suffix}"
+        at = self.dialect.adapt(now)
+        changed = {row[0] for row in self.execute(_expire_sql(effects), (at, at)).fetchall()}
+        self.refresh_runs(list(changed), suffix)
+        (row,) = self.execute(
+            f"SELECT min(expires_at) FROM {effects} WHERE {CLAIMED} AND NOT ({LEASE_RAN_OUT})",
+            (at,),
+        ).fetchall()
+        return _moment(row[0])
+
+    def refresh_runs(self, run_ids: Sequence[Any], suffix: str = "") -> None:
+        """Recompute the derived columns (status, next action, ...) of these runs."""
+        if run_ids:
+            statement = _refresh_sql(f"effects{suffix}", f"run_status{suffix}", "run_id = %s")
+            self.executemany(statement, [[self.dialect.adapt(run)] for run in run_ids])
+
+    def _upsert(self, table: Table, columns: tuple[str, ...], suffix: str) -> str:
+        names = ", ".join((table.key, *columns))
+        marks = ", ".join(["%s"] * (len(columns) + 1))
+        update = ", ".join(f"{c} = excluded.{c}" for c in columns)
+        action = f"DO UPDATE SET {update}" if columns else "DO NOTHING"
+        return (
+            f"INSERT INTO {table.name}{suffix} ({names}) VALUES ({marks}) "
+            f"ON CONFLICT ({table.key}) {action}"
+        )
+
+    def snapshot(self, suffix: str = "") -> dict[str, list[dict[str, Any]]]:
+        """Every row of every read model, ordered by key (for comparisons)."""
+        return {
+            t.name: self.query(f"SELECT * FROM {t.name}{suffix} ORDER BY {t.key}") for t in TABLES
+        }
+
+
+def _moment(value: Any) -> datetime | None:
+    """A timestamp column's value as an aware datetime (SQLite stores ISO text)."""
+    if value is None or isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(value)
+
+
+def postgres_db(conninfo: dict[str, str], schema: str) -> ReadModelDB:
+    """Read models in the store's PostgreSQL schema."""
+
+    def connect() -> psycopg.Connection[Any]:
+        conn = psycopg.connect(**conninfo, autocommit=True)  # type: ignore[arg-type]
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        return conn
+
+    return ReadModelDB(POSTGRES, connect)
+
+
+def sqlite_db(path: str) -> ReadModelDB:
+    """Read models in the store's SQLite file (or in memory for ``memory://``)."""
+
+    def connect() -> sqlite3.Connection:
+        conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+        if path != ":memory:":
+            conn.execute("PRAGMA journal_mode=WAL")
+        return conn
+
+    return ReadModelDB(SQLITE, connect)

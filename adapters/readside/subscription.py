@@ -1,0 +1,194 @@
+"""Replay-to-live subscriptions: catch up from a position, then follow new events.
+
+A subscription is pulled by its reader: it fetches the next batch after the last delivered
+position, and only when there is nothing new does it wait for a wake-up (PostgreSQL
+LISTEN/NOTIFY; an in-process signal plus polling on SQLite and in memory). It never holds a
+lock between reads, so a slow subscriber cannot slow writers down, and because it always
+asks the store for "everything after my position", the hand-over from history to live
+delivery has no gap and no duplicate.
+
+Per-channel subscriptions use cursors (gapless by the primary key). The global subscription
+uses the event store's notification ids, which the recorder issues in commit order.
+
+A database outage does not end a subscription: it knows its position, so it waits the outage
+out (logged once on the ``actae`` logger), reconnects its listener and asks again for
+everything after that position; nothing is skipped or delivered twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from types import TracebackType
+from typing import Any, Protocol, Self
+
+import psycopg
+
+from actae.adapters.runtime.outages import Outage, is_transient, ride_out
+from actae.domain.values import ChannelEvent
+
+log = logging.getLogger("actae.subscription")
+
+Fetch = Callable[[int], list[ChannelEvent]]
+
+
+class Waiter(Protocol):
+    """Blocks until new events may exist, or the timeout passes."""
+
+    def wait(self, timeout: float) -> None:
+        """Return early when woken."""
+
+    def wake(self) -> None:
+        """Wake a blocked ``wait`` (used by ``stop()``)."""
+
+    def close(self) -> None:
+        """Release resources."""
+
+
+class ConditionWaiter:
+    """Waits on the store's in-process write signal; polling covers other processes."""
+
+    def __init__(self, written: threading.Condition) -> None:
+        self._written = written
+
+    def wait(self, timeout: float) -> None:
+        """Sleep until this process writes, or ``timeout`` seconds pass."""
+        with self._written:
+            self._written.wait(timeout)
+
+    def wake(self) -> None:
+        """Wake the waiting reader."""
+        with self._written:
+            self._written.notify_all()
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class ListenWaiter:
+    """Waits for PostgreSQL NOTIFY on the event table's channel (sent by every write).
+
+    A dropped listening connection is opened again on the next wait; until then a wait is a
+    plain poll (notifications sent meanwhile are lost, but the reader re-reads the store
+    after every wait, so only latency is).
+    """
+
+    def __init__(self, conninfo: dict[str, str], channel: str) -> None:
+        self._conninfo = conninfo
+        self._listen = psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel))
+        self._stopped = threading.Event()
+        self._conn: psycopg.Connection[Any] | None = None
+        try:
+            self._conn = self._connect()
+        except psycopg.Error as error:  # down now: the first wait connects
+            if not is_transient(error):
+                raise
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        conn = psycopg.connect(**self._conninfo, autocommit=True)  # type: ignore[arg-type]
+        conn.execute(self._listen)
+        return conn
+
+    def wait(self, timeout: float) -> None:
+        """Block until a notification arrives, or ``timeout`` seconds pass."""
+        if self._stopped.is_set():
+            return
+        try:
+            if self._conn is None or self._conn.closed:
+                self._conn = self._connect()
+            for _ in self._conn.notifies(timeout=min(timeout, 0.25), stop_after=1):
+                break
+        except psycopg.Error as error:
+            if self._stopped.is_set():  # closed under us by close(): just return
+                return
+            if not is_transient(error):
+                raise
+            self._stopped.wait(min(timeout, 0.25))  # down: poll until it is back
+
+    def wake(self) -> None:
+        """Make the next wait return at once (a blocked one returns within 0.25 s)."""
+        self._stopped.set()
+
+    def close(self) -> None:
+        """Close the listening connection."""
+        if self._conn is not None:
+            self._conn.close()
+
+
+class Subscription:
+    """An iterator of channel events: stored history first, then live, until ``stop()``.
+
+    ``position`` is the last delivered position (a cursor for a channel subscription, a
+    global position otherwise); a new subscription from it continues exactly there.
+    """
+
+    def __init__(
+        self,
+        fetch: Fetch,
+        waiter: Waiter,
+        *,
+        after: int,
+        position_of: Callable[[ChannelEvent], int],
+        poll_interval: float,
+    ) -> None:
+        self._fetch = fetch
+        self._waiter = waiter
+        self._position_of = position_of
+        self._poll = poll_interval
+        self._buffer: deque[ChannelEvent] = deque()
+        self._stopped = threading.Event()
+        self.position = after
+        self.outage = Outage("actae subscription", log.warning)
+
+    def __iter__(self) -> Iterator[ChannelEvent]:
+        return self
+
+    def __next__(self) -> ChannelEvent:
+        while not self._stopped.is_set():
+            if self._buffer:
+                event = self._buffer.popleft()
+                self.position = self._position_of(event)
+                return event
+            batch = self._next_batch()
+            if batch:
+                self._buffer.extend(batch)
+            else:
+                self._waiter.wait(self._poll)
+        raise StopIteration
+
+    def _next_batch(self) -> list[ChannelEvent]:
+        """The events after ``position``, waited through database outages ([] if stopped)."""
+        try:
+            return ride_out(
+                lambda: self._fetch(self.position),
+                self.outage,
+                give_up=self._stopped.is_set,
+                sleep=self._stopped.wait,
+            )
+        except Exception as error:
+            if self._stopped.is_set() and is_transient(error):
+                return []
+            raise
+
+    def stop(self) -> None:
+        """End the iteration (from any thread); a blocked ``next()`` returns promptly."""
+        self._stopped.set()
+        self._waiter.wake()
+
+    def close(self) -> None:
+        """Stop and release the subscription's connection."""
+        self.stop()
+        self._waiter.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

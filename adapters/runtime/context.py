@@ -1,0 +1,386 @@
+"""Durable steps for agent code: ``store.resume(run_id, worker=...)`` gives a RunContext.
+
+Agent code calls ``step``, ``effect``, ``record`` and ``transition`` in a fixed order. Each
+call has a deterministic operation id (run + kind + name + occurrence), so when a worker dies
+and the code runs again from the top, every call that already happened returns its recorded
+result instead of running again: a sampled model answer is not re-sampled, and a completed
+payment is not re-sent. Only the first call that has no record does real work.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from actae.adapters.runtime.context_effects import EffectSteps
+from actae.adapters.runtime.context_replay import Inherited
+from actae.adapters.runtime.context_retries import StepRetries
+from actae.adapters.runtime.outages import Outage, ride_out
+from actae.domain.effects import Claim, RetryPolicy, workflow_result
+from actae.domain.errors import (
+    RunStoppedError,
+    RunSuspended,
+    ValidationError,
+)
+from actae.domain.reader import StoreReader, operation_record_of
+from actae.domain.validation import require_text
+from actae.domain.values import OperationRecord, Receipt, RunInfo, RunStatus
+from actae.domain.waits import Decision
+
+NOTE_KINDS = ("run.", "effect.")
+STOPPED = frozenset({RunStatus.PAUSED, RunStatus.CANCELLED, RunStatus.COMPLETED, RunStatus.FAILED})
+
+PATIENCE = 60.0
+"""Seconds a context outside a worker (no run lease) waits out an outage to record a result."""
+log = logging.getLogger("actae.context")
+
+if TYPE_CHECKING:
+    from actae.adapters.runtime.run_lease import RunLease
+    from actae.adapters.runtime.store import Store
+
+T = TypeVar("T")
+
+
+class RunContext(StepRetries, EffectSteps, Inherited):
+    """One worker's handle on one run: durable steps, guarded effects, tracked head.
+
+    A worker sets ``lease`` (its lease on the run) and ``outage`` (its outage log): the
+    context then stops at a step boundary once the lease may be someone else's, and waits
+    out a database outage to record a result for as long as the lease holds.
+    """
+
+    lease: RunLease | None = None
+
+    def __init__(self, store: Store, run: RunInfo, worker: str, reader: StoreReader) -> None:
+        self.store = store
+        self.run = run
+        self.worker = worker
+        self._reader = reader
+        self._occurrences: Counter[tuple[str, str]] = Counter()
+        self._head = store.head(run.channel_id)
+        self.outage = Outage(f"run {run.run_id}", log.warning)
+
+    @property
+    def run_id(self) -> Any:
+        """The run this context drives."""
+        return self.run.run_id
+
+    @property
+    def head(self) -> Receipt:
+        """The last channel event this context knows of."""
+        return self._head
+
+    def _key(self, kind: str, name: str) -> str:
+        self._occurrences[(kind, _named(kind, name))] += 1
+        return f"{self.run.run_id}:{kind}:{name}:{self._occurrences[(kind, name)]}"
+
+    def _next_key(self, kind: str, name: str) -> str:
+        """The key the next ``_key(kind, name)`` returns (nothing is counted yet)."""
+        count = self._occurrences[(kind, _named(kind, name))] + 1
+        return f"{self.run.run_id}:{kind}:{name}:{count}"
+
+    def _refresh(self) -> None:
+        """Adopt the channel head after ledger notes this context wrote itself."""
+        self._head = self.store.head(self.run.channel_id)
+
+    def _adopt(self, receipt: Receipt) -> None:
+        """Move the head to a write of this context's, also one recognised as a replay.
+
+        After a lost reply the retried write replays the committed one; its cursor is still
+        this context's newest, and the next write must expect it.
+        """
+        if receipt.cursor > self._head.cursor:
+            self._head = receipt
+
+    def _durably(self, write: Callable[[], T]) -> T:
+        """``write()``, waited through a database outage while this worker holds the run.
+
+        What precedes it already ran (a step, a tool call): unrecorded, it would run again.
+        A transient failure is retried until the lease may be someone else's (their write
+        would be refused anyway) or, outside a worker, for ``PATIENCE`` seconds.
+        """
+        lease = self.lease
+        if lease is None:
+            return ride_out(write, self.outage, within=PATIENCE)
+        return ride_out(write, self.outage, give_up=lambda: lease.lost)
+
+    # -- steps ----------------------------------------------------------------------------
+
+    def checkpoint(self) -> RunInfo:
+        """A step boundary: stop here unless the run may go on.
+
+        Raises ``RunStoppedError`` if the run was paused, cancelled or ended, or is past its
+        deadline (which fails it); ``RunSuspended`` if it waits.
+        """
+        return self._checkpoint(None)[0]
+
+    def _checkpoint(self, key: str | None) -> tuple[RunInfo, OperationRecord | None]:
+        """``checkpoint()``, reading the operation recorded under ``key`` in the same trip."""
+        if self.lease is not None:
+            self.lease.ensure_held()
+        info, found = self._reader.run_and_operation(self.run.run_id, self.run.channel_id, key)
+        self._go_on(info)
+        return info, operation_record_of(found)
+
+    def _go_on(self, info: RunInfo) -> None:
+        """Raise unless the run described by ``info`` may go on; adopt others' notes."""
+        if info.status is RunStatus.WAITING:
+            wait = info.waiting
+            raise RunSuspended(
+                info.run_id,
+                reason=wait.reason if wait else "unknown",
+                name=wait.name if wait else "",
+                until=wait.until if wait else None,
+            )
+        if info.status in STOPPED:
+            raise RunStoppedError(info.run_id, status=info.status.value)
+        if info.deadline is not None and self.store.now() >= info.deadline:
+            self.store.fail_run(
+                info.run_id, f"deadline {info.deadline.isoformat()} passed", actor=self.worker
+            )
+            raise RunStoppedError(info.run_id, status=RunStatus.FAILED.value)
+        over = {
+            k: (info.usage.get(k, 0.0), v)
+            for k, v in info.budget.items()
+            if info.usage.get(k, 0.0) > v
+        }
+        if over:
+            spent = ", ".join(f"{k} {used:g} > {limit:g}" for k, (used, limit) in over.items())
+            self.store.fail_run(info.run_id, f"budget exceeded: {spent}", actor=self.worker)
+            raise RunStoppedError(info.run_id, status=RunStatus.FAILED.value)
+        if info.cursor != self._head.cursor:
+            self._adopt_notes()
+
+    def _adopt_notes(self) -> None:
+        """Move past lifecycle and ledger notes that others wrote on the channel.
+
+        Anything else written after our head means another worker drives this run: we keep
+        our stale head, and our next write is refused by ``expected_cursor``.
+        """
+        newer = self.store.events(self.run.channel_id, after=self._head.cursor)
+        if all(event.kind.startswith(NOTE_KINDS) for event in newer):
+            self._refresh()
+
+    def step(
+        self,
+        name: str,
+        fn: Callable[[], T],
+        *,
+        usage: Callable[[T], Mapping[str, float]] | Mapping[str, float] | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> T:
+        """Run ``fn`` once and record its (JSON) result; afterwards return the record.
+
+        ``usage`` (a mapping, or a function of the result) records what the step consumed,
+        e.g. ``{"tokens": 812, "cost": 0.02}``; the run's budget is checked against the totals.
+        With ``retry``, a failing ``fn`` is tried again by the policy (``retry_after`` on the
+        exception wins when longer), raising ``RetryNotDueError`` until the next attempt is
+        due; an exhausted policy fails the run. A result that cannot be recorded (not plain
+        JSON, too large) fails the run with ``ValidationError`` naming the step: ``fn`` is
+        not called again on its own.
+        """
+        _, recorded = self._checkpoint(self._next_key("step", name))
+        key = self._key("step", name)
+        if recorded is not None:
+            return cast(T, self._value_at(recorded.result["cursor"]))
+        inherited = self._inherited_call(key)
+        if inherited is not None:
+            return cast(T, inherited.payload["value"])
+        if self.run.retries:
+            self._close_earlier_rounds(key)
+        value, claim = (
+            (fn(), None) if retry is None else self._call_with_retries(key, name, fn, retry)
+        )
+        self._record_step(key, name, value, claim, usage(value) if callable(usage) else usage)
+        return value
+
+    def _record_step(
+        self,
+        key: str,
+        name: str,
+        value: Any,
+        claim: Claim | None,
+        usage: Mapping[str, float] | None,
+    ) -> None:
+        """Record a step's result; one that cannot be recorded fails the run, naming the step."""
+        try:
+            if claim is not None:  # the ledger holds it first: a crash now still replays it
+                self._durably(
+                    lambda: self.store.complete(
+                        self._attempts_key(key),
+                        token=claim.token,
+                        worker=self.worker,
+                        result=workflow_result(value),
+                    )
+                )
+                self._refresh()
+            receipt = self._durably(
+                lambda: self.store.record(
+                    self.run.channel_id,
+                    kind="step.result",
+                    payload={"name": name, "value": value},
+                    expected_cursor=self._head.cursor,
+                    operation_id=key,
+                    usage=usage,
+                )
+            )
+        except ValidationError as error:
+            reason = f"its result cannot be recorded: {error.reason}"
+            self.store.fail_run(self.run.run_id, f"step {name!r}: {reason}", actor=self.worker)
+            raise ValidationError(f"step {name!r}", reason) from error
+        self._adopt(receipt)
+
+    def record(self, kind: str, payload: dict[str, Any]) -> Receipt:
+        """Record an event on the run's channel (once, also across re-runs)."""
+        _, recorded = self._checkpoint(self._next_key("record", kind))
+        key = self._key("record", kind)
+        if recorded is not None:
+            return self._receipt_of(recorded)
+        inherited = self._inherited_call(key)
+        if inherited is not None:
+            return self._inherited_receipt(inherited)
+        receipt = self.store.record(
+            self.run.channel_id,
+            kind=kind,
+            payload=payload,
+            expected_cursor=self._head.cursor,
+            operation_id=key,
+        )
+        self._adopt(receipt)
+        return receipt
+
+    def _receipt_of(self, recorded: OperationRecord) -> Receipt:
+        """The receipt of a write this context's code made in an earlier run."""
+        return Receipt(
+            channel_id=self.run.channel_id,
+            cursor=recorded.result["cursor"],
+            state_version=recorded.result["state_version"],
+            operation_id=recorded.operation_id,
+            replayed=True,
+        )
+
+    def transition(
+        self,
+        *,
+        state: dict[str, Any],
+        kind: str = "transition",
+        payload: dict[str, Any] | None = None,
+    ) -> Receipt:
+        """Commit the next state version (once, also across re-runs).
+
+        A re-run replays the recorded transition by its position in the workflow, whatever
+        state the code computes now: after a schema migration the code may build the same
+        step's state differently, and the history, not the new code, says what happened.
+        """
+        _, recorded = self._checkpoint(self._next_key("transition", kind))
+        key = self._key("transition", kind)
+        if recorded is not None:
+            return self._receipt_of(recorded)
+        inherited = self._inherited_call(key)
+        if inherited is not None:
+            return self._inherited_receipt(inherited)
+        receipt = self.store.transition(
+            self.run.channel_id,
+            kind=kind,
+            payload=payload or {},
+            state=state,
+            expected_version=self._head.state_version,
+            expected_cursor=self._head.cursor,
+            operation_id=key,
+        )
+        self._adopt(receipt)
+        return receipt
+
+    def state(self) -> dict[str, Any]:
+        """The state version in force at this context's head."""
+        return self.store.state_at(self.run.channel_id, cursor=self._head.cursor).state
+
+    def _value_at(self, cursor: int) -> Any:
+        (event,) = self.store.events(self.run.channel_id, after=cursor - 1, limit=1)
+        return event.payload["value"]
+
+    # -- waits and children ---------------------------------------------------------------
+
+    def wait_for_approval(
+        self, name: str, *, expires_in: float | None = None, on_expiry: str = "fail"
+    ) -> Decision:
+        """Wait (durably) until someone calls ``store.approve``/``store.deny`` for ``name``.
+
+        Returns the decision (``decision.approved``). If ``expires_in`` seconds pass first,
+        the run fails (``on_expiry="fail"``) or stays waiting marked escalated
+        (``"escalate"``). Raises ``RunSuspended`` while waiting: the worker lets go and the
+        workflow runs again from the top once decided.
+        """
+        return self._wait("approval", name, seconds=expires_in, on_expiry=on_expiry)
+
+    def wait_for_signal(self, name: str, *, timeout: float | None = None) -> Decision:
+        """Wait until ``store.signal(run_id, name, payload)``.
+
+        If ``timeout`` seconds pass first, the decision's kind is ``expired``.
+        """
+        return self._wait("signal", name, seconds=timeout)
+
+    def sleep(self, seconds: float) -> None:
+        """Wait durably for ``seconds`` on the store's clock (survives restarts)."""
+        self._wait("timer", self._key("sleep", "timer"), seconds=seconds)
+
+    def start_child(
+        self,
+        workflow_id: str,
+        *,
+        agent_id: str,
+        state: dict[str, Any],
+        pins: dict[str, Any] | None = None,
+    ) -> RunInfo:
+        """Start a child run once (a re-run returns the same child, whatever it passes now)."""
+        _, recorded = self._checkpoint(self._next_key("child", workflow_id))
+        key = self._key("child", workflow_id)
+        if recorded is not None:
+            return self.store.run(recorded.result["run_id"])
+        return self.store.start_run(
+            workflow_id,
+            agent_id=agent_id,
+            state=state,
+            pins=pins,
+            parent_run_id=self.run.run_id,
+            operation_id=key,
+        )
+
+    def wait_for_child(self, child: RunInfo) -> Decision:
+        """Wait until the child completes or fails.
+
+        The decision's payload has the child's ``status``, ``result`` and ``error``.
+        """
+        return self._wait("child", f"child:{child.run_id}")
+
+    def _wait(
+        self, reason: str, name: str, *, seconds: float | None = None, on_expiry: str | None = None
+    ) -> Decision:
+        info = self.store.run(self.run.run_id)
+        decided = info.decisions.get(name) or self._inherited_decision(name)
+        if decided is not None:
+            if info.status in STOPPED:
+                raise RunStoppedError(info.run_id, status=info.status.value)
+            return decided
+        self.checkpoint()
+        info = self.store.suspend(
+            self.run.run_id,
+            reason=reason,
+            name=name,
+            seconds=seconds,
+            on_expiry=on_expiry if reason == "approval" else None,
+        )
+        self._refresh()
+        until = info.waiting.until if info.waiting else None
+        raise RunSuspended(info.run_id, reason=reason, name=name, until=until)
+
+
+NAME_FIELDS = {"record": "kind", "transition": "kind", "child": "workflow_id"}
+"""The argument a call's name comes from, when it is not ``name``."""
+
+
+def _named(kind: str, name: str) -> str:
+    """``name``, checked before it becomes part of an operation id (and of nothing else)."""
+    return require_text(NAME_FIELDS.get(kind, "name"), name)

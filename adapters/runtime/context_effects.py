@@ -1,0 +1,207 @@
+"""Side effects inside workflow code: ``RunContext.effect``, guarded by the ledger.
+
+An effect is claimed under a lease before ``fn`` runs, heartbeated while it runs, and
+recorded as completed or failed afterwards. An attempt that may have happened (its worker
+died inside it) is in doubt: a ``reconcile`` callback decides, an idempotent effect is
+retried under the same key, anything else stops for review.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from actae.adapters.runtime.outages import is_transient
+from actae.domain.effects import (
+    Claim,
+    EffectStatus,
+    RetryPolicy,
+    retry_after_of,
+    workflow_result,
+    workflow_value,
+)
+from actae.domain.errors import (
+    EffectBlockedError,
+    FencingError,
+    RetryNotDueError,
+    ValidationError,
+)
+from actae.domain.values import RunInfo
+
+if TYPE_CHECKING:
+    from actae.adapters.runtime.store import Store
+
+T = TypeVar("T")
+Reconcile = Callable[[str], Any]
+"""Asks the provider whether the effect with this idempotency key happened: its result, or None."""
+
+
+class EffectSteps:
+    """The effect step of ``RunContext`` (mixed into it)."""
+
+    if TYPE_CHECKING:  # provided by RunContext
+        store: Store
+        run: RunInfo
+        worker: str
+
+        def checkpoint(self) -> RunInfo:
+            """The step boundary: raises unless the run may go on."""
+            ...
+
+        def _key(self, kind: str, name: str) -> str: ...
+
+        def _refresh(self) -> None: ...
+
+        def _inherited_effect(self, key: str) -> tuple[bool, Any]: ...
+
+        def _durably(self, write: Callable[[], T]) -> T: ...
+
+    def effect(
+        self,
+        name: str,
+        fn: Callable[[str, int], T],
+        *,
+        idempotent: bool = False,
+        reconcile: Reconcile | None = None,
+        lease: float = 30.0,
+        retry: RetryPolicy | None = None,
+        request: dict[str, Any] | None = None,
+    ) -> T:
+        """Run a side effect at most once, guarded by the ledger.
+
+        ``fn(idempotency_key, fencing_token)`` does the effect; pass both to the provider.
+        A completed effect returns its recorded result without calling ``fn``. If an earlier
+        attempt is in doubt: ``reconcile(key)`` decides when given; otherwise ``fn`` is
+        retried under the same key if ``idempotent``; otherwise the effect (and the run)
+        stops for review with ``EffectBlockedError``. A failure raises ``RetryNotDueError``
+        (retry later, by policy and the error's ``retry_after``) or ``EffectBlockedError``.
+        """
+        self.checkpoint()
+        key = self._key("effect", name)
+        inherited, value = self._inherited_effect(key)
+        if inherited:
+            return cast(T, value)
+        claim = self.store.claim(
+            key,
+            run_id=self.run.run_id,
+            worker=self.worker,
+            lease=lease,
+            request=request or {"name": name},
+            retry=retry,
+        )
+        if claim.status == "completed":
+            return cast(T, workflow_value(claim.result))
+        self._refresh()
+        if claim.in_doubt:
+            settled = self._settle_doubt(key, claim, idempotent, reconcile)
+            if settled is not None:
+                return cast(T, workflow_value(settled))
+        return self._attempt(key, claim, fn, lease)
+
+    def _settle_doubt(
+        self, key: str, claim: Claim, idempotent: bool, reconcile: Reconcile | None
+    ) -> dict[str, Any] | None:
+        """Resolve an in-doubt claim; returns the result if the effect turned out done."""
+        if reconcile is not None:
+            found = reconcile(key)
+            outcome = "failed" if found is None else "completed"
+            info = self.store.reconcile(
+                key,
+                outcome,
+                actor=self.worker,
+                token=claim.token,
+                evidence={"source": "reconcile callback", "found": found is not None},
+                result=None if found is None else workflow_result(found),
+            )
+            self._refresh()
+            return info.result
+        if idempotent:
+            return None
+        self.store.fail(
+            key,
+            token=claim.token,
+            worker=self.worker,
+            final=True,
+            error="in doubt: an earlier attempt may have happened; no reconcile",
+        )
+        self._refresh()
+        raise EffectBlockedError(
+            key,
+            status=EffectStatus.NEEDS_REVIEW.value,
+            detail="an earlier attempt may have happened",
+        )
+
+    def _attempt(self, key: str, claim: Claim, fn: Callable[[str, int], T], lease: float) -> T:
+        """Call ``fn`` while heartbeating; record completion or failure."""
+        try:
+            value = self._with_heartbeats(key, claim.token, lease, lambda: fn(key, claim.token))
+        except Exception as error:
+            retry_after = retry_after_of(error)
+            message = f"{type(error).__name__}: {error}"
+            info = self._durably(
+                lambda: self.store.fail(
+                    key,
+                    token=claim.token,
+                    worker=self.worker,
+                    error=message,
+                    retry_after=retry_after,
+                )
+            )
+            self._refresh()
+            if info.retry_at is None:
+                raise EffectBlockedError(
+                    key, status=info.status.value, detail=info.last_error or "retries exhausted"
+                ) from error
+            wait = (info.retry_at - self.store.now()).total_seconds()
+            raise RetryNotDueError(key, retry_at=info.retry_at, wait=wait) from error
+        self._complete(key, claim.token, value)
+        return value
+
+    def _complete(self, key: str, token: int, value: Any) -> None:
+        """Record the effect's outcome; a result that cannot be recorded stops everything.
+
+        The effect happened, so it must never run again on its own: the attempt is failed
+        for review (an operator's ``store.override`` gives the result the workflow will see)
+        and the run fails with a ``ValidationError`` naming the effect.
+        """
+        try:
+            self._durably(
+                lambda: self.store.complete(
+                    key, token=token, worker=self.worker, result=workflow_result(value)
+                )
+            )
+        except ValidationError as error:
+            reason = f"it ran, but its result cannot be recorded: {error.reason}"
+            self.store.fail(
+                key,
+                token=token,
+                worker=self.worker,
+                error=f"{reason}; settle it with store.override(key, 'completed', result=...)",
+                final=True,
+            )
+            self.store.fail_run(self.run.run_id, f"effect {key!r}: {reason}", actor=self.worker)
+            self._refresh()
+            raise ValidationError(f"effect {key!r}", reason) from error
+        self._refresh()
+
+    def _with_heartbeats(self, key: str, token: int, lease: float, call: Callable[[], T]) -> T:
+        done = threading.Event()
+
+        def beat() -> None:
+            while not done.wait(lease / 3):
+                try:
+                    self.store.heartbeat(key, token=token, worker=self.worker, lease=lease)
+                except FencingError:
+                    return  # someone else holds it now; our complete() will be refused
+                except Exception as error:  # the next beat tries again, for as long as it can
+                    if not is_transient(error):
+                        return
+
+        beater = threading.Thread(target=beat, name=f"heartbeat {key}", daemon=True)
+        beater.start()
+        try:
+            return call()
+        finally:
+            done.set()
+            beater.join()

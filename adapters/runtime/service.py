@@ -1,0 +1,130 @@
+"""The synchronous shell: answers a command's requests with blocking calls on the store.
+
+Commands are decided in the domain as plans (:mod:`actae.domain.plan`): generators that
+yield reads, clock readings and saves. This shell runs a plan to its answer, and it is all
+the IO there is on the command path:
+
+- a :class:`Read` is asked of the :class:`StoreReader`;
+- :data:`NOW` reads the store's clock;
+- a :class:`Save` goes to the mapper and the recorder in one transaction; the store's
+  refusal on a primary key (``IntegrityError``) is thrown into the plan as
+  :class:`RaceLost`, and the pipeline decides again.
+
+Any other exception raised while answering is thrown into the plan too, so a decide
+function can handle a read that finds nothing; one it does not handle propagates to the
+caller unchanged.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+from uuid import UUID
+
+from eventsourcing.application import Application
+from eventsourcing.persistence import IntegrityError
+from eventsourcing.utils import Environment, EnvType
+
+from actae.adapters.persistence.eventlog import PostgresEventLog, RecordedEventLog
+from actae.adapters.persistence.postgres import ActaePostgresRecorder
+from actae.domain.aggregate import DomainEvent
+from actae.domain.channel import Channel
+from actae.domain.pipeline import Core
+from actae.domain.plan import Plan, RaceLost, Read, Save, pending_events
+from actae.domain.ports import Clock, Codec
+from actae.domain.reader import StoreReader
+from actae.domain.validation import DEFAULT_MAX_DOCUMENT_BYTES
+
+C = TypeVar("C")
+T = TypeVar("T")
+
+
+class ActaeService(Application[UUID]):
+    """Runs commands against the event store that the URL's settings choose."""
+
+    name = "actae"
+
+    def __init__(
+        self,
+        env: EnvType,
+        *,
+        codec: Codec,
+        clock: Clock,
+        max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
+        draw: Callable[[], float] = random.random,
+    ) -> None:
+        self.codec = codec
+        self.clock = clock
+        self.max_document_bytes = max_document_bytes
+        super().__init__(env)
+        if self.repository.cache is not None or self.snapshots is not None:
+            raise ValueError("ActaeService.save maintains no aggregate cache and no snapshots")
+        self.written = threading.Condition()
+        log_type = PostgresEventLog if isinstance(self.recorder, ActaePostgresRecorder) else None
+        self.event_log = (log_type or RecordedEventLog)(self.mapper, self.recorder)
+        self.reader = StoreReader(self.event_log, codec, clock)
+        self.core = Core(codec=codec, max_document_bytes=max_document_bytes, draw=draw)
+        self.commit_listeners: list[Callable[[Sequence[DomainEvent]], None]] = []
+
+    def construct_env(self, name: str, env: EnvType | None = None) -> Environment:
+        """Configure from the given env only: the store URL decides, never ``os.environ``."""
+        return Environment(name, {**type(self).env, **(env or {})})
+
+    def execute(self, decide: Callable[[C, Core], Plan[T]], command: C) -> T:
+        """Decide ``command`` with ``decide`` and carry out its plan; the command's answer."""
+        return self.run(decide(command, self.core))
+
+    def run(self, plan: Plan[T]) -> T:
+        """Answer each request of ``plan`` until it returns; its return value."""
+        answer: Any = None
+        failure: BaseException | None = None
+        while True:
+            try:
+                request = plan.send(answer) if failure is None else plan.throw(failure)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            answer, failure = None, None
+            try:
+                if isinstance(request, Read):
+                    answer = request.query(self.reader, *request.args, **request.kwargs)
+                elif isinstance(request, Save):
+                    answer = self.save(*request.events)
+                else:
+                    answer = self.clock()
+            except Exception as error:
+                failure = error
+
+    def save(self, *objs: Any, **kwargs: Any) -> Any:
+        """Write the pending events of aggregates (and bare events) together; their positions.
+
+        Then remembers the new channel heads, tells the commit listeners
+        (``Store.on_commit``) and wakes this process's subscribers, who re-read the store. A
+        refusal on a primary key is :class:`RaceLost`, and the heads of the channels
+        involved are forgotten: the next attempt must read them as stored.
+
+        eventsourcing's ``Application.save`` tells aggregates from events with runtime
+        protocol checks (costly on every write) and wraps every stored event in
+        ``Recording`` and ``Notification`` objects that nothing here reads. Everything saved
+        here is one of our aggregates or events, no aggregate cache or snapshotting is
+        configured (checked in ``__init__``) and no process application follows (its
+        ``_notify`` hook is empty), so the events go to the mapper and the recorder directly.
+        """
+        events: list[Any] = pending_events(objs)  # eventsourcing types them as protocols
+        channel_events = [event for event in events if isinstance(event, Channel.Event)]
+        try:
+            positions = self.recorder.insert_events(
+                [self.mapper.to_stored_event(event) for event in events], **kwargs
+            )
+        except IntegrityError:
+            for event in channel_events:
+                self.core.heads.forget(event.originator_id)
+            raise RaceLost from None
+        for event in channel_events:
+            self.core.heads.put(event)
+        for listener in self.commit_listeners:
+            listener(events)
+        with self.written:
+            self.written.notify_all()
+        return positions

@@ -1,0 +1,384 @@
+"""The public store: ``actae.open(url)`` and the methods of the contract (README.md).
+
+This is the composition root. It parses the URL, prepares the schema, builds the command
+service with the orjson codec and a clock, and forwards calls. Queries validate their
+arguments here so that every public entry point rejects bad input the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Self, TextIO
+from uuid import UUID
+
+from actae.adapters.persistence.codec import OrjsonCodec
+from actae.adapters.persistence.migrations import open_postgres, open_sqlite
+from actae.adapters.persistence.postgres import ActaePostgresRecorder
+from actae.adapters.persistence.url import StoreUrl, parse_store_url
+from actae.adapters.readside.projector import Projector
+from actae.adapters.readside.readmodels import postgres_db, sqlite_db
+from actae.adapters.readside.subscription import (
+    ConditionWaiter,
+    ListenWaiter,
+    Subscription,
+    Waiter,
+)
+from actae.adapters.runtime.clock import close_clock, host_skew, store_clock
+from actae.adapters.runtime.service import ActaeService
+from actae.adapters.runtime.store_ledger import LedgerMethods
+from actae.adapters.runtime.store_lifecycle import LifecycleMethods
+from actae.adapters.runtime.store_resume import ResumeMethods
+from actae.domain import appending, forking, starting
+from actae.domain.commands import Fork, Record, StartRun, Transition
+from actae.domain.errors import (
+    NotFoundError,
+    StoreNotFoundError,
+)
+from actae.domain.ports import Clock
+from actae.domain.reader import channel_event_of, operation_record_of
+from actae.domain.validation import (
+    DEFAULT_MAX_DOCUMENT_BYTES,
+    require_int,
+    require_text,
+    require_uuid,
+)
+from actae.domain.values import (
+    ChannelEvent,
+    ForkReceipt,
+    Lineage,
+    OperationRecord,
+    Receipt,
+    Recovery,
+    RunInfo,
+    StateVersion,
+)
+
+
+def open(
+    url: str,
+    *,
+    clock: Clock | None = None,
+    max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
+    create: bool = True,
+) -> Store:
+    """Open (and create or migrate, if needed) the store at ``url``.
+
+    Leases, retry times and timers are decided on the store's clock: by default the
+    database server's on PostgreSQL (every worker agrees, whatever its host's clock says)
+    and this host's wall time on SQLite and ``memory://``. ``clock`` replaces it with any
+    callable that returns aware UTC datetimes: a :class:`ManualClock` for a test in one
+    process, an :class:`OffsetClock` for virtual time shared by processes (based on the
+    store's own clock). See docs/time.md. With ``create=False`` only an existing store
+    opens: otherwise :class:`StoreNotFoundError`, and nothing (no file, schema or table) is
+    created. ``memory://`` is always new.
+    """
+    parsed = parse_store_url(url)
+    max_document_bytes = require_int("max_document_bytes", max_document_bytes, minimum=1)
+    postgres = parsed.backend == "postgresql"
+    store_time = store_clock(clock, parsed.postgres_conninfo if postgres else None)
+
+    def build(create_tables: bool) -> ActaeService:
+        env = {**parsed.env, "CREATE_TABLE": "y" if create_tables else "n"}
+        return ActaeService(
+            env,
+            codec=OrjsonCodec(),
+            clock=store_time,
+            max_document_bytes=max_document_bytes,
+        )
+
+    service: ActaeService | None = None
+    try:
+        if postgres:
+            service = open_postgres(
+                parsed.postgres_conninfo, parsed.postgres_schema, build, create=create
+            )
+        elif parsed.backend == "sqlite":
+            service = open_sqlite(parsed.sqlite_path or "", build, create=create)
+        else:
+            service = build(True)
+    finally:
+        if service is None:
+            close_clock(store_time)
+    if service is None:
+        raise StoreNotFoundError(parsed.display)
+    return Store(service, parsed)
+
+
+class Store(ResumeMethods, LifecycleMethods, LedgerMethods):
+    """A durable-execution store for agent runs. Use as a context manager, or ``close()``."""
+
+    def __init__(self, service: ActaeService, url: StoreUrl) -> None:
+        self._service = service
+        self._reader = service.reader
+        self._url = url
+        self._closed = False
+        self._projector: Projector | None = None
+
+    def __repr__(self) -> str:
+        return f"<actae.Store {self._url.display}>"
+
+    @property
+    def url(self) -> str:
+        """The store URL, password masked."""
+        return self._url.display
+
+    # -- commands -------------------------------------------------------------------------
+
+    def start_run(
+        self,
+        workflow_id: str,
+        *,
+        agent_id: str,
+        state: dict[str, Any],
+        pins: Mapping[str, Any] | None = None,
+        operation_id: str | None = None,
+        deadline: datetime | None = None,
+        parent_run_id: UUID | str | None = None,
+        budget: Mapping[str, float] | None = None,
+    ) -> RunInfo:
+        """Start a run: its main channel opens at cursor 1 with state version 1.
+
+        Repeating the call with the same ``operation_id`` and content returns the original
+        :class:`RunInfo` with ``replayed=True``.
+        """
+        command = StartRun(
+            workflow_id=workflow_id,
+            agent_id=agent_id,
+            state=state,
+            pins=pins,
+            operation_id=operation_id,
+            deadline=deadline,
+            parent_run_id=parent_run_id,
+            budget=budget,
+        )
+        return self._service.execute(starting.start_run, command)
+
+    def record(
+        self,
+        channel_id: UUID | str,
+        *,
+        kind: str,
+        payload: dict[str, Any],
+        expected_cursor: int,
+        operation_id: str | None = None,
+        usage: Mapping[str, float] | None = None,
+    ) -> Receipt:
+        """Record a result (a model call, a tool output) right after ``expected_cursor``.
+
+        ``expected_cursor`` is the channel's log position the caller last saw (the state
+        version is not checked: a record creates none). ``usage`` (e.g. ``{"tokens": 812,
+        "cost": 0.02}``) adds to the run's running totals, which budgets are checked against.
+        """
+        command = Record(
+            channel_id=channel_id,
+            kind=kind,
+            payload=payload,
+            expected_cursor=expected_cursor,
+            operation_id=operation_id,
+            usage=usage,
+        )
+        return self._service.execute(appending.record, command)
+
+    def transition(
+        self,
+        channel_id: UUID | str,
+        *,
+        kind: str,
+        payload: dict[str, Any],
+        state: dict[str, Any],
+        expected_version: int,
+        expected_cursor: int,
+        operation_id: str | None = None,
+    ) -> Receipt:
+        """Commit an event and the next state version together, or nothing at all.
+
+        ``expected_version`` is the *state* version the caller last saw and
+        ``expected_cursor`` the channel's *log* position: both must still be the head's.
+        """
+        command = Transition(
+            channel_id=channel_id,
+            kind=kind,
+            payload=payload,
+            state=state,
+            expected_version=expected_version,
+            expected_cursor=expected_cursor,
+            operation_id=operation_id,
+        )
+        return self._service.execute(appending.transition, command)
+
+    def fork(
+        self,
+        channel_id: UUID | str,
+        *,
+        at: int,
+        operation_id: str | None = None,
+        reason: str | None = None,
+        pins: Mapping[str, Any] | None = None,
+    ) -> ForkReceipt:
+        """Start a child run from the state in force at cursor ``at``; returns the receipt."""
+        command = Fork(
+            channel_id=channel_id, at=at, operation_id=operation_id, reason=reason, pins=pins
+        )
+        return self._service.execute(forking.fork, command)
+
+    # -- queries --------------------------------------------------------------------------
+
+    def head(self, channel_id: UUID | str) -> Receipt:
+        """Receipt of the channel's last event: its cursor and the state version in force."""
+        return self._reader.head(require_uuid("channel_id", channel_id))
+
+    def state_at(self, channel_id: UUID | str, cursor: int | None = None) -> StateVersion:
+        """The state version in force at ``cursor`` (default: the head), checksum verified."""
+        cid = require_uuid("channel_id", channel_id)
+        if cursor is not None:
+            cursor = require_int("cursor", cursor, minimum=1)
+        return self._reader.state_at(cid, cursor)
+
+    def events(
+        self, channel_id: UUID | str, after: int = 0, limit: int | None = None
+    ) -> list[ChannelEvent]:
+        """Channel events with cursor > ``after``, oldest first, at most ``limit``."""
+        cid = require_uuid("channel_id", channel_id)
+        after = require_int("after", after, minimum=0)
+        if limit is not None:
+            limit = require_int("limit", limit, minimum=1)
+        return self._reader.events(cid, after=after, limit=limit)
+
+    def recover(self, channel_id: UUID | str) -> Recovery:
+        """The state at the head and the recorded events after it (a cursor walk)."""
+        return self._reader.recover(require_uuid("channel_id", channel_id))
+
+    def run(self, run_id: UUID | str) -> RunInfo:
+        """A run with its status and the current head of its main channel."""
+        return self._reader.run(require_uuid("run_id", run_id))
+
+    def operation(self, operation_id: str) -> OperationRecord | None:
+        """The command recorded under ``operation_id``, or ``None`` if it never ran."""
+        return operation_record_of(
+            self._reader.operation(require_text("operation_id", operation_id))
+        )
+
+    def now(self) -> datetime:
+        """The store's clock: the database's on PostgreSQL, unless ``actae.open`` got one."""
+        return self._service.clock()
+
+    def clock_skew(self) -> float | None:
+        """Seconds the database's clock is ahead of this host's (None: not on its clock)."""
+        return host_skew(self._service.clock)
+
+    def lineage(self, run_id: UUID | str) -> Lineage:
+        """Fork receipts of a run: ancestors (nearest first) and all descendants."""
+        return self._reader.lineage(require_uuid("run_id", run_id))
+
+    def position(self) -> int:
+        """The store's latest global position: the position of its newest event, 0 when empty.
+
+        Compare with ``Projector.position()`` (how far the read models have got), or
+        ``subscribe(after=store.position())`` to follow only what comes next.
+        """
+        return self._service.recorder.max_notification_id() or 0
+
+    def on_commit(self, listener: Callable[[Sequence[object]], None]) -> None:
+        """Call ``listener(events)`` after each write of this store commits, before it returns.
+
+        In this process only, and synchronously: for instrumentation and for tests that
+        must act at that exact moment (the failure drill kills a worker there). Subscribers
+        in other processes use :meth:`subscribe`.
+        """
+        self._service.commit_listeners.append(listener)
+
+    # -- subscriptions --------------------------------------------------------------------
+
+    def subscribe(
+        self,
+        channel_id: UUID | str | None = None,
+        after: int = 0,
+        *,
+        batch_size: int = 500,
+        poll_interval: float = 0.1,
+    ) -> Subscription:
+        """Deliver every event after ``after``, stored ones first, then live, until stopped.
+
+        With a ``channel_id``, ``after`` is a cursor of that channel; without one, events of
+        all channels arrive in the store's global order and ``after`` is a global position
+        (``ChannelEvent.position``; 0 = from the beginning). Use it as a context manager.
+        """
+        after = require_int("after", after, minimum=0)
+        batch_size = require_int("batch_size", batch_size, minimum=1)
+        reader = self._reader
+        if channel_id is None:
+
+            def fetch(position: int) -> list[ChannelEvent]:
+                return reader.global_events(after=position, limit=batch_size)
+
+            def position_of(event: ChannelEvent) -> int:
+                return event.position or 0
+
+        else:
+            cid = require_uuid("channel_id", channel_id)
+            head = reader.head_event(cid).originator_version
+            if after > head:
+                raise NotFoundError("cursor", after, f"channel {cid} ends at cursor {head}")
+
+            def fetch(position: int) -> list[ChannelEvent]:
+                stored = reader.event_range(cid, after=position, limit=batch_size)
+                return [channel_event_of(event) for event in stored]
+
+            def position_of(event: ChannelEvent) -> int:
+                return event.cursor
+
+        return Subscription(
+            fetch, self._waiter(), after=after, position_of=position_of, poll_interval=poll_interval
+        )
+
+    # -- read models ----------------------------------------------------------------------
+
+    def projector(self, *, batch_size: int = 2000, out: TextIO | None = None) -> Projector:
+        """The store's projector (created on first use, closed with the store).
+
+        ``projector.catch_up()`` brings the read models (run_status, lineage, effects and the
+        outstanding_effects view) up to date; ``start()`` follows live in a thread;
+        ``query(sql)`` reads them. On SQLite and PostgreSQL they are plain tables next to
+        the event store; with ``memory://`` they live in an in-memory SQLite database.
+        """
+        batch_size = require_int("batch_size", batch_size, minimum=1)
+        if self._projector is None:
+            if self._url.backend == "postgresql":
+                db = postgres_db(self._url.postgres_conninfo, self._url.postgres_schema)
+            else:
+                db = sqlite_db(self._url.sqlite_path or ":memory:")
+            self._projector = Projector(
+                self._service, db, self._waiter, batch_size=batch_size, out=out
+            )
+        return self._projector
+
+    def _waiter(self) -> Waiter:
+        if self._url.backend == "postgresql":
+            recorder = self._service.recorder
+            assert isinstance(recorder, ActaePostgresRecorder)  # noqa: S101 - set by the URL
+            return ListenWaiter(self._url.postgres_conninfo, recorder.channel_name)
+        return ConditionWaiter(self._service.written)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Release every connection. Safe to call twice."""
+        if not self._closed:
+            self._closed = True
+            if self._projector is not None:
+                self._projector.close()
+            self._service.close()
+            close_clock(self._service.clock)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,382 @@
+"""Workflows and the worker runtime that runs them, taking over from workers that died.
+
+Register workflow code with ``@actae.workflow("agent-name")``: runs whose ``agent_id`` is
+that name are executed by it. A ``Worker`` loops: it keeps the read models current, fires due
+timers and expires due approvals, then takes each runnable run under a lease (a row in
+``actae_run_leases``, renewed while the workflow runs) and runs the workflow from the top.
+Recorded steps replay, so a run whose worker was killed is finished by another worker once
+the lease runs out, without repeating completed steps. One owner at a time: the lease says
+who should work on a run, and ``expected_cursor`` and fencing tokens refuse a stale owner's
+writes even if it comes back.
+
+A worker never spins and never stays silent: a run that cannot advance is left alone until
+the reason ends on the store's clock (a lease's expiry, a retry's due time); each worker
+advertises the agents it runs (``actae_worker_agents``), so run_status names a running run
+that no live worker serves, and the worker logs such a run once; a ``ValidationError`` from
+workflow code fails the run, since running the same code again fails the same way.
+
+A worker logs to the ``actae.worker`` logger, each line with its ``worker`` name and, where
+it is about a run, the ``run_id`` (docs/logging.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, TextIO
+
+from actae.adapters.runtime.clock import skew_warning
+from actae.adapters.runtime.context import RunContext
+from actae.adapters.runtime.logs import Lines
+from actae.adapters.runtime.outages import Outage, is_transient, ride_out, store_outage
+from actae.adapters.runtime.outcomes import (
+    COOLDOWN,
+    Cooldown,
+    cooldown_for,
+    describe_stop,
+    is_due,
+    printable,
+    run_result,
+)
+from actae.adapters.runtime.run_lease import RunLease
+from actae.domain.errors import (
+    ActaeError,
+    IllegalTransitionError,
+    ValidationError,
+)
+from actae.domain.validation import require_text
+
+if TYPE_CHECKING:
+    from actae.adapters.runtime.store import Store
+    from actae.adapters.runtime.store_resume import Migration
+
+WorkflowCode = Callable[[RunContext], object]
+"""Workflow code: returns the run's result (a mapping, None, or any JSON value)."""
+
+CommitHook = Callable[[Sequence[object]], None]
+"""Called with the events of a write right after it commits, before the write returns."""
+
+log = logging.getLogger("actae.worker")
+
+
+@dataclass(frozen=True)
+class Workflow:
+    """Workflow code for one agent name, with the pins and migrations it runs under."""
+
+    name: str
+    code: WorkflowCode
+    pins: Mapping[str, Any] | None = None
+    migrations: Mapping[int, Migration] = field(default_factory=dict)
+
+
+class Registry:
+    """Workflow code by agent name."""
+
+    def __init__(self) -> None:
+        self._workflows: dict[str, Workflow] = {}
+
+    def workflow(
+        self,
+        name: str,
+        *,
+        pins: Mapping[str, Any] | None = None,
+        migrations: Mapping[int, Migration] | None = None,
+    ) -> Callable[[WorkflowCode], WorkflowCode]:
+        """Decorator: run ``code(ctx)`` for runs whose ``agent_id`` is ``name``."""
+        name = require_text("name", name)  # advertised in the read models
+
+        def register(code: WorkflowCode) -> WorkflowCode:
+            self._workflows[name] = Workflow(name, code, pins, dict(migrations or {}))
+            return code
+
+        return register
+
+    def get(self, name: str) -> Workflow | None:
+        """The workflow registered for ``name``."""
+        return self._workflows.get(name)
+
+    def names(self) -> list[str]:
+        """The agent names that have a workflow here."""
+        return sorted(self._workflows)
+
+
+REGISTRY = Registry()
+workflow = REGISTRY.workflow
+CANDIDATES = (
+    "SELECT run_id, agent_id, lifecycle, status, unserved, wake_at, next_retry_at "
+    "FROM run_status WHERE lifecycle IN ('running', 'waiting') ORDER BY created_at"
+)
+
+
+class Worker:
+    """Runs registered workflows: picks up runnable runs, due timers and expired waits.
+
+    It logs to the ``actae.worker`` logger; ``out`` also gets its lines, as
+    ``[name] what happened``, whatever logging is configured. ``on_commit`` is a seam for
+    fault injection, not for workflows: it is called in this process with the events of
+    every write that commits through ``store`` (this worker's runs' writes, and any other
+    code's that shares the store), right after the commit and before the write returns, in
+    the writing thread. The failure drill's ``during-commit`` crash point kills the process
+    there: the write is committed, and no one in the process learns it.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        name: str,
+        registry: Registry = REGISTRY,
+        lease: float = 30.0,
+        poll_interval: float = 0.2,
+        out: TextIO | None = None,
+        on_commit: CommitHook | None = None,
+    ) -> None:
+        self.store = store
+        self.name = require_text("name", name)  # stored in the read models
+        self.registry = registry
+        self.lease = lease
+        self.poll_interval = poll_interval
+        self._lines = Lines(
+            log, out, formatter=logging.Formatter("[%(worker)s] %(message)s"), worker=self.name
+        )
+        if on_commit is not None:
+            store.on_commit(on_commit)
+        self._stop = threading.Event()
+        self.outcomes: list[tuple[Any, str]] = []
+        self._cooldowns: dict[str, Cooldown] = {}
+        self._advertised_until: datetime | None = None
+        self._last_said: dict[str, str] = {}  # run -> what was last logged about it
+        self._unreleased: dict[str, tuple[Any, int]] = {}  # run -> lease token still held
+        self.outage = Outage(f"worker {name}", self._warn)
+        if (skewed := skew_warning(store.clock_skew())) is not None:
+            self._warn(skewed)  # leases are safe on the database's clock; the host's logs are not
+
+    def request_stop(self) -> None:
+        """Stop after the current run (signal-safe)."""
+        self._stop.set()
+
+    def run(self) -> None:
+        """Work until ``request_stop()``; sleeps between passes that advanced nothing.
+
+        A pass that fails because the database is unreachable is tried again with backoff
+        (logged once per outage); any other error ends the loop.
+        """
+        try:
+            while not self._stop.is_set():
+                try:
+                    advanced = ride_out(
+                        self.run_once,
+                        self.outage,
+                        give_up=self._stop.is_set,
+                        sleep=self._stop.wait,
+                    )
+                except Exception as error:
+                    if self._stop.is_set() and is_transient(error):
+                        break
+                    raise
+                if advanced == 0:
+                    self._stop.wait(self.poll_interval)
+        finally:
+            self.withdraw()
+
+    def withdraw(self) -> None:
+        """Stop advertising this worker's agents (it is stopping: it serves nothing now).
+
+        With the database unreachable the advertisement is left to expire on its own.
+        """
+        try:
+            self.store.projector().db.advertise(self.name, [], self.store.now())
+        except Exception as error:
+            if not is_transient(error):
+                raise
+        self._advertised_until = None
+
+    def run_once(self) -> int:
+        """One pass: wake due waits, run every runnable run it can take; how many advanced.
+
+        A run that could not advance (another worker's lease, a retry not due) does not
+        count and is not tried again before its cooldown ends, so ``run()`` sleeps instead
+        of spinning. The pass ends by catching the read models up, so what it did shows in
+        run_status as soon as it returns (``actae worker --once``).
+        """
+        projector = self.store.projector()
+        projector.catch_up(give_up=self._stop.is_set)
+        now = self.store.now()
+        self._release_pending()
+        self._advertise(now)
+        projector.db.mark_unserved(now)
+        advanced = 0
+        for row in projector.query(CANDIDATES):
+            if self._stop.is_set():
+                break
+            advanced += self._isolated(row, now)
+        projector.catch_up(give_up=self._stop.is_set)
+        return advanced
+
+    def _isolated(self, row: Mapping[str, Any], now: datetime) -> int:
+        """Serve one run; whatever goes wrong with it stays with it (poison isolation).
+
+        A failure the run's own handling did not absorb (its error could not even be
+        recorded) leaves the run to its cooldown and the other runs keep going.
+        """
+        try:
+            return self._serve(row, now)
+        except Exception as error:  # one run must never stop the worker
+            if is_transient(error):
+                raise  # the database, not the run: the whole pass waits for it
+            run_id = str(row["run_id"])
+            self._cooldowns[run_id] = Cooldown.short(now, COOLDOWN)
+            self._warn(f"run {run_id}: not advanced: {printable(repr(error))}", run_id=run_id)
+            return 0
+
+    def _serve(self, row: Mapping[str, Any], now: datetime) -> int:
+        """Wake the run if due, then run it if it is runnable here; how many moves it made."""
+        woke = 0
+        if row["lifecycle"] == "waiting":
+            if not (is_due(row["wake_at"], now) and self.store.wake_due(row["run_id"])):
+                return 0
+            woke, row = 1, {**row, "lifecycle": "running", "status": "running"}
+        code = self.registry.get(row["agent_id"])
+        if code is None:
+            if row["unserved"]:
+                agent = row["agent_id"]
+                self._say_once(
+                    row["run_id"],
+                    f"no live worker has a workflow for agent {agent!r}; register it "
+                    f"(@actae.workflow({agent!r})) in a worker",
+                    level=logging.WARNING,
+                )
+            return woke
+        if self._runnable(row, now) and self._take(row["run_id"], code):
+            return woke + 1
+        return woke
+
+    def _runnable(self, row: Mapping[str, Any], now: datetime) -> bool:
+        if row["status"] == "blocked":
+            return False
+        cooldown = self._cooldowns.get(str(row["run_id"]))
+        if cooldown is not None:
+            if not cooldown.over(now):
+                return False
+            del self._cooldowns[str(row["run_id"])]
+        return row["status"] != "retrying" or is_due(row["next_retry_at"], now)
+
+    def _advertise(self, now: datetime) -> None:
+        """Renew this worker's advertisement of its agents once a third of the lease is gone."""
+        fresh = self._advertised_until
+        if fresh is not None and now < fresh - timedelta(seconds=self.lease * 2 / 3):
+            return
+        until = now + timedelta(seconds=self.lease)
+        self.store.projector().db.advertise(self.name, self.registry.names(), until)
+        self._advertised_until = until
+
+    def _take(self, run_id: Any, code: Workflow) -> bool:
+        """Run the workflow under the run's lease; whether the run advanced."""
+        db = self.store.projector().db
+        sent = time.monotonic()  # first: the lease is never thought valid beyond its expiry
+        now = self.store.now()
+        token = db.acquire_lease(run_id, self.name, now, now + timedelta(seconds=self.lease))
+        if token is None:
+            return False
+        lease = RunLease(
+            db,
+            run_id,
+            worker=self.name,
+            token=token,
+            seconds=self.lease,
+            valid_from=sent,
+            now=self.store.now,
+            outage=self.outage,
+            on_beat=self._keep_advertising,
+        ).start()
+        try:
+            outcome, cooldown = self._execute(run_id, code, lease)
+        finally:
+            lease.stop()
+            self._release(run_id, token)
+        self.outcomes.append((run_id, outcome))
+        if cooldown is not None:
+            self._cooldowns[str(run_id)] = cooldown
+        failed = outcome.startswith("failed")
+        self._say_once(run_id, outcome, level=logging.WARNING if failed else logging.INFO)
+        return cooldown is None
+
+    def _keep_advertising(self) -> None:
+        """A long workflow must not make its agent look unserved (renewed with the lease)."""
+        self._advertise(self.store.now())
+
+    def _release(self, run_id: Any, token: int) -> None:
+        """Let the run go; with the database unreachable, again at the start of each pass.
+
+        Left to expire, a lease that could not be released would keep the run from every
+        worker, this one included, for the rest of its term.
+        """
+        self._unreleased[str(run_id)] = (run_id, token)
+        try:
+            self.store.projector().db.release_lease(run_id, token, self.store.now())
+        except Exception as error:
+            if not is_transient(error):
+                raise
+            return
+        del self._unreleased[str(run_id)]
+
+    def _release_pending(self) -> None:
+        for run_id, token in list(self._unreleased.values()):
+            self._release(run_id, token)
+
+    def _execute(self, run_id: Any, code: Workflow, lease: RunLease) -> tuple[str, Cooldown | None]:
+        """Run the workflow from the top: what happened, and how long to leave the run be."""
+        try:  # a resume refused (say, this worker's pins are invalid) is not the run's fault
+            ctx = self.store.resume(
+                run_id, worker=self.name, pins=code.pins, migrations=code.migrations
+            )
+        except ActaeError as stop:
+            return describe_stop(stop), cooldown_for(stop, self.store.now())
+        ctx.lease, ctx.outage = lease, self._outage_of(run_id)
+        try:
+            result = code.code(ctx)
+            lease.ensure_held()
+            self.store.complete_run(run_id, run_result(result))
+        except ValidationError as invalid:  # the same code fails the same way: final
+            return self._fail(run_id, invalid), None
+        except ActaeError as stop:
+            return describe_stop(stop), cooldown_for(stop, self.store.now())
+        except Exception as error:
+            if store_outage(error):
+                raise  # the store's database, not the run: the pass is tried again later
+            return self._fail(run_id, error), None  # the workflow's own bug fails its run
+        return "completed", None
+
+    def _fail(self, run_id: Any, error: Exception) -> str:
+        """Fail the run with ``error`` unless it failed already (``ctx.step`` does that)."""
+        message = printable(f"{type(error).__name__}: {error}")
+        with contextlib.suppress(IllegalTransitionError):
+            self.store.fail_run(run_id, message, actor=self.name)
+        return f"failed: {message}"
+
+    def _say_once(self, run_id: Any, what: str, *, level: int = logging.INFO) -> None:
+        """Log what holds a run, once for as long as the same thing holds it."""
+        if self._last_said.get(str(run_id)) != what:
+            self._last_said[str(run_id)] = what
+            self._lines.say(f"run {run_id}: {what}", level=level, run_id=run_id)
+
+    def _warn(self, line: str, *, run_id: Any = None) -> None:
+        self._lines.say(line, level=logging.WARNING, run_id=run_id)
+
+    def _outage_of(self, run_id: Any) -> Outage:
+        """The outage log of one run's workflow (its lines carry the run's id)."""
+        return Outage(
+            f"worker {self.name}: run {run_id}", lambda line: self._warn(line, run_id=run_id)
+        )
+
+
+def run_until_idle(worker: Worker, *, timeout: float = 30.0) -> None:
+    """Run passes until one advances nothing (for scripts and tests)."""
+    deadline = time.monotonic() + timeout
+    while worker.run_once() and time.monotonic() < deadline:
+        pass

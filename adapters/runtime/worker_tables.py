@@ -1,0 +1,118 @@
+"""Coordination between workers, kept beside the read models: run leases and who serves what.
+
+These rows are not projections of events: they say which worker holds a run right now
+(``actae_run_leases``, with a token that strictly increases per take-over) and which agents
+the live workers can run (``actae_worker_agents``, renewed while a worker lives). From the
+latter run_status learns that a running run has no live worker with its workflow
+(``unserved``, ``next_action`` "register workflow '<agent>'") without anyone writing on the
+run's channel, where a note would move the cursor under the run's own writers.
+:class:`actae.adapters.readside.readmodels.ReadModelDB` inherits these methods.
+"""
+
+# ruff: noqa: S608 - SQL assembled from our own constant table and column names, never input
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from actae.adapters.readside.schema import LEASES, WORKERS
+
+if TYPE_CHECKING:
+    from actae.adapters.readside.readmodels import Dialect
+
+
+class WorkerTables:
+    """``ReadModelDB`` methods for run leases and the agents live workers serve."""
+
+    if TYPE_CHECKING:  # provided by ReadModelDB
+        dialect: Dialect
+
+        def transaction(self) -> AbstractContextManager[None]:
+            """A transaction, or a savepoint inside one."""
+            ...
+
+        def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
+            """Run one statement with this dialect's parameter style."""
+            ...
+
+        def refresh_runs(self, run_ids: Sequence[Any]) -> None:
+            """Recompute the derived columns of these runs."""
+            ...
+
+    # -- run ownership leases ---------------------------------------------------------------
+
+    def acquire_lease(self, run_id: Any, worker: str, now: datetime, until: datetime) -> int | None:
+        """Take the run if nobody holds a live lease on it; returns the new token."""
+        with self.transaction():
+            row = self.execute(
+                f"INSERT INTO {LEASES} AS l (run_id, worker, token, expires_at) "
+                "VALUES (%s, %s, 1, %s) ON CONFLICT (run_id) DO UPDATE SET "
+                "worker = excluded.worker, token = l.token + 1, expires_at = excluded.expires_at "
+                "WHERE l.expires_at <= %s RETURNING token",
+                (self._run_key(run_id), worker, self.dialect.adapt(until), self.dialect.adapt(now)),
+            ).fetchone()
+        return None if row is None else int(row[0])
+
+    def renew_lease(self, run_id: Any, token: int, until: datetime) -> bool:
+        """Extend our lease; False if someone else took the run."""
+        with self.transaction():
+            cursor = self.execute(
+                f"UPDATE {LEASES} SET expires_at = %s WHERE run_id = %s AND token = %s",
+                (self.dialect.adapt(until), self._run_key(run_id), token),
+            )
+            return bool(cursor.rowcount)
+
+    def release_lease(self, run_id: Any, token: int, now: datetime) -> None:
+        """Let the run go (only if we still hold it)."""
+        with self.transaction():
+            self.execute(
+                f"UPDATE {LEASES} SET expires_at = %s WHERE run_id = %s AND token = %s",
+                (self.dialect.adapt(now), self._run_key(run_id), token),
+            )
+
+    def _run_key(self, run_id: Any) -> Any:
+        """A run id as ``run_status.run_id`` stores it, so the two tables join."""
+        return self.dialect.adapt(UUID(str(run_id)))
+
+    # -- who serves which agent -------------------------------------------------------------
+
+    def advertise(self, worker: str, agents: Sequence[str], until: datetime) -> None:
+        """Say that ``worker`` runs workflows for ``agents`` until ``until`` (store clock)."""
+        at = self.dialect.adapt(until)
+        with self.transaction():
+            self.execute(f"DELETE FROM {WORKERS} WHERE worker = %s", (worker,))
+            for agent in agents:
+                self.execute(
+                    f"INSERT INTO {WORKERS} (worker, agent_id, seen_until) VALUES (%s, %s, %s)",
+                    (worker, agent, at),
+                )
+
+    def mark_unserved(self, now: datetime) -> list[Any]:
+        """Flag running runs that no live worker serves (and unflag served ones) at ``now``.
+
+        Returns the runs whose flag changed, after refreshing their next action.
+        """
+        served = (
+            f"EXISTS (SELECT 1 FROM {WORKERS} w WHERE w.agent_id = r.agent_id "
+            "AND w.seen_until > %s)"
+        )
+        with self.transaction():
+            rows = self.execute(
+                f"SELECT r.run_id, r.unserved, {served} FROM run_status r "
+                "WHERE r.lifecycle = 'running'",
+                (self.dialect.adapt(now),),
+            ).fetchall()
+            changed = [
+                (run, not serves) for run, flagged, serves in rows if bool(flagged) == bool(serves)
+            ]
+            for run, unserved in changed:
+                self.execute(
+                    "UPDATE run_status SET unserved = %s WHERE run_id = %s",
+                    (self.dialect.adapt(unserved), run),
+                )
+            self.refresh_runs([run for run, _ in changed])
+        return [run for run, _ in changed]
