@@ -3,10 +3,10 @@
 ``import actae`` gives the public contract, as README.md describes it.
 """
 
+from actae.adapters.persistence.clock import ManualClock, OffsetClock
 from actae.adapters.persistence.migrations import SchemaVersionError
 from actae.adapters.readside.projector import Projector
 from actae.adapters.readside.subscription import Subscription
-from actae.adapters.runtime.clock import ManualClock, OffsetClock
 from actae.adapters.runtime.context import RunContext
 from actae.adapters.runtime.store import Store, open
 from actae.adapters.runtime.worker import Registry, Worker, Workflow, workflow

@@ -105,7 +105,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "refused-login-waited-for",
-        "adapters/runtime/outages.py",
+        "adapters/persistence/outages.py",
         "    if any(words in str(error) for words in REFUSED_LOGIN):\n        return False\n",
         "",
         "a bad password or a missing database would be waited for as if the server were down",
@@ -114,7 +114,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "every-error-transient",
-        "adapters/runtime/outages.py",
+        "adapters/persistence/outages.py",
         """        return state in TRANSIENT_SQLSTATES or state.startswith("08")""",
         """        return True""",
         "a missing table would be retried forever instead of reported",
@@ -122,7 +122,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "connection-loss-not-transient",
-        "adapters/runtime/outages.py",
+        "adapters/persistence/outages.py",
         "    return isinstance(error, psycopg.OperationalError | psycopg.InterfaceError)",
         "    return False",
         "a refused or dropped connection would end the process instead of being waited out",
@@ -323,8 +323,8 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "libpq-not-in-pool",
-        "adapters/persistence/libpq.py",
-        "        arguments.update(parameters)\n",
+        "adapters/persistence/recorders.py",
+        "    arguments.update(conninfo)\n",
         "",
         "sslmode and the rest would be silently dropped from the pool's connections",
         URLS,
@@ -383,7 +383,7 @@ FAULT_MUTANTS = [
     # -- one clock for leases and timers --------------------------------------------------
     Mutant(
         "host-clock-for-leases",
-        "adapters/runtime/clock.py",
+        "adapters/persistence/clock.py",
         "base: Clock = wall_clock if conninfo is None else DatabaseClock(conninfo)",
         "base: Clock = wall_clock",
         "a host an hour slow would make its own leases look expired to everyone",
@@ -392,7 +392,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "skew-limit-exclusive",
-        "adapters/runtime/clock.py",
+        "adapters/persistence/clock.py",
         "abs(skew) <= MAX_HOST_SKEW",
         "abs(skew) < MAX_HOST_SKEW",
         "the warning must start just past the documented limit, not at it",
@@ -400,7 +400,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "skew-direction-swapped",
-        "adapters/runtime/clock.py",
+        "adapters/persistence/clock.py",
         'direction = "behind" if skew > 0 else "ahead of"',
         'direction = "ahead of" if skew > 0 else "behind"',
         "an operator would be told to move the host's clock the wrong way",
@@ -417,7 +417,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "virtual-time-on-host-clock",
-        "adapters/runtime/clock.py",
+        "adapters/persistence/clock.py",
         "return base if given is None else OffsetClock(given.path, base)",
         "return base if given is None else given",
         "virtual time shared by processes on skewed hosts would disagree",
@@ -426,7 +426,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "clock-reading-not-renewed",
-        "adapters/runtime/clock.py",
+        "adapters/persistence/clock.py",
         "self.reading = read_database_clock(self._conninfo)\n"
         "                pause = self._resample_every",
         "read_database_clock(self._conninfo)\n                pause = self._resample_every",
@@ -436,7 +436,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "clock-gives-up-after-outage",
-        "adapters/runtime/clock.py",
+        "adapters/persistence/clock.py",
         "pause = RESAMPLE_AFTER_FAILURE",
         "return",
         "after one failed reading the clock would never be read again",
@@ -557,7 +557,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "clock-runs-backwards",
-        "adapters/runtime/clock.py",
+        "adapters/persistence/clock.py",
         "            if now < self._latest:",
         "            if False:",
         "a new reading behind the last time given would make leases and timers run backwards",
@@ -567,11 +567,34 @@ FAULT_MUTANTS = [
     Mutant(
         "reconnect-replaces-embedded-db",
         "adapters/readside/readmodels.py",
-        """        if self.dialect.name != "postgresql":
-            return
-        with self.lock:""",
-        """        with self.lock:""",
+        """        A new ``:memory:`` connection would be a new, empty database.
+        \"\"\"
+""",
+        """        A new ``:memory:`` connection would be a new, empty database.
+        \"\"\"
+        with self.lock:
+            self.conn.close()
+            self.conn = self._connect()
+""",
         "a retried batch on memory:// would land in a new, empty database",
         OUTAGES,
+    ),
+    Mutant(
+        "kept-connection-starves-pool",
+        "adapters/persistence/postgres.py",
+        '        return spare and not stats.get("requests_waiting", 0)\n',
+        '        return not stats.get("requests_waiting", 0)\n',
+        "a pool of one connection would keep it back and make every other checkout wait",
+        ("tests/integration/test_postgres_recorder.py",),
+        postgres=True,
+    ),
+    Mutant(
+        "no-kept-connection",
+        "adapters/persistence/postgres.py",
+        "        if idle and self._others_served():\n",
+        "        if False:\n",
+        "a lone writer would cycle through every pooled connection (about 10 % slower)",
+        ("tests/integration/test_postgres_recorder.py",),
+        postgres=True,
     ),
 ]

@@ -34,10 +34,10 @@ from pydantic import BaseModel
 from actae.adapters.cli.opening import add_store_options, open_waiting, store_url
 from actae.adapters.drill.demo import demo
 from actae.adapters.drill.run import drill as run_drill
+from actae.adapters.logs import configure
+from actae.adapters.persistence.clock import OffsetClock
+from actae.adapters.persistence.outages import missing_table, summary
 from actae.adapters.persistence.url import parse_store_url
-from actae.adapters.runtime.clock import OffsetClock
-from actae.adapters.runtime.logs import configure
-from actae.adapters.runtime.outages import missing_table, summary
 from actae.adapters.runtime.store import Store
 from actae.adapters.runtime.store import open as open_store
 from actae.adapters.runtime.worker import REGISTRY, CommitHook, Registry, Worker

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from actae.adapters.runtime.outages import Outage, ride_out
+from actae.adapters.persistence.outages import Outage, ride_out
 from actae.adapters.runtime.store import Store
 from actae.adapters.runtime.store import open as open_store
 from actae.domain.errors import ValidationError

@@ -39,8 +39,8 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import make_conninfo
 
+from actae.adapters.persistence.clock import wall_clock
 from actae.adapters.persistence.url import parse_store_url
-from actae.adapters.runtime.clock import wall_clock
 from actae.domain.errors import ValidationError
 
 FAULTS = ("restart", "crash", "terminate")

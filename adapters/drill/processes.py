@@ -1,7 +1,7 @@
 """The drill's processes: the mock provider and the worker processes, started and stopped.
 
 Every worker is a real ``actae worker`` process, running the drill's workflows
-(``python -m actae.adapters.drill.workflows``, which hands them to the ``actae worker``
+(``python -m actae.adapters.cli.drill_worker``, which hands them to the ``actae worker``
 command with the drill's settings and hooks), on the drill's shared virtual clock (the clock
 file), with its stderr in ``<name>.log`` in the drill's folder; the drill kills them with
 SIGKILL and stops the rest with SIGTERM.
@@ -67,7 +67,7 @@ class DrillProcesses:
             [
                 sys.executable,
                 "-m",
-                "actae.adapters.drill.workflows",  # actae worker, with the drill's workflows
+                "actae.adapters.cli.drill_worker",  # actae worker, with the drill's workflows
                 "--wait-for-db",
                 "60",  # a worker may start while the drill's database fault is on
                 "--name",

@@ -46,9 +46,9 @@ from actae.adapters.drill.outages import JOURNAL_KIND, plan
 from actae.adapters.drill.processes import DrillProcesses
 from actae.adapters.drill.report import Report, summarize, table
 from actae.adapters.drill.timing import VirtualTime
-from actae.adapters.runtime.clock import OffsetClock
-from actae.adapters.runtime.logs import Lines, TextFormatter
-from actae.adapters.runtime.outages import is_transient
+from actae.adapters.logs import Lines, TextFormatter
+from actae.adapters.persistence.clock import OffsetClock
+from actae.adapters.persistence.outages import is_transient
 from actae.adapters.runtime.store import open as open_store
 from actae.domain.errors import ActaeError, ValidationError
 from actae.domain.values import RunStatus

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from actae.adapters.runtime.clock import OffsetClock
+    from actae.adapters.persistence.clock import OffsetClock
     from actae.adapters.runtime.store import Store
 
 IDLE = 0.3

@@ -1,10 +1,10 @@
-"""The drill's five-agent workflow, and the entry point of the drill's worker processes.
+"""The drill's five-agent workflow, as the drill's worker processes run it.
 
 A coordinator makes 7 state transitions and delegates to child agents: researchers and a
 writer (sampled model calls through the mock LLM), a payer (a payment through the mock
 provider, which answers 429 with Retry-After first), and a sleeper (a 24-hour durable timer).
 
-Each worker process is ``python -m actae.adapters.drill.workflows <actae worker options>``:
+Each worker process is ``python -m actae.adapters.cli.drill_worker <actae worker options>``:
 ``actae worker`` running these workflows, with the settings the drill puts in its
 environment, read when the process starts (never at import): ``ACTAE_DRILL_PROVIDER``, the
 mock provider's URL; ``ACTAE_DRILL_SCHEMA``, the state schema this worker's code speaks
@@ -22,14 +22,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from actae.adapters.cli.main import main as cli_main
 from actae.adapters.runtime.context import RunContext
 from actae.adapters.runtime.worker import CommitHook, Registry
 from actae.domain.effects import RetryPolicy
@@ -250,17 +248,3 @@ class DrillAgents:
             self.crash_here("while-waiting")
             raise
         return {"slept_hours": 24}
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """A drill worker process: ``actae worker`` (its options) with the drill's workflows."""
-    agents = DrillAgents(Settings.from_environ(os.environ))
-    return cli_main(
-        ["worker", *(sys.argv[1:] if argv is None else argv)],
-        registry=agents.registry(),
-        on_commit=agents.on_commit(),
-    )
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,4 +1,4 @@
-"""libpq connection parameters in a PostgreSQL store URL, and the pool that honours them.
+"""libpq connection parameters in a PostgreSQL store URL: which are carried, which refused.
 
 Actae opens several kinds of connection: eventsourcing's pool for the event store, and its
 own for migrations, the read models, LISTEN and the database clock. A parameter such as
@@ -6,25 +6,14 @@ own for migrations, the read models, LISTEN and the database clock. A parameter 
 connections while its URL says otherwise. So a parameter is either carried to every
 connection (``PASSED_THROUGH``, checked here) or refused by name, with the reason.
 
-Direct connections take ``StoreUrl.postgres_conninfo`` as keyword arguments. The pool is
-eventsourcing's, which passes only host, port, dbname, user and password:
-:class:`ActaePostgresFactory` adds the other parameters to the pool's connection arguments
-before the pool opens its first connection.
+Direct connections take ``StoreUrl.postgres_conninfo`` as keyword arguments; the event
+store's pool gets them too (``actae.adapters.persistence.recorders.postgres_recorder``).
 """
 
 from __future__ import annotations
 
-import json
-from typing import Final
-
-from eventsourcing.postgres import PostgresFactory
-from eventsourcing.utils import EnvType
-
 from actae.domain.errors import ValidationError
 from actae.domain.validation import require_int
-
-LIBPQ_ENV: Final = "ACTAE_LIBPQ_PARAMETERS"
-"""Environment key holding the accepted libpq parameters as a JSON object."""
 
 ON_OFF = ("0", "1")
 CHOICES: dict[str, tuple[str, ...]] = {
@@ -104,20 +93,3 @@ def check_parameter(name: str, value: str) -> str:
         low, high = WHOLE_NUMBERS[name]
         require_int(field, int(value), minimum=low, maximum=high)
     return value
-
-
-class ActaePostgresFactory(PostgresFactory):
-    """eventsourcing's PostgreSQL factory, whose pool connects with all libpq parameters.
-
-    The pool has not connected yet when the factory is built, so its connection arguments
-    can still be completed here.
-    """
-
-    def __init__(self, env: EnvType | None):
-        super().__init__(env)
-        parameters: dict[str, str] = json.loads(self.env.get(LIBPQ_ENV) or "{}")
-        arguments = self.datastore.pool.kwargs
-        assert isinstance(arguments, dict)  # noqa: S101 - eventsourcing builds it as a dict
-        arguments.update(parameters)
-        if not arguments.get("password"):  # none in the URL: libpq looks in the passfile
-            arguments.pop("password", None)

@@ -13,12 +13,11 @@ import sqlite3
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
 
-from actae.adapters.runtime.service import ActaeService
 from actae.domain.errors import ActaeError, ValidationError
 
 MIGRATIONS_TABLE = "actae_migrations"
@@ -40,8 +39,9 @@ class TableMigration:
 MIGRATIONS = (TableMigration(1, "event store tables (eventsourcing recorder)"),)
 LATEST = MIGRATIONS[-1].version
 
-ServiceFactory = Callable[[bool], ActaeService]
-"""Builds the service; the flag says whether it may create tables."""
+S = TypeVar("S")
+ServiceFactory = Callable[[bool], S]
+"""Builds the store's service; the flag says whether it may create tables."""
 
 
 class SchemaVersionError(ActaeError):
@@ -60,8 +60,8 @@ def _refuse_newer(current: int) -> None:
 
 
 def open_postgres(
-    conninfo: dict[str, str], schema: str, build: ServiceFactory, *, create: bool = True
-) -> ActaeService | None:
+    conninfo: dict[str, str], schema: str, build: ServiceFactory[S], *, create: bool = True
+) -> S | None:
     """Create or upgrade the schema under an advisory lock, then build the service.
 
     With ``create=False`` a schema that holds no store is left alone (no DDL runs) and the
@@ -110,7 +110,7 @@ def _postgres_version(conn: psycopg.Connection[Any], table: sql.Identifier) -> i
     return int(row.fetchone()[0])  # type: ignore[index]
 
 
-def open_sqlite(path: str, build: ServiceFactory, *, create: bool = True) -> ActaeService | None:
+def open_sqlite(path: str, build: ServiceFactory[S], *, create: bool = True) -> S | None:
     """Check the schema version, build the service (SQLite DDL is idempotent), record it.
 
     With ``create=False`` a missing file, or one that holds no store, is left as it is and

@@ -28,11 +28,13 @@ statements are sent:
   eventsourcing's ``get_connection`` (which also opens the pool and registers composite
   types on every call, neither needed by these statements); errors are translated to
   eventsourcing's exception classes the same way.
-* **The pool hands out the most recently returned connection** (last in, first out).
-  psycopg_pool's default is first in, first out: a single-threaded caller cycles through
-  every pooled connection, and each statement lands on a server process whose caches went
-  cold since its last turn; reusing the warm one is measurably faster. Idle connections
-  still expire.
+* **A lone writer keeps its connection.** psycopg_pool hands idle connections out first in,
+  first out, so a single-threaded caller would cycle through every pooled connection, and
+  a statement costs about 10 % more on a server process other than the one that ran the
+  previous statement (docs/performance.md). The recorder therefore keeps the connection its
+  last statement returned, if no one is waiting for one, and the next statement takes it
+  (:class:`KeptConnection`); concurrent statements take the others from the pool as usual.
+  Only the pool's public API is used: ``getconn``, ``putconn``, ``get_stats``.
 
 Pipeline mode is not used: it hung on multi-megabyte statements on this stack (psycopg 3.3,
 PostgreSQL 15; compare psycopg issue #685), and one statement per write needs no pipeline.
@@ -44,8 +46,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import threading
 import weakref
-from collections import deque
 from collections.abc import Sequence
 from typing import Any, Final, LiteralString
 from uuid import UUID
@@ -65,6 +67,7 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.utils import retry
+from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Composable, Identifier, Literal
 
@@ -110,22 +113,50 @@ ReadShape = tuple[bool, bool, bool, bool]
 """(has ``gt``, has ``lte``, descending, has ``limit``): one rendered SELECT per shape."""
 
 
-class LastInFirstOut(deque[Any]):
-    """A deque for psycopg_pool's idle connections whose ``popleft`` takes the newest."""
+class KeptConnection:
+    """The connection the recorder's last statement used, kept back for the next one.
 
-    def popleft(self) -> Any:
-        """The most recently returned connection (the pool takes idle ones from the left)."""
-        return self.pop()
+    A connection is kept only if it is healthy and idle and keeping it leaves the pool a
+    connection for others (idle, or room to open one) with no one waiting; otherwise it goes
+    back to the pool at once. ``release`` hands the kept one back (before
+    the pool checks or closes its connections).
+    """
 
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+        self._kept: Any = None
+        self._lock = threading.Lock()
 
-def prefer_warm_connections(datastore: PostgresDatastore) -> bool:
-    """Make the datastore's pool last-in-first-out; ``False`` if its layout is unknown."""
-    idle = getattr(datastore.pool, "_pool", None)
-    if not isinstance(idle, deque):
-        return False
-    if not isinstance(idle, LastInFirstOut):
-        datastore.pool._pool = LastInFirstOut(idle)  # see the module docstring
-    return True
+    def take(self) -> Any:
+        """The kept connection if there is one, else one from the pool."""
+        with self._lock:
+            conn, self._kept = self._kept, None
+        return conn if conn is not None else self._pool.getconn()
+
+    def give_back(self, conn: Any) -> None:
+        """Keep ``conn`` for the next statement, or return it to the pool."""
+        idle = not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE
+        if idle and self._others_served():
+            with self._lock:
+                conn, self._kept = self._kept, conn
+            if conn is None:
+                return
+        self._pool.putconn(conn)
+
+    def _others_served(self) -> bool:
+        """Whether keeping a connection leaves others one without waiting for it."""
+        stats = self._pool.get_stats()
+        spare = stats.get("pool_available", 0) > 0 or stats.get("pool_size", 0) < stats.get(
+            "pool_max", 0
+        )
+        return spare and not stats.get("requests_waiting", 0)
+
+    def release(self) -> None:
+        """Return the kept connection to the pool."""
+        with self._lock:
+            conn, self._kept = self._kept, None
+        if conn is not None:
+            self._pool.putconn(conn)
 
 
 def ordering_lock_key(schema: str, table: str) -> int:
@@ -141,7 +172,7 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events"
     ) -> None:
         super().__init__(datastore, events_table_name=events_table_name)
-        self.warm_connections = prefer_warm_connections(datastore)
+        self.kept = KeptConnection(datastore.pool)
         self._lock_key = ordering_lock_key(datastore.schema, self.events_table_name)
         self._table = SQL("{schema}.{table}").format(
             schema=Identifier(datastore.schema), table=Identifier(self.events_table_name)
@@ -246,9 +277,8 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         if not self._pool_opened:
             with self.datastore.get_connection():  # opens the pool, with its settings
                 self._pool_opened = True
-        pool = self.datastore.pool
         try:
-            conn = pool.getconn()
+            conn = self.kept.take()
         except psycopg.Error as error:
             raise translated(error) from error
         try:
@@ -261,7 +291,7 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
                 self._discard_dead_connections()
             raise translated(error) from error
         finally:
-            pool.putconn(conn)
+            self.kept.give_back(conn)
 
     def _discard_dead_connections(self) -> None:
         """Test the pool's idle connections and replace the dead ones.
@@ -270,8 +300,14 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         one; with a large pool a statement's retries could all land on dead connections
         although the server is back.
         """
+        self.kept.release()
         with contextlib.suppress(psycopg.Error):  # still down: the retries wait for it
             self.datastore.pool.check()
+
+    def close(self) -> None:
+        """Hand the kept connection back and close the pool."""
+        self.kept.release()
+        self.datastore.close()
 
     def insert_statement(self, count: int) -> LiteralString:
         """The insert of ``count`` events.

@@ -13,13 +13,11 @@ reaches every connection Actae opens, and any other is refused by name, so that 
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from actae.adapters.persistence.libpq import (
-    LIBPQ_ENV,
     PASSED_THROUGH,
     check_parameter,
     refusal,
@@ -27,10 +25,6 @@ from actae.adapters.persistence.libpq import (
 from actae.domain.errors import ValidationError
 from actae.domain.validation import require_int, require_storable
 
-CODEC_ENV = {
-    "MAPPER_TOPIC": "actae.adapters.persistence.codec:PydanticMapper",
-    "TRANSCODER_TOPIC": "actae.adapters.persistence.codec:OrjsonTranscoder",
-}
 ACTAE_OPTIONS = ("schema", "pool_size", "max_overflow")
 """Options of Actae itself; ``connect_timeout`` is libpq's and also bounds a pool wait."""
 IDENTIFIER_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_")
@@ -42,18 +36,22 @@ SECRET_OPTIONS = re.compile(r"(?<=[?&]sslpassword=)[^&#]*")
 
 @dataclass(frozen=True)
 class StoreUrl:
-    """A parsed store URL: backend name, eventsourcing env, and connection details.
+    """A parsed store URL: the backend, and what it takes to connect to it.
 
     ``postgres_conninfo`` holds every libpq parameter (host, port, dbname, user, password
     and the accepted query parameters): pass it to ``psycopg.connect(**conninfo)``.
+    ``pool_timeout`` is how long a pool waits for a connection (the URL's
+    ``connect_timeout``, or 10 s).
     """
 
     backend: str
-    env: dict[str, str]
     display: str
     sqlite_path: str | None = None
     postgres_conninfo: dict[str, str] = field(default_factory=dict)
     postgres_schema: str = "public"
+    pool_size: int = 5
+    max_overflow: int = 10
+    pool_timeout: float = float(DEFAULT_CONNECT_TIMEOUT)
 
 
 def parse_store_url(url: str) -> StoreUrl:
@@ -62,7 +60,7 @@ def parse_store_url(url: str) -> StoreUrl:
         raise ValidationError("url", f"expected a string, got {type(url).__name__}")
     scheme = url.split(":", 1)[0].lower()
     if scheme == "memory":
-        return StoreUrl("memory", {"PERSISTENCE_MODULE": "eventsourcing.popo", **CODEC_ENV}, url)
+        return StoreUrl("memory", url)
     require_storable("url", url)
     if scheme == "sqlite":
         return _sqlite(url)
@@ -81,13 +79,7 @@ def _sqlite(url: str) -> StoreUrl:
         raise ValidationError("url", f"expected sqlite:///path.db, got {url!r}")
     path = unquote(url[len(prefix) :])
     require_storable("url", path)
-    env = {
-        "PERSISTENCE_MODULE": "eventsourcing.sqlite",
-        "SQLITE_DBNAME": path,
-        "SQLITE_LOCK_TIMEOUT": "30",
-        **CODEC_ENV,
-    }
-    return StoreUrl("sqlite", env, url, sqlite_path=path)
+    return StoreUrl("sqlite", url, sqlite_path=path)
 
 
 DEAD_SERVER_DEFAULTS = {
@@ -141,29 +133,14 @@ def _postgres(url: str) -> StoreUrl:
         conninfo["password"] = unquote(parts.password)
     for name, value in conninfo.items():
         require_storable(f"url.{name}", value)
-    env = {
-        "PERSISTENCE_MODULE": "actae.adapters.persistence.libpq:ActaePostgresFactory",
-        "POSTGRES_DBNAME": conninfo["dbname"],
-        "POSTGRES_HOST": conninfo["host"],
-        "POSTGRES_PORT": conninfo["port"],
-        "POSTGRES_USER": conninfo["user"],
-        "POSTGRES_PASSWORD": conninfo.get("password", ""),
-        "POSTGRES_SCHEMA": schema,
-        "POSTGRES_POOL_SIZE": str(_count(options, "pool_size", 5, minimum=1)),
-        "POSTGRES_MAX_OVERFLOW": str(_count(options, "max_overflow", 10, minimum=0)),
-        "POSTGRES_CONNECT_TIMEOUT": libpq.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT),
-        "POSTGRES_ENABLE_DB_FUNCTIONS": "n",
-        "POSTGRES_LOCK_TIMEOUT": "10",
-        "APPLICATION_RECORDER_TOPIC": "actae.adapters.persistence.postgres:ActaePostgresRecorder",
-        LIBPQ_ENV: json.dumps(libpq),
-        **CODEC_ENV,
-    }
     return StoreUrl(
         "postgresql",
-        env,
         display,
         postgres_conninfo={**conninfo, **libpq},
         postgres_schema=schema,
+        pool_size=_count(options, "pool_size", 5, minimum=1),
+        max_overflow=_count(options, "max_overflow", 10, minimum=0),
+        pool_timeout=float(libpq.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT)),
     )
 
 

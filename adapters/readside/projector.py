@@ -6,7 +6,7 @@
 its tracking position. A lease running out is the one change no event records: after
 catching up, and in the live loop whenever a known lease expiry passes, the projector marks
 claims whose lease ran out (on the store's clock) in doubt. A transient database error (a
-restart, a dropped connection: see ``adapters/runtime/outages.py``) is waited out with backoff,
+restart, a dropped connection: see ``adapters/persistence/outages.py``) is waited out with backoff,
 reconnecting, and logged once per outage; any other error stops the projector at once (a
 missing table is no store at all, not an outage). An event that cannot be projected (a *poison*
 event) does not stop the projector: it is recorded with its error in
@@ -20,20 +20,18 @@ its outages (docs/logging.md).
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
-import psycopg
 from eventsourcing.persistence import ApplicationRecorder, Mapper, Notification
 
+from actae.adapters.logs import Lines
+from actae.adapters.persistence.outages import Outage, is_transient, ride_out
 from actae.adapters.readside.readmodels import ReadModelDB
 from actae.adapters.readside.subscription import Waiter
-from actae.adapters.runtime.logs import Lines
-from actae.adapters.runtime.outages import Outage, is_transient, ride_out
 from actae.domain.errors import ValidationError
 from actae.projections.changes import Change, Upsert
 from actae.projections.project import project
@@ -291,8 +289,8 @@ class Projector:
         """
         try:
             return self.db.read_only_query(statement, params)
-        except (psycopg.errors.ReadOnlySqlTransaction, sqlite3.OperationalError) as error:
-            if isinstance(error, sqlite3.OperationalError) and "readonly" not in str(error):
+        except Exception as error:
+            if not self.db.refuses_write(error):  # each backend knows its driver's refusal
                 raise
             raise ValidationError(
                 "statement", "projector.query only reads; use SELECT (or WITH ... SELECT)"

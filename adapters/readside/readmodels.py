@@ -4,6 +4,11 @@ Every batch of projected events is applied in one transaction together with the 
 position (exactly once: a position is either fully applied with its changes or not at all),
 while holding the tracking row's lock, so two projectors never apply the same events twice.
 The memory backend keeps its read models in an in-memory SQLite database.
+
+:class:`ReadModelDB` holds what both backends share; :class:`PostgresReadModels` and
+:class:`SqliteReadModels` hold what differs (parameter style, stored values, locking,
+transactions, read-only queries, reconnecting), so no method asks which backend it runs on.
+``postgres_db`` and ``sqlite_db`` build one; the store picks which, once.
 """
 
 from __future__ import annotations
@@ -11,77 +16,30 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from abc import abstractmethod
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 from uuid import UUID
 
 import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from actae.adapters.readside.schema import ERRORS, TRACKING, SchemaMethods
-from actae.adapters.runtime.clock import wall_clock
-from actae.adapters.runtime.worker_tables import WorkerTables
+from actae.adapters.persistence.clock import wall_clock
+from actae.adapters.readside.schema import (
+    ERRORS,
+    TRACKING,
+    PostgresSchema,
+    SchemaMethods,
+    SqliteSchema,
+)
+from actae.adapters.readside.worker_tables import WorkerTables
 from actae.domain.effects import STEP_ATTEMPTS, EffectStatus
 from actae.domain.values import RUN_HELD_BACK, RunStatus
 from actae.projections.changes import Change, Upsert
 from actae.projections.tables import TABLES, Table
-
-
-@dataclass(frozen=True)
-class Dialect:
-    """What differs between PostgreSQL and SQLite for the read models."""
-
-    name: str
-    param: str
-    types: dict[str, str]
-    lock_suffix: str
-
-    def adapt(self, value: Any) -> Any:
-        """A Python value in the form the driver stores."""
-        if self.name == "postgresql":
-            return Jsonb(value) if isinstance(value, dict) else value
-        if isinstance(value, UUID):
-            return str(value)
-        if isinstance(value, datetime):
-            return value.astimezone(UTC).isoformat(timespec="microseconds")
-        if isinstance(value, bool):
-            return int(value)
-        if isinstance(value, dict):
-            return json.dumps(value, sort_keys=True)
-        return value
-
-
-POSTGRES = Dialect(
-    "postgresql",
-    "%s",
-    {
-        "uuid": "uuid",
-        "text": "text",
-        "int": "bigint",
-        "bool": "boolean",
-        "timestamp": "timestamptz",
-        "json": "jsonb",
-    },
-    " FOR UPDATE",
-)
-SQLITE = Dialect(
-    "sqlite",
-    "?",
-    {
-        "uuid": "TEXT",
-        "text": "TEXT",
-        "int": "INTEGER",
-        "bool": "INTEGER",
-        "timestamp": "TEXT",
-        "json": "TEXT",
-    },
-    "",
-)
-
 
 CLAIMED = f"status = '{EffectStatus.CLAIMED}'"
 """An effect row held by a worker: the domain's time-independent status of a claim."""
@@ -163,34 +121,39 @@ def _expire_sql(effects: str) -> str:
 
 
 class ReadModelDB(SchemaMethods, WorkerTables):
-    """One connection to the database holding the read models."""
+    """One connection to the database holding the read models (one subclass per backend).
 
-    def __init__(self, dialect: Dialect, connect: Callable[[], Any]) -> None:
-        self.dialect = dialect
+    Every statement is written once, with psycopg's ``%s`` parameters. The drivers share no
+    parameter style (sqlite3 takes ``?`` or ``:name``, psycopg ``%s`` or ``%(name)s``), and
+    the read models' statements are positional, built at run time (``_upsert``) and handed
+    to ``executemany`` as rows; so rather than rendering every statement twice,
+    :meth:`SqliteReadModels._native` rewrites the ``%s`` marks to ``?`` in its one line.
+    """
+
+    name: ClassVar[str]
+    """The backend, as a URL names it (``postgresql``, ``sqlite``)."""
+    lock_suffix: ClassVar[str]
+    """What a SELECT ends with to lock its rows until the transaction ends."""
+
+    def __init__(self, connect: Callable[[], Any]) -> None:
         self._connect = connect
         self.conn: Any = connect()
         self.lock = threading.RLock()  # one connection, possibly shared by threads
-        self._depth = 0
 
+    @property
+    def dialect(self) -> type[ReadModelDB]:
+        """The subclass that speaks this backend's SQL; its ``name`` says which backend."""
+        return type(self)
+
+    @abstractmethod
+    def adapt(self, value: Any) -> Any:
+        """A Python value in the form this backend's driver stores."""
+
+    @abstractmethod
     def reconnect(self) -> None:
-        """Drop the connection and open a new one (after a transient failure on PostgreSQL).
+        """Recover the connection before a retry (after a transient failure)."""
 
-        Under the lock, so that no other thread's statement loses its connection midway. A
-        SQLite connection is kept: its transient error is a lock, not a lost connection, and
-        a new ``:memory:`` connection would be a new, empty database.
-        """
-        if self.dialect.name != "postgresql":
-            return
-        with self.lock:
-            try:
-                self.conn.close()
-            finally:
-                self.conn = self._connect()
-
-    def close(self) -> None:
-        """Close the connection."""
-        self.conn.close()
-
+    @abstractmethod
     def _heal(self) -> None:
         """Replace a connection the server dropped (a restart, a terminated backend).
 
@@ -198,26 +161,27 @@ class ReadModelDB(SchemaMethods, WorkerTables):
         an outage goes to a new connection instead of failing on the dead one. A failure to
         connect is the caller's transient error to wait out.
         """
-        if self.dialect.name == "postgresql" and self.conn.closed:
-            self.conn = self._connect()
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.conn.close()
 
     # -- statements -----------------------------------------------------------------------
 
-    def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
-        """Run one statement with this dialect's parameter style."""
-        return self.conn.execute(statement.replace("%s", self.dialect.param), params)
+    def _native(self, statement: str) -> str:
+        """``statement`` in the driver's parameter style: ``%s``, as it is written."""
+        return statement
 
+    def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
+        """Run one statement (written with ``%s`` parameters)."""
+        return self.conn.execute(self._native(statement), params)
+
+    @abstractmethod
     def executemany(self, statement: str, rows: list[Sequence[Any]]) -> None:
-        """Run one statement for many rows."""
-        statement = statement.replace("%s", self.dialect.param)
-        if self.dialect.name == "postgresql":
-            with self.conn.cursor() as cursor:
-                cursor.executemany(statement, rows)
-        else:
-            self.conn.executemany(statement, rows)
+        """Run one statement (written with ``%s`` parameters) for many rows."""
 
     def query(self, statement: str, params: Any = None) -> list[dict[str, Any]]:
-        """Rows of a read-only query as dicts (analyst access)."""
+        """Rows of a read-only query as dicts (analyst access, in the driver's own style)."""
         with self.lock:
             self._heal()
             cursor = self.conn.execute(statement, params or ())
@@ -227,54 +191,31 @@ class ReadModelDB(SchemaMethods, WorkerTables):
     def read_only_query(self, statement: str, params: Any = None) -> list[dict[str, Any]]:
         """Rows of an analyst's query, run where it cannot write.
 
-        A read-only transaction on PostgreSQL, ``PRAGMA query_only`` on SQLite: a statement
-        that would change anything fails instead of quietly committing.
+        A statement that would change anything fails (see :meth:`refuses_write`) instead of
+        quietly committing.
         """
         with self.lock:
             self._heal()
-            if self.dialect.name == "postgresql":
-                with self.conn.transaction():
-                    self.conn.execute("SET TRANSACTION READ ONLY")
-                    return self.query(statement, params)
-            self.conn.execute("PRAGMA query_only = ON")
-            try:
-                return self.query(statement, params)
-            finally:
-                self.conn.execute("PRAGMA query_only = OFF")
+            return self._read_only(statement, params)
 
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
-        """A transaction, or a savepoint inside one (SQLite takes the write lock at once)."""
-        with self.lock:
-            if self.dialect.name == "postgresql":
-                self._heal()
-                with self.conn.transaction():
-                    yield
-                return
-            self._depth += 1
-            name = f"sp{self._depth}"
-            begin, commit, rollback = (
-                ("BEGIN IMMEDIATE", "COMMIT", "ROLLBACK")
-                if self._depth == 1
-                else (f"SAVEPOINT {name}", f"RELEASE {name}", f"ROLLBACK TO {name}; RELEASE {name}")
-            )
-            try:
-                self.conn.execute(begin)
-                try:
-                    yield
-                except BaseException:
-                    for statement in rollback.split("; "):
-                        self.conn.execute(statement)
-                    raise
-                self.conn.execute(commit)
-            finally:
-                self._depth -= 1
+    @abstractmethod
+    def _read_only(self, statement: str, params: Any) -> list[dict[str, Any]]:
+        """``query``, run so that it cannot write (under the lock)."""
+
+    @staticmethod
+    @abstractmethod
+    def refuses_write(error: Exception) -> bool:
+        """Whether ``error`` is this backend refusing a write in :meth:`read_only_query`."""
+
+    @abstractmethod
+    def transaction(self) -> AbstractContextManager[None]:
+        """A transaction, or a savepoint inside one."""
 
     # -- tracking -------------------------------------------------------------------------
 
     def lock_position(self, name: str) -> int:
         """The tracked position of ``name``, locked until the transaction ends."""
-        select = f"SELECT position FROM {TRACKING} WHERE name = %s{self.dialect.lock_suffix}"
+        select = f"SELECT position FROM {TRACKING} WHERE name = %s{self.lock_suffix}"
         row = self.execute(select, (name,)).fetchone()
         if row is None:  # first use of this name: create the row, then lock it
             self.execute(
@@ -295,9 +236,7 @@ class ReadModelDB(SchemaMethods, WorkerTables):
 
     def position(self, name: str) -> int:
         """The tracked position, without locking."""
-        rows = self.query(
-            f"SELECT position FROM {TRACKING} WHERE name = {self.dialect.param}", (name,)
-        )
+        rows = self.query(self._native(f"SELECT position FROM {TRACKING} WHERE name = %s"), (name,))
         return int(rows[0]["position"]) if rows else 0
 
     def record_error(
@@ -313,7 +252,7 @@ class ReadModelDB(SchemaMethods, WorkerTables):
                 topic,
                 originator,
                 error[:4000],
-                self.dialect.adapt(wall_clock()),
+                self.adapt(wall_clock()),
             ),
         )
 
@@ -338,7 +277,7 @@ class ReadModelDB(SchemaMethods, WorkerTables):
         for (name, key), (_, values) in rows.items():
             columns = tuple(values)
             shapes.setdefault((name, columns), []).append(
-                [self.dialect.adapt(key), *(self.dialect.adapt(values[c]) for c in columns)]
+                [self.adapt(key), *(self.adapt(values[c]) for c in columns)]
             )
         for (name, columns), batch in shapes.items():
             self.executemany(self._upsert(tables[name], columns, suffix), batch)
@@ -346,7 +285,7 @@ class ReadModelDB(SchemaMethods, WorkerTables):
         if effects:
             where = f"run_id = (SELECT run_id FROM effects{suffix} WHERE effect_id = %s)"
             statement = _refresh_sql(*names, where)
-            self.executemany(statement, [[self.dialect.adapt(e)] for e in effects])
+            self.executemany(statement, [[self.adapt(e)] for e in effects])
         self.refresh_runs(list(runs), suffix)
 
     def expire_claims(self, now: datetime, suffix: str = "") -> datetime | None:
@@ -358,7 +297,7 @@ class ReadModelDB(SchemaMethods, WorkerTables):
         live claim's lease runs out (None: no live claim), when calling again is worthwhile.
         """
         effects = f"effects{suffix}"
-        at = self.dialect.adapt(now)
+        at = self.adapt(now)
         changed = {row[0] for row in self.execute(_expire_sql(effects), (at, at)).fetchall()}
         self.refresh_runs(list(changed), suffix)
         (row,) = self.execute(
@@ -371,7 +310,7 @@ class ReadModelDB(SchemaMethods, WorkerTables):
         """Recompute the derived columns (status, next action, ...) of these runs."""
         if run_ids:
             statement = _refresh_sql(f"effects{suffix}", f"run_status{suffix}", "run_id = %s")
-            self.executemany(statement, [[self.dialect.adapt(run)] for run in run_ids])
+            self.executemany(statement, [[self.adapt(run)] for run in run_ids])
 
     def _upsert(self, table: Table, columns: tuple[str, ...], suffix: str) -> str:
         names = ", ".join((table.key, *columns))
@@ -397,6 +336,132 @@ def _moment(value: Any) -> datetime | None:
     return datetime.fromisoformat(value)
 
 
+class PostgresReadModels(PostgresSchema, ReadModelDB):
+    """Read models on PostgreSQL: psycopg's own parameters, row locks, reconnects."""
+
+    name = "postgresql"
+    lock_suffix = " FOR UPDATE"
+
+    def adapt(self, value: Any) -> Any:
+        """A dict as jsonb; psycopg stores every other value as it is."""
+        return Jsonb(value) if isinstance(value, dict) else value
+
+    def reconnect(self) -> None:
+        """Drop the connection and open a new one.
+
+        Under the lock, so that no other thread's statement loses its connection midway.
+        """
+        with self.lock:
+            try:
+                self.conn.close()
+            finally:
+                self.conn = self._connect()
+
+    def _heal(self) -> None:
+        if self.conn.closed:
+            self.conn = self._connect()
+
+    def executemany(self, statement: str, rows: list[Sequence[Any]]) -> None:
+        """Run one statement for many rows (psycopg's connection has no ``executemany``)."""
+        with self.conn.cursor() as cursor:
+            cursor.executemany(statement, rows)
+
+    def _read_only(self, statement: str, params: Any) -> list[dict[str, Any]]:
+        """In a read-only transaction."""
+        with self.conn.transaction():
+            self.conn.execute("SET TRANSACTION READ ONLY")
+            return self.query(statement, params)
+
+    @staticmethod
+    def refuses_write(error: Exception) -> bool:
+        """Whether ``error`` is PostgreSQL refusing a write in a read-only transaction."""
+        return isinstance(error, psycopg.errors.ReadOnlySqlTransaction)
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """A transaction, or a savepoint inside one (psycopg nests them)."""
+        with self.lock:
+            self._heal()
+            with self.conn.transaction():
+                yield
+
+
+class SqliteReadModels(SqliteSchema, ReadModelDB):
+    """Read models on SQLite: ``?`` parameters, text values, the write lock taken at once."""
+
+    name = "sqlite"
+    lock_suffix = ""  # BEGIN IMMEDIATE (``transaction``) already holds the database's lock
+
+    def __init__(self, connect: Callable[[], Any]) -> None:
+        super().__init__(connect)
+        self._depth = 0  # of nested transactions: the outer one begins, inner ones save points
+
+    def adapt(self, value: Any) -> Any:
+        """Ids, moments, flags and documents as the text and integers SQLite stores."""
+        if isinstance(value, UUID):
+            return str(value)
+        if isinstance(value, datetime):
+            return value.astimezone(UTC).isoformat(timespec="microseconds")
+        if isinstance(value, bool):
+            return int(value)
+        if isinstance(value, dict):
+            return json.dumps(value, sort_keys=True)
+        return value
+
+    def reconnect(self) -> None:
+        """Keep the connection: SQLite's transient error is a lock, not a lost connection.
+
+        A new ``:memory:`` connection would be a new, empty database.
+        """
+
+    def _heal(self) -> None:
+        """Nothing to heal: no server drops the connection to a file or to memory."""
+
+    def _native(self, statement: str) -> str:
+        """The ``%s`` marks as sqlite3's ``?`` (why here: :class:`ReadModelDB`)."""
+        return statement.replace("%s", "?")
+
+    def executemany(self, statement: str, rows: list[Sequence[Any]]) -> None:
+        """Run one statement for many rows."""
+        self.conn.executemany(self._native(statement), rows)
+
+    def _read_only(self, statement: str, params: Any) -> list[dict[str, Any]]:
+        """With ``PRAGMA query_only`` on for the query's length."""
+        self.conn.execute("PRAGMA query_only = ON")
+        try:
+            return self.query(statement, params)
+        finally:
+            self.conn.execute("PRAGMA query_only = OFF")
+
+    @staticmethod
+    def refuses_write(error: Exception) -> bool:
+        """Whether ``error`` is SQLite refusing a write under ``PRAGMA query_only``."""
+        return isinstance(error, sqlite3.OperationalError) and "readonly" in str(error)
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """A transaction, or a savepoint inside one (SQLite takes the write lock at once)."""
+        with self.lock:
+            self._depth += 1
+            name = f"sp{self._depth}"
+            begin, commit, rollback = (
+                ("BEGIN IMMEDIATE", "COMMIT", "ROLLBACK")
+                if self._depth == 1
+                else (f"SAVEPOINT {name}", f"RELEASE {name}", f"ROLLBACK TO {name}; RELEASE {name}")
+            )
+            try:
+                self.conn.execute(begin)
+                try:
+                    yield
+                except BaseException:
+                    for statement in rollback.split("; "):
+                        self.conn.execute(statement)
+                    raise
+                self.conn.execute(commit)
+            finally:
+                self._depth -= 1
+
+
 def postgres_db(conninfo: dict[str, str], schema: str) -> ReadModelDB:
     """Read models in the store's PostgreSQL schema."""
 
@@ -405,7 +470,7 @@ def postgres_db(conninfo: dict[str, str], schema: str) -> ReadModelDB:
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
         return conn
 
-    return ReadModelDB(POSTGRES, connect)
+    return PostgresReadModels(connect)
 
 
 def sqlite_db(path: str) -> ReadModelDB:
@@ -417,4 +482,4 @@ def sqlite_db(path: str) -> ReadModelDB:
             conn.execute("PRAGMA journal_mode=WAL")
         return conn
 
-    return ReadModelDB(SQLITE, connect)
+    return SqliteReadModels(connect)

@@ -26,7 +26,7 @@ from typing import Any, Protocol, Self
 
 import psycopg
 
-from actae.adapters.runtime.outages import Outage, is_transient, ride_out
+from actae.adapters.persistence.outages import Outage, is_transient, ride_out
 from actae.domain.values import ChannelEvent
 
 log = logging.getLogger("actae.subscription")

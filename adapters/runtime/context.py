@@ -14,10 +14,10 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from actae.adapters.persistence.outages import Outage, ride_out
 from actae.adapters.runtime.context_effects import EffectSteps
 from actae.adapters.runtime.context_replay import Inherited
 from actae.adapters.runtime.context_retries import StepRetries
-from actae.adapters.runtime.outages import Outage, ride_out
 from actae.domain.effects import Claim, RetryPolicy, workflow_result
 from actae.domain.errors import (
     RunStoppedError,

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from actae.adapters.runtime.outages import is_transient
+from actae.adapters.persistence.outages import is_transient
 from actae.domain.effects import (
     Claim,
     EffectStatus,

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from actae.adapters.runtime.outages import Outage, ride_out
+from actae.adapters.persistence.outages import Outage, ride_out
 from actae.domain.errors import LeaseLostError
 
 if TYPE_CHECKING:

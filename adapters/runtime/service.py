@@ -21,14 +21,10 @@ import random
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
-from uuid import UUID
 
-from eventsourcing.application import Application
 from eventsourcing.persistence import IntegrityError
-from eventsourcing.utils import Environment, EnvType
 
-from actae.adapters.persistence.eventlog import PostgresEventLog, RecordedEventLog
-from actae.adapters.persistence.postgres import ActaePostgresRecorder
+from actae.adapters.persistence.recorders import Backend
 from actae.domain.aggregate import DomainEvent
 from actae.domain.channel import Channel
 from actae.domain.pipeline import Core
@@ -41,36 +37,29 @@ C = TypeVar("C")
 T = TypeVar("T")
 
 
-class ActaeService(Application[UUID]):
-    """Runs commands against the event store that the URL's settings choose."""
-
-    name = "actae"
+class ActaeService:
+    """Runs commands against one event store (:mod:`actae.adapters.persistence.recorders`)."""
 
     def __init__(
         self,
-        env: EnvType,
+        events: Backend,
         *,
         codec: Codec,
         clock: Clock,
         max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
         draw: Callable[[], float] = random.random,
     ) -> None:
+        self.mapper = events.mapper
+        self.recorder = events.recorder
+        self.event_log = events.log
+        self.close = events.close
         self.codec = codec
         self.clock = clock
         self.max_document_bytes = max_document_bytes
-        super().__init__(env)
-        if self.repository.cache is not None or self.snapshots is not None:
-            raise ValueError("ActaeService.save maintains no aggregate cache and no snapshots")
         self.written = threading.Condition()
-        log_type = PostgresEventLog if isinstance(self.recorder, ActaePostgresRecorder) else None
-        self.event_log = (log_type or RecordedEventLog)(self.mapper, self.recorder)
         self.reader = StoreReader(self.event_log, codec, clock)
         self.core = Core(codec=codec, max_document_bytes=max_document_bytes, draw=draw)
         self.commit_listeners: list[Callable[[Sequence[DomainEvent]], None]] = []
-
-    def construct_env(self, name: str, env: EnvType | None = None) -> Environment:
-        """Configure from the given env only: the store URL decides, never ``os.environ``."""
-        return Environment(name, {**type(self).env, **(env or {})})
 
     def execute(self, decide: Callable[[C, Core], Plan[T]], command: C) -> T:
         """Decide ``command`` with ``decide`` and carry out its plan; the command's answer."""
@@ -104,12 +93,8 @@ class ActaeService(Application[UUID]):
         refusal on a primary key is :class:`RaceLost`, and the heads of the channels
         involved are forgotten: the next attempt must read them as stored.
 
-        eventsourcing's ``Application.save`` tells aggregates from events with runtime
-        protocol checks (costly on every write) and wraps every stored event in
-        ``Recording`` and ``Notification`` objects that nothing here reads. Everything saved
-        here is one of our aggregates or events, no aggregate cache or snapshotting is
-        configured (checked in ``__init__``) and no process application follows (its
-        ``_notify`` hook is empty), so the events go to the mapper and the recorder directly.
+        The events go to the mapper and the recorder directly: there is no aggregate cache,
+        no snapshotting and no process application to keep up to date.
         """
         events: list[Any] = pending_events(objs)  # eventsourcing types them as protocols
         channel_events = [event for event in events if isinstance(event, Channel.Event)]

@@ -13,9 +13,11 @@ from types import TracebackType
 from typing import Any, Self, TextIO
 from uuid import UUID
 
+from actae.adapters.persistence.clock import close_clock, host_skew, store_clock
 from actae.adapters.persistence.codec import OrjsonCodec
 from actae.adapters.persistence.migrations import open_postgres, open_sqlite
 from actae.adapters.persistence.postgres import ActaePostgresRecorder
+from actae.adapters.persistence.recorders import memory_store, postgres_store, sqlite_store
 from actae.adapters.persistence.url import StoreUrl, parse_store_url
 from actae.adapters.readside.projector import Projector
 from actae.adapters.readside.readmodels import postgres_db, sqlite_db
@@ -25,7 +27,6 @@ from actae.adapters.readside.subscription import (
     Subscription,
     Waiter,
 )
-from actae.adapters.runtime.clock import close_clock, host_skew, store_clock
 from actae.adapters.runtime.service import ActaeService
 from actae.adapters.runtime.store_ledger import LedgerMethods
 from actae.adapters.runtime.store_lifecycle import LifecycleMethods
@@ -80,12 +81,14 @@ def open(
     store_time = store_clock(clock, parsed.postgres_conninfo if postgres else None)
 
     def build(create_tables: bool) -> ActaeService:
-        env = {**parsed.env, "CREATE_TABLE": "y" if create_tables else "n"}
+        if postgres:
+            events = postgres_store(parsed, create_tables=create_tables)
+        elif parsed.backend == "sqlite":
+            events = sqlite_store(parsed.sqlite_path or "", create_tables=create_tables)
+        else:
+            events = memory_store()
         return ActaeService(
-            env,
-            codec=OrjsonCodec(),
-            clock=store_time,
-            max_document_bytes=max_document_bytes,
+            events, codec=OrjsonCodec(), clock=store_time, max_document_bytes=max_document_bytes
         )
 
     service: ActaeService | None = None

@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TextIO
 
-from actae.adapters.runtime.clock import skew_warning
+from actae.adapters.logs import Lines
+from actae.adapters.persistence.clock import skew_warning
+from actae.adapters.persistence.outages import Outage, is_transient, ride_out, store_outage
 from actae.adapters.runtime.context import RunContext
-from actae.adapters.runtime.logs import Lines
-from actae.adapters.runtime.outages import Outage, is_transient, ride_out, store_outage
 from actae.adapters.runtime.outcomes import (
     COOLDOWN,
     Cooldown,

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import actae
-from actae.adapters.runtime.outages import Outage, ride_out
+from actae.adapters.persistence.outages import Outage, ride_out
 from tests.helpers import Follower, called, wait_for
 from tests.integration.lines import Lines
 

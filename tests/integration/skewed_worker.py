@@ -9,13 +9,13 @@ from __future__ import annotations
 import sys
 from datetime import timedelta
 
-import actae.adapters.runtime.clock
+import actae.adapters.persistence.clock
 from actae.adapters.cli.main import main
 
 
 def skew_wall_clock(seconds: float) -> None:
-    real = actae.adapters.runtime.clock.wall_clock
-    actae.adapters.runtime.clock.wall_clock = lambda: real() + timedelta(seconds=seconds)
+    real = actae.adapters.persistence.clock.wall_clock
+    actae.adapters.persistence.clock.wall_clock = lambda: real() + timedelta(seconds=seconds)
 
 
 if __name__ == "__main__":

@@ -109,7 +109,7 @@ def test_libpq_parameters_reach_every_connection(
         store.projector().catch_up()  # the read models
         with store.subscribe(run.channel_id) as subscription:  # LISTEN
             assert next(subscription).cursor == 1
-        with store._service.factory.datastore.get_connection() as conn:  # type: ignore[attr-defined]
+        with store._service.recorder.datastore.get_connection() as conn:  # type: ignore[attr-defined]
             shown = conn.execute("SHOW statement_timeout").fetchone()
         assert shown == {"statement_timeout": "123s"}
         with psycopg.connect(pg_url.split("?", maxsplit=1)[0]) as observer:

@@ -1,6 +1,6 @@
 """The store's clock: the database's on PostgreSQL whatever this host's says, and its warning.
 
-A wrong host clock is simulated by patching ``actae.adapters.runtime.clock.wall_clock``, the
+A wrong host clock is simulated by patching ``actae.adapters.persistence.clock.wall_clock``, the
 library's single read of the local wall clock.
 """
 
@@ -15,8 +15,8 @@ import psycopg
 import pytest
 
 import actae
+from actae.adapters.persistence import clock as clocks
 from actae.adapters.persistence.url import parse_store_url
-from actae.adapters.runtime import clock as clocks
 from tests.helpers import wait_for
 
 HOUR = 3600.0

@@ -6,14 +6,10 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID, uuid5
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actae.adapters.persistence.codec import OrjsonCodec, OrjsonTranscoder, PydanticMapper
-from actae.adapters.persistence.url import parse_store_url
-from actae.adapters.runtime.clock import wall_clock
-from actae.adapters.runtime.service import ActaeService
+from actae.adapters.persistence.codec import OrjsonTranscoder, PydanticMapper
 from actae.domain.operation import OPERATION_NAMESPACE, Operation
 
 
@@ -47,11 +43,3 @@ def test_an_operation_id_maps_to_the_uuid5_of_the_namespace(operation_id: str) -
 
 def test_an_operation_id_maps_to_the_id_already_in_stored_fixtures() -> None:
     assert Operation.id_for("run-7:step-3") == UUID("fc596373-9634-5bc3-ab33-36e34e9b7598")
-
-
-@pytest.mark.parametrize("setting", ["AGGREGATE_CACHE_MAXSIZE", "IS_SNAPSHOTTING_ENABLED"])
-def test_the_service_refuses_settings_its_direct_save_would_not_honour(setting: str) -> None:
-    """``save`` skips eventsourcing's cache and snapshot upkeep, so neither may be switched on."""
-    env = {**parse_store_url("memory://").env, setting: "y" if "ENABLED" in setting else "10"}
-    with pytest.raises(ValueError, match="no aggregate cache and no snapshots"):
-        ActaeService(env, codec=OrjsonCodec(), clock=wall_clock)

@@ -17,7 +17,7 @@ from eventsourcing.persistence import OperationalError, ProgrammingError
 from psycopg_pool import ConnectionPool
 
 import actae
-from actae.adapters.runtime.outages import Outage, is_transient, ride_out
+from actae.adapters.persistence.outages import Outage, is_transient, ride_out
 
 
 def raised(call: object) -> BaseException:

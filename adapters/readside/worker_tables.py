@@ -6,7 +6,8 @@ the live workers can run (``actae_worker_agents``, renewed while a worker lives)
 latter run_status learns that a running run has no live worker with its workflow
 (``unserved``, ``next_action`` "register workflow '<agent>'") without anyone writing on the
 run's channel, where a note would move the cursor under the run's own writers.
-:class:`actae.adapters.readside.readmodels.ReadModelDB` inherits these methods.
+:class:`actae.adapters.readside.readmodels.ReadModelDB` inherits these methods; they hold no
+backend's particulars (its subclasses store values and run statements their backend's way).
 """
 
 # ruff: noqa: S608 - SQL assembled from our own constant table and column names, never input
@@ -21,22 +22,22 @@ from uuid import UUID
 
 from actae.adapters.readside.schema import LEASES, WORKERS
 
-if TYPE_CHECKING:
-    from actae.adapters.readside.readmodels import Dialect
-
 
 class WorkerTables:
     """``ReadModelDB`` methods for run leases and the agents live workers serve."""
 
-    if TYPE_CHECKING:  # provided by ReadModelDB
-        dialect: Dialect
+    if TYPE_CHECKING:  # provided by ReadModelDB, one subclass per backend
+
+        def adapt(self, value: Any) -> Any:
+            """A Python value in the form this backend's driver stores."""
+            ...
 
         def transaction(self) -> AbstractContextManager[None]:
             """A transaction, or a savepoint inside one."""
             ...
 
         def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
-            """Run one statement with this dialect's parameter style."""
+            """Run one statement (written with ``%s`` parameters)."""
             ...
 
         def refresh_runs(self, run_ids: Sequence[Any]) -> None:
@@ -53,7 +54,7 @@ class WorkerTables:
                 "VALUES (%s, %s, 1, %s) ON CONFLICT (run_id) DO UPDATE SET "
                 "worker = excluded.worker, token = l.token + 1, expires_at = excluded.expires_at "
                 "WHERE l.expires_at <= %s RETURNING token",
-                (self._run_key(run_id), worker, self.dialect.adapt(until), self.dialect.adapt(now)),
+                (self._run_key(run_id), worker, self.adapt(until), self.adapt(now)),
             ).fetchone()
         return None if row is None else int(row[0])
 
@@ -62,7 +63,7 @@ class WorkerTables:
         with self.transaction():
             cursor = self.execute(
                 f"UPDATE {LEASES} SET expires_at = %s WHERE run_id = %s AND token = %s",
-                (self.dialect.adapt(until), self._run_key(run_id), token),
+                (self.adapt(until), self._run_key(run_id), token),
             )
             return bool(cursor.rowcount)
 
@@ -71,18 +72,18 @@ class WorkerTables:
         with self.transaction():
             self.execute(
                 f"UPDATE {LEASES} SET expires_at = %s WHERE run_id = %s AND token = %s",
-                (self.dialect.adapt(now), self._run_key(run_id), token),
+                (self.adapt(now), self._run_key(run_id), token),
             )
 
     def _run_key(self, run_id: Any) -> Any:
         """A run id as ``run_status.run_id`` stores it, so the two tables join."""
-        return self.dialect.adapt(UUID(str(run_id)))
+        return self.adapt(UUID(str(run_id)))
 
     # -- who serves which agent -------------------------------------------------------------
 
     def advertise(self, worker: str, agents: Sequence[str], until: datetime) -> None:
         """Say that ``worker`` runs workflows for ``agents`` until ``until`` (store clock)."""
-        at = self.dialect.adapt(until)
+        at = self.adapt(until)
         with self.transaction():
             self.execute(f"DELETE FROM {WORKERS} WHERE worker = %s", (worker,))
             for agent in agents:
@@ -104,7 +105,7 @@ class WorkerTables:
             rows = self.execute(
                 f"SELECT r.run_id, r.unserved, {served} FROM run_status r "
                 "WHERE r.lifecycle = 'running'",
-                (self.dialect.adapt(now),),
+                (self.adapt(now),),
             ).fetchall()
             changed = [
                 (run, not serves) for run, flagged, serves in rows if bool(flagged) == bool(serves)
@@ -112,7 +113,7 @@ class WorkerTables:
             for run, unserved in changed:
                 self.execute(
                     "UPDATE run_status SET unserved = %s WHERE run_id = %s",
-                    (self.dialect.adapt(unserved), run),
+                    (self.adapt(unserved), run),
                 )
             self.refresh_runs([run for run, _ in changed])
         return [run for run, _ in changed]

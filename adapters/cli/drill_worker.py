@@ -1,0 +1,30 @@
+"""The drill's worker processes: ``actae worker`` running the drill's workflows.
+
+The drill starts each worker as ``python -m actae.adapters.cli.drill_worker <actae worker
+options>``, with its settings in the environment (``ACTAE_DRILL_*``, read when the process
+starts: see :mod:`actae.adapters.drill.workflows`). This entry point lives with the command
+line, which it runs, so the drill's code does not import the command line that starts it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+from actae.adapters.cli.main import main as cli_main
+from actae.adapters.drill.workflows import DrillAgents, Settings
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """A drill worker process: ``actae worker`` (its options) with the drill's workflows."""
+    agents = DrillAgents(Settings.from_environ(os.environ))
+    return cli_main(
+        ["worker", *(sys.argv[1:] if argv is None else argv)],
+        registry=agents.registry(),
+        on_commit=agents.on_commit(),
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

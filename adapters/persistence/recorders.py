@@ -1,0 +1,100 @@
+"""The event store behind each kind of URL, built by name: which recorder, on which datastore.
+
+``actae.open`` calls one of these, so a write can be followed by reading from
+``Store.transition`` through ``ActaeService.save`` to the recorder's SQL: no topic strings or
+settings dictionaries in between. Each setting is eventsourcing's default unless a comment
+says why Actae's differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from eventsourcing.persistence import ApplicationRecorder, Mapper
+from eventsourcing.popo import POPOApplicationRecorder
+from eventsourcing.postgres import PostgresDatastore
+from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
+
+from actae.adapters.persistence.codec import OrjsonTranscoder, PydanticMapper
+from actae.adapters.persistence.eventlog import PostgresEventLog, RecordedEventLog
+from actae.adapters.persistence.postgres import ActaePostgresRecorder
+from actae.adapters.persistence.url import StoreUrl
+
+POSTGRES_EVENTS_TABLE = "actae_events"
+"""The stored events' table on PostgreSQL (eventsourcing's name for an application "actae")."""
+SQLITE_LOCK_TIMEOUT = 30
+"""Seconds a SQLite writer waits for another's lock before giving up."""
+POSTGRES_LOCK_TIMEOUT = 10
+"""Seconds a PostgreSQL statement waits for a lock before giving up (0 would wait forever)."""
+IDLE_IN_TRANSACTION_TIMEOUT = 5
+"""Seconds a session may sit idle inside a transaction before the server ends it."""
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Where a store's events live.
+
+    The recorder writes them, the domain reads them through the log, ``close`` lets go of
+    the connections.
+    """
+
+    mapper: Mapper[Any]
+    recorder: ApplicationRecorder
+    log: RecordedEventLog
+    close: Callable[[], None]
+
+
+def memory_store() -> Backend:
+    """Events in this process's memory (``memory://``): gone when the store closes."""
+    recorder = POPOApplicationRecorder()
+    return _assembled(recorder, RecordedEventLog, lambda: None)
+
+
+def sqlite_store(path: str, *, create_tables: bool) -> Backend:
+    """Events in the SQLite file ``path`` (table ``stored_events``)."""
+    datastore = SQLiteDatastore(db_name=path, lock_timeout=SQLITE_LOCK_TIMEOUT)
+    recorder = SQLiteApplicationRecorder(datastore)
+    if create_tables:
+        recorder.create_table()
+    return _assembled(recorder, RecordedEventLog, datastore.close)
+
+
+def postgres_store(url: StoreUrl, *, create_tables: bool) -> Backend:
+    """Events in PostgreSQL, in the URL's schema, through a pool of the URL's size.
+
+    Every libpq parameter of the URL reaches each pooled connection (they are added to the
+    pool's connection arguments before it first connects). Without a password in the URL,
+    libpq looks in the passfile.
+    """
+    conninfo = url.postgres_conninfo
+    datastore = PostgresDatastore(
+        dbname=conninfo["dbname"],
+        host=conninfo["host"],
+        port=conninfo["port"],
+        user=conninfo["user"],
+        password=conninfo.get("password", ""),
+        connect_timeout=url.pool_timeout,  # how long a checkout waits for a connection
+        idle_in_transaction_session_timeout=IDLE_IN_TRANSACTION_TIMEOUT,
+        pool_size=url.pool_size,
+        max_overflow=url.max_overflow,
+        lock_timeout=POSTGRES_LOCK_TIMEOUT,
+        schema=url.postgres_schema,
+        enable_db_functions=False,  # its stored functions take a table lock per write
+    )
+    arguments = datastore.pool.kwargs
+    assert isinstance(arguments, dict)  # noqa: S101 - eventsourcing builds it as a dict
+    arguments.update(conninfo)
+    if not arguments.get("password"):
+        arguments.pop("password", None)
+    recorder = ActaePostgresRecorder(datastore, events_table_name=POSTGRES_EVENTS_TABLE)
+    if create_tables:
+        recorder.create_table()
+    return _assembled(recorder, PostgresEventLog, recorder.close)
+
+
+def _assembled(recorder: Any, log: type[RecordedEventLog], close: Callable[[], None]) -> Backend:
+    """The parts around ``recorder``: pydantic events stored as orjson bytes."""
+    mapper = PydanticMapper(transcoder=OrjsonTranscoder())
+    return Backend(mapper, recorder, log(mapper, recorder), close)
