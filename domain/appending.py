@@ -25,7 +25,7 @@ from actae.domain.commands import Record, Transition
 from actae.domain.errors import ConflictError
 from actae.domain.operation import Operation
 from actae.domain.pipeline import Core, Once, retried
-from actae.domain.plan import Plan, answered, ask, now, save
+from actae.domain.plan import NOW, Plan, Save, answered, ask
 from actae.domain.reader import StoreReader, receipt_of
 from actae.domain.validation import (
     fingerprint,
@@ -126,13 +126,23 @@ def _appended(
     """
 
     def attempt(number: int) -> Plan[Receipt]:
-        head = yield from _head_at(core, cid, once, number, *expected)
-        if isinstance(head, Receipt):
-            return head
-        at = yield from now()
-        return (yield from _append(event_after(head, at), once))
+        head = core.heads.get(cid)
+        if head is None or not head.is_at(*expected):  # the guess reads nothing: the hot path
+            checked = yield from _head_at(core, cid, once, number, *expected)
+            if isinstance(checked, Receipt):
+                return checked
+            head = checked
+        at: datetime = yield NOW
+        event = event_after(head, at)
+        receipt = receipt_of(event)
+        if once is None:
+            yield Save((event,))
+        else:
+            result = {"cursor": receipt.cursor, "state_version": receipt.state_version}
+            yield Save((event, once.executed(result, at)))
+        return receipt
 
-    return (yield from retried(attempt, f"channel {cid}", once=once))
+    return (yield from retried(attempt, lambda: f"channel {cid}", once=once))
 
 
 def _head_at(
@@ -163,17 +173,6 @@ def _head_at(
         head = yield from reread_head(core, channel_id)
         head.ensure_at(expected_version=expected_version, expected_cursor=expected_cursor)
     return head
-
-
-def _append(event: Channel.Event, once: Once[Receipt] | None) -> Plan[Receipt]:
-    """Save a channel's new event with its operation record; its receipt."""
-    receipt = receipt_of(event)
-    if once is None:
-        yield from save(event)
-    else:
-        result = {"cursor": receipt.cursor, "state_version": receipt.state_version}
-        yield from save(event, once.executed(result, event.timestamp))
-    return receipt
 
 
 def _replayed(channel_id: UUID, original: Operation) -> Receipt:

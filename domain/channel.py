@@ -244,8 +244,7 @@ class ChannelHead(NamedTuple):
         ``expected_version`` is the *state* version (``None``: not checked, as for a
         record) and ``expected_cursor`` the *log* position, the cursor of the last event.
         """
-        version_moved = expected_version is not None and expected_version != self.state_version
-        if version_moved or expected_cursor != self.originator_version:
+        if not self.is_at(expected_version, expected_cursor):
             raise ConflictError(
                 self.originator_id,
                 expected_version=expected_version,
@@ -253,6 +252,11 @@ class ChannelHead(NamedTuple):
                 expected_cursor=expected_cursor,
                 actual_cursor=self.originator_version,
             )
+
+    def is_at(self, expected_version: int | None, expected_cursor: int) -> bool:
+        """Whether this is the head the caller saw (see :meth:`ensure_at`)."""
+        version_moved = expected_version is not None and expected_version != self.state_version
+        return not version_moved and expected_cursor == self.originator_version
 
     @classmethod
     def of(cls, event: Channel.Event) -> ChannelHead:

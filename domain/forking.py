@@ -87,7 +87,8 @@ def fork(command: Fork, core: Core) -> Plan[ForkReceipt]:
             actual_cursor=head.originator_version,
         )
 
-    return (yield from retried(attempt, f"fork of channel {cid}", once=once, exhausted=exhausted))
+    what = lambda: f"fork of channel {cid}"  # noqa: E731 - formatted only if it gives up
+    return (yield from retried(attempt, what, once=once, exhausted=exhausted))
 
 
 def _child(

@@ -84,7 +84,7 @@ def claim_effect(command: ClaimEffect, core: Core) -> Plan[Claim]:
         yield from _commit(core, effect, ("effect.claimed", payload, False))
         return _claim_of(effect, status="granted")
 
-    return (yield from retried(attempt, f"effect {key!r}"))
+    return (yield from retried(attempt, lambda: f"effect {key!r}"))
 
 
 def heartbeat(command: Heartbeat, core: Core) -> Plan[EffectInfo]:
@@ -242,7 +242,7 @@ def _decide(
             yield from _commit(core, effect, (kind, {"effect_key": key, **payload}, settled))
         return effect.info(at)
 
-    return (yield from retried(attempt, f"effect {key!r}"))
+    return (yield from retried(attempt, lambda: f"effect {key!r}"))
 
 
 def _commit(core: Core, effect: Operation, note: Note) -> Plan[None]:

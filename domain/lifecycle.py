@@ -255,7 +255,7 @@ def _change(
             yield from save(*pending)
         return (yield from ask(StoreReader.run, run_id))
 
-    return (yield from retried(attempt, f"run {run_id}"))
+    return (yield from retried(attempt, lambda: f"run {run_id}"))
 
 
 def _note(channel: Channel, notes: list[Note], at: datetime) -> None:

@@ -113,7 +113,7 @@ class Once(Generic[T]):
 
 def retried(
     attempt: Callable[[int], Plan[T]],
-    what: str,
+    what: Callable[[], str],
     *,
     once: Once[T] | None = None,
     exhausted: Callable[[], Plan[NoReturn]] | None = None,
@@ -137,7 +137,7 @@ def retried(
             look = True
     if exhausted is not None:
         yield from exhausted()
-    raise ContentionError(what, RACE_ATTEMPTS)
+    raise ContentionError(what(), RACE_ATTEMPTS)
 
 
 def recorded(operation_id: str | None, content: str) -> Plan[Operation | None]:

@@ -102,10 +102,10 @@ def pending_events(objects: Iterable[object]) -> list[DomainEvent]:
     """
     events: list[DomainEvent] = []
     for obj in objects:
-        if isinstance(obj, Aggregate):
-            events.extend(obj.collect_events())  # type: ignore[arg-type]
-        elif isinstance(obj, DomainEvent):
+        if isinstance(obj, DomainEvent):
             events.append(obj)
+        elif isinstance(obj, Aggregate):
+            events.extend(obj.collect_events())  # type: ignore[arg-type]
         else:
             raise TypeError(f"cannot save a {type(obj).__name__}: not an Actae aggregate")
     return events

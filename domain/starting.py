@@ -95,9 +95,8 @@ def start_run(command: StartRun, core: Core) -> Plan[RunInfo]:
         yield from save(*aggregates, once.executed(result, at))
         return run_info_of(run, cursor=1, state_version=1)
 
-    return (
-        yield from retried(attempt, f"start of {workflow_id!r} under parent {parent}", once=once)
-    )
+    what = lambda: f"start of {workflow_id!r} under parent {parent}"  # noqa: E731 - formatted only if it gives up
+    return (yield from retried(attempt, what, once=once))
 
 
 def _replayed(original: Operation) -> Plan[RunInfo]:

@@ -211,7 +211,7 @@ class Report:
         target = self.store.position()
         found: list[ChannelEvent] = []
         position = 0
-        while page := self.store._reader.global_events(after=position, limit=1000):
+        while page := self.store.events(None, after=position, limit=1000):
             found.extend(e for e in page if (e.position or 0) <= target)
             position = page[-1].position or target
             if position >= target:

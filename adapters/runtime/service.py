@@ -76,10 +76,11 @@ class ActaeService:
                 return done.value  # type: ignore[no-any-return]
             answer, failure = None, None
             try:
-                if isinstance(request, Read):
-                    answer = request.query(self.reader, *request.args, **request.kwargs)
-                elif isinstance(request, Save):
-                    answer = self.save(*request.events)
+                kind = type(request)
+                if kind is Save:
+                    answer = self.save(*request.events)  # type: ignore[union-attr]
+                elif kind is Read:
+                    answer = request.query(self.reader, *request.args, **request.kwargs)  # type: ignore[union-attr]
                 else:
                     answer = self.clock()
             except Exception as error:

@@ -56,6 +56,9 @@ from actae.domain.values import (
     StateVersion,
 )
 
+GLOBAL_PAGE = 10_000
+"""Events of all channels that ``Store.events(None)`` returns when given no ``limit``."""
+
 
 def open(
     url: str,
@@ -240,14 +243,22 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods):
         return self._reader.state_at(cid, cursor)
 
     def events(
-        self, channel_id: UUID | str, after: int = 0, limit: int | None = None
+        self, channel_id: UUID | str | None, after: int = 0, limit: int | None = None
     ) -> list[ChannelEvent]:
-        """Channel events with cursor > ``after``, oldest first, at most ``limit``."""
-        cid = require_uuid("channel_id", channel_id)
+        """Channel events after ``after``, oldest first, at most ``limit``.
+
+        With a ``channel_id``, ``after`` is a cursor of that channel. With ``None``, events
+        of all channels come in the store's global order and ``after`` is a global
+        position (``ChannelEvent.position``), as for :meth:`subscribe`; without a
+        ``limit`` at most ``GLOBAL_PAGE`` come back, so page through them by passing the
+        last one's position.
+        """
         after = require_int("after", after, minimum=0)
         if limit is not None:
             limit = require_int("limit", limit, minimum=1)
-        return self._reader.events(cid, after=after, limit=limit)
+        if channel_id is None:
+            return self._reader.global_events(after=after, limit=limit or GLOBAL_PAGE)
+        return self._reader.events(require_uuid("channel_id", channel_id), after=after, limit=limit)
 
     def recover(self, channel_id: UUID | str) -> Recovery:
         """The state at the head and the recorded events after it (a cursor walk)."""
