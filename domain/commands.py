@@ -13,7 +13,7 @@ is the *state* version the caller last saw (a transition creates the next one), 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -170,6 +170,16 @@ class Migrate:
     state: dict[str, Any]
     actor: str
     expected_cursor: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Upgrade:
+    """Bring a run's state up to schema ``target``, one ``migrations[n]`` (n -> n + 1) at a time."""
+
+    run_id: UUID | str
+    target: int
+    migrations: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]]
+    actor: str
 
 
 # -- the tool-execution ledger (domain/ledger.py) -----------------------------------------

@@ -28,11 +28,12 @@ from actae.domain.commands import (
     RetryRun,
     Suspend,
     Unpause,
+    Upgrade,
     WakeDue,
 )
-from actae.domain.errors import IllegalTransitionError, ValidationError
+from actae.domain.errors import ConflictError, IllegalTransitionError, ValidationError
 from actae.domain.pipeline import Core, retried
-from actae.domain.plan import Plan, ask, now, save
+from actae.domain.plan import Plan, RaceLost, ask, now, save
 from actae.domain.reader import StoreReader
 from actae.domain.run import Run
 from actae.domain.validation import (
@@ -54,6 +55,8 @@ Write = Callable[[Channel, datetime], None]
 """Appends to the run's channel instead of notes (a migration's new state version)."""
 
 MAX_WAIT_SECONDS = 10 * 365 * 86400.0
+MIGRATABLE = frozenset({RunStatus.RUNNING, RunStatus.RETRYING, RunStatus.BLOCKED})
+"""Statuses of a running run (the last two derive from its effects): it may be migrated."""
 
 
 # -- waits --------------------------------------------------------------------------------
@@ -226,6 +229,48 @@ def migrate(command: Migrate, core: Core) -> Plan[RunInfo]:
         )
 
     return (yield from _change(require_uuid("run_id", command.run_id), decide, write=write))
+
+
+def upgrade(command: Upgrade, core: Core) -> Plan[RunInfo]:
+    """Migrate the run's state to schema ``target``, each step from the state it reads.
+
+    Each step computes the next schema's state from the state in force at the head and
+    migrates at that cursor (:func:`migrate`). A step refused as stale (another worker
+    migrated first, or the run moved on) counts as a lost race: the state is read again
+    and the step decided again, so a state is never rolled back to a pre-migration copy.
+    A run that may not be migrated (paused, ended) is refused as it is.
+    """
+    run_id = require_uuid("run_id", command.run_id)
+    target = require_int("target", command.target, minimum=1)
+    actor = require_text("actor", command.actor)
+
+    def step(_: int) -> Plan[RunInfo]:
+        run = yield from ask(StoreReader.run, run_id)
+        current = run.pins.schema_ or 1
+        if current >= target:
+            return run
+        state = yield from ask(StoreReader.state_at, run.channel_id, run.cursor)
+        next_state = command.migrations[current](state.state)
+        one = Migrate(
+            run_id=run_id,
+            from_schema=current,
+            to_schema=current + 1,
+            state=next_state,
+            actor=actor,
+            expected_cursor=run.cursor,
+        )
+        try:
+            return (yield from migrate(one, core))
+        except (ConflictError, IllegalTransitionError):
+            now_run = yield from ask(StoreReader.run, run_id)
+            if now_run.status not in MIGRATABLE:  # paused or ended: not a lost race
+                raise
+            raise RaceLost from None
+
+    run = yield from retried(step, lambda: f"migration of run {run_id}")
+    while (run.pins.schema_ or 1) < target:
+        run = yield from retried(step, lambda: f"migration of run {run_id}")
+    return run
 
 
 # -- saving -------------------------------------------------------------------------------

@@ -44,15 +44,17 @@ from actae.projections.tables import TABLES, Table
 CLAIMED = f"status = '{EffectStatus.CLAIMED}'"
 """An effect row held by a worker: the domain's time-independent status of a claim."""
 
-LEASE_RAN_OUT = "expires_at <= %s"
-"""The domain's ``lease_ran_out(expires_at, now)`` in SQL, with the moment as its parameter.
 
-The one time-dependent part of an effect's status (``effect_status_at``): the projection
-stores the domain's time-independent status, so a claimed row whose lease ran out is in
-doubt. No event records that moment, so the read models ask this on the store's clock
-(:meth:`ReadModelDB.expire_claims`) and keep the answer in ``in_doubt``. A claim always has
-an expiry (``Operation.Claimed``), so the domain's "no expiry: ran out" never arises here.
-"""
+def lease_ran_out(mark: str) -> str:
+    """The domain's ``lease_ran_out(expires_at, now)`` in SQL; ``mark`` is the moment's parameter.
+
+    The one time-dependent part of an effect's status (``effect_status_at``): the projection
+    stores the domain's time-independent status, so a claimed row whose lease ran out is in
+    doubt. No event records that moment, so the read models ask this on the store's clock
+    (:meth:`ReadModelDB.expire_claims`) and keep the answer in ``in_doubt``. A claim always has
+    an expiry (``Operation.Claimed``), so the domain's "no expiry: ran out" never arises here.
+    """
+    return f"expires_at <= {mark}"
 
 
 def _status_is(status: EffectStatus) -> str:
@@ -106,14 +108,14 @@ UPDATE {runs} SET
 WHERE {where}"""
 
 
-def _expire_sql(effects: str) -> str:
+def _expire_sql(effects: str, mark: str) -> str:
     """Make ``in_doubt`` say whether each claim may have happened, as of a moment (portable).
 
     A claim is in doubt when it was granted over an unanswered one or its lease has run
-    out (``LEASE_RAN_OUT``); a late heartbeat makes it live again. Only rows whose flag
+    out (:func:`lease_ran_out`); a late heartbeat makes it live again. Only rows whose flag
     changes are written, and their run ids returned for a refresh.
     """
-    doubt = f"(claimed_in_doubt OR {LEASE_RAN_OUT})"
+    doubt = f"(claimed_in_doubt OR {lease_ran_out(mark)})"
     return (
         f"UPDATE {effects} SET in_doubt = {doubt} "
         f"WHERE {CLAIMED} AND in_doubt <> {doubt} RETURNING run_id"
@@ -123,15 +125,14 @@ def _expire_sql(effects: str) -> str:
 class ReadModelDB(SchemaMethods, WorkerTables):
     """One connection to the database holding the read models (one subclass per backend).
 
-    Every statement is written once, with psycopg's ``%s`` parameters. The drivers share no
-    parameter style (sqlite3 takes ``?`` or ``:name``, psycopg ``%s`` or ``%(name)s``), and
-    the read models' statements are positional, built at run time (``_upsert``) and handed
-    to ``executemany`` as rows; so rather than rendering every statement twice,
-    :meth:`SqliteReadModels._native` rewrites the ``%s`` marks to ``?`` in its one line.
+    Statements are written once and take each parameter as ``self.mark``: the drivers share
+    no parameter style (sqlite3 takes ``?``, psycopg ``%s``), so each backend names its own.
     """
 
     name: ClassVar[str]
     """The backend, as a URL names it (``postgresql``, ``sqlite``)."""
+    mark: ClassVar[str]
+    """The driver's positional parameter (``%s`` for psycopg, ``?`` for sqlite3)."""
     lock_suffix: ClassVar[str]
     """What a SELECT ends with to lock its rows until the transaction ends."""
 
@@ -168,17 +169,13 @@ class ReadModelDB(SchemaMethods, WorkerTables):
 
     # -- statements -----------------------------------------------------------------------
 
-    def _native(self, statement: str) -> str:
-        """``statement`` in the driver's parameter style: ``%s``, as it is written."""
-        return statement
-
     def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
-        """Run one statement (written with ``%s`` parameters)."""
-        return self.conn.execute(self._native(statement), params)
+        """Run one statement (written with this backend's parameter ``mark``)."""
+        return self.conn.execute(statement, params)
 
     @abstractmethod
     def executemany(self, statement: str, rows: list[Sequence[Any]]) -> None:
-        """Run one statement (written with ``%s`` parameters) for many rows."""
+        """Run one statement (written with this backend's parameter ``mark``) for many rows."""
 
     def query(self, statement: str, params: Any = None) -> list[dict[str, Any]]:
         """Rows of a read-only query as dicts (analyst access, in the driver's own style)."""
@@ -215,11 +212,11 @@ class ReadModelDB(SchemaMethods, WorkerTables):
 
     def lock_position(self, name: str) -> int:
         """The tracked position of ``name``, locked until the transaction ends."""
-        select = f"SELECT position FROM {TRACKING} WHERE name = %s{self.lock_suffix}"
+        select = f"SELECT position FROM {TRACKING} WHERE name = {self.mark}{self.lock_suffix}"
         row = self.execute(select, (name,)).fetchone()
         if row is None:  # first use of this name: create the row, then lock it
             self.execute(
-                f"INSERT INTO {TRACKING} (name, position) VALUES (%s, 0) "
+                f"INSERT INTO {TRACKING} (name, position) VALUES ({self.mark}, 0) "
                 "ON CONFLICT (name) DO NOTHING",
                 (name,),
             )
@@ -228,15 +225,16 @@ class ReadModelDB(SchemaMethods, WorkerTables):
 
     def set_position(self, name: str, position: int) -> None:
         """Move ``name``'s tracked position (inside the batch's transaction)."""
-        self.execute(f"UPDATE {TRACKING} SET position = %s WHERE name = %s", (position, name))
+        p = self.mark
+        self.execute(f"UPDATE {TRACKING} SET position = {p} WHERE name = {p}", (position, name))
 
     def forget(self, name: str) -> None:
         """Remove a tracking row (inside a transaction)."""
-        self.execute(f"DELETE FROM {TRACKING} WHERE name = %s", (name,))
+        self.execute(f"DELETE FROM {TRACKING} WHERE name = {self.mark}", (name,))
 
     def position(self, name: str) -> int:
         """The tracked position, without locking."""
-        rows = self.query(self._native(f"SELECT position FROM {TRACKING} WHERE name = %s"), (name,))
+        rows = self.query(f"SELECT position FROM {TRACKING} WHERE name = {self.mark}", (name,))
         return int(rows[0]["position"]) if rows else 0
 
     def record_error(
@@ -245,7 +243,7 @@ class ReadModelDB(SchemaMethods, WorkerTables):
         """Keep a poison event's error visible (inside the batch's transaction)."""
         self.execute(
             f"INSERT INTO {ERRORS} (name, position, topic, originator_id, error, "
-            "recorded_at) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+            f"recorded_at) VALUES ({', '.join([self.mark] * 6)}) ON CONFLICT DO NOTHING",
             (
                 name,
                 position,
@@ -283,7 +281,7 @@ class ReadModelDB(SchemaMethods, WorkerTables):
             self.executemany(self._upsert(tables[name], columns, suffix), batch)
         names = (f"effects{suffix}", f"run_status{suffix}")
         if effects:
-            where = f"run_id = (SELECT run_id FROM effects{suffix} WHERE effect_id = %s)"
+            where = f"run_id = (SELECT run_id FROM effects{suffix} WHERE effect_id = {self.mark})"
             statement = _refresh_sql(*names, where)
             self.executemany(statement, [[self.adapt(e)] for e in effects])
         self.refresh_runs(list(runs), suffix)
@@ -298,10 +296,12 @@ class ReadModelDB(SchemaMethods, WorkerTables):
         """
         effects = f"effects{suffix}"
         at = self.adapt(now)
-        changed = {row[0] for row in self.execute(_expire_sql(effects), (at, at)).fetchall()}
+        expire = _expire_sql(effects, self.mark)
+        changed = {row[0] for row in self.execute(expire, (at, at)).fetchall()}
         self.refresh_runs(list(changed), suffix)
         (row,) = self.execute(
-            f"SELECT min(expires_at) FROM {effects} WHERE {CLAIMED} AND NOT ({LEASE_RAN_OUT})",
+            f"SELECT min(expires_at) FROM {effects} WHERE {CLAIMED} "
+            f"AND NOT ({lease_ran_out(self.mark)})",
             (at,),
         ).fetchall()
         return _moment(row[0])
@@ -309,12 +309,13 @@ class ReadModelDB(SchemaMethods, WorkerTables):
     def refresh_runs(self, run_ids: Sequence[Any], suffix: str = "") -> None:
         """Recompute the derived columns (status, next action, ...) of these runs."""
         if run_ids:
-            statement = _refresh_sql(f"effects{suffix}", f"run_status{suffix}", "run_id = %s")
+            where = f"run_id = {self.mark}"
+            statement = _refresh_sql(f"effects{suffix}", f"run_status{suffix}", where)
             self.executemany(statement, [[self.adapt(run)] for run in run_ids])
 
     def _upsert(self, table: Table, columns: tuple[str, ...], suffix: str) -> str:
         names = ", ".join((table.key, *columns))
-        marks = ", ".join(["%s"] * (len(columns) + 1))
+        marks = ", ".join([self.mark] * (len(columns) + 1))
         update = ", ".join(f"{c} = excluded.{c}" for c in columns)
         action = f"DO UPDATE SET {update}" if columns else "DO NOTHING"
         return (
@@ -340,6 +341,7 @@ class PostgresReadModels(PostgresSchema, ReadModelDB):
     """Read models on PostgreSQL: psycopg's own parameters, row locks, reconnects."""
 
     name = "postgresql"
+    mark = "%s"
     lock_suffix = " FOR UPDATE"
 
     def adapt(self, value: Any) -> Any:
@@ -390,6 +392,7 @@ class SqliteReadModels(SqliteSchema, ReadModelDB):
     """Read models on SQLite: ``?`` parameters, text values, the write lock taken at once."""
 
     name = "sqlite"
+    mark = "?"
     lock_suffix = ""  # BEGIN IMMEDIATE (``transaction``) already holds the database's lock
 
     def __init__(self, connect: Callable[[], Any]) -> None:
@@ -417,13 +420,9 @@ class SqliteReadModels(SqliteSchema, ReadModelDB):
     def _heal(self) -> None:
         """Nothing to heal: no server drops the connection to a file or to memory."""
 
-    def _native(self, statement: str) -> str:
-        """The ``%s`` marks as sqlite3's ``?`` (why here: :class:`ReadModelDB`)."""
-        return statement.replace("%s", "?")
-
     def executemany(self, statement: str, rows: list[Sequence[Any]]) -> None:
         """Run one statement for many rows."""
-        self.conn.executemany(self._native(statement), rows)
+        self.conn.executemany(statement, rows)
 
     def _read_only(self, statement: str, params: Any) -> list[dict[str, Any]]:
         """With ``PRAGMA query_only`` on for the query's length."""

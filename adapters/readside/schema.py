@@ -47,7 +47,7 @@ class SchemaMethods(ABC):
             ...
 
         def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
-            """Run one statement (written with ``%s`` parameters)."""
+            """Run one statement (written with the backend's parameter ``mark``)."""
             ...
 
     def ensure_schema(self, suffix: str = "") -> None:

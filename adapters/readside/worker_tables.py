@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
 from actae.adapters.readside.schema import LEASES, WORKERS
@@ -36,8 +36,11 @@ class WorkerTables:
             """A transaction, or a savepoint inside one."""
             ...
 
+        mark: ClassVar[str]
+        """The driver's positional parameter, as statements here write it."""
+
         def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
-            """Run one statement (written with ``%s`` parameters)."""
+            """Run one statement (written with the parameter ``mark``)."""
             ...
 
         def refresh_runs(self, run_ids: Sequence[Any]) -> None:
@@ -48,30 +51,33 @@ class WorkerTables:
 
     def acquire_lease(self, run_id: Any, worker: str, now: datetime, until: datetime) -> int | None:
         """Take the run if nobody holds a live lease on it; returns the new token."""
+        p = self.mark
         with self.transaction():
             row = self.execute(
                 f"INSERT INTO {LEASES} AS l (run_id, worker, token, expires_at) "
-                "VALUES (%s, %s, 1, %s) ON CONFLICT (run_id) DO UPDATE SET "
+                f"VALUES ({p}, {p}, 1, {p}) ON CONFLICT (run_id) DO UPDATE SET "
                 "worker = excluded.worker, token = l.token + 1, expires_at = excluded.expires_at "
-                "WHERE l.expires_at <= %s RETURNING token",
+                f"WHERE l.expires_at <= {p} RETURNING token",
                 (self._run_key(run_id), worker, self.adapt(until), self.adapt(now)),
             ).fetchone()
         return None if row is None else int(row[0])
 
     def renew_lease(self, run_id: Any, token: int, until: datetime) -> bool:
         """Extend our lease; False if someone else took the run."""
+        p = self.mark
         with self.transaction():
             cursor = self.execute(
-                f"UPDATE {LEASES} SET expires_at = %s WHERE run_id = %s AND token = %s",
+                f"UPDATE {LEASES} SET expires_at = {p} WHERE run_id = {p} AND token = {p}",
                 (self.adapt(until), self._run_key(run_id), token),
             )
             return bool(cursor.rowcount)
 
     def release_lease(self, run_id: Any, token: int, now: datetime) -> None:
         """Let the run go (only if we still hold it)."""
+        p = self.mark
         with self.transaction():
             self.execute(
-                f"UPDATE {LEASES} SET expires_at = %s WHERE run_id = %s AND token = %s",
+                f"UPDATE {LEASES} SET expires_at = {p} WHERE run_id = {p} AND token = {p}",
                 (self.adapt(now), self._run_key(run_id), token),
             )
 
@@ -83,12 +89,12 @@ class WorkerTables:
 
     def advertise(self, worker: str, agents: Sequence[str], until: datetime) -> None:
         """Say that ``worker`` runs workflows for ``agents`` until ``until`` (store clock)."""
-        at = self.adapt(until)
+        at, p = self.adapt(until), self.mark
         with self.transaction():
-            self.execute(f"DELETE FROM {WORKERS} WHERE worker = %s", (worker,))
+            self.execute(f"DELETE FROM {WORKERS} WHERE worker = {p}", (worker,))
             for agent in agents:
                 self.execute(
-                    f"INSERT INTO {WORKERS} (worker, agent_id, seen_until) VALUES (%s, %s, %s)",
+                    f"INSERT INTO {WORKERS} (worker, agent_id, seen_until) VALUES ({p}, {p}, {p})",
                     (worker, agent, at),
                 )
 
@@ -97,9 +103,10 @@ class WorkerTables:
 
         Returns the runs whose flag changed, after refreshing their next action.
         """
+        p = self.mark
         served = (
             f"EXISTS (SELECT 1 FROM {WORKERS} w WHERE w.agent_id = r.agent_id "
-            "AND w.seen_until > %s)"
+            f"AND w.seen_until > {p})"
         )
         with self.transaction():
             rows = self.execute(
@@ -112,7 +119,7 @@ class WorkerTables:
             ]
             for run, unserved in changed:
                 self.execute(
-                    "UPDATE run_status SET unserved = %s WHERE run_id = %s",
+                    f"UPDATE run_status SET unserved = {p} WHERE run_id = {p}",
                     (self.adapt(unserved), run),
                 )
             self.refresh_runs([run for run, _ in changed])

@@ -15,25 +15,19 @@ from uuid import UUID
 from actae.adapters.runtime.context import RunContext
 from actae.adapters.runtime.service import ActaeService
 from actae.domain import lifecycle
-from actae.domain.commands import Migrate
+from actae.domain.commands import Upgrade
 from actae.domain.errors import (
-    ConflictError,
-    ContentionError,
-    IllegalTransitionError,
     IncompatibleResumeError,
 )
-from actae.domain.pipeline import RACE_ATTEMPTS
 from actae.domain.reader import StoreReader
 from actae.domain.validation import require_pins, require_text
-from actae.domain.values import Pins, Receipt, RunInfo, RunStatus, StateVersion
+from actae.domain.values import Pins, Receipt, RunInfo, StateVersion
 
 if TYPE_CHECKING:
     from actae.adapters.runtime.store import Store
 
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 """Upgrades a state of schema n to schema n + 1."""
-MIGRATABLE = frozenset({RunStatus.RUNNING, RunStatus.RETRYING, RunStatus.BLOCKED})
-"""Statuses of a running run (the last two derive from its effects)."""
 
 
 class ResumeMethods:
@@ -93,34 +87,5 @@ class ResumeMethods:
             raise IncompatibleResumeError(run.run_id, differences)
         if target is None or not steps:
             return run
-        return self._migrate_to(run, target, migrations, worker)
-
-    def _migrate_to(
-        self, run: RunInfo, target: int, migrations: Mapping[int, Migration], worker: str
-    ) -> RunInfo:
-        """Apply ``migrations`` one schema at a time, each from the state it was computed on.
-
-        A migration refused as stale (another worker migrated first, or the run moved) is
-        re-read and re-decided: the state is never rolled back to a pre-migration copy.
-        """
-        for _ in range(RACE_ATTEMPTS):
-            current = run.pins.schema_ or 1
-            if current >= target:
-                return run
-            cursor = self.head(run.channel_id).cursor
-            state = self.state_at(run.channel_id, cursor=cursor).state
-            try:
-                command = Migrate(
-                    run_id=run.run_id,
-                    from_schema=current,
-                    to_schema=current + 1,
-                    state=migrations[current](state),
-                    actor=worker,
-                    expected_cursor=cursor,
-                )
-                run = self._service.execute(lifecycle.migrate, command)
-            except (ConflictError, IllegalTransitionError):
-                run = self.run(run.run_id)
-                if run.status not in MIGRATABLE:  # paused or ended: not a lost race
-                    raise
-        raise ContentionError(f"migration of run {run.run_id}", RACE_ATTEMPTS)
+        command = Upgrade(run_id=run.run_id, target=target, migrations=migrations, actor=worker)
+        return self._service.execute(lifecycle.upgrade, command)
