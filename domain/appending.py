@@ -128,7 +128,7 @@ def _appended(
     def attempt(number: int) -> Plan[Receipt]:
         head = core.heads.get(cid)
         if head is None or not head.is_at(*expected):  # the guess reads nothing: the hot path
-            checked = yield from _head_at(core, cid, once, number, *expected)
+            checked = yield from _head_at(core, cid, head, once, number, *expected)
             if isinstance(checked, Receipt):
                 return checked
             head = checked
@@ -148,6 +148,7 @@ def _appended(
 def _head_at(
     core: Core,
     channel_id: UUID,
+    guess: ChannelHead | None,
     once: Once[Receipt] | None,
     number: int,
     expected_version: int | None,
@@ -155,12 +156,11 @@ def _head_at(
 ) -> Plan[ChannelHead | Receipt]:
     """The channel's head if it is the one the caller expects, or the replay of an earlier run.
 
-    The head comes from the per-process guess when there is one (no read). A mismatch is
-    checked against the operation record first (on the first attempt: after a lost race
-    the pipeline has looked already), because a retried command carries stale expected
-    values by construction, and then against the head as stored.
+    Called when this process's ``guess`` of the head is missing or not the expected one. A
+    mismatch is checked against the operation record first (on the first attempt: after a
+    lost race the pipeline has looked already), because a retried command carries stale
+    expected values by construction, and then against the head as stored.
     """
-    guess = core.heads.get(channel_id)
     head = guess or (yield from reread_head(core, channel_id))
     try:
         head.ensure_at(expected_version=expected_version, expected_cursor=expected_cursor)

@@ -267,10 +267,10 @@ def upgrade(command: Upgrade, core: Core) -> Plan[RunInfo]:
                 raise
             raise RaceLost from None
 
-    run = yield from retried(step, lambda: f"migration of run {run_id}")
-    while (run.pins.schema_ or 1) < target:
+    while True:  # one schema per step, each its own lost-race loop
         run = yield from retried(step, lambda: f"migration of run {run_id}")
-    return run
+        if (run.pins.schema_ or 1) >= target:
+            return run
 
 
 # -- saving -------------------------------------------------------------------------------

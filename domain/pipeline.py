@@ -108,7 +108,10 @@ class Once(Generic[T]):
 
     def earlier(self) -> Plan[Operation | None]:
         """The recorded execution of this operation, refused if its content differs."""
-        return recorded(self.operation_id, self.content)
+        original = yield from ask(StoreReader.operation, self.operation_id)
+        if original is not None:
+            original.ensure_same(self.content)
+        return original
 
 
 def retried(
@@ -123,7 +126,7 @@ def retried(
     With ``once``, the operation record is looked up first (if ``once.look_first``) and
     after every lost race: an earlier execution answers by ``once.replay``. After
     :data:`RACE_ATTEMPTS` losses, ``exhausted`` raises the command's own explanation, or
-    ``ContentionError`` names ``what``.
+    ``ContentionError`` names ``what()`` (formatted only then: it is off the hot path).
     """
     look = once is not None and once.look_first
     for number in range(RACE_ATTEMPTS):
@@ -138,16 +141,6 @@ def retried(
     if exhausted is not None:
         yield from exhausted()
     raise ContentionError(what(), RACE_ATTEMPTS)
-
-
-def recorded(operation_id: str | None, content: str) -> Plan[Operation | None]:
-    """The earlier execution of ``operation_id``, refused if its content differs."""
-    if operation_id is None:
-        return None
-    original = yield from ask(StoreReader.operation, operation_id)
-    if original is not None:
-        original.ensure_same(content)
-    return original
 
 
 def generated_operation_id(command: str) -> str:

@@ -141,11 +141,6 @@ class ReadModelDB(SchemaMethods, WorkerTables):
         self.conn: Any = connect()
         self.lock = threading.RLock()  # one connection, possibly shared by threads
 
-    @property
-    def dialect(self) -> type[ReadModelDB]:
-        """The subclass that speaks this backend's SQL; its ``name`` says which backend."""
-        return type(self)
-
     @abstractmethod
     def adapt(self, value: Any) -> Any:
         """A Python value in the form this backend's driver stores."""

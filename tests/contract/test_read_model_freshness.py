@@ -157,7 +157,7 @@ def test_read_models_of_an_older_actae_are_upgraded_when_opened(
             ("effects", "claimed_in_doubt"),
         ]:
             db.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
-        if db.dialect.name == "postgresql":
+        if db.name == "postgresql":
             db.execute("ALTER TABLE actae_run_leases ALTER COLUMN run_id TYPE text")
 
     db.ensure_schema()
