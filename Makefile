@@ -21,6 +21,7 @@ $(STAGE):
 	mkdir -p $(STAGE)
 	ln -sfn ../../../actae/__init__.py $(STAGE)/__init__.py
 	ln -sfn ../../../actae/py.typed $(STAGE)/py.typed
+	ln -sfn ../../../actae/langgraph.py $(STAGE)/langgraph.py
 	for layer in domain projections adapters; do ln -sfn ../../../$$layer $(STAGE)/$$layer; done
 
 demo: setup

@@ -5,8 +5,12 @@
 
 from actae.adapters.persistence.clock import ManualClock, OffsetClock
 from actae.adapters.persistence.migrations import SchemaVersionError
+from actae.adapters.readside.async_subscription import AsyncSubscription
 from actae.adapters.readside.projector import Projector
 from actae.adapters.readside.subscription import Subscription
+from actae.adapters.runtime.async_context import AsyncRunContext
+from actae.adapters.runtime.async_store import AsyncStore, open_async
+from actae.adapters.runtime.async_worker import AsyncWorker
 from actae.adapters.runtime.context import RunContext
 from actae.adapters.runtime.store import Store, open
 from actae.adapters.runtime.worker import Registry, Worker, Workflow, workflow
@@ -49,6 +53,10 @@ from actae.domain.waits import Decision, Wait
 
 __all__ = [
     "ActaeError",
+    "AsyncRunContext",
+    "AsyncStore",
+    "AsyncSubscription",
+    "AsyncWorker",
     "Attempt",
     "ChannelEvent",
     "Claim",
@@ -96,6 +104,7 @@ __all__ = [
     "Worker",
     "Workflow",
     "open",
+    "open_async",
     "workflow",
 ]
 __version__ = "0.1.0"

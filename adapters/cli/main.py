@@ -11,6 +11,7 @@ JSON object per line (docs/logging.md).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import importlib
 import importlib.metadata
@@ -38,6 +39,8 @@ from actae.adapters.logs import configure
 from actae.adapters.persistence.clock import OffsetClock
 from actae.adapters.persistence.outages import missing_table, summary
 from actae.adapters.persistence.url import parse_store_url
+from actae.adapters.runtime.async_store import AsyncStore
+from actae.adapters.runtime.async_worker import AsyncWorker
 from actae.adapters.runtime.store import Store
 from actae.adapters.runtime.store import open as open_store
 from actae.adapters.runtime.worker import REGISTRY, CommitHook, Registry, Worker
@@ -221,6 +224,14 @@ def _parser(*, imports_required: bool = True) -> argparse.ArgumentParser:
         help="seconds a run stays ours without a heartbeat (default 30)",
     )
     worker_cmd.add_argument("--poll-interval", type=_seconds(3600.0), default=0.2)
+    worker_cmd.add_argument(
+        "--concurrency",
+        type=_whole(1, 10_000),
+        default=1,
+        metavar="N",
+        help="runs served at once, each under its own lease: sync workflows in a pool of N "
+        "threads, async ones on one event loop (default 1)",
+    )
     worker_cmd.add_argument("--once", action="store_true", help="one pass, then exit")
     _add_wait_for_db(worker_cmd)
     _add_log_format(worker_cmd)
@@ -315,6 +326,12 @@ def _worker(
         _import(target)
     clock = OffsetClock(args.clock_file) if args.clock_file else None
     with open_waiting(args, "worker", lambda store: store.projector(), clock=clock) as store:
+        if args.concurrency > 1:
+            if on_commit is not None:
+                store.on_commit(on_commit)
+            return asyncio.run(
+                _work_concurrently(store, args, name, REGISTRY if registry is None else registry)
+            )
         worker = Worker(
             store,
             name=name,
@@ -332,6 +349,31 @@ def _worker(
             signal.signal(signum, lambda *_: worker.request_stop())
         log.info("working on %s", store.url)
         worker.run()
+    return 0
+
+
+async def _work_concurrently(
+    store: Store, args: argparse.Namespace, name: str, registry: Registry
+) -> int:
+    """``actae worker --concurrency N``: an ``AsyncWorker`` on the store, until stopped."""
+    async with AsyncStore(store) as async_store:
+        worker = AsyncWorker(
+            async_store,
+            name=name,
+            registry=registry,
+            concurrency=args.concurrency,
+            lease=args.lease,
+            poll_interval=args.poll_interval,
+        )
+        if args.once:
+            await worker.run_once()
+            await worker.withdraw()
+            return 0
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, worker.request_stop)
+        log.info("working on %s, %d runs at once", store.url, args.concurrency)
+        await worker.run()
     return 0
 
 

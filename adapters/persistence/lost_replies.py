@@ -13,13 +13,14 @@ nothing: this runs only after a connection error. See docs/lost-replies.md.
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, LiteralString
 
 from eventsourcing.persistence import IntegrityError, InterfaceError, OperationalError, StoredEvent
-from eventsourcing.utils import retry
 from psycopg.sql import SQL, Composable, Identifier
+from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_random
+
+from actae.adapters.persistence.awaiting import pause
 
 if TYPE_CHECKING:
     from eventsourcing.postgres import PostgresDatastore
@@ -29,6 +30,17 @@ WRITE_ATTEMPTS = 10
 WRITE_RETRY_WAIT = 0.2
 TRANSIENT_ERRORS = (InterfaceError, OperationalError)
 """Errors after which an attempt is repeated: the connection, not the statement, failed."""
+
+retried_on_connection_errors = retry(
+    retry=retry_if_exception_type(TRANSIENT_ERRORS),
+    stop=stop_after_attempt(WRITE_ATTEMPTS),
+    wait=wait_random(WRITE_RETRY_WAIT * 0.95, WRITE_RETRY_WAIT * 1.05),
+    sleep=pause,
+    reraise=True,
+)
+"""A read (or the read-back of a lost write) tried up to ``WRITE_ATTEMPTS`` times.
+
+It waits through :func:`pause`, so an async caller's event loop goes on meanwhile."""
 
 
 class RecognisesOwnCommits:
@@ -53,7 +65,7 @@ class RecognisesOwnCommits:
         exactly the ones sent (:meth:`own_commit`); otherwise it is a real conflict.
         """
         for attempt in range(2, WRITE_ATTEMPTS + 1):
-            time.sleep(WRITE_RETRY_WAIT * (1 + 0.1 * (random.random() - 0.5)))  # noqa: S311
+            pause(WRITE_RETRY_WAIT * (1 + 0.1 * (random.random() - 0.5)))  # noqa: S311
             try:
                 rows = self._execute(statement, params)
             except TRANSIENT_ERRORS:
@@ -68,7 +80,7 @@ class RecognisesOwnCommits:
             return [row[0] for row in rows]
         raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
 
-    @retry(TRANSIENT_ERRORS, max_attempts=WRITE_ATTEMPTS, wait=WRITE_RETRY_WAIT)
+    @retried_on_connection_errors
     def own_commit(self, stored_events: Sequence[StoredEvent]) -> list[int] | None:
         """The positions of ``stored_events`` if the store holds exactly these rows, else None.
 

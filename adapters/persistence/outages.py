@@ -33,6 +33,8 @@ from tenacity import (
 )
 from tenacity.stop import stop_base
 
+from actae.adapters.persistence.awaiting import pause
+
 T = TypeVar("T")
 
 TRANSIENT_SQLSTATES = frozenset(
@@ -178,7 +180,7 @@ def retrying(
     *,
     give_up: Callable[[], bool] = lambda: False,
     within: float | None = None,
-    sleep: Callable[[float], object] = time.sleep,
+    sleep: Callable[[float], object] = pause,
     before_retry: Callable[[], None] | None = None,
 ) -> Retrying:
     """A tenacity ``Retrying`` that waits out transient errors and re-raises the rest.
@@ -194,7 +196,7 @@ def retrying(
         if before_retry is not None:
             before_retry()
 
-    def pause(seconds: float) -> None:
+    def wait(seconds: float) -> None:
         sleep(seconds)
 
     stop = stop_never if within is None else stop_before_delay(within)
@@ -202,7 +204,7 @@ def retrying(
         retry=retry_if_exception(is_transient),
         wait=wait_random_exponential(multiplier=FIRST_WAIT, max=MAX_WAIT),
         stop=stop_any(stop, _When(give_up)),
-        sleep=pause,
+        sleep=wait,
         before_sleep=note,
         reraise=True,
     )
@@ -214,7 +216,7 @@ def ride_out(
     *,
     give_up: Callable[[], bool] = lambda: False,
     within: float | None = None,
-    sleep: Callable[[float], object] = time.sleep,
+    sleep: Callable[[float], object] = pause,
     before_retry: Callable[[], None] | None = None,
 ) -> T:
     """``call()``, tried again through transient errors (see :func:`retrying`)."""

@@ -28,6 +28,11 @@ statements are sent:
   eventsourcing's ``get_connection`` (which also opens the pool and registers composite
   types on every call, neither needed by these statements); errors are translated to
   eventsourcing's exception classes the same way.
+* **An async caller awaits its statements.** Inside an ``AsyncStore`` method (a greenback
+  portal, :mod:`actae.adapters.persistence.awaiting`) each statement runs on a connection of
+  psycopg's ``AsyncConnectionPool`` (:meth:`ActaePostgresRecorder.attach_async_pool`) and the
+  calling coroutine is suspended until its rows arrive; the statements and their handling
+  are the same.
 * **A lone writer keeps its connection.** psycopg_pool hands idle connections out first in,
   first out, so a single-threaded caller would cycle through every pooled connection, and
   a statement costs about 10 % more on a server process other than the one that ran the
@@ -44,6 +49,7 @@ eventsourcing's own application-recorder test cases run against this class in
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import threading
@@ -59,6 +65,7 @@ from eventsourcing.persistence import (
     IntegrityError,
     InterfaceError,
     InternalError,
+    Notification,
     NotSupportedError,
     OperationalError,
     PersistenceError,
@@ -66,16 +73,16 @@ from eventsourcing.persistence import (
     StoredEvent,
 )
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
-from eventsourcing.utils import retry
 from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Composable, Identifier, Literal
+from psycopg_pool import AsyncConnectionPool
 
+from actae.adapters.persistence.awaiting import awaiting, in_portal
 from actae.adapters.persistence.lost_replies import (
     TRANSIENT_ERRORS,
-    WRITE_ATTEMPTS,
-    WRITE_RETRY_WAIT,
     RecognisesOwnCommits,
+    retried_on_connection_errors,
 )
 
 MAX_VALUES_ROWS = 64
@@ -183,7 +190,47 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         self._cursors: weakref.WeakKeyDictionary[Any, psycopg.Cursor[Any]] = (
             weakref.WeakKeyDictionary()
         )
+        self._notifications: dict[bool, str] = {}
+        self._max_position = self.max_notification_id_statement.as_string()
         self._pool_opened = False
+        self.async_pool: AsyncConnectionPool[Any] | None = None
+        self._async_loop: asyncio.AbstractEventLoop | None = None
+
+    async def attach_async_pool(self) -> None:
+        """Open an ``AsyncConnectionPool`` like the datastore's pool, for callers in a portal.
+
+        Same connection arguments, sizes and session settings (autocommit, the idle-in-
+        transaction timeout) as eventsourcing's pool, whose connections the synchronous
+        callers of this recorder keep using.
+        """
+        pool = self.datastore.pool
+        arguments = pool.kwargs
+        assert isinstance(arguments, dict)  # noqa: S101 - eventsourcing builds it as a dict
+        idle_timeout = SQL("SET idle_in_transaction_session_timeout = '{0}ms'").format(
+            int(self.datastore.idle_in_transaction_session_timeout * 1000)
+        )
+
+        async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
+            await conn.set_autocommit(True)
+            await conn.execute(idle_timeout)
+
+        self.async_pool = AsyncConnectionPool(
+            kwargs=dict(arguments),
+            min_size=pool.min_size,
+            max_size=pool.max_size,
+            timeout=pool.timeout,
+            max_lifetime=pool.max_lifetime,
+            configure=configure,
+            name=f"{pool.name}-async",
+            open=False,
+        )
+        await self.async_pool.open()
+        self._async_loop = asyncio.get_running_loop()
+
+    async def close_async_pool(self) -> None:
+        """Close the pool :meth:`attach_async_pool` opened, if any."""
+        if self.async_pool is not None:
+            await self.async_pool.close()
 
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
@@ -219,7 +266,7 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
             return self._insert_again(stored_events, statement, params)
         return [row[0] for row in rows]
 
-    @retry(TRANSIENT_ERRORS, max_attempts=WRITE_ATTEMPTS, wait=WRITE_RETRY_WAIT)
+    @retried_on_connection_errors
     def select_events(
         self,
         originator_id: UUID | str,
@@ -234,7 +281,7 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         params = [originator_id, *(p for p in (gt, lte, limit) if p is not None)]
         return [stored_event(*row) for row in self._execute(self._read_query(shape), params)]
 
-    @retry(TRANSIENT_ERRORS, max_attempts=WRITE_ATTEMPTS, wait=WRITE_RETRY_WAIT)
+    @retried_on_connection_errors
     def select_together(self, requests: Sequence[tuple[UUID, bool]]) -> list[list[StoredEvent]]:
         """Several aggregates' events in one round trip, one list per request, in order.
 
@@ -248,6 +295,61 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         for index, *row in sorted(rows, key=lambda row: (row[0], row[2])):
             found[index].append(stored_event(*row))
         return found
+
+    @retried_on_connection_errors
+    def select_notifications(
+        self,
+        start: int | None,
+        limit: int,
+        stop: int | None = None,
+        topics: Sequence[str] = (),
+        *,
+        inclusive_of_start: bool = True,
+    ) -> Sequence[Notification]:
+        """Events in global order from ``start`` (as eventsourcing's recorder selects them).
+
+        Subscriptions, ``Store.events(None)`` and the projector page through the store with
+        it; one rendered statement per shape, like the other reads.
+        """
+        lower = start if start is not None else 0
+        if start is not None and not inclusive_of_start:
+            lower += 1
+        upper = stop if stop is not None else 2**63 - 1
+        params: list[Any] = [lower, upper]
+        if topics:
+            params.append(list(topics))
+        params.append(limit)
+        rows = self._execute(self._notifications_query(bool(topics)), params)
+        return [
+            Notification(
+                id=row[0],
+                originator_id=row[1],
+                originator_version=row[2],
+                topic=row[3],
+                state=bytes(row[4]),
+            )
+            for row in rows
+        ]
+
+    @retried_on_connection_errors
+    def max_notification_id(self) -> int | None:
+        """The newest event's global position, ``None`` when there is none."""
+        rows = self._execute(self._max_position, [])
+        return rows[0][0] if rows else None
+
+    def _notifications_query(self, has_topics: bool) -> LiteralString:
+        """The global-order SELECT, with or without a topic filter."""
+        rendered = self._notifications.get(has_topics)
+        if rendered is None:
+            statement = SQL(
+                "SELECT notification_id, originator_id, originator_version, topic, state"
+                " FROM {table} WHERE notification_id >= %s AND notification_id <= %s"
+            ).format(table=self._table)
+            if has_topics:
+                statement += SQL(" AND topic = ANY(%s)")
+            statement += SQL(" ORDER BY notification_id LIMIT %s")
+            rendered = self._notifications[has_topics] = statement.as_string()
+        return rendered
 
     def _together_query(self, shape: tuple[bool, ...]) -> LiteralString:
         """One ``UNION ALL`` branch per request, tagged with the request's index."""
@@ -274,6 +376,8 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         write's path). Errors become eventsourcing's, as in its ``get_connection``; a
         broken connection goes back to the pool, which discards it.
         """
+        if self.async_pool is not None and in_portal() and self._on_pool_loop():
+            return awaiting(self._execute_async(query, params))
         if not self._pool_opened:
             with self.datastore.get_connection():  # opens the pool, with its settings
                 self._pool_opened = True
@@ -292,6 +396,27 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
             raise translated(error) from error
         finally:
             self.kept.give_back(conn)
+
+    def _on_pool_loop(self) -> bool:
+        """Whether the running loop is the async pool's (another loop cannot use it)."""
+        return asyncio.get_running_loop() is self._async_loop
+
+    async def _execute_async(
+        self, query: LiteralString, params: Sequence[Any]
+    ) -> list[tuple[Any, ...]]:
+        """:meth:`_execute` for a caller in a portal: the coroutine waits, not the thread."""
+        assert self.async_pool is not None  # noqa: S101 - only called once attached
+        try:
+            async with self.async_pool.connection() as conn:
+                cursor = conn.cursor(row_factory=tuple_row)
+                await cursor.execute(query, params, prepare=True)
+                rows: list[tuple[Any, ...]] = await cursor.fetchall()
+                return rows
+        except psycopg.Error as error:
+            if isinstance(error, psycopg.OperationalError | psycopg.InterfaceError):
+                with contextlib.suppress(psycopg.Error):  # still down: the retries wait for it
+                    await self.async_pool.check()
+            raise translated(error) from error
 
     def _discard_dead_connections(self) -> None:
         """Test the pool's idle connections and replace the dead ones.

@@ -15,11 +15,12 @@ from typing import Any
 from eventsourcing.persistence import ApplicationRecorder, Mapper
 from eventsourcing.popo import POPOApplicationRecorder
 from eventsourcing.postgres import PostgresDatastore
-from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
+from eventsourcing.sqlite import SQLiteDatastore
 
 from actae.adapters.persistence.codec import OrjsonTranscoder, PydanticMapper
 from actae.adapters.persistence.eventlog import PostgresEventLog, RecordedEventLog
 from actae.adapters.persistence.postgres import ActaePostgresRecorder
+from actae.adapters.persistence.sqlite import ActaeSQLiteRecorder
 from actae.adapters.persistence.url import StoreUrl
 
 POSTGRES_EVENTS_TABLE = "actae_events"
@@ -54,8 +55,14 @@ def memory_store() -> Backend:
 
 def sqlite_store(path: str, *, create_tables: bool) -> Backend:
     """Events in the SQLite file ``path`` (table ``stored_events``)."""
-    datastore = SQLiteDatastore(db_name=path, lock_timeout=SQLITE_LOCK_TIMEOUT)
-    recorder = SQLiteApplicationRecorder(datastore)
+    datastore = SQLiteDatastore(
+        db_name=path,
+        lock_timeout=SQLITE_LOCK_TIMEOUT,
+        # A connection is held while its writer waits for the file lock: waiting for a
+        # connection is waiting for that lock, and deserves the same patience.
+        pool_timeout=SQLITE_LOCK_TIMEOUT,
+    )
+    recorder = ActaeSQLiteRecorder(datastore)
     if create_tables:
         recorder.create_table()
     return _assembled(recorder, RecordedEventLog, datastore.close)

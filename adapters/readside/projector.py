@@ -84,16 +84,27 @@ class Projector:
     # -- batches --------------------------------------------------------------------------
 
     def process_batch(self, *, name: str = NAME, suffix: str = "") -> int:
-        """Project the next batch after ``name``'s position; returns how many events."""
-        with self.db.transaction():
-            position = self.db.lock_position(name)
+        """Project the next batch after ``name``'s position; returns how many events.
+
+        The batch is read from the event store before the read models' transaction begins,
+        and applied only if the position is still the one it was read after (else another
+        projector moved it, and the batch is read again). On SQLite that transaction holds
+        the file's write lock, and a writer of the event store may be waiting for it: a
+        read of the event store inside it could wait behind that writer for ever.
+        """
+        while True:
+            position = self.db.position(name)
             notifications = self._recorder.select_notifications(
                 start=position + 1, limit=self.batch_size
             )
             if not notifications:
                 return 0
-            self._apply(notifications, name, suffix)
-            self.db.set_position(name, notifications[-1].id)
+            with self.db.transaction():
+                if self.db.lock_position(name) != position:
+                    continue  # another projector took this batch: read on from its end
+                self._apply(notifications, name, suffix)
+                self.db.set_position(name, notifications[-1].id)
+            break
         if self.on_batch is not None:
             self.on_batch(notifications)
         return len(notifications)

@@ -26,6 +26,7 @@ from typing import Any, Protocol, Self
 
 import psycopg
 
+from actae.adapters.persistence.awaiting import in_portal, pause
 from actae.adapters.persistence.outages import Outage, is_transient, ride_out
 from actae.domain.values import ChannelEvent
 
@@ -62,6 +63,19 @@ class ConditionWaiter:
         """Wake the waiting reader."""
         with self._written:
             self._written.notify_all()
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class Unwaited:
+    """No waiting: for an ``AsyncSubscription``, whose own waiter awaits instead."""
+
+    def wait(self, timeout: float) -> None:
+        """Return at once."""
+
+    def wake(self) -> None:
+        """Nothing is blocked."""
 
     def close(self) -> None:
         """Nothing to release."""
@@ -147,16 +161,30 @@ class Subscription:
 
     def __next__(self) -> ChannelEvent:
         while not self._stopped.is_set():
-            if self._buffer:
-                event = self._buffer.popleft()
-                self.position = self._position_of(event)
+            event = self.take()
+            if event is not None:
                 return event
-            batch = self._next_batch()
-            if batch:
-                self._buffer.extend(batch)
-            else:
-                self._waiter.wait(self._poll)
+            self._waiter.wait(self._poll)
         raise StopIteration
+
+    @property
+    def stopped(self) -> bool:
+        """Whether ``stop()`` was called."""
+        return self._stopped.is_set()
+
+    def buffered(self) -> ChannelEvent | None:
+        """The next event if it was fetched already (no IO), else ``None``."""
+        if not self._buffer:
+            return None
+        event = self._buffer.popleft()
+        self.position = self._position_of(event)
+        return event
+
+    def take(self) -> ChannelEvent | None:
+        """The next event, fetching a batch if none is buffered; ``None`` if there is none yet."""
+        if not self._buffer:
+            self._buffer.extend(self._next_batch())
+        return self.buffered()
 
     def _next_batch(self) -> list[ChannelEvent]:
         """The events after ``position``, waited through database outages ([] if stopped)."""
@@ -165,12 +193,19 @@ class Subscription:
                 lambda: self._fetch(self.position),
                 self.outage,
                 give_up=self._stopped.is_set,
-                sleep=self._stopped.wait,
+                sleep=self._pause,
             )
         except Exception as error:
             if self._stopped.is_set() and is_transient(error):
                 return []
             raise
+
+    def _pause(self, seconds: float) -> None:
+        """Wait between attempts: until stopped in a thread; the coroutine sleeps in a portal."""
+        if in_portal():
+            pause(seconds)
+        else:
+            self._stopped.wait(seconds)
 
     def stop(self) -> None:
         """End the iteration (from any thread); a blocked ``next()`` returns promptly."""

@@ -8,10 +8,12 @@ retried under the same key, anything else stops for review.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from actae.adapters.persistence.awaiting import in_portal, run_in_portal
 from actae.adapters.persistence.outages import is_transient
 from actae.domain.effects import (
     Claim,
@@ -186,22 +188,47 @@ class EffectSteps:
         self._refresh()
 
     def _with_heartbeats(self, key: str, token: int, lease: float, call: Callable[[], T]) -> T:
+        """``call()`` while the claim is renewed every third of ``lease``.
+
+        In a thread the renewals run in a heartbeat thread; in an async run context (a
+        greenback portal) they run as a task on the loop, so a cancelled workflow task
+        stops them with it and leaves the claim to run out: in doubt, as after a kill.
+        """
+
+        def beat() -> bool:
+            """One renewal; whether to keep renewing."""
+            try:
+                self.store.heartbeat(key, token=token, worker=self.worker, lease=lease)
+            except FencingError:
+                return False  # someone else holds it now; our complete() will be refused
+            except Exception as error:  # the next beat tries again, for as long as it can
+                return is_transient(error)
+            return True
+
+        if in_portal():
+            beating = asyncio.get_running_loop().create_task(_beat_as_task(beat, lease / 3))
+            try:
+                return call()
+            finally:
+                beating.cancel()
         done = threading.Event()
 
-        def beat() -> None:
-            while not done.wait(lease / 3):
-                try:
-                    self.store.heartbeat(key, token=token, worker=self.worker, lease=lease)
-                except FencingError:
-                    return  # someone else holds it now; our complete() will be refused
-                except Exception as error:  # the next beat tries again, for as long as it can
-                    if not is_transient(error):
-                        return
+        def beat_until_done() -> None:
+            while not done.wait(lease / 3) and beat():
+                pass
 
-        beater = threading.Thread(target=beat, name=f"heartbeat {key}", daemon=True)
+        beater = threading.Thread(target=beat_until_done, name=f"heartbeat {key}", daemon=True)
         beater.start()
         try:
             return call()
         finally:
             done.set()
             beater.join()
+
+
+async def _beat_as_task(beat: Callable[[], bool], every: float) -> None:
+    """Renew every ``every`` seconds until cancelled, or until ``beat`` says stop."""
+    while True:
+        await asyncio.sleep(every)
+        if not await run_in_portal(beat):
+            return

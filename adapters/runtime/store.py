@@ -319,6 +319,20 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods):
         all channels arrive in the store's global order and ``after`` is a global position
         (``ChannelEvent.position``; 0 = from the beginning). Use it as a context manager.
         """
+        return self._subscription(
+            channel_id, after, batch_size=batch_size, poll_interval=poll_interval, waiter=None
+        )
+
+    def _subscription(
+        self,
+        channel_id: UUID | str | None,
+        after: int,
+        *,
+        batch_size: int,
+        poll_interval: float,
+        waiter: Waiter | None,
+    ) -> Subscription:
+        """:meth:`subscribe`, waiting with ``waiter`` (``None``: the backend's own)."""
         after = require_int("after", after, minimum=0)
         batch_size = require_int("batch_size", batch_size, minimum=1)
         reader = self._reader
@@ -344,7 +358,11 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods):
                 return event.cursor
 
         return Subscription(
-            fetch, self._waiter(), after=after, position_of=position_of, poll_interval=poll_interval
+            fetch,
+            self._waiter() if waiter is None else waiter,
+            after=after,
+            position_of=position_of,
+            poll_interval=poll_interval,
         )
 
     # -- read models ----------------------------------------------------------------------

@@ -21,18 +21,21 @@ it is about a run, the ``run_id`` (docs/logging.md).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import inspect
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from actae.adapters.logs import Lines
 from actae.adapters.persistence.clock import skew_warning
 from actae.adapters.persistence.outages import Outage, is_transient, ride_out, store_outage
+from actae.adapters.runtime.async_context import AsyncRunContext
 from actae.adapters.runtime.context import RunContext
 from actae.adapters.runtime.outcomes import (
     COOLDOWN,
@@ -55,8 +58,13 @@ if TYPE_CHECKING:
     from actae.adapters.runtime.store import Store
     from actae.adapters.runtime.store_resume import Migration
 
-WorkflowCode = Callable[[RunContext], object]
-"""Workflow code: returns the run's result (a mapping, None, or any JSON value)."""
+WorkflowCode = Callable[[RunContext], object] | Callable[[AsyncRunContext], Awaitable[object]]
+"""Workflow code: returns the run's result (a mapping, None, or any JSON value).
+
+An ``async def`` workflow gets an :class:`AsyncRunContext` and is awaited."""
+
+RunCoroutine = Callable[[Coroutine[Any, Any, object]], object]
+"""Runs an async workflow's coroutine to its end from a worker thread; its result."""
 
 CommitHook = Callable[[Sequence[object]], None]
 """Called with the events of a write right after it commits, before the write returns."""
@@ -123,6 +131,10 @@ class Worker:
     code's that shares the store), right after the commit and before the write returns, in
     the writing thread. The failure drill's ``during-commit`` crash point kills the process
     there: the write is committed, and no one in the process learns it.
+
+    An ``async def`` workflow's coroutine is run by ``run_coroutine``: by default
+    ``asyncio.run``, a loop of its own in the worker's thread; an ``AsyncWorker`` runs it on
+    its loop instead.
     """
 
     def __init__(
@@ -135,8 +147,10 @@ class Worker:
         poll_interval: float = 0.2,
         out: TextIO | None = None,
         on_commit: CommitHook | None = None,
+        run_coroutine: RunCoroutine = asyncio.run,
     ) -> None:
         self.store = store
+        self.run_coroutine = run_coroutine
         self.name = require_text("name", name)  # stored in the read models
         self.registry = registry
         self.lease = lease
@@ -204,19 +218,32 @@ class Worker:
         of spinning. The pass ends by catching the read models up, so what it did shows in
         run_status as soon as it returns (``actae worker --once``).
         """
+        rows, now = self.begin_pass()
+        advanced = 0
+        for row in rows:
+            if self._stop.is_set():
+                break
+            advanced += self._isolated(row, now)
+        self.end_pass()
+        return advanced
+
+    def begin_pass(self) -> tuple[list[Mapping[str, Any]], datetime]:
+        """Catch the read models up, keep the advertisement and leases tidy; the candidates.
+
+        The candidate runs are those that may need this worker (running or waiting), oldest
+        first, with the store's time the pass started at.
+        """
         projector = self.store.projector()
         projector.catch_up(give_up=self._stop.is_set)
         now = self.store.now()
         self._release_pending()
         self._advertise(now)
         projector.db.mark_unserved(now)
-        advanced = 0
-        for row in projector.query(CANDIDATES):
-            if self._stop.is_set():
-                break
-            advanced += self._isolated(row, now)
-        projector.catch_up(give_up=self._stop.is_set)
-        return advanced
+        return list(projector.query(CANDIDATES)), now
+
+    def end_pass(self) -> None:
+        """Catch the read models up, so what the pass did shows in run_status at once."""
+        self.store.projector().catch_up(give_up=self._stop.is_set)
 
     def _isolated(self, row: Mapping[str, Any], now: datetime) -> int:
         """Serve one run; whatever goes wrong with it stays with it (poison isolation).
@@ -339,7 +366,7 @@ class Worker:
             return describe_stop(stop), cooldown_for(stop, self.store.now())
         ctx.lease, ctx.outage = lease, self._outage_of(run_id)
         try:
-            result = code.code(ctx)
+            result = self._run_code(code, ctx)
             lease.ensure_held()
             self.store.complete_run(run_id, run_result(result))
         except ValidationError as invalid:  # the same code fails the same way: final
@@ -351,6 +378,13 @@ class Worker:
                 raise  # the store's database, not the run: the pass is tried again later
             return self._fail(run_id, error), None  # the workflow's own bug fails its run
         return "completed", None
+
+    def _run_code(self, code: Workflow, ctx: RunContext) -> object:
+        """The workflow's result: called with ``ctx``, or awaited with its async face."""
+        if inspect.iscoroutinefunction(code.code):
+            workflow = cast(Callable[[AsyncRunContext], Coroutine[Any, Any, object]], code.code)
+            return self.run_coroutine(workflow(AsyncRunContext(ctx)))
+        return cast(Callable[[RunContext], object], code.code)(ctx)
 
     def _fail(self, run_id: Any, error: Exception) -> str:
         """Fail the run with ``error`` unless it failed already (``ctx.step`` does that)."""

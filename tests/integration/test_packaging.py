@@ -28,8 +28,20 @@ MODULES = [
     "actae.adapters.drill.run",
     "actae.adapters.drill.timing",
     "actae.adapters.drill.workflows",
+    "actae.adapters.langgraph",
+    "actae.adapters.langgraph.calls",
+    "actae.adapters.langgraph.copying",
+    "actae.adapters.langgraph.drivers",
+    "actae.adapters.langgraph.encoding",
+    "actae.adapters.langgraph.forgetting",
+    "actae.adapters.langgraph.history",
+    "actae.adapters.langgraph.reading",
+    "actae.adapters.langgraph.savers",
+    "actae.adapters.langgraph.threads",
+    "actae.adapters.langgraph.writing",
     "actae.adapters.logs",
     "actae.adapters.persistence",
+    "actae.adapters.persistence.awaiting",
     "actae.adapters.persistence.clock",
     "actae.adapters.persistence.codec",
     "actae.adapters.persistence.eventlog",
@@ -39,14 +51,19 @@ MODULES = [
     "actae.adapters.persistence.outages",
     "actae.adapters.persistence.postgres",
     "actae.adapters.persistence.recorders",
+    "actae.adapters.persistence.sqlite",
     "actae.adapters.persistence.url",
     "actae.adapters.readside",
+    "actae.adapters.readside.async_subscription",
     "actae.adapters.readside.projector",
     "actae.adapters.readside.readmodels",
     "actae.adapters.readside.schema",
     "actae.adapters.readside.subscription",
     "actae.adapters.readside.worker_tables",
     "actae.adapters.runtime",
+    "actae.adapters.runtime.async_context",
+    "actae.adapters.runtime.async_store",
+    "actae.adapters.runtime.async_worker",
     "actae.adapters.runtime.context",
     "actae.adapters.runtime.context_effects",
     "actae.adapters.runtime.context_replay",
@@ -81,6 +98,7 @@ MODULES = [
     "actae.domain.validation",
     "actae.domain.values",
     "actae.domain.waits",
+    "actae.langgraph",
     "actae.projections",
     "actae.projections.changes",
     "actae.projections.project",
@@ -90,7 +108,7 @@ MODULES = [
 
 
 def test_every_module_is_listed() -> None:
-    found = {"actae"} | {
+    found = {"actae", "actae.langgraph"} | {
         module_of(path)
         for layer in ("domain", "projections", "adapters")
         for path in (ROOT / layer).rglob("*.py")

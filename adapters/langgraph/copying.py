@@ -1,0 +1,88 @@
+"""``copy_thread``: the copy is an Actae fork, with its receipt; nothing is duplicated.
+
+The new thread's run is a fork of the source thread's run at its head, started under the
+new thread's operation id, so the copy is found as that thread, and both runs keep the fork
+receipt (``store.lineage``): who was copied from where, at which cursor, and when. The
+fork's channel starts with the source's latest state; reading the copy reads the source's
+history up to that cursor (every checkpoint and write), then the copy's own.
+
+Each other namespace of the source becomes a namespace of the copy that starts with a
+``langgraph.copied`` record naming the source's channel and cursor, read the same way. A
+copy into a thread that exists already (Actae cannot fork into an existing run) splices the
+source in that way for the root namespace too.
+"""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from actae.adapters.langgraph.calls import Op, ask
+from actae.adapters.langgraph.encoding import COPIED, operation_id
+from actae.adapters.langgraph.threads import (
+    Context,
+    Ref,
+    ensure_namespace,
+    find_thread,
+    namespaces,
+)
+from actae.adapters.langgraph.writing import after_head
+from actae.adapters.runtime.store import Store
+from actae.domain.errors import OperationConflictError
+from actae.domain.values import Receipt
+
+
+def copy_thread(ctx: Context, source: str, target: str) -> Op[None]:
+    """Make ``target`` read as a copy of ``source`` as it is now; nothing if it is unknown."""
+    root = yield from find_thread(ctx, source)
+    if root is None:
+        return
+    spaces = yield from namespaces(root)
+    head = yield from ask(Store.head, root.channel_id)
+    forked = yield from _forked(ctx, (source, target), root, head.cursor)
+    if not forked:
+        existing = yield from ensure_namespace(ctx, target, "", ctx.agent_id)
+        yield from _spliced(ctx, existing, root.channel_id, head.cursor, source)
+    for checkpoint_ns, ref in spaces[1:]:
+        ns_head = yield from ask(Store.head, ref.channel_id)
+        copy = yield from ensure_namespace(ctx, target, checkpoint_ns, ctx.agent_id)
+        yield from _spliced(ctx, copy, ref.channel_id, ns_head.cursor, source)
+
+
+def _forked(ctx: Context, threads: tuple[str, str], root: Ref, at: int) -> Op[bool]:
+    """Fork the source's run as the target thread's; ``False`` if the target exists."""
+    source, target = threads
+    operation = ctx.thread_operation(target)
+    try:
+        receipt = yield from ask(
+            Store.fork,
+            root.channel_id,
+            at=at,
+            operation_id=operation,
+            reason=f"LangGraph copy_thread: thread {source!r} copied to thread {target!r}",
+        )
+    except OperationConflictError:
+        return False  # the target thread has a run already (put on, or copied before)
+    ctx.runs[operation] = Ref(receipt.child_run_id, receipt.child_channel_id)
+    return True
+
+
+def _spliced(ctx: Context, copy: Ref, source: UUID, through: int, thread_id: str) -> Op[None]:
+    """Record on ``copy`` that the history of ``source`` up to ``through`` reads as its own."""
+    payload = {"channel_id": str(source), "through": through, "thread_id": thread_id}
+    operation = operation_id(
+        ctx.workflow_id, "copied", str(copy.channel_id), str(source), str(through)
+    )
+
+    def write(head: Receipt) -> Op[Receipt]:
+        return (
+            yield from ask(
+                Store.record,
+                copy.channel_id,
+                kind=COPIED,
+                payload=payload,
+                expected_cursor=head.cursor,
+                operation_id=operation,
+            )
+        )
+
+    yield from after_head(copy.channel_id, write)

@@ -1,0 +1,194 @@
+"""``get_tuple`` and ``list``: checkpoints back as LangGraph's ``CheckpointTuple``.
+
+The latest checkpoint of a namespace comes from its channel's head (one ``recover``); any
+other checkpoint, and a list, from the channel's folded history
+(:mod:`~actae.adapters.langgraph.history`), loading the state of each checkpoint handed
+out, and only of those. A list is newest first: the order the checkpoints were put in,
+reversed (for several namespaces at once, by checkpoint id, as LangGraph's savers sort).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple, get_checkpoint_id, writes_sort_key
+
+from actae.adapters.langgraph.calls import Emit, Op, Stream, ask
+from actae.adapters.langgraph.encoding import thread_id_of, unpack
+from actae.adapters.langgraph.history import (
+    FORKED,
+    Entry,
+    StoredWrite,
+    at_head,
+    history,
+    scan_store,
+)
+from actae.adapters.langgraph.threads import (
+    Context,
+    Ref,
+    find_namespace,
+    find_thread,
+    namespaces,
+)
+from actae.adapters.runtime.store import Store
+from actae.domain.values import ChannelEvent
+
+Address = tuple[str, str]
+"""A thread id and a checkpoint namespace."""
+
+
+def address_of(config: RunnableConfig) -> Address:
+    """The thread and namespace a config names (the root namespace when it names none)."""
+    configurable = config.get("configurable") or {}
+    if "thread_id" not in configurable:
+        raise ValueError("the config names no thread: pass configurable={'thread_id': ...}")
+    return thread_id_of(configurable["thread_id"]), str(configurable.get("checkpoint_ns") or "")
+
+
+def config_of(address: Address, checkpoint_id: str) -> RunnableConfig:
+    """The config that names one checkpoint."""
+    thread_id, checkpoint_ns = address
+    return {
+        "configurable": {
+            "thread_id": thread_id,
+            "checkpoint_ns": checkpoint_ns,
+            "checkpoint_id": checkpoint_id,
+        }
+    }
+
+
+def tuple_of(
+    ctx: Context, address: Address, state: dict[str, Any], writes: Iterable[StoredWrite]
+) -> CheckpointTuple:
+    """The tuple a checkpoint's state version and its writes make, writes in LangGraph's order."""
+    parent = state.get("parent_checkpoint_id")
+    ordered = sorted(writes, key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx))
+    return CheckpointTuple(
+        config=config_of(address, str(state["checkpoint_id"])),
+        checkpoint=unpack(ctx.serde, state["checkpoint"]),
+        metadata=unpack(ctx.serde, state["metadata"]),
+        parent_config=config_of(address, str(parent)) if parent else None,
+        pending_writes=[(w.task_id, w.channel, unpack(ctx.serde, w.value)) for w in ordered],
+    )
+
+
+def get_tuple(ctx: Context, config: RunnableConfig) -> Op[CheckpointTuple | None]:
+    """The checkpoint ``config`` names, or its namespace's latest; ``None`` if there is none."""
+    address = address_of(config)
+    wanted = get_checkpoint_id(config)
+    ref = yield from find_namespace(ctx, *address)
+    if ref is None:
+        return None
+    head = yield from at_head(ref.channel_id)
+    if head is not None and head.state is None:
+        return None  # deleted: nothing is visible
+    if head is not None and head.state is not None and wanted in (None, head.checkpoint_id):
+        return tuple_of(ctx, address, head.state, head.writes)
+    visible = yield from history(ref.channel_id)
+    entry = visible.latest() if wanted is None else visible.entries.get(wanted)
+    if entry is None:
+        return None
+    return (yield from _loaded(ctx, address, entry))
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """What ``list`` asks for besides the thread: namespace, checkpoint, before, metadata."""
+
+    checkpoint_ns: str | None
+    checkpoint_id: str | None
+    before: str | None
+    filter: dict[str, Any]
+
+    @classmethod
+    def of(
+        cls,
+        config: RunnableConfig | None,
+        before: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+    ) -> Query:
+        """The query of a ``list`` call's arguments."""
+        configurable = (config or {}).get("configurable") or {}
+        namespace = configurable.get("checkpoint_ns")
+        return cls(
+            checkpoint_ns=None if namespace is None else str(namespace),
+            checkpoint_id=get_checkpoint_id(config) if config else None,
+            before=get_checkpoint_id(before) if before else None,
+            filter=dict(filter or {}),
+        )
+
+    def wants(self, ctx: Context, entry: Entry) -> bool:
+        """Whether the visible checkpoint ``entry`` answers the query."""
+        if self.checkpoint_id is not None and entry.checkpoint_id != self.checkpoint_id:
+            return False
+        if self.before is not None and not entry.checkpoint_id < self.before:
+            return False
+        if not self.filter:
+            return True
+        metadata = unpack(ctx.serde, entry.payload["metadata"])
+        return all(metadata.get(key) == value for key, value in self.filter.items())
+
+
+def list_checkpoints(
+    ctx: Context, config: RunnableConfig | None, query: Query, limit: int | None
+) -> Stream:
+    """The checkpoints that answer ``query``, newest first, at most ``limit``.
+
+    With a config, of its thread (of every namespace when it names none); without one, of
+    every thread in the store, which reads the store's whole log to find them.
+    """
+    if config is None:
+        threads = yield from _all_threads(ctx)
+    else:
+        threads = [address_of(config)[0]]
+    left = limit
+    for thread_id in threads:
+        for address, entry in (yield from _candidates(ctx, thread_id, query)):
+            if left is not None and left <= 0:
+                return
+            yield Emit((yield from _loaded(ctx, address, entry)))
+            left = None if left is None else left - 1
+
+
+def _candidates(ctx: Context, thread_id: str, query: Query) -> Op[list[tuple[Address, Entry]]]:
+    """The visible checkpoints of one thread that answer ``query``, newest first."""
+    channels: list[tuple[str, Ref]]
+    if query.checkpoint_ns is None:
+        root = yield from find_thread(ctx, thread_id)
+        channels = [] if root is None else (yield from namespaces(root))
+    else:
+        ref = yield from find_namespace(ctx, thread_id, query.checkpoint_ns)
+        channels = [] if ref is None else [(query.checkpoint_ns, ref)]
+    found: list[tuple[Address, Entry]] = []
+    for checkpoint_ns, ref in channels:
+        visible = yield from history(ref.channel_id)
+        found.extend(
+            ((thread_id, checkpoint_ns), entry)
+            for entry in reversed(visible.entries.values())
+            if query.wants(ctx, entry)
+        )
+    if len(channels) > 1:
+        found.sort(key=lambda pair: pair[1].checkpoint_id, reverse=True)
+    return found
+
+
+def _loaded(ctx: Context, address: Address, entry: Entry) -> Op[CheckpointTuple]:
+    state = yield from ask(Store.state_at, entry.channel_id, entry.cursor)
+    return tuple_of(ctx, address, state.state, entry.writes.values())
+
+
+def _all_threads(ctx: Context) -> Op[list[str]]:
+    """Every thread id in the store: from the operation ids its runs were created under."""
+    found: dict[str, None] = {}
+
+    def visit(event: ChannelEvent) -> None:
+        if event.cursor == 1 and event.kind in ("run.started", FORKED) and event.operation_id:
+            thread_id = ctx.thread_of(event.operation_id)
+            if thread_id is not None:
+                found[thread_id] = None
+
+    yield from scan_store(visit)
+    return list(found)

@@ -1,0 +1,192 @@
+"""Which Actae run holds a LangGraph thread, and which holds each of its namespaces.
+
+A thread is a run (workflow ``langgraph`` by default) found again by the operation id it was
+started under, ``langgraph:thread:<thread_id>``: starting is idempotent, so two processes
+that meet a new thread at once start one run, and the id needs no table of its own. A
+checkpoint namespace other than the root (a subgraph's checkpoints, ``"node:<task>"``) is a
+child run of the thread's run, started under ``langgraph:ns:<thread run>:<namespace>``, with
+a channel of its own: the latest checkpoint of a namespace is then always the head of its
+channel, one read away, and deleting, pruning or copying a thread finds its namespaces as
+the children of the thread's run.
+
+A mapping never changes once made (deleting a thread writes a tombstone on the same
+channel; it does not start a new run), so this process remembers what it has looked up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TypeVar
+from uuid import UUID
+
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from actae.adapters.langgraph.calls import Op, ask
+from actae.adapters.langgraph.encoding import (
+    NAMESPACE_MARK,
+    namespace_state,
+    operation_id,
+    thread_state,
+)
+from actae.adapters.runtime.store import Store
+from actae.domain.errors import OperationConflictError
+from actae.domain.values import RunInfo
+
+T = TypeVar("T")
+
+_RUN_OF_COMMAND = {"start_run": "run_id", "fork": "child_run_id"}
+"""Where the recorded result of each command that can create a thread's run names it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """A run that holds checkpoints, and its main channel."""
+
+    run_id: UUID
+    channel_id: UUID
+
+
+@dataclass(slots=True)
+class Context:
+    """What every operation needs besides the store: names, the serializer, known runs."""
+
+    serde: SerializerProtocol
+    workflow_id: str
+    agent_id: str
+    runs: dict[str, Ref] = field(default_factory=dict)
+    """Runs found so far, by the operation id that started them (they never change)."""
+    stored: dict[tuple[UUID, str], None] = field(default_factory=dict)
+    """Checkpoints (channel, id) known to be stored: put here, or looked up. Most recent last."""
+    early: dict[tuple[UUID, str], int] = field(default_factory=dict)
+    """Checkpoints that writes were recorded for before the checkpoint was: the first
+    cursor such a write can be at (see :mod:`~actae.adapters.langgraph.writing`)."""
+
+    def thread_operation(self, thread_id: str) -> str:
+        """The operation id that starts (and so names) the run of ``thread_id``."""
+        return operation_id(self.workflow_id, "thread", thread_id)
+
+    def thread_of(self, operation: str) -> str | None:
+        """The thread id in a thread's operation id; ``None`` for any other id."""
+        prefix = f"{self.workflow_id}:thread:"
+        return operation.removeprefix(prefix) if operation.startswith(prefix) else None
+
+
+REMEMBERED = 10_000
+"""Checkpoints :attr:`Context.stored` and :attr:`Context.early` keep, the oldest forgotten
+first (forgetting one costs a lookup, never a wrong answer)."""
+
+
+def remember(memory: dict[tuple[UUID, str], T], key: tuple[UUID, str], value: T) -> None:
+    """Keep ``key`` (as the newest) in a bounded memory of checkpoints."""
+    memory.pop(key, None)
+    memory[key] = value
+    while len(memory) > REMEMBERED:
+        del memory[next(iter(memory))]
+
+
+def find_thread(ctx: Context, thread_id: str) -> Op[Ref | None]:
+    """The run of ``thread_id``, or ``None`` if no checkpoint was ever put on it."""
+    return (yield from _found(ctx, ctx.thread_operation(thread_id)))
+
+
+def find_namespace(ctx: Context, thread_id: str, checkpoint_ns: str) -> Op[Ref | None]:
+    """The run holding ``checkpoint_ns`` of ``thread_id`` (the thread's own for ``""``)."""
+    root = yield from find_thread(ctx, thread_id)
+    if root is None or not checkpoint_ns:
+        return root
+    return (yield from _found(ctx, _namespace_operation(ctx, root, checkpoint_ns)))
+
+
+def ensure_namespace(ctx: Context, thread_id: str, checkpoint_ns: str, agent_id: str) -> Op[Ref]:
+    """The run holding ``checkpoint_ns`` of ``thread_id``, started (once) if it is new."""
+    root = yield from _started(
+        ctx, ctx.thread_operation(thread_id), agent_id, thread_state(thread_id), None
+    )
+    if not checkpoint_ns:
+        return root
+    return (
+        yield from _started(
+            ctx,
+            _namespace_operation(ctx, root, checkpoint_ns),
+            agent_id,
+            namespace_state(thread_id, checkpoint_ns),
+            root.run_id,
+        )
+    )
+
+
+def namespaces(root: Ref) -> Op[list[tuple[str, Ref]]]:
+    """Every namespace of the thread whose run is ``root``: the root first, then children.
+
+    A namespace's run names its namespace in its first state; children of the thread's run
+    that are not namespaces (someone else's delegated runs) are left out.
+    """
+    lineage = yield from ask(Store.lineage, root.run_id)
+    found = [("", root)]
+    for child in lineage.children:
+        info = yield from ask(Store.run, child)
+        first = yield from ask(Store.state_at, info.channel_id, 1)
+        if first.state.get("langgraph") == NAMESPACE_MARK:
+            found.append((str(first.state["checkpoint_ns"]), Ref(child, info.channel_id)))
+    return found
+
+
+def _namespace_operation(ctx: Context, root: Ref, checkpoint_ns: str) -> str:
+    return operation_id(ctx.workflow_id, "ns", str(root.run_id), checkpoint_ns)
+
+
+def _found(ctx: Context, operation: str) -> Op[Ref | None]:
+    known = ctx.runs.get(operation)
+    if known is not None:
+        return known
+    record = yield from ask(Store.operation, operation)
+    if record is None:
+        return None
+    key = _RUN_OF_COMMAND.get(record.command)
+    if key is None:
+        raise ValueError(
+            f"operation id {operation!r} was used by {record.command!r}, not to start a "
+            "LangGraph thread's run: choose another workflow_id for the saver"
+        )
+    info = yield from ask(Store.run, record.result[key])
+    ref = Ref(info.run_id, info.channel_id)
+    ctx.runs[operation] = ref
+    return ref
+
+
+def _started(
+    ctx: Context,
+    operation: str,
+    agent_id: str,
+    state: dict[str, object],
+    parent: UUID | None,
+) -> Op[Ref]:
+    known = yield from _found(ctx, operation)
+    if known is not None:
+        return known
+    try:
+        info = yield from ask(
+            Store.start_run,
+            ctx.workflow_id,
+            agent_id=agent_id,
+            state=dict(state),
+            operation_id=operation,
+            parent_run_id=parent,
+        )
+    except OperationConflictError:
+        # Started meanwhile by another process (under another agent id), or as a copy.
+        found = yield from _found(ctx, operation)
+        if found is None:  # pragma: no cover - the conflict names a recorded operation
+            raise
+        return found
+    ref = Ref(info.run_id, info.channel_id)
+    ctx.runs[operation] = ref
+    return ref
+
+
+def thread_run(ctx: Context, thread_id: str) -> Op[RunInfo | None]:
+    """The Actae run of ``thread_id`` as ``store.run`` shows it, or ``None`` if it has none."""
+    root = yield from find_thread(ctx, thread_id)
+    if root is None:
+        return None
+    return (yield from ask(Store.run, root.run_id))

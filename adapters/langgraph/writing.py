@@ -1,0 +1,283 @@
+"""``put`` and ``put_writes``: a checkpoint is a transition, a task's writes a record.
+
+Each write names the head it read (``expected_version`` and ``expected_cursor``), so it
+lands exactly after what its writer saw, and carries an operation id derived from what it
+is (channel, checkpoint, task), so a retried call replays instead of writing twice.
+
+When the head moved first (``ConflictError``), what moved it decides:
+
+* only records (another task's writes, a prune, a forget): the call tries again after the
+  head the refusal reports. Pending writes commute, and a checkpoint still follows the one
+  it was computed from;
+* another checkpoint or a tombstone on the same namespace, for ``put``: two writers are
+  advancing one thread at once (two processes resuming it, or a delete racing a run). The
+  ``ConflictError`` reaches LangGraph, as Actae's version guard refuses a stale writer,
+  instead of the two interleaving their checkpoints.
+
+A replay is checked against what came since: if a tombstone, prune or forget hid the
+earlier write, the call writes again, so a thread deleted and put again starts afresh.
+
+LangGraph saves in the background and does not order a checkpoint's writes after the
+checkpoint: a graph's input is written before its first checkpoint, and a fast task's
+writes can land before a slow put. Such *early* writes can only come from the process that
+made the checkpoint (no one else knows its id yet), so this process keeps track: a write
+for a checkpoint it has not stored (and the store does not know) notes the head it follows
+before it is recorded, and the checkpoint's state says from which cursor its writes start
+(``writes_from``), so that the head still answers ``get_tuple`` in one read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    Checkpoint,
+    CheckpointMetadata,
+    get_checkpoint_id,
+    get_serializable_checkpoint_metadata,
+)
+
+from actae.adapters.langgraph.calls import Op, ask
+from actae.adapters.langgraph.encoding import (
+    CHECKPOINT,
+    WRITES,
+    checkpoint_payload,
+    checkpoint_state,
+    digest,
+    indexed_writes,
+    operation_id,
+    pack,
+    writes_payload,
+)
+from actae.adapters.langgraph.history import hidden_since
+from actae.adapters.langgraph.reading import address_of, config_of
+from actae.adapters.langgraph.threads import Context, ensure_namespace, remember
+from actae.adapters.runtime.store import Store
+from actae.domain.errors import ConflictError, OperationConflictError
+from actae.domain.values import Receipt
+
+MAX_ATTEMPTS = 1000
+"""Attempts a call makes while other writers keep landing first (each loss is another's
+progress: a fan-out of N tasks finishing together costs the last one N - 1 attempts)."""
+
+
+@dataclass(slots=True)
+class Attempt:
+    """The operation id the next attempt writes under; ``revised`` for a changed checkpoint."""
+
+    operation: str
+    revised: bool = False
+
+
+Append = Callable[[Receipt, Attempt], Op[Receipt]]
+"""Writes one attempt after the head it is given."""
+
+
+def agent_of(ctx: Context, config: RunnableConfig) -> str:
+    """The agent a new thread's run is started for: ``agent_id`` in the config, or the saver's."""
+    for source in (config.get("metadata"), config.get("configurable")):
+        agent = (source or {}).get("agent_id")
+        if isinstance(agent, str) and agent:
+            return agent
+    return ctx.agent_id
+
+
+def put(
+    ctx: Context, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata
+) -> Op[RunnableConfig]:
+    """Store ``checkpoint`` after its namespace's head; the config that names it."""
+    address = address_of(config)
+    checkpoint_id = checkpoint["id"]
+    parent = get_checkpoint_id(config)
+    stored = get_serializable_checkpoint_metadata(config, metadata)
+    packed_metadata = pack(ctx.serde, stored)
+    packed = pack(ctx.serde, checkpoint)
+    ref = yield from ensure_namespace(ctx, *address, agent_of(ctx, config))
+
+    key = (ref.channel_id, checkpoint_id)
+
+    def append(head: Receipt, attempt: Attempt) -> Op[Receipt]:
+        revised = attempt.revised
+        # Read after the head: an early write noted itself before it landed, so one that
+        # is already in the head is here, and one that lands later refuses this attempt.
+        writes_from = ctx.early.get(key)
+        return (
+            yield from ask(
+                Store.transition,
+                ref.channel_id,
+                kind=CHECKPOINT,
+                payload=checkpoint_payload(
+                    address, checkpoint_id, parent, stored, packed_metadata, revised=revised
+                ),
+                state=checkpoint_state(
+                    checkpoint_id,
+                    packed,
+                    packed_metadata,
+                    parent,
+                    revised=revised,
+                    writes_from=writes_from,
+                ),
+                expected_version=head.state_version,
+                expected_cursor=head.cursor,
+                operation_id=attempt.operation,
+            )
+        )
+
+    def revise(attempt: Attempt) -> bool:
+        # The id holds a different checkpoint, still visible: LangGraph's savers overwrite
+        # it, so this one is stored after it as a revision, and reads as the checkpoint.
+        attempt.operation = f"{attempt.operation}:revised:{digest([packed, packed_metadata])}"
+        attempt.revised = True
+        return True
+
+    base = _put_operation(ctx, ref.channel_id, checkpoint_id)
+    yield from _appended(ref.channel_id, checkpoint_id, base, append, revise, guard=True)
+    remember(ctx.stored, key, None)
+    return config_of(address, checkpoint_id)
+
+
+def put_writes(
+    ctx: Context,
+    config: RunnableConfig,
+    writes: Sequence[tuple[str, Any]],
+    task: tuple[str, str],
+) -> Op[None]:
+    """Record the pending writes of one task (``(task_id, task_path)``) for a checkpoint."""
+    if not writes:
+        return
+    address = address_of(config)
+    checkpoint_id = get_checkpoint_id(config)
+    if checkpoint_id is None:
+        raise ValueError("put_writes needs the config of a checkpoint (checkpoint_id)")
+    indexed, special = indexed_writes(list(writes))
+    payload = writes_payload(ctx.serde, address, checkpoint_id, task, indexed)
+    ref = yield from ensure_namespace(ctx, *address, agent_of(ctx, config))
+
+    def append(head: Receipt, attempt: Attempt) -> Op[Receipt]:
+        return (
+            yield from ask(
+                Store.record,
+                ref.channel_id,
+                kind=WRITES,
+                payload=payload,
+                expected_cursor=head.cursor,
+                operation_id=attempt.operation,
+            )
+        )
+
+    # Ordinary writes keep the first stored under a task and index; special ones (errors,
+    # interrupts) replace it, so their content is part of their id.
+    parts = [str(ref.channel_id), checkpoint_id, task[0], ",".join(str(i) for i, _, _ in indexed)]
+    if special:
+        parts.append(digest(payload["writes"]))
+    base = operation_id(ctx.workflow_id, "writes", *parts)
+    head = yield from _noted_if_early(ctx, ref.channel_id, checkpoint_id)
+    yield from _appended(
+        ref.channel_id, checkpoint_id, base, append, lambda _: False, guard=False, head=head
+    )
+
+
+def _noted_if_early(ctx: Context, channel_id: UUID, checkpoint_id: str) -> Op[Receipt | None]:
+    """Note a write for a checkpoint that is not stored yet; the head it then follows.
+
+    ``None`` when the checkpoint is stored (the common case costs nothing once this process
+    has put or looked up the checkpoint).
+    """
+    key = (channel_id, checkpoint_id)
+    if key in ctx.stored:
+        return None
+    earlier = yield from ask(Store.operation, _put_operation(ctx, channel_id, checkpoint_id))
+    if earlier is not None:
+        remember(ctx.stored, key, None)
+        return None
+    head = yield from ask(Store.head, channel_id)
+    remember(ctx.early, key, min(ctx.early.get(key, head.cursor + 1), head.cursor + 1))
+    return head
+
+
+def _put_operation(ctx: Context, channel_id: UUID, checkpoint_id: str) -> str:
+    return operation_id(ctx.workflow_id, "checkpoint", str(channel_id), checkpoint_id)
+
+
+def _appended(
+    channel_id: UUID,
+    checkpoint_id: str,
+    base: str,
+    append: Append,
+    revise: Callable[[Attempt], bool],
+    *,
+    guard: bool,
+    head: Receipt | None = None,
+) -> Op[None]:
+    """Append after the head, retrying as the module says; ``guard``: refuse a new version.
+
+    ``revise`` is asked when the operation id already holds other, still visible content:
+    it changes the attempt and says to go on, or says the earlier write stands. ``head``,
+    if given, is the head the first attempt follows (just read).
+    """
+    attempt = Attempt(base)
+    conflict: ConflictError | None = None
+    known = head
+    for _ in range(MAX_ATTEMPTS):
+        head = known or (yield from ask(Store.head, channel_id))
+        known = None
+        try:
+            receipt = yield from append(head, attempt)
+        except ConflictError as error:
+            if guard and error.actual_version != head.state_version:
+                raise  # another checkpoint or a tombstone came first: a second writer
+            conflict, known = error, head_of(error, channel_id)
+            continue
+        except OperationConflictError:
+            earlier = yield from ask(Store.operation, attempt.operation)
+            cursor = int(earlier.result["cursor"]) if earlier is not None else 0
+            hidden = yield from hidden_since(channel_id, checkpoint_id, cursor)
+            if hidden is not None:
+                attempt = Attempt(f"{base}@{hidden}")
+                continue
+            if not revise(attempt):
+                return
+            continue
+        if not receipt.replayed:
+            return
+        hidden = yield from hidden_since(channel_id, checkpoint_id, receipt.cursor)
+        if hidden is None:
+            return
+        attempt = Attempt(f"{base}@{hidden}")
+    if conflict is not None:
+        raise conflict
+    raise RuntimeError(f"channel {channel_id}: gave up on {base!r} after {MAX_ATTEMPTS} attempts")
+
+
+def after_head(channel_id: UUID, write: Callable[[Receipt], Op[object]]) -> Op[None]:
+    """Run ``write`` after the head, again after the new head whenever another writer got first.
+
+    For the writes that apply to whatever is there when they land (tombstones, prunes,
+    forgets, copies): ``write`` decides anew from each head it is given.
+    """
+    conflict: ConflictError | None = None
+    known: Receipt | None = None
+    for _ in range(MAX_ATTEMPTS):
+        head = known or (yield from ask(Store.head, channel_id))
+        try:
+            yield from write(head)
+        except ConflictError as error:
+            conflict, known = error, head_of(error, channel_id)
+            continue
+        return
+    if conflict is not None:
+        raise conflict
+
+
+def head_of(conflict: ConflictError, channel_id: UUID) -> Receipt:
+    """The head a refused write lost to, as the refusal reports it: no need to read it."""
+    return Receipt(
+        channel_id=channel_id,
+        cursor=conflict.actual_cursor,
+        state_version=conflict.actual_version,
+        operation_id=None,
+    )

@@ -1,0 +1,199 @@
+"""Replay-to-live subscriptions for ``async for``: the same pull, an awaited wait.
+
+An :class:`AsyncSubscription` drives a :class:`~actae.adapters.readside.subscription.
+Subscription` (the one place that knows positions, batches and outages) and replaces only
+its waiting: when there is nothing new, the coroutine awaits a wake-up instead of blocking
+its thread. On PostgreSQL the wake-up is a ``NOTIFY`` read on an ``AsyncConnection``; on SQLite
+and in memory it is this process's commit signal, with polling for other processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import weakref
+from collections.abc import Awaitable, Callable, Sequence
+from types import TracebackType
+from typing import Any, Protocol, Self
+
+import psycopg
+
+from actae.adapters.persistence.outages import is_transient
+from actae.adapters.readside.subscription import Subscription
+from actae.domain.values import ChannelEvent
+
+LISTEN_SLICE = 0.25
+"""Longest single wait for a notification, so ``stop()`` and a dropped connection are noticed."""
+
+
+class AsyncWaiter(Protocol):
+    """Suspends the subscriber until new events may exist, or the timeout passes."""
+
+    async def wait(self, timeout: float) -> None:
+        """Return early when woken."""
+
+    def wake(self) -> None:
+        """Make a pending ``wait`` return (used by ``stop()``)."""
+
+    async def close(self) -> None:
+        """Release resources."""
+
+
+class AsyncListenWaiter:
+    """Awaits PostgreSQL ``NOTIFY`` on the events table's channel (every write sends one).
+
+    A dropped connection is opened again on the next wait; meanwhile a wait is a plain
+    sleep, and the subscriber re-reads the store after every wait, so only latency is lost.
+    """
+
+    def __init__(self, conninfo: dict[str, str], channel: str) -> None:
+        self._conninfo = conninfo
+        self._listen = psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel))
+        self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._woken = False
+
+    async def wait(self, timeout: float) -> None:
+        """Await a notification, or ``timeout`` seconds."""
+        if self._woken:
+            return
+        slice_ = min(timeout, LISTEN_SLICE)
+        try:
+            if self._conn is None or self._conn.closed:
+                self._conn = await psycopg.AsyncConnection.connect(
+                    **self._conninfo,  # type: ignore[arg-type]
+                    autocommit=True,
+                )
+                await self._conn.execute(self._listen)
+            async for _ in self._conn.notifies(timeout=slice_, stop_after=1):
+                break
+        except psycopg.Error as error:
+            if not is_transient(error):
+                raise
+            await asyncio.sleep(slice_)  # down: poll until it is back
+
+    def wake(self) -> None:
+        """Make waits return at once (a pending one returns within ``LISTEN_SLICE``)."""
+        self._woken = True
+
+    async def close(self) -> None:
+        """Close the listening connection."""
+        if self._conn is not None:
+            await self._conn.close()
+
+
+class CommitSignal:
+    """Commits of this process, told to the subscribers on one event loop.
+
+    Writes on SQLite and in memory run in worker threads; each commit sets every live
+    waiter's event through ``call_soon_threadsafe``.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._events: weakref.WeakSet[asyncio.Event] = weakref.WeakSet()
+
+    def committed(self, _events: Sequence[object]) -> None:
+        """A commit listener (``Store.on_commit``): wake the subscribers."""
+        with contextlib.suppress(RuntimeError):  # the loop has closed: no one is waiting
+            self._loop.call_soon_threadsafe(self._wake_all)
+
+    def _wake_all(self) -> None:
+        for event in list(self._events):
+            event.set()
+
+    def waiter(self) -> SignalWaiter:
+        """A waiter woken by this process's commits."""
+        event = asyncio.Event()
+        self._events.add(event)
+        return SignalWaiter(event)
+
+
+class SignalWaiter:
+    """Awaits the commit signal, or the poll interval (commits of other processes)."""
+
+    def __init__(self, event: asyncio.Event) -> None:
+        self._event = event
+        self._woken = False
+
+    async def wait(self, timeout: float) -> None:
+        """Await a commit of this process, or ``timeout`` seconds."""
+        if not self._woken:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._event.wait(), timeout)
+        self._event.clear()
+
+    def wake(self) -> None:
+        """Make waits return at once."""
+        self._woken = True
+        self._event.set()
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+
+class AsyncSubscription:
+    """``async with store.subscribe(...) as events: async for event in events: ...``.
+
+    Stored history first, then live, until ``stop()``; ``position`` is the last delivered
+    position, from which a new subscription continues exactly.
+    """
+
+    def __init__(
+        self,
+        start: Callable[[], Awaitable[Subscription]],
+        waiter: Callable[[], AsyncWaiter],
+        *,
+        call: Callable[..., Awaitable[Any]],
+        poll_interval: float,
+    ) -> None:
+        self._start = start
+        self._new_waiter = waiter
+        self._call = call
+        self._poll = poll_interval
+        self._pull: Subscription | None = None
+        self._waiter: AsyncWaiter | None = None
+
+    @property
+    def position(self) -> int:
+        """The last delivered position (the ``after`` given, before the first event)."""
+        if self._pull is None:
+            raise RuntimeError("enter the subscription first: async with store.subscribe(...)")
+        return self._pull.position
+
+    async def __aenter__(self) -> Self:
+        self._pull = await self._start()
+        self._waiter = self._new_waiter()
+        return self
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> ChannelEvent:
+        pull, waiter = self._pull, self._waiter
+        if pull is None or waiter is None:
+            raise RuntimeError("enter the subscription first: async with store.subscribe(...)")
+        while not pull.stopped:
+            event = pull.buffered()
+            if event is None:
+                event = await self._call(pull.take)
+            if event is not None:
+                return event
+            await waiter.wait(self._poll)
+        raise StopAsyncIteration
+
+    def stop(self) -> None:
+        """End the iteration; a pending ``__anext__`` returns promptly."""
+        if self._pull is not None:
+            self._pull.stop()
+        if self._waiter is not None:
+            self._waiter.wake()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+        if self._waiter is not None:
+            await self._waiter.close()

@@ -1,0 +1,248 @@
+"""Durable steps for async workflow code: ``await store.resume(...)`` gives an AsyncRunContext.
+
+Each method is the :class:`~actae.adapters.runtime.context.RunContext` method of the same
+name, run in a greenback portal on the loop (as ``AsyncStore`` runs ``Store``'s): operation
+ids, replay, the ledger, retries, waits and their errors are the sync context's, written once.
+What differs is only what the context calls:
+
+* a step's or an effect's ``fn`` may be a coroutine function, or return an awaitable (a
+  ``lambda: client.chat(...)``): it is awaited on the loop. A plain function runs in a worker
+  thread, so a blocking SDK call does not stall the other coroutines;
+* an effect's claim is renewed by a task on the loop while ``fn`` runs. Cancelling the
+  workflow task (``asyncio.CancelledError``) cancels both and records nothing: the claim
+  runs out and the effect is in doubt, exactly as if the process had been killed.
+
+**Fan-out.** Calls of one context are taken in the order they are made and recorded one at a
+time (each write expects the head the previous one left), but the context lets go while a
+``fn`` runs: ``await ctx.gather(ctx.step("a", f), ctx.step("b", g))`` runs ``f`` and ``g``
+concurrently. Operation ids follow the order the calls were made in, so a re-run replays the
+completed ones and runs only the missing ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar, overload
+
+from actae.adapters.persistence.awaiting import awaiting, run_in_portal
+from actae.adapters.runtime.context import RunContext
+from actae.adapters.runtime.context_effects import Reconcile
+from actae.domain.effects import RetryPolicy
+from actae.domain.values import Receipt, RunInfo
+from actae.domain.waits import Decision
+
+T = TypeVar("T")
+
+
+class AsyncRunContext:
+    """One worker's handle on one run, for ``async def`` workflows (see the module doc)."""
+
+    def __init__(self, context: RunContext) -> None:
+        self.sync = context
+        self._turn = asyncio.Lock()
+
+    @property
+    def run(self) -> RunInfo:
+        """The run as it was when this context was made."""
+        return self.sync.run
+
+    @property
+    def run_id(self) -> Any:
+        """The run this context drives."""
+        return self.sync.run_id
+
+    @property
+    def worker(self) -> str:
+        """The worker driving the run."""
+        return self.sync.worker
+
+    @property
+    def head(self) -> Receipt:
+        """The last channel event this context knows of."""
+        return self.sync.head
+
+    @overload
+    async def step(
+        self,
+        name: str,
+        fn: Callable[[], Awaitable[T]],
+        *,
+        usage: Callable[[T], Mapping[str, float]] | Mapping[str, float] | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> T: ...
+
+    @overload
+    async def step(
+        self,
+        name: str,
+        fn: Callable[[], T],
+        *,
+        usage: Callable[[T], Mapping[str, float]] | Mapping[str, float] | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> T: ...
+
+    async def step(
+        self,
+        name: str,
+        fn: Callable[[], Any],
+        *,
+        usage: Callable[[Any], Mapping[str, float]] | Mapping[str, float] | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> Any:
+        """``RunContext.step``: run ``fn`` once (awaited if async) and record its result."""
+        return await self._in_turn(
+            self.sync.step, name, self._released(fn), usage=usage, retry=retry
+        )
+
+    @overload
+    async def effect(
+        self,
+        name: str,
+        fn: Callable[[str, int], Awaitable[T]],
+        *,
+        idempotent: bool = False,
+        reconcile: Callable[[str], Any] | None = None,
+        lease: float = 30.0,
+        retry: RetryPolicy | None = None,
+        request: dict[str, Any] | None = None,
+    ) -> T: ...
+
+    @overload
+    async def effect(
+        self,
+        name: str,
+        fn: Callable[[str, int], T],
+        *,
+        idempotent: bool = False,
+        reconcile: Callable[[str], Any] | None = None,
+        lease: float = 30.0,
+        retry: RetryPolicy | None = None,
+        request: dict[str, Any] | None = None,
+    ) -> T: ...
+
+    async def effect(
+        self,
+        name: str,
+        fn: Callable[[str, int], Any],
+        *,
+        idempotent: bool = False,
+        reconcile: Callable[[str], Any] | None = None,
+        lease: float = 30.0,
+        retry: RetryPolicy | None = None,
+        request: dict[str, Any] | None = None,
+    ) -> Any:
+        """``RunContext.effect``: ``fn(key, token)`` at most once, guarded by the ledger.
+
+        ``reconcile`` may be async too.
+        """
+        settle: Reconcile | None = None if reconcile is None else self._released(reconcile)
+        return await self._in_turn(
+            self.sync.effect,
+            name,
+            self._released(fn),
+            idempotent=idempotent,
+            reconcile=settle,
+            lease=lease,
+            retry=retry,
+            request=request,
+        )
+
+    async def record(self, kind: str, payload: dict[str, Any]) -> Receipt:
+        """``RunContext.record``: record an event on the run's channel, once."""
+        receipt: Receipt = await self._in_turn(self.sync.record, kind, payload)
+        return receipt
+
+    async def transition(
+        self,
+        *,
+        state: dict[str, Any],
+        kind: str = "transition",
+        payload: dict[str, Any] | None = None,
+    ) -> Receipt:
+        """``RunContext.transition``: commit the next state version, once."""
+        receipt: Receipt = await self._in_turn(
+            self.sync.transition, state=state, kind=kind, payload=payload
+        )
+        return receipt
+
+    async def state(self) -> dict[str, Any]:
+        """The state version in force at this context's head."""
+        state: dict[str, Any] = await self._in_turn(self.sync.state)
+        return state
+
+    async def checkpoint(self) -> RunInfo:
+        """``RunContext.checkpoint``: a step boundary; raises unless the run may go on."""
+        info: RunInfo = await self._in_turn(self.sync.checkpoint)
+        return info
+
+    async def sleep(self, seconds: float) -> None:
+        """``RunContext.sleep``: wait durably on the store's clock (raises ``RunSuspended``)."""
+        await self._in_turn(self.sync.sleep, seconds)
+
+    async def wait_for_approval(
+        self, name: str, *, expires_in: float | None = None, on_expiry: str = "fail"
+    ) -> Decision:
+        """``RunContext.wait_for_approval``: the decision, once someone approves or denies."""
+        decision: Decision = await self._in_turn(
+            self.sync.wait_for_approval, name, expires_in=expires_in, on_expiry=on_expiry
+        )
+        return decision
+
+    async def wait_for_signal(self, name: str, *, timeout: float | None = None) -> Decision:
+        """``RunContext.wait_for_signal``: the decision, once ``store.signal`` names ``name``."""
+        decision: Decision = await self._in_turn(self.sync.wait_for_signal, name, timeout=timeout)
+        return decision
+
+    async def start_child(
+        self,
+        workflow_id: str,
+        *,
+        agent_id: str,
+        state: dict[str, Any],
+        pins: dict[str, Any] | None = None,
+    ) -> RunInfo:
+        """``RunContext.start_child``: start a child run, once."""
+        child: RunInfo = await self._in_turn(
+            self.sync.start_child, workflow_id, agent_id=agent_id, state=state, pins=pins
+        )
+        return child
+
+    async def wait_for_child(self, child: RunInfo) -> Decision:
+        """``RunContext.wait_for_child``: the decision once the child completes or fails."""
+        decision: Decision = await self._in_turn(self.sync.wait_for_child, child)
+        return decision
+
+    async def gather(self, *calls: Awaitable[Any]) -> list[Any]:
+        """Await ``calls`` concurrently (fan-out); their results, in order.
+
+        Unlike a bare ``asyncio.gather``, every call runs to its end, recorded, before the
+        first failure (in argument order) is raised: a failing branch does not leave the
+        others running after the workflow has moved on, nor cancel one mid-effect.
+        """
+        results = await asyncio.gather(*calls, return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        return list(results)
+
+    async def _in_turn(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``method(*args, **kwargs)`` of the sync context, one call at a time."""
+        async with self._turn:
+            return await run_in_portal(method, *args, **kwargs)
+
+    def _released(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn`` as the sync context calls it: awaited, with the turn let go meanwhile."""
+
+        def call(*args: Any) -> Any:
+            self._turn.release()
+            try:
+                if inspect.iscoroutinefunction(fn):
+                    return awaiting(fn(*args))
+                result = awaiting(asyncio.to_thread(fn, *args))
+                return awaiting(result) if inspect.isawaitable(result) else result
+            finally:
+                awaiting(self._turn.acquire())
+
+        return call

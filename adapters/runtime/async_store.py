@@ -1,0 +1,257 @@
+"""The asyncio face of the store: ``actae.open_async(url)`` and ``AsyncStore``.
+
+An ``AsyncStore`` method is the ``Store`` method of the same name, awaited. There is no
+second implementation of any command, query, validation or error: each call runs the
+synchronous method on the event loop's thread inside a greenback portal
+(:mod:`actae.adapters.persistence.awaiting`), and only where that method would block does
+the coroutine wait instead, by backend (docs/async.md has the measurements):
+
+* **PostgreSQL**: every statement is awaited on psycopg's ``AsyncConnectionPool``. Fifty
+  coroutines have fifty statements in flight on the pool's connections, with no thread
+  per call.
+* **SQLite**: every recorder call runs in a worker thread (sqlite3 has no asyncio
+  interface; a write waits for the file lock and for ``fsync``).
+* ``memory://``: nothing blocks; calls run straight through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from contextlib import asynccontextmanager
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Concatenate, ParamSpec, Self, TypeVar
+from uuid import UUID
+
+from actae.adapters.persistence.awaiting import run_in_portal
+from actae.adapters.persistence.postgres import ActaePostgresRecorder
+from actae.adapters.readside.async_subscription import (
+    AsyncListenWaiter,
+    AsyncSubscription,
+    AsyncWaiter,
+    CommitSignal,
+)
+from actae.adapters.readside.projector import Projector
+from actae.adapters.readside.subscription import Subscription, Unwaited
+from actae.adapters.runtime.async_context import AsyncRunContext
+from actae.adapters.runtime.context import RunContext
+from actae.adapters.runtime.store import Store, open
+from actae.adapters.runtime.store_resume import Migration
+from actae.domain.ports import Clock
+from actae.domain.validation import DEFAULT_MAX_DOCUMENT_BYTES
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+Caller = Callable[..., Awaitable[Any]]
+"""Runs ``function(*args, **kwargs)`` for a coroutine: in a portal, or in a thread."""
+
+
+@asynccontextmanager
+async def open_async(
+    url: str,
+    *,
+    clock: Clock | None = None,
+    max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
+    create: bool = True,
+) -> AsyncIterator[AsyncStore]:
+    """Open the store at ``url`` for asyncio code: ``async with actae.open_async(url) as store``.
+
+    The arguments, the schema handling and the errors are ``actae.open``'s. The store closes
+    when the block ends.
+    """
+    store = await asyncio.to_thread(
+        open, url, clock=clock, max_document_bytes=max_document_bytes, create=create
+    )
+    async with AsyncStore(store) as opened:
+        yield opened
+
+
+def _awaited(
+    method: Callable[Concatenate[Store, P], T],
+) -> Callable[Concatenate[AsyncStore, P], Coroutine[Any, Any, T]]:
+    """``AsyncStore``'s coroutine for the ``Store`` method ``method``: same arguments, result."""
+
+    async def awaited(self: AsyncStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        result: T = await self._call(method, self.sync, *args, **kwargs)
+        return result
+
+    coroutine = functools.wraps(method)(awaited)
+    coroutine.__qualname__ = f"AsyncStore.{method.__name__}"  # as warnings and tracebacks say
+    return coroutine
+
+
+class AsyncStore:
+    """A durable-execution store for asyncio code: ``Store``'s methods, as coroutines.
+
+    ``actae.open_async(url)`` opens one; ``async with AsyncStore(store)`` gives one over a
+    ``Store`` you opened (and closes it at the end).
+
+    ``sync`` is the underlying :class:`Store`, for code that runs in a thread of its own
+    (a ``Worker``, a ``Projector``). ``url``, ``now()``, ``clock_skew()``, ``on_commit()``
+    and ``projector()`` do no IO and are plain methods, as on ``Store``.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.sync = store
+        recorder = store._service.recorder
+        self._recorder = recorder if isinstance(recorder, ActaePostgresRecorder) else None
+        self._call: Caller = run_in_portal
+        self._signal: CommitSignal | None = None
+        self._connected = False
+        self._closed = False
+
+    async def connect(self) -> None:
+        """Open the connections the coroutines use (``async with`` and ``open_async`` do)."""
+        if self._recorder is not None and not self._connected:
+            await self._recorder.attach_async_pool()
+        self._connected = True
+
+    def __repr__(self) -> str:
+        return f"<actae.AsyncStore {self.sync.url}>"
+
+    @property
+    def url(self) -> str:
+        """The store URL, password masked."""
+        return self.sync.url
+
+    def now(self) -> datetime:
+        """The store's clock (no IO: the database's is sampled in the background)."""
+        return self.sync.now()
+
+    def clock_skew(self) -> float | None:
+        """Seconds the database's clock is ahead of this host's (None: not on its clock)."""
+        return self.sync.clock_skew()
+
+    def on_commit(self, listener: Callable[..., None]) -> None:
+        """``Store.on_commit``: ``listener(events)`` after each write of this store commits."""
+        self.sync.on_commit(listener)
+
+    def projector(self, **kwargs: Any) -> Projector:
+        """``Store.projector``; catch up with ``await asyncio.to_thread(projector.catch_up)``."""
+        return self.sync.projector(**kwargs)
+
+    async def resume(
+        self,
+        run_id: UUID | str,
+        *,
+        worker: str,
+        pins: Mapping[str, Any] | None = None,
+        migrations: Mapping[int, Migration] | None = None,
+    ) -> AsyncRunContext:
+        """``Store.resume``, for ``async def`` workflow code: an :class:`AsyncRunContext`."""
+        context: RunContext = await self._call(
+            self.sync.resume, run_id, worker=worker, pins=pins, migrations=migrations
+        )
+        return AsyncRunContext(context)
+
+    # -- commands -------------------------------------------------------------------------
+
+    start_run = _awaited(Store.start_run)
+    record = _awaited(Store.record)
+    transition = _awaited(Store.transition)
+    fork = _awaited(Store.fork)
+
+    # -- waits and operator actions -------------------------------------------------------
+
+    suspend = _awaited(Store.suspend)
+    signal = _awaited(Store.signal)
+    approve = _awaited(Store.approve)
+    deny = _awaited(Store.deny)
+    wake_due = _awaited(Store.wake_due)
+    pause = _awaited(Store.pause)
+    unpause = _awaited(Store.unpause)
+    retry_run = _awaited(Store.retry_run)
+    cancel = _awaited(Store.cancel)
+    complete_run = _awaited(Store.complete_run)
+    fail_run = _awaited(Store.fail_run)
+
+    # -- the effect ledger ----------------------------------------------------------------
+
+    claim = _awaited(Store.claim)
+    heartbeat = _awaited(Store.heartbeat)
+    complete_effect = _awaited(Store.complete_effect)
+    complete = _awaited(Store.complete)
+    fail_effect = _awaited(Store.fail_effect)
+    fail = _awaited(Store.fail)
+    reconcile = _awaited(Store.reconcile)
+    override = _awaited(Store.override)
+    abandon = _awaited(Store.abandon)
+    effect = _awaited(Store.effect)
+    find_effect = _awaited(Store.find_effect)
+
+    # -- queries --------------------------------------------------------------------------
+
+    head = _awaited(Store.head)
+    state_at = _awaited(Store.state_at)
+    events = _awaited(Store.events)
+    recover = _awaited(Store.recover)
+    run = _awaited(Store.run)
+    operation = _awaited(Store.operation)
+    lineage = _awaited(Store.lineage)
+    position = _awaited(Store.position)
+
+    # -- subscriptions --------------------------------------------------------------------
+
+    def subscribe(
+        self,
+        channel_id: UUID | str | None = None,
+        after: int = 0,
+        *,
+        batch_size: int = 500,
+        poll_interval: float = 0.1,
+    ) -> AsyncSubscription:
+        """``Store.subscribe`` for ``async with store.subscribe(...) as s: async for e in s``.
+
+        The arguments are checked, and a channel's end looked up, when the block is entered.
+        """
+
+        async def start() -> Subscription:
+            subscription: Subscription = await self._call(
+                self.sync._subscription,
+                channel_id,
+                after,
+                batch_size=batch_size,
+                poll_interval=poll_interval,
+                waiter=Unwaited(),
+            )
+            return subscription
+
+        return AsyncSubscription(start, self._waiter, call=self._call, poll_interval=poll_interval)
+
+    def _waiter(self) -> AsyncWaiter:
+        if self._recorder is not None:
+            return AsyncListenWaiter(self.sync._url.postgres_conninfo, self._recorder.channel_name)
+        if self._signal is None:
+            self._signal = CommitSignal(asyncio.get_running_loop())
+            self.sync.on_commit(self._signal.committed)
+        return self._signal.waiter()
+
+    # -- closing --------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Release every connection. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._recorder is not None:
+            await self._recorder.close_async_pool()
+        await asyncio.to_thread(self.sync.close)
+
+    async def __aenter__(self) -> Self:
+        try:
+            await self.connect()
+        except BaseException:
+            await self.aclose()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

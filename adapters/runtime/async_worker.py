@@ -1,0 +1,177 @@
+"""A worker that runs many runs at once: ``AsyncWorker(store, name=, registry=, concurrency=)``.
+
+It is the :class:`~actae.adapters.runtime.worker.Worker` (candidates, leases, wake-ups,
+cooldowns, poison isolation and outcomes are decided there, once), with up to
+``concurrency`` runs in flight instead of one after the other. Each run is served from a
+thread of the worker's own pool under its own lease. A sync workflow runs in that thread; an
+``async def`` workflow runs on the worker's event loop, where many of them wait on their
+model calls together, while the thread only waits for it to finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Coroutine, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any, TextIO
+
+from actae.adapters.persistence.outages import ride_out
+from actae.adapters.runtime.async_store import AsyncStore
+from actae.adapters.runtime.worker import REGISTRY, Registry, Worker
+from actae.domain.validation import require_int
+
+log = logging.getLogger("actae.worker")
+
+
+class AsyncWorker:
+    """Runs registered workflows, up to ``concurrency`` runs at once, until ``request_stop()``.
+
+    ``await worker.run()`` works until stopped; ``await worker.run_until_idle()`` until a
+    pass finds nothing to do and no run is in flight (scripts and tests). ``outcomes`` lists
+    ``(run_id, outcome)`` as runs are served.
+    """
+
+    def __init__(
+        self,
+        store: AsyncStore,
+        *,
+        name: str,
+        registry: Registry = REGISTRY,
+        concurrency: int = 8,
+        lease: float = 30.0,
+        poll_interval: float = 0.2,
+        out: TextIO | None = None,
+    ) -> None:
+        self.concurrency = require_int("concurrency", concurrency, minimum=1)
+        self.store = store
+        self._worker = Worker(
+            store.sync,
+            name=name,
+            registry=registry,
+            lease=lease,
+            poll_interval=poll_interval,
+            out=out,
+            run_coroutine=self._on_loop,
+        )
+        self._threads = ThreadPoolExecutor(concurrency, thread_name_prefix=f"actae {name}")
+        self._in_flight: dict[str, asyncio.Future[int]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping = False
+        self._changed: asyncio.Event | None = None
+
+    @property
+    def name(self) -> str:
+        """The worker's name, as leases and the read models show it."""
+        return self._worker.name
+
+    @property
+    def outcomes(self) -> list[tuple[Any, str]]:
+        """``(run_id, outcome)`` of every run served so far."""
+        return self._worker.outcomes
+
+    def request_stop(self) -> None:
+        """Take no new run; ``run()`` returns once the runs in flight have ended."""
+        self._stopping = True
+        self._worker.request_stop()
+        if self._loop is not None and self._changed is not None:
+            self._loop.call_soon_threadsafe(self._changed.set)
+
+    async def run(self) -> None:
+        """Work until ``request_stop()``.
+
+        A pass starts a run for each free slot; the next pass comes when a run that made
+        progress ends (its slot is free), or after ``poll_interval`` (new or due runs). A
+        run that could not advance (waiting, another worker's lease) is not tried again
+        before that, so the worker never spins.
+        """
+        try:
+            while not self._stopping:
+                await self._start_pass()
+                await self._wait_for_change(self._worker.poll_interval)
+            await self._drain()
+        finally:
+            await self.withdraw()
+            self._threads.shutdown(wait=False)
+
+    async def run_until_idle(self, *, timeout: float = 60.0) -> None:
+        """Run passes until one advances nothing (scripts and tests); ``timeout`` seconds."""
+        async with asyncio.timeout(timeout):
+            while await self.run_once():
+                pass
+
+    async def run_once(self) -> int:
+        """One pass, as ``Worker.run_once``: serve the runnable runs; how many advanced.
+
+        Up to ``concurrency`` of them run at once; the pass ends when they have ended.
+        """
+        served = await self._start_pass()
+        advanced = await asyncio.gather(*served, return_exceptions=True)
+        await self._in_thread(self._worker.end_pass)
+        return sum(moves for moves in advanced if isinstance(moves, int))
+
+    async def withdraw(self) -> None:
+        """Stop advertising this worker's agents (``run()`` does it when it stops)."""
+        await self._in_thread(self._worker.withdraw)
+
+    async def _start_pass(self) -> list[asyncio.Future[int]]:
+        """Start a run for each free slot; the runs started (each ends with its moves)."""
+        self._bind()
+        rows, now = await self._in_thread(
+            ride_out,
+            self._worker.begin_pass,
+            self._worker.outage,
+            give_up=lambda: self._stopping,
+        )
+        started = []
+        for row in rows:
+            if self._stopping or len(self._in_flight) >= self.concurrency:
+                break
+            run_id = str(row["run_id"])
+            if run_id not in self._in_flight:
+                started.append(self._start(run_id, row, now))
+        return started
+
+    def _start(self, run_id: str, row: Mapping[str, Any], now: datetime) -> asyncio.Future[int]:
+        """Serve one run in a pool thread; the slot frees itself when it ends."""
+        assert self._loop is not None  # noqa: S101 - bound by _start_pass
+        served = self._loop.run_in_executor(self._threads, self._worker._isolated, row, now)
+        self._in_flight[run_id] = served
+
+        def ended(done: asyncio.Future[int]) -> None:
+            del self._in_flight[run_id]
+            error = None if done.cancelled() else done.exception()
+            if error is not None:  # the database, not the run: a later pass serves it again
+                self._worker.outage.began(error)
+            elif done.result() and self._changed is not None:
+                self._changed.set()  # progress, and a free slot: the next pass may start
+
+        served.add_done_callback(ended)
+        return served
+
+    async def _wait_for_change(self, timeout: float) -> None:
+        """Until a run ends, a stop is asked for, or ``timeout`` seconds (new runs) pass."""
+        assert self._changed is not None  # noqa: S101 - bound by _start_pass
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), timeout)
+        self._changed.clear()
+
+    async def _drain(self) -> None:
+        """Wait for the runs in flight (a stop lets them end, as ``Worker`` does)."""
+        if self._in_flight:
+            await asyncio.gather(*self._in_flight.values(), return_exceptions=True)
+
+    def _bind(self) -> None:
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+            self._changed = asyncio.Event()
+
+    async def _in_thread(self, function: Any, *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(function, *args, **kwargs)
+
+    def _on_loop(self, coroutine: Coroutine[Any, Any, object]) -> object:
+        """Run an async workflow's coroutine on the worker's loop; called from a pool thread."""
+        assert self._loop is not None  # noqa: S101 - runs start from _start_pass
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()

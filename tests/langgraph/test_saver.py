@@ -1,0 +1,369 @@
+"""What a LangGraph thread is in Actae, and what the saver's writes and deletions leave behind.
+
+The conformance suite (test_conformance.py) holds the savers to LangGraph's contract; these
+hold them to Actae's: a thread is a run, a checkpoint a transition, writes are idempotent
+records, a second writer is refused, a deletion is an audited tombstone, a copy a fork.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Generator, Iterator
+from pathlib import Path
+from typing import Any, cast
+from uuid import uuid4
+
+import pytest
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata, empty_checkpoint
+from langgraph.checkpoint.base.id import uuid6
+from langgraph.checkpoint.serde.types import INTERRUPT
+
+import actae
+from actae.adapters.langgraph import writing
+from actae.adapters.langgraph.calls import Call
+from actae.adapters.langgraph.encoding import CHECKPOINT, COPIED, DELETED, FORGOTTEN, WRITES
+from actae.adapters.langgraph.reading import get_tuple
+from actae.adapters.langgraph.threads import Context
+from actae.langgraph import ActaeSaver, AsyncActaeSaver
+
+
+@pytest.fixture
+def saver(store: actae.Store) -> ActaeSaver:
+    return ActaeSaver(store)
+
+
+@pytest.fixture
+def memory_saver() -> Iterator[ActaeSaver]:
+    with ActaeSaver.from_url("memory://") as saver:
+        yield saver
+
+
+def config(thread_id: str, checkpoint_id: str | None = None, ns: str = "") -> RunnableConfig:
+    configurable: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ns}
+    if checkpoint_id is not None:
+        configurable["checkpoint_id"] = checkpoint_id
+    return {"configurable": configurable}
+
+
+def checkpoint(**values: Any) -> Checkpoint:
+    made = empty_checkpoint()
+    made["id"] = str(uuid6(clock_seq=-1))
+    made["channel_values"] = dict(values)
+    made["channel_versions"] = dict.fromkeys(values, 1)
+    return made
+
+
+def metadata(step: int, **extra: Any) -> CheckpointMetadata:
+    return cast(CheckpointMetadata, {"source": "loop", "step": step, "parents": {}, **extra})
+
+
+def put(saver: ActaeSaver, parent: RunnableConfig, step: int, **values: Any) -> RunnableConfig:
+    return saver.put(parent, checkpoint(**values), metadata(step, run_id="r1"), {})
+
+
+def answered(op: Generator[Call, Any, Any], store: actae.Store, call: Call) -> Call:
+    """Answer ``call`` as a driver does (a failure is thrown in); what ``op`` asks next."""
+    try:
+        result = getattr(store, call.name)(*call.args, **call.kwargs)
+    except actae.ActaeError as error:
+        return op.throw(error)
+    return op.send(result)
+
+
+def finished(op: Generator[Call, Any, Any], store: actae.Store, call: Call) -> Any:
+    """Answer ``op``'s calls until it returns; what it returns."""
+    while True:
+        try:
+            call = answered(op, store, call)
+        except StopIteration as done:
+            return done.value
+
+
+def kinds(store: actae.Store, channel_id: object) -> list[str]:
+    return [event.kind for event in store.events(str(channel_id))]
+
+
+def test_a_thread_is_a_run_and_a_checkpoint_a_transition(
+    saver: ActaeSaver, store: actae.Store
+) -> None:
+    first = put(saver, config("t1"), 0, topic="refund")
+    second = put(saver, first, 1, topic="refund", amount=120)
+    saver.put_writes(second, [("amount", 130)], task_id="task-1", task_path="~pay")
+
+    run = saver.thread_run("t1")
+    assert run is not None
+    assert (run.workflow_id, run.agent_id, run.status) == ("langgraph", "langgraph", "running")
+    assert store.run(run.run_id) == run
+    assert kinds(store, run.channel_id) == ["run.started", CHECKPOINT, CHECKPOINT, WRITES]
+    # Each checkpoint is a state version; the event repeats what a log reader needs.
+    head = store.recover(run.channel_id)
+    assert head.state.state["checkpoint_id"] == second["configurable"]["checkpoint_id"]
+    assert head.state.version == 3
+    event = store.events(run.channel_id)[2]
+    assert {k: event.payload[k] for k in ("thread_id", "source", "step", "run_id")} == {
+        "thread_id": "t1",
+        "source": "loop",
+        "step": 1,
+        "run_id": "r1",
+    }
+    assert event.payload["parent_checkpoint_id"] == first["configurable"]["checkpoint_id"]
+    # And LangGraph reads it all back.
+    found = saver.get_tuple(config("t1"))
+    assert found is not None
+    assert found.checkpoint["channel_values"] == {"topic": "refund", "amount": 120}
+    assert found.pending_writes == [("task-1", "amount", 130)]
+    assert found.parent_config == config("t1", first["configurable"]["checkpoint_id"])
+
+
+def test_a_retried_put_and_put_writes_write_nothing_twice(
+    memory_saver: ActaeSaver,
+) -> None:
+    saver, store = memory_saver, memory_saver.store
+    made = checkpoint(topic="refund")
+    stored = saver.put(config("t1"), made, metadata(0), {})
+    assert saver.put(config("t1"), made, metadata(0), {}) == stored
+    for _ in range(2):
+        saver.put_writes(stored, [("a", 1), ("b", 2)], task_id="task-1")
+    run = saver.thread_run("t1")
+    assert run is not None
+    assert kinds(store, run.channel_id) == ["run.started", CHECKPOINT, WRITES]
+    # An ordinary write keeps the first value stored for its task and index ...
+    saver.put_writes(stored, [("a", 99)], task_id="task-1")
+    # ... an interrupt replaces the one before it, as every LangGraph saver upserts it.
+    saver.put_writes(stored, [(INTERRUPT, "first")], task_id="task-1")
+    saver.put_writes(stored, [(INTERRUPT, "second")], task_id="task-1")
+    found = saver.get_tuple(stored)
+    assert found is not None
+    assert sorted(found.pending_writes or []) == [
+        ("task-1", INTERRUPT, "second"),
+        ("task-1", "a", 1),
+        ("task-1", "b", 2),
+    ]
+
+
+def test_a_second_writer_on_the_thread_is_refused(memory_saver: ActaeSaver) -> None:
+    # Two processes resuming one thread: each computed its checkpoint from the same head.
+    saver, store = memory_saver, memory_saver.store
+    base = saver.put(config("t1"), checkpoint(step=0), metadata(0), {})
+    ctx = Context(saver.serde, "langgraph", "langgraph", {})
+    mine = writing.put(ctx, base, checkpoint(step=1), metadata(1))
+    call = next(mine)
+    while call.name != "transition":  # the operation reads the head, then writes after it
+        call = answered(mine, store, call)
+    saver.put(base, checkpoint(step=1), metadata(1), {})  # the other writer gets there first
+    with pytest.raises(actae.ConflictError) as refused:
+        answered(mine, store, call)
+    assert (refused.value.expected_version, refused.value.actual_version) == (2, 3)
+
+
+def test_a_put_that_only_pending_writes_overtook_is_retried(memory_saver: ActaeSaver) -> None:
+    saver, store = memory_saver, memory_saver.store
+    base = saver.put(config("t1"), checkpoint(step=0), metadata(0), {})
+    ctx = Context(saver.serde, "langgraph", "langgraph", {})
+    nxt = checkpoint(step=1)
+    mine = writing.put(ctx, base, nxt, metadata(1))
+    call = next(mine)
+    while call.name != "transition":
+        call = answered(mine, store, call)
+    saver.put_writes(base, [("x", 1)], task_id="late-task")  # a parallel task's writes
+    call = answered(mine, store, call)  # refused and thrown in: it tries again after the
+    assert call.name == "transition"  # head the refusal reports, without reading it
+    assert (call.kwargs["expected_version"], call.kwargs["expected_cursor"]) == (2, 3)
+    assert finished(mine, store, call) == config("t1", nxt["id"])
+    run = saver.thread_run("t1")
+    assert run is not None
+    assert kinds(store, run.channel_id) == ["run.started", CHECKPOINT, WRITES, CHECKPOINT]
+
+
+def test_writes_recorded_before_their_checkpoint_belong_to_it(memory_saver: ActaeSaver) -> None:
+    # LangGraph saves in the background: a graph's input is written before the checkpoint
+    # it belongs to, and a fast task's writes can overtake a slow put.
+    saver, store = memory_saver, memory_saver.store
+    base = saver.put(config("t1"), checkpoint(step=0), metadata(0), {})
+    nxt = checkpoint(step=1)
+    saver.put_writes(config("t1", nxt["id"]), [("question", "refund?")], task_id="input")
+    assert saver.put(base, nxt, metadata(1), {}) == config("t1", nxt["id"])
+    run = saver.thread_run("t1")
+    assert run is not None
+    assert kinds(store, run.channel_id) == ["run.started", CHECKPOINT, WRITES, CHECKPOINT]
+    assert store.state_at(run.channel_id).state["writes_from"] == 3  # where they start
+    for reader in (saver, ActaeSaver(store)):  # this process, and one that knows nothing
+        latest = reader.get_tuple(config("t1"))
+        assert latest is not None
+        assert latest.pending_writes == [("input", "question", "refund?")]
+        (listed,) = reader.list(config("t1"), limit=1)
+        assert listed.pending_writes == [("input", "question", "refund?")]
+
+
+def test_an_operation_is_a_generator_of_store_calls() -> None:
+    # No store at all: the operation asks, the test answers.
+    ctx = Context(ActaeSaver.serde, "langgraph", "langgraph", {})
+    reading = get_tuple(ctx, config("nobody"))
+    assert next(reading) == Call("operation", ("langgraph:thread:nobody",), {})
+    with pytest.raises(StopIteration) as done:
+        reading.send(None)  # no such operation: the thread has no run
+    assert done.value.value is None
+
+
+def test_delete_thread_leaves_an_audited_tombstone(saver: ActaeSaver, store: actae.Store) -> None:
+    first = put(saver, config("t1"), 0)
+    put(saver, first, 1)
+    put(saver, config("t1", ns="child:1"), 0)
+    run = saver.thread_run("t1")
+    assert run is not None
+
+    saver.delete_thread("t1")
+    saver.delete_thread("t1")  # nothing new to hide: no second tombstone
+    assert saver.get_tuple(config("t1")) is None
+    assert saver.get_tuple(config("t1", ns="child:1")) is None
+    assert list(saver.list(config("t1"))) == []
+    events = store.events(run.channel_id)
+    assert [e.kind for e in events] == ["run.started", CHECKPOINT, CHECKPOINT, DELETED]
+    assert events[-1].payload == {"thread_id": "t1", "checkpoint_ns": "", "reason": "delete_thread"}
+    assert (
+        store.state_at(run.channel_id, 2).state["checkpoint_id"]
+        == (
+            first["configurable"]["checkpoint_id"]  # the log keeps the history
+        )
+    )
+
+    # A later put starts the thread afresh, on the same run; the same checkpoint again too.
+    again = saver.put(config("t1"), checkpoint(step=9), metadata(0), {})
+    assert [t.config for t in saver.list(config("t1"))] == [again]
+    assert saver.thread_run("t1") == store.run(run.run_id)
+    saver.delete_thread("t1")
+    made = checkpoint(step=10)
+    saver.put(config("t1"), made, metadata(0), {})
+    saver.delete_thread("t1")
+    saver.put(config("t1"), made, metadata(0), {})
+    assert [t.checkpoint["id"] for t in saver.list(config("t1"))] == [made["id"]]
+
+
+def test_copy_thread_is_a_fork_with_a_receipt(saver: ActaeSaver, store: actae.Store) -> None:
+    first = put(saver, config("src"), 0, n=0)
+    second = put(saver, first, 1, n=1)
+    saver.put_writes(second, [("n", 2)], task_id="task-1")
+    put(saver, config("src", ns="child:1"), 0, n=10)
+
+    saver.copy_thread("src", "dst")
+    source, copy = saver.thread_run("src"), saver.thread_run("dst")
+    assert source is not None
+    assert copy is not None
+    assert copy.forked_from is not None
+    assert copy.forked_from.parent_run_id == source.run_id
+    assert copy.forked_from.reason == "LangGraph copy_thread: thread 'src' copied to thread 'dst'"
+    assert [d.child_run_id for d in store.lineage(source.run_id).descendants] == [copy.run_id]
+
+    def listed(thread_id: str, ns: str = "") -> list[tuple[str, Any, Any]]:
+        return [
+            (t.checkpoint["id"], t.checkpoint["channel_values"], t.pending_writes)
+            for t in saver.list(config(thread_id, ns=ns))
+        ]
+
+    assert listed("dst") == listed("src")
+    assert listed("dst", "child:1") == listed("src", "child:1")
+    # They are two threads from now on.
+    put(saver, config("dst", second["configurable"]["checkpoint_id"]), 2, n=3)
+    saver.delete_thread("src")
+    assert [values["n"] for _, values, _ in listed("dst")] == [3, 1, 0]
+    assert listed("src") == []
+    # Copying into a thread that exists splices the source in after what it has.
+    saver.copy_thread("dst", "src")
+    assert [values["n"] for _, values, _ in listed("src")] == [3, 1, 0]
+    assert kinds(store, source.channel_id)[-1] == COPIED
+
+
+def test_prune_and_delete_for_runs_hide_checkpoints_in_copies_too(
+    memory_saver: ActaeSaver,
+) -> None:
+    saver, store = memory_saver, memory_saver.store
+    parent = config("t1")
+    for step, run_id in enumerate(["keep", "drop", "keep", "drop"]):
+        parent = saver.put(parent, checkpoint(step=step), metadata(step, run_id=run_id), {})
+    saver.copy_thread("t1", "t2")
+    saver.delete_for_runs(["drop"])
+    for thread_id in ("t1", "t2"):
+        steps = [t.metadata["step"] for t in saver.list(config(thread_id))]
+        assert steps == [2, 0]
+    t1 = saver.thread_run("t1")
+    assert t1 is not None
+    (forget,) = [e for e in store.events(t1.channel_id) if e.kind == FORGOTTEN]
+    assert forget.payload["run_ids"] == ["drop"]
+    latest = saver.get_tuple(config("t1"))
+    assert latest is not None
+    assert latest.metadata["step"] == 2
+
+    saver.prune(["t2"], strategy="keep_latest")
+    assert [t.metadata["step"] for t in saver.list(config("t2"))] == [2]
+    assert [t.metadata["step"] for t in saver.list(config("t1"))] == [2, 0]
+    with pytest.raises(ValueError, match="unknown prune strategy"):
+        saver.prune(["t1"], strategy="everything")
+
+
+def test_namespaces_are_child_runs_of_the_thread(saver: ActaeSaver, store: actae.Store) -> None:
+    root = put(saver, config("t1"), 0)
+    child = put(saver, config("t1", ns="tools:abc"), 0)
+    run = saver.thread_run("t1")
+    assert run is not None
+    (child_run,) = store.lineage(run.run_id).children
+    assert store.run(child_run).workflow_id == "langgraph"
+    listed = {t.config["configurable"]["checkpoint_ns"] for t in saver.list(config("t1"))}
+    assert listed == {""}  # the config names the root namespace
+    everything = [t.config for t in saver.list({"configurable": {"thread_id": "t1"}})]
+    assert sorted(c["configurable"]["checkpoint_id"] for c in everything) == sorted(
+        c["configurable"]["checkpoint_id"] for c in (root, child)
+    )
+
+
+def test_listing_without_a_thread_lists_every_thread(memory_saver: ActaeSaver) -> None:
+    for thread_id in ("a", "b"):
+        memory_saver.put(config(thread_id), checkpoint(), metadata(0, owner=thread_id), {})
+    memory_saver.copy_thread("a", "c")
+    found = {t.config["configurable"]["thread_id"] for t in memory_saver.list(None)}
+    assert found == {"a", "b", "c"}
+    owners = [dict(t.metadata)["owner"] for t in memory_saver.list(None, filter={"owner": "b"})]
+    assert owners == ["b"]
+
+
+def test_putting_a_checkpoint_again_with_other_content_revises_it(
+    memory_saver: ActaeSaver,
+) -> None:
+    saver = memory_saver
+    made = checkpoint(n=1)
+    stored = saver.put(config("t1"), made, metadata(0), {})
+    saver.put_writes(stored, [("n", 2)], task_id="task-1")
+    saver.put(config("t1"), made, metadata(0, note="revised"), {})
+    found = saver.get_tuple(stored)
+    assert found is not None
+    assert dict(found.metadata)["note"] == "revised"
+    assert found.pending_writes == [("task-1", "n", 2)]
+    assert len(list(saver.list(config("t1")))) == 1
+
+
+def test_a_thread_id_must_fit_an_operation_id(memory_saver: ActaeSaver) -> None:
+    with pytest.raises(ValueError, match="thread_id must be 1 to 256 characters"):
+        memory_saver.get_tuple(config("x" * 257))
+    assert memory_saver.get_tuple(config(str(uuid4()))) is None
+
+
+def test_each_saver_answers_the_other_style_of_call(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+
+    async def main() -> list[object]:
+        async with AsyncActaeSaver.from_url(url) as saver:
+            stored = await saver.aput(config("t1"), checkpoint(n=1), metadata(0), {})
+            # A blocking caller in another thread (graph.invoke, get_state) waits for the loop.
+            found = await asyncio.to_thread(saver.get_tuple, stored)
+            listed = await asyncio.to_thread(lambda: list(saver.list(config("t1"))))
+            run = await asyncio.to_thread(saver.thread_run, "t1")
+            with pytest.raises(asyncio.InvalidStateError, match="from another thread"):
+                saver.get_tuple(stored)  # on the loop's own thread it would wait for itself
+            assert run == await saver.athread_run("t1")
+            return [found, *listed]
+
+    found, listed = asyncio.run(main())
+    assert found == listed
+    with ActaeSaver.from_url(url) as blocking:  # and ActaeSaver's coroutines, in a thread
+        again = asyncio.run(blocking.aget_tuple(config("t1")))
+    assert again == found
