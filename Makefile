@@ -62,6 +62,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python -m benchmarks.projections
 	$(BIN)/python -m benchmarks.peers
 	$(BIN)/python -m benchmarks.anatomy
+	$(BIN)/python -m benchmarks.concurrency
 	$(BIN)/python -m benchmarks.report
 
 clean:

@@ -1,6 +1,6 @@
 """One summary of every benchmark, with the targets of docs/performance.md beside the figures.
 
-``make bench`` runs the five benchmarks (each writes ``benchmarks/results/<name>.json`` and
+``make bench`` runs the six benchmarks (each writes ``benchmarks/results/<name>.json`` and
 prints its full tables), then this module, which prints the summary and writes it to
 ``benchmarks/results/summary.md``. ``python -m benchmarks.report --readme`` also replaces the
 block between the ``bench:start``/``bench:end`` markers in README.md with it.
@@ -36,7 +36,7 @@ def verdict(ok: bool) -> str:
 
 def summary() -> str:
     core, ledger, proj, peers = load("core"), load("ledger"), load("projections"), load("peers")
-    anatomy = load("anatomy")
+    anatomy, concurrency = load("anatomy"), load("concurrency")
     pg = core["postgresql"]
     ours, raw = pg["transitions"], pg["raw"]
     sizes = [str(size) for size in core["sizes"]]
@@ -141,10 +141,55 @@ def summary() -> str:
     for label in ("claim", "claim+complete"):
         a, r = ledger[label]["actae_per_s"], ledger[label]["raw_per_s"]
         add(f"ledger {label}/s, 4 workers", f"{a:,.0f}", f"{r:,.0f}", f"{a / r:.0%}", "")
+    graph = concurrency["langgraph"]
+    for what, measure in (
+        ("superstep", "LangGraph supersteps/s (aput_writes + aput), AsyncActaeSaver"),
+        ("ainvoke", "LangGraph ainvoke/s, one-node graph, fresh threads, AsyncActaeSaver"),
+    ):
+        a = graph[f"{what}, AsyncActaeSaver"]["per_s"]
+        r = graph[f"{what}, AsyncPostgresSaver"]["per_s"]
+        add(
+            f"{measure} (baseline: AsyncPostgresSaver)",
+            f"{a:,.0f}",
+            f"{r:,.0f}",
+            f"{a / r:.2f}x",
+            "",
+        )
+    moves = concurrency["transitions"]
+    coroutines, threads = concurrency["coroutines"], concurrency["threads"]
+    aio, threaded = (
+        moves[f"AsyncStore, {coroutines} coroutines"],
+        moves[f"Store, {threads} threads"],
+    )
+    raw_aio, raw_threaded = (
+        moves[f"raw async, {coroutines} coroutines"],
+        moves[f"raw, {threads} threads"],
+    )
+    add(
+        f"transitions/s, AsyncStore, {coroutines} coroutines (raw: AsyncConnectionPool)",
+        f"{aio['per_s']:,.0f}",
+        f"{raw_aio['per_s']:,.0f}",
+        f"{aio['per_s'] / raw_aio['per_s']:.0%}",
+        "",
+    )
+    add(
+        f"transitions/s, Store, {threads} threads of one process (raw: a connection each)",
+        f"{threaded['per_s']:,.0f}",
+        f"{raw_threaded['per_s']:,.0f}",
+        f"{threaded['per_s'] / raw_threaded['per_s']:.0%}",
+        "",
+    )
+    add(
+        f"transitions/s, {coroutines} coroutines ÷ {threads} threads",
+        f"{aio['per_s'] / threaded['per_s']:.2f}x",
+        f"{raw_aio['per_s'] / raw_threaded['per_s']:.2f}x",
+        "",
+        "",
+    )
     lines = [
         f"PostgreSQL 15, {core['machine']}, {core['date'][:10]}; command: `make bench`.",
         "",
-        "| measure | Actae | raw psycopg (or sqlite3) | ratio "
+        "| measure | Actae | baseline: raw psycopg (or sqlite3) unless named | ratio "
         "| target ([docs/performance.md](docs/performance.md)) |",
         "|---|---|---|---|---|",
         *(f"| {' | '.join(row)} |" for row in rows),

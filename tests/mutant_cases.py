@@ -29,6 +29,12 @@ STEPS = ("tests/contract/test_step_retries.py",)
 QUERIES = ("tests/contract/test_read_only_queries.py",)
 POISON = ("tests/contract/test_poison_and_retry_after.py",)
 WORKER = ("tests/contract/test_worker_stalls.py", "tests/contract/test_read_model_freshness.py")
+ASYNC_STORE = ("tests/contract/test_async_store.py",)
+ASYNC_WORKFLOWS = ("tests/contract/test_async_workflows.py",)
+MANY_RUNS = (
+    "tests/contract/test_async_workflows.py"
+    "::test_fifty_at_once_serve_two_hundred_sleeping_runs_in_seconds",
+)
 
 
 @dataclass(frozen=True)
@@ -418,7 +424,7 @@ MUTANTS = [
     Mutant(
         "subscription-position",
         "adapters/readside/subscription.py",
-        "                self.position = self._position_of(event)\n",
+        "        self.position = self._position_of(event)\n",
         "",
         "a subscription continues after what it delivered: no duplicates",
         ("tests/contract/test_subscriptions.py",),
@@ -722,5 +728,94 @@ MUTANTS = [
         "    (EffectStatus.NEEDS_REVIEW, RunStatus.BLOCKED),\n",
         "a run blocked on a review would say retrying, as if it would move on by itself",
         LEDGER,
+    ),
+    # -- the asyncio face ----------------------------------------------------------------
+    Mutant(
+        "postgres-statements-block-the-loop",
+        "adapters/persistence/postgres.py",
+        "if self.async_pool is not None and in_portal() and self._on_pool_loop():",
+        "if False:",
+        "a coroutine waiting on PostgreSQL must let the loop serve the others",
+        ASYNC_STORE,
+        postgres=True,
+    ),
+    Mutant(
+        "sqlite-calls-on-the-loop",
+        "adapters/persistence/awaiting.py",
+        "return greenback.await_(asyncio.to_thread(function, *args, **kwargs))",
+        "return function(*args, **kwargs)",
+        "a SQLite write waiting for the file lock must not stall every coroutine",
+        ASYNC_STORE,
+    ),
+    Mutant(
+        "async-effect-never-heartbeats",
+        "adapters/runtime/context_effects.py",
+        "create_task(_beat_as_task(beat, lease / 3))",
+        "create_task(asyncio.sleep(0))",
+        "an async effect longer than its lease would fall in doubt while it runs",
+        ASYNC_WORKFLOWS,
+    ),
+    Mutant(
+        "cancelled-effect-recorded-as-failed",
+        "adapters/runtime/context_effects.py",
+        "        except Exception as error:\n            retry_after = retry_after_of(error)",
+        "        except BaseException as error:\n            retry_after = retry_after_of(error)",
+        "a cancelled effect may have happened: it is in doubt, not a failure to retry",
+        ASYNC_WORKFLOWS,
+    ),
+    Mutant(
+        "fan-out-holds-the-turn",
+        "adapters/runtime/async_context.py",
+        "            self._turn.release()\n            try:",
+        "            try:",
+        "the calls of a fan-out must run at once, not one after another",
+        ASYNC_WORKFLOWS,
+    ),
+    Mutant(
+        "gather-abandons-branches",
+        "adapters/runtime/async_context.py",
+        "results = await asyncio.gather(*calls, return_exceptions=True)",
+        "results = await asyncio.gather(*calls)",
+        "a failing branch must not leave the others running after the workflow moved on",
+        ASYNC_WORKFLOWS,
+    ),
+    Mutant(
+        "async-worker-one-run-at-a-time",
+        "adapters/runtime/async_worker.py",
+        "if self._stopping or len(self._in_flight) >= self.concurrency:",
+        "if self._stopping or len(self._in_flight) >= 1:",
+        "--concurrency N must serve N runs at once",
+        MANY_RUNS,
+    ),
+    Mutant(
+        "projector-reads-inside-its-write-lock",
+        "adapters/readside/projector.py",
+        "            position = self.db.position(name)\n"
+        "            notifications = self._recorder.select_notifications(\n"
+        "                start=position + 1, limit=self.batch_size\n"
+        "            )\n"
+        "            if not notifications:\n"
+        "                return 0\n"
+        "            with self.db.transaction():\n"
+        "                if self.db.lock_position(name) != position:\n",
+        "            with self.db.transaction():\n"
+        "                position = self.db.lock_position(name)\n"
+        "                notifications = self._recorder.select_notifications(\n"
+        "                    start=position + 1, limit=self.batch_size\n"
+        "                )\n"
+        "                if not notifications:\n"
+        "                    return 0\n"
+        "                if False:\n",
+        "on SQLite, the projector holding the file's write lock while it waits behind an "
+        "event-store writer that waits for that lock deadlocks concurrent workers",
+        MANY_RUNS,
+    ),
+    Mutant(
+        "concurrent-release-crashes-the-pass",
+        "adapters/runtime/worker.py",
+        "        self._unreleased.pop(str(run_id), None)",
+        "        del self._unreleased[str(run_id)]",
+        "a lease released by a concurrent pass must not stop the worker",
+        MANY_RUNS,
     ),
 ]

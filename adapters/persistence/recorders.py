@@ -13,14 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from eventsourcing.persistence import ApplicationRecorder, Mapper
-from eventsourcing.popo import POPOApplicationRecorder
 from eventsourcing.postgres import PostgresDatastore
 from eventsourcing.sqlite import SQLiteDatastore
 
 from actae.adapters.persistence.codec import OrjsonTranscoder, PydanticMapper
 from actae.adapters.persistence.eventlog import PostgresEventLog, RecordedEventLog
+from actae.adapters.persistence.offloaded import ActaeMemoryRecorder, ActaeSQLiteRecorder
 from actae.adapters.persistence.postgres import ActaePostgresRecorder
-from actae.adapters.persistence.sqlite import ActaeSQLiteRecorder
 from actae.adapters.persistence.url import StoreUrl
 
 POSTGRES_EVENTS_TABLE = "actae_events"
@@ -49,7 +48,7 @@ class Backend:
 
 def memory_store() -> Backend:
     """Events in this process's memory (``memory://``): gone when the store closes."""
-    recorder = POPOApplicationRecorder()
+    recorder = ActaeMemoryRecorder()
     return _assembled(recorder, RecordedEventLog, lambda: None)
 
 

@@ -9,9 +9,9 @@ the coroutine wait instead, by backend (docs/async.md has the measurements):
 * **PostgreSQL**: every statement is awaited on psycopg's ``AsyncConnectionPool``. Fifty
   coroutines have fifty statements in flight on the pool's connections, with no thread
   per call.
-* **SQLite**: every recorder call runs in a worker thread (sqlite3 has no asyncio
-  interface; a write waits for the file lock and for ``fsync``).
-* ``memory://``: nothing blocks; calls run straight through.
+* **SQLite** and ``memory://``: every recorder call runs in a worker thread (sqlite3 has no
+  asyncio interface, and a write waits for the file lock and for ``fsync``; an in-memory
+  call awaited on the loop would never let the loop serve anyone else).
 """
 
 from __future__ import annotations

@@ -142,7 +142,9 @@ class AsyncWorker:
 
         def ended(done: asyncio.Future[int]) -> None:
             del self._in_flight[run_id]
-            error = None if done.cancelled() else done.exception()
+            if done.cancelled():
+                return
+            error = done.exception()
             if error is not None:  # the database, not the run: a later pass serves it again
                 self._worker.outage.began(error)
             elif done.result() and self._changed is not None:

@@ -350,7 +350,7 @@ class Worker:
             if not is_transient(error):
                 raise
             return
-        del self._unreleased[str(run_id)]
+        self._unreleased.pop(str(run_id), None)  # a concurrent pass may have released it
 
     def _release_pending(self) -> None:
         for run_id, token in list(self._unreleased.values()):

@@ -9,14 +9,18 @@ from __future__ import annotations
 import asyncio
 import inspect
 import sqlite3
+import threading
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 import pytest
 
 import actae
 from actae.adapters.runtime.async_store import AsyncStore
+
+T = TypeVar("T")
 
 NOT_COROUTINES = {
     "url": "a property",
@@ -115,8 +119,8 @@ async def test_a_bad_subscription_fails_when_entered_with_the_sync_error(store_u
                 pass
 
 
-async def ticks_while(blocked: Any) -> int:
-    """How often a 10 ms ticker ran on the loop while ``blocked`` was awaited."""
+async def ticks_while(blocked: Awaitable[T]) -> tuple[int, T]:
+    """How often a 10 ms ticker ran on the loop while ``blocked`` was awaited; its result."""
     ticks = 0
     done = asyncio.Event()
 
@@ -128,11 +132,11 @@ async def ticks_while(blocked: Any) -> int:
 
     running = asyncio.create_task(ticker())
     try:
-        await blocked
+        result = await blocked
     finally:
         done.set()
         await running
-    return ticks
+    return ticks, result
 
 
 async def test_a_sqlite_write_waiting_for_the_file_lock_does_not_block_the_loop(
@@ -141,19 +145,16 @@ async def test_a_sqlite_write_waiting_for_the_file_lock_does_not_block_the_loop(
     path = tmp_path / "runs.db"
     async with actae.open_async(f"sqlite:///{path}") as store:
         run = await store.start_run("w", agent_id="a", state={})
-        holder = sqlite3.connect(path, isolation_level=None)
+        holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         holder.execute("BEGIN IMMEDIATE")  # another process's writer holds the lock
-        write = asyncio.create_task(
+        let_go = threading.Timer(0.5, holder.execute, ("ROLLBACK",))  # even if the loop hangs
+        let_go.start()
+        ticks, written = await ticks_while(
             store.record(run.channel_id, kind="k", payload={}, expected_cursor=1)
         )
-
-        async def release_later() -> None:
-            await asyncio.sleep(0.5)
-            holder.execute("ROLLBACK")
-
-        ticks = await ticks_while(asyncio.gather(write, release_later()))
+        let_go.join()
         holder.close()
-        assert write.result().cursor == 2
+        assert written.cursor == 2
     assert ticks >= 20  # 0.5 s of 10 ms ticks, had the write blocked the loop: 0 or 1
 
 
@@ -166,16 +167,13 @@ async def test_a_postgres_write_waiting_for_a_lock_does_not_block_the_loop(
         schema = pg_url.rsplit("schema=", 1)[1]
         with psycopg.connect(pg_dsn) as holder:
             holder.execute(f'LOCK TABLE "{schema}".actae_events IN EXCLUSIVE MODE')
-            write = asyncio.create_task(
+            let_go = threading.Timer(0.5, holder.rollback)  # even if the loop hangs
+            let_go.start()
+            ticks, written = await ticks_while(
                 store.record(run.channel_id, kind="k", payload={}, expected_cursor=1)
             )
-
-            async def release_later() -> None:
-                await asyncio.sleep(0.5)
-                holder.rollback()
-
-            ticks = await ticks_while(asyncio.gather(write, release_later()))
-        assert write.result().cursor == 2
+            let_go.join()
+        assert written.cursor == 2
     assert ticks >= 20
 
 
