@@ -742,8 +742,8 @@ MUTANTS = [
     Mutant(
         "sqlite-calls-on-the-loop",
         "adapters/persistence/awaiting.py",
-        "return greenback.await_(asyncio.to_thread(function, *args, **kwargs))",
-        "return function(*args, **kwargs)",
+        "return greenback.await_(asyncio.get_running_loop().run_in_executor(_threads(), call))",
+        "return call()",
         "a SQLite write waiting for the file lock must not stall every coroutine",
         ASYNC_STORE,
     ),
@@ -766,8 +766,21 @@ MUTANTS = [
     Mutant(
         "fan-out-holds-the-turn",
         "adapters/runtime/async_context.py",
-        "            self._turn.release()\n            try:",
-        "            try:",
+        "            self._turn.release()\n"
+        "            turn.held = False\n"
+        "            try:\n"
+        "                if inspect.iscoroutinefunction(fn):\n"
+        "                    return awaiting(fn(*args))\n"
+        "                result = awaiting(_in_a_thread(fn, *args))\n"
+        "                return awaiting(result) if inspect.isawaitable(result) else result\n"
+        "            finally:\n"
+        "                awaiting(self._turn.acquire())\n",
+        "            try:\n"
+        "                if inspect.iscoroutinefunction(fn):\n"
+        "                    return awaiting(fn(*args))\n"
+        "                result = awaiting(_in_a_thread(fn, *args))\n"
+        "                return awaiting(result) if inspect.isawaitable(result) else result\n"
+        "            finally:\n",
         "the calls of a fan-out must run at once, not one after another",
         ASYNC_WORKFLOWS,
     ),

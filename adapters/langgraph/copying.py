@@ -24,6 +24,7 @@ from actae.adapters.langgraph.threads import (
     ensure_namespace,
     find_thread,
     namespaces,
+    remember,
 )
 from actae.adapters.langgraph.writing import after_head
 from actae.adapters.runtime.store import Store
@@ -62,7 +63,7 @@ def _forked(ctx: Context, threads: tuple[str, str], root: Ref, at: int) -> Op[bo
         )
     except OperationConflictError:
         return False  # the target thread has a run already (put on, or copied before)
-    ctx.runs[operation] = Ref(receipt.child_run_id, receipt.child_channel_id)
+    remember(ctx.runs, operation, Ref(receipt.child_run_id, receipt.child_channel_id))
     return True
 
 

@@ -15,6 +15,8 @@ channel; it does not start a new run), so this process remembers what it has loo
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import TypeVar
 from uuid import UUID
@@ -32,6 +34,7 @@ from actae.adapters.runtime.store import Store
 from actae.domain.errors import OperationConflictError
 from actae.domain.values import RunInfo
 
+K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
 
 _RUN_OF_COMMAND = {"start_run": "run_id", "fork": "child_run_id"}
@@ -72,16 +75,20 @@ class Context:
 
 
 REMEMBERED = 10_000
-"""Checkpoints :attr:`Context.stored` and :attr:`Context.early` keep, the oldest forgotten
-first (forgetting one costs a lookup, never a wrong answer)."""
+"""Entries :attr:`Context.runs`, :attr:`Context.stored` and :attr:`Context.early` keep, the
+oldest forgotten first (forgetting one costs a lookup, never a wrong answer)."""
 
 
-def remember(memory: dict[tuple[UUID, str], T], key: tuple[UUID, str], value: T) -> None:
-    """Keep ``key`` (as the newest) in a bounded memory of checkpoints."""
-    memory.pop(key, None)
-    memory[key] = value
-    while len(memory) > REMEMBERED:
-        del memory[next(iter(memory))]
+_remembering = threading.Lock()
+
+
+def remember(memory: dict[K, T], key: K, value: T) -> None:
+    """Keep ``key`` (as the newest) in a bounded memory; savers share it between threads."""
+    with _remembering:
+        memory.pop(key, None)
+        memory[key] = value
+        while len(memory) > REMEMBERED:
+            memory.pop(next(iter(memory)), None)
 
 
 def find_thread(ctx: Context, thread_id: str) -> Op[Ref | None]:
@@ -150,7 +157,7 @@ def _found(ctx: Context, operation: str) -> Op[Ref | None]:
         )
     info = yield from ask(Store.run, record.result[key])
     ref = Ref(info.run_id, info.channel_id)
-    ctx.runs[operation] = ref
+    remember(ctx.runs, operation, ref)
     return ref
 
 
@@ -180,7 +187,7 @@ def _started(
             raise
         return found
     ref = Ref(info.run_id, info.channel_id)
-    ctx.runs[operation] = ref
+    remember(ctx.runs, operation, ref)
     return ref
 
 

@@ -14,8 +14,10 @@ statements (deciding, validating, encoding) is plain, fast, CPU work.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
 import greenback
@@ -42,14 +44,30 @@ def pause(seconds: float) -> None:
         time.sleep(seconds)
 
 
+STORE_THREADS = 32
+"""Threads that run recorder calls for coroutines (SQLite, memory), apart from user code."""
+
+_store_threads: ThreadPoolExecutor | None = None
+
+
 def off_the_loop(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """``function(*args, **kwargs)``; inside a portal, in a worker thread while the coroutine waits.
 
     For recorders with no asyncio interface (sqlite3, memory): a thread waits, not the loop.
+    The threads are the store's own, not the loop's default executor, which workflow code
+    shares: an effect's heartbeat must never queue behind the slow functions it guards.
     """
     if greenback.has_portal():
-        return greenback.await_(asyncio.to_thread(function, *args, **kwargs))
+        call = functools.partial(function, *args, **kwargs)
+        return greenback.await_(asyncio.get_running_loop().run_in_executor(_threads(), call))
     return function(*args, **kwargs)
+
+
+def _threads() -> ThreadPoolExecutor:
+    global _store_threads  # noqa: PLW0603 - one pool per process, made on first use
+    if _store_threads is None:
+        _store_threads = ThreadPoolExecutor(STORE_THREADS, thread_name_prefix="actae-store")
+    return _store_threads
 
 
 async def run_in_portal(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:

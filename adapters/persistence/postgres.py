@@ -76,7 +76,7 @@ from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastor
 from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Composable, Identifier, Literal
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
 from actae.adapters.persistence.awaiting import awaiting, in_portal
 from actae.adapters.persistence.lost_replies import (
@@ -108,6 +108,13 @@ eventsourcing's ``PostgresDatastore.get_connection``)."""
 def stored_event(originator_id: UUID, version: int, topic: str, state: Any) -> StoredEvent:
     """A selected row as eventsourcing's stored event (``bytea`` arrives as a memoryview)."""
     return StoredEvent(originator_id, version, topic, bytes(state))
+
+
+def conn_broken(error: psycopg.Error) -> bool:
+    """A connection failed (not a pool that is full or closed: checking would not help)."""
+    return isinstance(error, psycopg.OperationalError | psycopg.InterfaceError) and not isinstance(
+        error, PoolTimeout | PoolClosed
+    )
 
 
 def translated(error: psycopg.Error) -> PersistenceError:
@@ -230,7 +237,8 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
     async def close_async_pool(self) -> None:
         """Close the pool :meth:`attach_async_pool` opened, if any."""
         if self.async_pool is not None:
-            await self.async_pool.close()
+            pool, self.async_pool, self._async_loop = self.async_pool, None, None
+            await pool.close()
 
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
@@ -413,7 +421,7 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
                 rows: list[tuple[Any, ...]] = await cursor.fetchall()
                 return rows
         except psycopg.Error as error:
-            if isinstance(error, psycopg.OperationalError | psycopg.InterfaceError):
+            if conn_broken(error):  # its idle siblings are most likely dead too
                 with contextlib.suppress(psycopg.Error):  # still down: the retries wait for it
                     await self.async_pool.check()
             raise translated(error) from error

@@ -105,14 +105,15 @@ class CommitSignal:
         """A waiter woken by this process's commits."""
         event = asyncio.Event()
         self._events.add(event)
-        return SignalWaiter(event)
+        return SignalWaiter(event, self._loop)
 
 
 class SignalWaiter:
     """Awaits the commit signal, or the poll interval (commits of other processes)."""
 
-    def __init__(self, event: asyncio.Event) -> None:
+    def __init__(self, event: asyncio.Event, loop: asyncio.AbstractEventLoop) -> None:
         self._event = event
+        self._loop = loop
         self._woken = False
 
     async def wait(self, timeout: float) -> None:
@@ -123,9 +124,10 @@ class SignalWaiter:
         self._event.clear()
 
     def wake(self) -> None:
-        """Make waits return at once."""
+        """Make waits return at once (from any thread, as ``Subscription.stop``)."""
         self._woken = True
-        self._event.set()
+        with contextlib.suppress(RuntimeError):  # the loop has closed: no one is waiting
+            self._loop.call_soon_threadsafe(self._event.set)
 
     async def close(self) -> None:
         """Nothing to release."""

@@ -22,8 +22,11 @@ completed ones and runs only the missing ones.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar, overload
 
 from actae.adapters.persistence.awaiting import awaiting, run_in_portal
@@ -229,20 +232,57 @@ class AsyncRunContext:
 
     async def _in_turn(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``method(*args, **kwargs)`` of the sync context, one call at a time."""
-        async with self._turn:
+        await self._turn.acquire()
+        turn = _Turn()
+        mine = _HELD.set(turn)
+        try:
             return await run_in_portal(method, *args, **kwargs)
+        finally:
+            _HELD.reset(mine)
+            if turn.held:  # not if cancelled while waiting to take it back
+                self._turn.release()
 
     def _released(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """``fn`` as the sync context calls it: awaited, with the turn let go meanwhile."""
+        """``fn`` as the sync context calls it: awaited, with the turn let go meanwhile.
+
+        A plain function runs in a thread of the context's pool (not the loop's default
+        executor, which is small and which the store's own calls must never wait behind).
+        """
 
         def call(*args: Any) -> Any:
+            turn = _HELD.get()
             self._turn.release()
+            turn.held = False
             try:
                 if inspect.iscoroutinefunction(fn):
                     return awaiting(fn(*args))
-                result = awaiting(asyncio.to_thread(fn, *args))
+                result = awaiting(_in_a_thread(fn, *args))
                 return awaiting(result) if inspect.isawaitable(result) else result
             finally:
                 awaiting(self._turn.acquire())
+                turn.held = True
 
         return call
+
+
+class _Turn:
+    """Whether the current call holds its context's turn (a cancelled one may not)."""
+
+    held = True
+
+
+_HELD: contextvars.ContextVar[_Turn] = contextvars.ContextVar("actae_turn")
+
+STEP_THREADS = 64
+"""Threads for plain (blocking) step and effect functions of async workflows, per process."""
+
+_pool: ThreadPoolExecutor | None = None
+
+
+def _in_a_thread(fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+    """``fn(*args)`` in a thread of the step pool, in a copy of the caller's context."""
+    global _pool  # noqa: PLW0603 - one pool per process, made on first use
+    if _pool is None:
+        _pool = ThreadPoolExecutor(STEP_THREADS, thread_name_prefix="actae-step")
+    call = functools.partial(contextvars.copy_context().run, fn, *args)
+    return asyncio.get_running_loop().run_in_executor(_pool, call)

@@ -6,9 +6,9 @@ synchronous method on the event loop's thread inside a greenback portal
 (:mod:`actae.adapters.persistence.awaiting`), and only where that method would block does
 the coroutine wait instead, by backend (docs/async.md has the measurements):
 
-* **PostgreSQL**: every statement is awaited on psycopg's ``AsyncConnectionPool``. Fifty
-  coroutines have fifty statements in flight on the pool's connections, with no thread
-  per call.
+* **PostgreSQL**: every statement is awaited on psycopg's ``AsyncConnectionPool`` (a second
+  pool beside the blocking one, as large): as many statements in flight as it has
+  connections, with no thread per call.
 * **SQLite** and ``memory://``: every recorder call runs in a worker thread (sqlite3 has no
   asyncio interface, and a write waits for the file lock and for ``fsync``; an in-memory
   call awaited on the loop would never let the loop serve anyone else).
@@ -91,7 +91,8 @@ class AsyncStore:
 
     ``sync`` is the underlying :class:`Store`, for code that runs in a thread of its own
     (a ``Worker``, a ``Projector``). ``url``, ``now()``, ``clock_skew()``, ``on_commit()``
-    and ``projector()`` do no IO and are plain methods, as on ``Store``.
+    and ``projector()`` are plain methods, as on ``Store``: they do no IO, but the first
+    ``projector()`` call opens the read models' connection.
     """
 
     def __init__(self, store: Store) -> None:
@@ -130,7 +131,10 @@ class AsyncStore:
         self.sync.on_commit(listener)
 
     def projector(self, **kwargs: Any) -> Projector:
-        """``Store.projector``; catch up with ``await asyncio.to_thread(projector.catch_up)``."""
+        """``Store.projector`` (opened on first use); catch up in a thread.
+
+        ``await asyncio.to_thread(projector.catch_up)``: the projector's IO blocks.
+        """
         return self.sync.projector(**kwargs)
 
     async def resume(

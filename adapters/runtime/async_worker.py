@@ -11,10 +11,11 @@ model calls together, while the thread only waits for it to finish.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
+import threading
 from collections.abc import Coroutine, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, TextIO
 
@@ -56,8 +57,13 @@ class AsyncWorker:
             out=out,
             run_coroutine=self._on_loop,
         )
-        self._threads = ThreadPoolExecutor(concurrency, thread_name_prefix=f"actae {name}")
+        self._threads = concurrent.futures.ThreadPoolExecutor(
+            concurrency, thread_name_prefix=f"actae {name}"
+        )
         self._in_flight: dict[str, asyncio.Future[int]] = {}
+        self._fruitless: set[str] = set()  # runs whose last turn could not move them
+        self._workflows: set[concurrent.futures.Future[object]] = set()
+        self._workflows_lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
         self._changed: asyncio.Event | None = None
@@ -91,8 +97,12 @@ class AsyncWorker:
             while not self._stopping:
                 await self._start_pass()
                 await self._wait_for_change(self._worker.poll_interval)
-            await self._drain()
+        except asyncio.CancelledError:  # a shutdown: the workflows stop where they are
+            self._cancel_workflows()
+            raise
         finally:
+            self._stopping = True
+            await self._drain()
             await self.withdraw()
             self._threads.shutdown(wait=False)
 
@@ -119,19 +129,25 @@ class AsyncWorker:
     async def _start_pass(self) -> list[asyncio.Future[int]]:
         """Start a run for each free slot; the runs started (each ends with its moves)."""
         self._bind()
+        worker = self._worker
         rows, now = await self._in_thread(
             ride_out,
-            self._worker.begin_pass,
-            self._worker.outage,
+            worker.begin_pass,
+            worker.outage,
             give_up=lambda: self._stopping,
+            sleep=worker._stop.wait,
         )
         started = []
-        for row in rows:
+        for row in sorted(rows, key=lambda row: str(row["run_id"]) in self._fruitless):
+            run_id = str(row["run_id"])
+            if run_id in self._in_flight:
+                continue
+            if not worker.worth_serving(row, now):
+                worker._isolated(row, now)  # no IO: it says why, once (an unserved agent)
+                continue
             if self._stopping or len(self._in_flight) >= self.concurrency:
                 break
-            run_id = str(row["run_id"])
-            if run_id not in self._in_flight:
-                started.append(self._start(run_id, row, now))
+            started.append(self._start(run_id, row, now))
         return started
 
     def _start(self, run_id: str, row: Mapping[str, Any], now: datetime) -> asyncio.Future[int]:
@@ -147,8 +163,12 @@ class AsyncWorker:
             error = done.exception()
             if error is not None:  # the database, not the run: a later pass serves it again
                 self._worker.outage.began(error)
-            elif done.result() and self._changed is not None:
-                self._changed.set()  # progress, and a free slot: the next pass may start
+            elif not done.result():  # could not move (another's lease): others go first
+                self._fruitless.add(run_id)
+            else:
+                self._fruitless.discard(run_id)
+                if self._changed is not None:
+                    self._changed.set()  # progress, and a free slot: the next pass may start
 
         served.add_done_callback(ended)
         return served
@@ -161,9 +181,13 @@ class AsyncWorker:
         self._changed.clear()
 
     async def _drain(self) -> None:
-        """Wait for the runs in flight (a stop lets them end, as ``Worker`` does)."""
+        """Wait for the runs in flight (a stop lets them end, as ``Worker`` does).
+
+        Shielded: if ``run()`` itself is cancelled, its runs' threads still end, their async
+        workflows cancelled with the loop's other tasks, and leases are released.
+        """
         if self._in_flight:
-            await asyncio.gather(*self._in_flight.values(), return_exceptions=True)
+            await asyncio.shield(asyncio.gather(*self._in_flight.values(), return_exceptions=True))
 
     def _bind(self) -> None:
         if self._loop is None:
@@ -176,4 +200,18 @@ class AsyncWorker:
     def _on_loop(self, coroutine: Coroutine[Any, Any, object]) -> object:
         """Run an async workflow's coroutine on the worker's loop; called from a pool thread."""
         assert self._loop is not None  # noqa: S101 - runs start from _start_pass
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+        running = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        with self._workflows_lock:
+            self._workflows.add(running)
+        try:
+            return running.result()
+        finally:
+            with self._workflows_lock:
+                self._workflows.discard(running)
+
+    def _cancel_workflows(self) -> None:
+        """Cancel the async workflows in flight: each leaves its run as a killed worker would."""
+        with self._workflows_lock:
+            running = list(self._workflows)
+        for workflow in running:
+            workflow.cancel()

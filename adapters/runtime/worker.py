@@ -22,6 +22,7 @@ it is about a run, the ``run_id`` (docs/logging.md).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import inspect
 import logging
@@ -283,6 +284,17 @@ class Worker:
             return woke + 1
         return woke
 
+    def worth_serving(self, row: Mapping[str, Any], now: datetime) -> bool:
+        """Whether serving ``row`` now could move it (no IO: the row and this worker's memory).
+
+        False for a run waiting and not yet due, one whose agent has no workflow here, and
+        one that is blocked, cooling down or whose retry is not due. ``_serve`` checks the
+        same before it does anything: a concurrent worker gives its slots only to the rest.
+        """
+        if row["lifecycle"] == "waiting":
+            return is_due(row["wake_at"], now)
+        return self.registry.get(row["agent_id"]) is not None and self._runnable(row, now)
+
     def _runnable(self, row: Mapping[str, Any], now: datetime) -> bool:
         if row["status"] == "blocked":
             return False
@@ -373,6 +385,8 @@ class Worker:
             return self._fail(run_id, invalid), None
         except ActaeError as stop:
             return describe_stop(stop), cooldown_for(stop, self.store.now())
+        except concurrent.futures.CancelledError:  # an async workflow's task was cancelled
+            return "stopped: cancelled (left as a killed worker leaves it)", None
         except Exception as error:
             if store_outage(error):
                 raise  # the store's database, not the run: the pass is tried again later

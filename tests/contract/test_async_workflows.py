@@ -244,3 +244,80 @@ async def test_a_stopped_async_worker_lets_its_runs_end_first(
         release.set()
         await asyncio.wait_for(working, 30)
         assert (await store.run(run.run_id)).result == {"value": "done"}
+
+
+async def test_waiting_and_foreign_runs_do_not_take_a_concurrent_workers_slots(
+    store_url: str, clock: actae.ManualClock
+) -> None:
+    registry = actae.Registry()
+
+    @registry.workflow("approver")
+    async def approver(ctx: actae.AsyncRunContext) -> str:
+        decision = await ctx.wait_for_approval("go")
+        return "approved" if decision.approved else "denied"
+
+    @registry.workflow("agent")
+    async def quick(ctx: actae.AsyncRunContext) -> str:
+        return await ctx.step("quick", lambda: "done")
+
+    async with actae.open_async(store_url, clock=clock) as store:
+        for n in range(3):  # the oldest runs: waiting, then another agent's
+            await store.start_run(f"wait-{n}", agent_id="approver", state={})
+        await store.start_run("foreign", agent_id="served-elsewhere", state={})
+        worker = actae.AsyncWorker(store, name="w", registry=registry, concurrency=2)
+        await worker.run_until_idle()  # the three now wait for an approval
+        fresh = await store.start_run("fresh", agent_id="agent", state={})
+        working = asyncio.create_task(worker.run())
+        began = time.monotonic()
+        while (await store.run(fresh.run_id)).status is not actae.RunStatus.COMPLETED:
+            assert time.monotonic() < began + 20, "the fresh run was never served"
+            assert not working.done(), working
+            await asyncio.sleep(0.05)  # polling the worker's progress, with a deadline
+        worker.request_stop()
+        await asyncio.wait_for(working, 30)
+
+
+async def test_cancelling_a_concurrent_worker_leaves_its_runs_to_their_leases(
+    store_url: str, clock: actae.ManualClock
+) -> None:
+    registry = actae.Registry()
+    inside = threading.Event()
+
+    @registry.workflow("agent")
+    async def stuck(ctx: actae.AsyncRunContext) -> str:
+        async def forever() -> str:
+            inside.set()
+            await asyncio.Event().wait()
+            return "never"
+
+        return await ctx.step("forever", forever)
+
+    async with actae.open_async(store_url, clock=clock) as store:
+        run = await store.start_run("wf", agent_id="agent", state={})
+        worker = actae.AsyncWorker(store, name="w", registry=registry, concurrency=2)
+        working = asyncio.create_task(worker.run())
+        await asyncio.to_thread(wait_for, inside.is_set, "the step to start")
+        working.cancel()  # a shutdown: asyncio.run cancels every task
+        with pytest.raises(asyncio.CancelledError):
+            await working
+        info = await store.run(run.run_id)
+        assert info.status is actae.RunStatus.RUNNING  # not failed: another worker resumes it
+        ((served, outcome),) = worker.outcomes
+        assert str(served) == str(run.run_id)
+        assert outcome.startswith("stopped: cancelled")
+
+
+async def test_plain_functions_of_a_fan_out_run_at_once_in_threads(
+    store_url: str, clock: actae.ManualClock
+) -> None:
+    everyone = threading.Barrier(20, timeout=30)  # breaks unless all twenty wait together
+
+    def blocking_sdk_call(index: int) -> int:
+        everyone.wait()
+        return index
+
+    async with actae.open_async(store_url, clock=clock) as store:
+        run = await store.start_run("wf", agent_id="agent", state={})
+        ctx = await store.resume(run.run_id, worker="w")
+        steps = (ctx.step(f"sdk-{i}", functools.partial(blocking_sdk_call, i)) for i in range(20))
+        assert await ctx.gather(*steps) == list(range(20))
