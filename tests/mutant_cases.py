@@ -831,4 +831,23 @@ MUTANTS = [
         "a lease released by a concurrent pass must not stop the worker",
         MANY_RUNS,
     ),
+    Mutant(
+        "async-worker-slots-for-unmovable-runs",
+        "adapters/runtime/async_worker.py",
+        "            if not worker.worth_serving(row, now):",
+        "            if False:",
+        "runs waiting for a person, or for another agent, must not starve runnable ones",
+        ASYNC_WORKFLOWS,
+        survives="equivalent for correctness: runs that could not move go last in the next "
+        "pass anyway, so a fresh run waits one poll interval at most; the check spares the "
+        "slots and thread hops",
+    ),
+    Mutant(
+        "cancelled-async-run-failed",
+        "adapters/runtime/worker.py",
+        "        except concurrent.futures.CancelledError:",
+        "        except ZeroDivisionError:",
+        "a worker shut down mid-run leaves the run to its lease, as a kill would; never fails it",
+        ASYNC_WORKFLOWS,
+    ),
 ]
