@@ -18,6 +18,7 @@ from typing import Any, Protocol, Self
 
 import psycopg
 
+from actae.adapters.persistence.awaiting import run_in_portal
 from actae.adapters.persistence.outages import is_transient
 from actae.adapters.readside.subscription import Subscription
 from actae.domain.values import ChannelEvent
@@ -145,12 +146,10 @@ class AsyncSubscription:
         start: Callable[[], Awaitable[Subscription]],
         waiter: Callable[[], AsyncWaiter],
         *,
-        call: Callable[..., Awaitable[Any]],
         poll_interval: float,
     ) -> None:
         self._start = start
         self._new_waiter = waiter
-        self._call = call
         self._poll = poll_interval
         self._pull: Subscription | None = None
         self._waiter: AsyncWaiter | None = None
@@ -177,7 +176,7 @@ class AsyncSubscription:
         while not pull.stopped:
             event = pull.buffered()
             if event is None:
-                event = await self._call(pull.take)
+                event = await run_in_portal(pull.take)
             if event is not None:
                 return event
             await waiter.wait(self._poll)

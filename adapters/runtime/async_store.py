@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from datetime import datetime
 from types import TracebackType
@@ -44,9 +44,6 @@ from actae.domain.validation import DEFAULT_MAX_DOCUMENT_BYTES
 
 P = ParamSpec("P")
 T = TypeVar("T")
-
-Caller = Callable[..., Awaitable[Any]]
-"""Runs ``function(*args, **kwargs)`` for a coroutine: in a portal, or in a thread."""
 
 
 @asynccontextmanager
@@ -75,7 +72,7 @@ def _awaited(
     """``AsyncStore``'s coroutine for the ``Store`` method ``method``: same arguments, result."""
 
     async def awaited(self: AsyncStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        result: T = await self._call(method, self.sync, *args, **kwargs)
+        result: T = await run_in_portal(method, self.sync, *args, **kwargs)
         return result
 
     coroutine = functools.wraps(method)(awaited)
@@ -99,7 +96,6 @@ class AsyncStore:
         self.sync = store
         recorder = store._service.recorder
         self._recorder = recorder if isinstance(recorder, ActaePostgresRecorder) else None
-        self._call: Caller = run_in_portal
         self._signal: CommitSignal | None = None
         self._connected = False
         self._closed = False
@@ -146,7 +142,7 @@ class AsyncStore:
         migrations: Mapping[int, Migration] | None = None,
     ) -> AsyncRunContext:
         """``Store.resume``, for ``async def`` workflow code: an :class:`AsyncRunContext`."""
-        context: RunContext = await self._call(
+        context: RunContext = await run_in_portal(
             self.sync.resume, run_id, worker=worker, pins=pins, migrations=migrations
         )
         return AsyncRunContext(context)
@@ -213,7 +209,7 @@ class AsyncStore:
         """
 
         async def start() -> Subscription:
-            subscription: Subscription = await self._call(
+            subscription: Subscription = await run_in_portal(
                 self.sync._subscription,
                 channel_id,
                 after,
@@ -223,7 +219,7 @@ class AsyncStore:
             )
             return subscription
 
-        return AsyncSubscription(start, self._waiter, call=self._call, poll_interval=poll_interval)
+        return AsyncSubscription(start, self._waiter, poll_interval=poll_interval)
 
     def _waiter(self) -> AsyncWaiter:
         if self._recorder is not None:
