@@ -64,6 +64,9 @@ class StartRun:
     deadline: datetime | None = None
     parent_run_id: UUID | str | None = None
     budget: Mapping[str, float] | None = None
+    trace_context: Mapping[str, str] | None = None
+    """Where the start happened in a distributed trace; kept with the run, never part of
+    the command's content (the same start retried from another span is the same start)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,6 +78,8 @@ class Fork:
     operation_id: str | None = None
     reason: str | None = None
     pins: Mapping[str, Any] | None = None
+    trace_context: Mapping[str, str] | None = None
+    """Where the fork happened in a distributed trace (as for :class:`StartRun`)."""
 
 
 # -- the run lifecycle (domain/lifecycle.py) ----------------------------------------------

@@ -96,6 +96,8 @@ def effect_status_at(
     return status
 
 
+STEP_RESULT = "step.result"
+"""The kind of channel event ``ctx.step`` records a result as (the read models count them)."""
 STEP_ATTEMPTS = ":attempts"
 """Marks the ledger entry that counts a retried step's attempts (not a side effect: a step
 whose worker died is simply made again, so nobody needs to reconcile it)."""

@@ -34,6 +34,7 @@ from actae.domain.validation import (
     require_int,
     require_pins,
     require_uuid,
+    storable_trace_context,
 )
 from actae.domain.values import ForkReceipt, ForkRecord, StateVersion
 
@@ -45,6 +46,7 @@ def fork(command: Fork, core: Core) -> Plan[ForkReceipt]:
     operation_id = optional_text("operation_id", command.operation_id)
     reason = optional_text("reason", command.reason, max_length=MAX_REASON_LENGTH)
     overrides = require_pins("pins", command.pins)
+    trace_context = storable_trace_context(command.trace_context)  # advisory: not in content
     content = fingerprint(
         "fork", str(cid), str(at), str(reason), core.canonical_text(overrides.as_dict())
     )
@@ -71,7 +73,7 @@ def fork(command: Fork, core: Core) -> Plan[ForkReceipt]:
         )
         prefix = yield from ask(prefix_of, record)
         record = record.model_copy(update={"inherited": prefix.summary(through_cursor=at)})
-        child, channel = _child(parent, record, state, cid, operation_id, moment)
+        child, channel = _child(parent, record, state, cid, operation_id, moment, trace_context)
         parent.record_fork(record, at=moment)
         aggregates: list[Aggregate] = [child, channel, parent]
         yield from save(*aggregates, once.executed({"child_run_id": str(child.id)}, moment))
@@ -98,6 +100,7 @@ def _child(
     cid: UUID,
     operation_id: str | None,
     at: datetime,
+    trace_context: dict[str, str],
 ) -> tuple[Run, Channel]:
     """The forked run and its channel, opened with the parent's state at the boundary."""
     child = Run.start(
@@ -111,6 +114,7 @@ def _child(
         forked_from=record,
         operation_id=operation_id,
         at=at,
+        trace_context=trace_context,
     )
     channel = Channel.open(
         channel_id=record.child_channel_id,

@@ -54,6 +54,9 @@ Note = tuple[str, dict[str, Any], bool]
 Move = Callable[[Operation, datetime], None]
 """The effect's decision (it raises the ledger's errors when it may not move)."""
 
+OVERRIDE_REASON = "override_reason"
+"""The evidence key an override keeps its reason under (the audit log tells overrides by it)."""
+
 
 def claim_effect(command: ClaimEffect, core: Core) -> Plan[Claim]:
     """Claim the effect under a lease, or learn that it already completed.
@@ -194,7 +197,7 @@ def override(command: Override, core: Core) -> Plan[EffectInfo]:
         effect_key=command.effect_key,
         outcome=command.outcome,
         actor=command.actor,
-        evidence={**proof, "override_reason": reason},
+        evidence={**proof, OVERRIDE_REASON: reason},
         result=workflow_result(command.result) if command.outcome == "completed" else None,
     )
     return (yield from reconcile(settled, core))

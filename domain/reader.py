@@ -291,4 +291,5 @@ def run_info_of(run: Run, *, cursor: int, state_version: int, replayed: bool = F
         error=run.error,
         budget=dict(run.budget),
         retries=run.retries,
+        trace_context=dict(run.trace_context),
     )

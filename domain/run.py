@@ -44,6 +44,7 @@ class Run(Aggregate):
         result: dict[str, Any] | None
         error: str | None
         retries: int
+        trace_context: dict[str, str]
 
     class Started(Aggregate.Created):
         """A run was started (fresh, or as the child of a fork when ``forked_from`` is set)."""
@@ -57,6 +58,10 @@ class Run(Aggregate):
         forked_from: ForkRecord | None
         operation_id: str | None
         budget: dict[str, float] = Field(default_factory=dict)
+        trace_context: dict[str, str] = Field(default_factory=dict)
+        """The distributed trace the run belongs to (W3C ``traceparent``/``tracestate``),
+        recorded so that every worker that ever takes the run reports into that one trace;
+        empty when the starter traced nothing (and in runs started before it was kept)."""
 
         def apply(self, aggregate: Any) -> None:
             """Take the run's identity and pins; no forks yet; running."""
@@ -68,6 +73,7 @@ class Run(Aggregate):
             aggregate.parent_run_id = self.parent_run_id
             aggregate.forked_from = self.forked_from
             aggregate.budget = self.budget
+            aggregate.trace_context = self.trace_context
             aggregate.forks = []
             aggregate.status = RunStatus.RUNNING
             aggregate.waiting = None
@@ -226,6 +232,7 @@ class Run(Aggregate):
         operation_id: str | None,
         at: datetime,
         budget: dict[str, float] | None = None,
+        trace_context: dict[str, str] | None = None,
     ) -> Run:
         """Start a run whose main channel is ``channel_id``."""
         return cls._create(
@@ -241,6 +248,7 @@ class Run(Aggregate):
             forked_from=forked_from,
             operation_id=operation_id,
             budget=budget or {},
+            trace_context=trace_context or {},
         )
 
     def record_fork(self, fork: ForkRecord, *, at: datetime) -> None:

@@ -4,7 +4,9 @@ A run started under a parent is recorded on the parent too, in the same transact
 race with another change of the parent is retried, and a repeat of the same operation
 replays the original run. A start without an ``operation_id`` is recorded under one made up
 front, so that an attempt whose write committed unseen (a lost reply) is found and replayed
-instead of starting a second run (docs/lost-replies.md).
+instead of starting a second run (docs/lost-replies.md). The trace context the start was
+made in is kept with the run, but it is not part of what the start asks for: the same start
+retried from another span (another request, another process) is still the same start.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from actae.domain.validation import (
     require_pins,
     require_text,
     require_uuid,
+    storable_trace_context,
 )
 from actae.domain.values import RunInfo
 
@@ -34,7 +37,7 @@ from actae.domain.values import RunInfo
 def start_run(command: StartRun, core: Core) -> Plan[RunInfo]:
     """Start a run with its main channel; cursor 1 creates state version 1.
 
-    ``budget`` caps the usage its steps record (e.g. ``{"tokens": 50_000, "cost": 2.0}``);
+    ``budget`` caps the usage its steps record (e.g. ``{"output_tokens": 50_000, "cost": 2.0}``);
     a run past its budget or ``deadline`` stops, failed, at its next step boundary.
     """
     workflow_id = require_text("workflow_id", command.workflow_id)
@@ -49,6 +52,7 @@ def start_run(command: StartRun, core: Core) -> Plan[RunInfo]:
         else require_uuid("parent_run_id", command.parent_run_id)
     )
     budget = require_amounts("budget", command.budget)
+    trace_context = storable_trace_context(command.trace_context)
     content = fingerprint(
         "start_run",
         workflow_id,
@@ -76,6 +80,7 @@ def start_run(command: StartRun, core: Core) -> Plan[RunInfo]:
             operation_id=operation_id,
             at=at,
             budget=budget,
+            trace_context=trace_context,
         )
         channel = Channel.open(
             channel_id=run.channel_id,

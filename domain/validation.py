@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -317,3 +317,28 @@ def optional_deadline(field: str, value: object) -> datetime | None:
     if not isinstance(value, datetime) or value.tzinfo is None:
         raise ValidationError(field, "must be a timezone-aware datetime")
     return value
+
+
+TRACE_CONTEXT_ENTRIES = 16
+"""Most entries of a trace context kept with a run (a propagator writes two or three)."""
+
+
+def storable_trace_context(given: Mapping[str, str] | None) -> dict[str, str]:
+    """The entries of a propagated trace context that every backend can keep.
+
+    Tracing is advisory: however the caller's propagators are set up, a run must start, so
+    an entry that could not be stored (not text, too long, a NUL) is left out, not refused.
+    """
+    kept: dict[str, str] = {}
+    if not isinstance(given, Mapping):
+        return kept
+    for key, value in given.items():
+        try:
+            require_text("trace_context", key)
+            require_text("trace_context", value, max_length=MAX_REASON_LENGTH)
+        except ValidationError:
+            continue
+        kept[key] = value
+        if len(kept) == TRACE_CONTEXT_ENTRIES:
+            break
+    return kept

@@ -238,6 +238,9 @@ class RunInfo:
     usage: dict[str, float] = field(default_factory=dict)
     retries: int = 0
     """How many times an operator sent the failed run back to running (``retry_run``)."""
+    trace_context: dict[str, str] = field(default_factory=dict)
+    """The trace the run reports into (W3C ``traceparent``/``tracestate``), recorded at
+    its start; empty when nothing was traced then. Workers continue it (docs/telemetry.md)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,4 +1,4 @@
-"""Actae's read models (run status, lineage, effects), built asynchronously.
+"""Actae's read models (run status, lineage, effects, audit, usage), built asynchronously.
 
 Pure: table descriptions (``tables``), functions from domain events to changes
 (``project``) and example analyst queries (``queries``). Adapters apply the changes to

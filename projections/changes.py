@@ -1,8 +1,9 @@
-"""Changes a projection asks for: upsert some columns of a row, refresh a run's status.
+"""Changes a projection asks for: upsert a row, count, name an effect's run, refresh a run.
 
 Projections are pure: they turn one domain event into a list of changes and never touch a
 database. Adapters coalesce the changes of a batch and apply them in one transaction,
-together with the tracking position.
+together with the tracking position, so each change is applied exactly once; that is what
+lets a :class:`Count` add to a column instead of setting it.
 """
 
 from __future__ import annotations
@@ -16,11 +17,41 @@ from actae.projections.tables import Table
 
 @dataclass(frozen=True)
 class Upsert:
-    """Insert the row keyed by ``key``, or update just these columns of it."""
+    """Insert the row keyed by ``key``, or update just these columns of it.
+
+    ``key`` is the key column's value, or a tuple of values for a table with a composite key.
+    """
 
     table: Table
     key: Any
     values: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Count:
+    """Add ``by`` to ``column`` of the row keyed by ``key`` (the row is made if missing).
+
+    For what no event states, only implies one more of: a run's steps done. The column must
+    start at a value (an :class:`Upsert` of 0 when the row begins), else it stays null.
+    """
+
+    table: Table
+    key: Any
+    column: str
+    by: int = 1
+
+
+@dataclass(frozen=True)
+class EffectOwner:
+    """Fill ``run_id`` and ``effect_key`` of the row keyed by ``key`` from effect ``effect_id``.
+
+    An effect's events after its first name neither its run nor its key; its effects row
+    holds both.
+    """
+
+    table: Table
+    key: Any
+    effect_id: UUID
 
 
 @dataclass(frozen=True)
@@ -34,4 +65,4 @@ class RefreshRun:
     effect_id: UUID | None = None
 
 
-Change = Upsert | RefreshRun
+Change = Upsert | Count | EffectOwner | RefreshRun

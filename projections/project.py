@@ -1,8 +1,10 @@
-"""From domain events to read-model changes: run status, lineage, effects.
+"""From domain events to read-model changes: run status, lineage, effects, audit, usage.
 
 One function per event type, each returning the changes that event implies. Every value
 comes from the event itself (timestamps included), so rebuilding from zero produces exactly
-the tables that incremental processing produced. An effect's ``status`` is the domain's
+the tables that incremental processing produced. Usage columns take the running totals every
+channel event carries (:data:`USAGE_NAMES`), so they are right from any event on; a run's
+steps done are counted, one per recorded step result. An effect's ``status`` is the domain's
 rule (``effect_status``) applied to the facts each event establishes (the ledger accepts
 these events only for an effect not yet settled, so the facts an event does not name are
 false). It is the time-independent status: a claim reads ``claimed`` until it is settled.
@@ -13,17 +15,33 @@ processing.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
 from actae.domain.channel import Channel
-from actae.domain.effects import effect_status
+from actae.domain.effects import STEP_RESULT, effect_status
+from actae.domain.ledger import OVERRIDE_REASON
 from actae.domain.operation import Operation
 from actae.domain.run import Run
-from actae.projections.changes import Change, RefreshRun, Upsert
-from actae.projections.tables import EFFECTS, LINEAGE, RUN_STATUS
+from actae.projections.changes import Change, Count, EffectOwner, RefreshRun, Upsert
+from actae.projections.tables import (
+    AUDIT,
+    EFFECTS,
+    LINEAGE,
+    RUN_STATUS,
+    SUMMARY_LENGTH,
+    USAGE,
+    USAGE_NAMES,
+)
 
 NOT_IN_DOUBT = {"in_doubt": False, "claimed_in_doubt": False}
+NO_USAGE = dict.fromkeys(USAGE_NAMES, 0.0)
+"""The totals of a run that has recorded none of the usage names (a channel event's most
+common case: its totals are read once per event, so this one is shared, never changed)."""
+DECISION_ACTIONS = {"approved": "approve", "denied": "deny", "signal": "signal"}
+"""The decisions a person (or a system on their behalf) sends, as audit actions; timers,
+expiries and finished children decide by themselves and are not audited."""
 
 
 def project(event: object) -> list[Change]:
@@ -53,6 +71,8 @@ def _run_started(event: Any) -> list[Change]:
                 "unserved": False,
                 "attempts": 0,
                 "open_effects": 0,
+                "in_doubt_effects": 0,
+                "steps_done": 0,
                 "model": pins.model,
                 "prompt": pins.prompt,
                 "tools": pins.tools,
@@ -102,13 +122,25 @@ def _run_started(event: Any) -> list[Change]:
 
 
 def _channel_event(event: Any) -> list[Change]:
+    usage = event.usage
+    counted = bool(usage) and not usage.keys().isdisjoint(USAGE_NAMES)
+    totals = {name: usage.get(name, 0.0) for name in USAGE_NAMES} if counted else NO_USAGE
     values = {
         "head_cursor": event.originator_version,
         "state_version": event.state_version,
         "open_effects": len(event.open_effects),
+        **totals,
         "updated_at": event.timestamp,
     }
-    return [Upsert(RUN_STATUS, event.run_id, values)]
+    changes: list[Change] = [Upsert(RUN_STATUS, event.run_id, values)]
+    if event.kind == STEP_RESULT:
+        changes.append(Count(RUN_STATUS, event.run_id, "steps_done"))
+    if counted:
+        key = (event.originator_id, event.originator_version)
+        changes.append(
+            Upsert(USAGE, key, {"run_id": event.run_id, "at": event.timestamp, **totals})
+        )
+    return changes
 
 
 def _effect(event: Any, values: dict[str, Any], *, refresh: bool = True) -> list[Change]:
@@ -156,6 +188,13 @@ def _renewed(event: Any) -> list[Change]:
     return _effect(event, {"expires_at": event.expires_at}, refresh=False)
 
 
+def _summary(result: dict[str, Any] | None) -> str | None:
+    """The start of an effect's result as compact JSON, for a glance in a table."""
+    if result is None:
+        return None
+    return json.dumps(result, separators=(",", ":"), ensure_ascii=False)[:SUMMARY_LENGTH]
+
+
 def _completed(event: Any) -> list[Change]:
     return _effect(
         event,
@@ -164,6 +203,7 @@ def _completed(event: Any) -> list[Change]:
             "holder": None,
             **NOT_IN_DOUBT,
             "settled_by": "completed",
+            "result_summary": _summary(event.result),
         },
     )
 
@@ -182,22 +222,53 @@ def _failed(event: Any) -> list[Change]:
     )
 
 
+def _audit(event: Any, action: str, actor: str | None, reason: str | None, **detail: Any) -> Upsert:
+    """The audit row of an operator's ``event``, keyed by the event's aggregate and version."""
+    return Upsert(
+        AUDIT,
+        (event.originator_id, event.originator_version),
+        {
+            "action": action,
+            "actor": actor,
+            "reason": reason,
+            "detail": detail,
+            "at": event.timestamp,
+        },
+    )
+
+
+def _effect_audit(event: Any, action: str, reason: str | None, **detail: Any) -> list[Change]:
+    """An effect's audit row, with the run and key its effects row holds."""
+    row = _audit(event, action, event.actor, reason, **detail)
+    return [row, EffectOwner(AUDIT, row.key, event.originator_id)]
+
+
 def _reconciled(event: Any) -> list[Change]:
     if event.outcome == "completed":
         values: dict[str, Any] = {
             "status": effect_status(completed=True),
             "holder": None,
             "settled_by": f"reconciled by {event.actor}",
+            "result_summary": _summary(event.result),
         }
     elif event.keeps_claim:  # the holder keeps its claim: still claimed
         values = {}
     else:  # it did not happen: nothing is under way any more
         values = {"status": effect_status(), "holder": None, "retry_at": None}
-    return _effect(event, {**values, **NOT_IN_DOUBT})
+    reason = event.evidence.get(OVERRIDE_REASON)  # an override is a reconciliation with one
+    audit = _effect_audit(
+        event,
+        "reconcile" if reason is None else "override",
+        reason,
+        outcome=event.outcome,
+        evidence=event.evidence,
+        result=event.result,
+    )
+    return [*_effect(event, {**values, **NOT_IN_DOUBT}), *audit]
 
 
 def _abandoned(event: Any) -> list[Change]:
-    return _effect(
+    settled = _effect(
         event,
         {
             "status": effect_status(abandoned=True),
@@ -206,6 +277,7 @@ def _abandoned(event: Any) -> list[Change]:
             "settled_by": f"abandoned by {event.actor}",
         },
     )
+    return [*settled, *_effect_audit(event, "abandon", event.reason)]
 
 
 def _run(event: Any, values: dict[str, Any]) -> list[Change]:
@@ -233,18 +305,57 @@ def _suspended(event: Any) -> list[Change]:
     )
 
 
+def _run_audit(
+    event: Any, action: str, actor: str | None, reason: str | None, **detail: Any
+) -> Upsert:
+    """The audit row of an action on a run."""
+    row = _audit(event, action, actor, reason, **detail)
+    return Upsert(AUDIT, row.key, {**row.values, "run_id": event.originator_id, "effect_key": None})
+
+
 def _decided(event: Any) -> list[Change]:
-    return _run(event, {"lifecycle": "running", **NOT_WAITING}) if event.wakes else []
+    decision = event.decision
+    changes = _run(event, {"lifecycle": "running", **NOT_WAITING}) if event.wakes else []
+    action = DECISION_ACTIONS.get(decision.kind)
+    if action is None:
+        return changes
+    detail = {"name": decision.name, "payload": decision.payload, "woke": event.wakes}
+    return [*changes, _run_audit(event, action, decision.actor, decision.note, **detail)]
+
+
+def _paused(event: Any) -> list[Change]:
+    return [
+        *_run(event, {"lifecycle": "paused"}),
+        _run_audit(event, "pause", event.actor, event.reason),
+    ]
 
 
 def _ended(lifecycle: str) -> Callable[[Any], list[Change]]:
     return lambda event: _run(event, {"lifecycle": lifecycle, **NOT_WAITING, "unserved": False})
 
 
+def _cancelled(event: Any) -> list[Change]:
+    return [*_ended("cancelled")(event), _run_audit(event, "cancel", event.actor, event.reason)]
+
+
+def _unpaused(event: Any) -> list[Change]:
+    resumes_to = event.resumes_to.value
+    return [
+        *_run(event, {"lifecycle": resumes_to}),
+        _run_audit(event, "unpause", event.actor, event.reason, resumes_to=resumes_to),
+    ]
+
+
+def _retried(event: Any) -> list[Change]:
+    return [
+        *_run(event, {"lifecycle": "running", "error": None}),
+        _run_audit(event, "retry", event.actor, event.reason),
+    ]
+
+
 def _failed_run(event: Any) -> list[Change]:
-    return _run(
-        event, {"lifecycle": "failed", **NOT_WAITING, "unserved": False, "error": event.error}
-    )
+    values = {"lifecycle": "failed", **NOT_WAITING, "unserved": False, "error": event.error}
+    return [*_run(event, values), _run_audit(event, "fail", event.actor, event.error)]
 
 
 HANDLERS: tuple[tuple[type, Callable[[Any], list[Change]]], ...] = (
@@ -252,12 +363,12 @@ HANDLERS: tuple[tuple[type, Callable[[Any], list[Change]]], ...] = (
     (Run.Suspended, _suspended),
     (Run.Decided, _decided),
     (Run.Escalated, lambda e: _run(e, {"escalated": True})),
-    (Run.Paused, lambda e: _run(e, {"lifecycle": "paused"})),
-    (Run.Unpaused, lambda e: _run(e, {"lifecycle": e.resumes_to.value})),
-    (Run.Cancelled, _ended("cancelled")),
+    (Run.Paused, _paused),
+    (Run.Unpaused, _unpaused),
+    (Run.Cancelled, _cancelled),
     (Run.Completed, _ended("completed")),
     (Run.Failed, _failed_run),
-    (Run.Retried, lambda e: _run(e, {"lifecycle": "running", "error": None})),
+    (Run.Retried, _retried),
     (Run.Migrated, lambda e: _run(e, {"schema_version": e.to_schema, "unserved": False})),
     (Channel.Event, _channel_event),
     (Operation.Registered, _registered),

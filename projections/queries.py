@@ -1,16 +1,29 @@
-"""Example analyst queries over the read models (PostgreSQL; the test suite runs them).
+r"""Example analyst queries over the read models (PostgreSQL; the test suite runs them).
 
-Parameters use psycopg's ``%(name)s`` style. On SQLite the same tables exist; replace
-``now() - interval '5 minutes'`` with ``datetime('now', '-5 minutes')``.
+Written once, here, with psycopg's ``%(name)s`` parameters, as a Python caller passes them;
+:func:`psql` gives the form the README shows, which pastes into psql after ``\set run_id
+'<a run id>'`` (the tests run the README's text through psql). Every query but the totals
+of :data:`COST_PER_DAY` reads through an index (``tests/integration/test_query_plans.py``
+proves it on 100,000 rows). On SQLite the same tables exist; replace ``now() - interval '5
+minutes'`` with ``datetime('now', '-5 minutes')``.
 """
 
 from __future__ import annotations
+
+import re
 
 IN_DOUBT_OLDER_THAN_5_MINUTES = """
 SELECT effect_key, run_id, holder, token, attempts, expires_at
 FROM outstanding_effects
 WHERE status = 'claimed' AND expires_at < now() - interval '5 minutes'
 ORDER BY expires_at
+"""
+
+EFFECTS_IN_DOUBT = """
+SELECT effect_key, run_id, holder, token, attempts, claimed_in_doubt, expires_at
+FROM effects
+WHERE in_doubt AND position(':attempts' in effect_key) = 0
+ORDER BY updated_at
 """
 
 ANCESTRY = """
@@ -36,6 +49,12 @@ SELECT child_run_id AS descendant, parent_run_id, relation, resolved_boundary, d
 FROM down ORDER BY depth, child_run_id
 """
 
+RUNS_HELD_UP = """
+SELECT run_id, workflow_id, status, next_action, next_retry_at, wake_at, updated_at
+FROM run_status WHERE status IN ('waiting', 'retrying', 'blocked')
+ORDER BY status, updated_at, run_id
+"""
+
 BLOCKED_RUNS_PER_WORKFLOW = """
 SELECT workflow_id, count(*) AS blocked_runs
 FROM run_status WHERE status = 'blocked'
@@ -50,15 +69,42 @@ ORDER BY updated_at
 
 EFFECTS_RETRIED_MORE_THAN_TWICE = """
 SELECT effect_key, run_id, status, attempts - 1 AS retries, last_error
-FROM effects WHERE attempts - 1 > 2
+FROM effects WHERE attempts > 3
 ORDER BY attempts DESC, effect_key
+"""
+
+AUDIT_LOG = """
+SELECT at, action, actor, effect_key, reason, detail
+FROM audit WHERE run_id = %(run_id)s
+ORDER BY at, aggregate_id, version
+"""
+
+COST_PER_DAY = """
+SELECT day, workflow_id, agent_id, model, runs, input_tokens, output_tokens, cost
+FROM cost_per_day
+ORDER BY day DESC, cost DESC, workflow_id, agent_id, model
 """
 
 ANALYST_QUERIES = {
     "in doubt for more than 5 minutes": IN_DOUBT_OLDER_THAN_5_MINUTES,
+    "effects in doubt now": EFFECTS_IN_DOUBT,
     "ancestry of a run": ANCESTRY,
     "descendants of a run": DESCENDANTS,
+    "runs waiting, retrying or blocked": RUNS_HELD_UP,
     "blocked runs per workflow": BLOCKED_RUNS_PER_WORKFLOW,
     "runs waiting on approval": RUNS_WAITING_ON_APPROVAL,
     "effects retried more than twice": EFFECTS_RETRIED_MORE_THAN_TWICE,
+    "a run's audit log": AUDIT_LOG,
+    "tokens and cost per day": COST_PER_DAY,
 }
+"""The queries by title, in the README's order."""
+
+READS_EVERY_ROW = {COST_PER_DAY: ("usage", "run_status")}
+"""Queries that read whole tables by design: totals over all history. (Filtered by
+workflow_id or agent_id, cost_per_day finds those runs by index first.)"""
+
+
+def psql(query: str) -> str:
+    """``query`` as it pastes into psql: parameters as psql variables, ended by a semicolon."""
+    text = re.sub(r"%\((\w+)\)s", r":'\1'", query.strip()).replace("%%", "%")
+    return f"{text};"

@@ -1,9 +1,10 @@
-"""The read-model tables: names, columns, types and what every column means.
+r"""The read-model tables and views: names, columns, types and what every column means.
 
-This module is data, not SQL: adapters turn it into PostgreSQL or SQLite DDL, and the
-README's table reference is generated from the same descriptions, so docs and schema cannot
-drift apart. Types are abstract: ``uuid``, ``text``, ``int``, ``bool``, ``timestamp``,
-``json``.
+This module is data, not SQL: adapters turn it into PostgreSQL or SQLite DDL and, on
+PostgreSQL, into the tables' and columns' comments (``\d+ run_status`` in psql); the README's
+table reference holds the same descriptions (a test compares them), so docs and schema cannot
+drift apart. Types are abstract: ``uuid``, ``text``, ``int``, ``float``, ``bool``,
+``timestamp``, ``date``, ``json``.
 """
 
 from __future__ import annotations
@@ -24,18 +25,44 @@ class Column:
 
 @dataclass(frozen=True)
 class Table:
-    """A read-model table keyed by ``key``."""
+    """A read-model table keyed by ``key``: one column, or a tuple of them (a composite key)."""
 
     name: str
-    key: str
+    key: str | tuple[str, ...]
     doc: str
     columns: tuple[Column, ...]
-    indexes: tuple[str, ...] = ()
-    """Columns rows are looked up by besides the key (one index each)."""
+    indexes: tuple[tuple[str, ...], ...] = ()
+    """The columns of each index besides the key's, for the documented queries' lookups."""
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The key's columns, in order (one for a simple key)."""
+        return (self.key,) if isinstance(self.key, str) else self.key
 
     def column(self, name: str) -> Column:
         """The column called ``name``."""
         return next(c for c in self.columns if c.name == name)
+
+
+@dataclass(frozen=True)
+class View:
+    """A read-model view: a query over the tables, described like one."""
+
+    name: str
+    doc: str
+    columns: tuple[Column, ...]
+
+
+SUMMARY_LENGTH = 200
+"""Characters of an effect's result kept in ``effects.result_summary``."""
+
+USAGE_NAMES = ("input_tokens", "output_tokens", "cost")
+"""The usage names the read models total: OpenTelemetry's GenAI names (``gen_ai.usage.*``).
+
+A step records what it consumed as ``usage={"input_tokens": ..., "output_tokens": ...,
+"cost": ...}``; every channel event carries the run's running totals by name. Other names
+count towards a run's budget but have no column.
+"""
 
 
 RUN_STATUS = Table(
@@ -79,6 +106,20 @@ RUN_STATUS = Table(
         Column("next_retry_at", "timestamp", "earliest scheduled retry of its effects"),
         Column("attempts", "int", "effect attempts (claims) made by the run so far"),
         Column("open_effects", "int", "effects not settled yet"),
+        Column(
+            "in_doubt_effects",
+            "int",
+            "its effects in doubt now (effects.in_doubt), to be reconciled; a retried step's "
+            "attempt counter (key with :attempts) is made again instead and not counted",
+        ),
+        Column(
+            "steps_done",
+            "int",
+            "step results recorded on its main channel (kind step.result; replays add none)",
+        ),
+        Column("input_tokens", "float", "input tokens its steps recorded (usage input_tokens)"),
+        Column("output_tokens", "float", "output tokens its steps recorded (usage output_tokens)"),
+        Column("cost", "float", "cost its steps recorded (usage cost)"),
         Column("head_cursor", "int", "cursor of the last event on the main channel"),
         Column("state_version", "int", "state version in force at the head"),
         Column("model", "text", "pinned model"),
@@ -90,6 +131,16 @@ RUN_STATUS = Table(
         Column("deadline", "timestamp", "deadline of the run, if any"),
         Column("created_at", "timestamp", "when the run started"),
         Column("updated_at", "timestamp", "time of the last event applied to this row"),
+    ),
+    # Runs by status (and what they wait for), a workflow's and an agent's runs newest first,
+    # the newest runs, and the worker's pass over live runs. None of these columns changes on
+    # a run's every event, so the frequent updates of the head columns stay cheap.
+    indexes=(
+        ("status", "waiting_reason"),
+        ("workflow_id", "created_at"),
+        ("agent_id", "created_at"),
+        ("created_at", "run_id"),
+        ("lifecycle",),
     ),
 )
 
@@ -113,6 +164,7 @@ LINEAGE = Table(
         Column("operation_id", "text", "operation id of the fork or start"),
         Column("created_at", "timestamp", "when the edge was made"),
     ),
+    indexes=(("parent_run_id",),),  # a run's descendants walk down from the parent
 )
 
 EFFECTS = Table(
@@ -146,14 +198,102 @@ EFFECTS = Table(
         Column("retry_at", "timestamp", "when the next attempt may start"),
         Column("last_error", "text", "error of the last failed attempt"),
         Column("settled_by", "text", "completed, reconciled by <actor>, or abandoned by <actor>"),
+        Column(
+            "result_summary",
+            "text",
+            f"the start of its result as compact JSON (at most {SUMMARY_LENGTH} characters), "
+            "once completed or reconciled as completed",
+        ),
         Column("updated_at", "timestamp", "time of the last ledger event"),
     ),
-    # run_id: a run's derived columns are recomputed from its effects; status: the leases
-    # that run out are looked for among the claimed effects on every projector pass.
-    indexes=("run_id", "status"),
+    # run_id: a run's derived columns are recomputed from its effects; (status, expires_at):
+    # the claims whose lease ran out, looked for on every projector pass and by the in-doubt
+    # query; the rest serve the effects in doubt, the retried ones and a lookup by key.
+    indexes=(
+        ("run_id",),
+        ("status", "expires_at"),
+        ("in_doubt", "updated_at"),
+        ("attempts",),
+        ("effect_key",),
+    ),
 )
 
-TABLES = (RUN_STATUS, LINEAGE, EFFECTS)
+AUDIT = Table(
+    "audit",
+    ("aggregate_id", "version"),
+    "One row per operator action on a run or an effect: who did what, when and why, from "
+    "the events that carry an actor (approvals, denials and signals; pause, unpause, cancel, "
+    "retry and fail; an effect's reconciliation, override or abandonment).",
+    (
+        Column("aggregate_id", "uuid", "the run or the effect acted on (the event's aggregate)"),
+        Column("version", "int", "the event's version in that aggregate"),
+        Column("run_id", "uuid", "the run acted on, or the run of the effect acted on"),
+        Column("effect_key", "text", "the effect acted on; null for an action on the run"),
+        Column(
+            "action",
+            "text",
+            "approve | deny | signal | pause | unpause | cancel | retry | fail | reconcile | "
+            "override | abandon",
+        ),
+        Column("actor", "text", "who acted, as they named themselves (a worker, or actae)"),
+        Column(
+            "reason",
+            "text",
+            "why: the reason or note given (a failure's error, an override's reason)",
+        ),
+        Column(
+            "detail",
+            "json",
+            "what else it said: approval or signal name, payload and whether it woke the run; "
+            "the status an unpause returned to; a reconciliation's outcome, evidence and result",
+        ),
+        Column("at", "timestamp", "when, on the store's clock"),
+    ),
+    indexes=(("run_id", "at"),),  # a run's audit log, oldest first
+)
+
+USAGE = Table(
+    "usage",
+    ("channel_id", "cursor"),
+    "One row per channel event that carries usage totals: the run's running totals after "
+    "it, as every channel event carries them (cumulative, not what the event added; the view "
+    "cost_per_day takes the differences). A fork's channel starts its totals at zero.",
+    (
+        Column("channel_id", "uuid", "the run's main channel"),
+        Column("cursor", "int", "the event's cursor on it"),
+        Column("run_id", "uuid", "the run"),
+        Column("at", "timestamp", "when the event was recorded"),
+        Column("input_tokens", "float", "the run's input tokens so far"),
+        Column("output_tokens", "float", "the run's output tokens so far"),
+        Column("cost", "float", "the run's cost so far"),
+    ),
+)
+
+TABLES = (RUN_STATUS, LINEAGE, EFFECTS, AUDIT, USAGE)
 SETTLED = tuple(status for status in EffectStatus if status not in OUTSTANDING)
 """Effect statuses that are final: the view outstanding_effects leaves them out."""
 OUTSTANDING_VIEW = "outstanding_effects"
+
+OUTSTANDING_EFFECTS = View(
+    OUTSTANDING_VIEW,
+    "The rows of effects whose status is not completed or abandoned.",
+    EFFECTS.columns,
+)
+
+COST_PER_DAY = View(
+    "cost_per_day",
+    "Tokens and cost per UTC day, workflow, agent and model: what each usage row added to "
+    "its channel's totals (total minus the previous row's), summed.",
+    (
+        Column("day", "date", "the UTC date of the usage"),
+        Column("workflow_id", "text", "workflow of the runs"),
+        Column("agent_id", "text", "agent of the runs"),
+        Column("model", "text", "pinned model of the runs"),
+        Column("runs", "int", "runs that recorded usage that day"),
+        Column("input_tokens", "float", "input tokens recorded that day"),
+        Column("output_tokens", "float", "output tokens recorded that day"),
+        Column("cost", "float", "cost recorded that day"),
+    ),
+)
+
+VIEWS = (OUTSTANDING_EFFECTS, COST_PER_DAY)

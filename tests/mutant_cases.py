@@ -555,7 +555,7 @@ MUTANTS = [
     Mutant(
         "earlier-rounds-left-open",
         "adapters/runtime/context.py",
-        "        if self.run.retries:\n            self._close_earlier_rounds(key)\n",
+        "            if self.run.retries:\n                self._close_earlier_rounds(key)\n",
         "",
         "a run retried while a step was retrying would show 'retrying' forever",
         STEPS,

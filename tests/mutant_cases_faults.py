@@ -130,9 +130,9 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "project-creates-a-store",
-        "adapters/cli/main.py",
-        """    with open_waiting(args, "project", prepare, create=False) as store:""",
-        """    with open_waiting(args, "project", prepare) as store:""",
+        "adapters/cli/running.py",
+        """    with open_waiting(url, "project", prepare, within=within, create=False) as store:""",
+        """    with open_waiting(url, "project", prepare, within=within) as store:""",
         "a projector pointed at a mistyped URL would create and follow an empty store",
         PROJECT,
     ),
@@ -359,7 +359,7 @@ FAULT_MUTANTS = [
     Mutant(
         "cli-db-ignored",
         "adapters/cli/opening.py",
-        "    if args.db is not None:\n        return str(args.db)\n",
+        "    if db is not None:\n        return db\n",
         "",
         "--db would be ignored in favour of other sources",
         CLI_SOURCES,
@@ -540,7 +540,7 @@ FAULT_MUTANTS = [
     Mutant(
         "startup-never-waits",
         "adapters/cli/opening.py",
-        "return ride_out(attempt, outage, within=args.wait_for_db)",
+        "return ride_out(attempt, outage, within=within)",
         "return ride_out(attempt, outage, within=0)",
         "a worker a supervisor restarts during an outage would exit again at once",
         OUTAGES,

@@ -8,7 +8,6 @@ the environment: only the command does, here.
 
 from __future__ import annotations
 
-import argparse
 import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -25,23 +24,6 @@ DB_ENV = "ACTAE_DB"
 log = logging.getLogger("actae.cli")
 
 
-def add_store_options(command: argparse.ArgumentParser, *, required: bool) -> None:
-    """``--db URL``, ``--db-file PATH`` or ``$ACTAE_DB``, in that order of precedence.
-
-    A file or the environment keeps a password out of the process list and shell history.
-    """
-    command.set_defaults(store_required=required)
-    default = f"${DB_ENV}" if required else f"${DB_ENV}, else SQLite in a temporary folder"
-    command.add_argument(
-        "--db", metavar="URL", help=f"store URL, e.g. sqlite:///runs.db (default: {default})"
-    )
-    command.add_argument(
-        "--db-file",
-        metavar="PATH",
-        help="a file whose first line is the store URL (used when --db is not given)",
-    )
-
-
 def read_db_file(path: str) -> str:
     """The URL on the first line of ``path`` (surrounding whitespace ignored)."""
     try:
@@ -55,19 +37,21 @@ def read_db_file(path: str) -> str:
     return url
 
 
-def store_url(args: argparse.Namespace, environ: Mapping[str, str]) -> str | None:
+def store_url(
+    db: str | None, db_file: str | None, environ: Mapping[str, str], *, required: bool
+) -> str | None:
     """The one store URL the command uses: ``--db``, else ``--db-file``, else ``$ACTAE_DB``.
 
     ``None`` lets ``demo`` and ``drill`` use their temporary SQLite store; the other
     commands need a store and refuse to guess one.
     """
-    if args.db is not None:
-        return str(args.db)
-    if args.db_file is not None:
-        return read_db_file(args.db_file)
+    if db is not None:
+        return db
+    if db_file is not None:
+        return read_db_file(db_file)
     if environ.get(DB_ENV):
         return environ[DB_ENV].strip()
-    if args.store_required:
+    if required:
         raise ValidationError(
             "--db", f"no store given: use --db URL, --db-file PATH or set {DB_ENV}"
         )
@@ -75,18 +59,18 @@ def store_url(args: argparse.Namespace, environ: Mapping[str, str]) -> str | Non
 
 
 def open_waiting(
-    args: argparse.Namespace, who: str, prepare: Callable[[Store], object], **options: Any
+    url: str, who: str, prepare: Callable[[Store], object], *, within: float, **options: Any
 ) -> Store:
     """The store (and what ``prepare`` opens on it), waited for through a database outage.
 
     A supervisor restarts a long-running process during an outage as readily as after one:
-    with ``--wait-for-db SECONDS`` it waits that long, saying so once. Anything but an
-    outage (a bad password, no such database or store) fails at once, and so does an
+    with ``--wait-for-db SECONDS`` it waits that long (``within``), saying so once. Anything
+    but an outage (a bad password, no such database or store) fails at once, and so does an
     outage without the option: someone at a terminal wants the error, not a wait.
     """
 
     def attempt() -> Store:
-        store = open_store(args.db, **options)
+        store = open_store(url, **options)
         try:
             prepare(store)
         except BaseException:
@@ -95,4 +79,4 @@ def open_waiting(
         return store
 
     outage = Outage(f"actae {who}", log.warning)
-    return ride_out(attempt, outage, within=args.wait_for_db)
+    return ride_out(attempt, outage, within=within)

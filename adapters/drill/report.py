@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from actae.adapters.drill.outages import outage_figures
 from actae.adapters.drill.provider import LLM_COST, RETRY_AFTER
+from actae.domain.effects import STEP_RESULT
 from actae.domain.values import ChannelEvent, RunInfo
 
 if TYPE_CHECKING:
@@ -124,7 +125,7 @@ class Report:
             f"{run_id}:llm:{e.payload['name']}": e.recorded_at
             for run_id, events in self.events.items()
             for e in events
-            if e.kind == "step.result"
+            if e.kind == STEP_RESULT
         }
         return sum(
             1

@@ -49,7 +49,7 @@ log = logging.getLogger("actae.projector")
 
 
 class Projector:
-    """Projects the store's events into run_status, lineage and effects tables.
+    """Projects the store's events into the read-model tables (projections/tables.py).
 
     It logs to the ``actae.projector`` logger; ``out`` also gets its lines, whatever logging
     is configured.

@@ -19,6 +19,7 @@ import threading
 from abc import abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 from uuid import UUID
@@ -38,7 +39,7 @@ from actae.adapters.readside.schema import (
 from actae.adapters.readside.worker_tables import WorkerTables
 from actae.domain.effects import STEP_ATTEMPTS, EffectStatus
 from actae.domain.values import RUN_HELD_BACK, RunStatus
-from actae.projections.changes import Change, Upsert
+from actae.projections.changes import Change, Count, EffectOwner, Upsert
 from actae.projections.tables import TABLES, Table
 
 CLAIMED = f"status = '{EffectStatus.CLAIMED}'"
@@ -72,7 +73,8 @@ def _held_back_sql(mine: str) -> str:
 def _refresh_sql(effects: str, runs: str, where: str) -> str:
     """Recompute a run's derived columns from its effects (portable SQL).
 
-    ``status`` is the run's lifecycle, or for a running run what its effects make it (the
+    ``in_doubt_effects`` counts what ``next_action`` would ask to reconcile. ``status`` is the
+    run's lifecycle, or for a running run what its effects make it (the
     domain's rule, :func:`actae.domain.values.held_back_status`, rendered as SQL).
     """
     mine = f"FROM {effects} e WHERE e.run_id = {runs}.run_id"
@@ -86,6 +88,7 @@ def _refresh_sql(effects: str, runs: str, where: str) -> str:
     return f"""
 UPDATE {runs} SET
     attempts = (SELECT coalesce(sum(e.attempts), 0) {mine}),
+    in_doubt_effects = (SELECT count(*) {in_doubt}),
     next_retry_at = (SELECT min(e.retry_at) {mine} AND {retry}),
     status = CASE
         WHEN lifecycle <> '{running}' THEN lifecycle{_held_back_sql(mine)}
@@ -252,34 +255,58 @@ class ReadModelDB(SchemaMethods, WorkerTables):
     # -- changes --------------------------------------------------------------------------
 
     def apply(self, changes: list[Change], suffix: str = "") -> None:
-        """Coalesce a batch's changes per row, then write them with one statement per shape."""
-        rows: dict[tuple[str, Any], tuple[Table, dict[str, Any]]] = {}
-        effects: set[Any] = set()
-        runs: set[Any] = set()
-        for change in changes:
-            if isinstance(change, Upsert):
-                slot = (change.table.name, change.key)
-                merged = rows.get(slot, (change.table, {}))[1]
-                rows[slot] = (change.table, {**merged, **change.values})
-            elif change.effect_id is not None:
-                effects.add(change.effect_id)
-            elif change.run_id is not None:
-                runs.add(change.run_id)
-        shapes: dict[tuple[str, tuple[str, ...]], list[Sequence[Any]]] = {}
-        tables = {t.name: t for t in TABLES}
-        for (name, key), (_, values) in rows.items():
+        """Coalesce a batch's changes per row, then write them with one statement per shape.
+
+        Rows first, then counts (added to the rows' columns), then the effects' owners
+        (from effects rows the batch may have made), then the runs' derived columns.
+        """
+        batch = Batch.of(changes)
+        self._write_rows(batch, suffix)
+        self._write_counts(batch, suffix)
+        self._write_owners(batch, suffix)
+        if batch.effects:
+            where = f"run_id = (SELECT run_id FROM effects{suffix} WHERE effect_id = {self.mark})"
+            statement = _refresh_sql(f"effects{suffix}", f"run_status{suffix}", where)
+            self.executemany(statement, [[self.adapt(e)] for e in batch.effects])
+        self.refresh_runs(list(batch.runs), suffix)
+
+    def _write_rows(self, batch: Batch, suffix: str) -> None:
+        shapes: dict[tuple[str, tuple[str, ...]], list[list[Any]]] = {}
+        for (name, key), values in batch.rows.items():
             columns = tuple(values)
             shapes.setdefault((name, columns), []).append(
-                [self.adapt(key), *(self.adapt(values[c]) for c in columns)]
+                [*self._key(BY_NAME[name], key), *(self.adapt(values[c]) for c in columns)]
             )
-        for (name, columns), batch in shapes.items():
-            self.executemany(self._upsert(tables[name], columns, suffix), batch)
-        names = (f"effects{suffix}", f"run_status{suffix}")
-        if effects:
-            where = f"run_id = (SELECT run_id FROM effects{suffix} WHERE effect_id = {self.mark})"
-            statement = _refresh_sql(*names, where)
-            self.executemany(statement, [[self.adapt(e)] for e in effects])
-        self.refresh_runs(list(runs), suffix)
+        for (name, columns), rows in shapes.items():
+            self._upsert_rows(BY_NAME[name], columns, rows, suffix)
+
+    @abstractmethod
+    def _upsert_rows(
+        self, table: Table, columns: tuple[str, ...], rows: list[list[Any]], suffix: str
+    ) -> None:
+        """Insert or update ``rows`` (key values, then ``columns``' values; distinct keys)."""
+
+    def _write_counts(self, batch: Batch, suffix: str) -> None:
+        for (name, column), counted in batch.counts.items():
+            table = BY_NAME[name]
+            rows: list[Sequence[Any]] = [
+                [*self._key(table, key), by] for key, by in counted.items()
+            ]
+            self.executemany(self._count(table, column, suffix), rows)
+
+    def _write_owners(self, batch: Batch, suffix: str) -> None:
+        for name, owned in batch.owners.items():
+            table = BY_NAME[name]
+            rows: list[Sequence[Any]] = [
+                [self.adapt(effect), self.adapt(effect), *self._key(table, key)]
+                for key, effect in owned.items()
+            ]
+            self.executemany(self._owner(table, suffix), rows)
+
+    def _key(self, table: Table, key: Any) -> list[Any]:
+        """A row's key as statement parameters, one per key column."""
+        values = (key,) if len(table.keys) == 1 else tuple(key)
+        return [self.adapt(value) for value in values]
 
     def expire_claims(self, now: datetime, suffix: str = "") -> datetime | None:
         """Mark claims whose lease ran out by ``now`` in doubt and refresh their runs.
@@ -308,21 +335,89 @@ class ReadModelDB(SchemaMethods, WorkerTables):
             statement = _refresh_sql(f"effects{suffix}", f"run_status{suffix}", where)
             self.executemany(statement, [[self.adapt(run)] for run in run_ids])
 
-    def _upsert(self, table: Table, columns: tuple[str, ...], suffix: str) -> str:
-        names = ", ".join((table.key, *columns))
-        marks = ", ".join([self.mark] * (len(columns) + 1))
+    def refresh_every_run(self) -> None:
+        """Recompute the derived columns of every run (a new one, after an upgrade)."""
+        self.execute(_refresh_sql("effects", "run_status", "1 = 1"))
+
+    @staticmethod
+    def _on_conflict(table: Table, columns: tuple[str, ...]) -> str:
+        """What an upsert of ``columns`` does to a row that exists: updates just those."""
         update = ", ".join(f"{c} = excluded.{c}" for c in columns)
         action = f"DO UPDATE SET {update}" if columns else "DO NOTHING"
+        return f"ON CONFLICT ({', '.join(table.keys)}) {action}"
+
+    def _count(self, table: Table, column: str, suffix: str) -> str:
+        """Add to ``column`` of a row (made if missing); a null column stays null (unknown).
+
+        Null is what an upgrade leaves for rows older than the column: their count is not
+        known until a rebuild, and adding to it would make a wrong number look right.
+        """
+        keys = ", ".join(table.keys)
+        marks = ", ".join([self.mark] * (len(table.keys) + 1))
         return (
-            f"INSERT INTO {table.name}{suffix} ({names}) VALUES ({marks}) "
-            f"ON CONFLICT ({table.key}) {action}"
+            f"INSERT INTO {table.name}{suffix} AS t ({keys}, {column}) VALUES ({marks}) "
+            f"ON CONFLICT ({keys}) DO UPDATE SET {column} = t.{column} + excluded.{column}"
+        )
+
+    def _owner(self, table: Table, suffix: str) -> str:
+        """Fill a row's ``run_id`` and ``effect_key`` from its effect's row."""
+        p = self.mark
+        effect = f"FROM effects{suffix} WHERE effect_id = {p}"
+        where = " AND ".join(f"{k} = {p}" for k in table.keys)
+        return (
+            f"UPDATE {table.name}{suffix} SET run_id = (SELECT run_id {effect}), "
+            f"effect_key = (SELECT effect_key {effect}) WHERE {where}"
         )
 
     def snapshot(self, suffix: str = "") -> dict[str, list[dict[str, Any]]]:
         """Every row of every read model, ordered by key (for comparisons)."""
         return {
-            t.name: self.query(f"SELECT * FROM {t.name}{suffix} ORDER BY {t.key}") for t in TABLES
+            t.name: self.query(f"SELECT * FROM {t.name}{suffix} ORDER BY {', '.join(t.keys)}")
+            for t in TABLES
         }
+
+
+@dataclass
+class Batch:
+    """A batch's changes coalesced: one write per row, one sum per counted column of a row.
+
+    Rows are keyed by table name (hashing a table's description per change would cost more
+    than the rest of the merge).
+    """
+
+    rows: dict[tuple[str, Any], dict[str, Any]] = field(default_factory=dict)
+    counts: dict[tuple[str, str], dict[Any, int]] = field(default_factory=dict)
+    owners: dict[str, dict[Any, Any]] = field(default_factory=dict)
+    effects: set[Any] = field(default_factory=set)
+    """Effects whose runs' derived columns to recompute."""
+    runs: set[Any] = field(default_factory=set)
+    """Runs whose derived columns to recompute."""
+
+    @classmethod
+    def of(cls, changes: list[Change]) -> Batch:
+        """The changes of a batch, in order, merged per row."""
+        batch = cls()
+        for change in changes:
+            batch.add(change)
+        return batch
+
+    def add(self, change: Change) -> None:
+        """Merge one change into the batch (a later value of a column wins; counts add up)."""
+        if isinstance(change, Upsert):
+            row = self.rows.setdefault((change.table.name, change.key), {})
+            row.update(change.values)
+        elif isinstance(change, Count):
+            counted = self.counts.setdefault((change.table.name, change.column), {})
+            counted[change.key] = counted.get(change.key, 0) + change.by
+        elif isinstance(change, EffectOwner):
+            self.owners.setdefault(change.table.name, {})[change.key] = change.effect_id
+        elif change.effect_id is not None:
+            self.effects.add(change.effect_id)
+        elif change.run_id is not None:
+            self.runs.add(change.run_id)
+
+
+BY_NAME = {table.name: table for table in TABLES}
 
 
 def _moment(value: Any) -> datetime | None:
@@ -362,6 +457,24 @@ class PostgresReadModels(PostgresSchema, ReadModelDB):
         """Run one statement for many rows (psycopg's connection has no ``executemany``)."""
         with self.conn.cursor() as cursor:
             cursor.executemany(statement, rows)
+
+    def _upsert_rows(
+        self, table: Table, columns: tuple[str, ...], rows: list[list[Any]], suffix: str
+    ) -> None:
+        """One statement for all rows, each column's values as one array.
+
+        A statement per row costs more in the driver than the rest of a batch does (there
+        is a usage row per channel event), and a statement text per batch size would be
+        parsed afresh each time; this one's text depends only on the shape.
+        """
+        names = (*table.keys, *columns)
+        arrays = ", ".join(f"%s::{self.types[table.column(n).type]}[]" for n in names)
+        self.conn.execute(
+            f"INSERT INTO {table.name}{suffix} ({', '.join(names)}) "
+            f"SELECT * FROM unnest({arrays}) {self._on_conflict(table, columns)}",
+            [list(values) for values in zip(*rows, strict=True)],
+            binary=True,
+        )
 
     def _read_only(self, statement: str, params: Any) -> list[dict[str, Any]]:
         """In a read-only transaction."""
@@ -418,6 +531,18 @@ class SqliteReadModels(SqliteSchema, ReadModelDB):
     def executemany(self, statement: str, rows: list[Sequence[Any]]) -> None:
         """Run one statement for many rows."""
         self.conn.executemany(statement, rows)
+
+    def _upsert_rows(
+        self, table: Table, columns: tuple[str, ...], rows: list[list[Any]], suffix: str
+    ) -> None:
+        """The statement for one row, run for each (sqlite3's loop is native code)."""
+        names = (*table.keys, *columns)
+        marks = ", ".join("?" * len(names))
+        self.executemany(
+            f"INSERT INTO {table.name}{suffix} ({', '.join(names)}) VALUES ({marks}) "
+            f"{self._on_conflict(table, columns)}",
+            list(rows),
+        )
 
     def _read_only(self, statement: str, params: Any) -> list[dict[str, Any]]:
         """With ``PRAGMA query_only`` on for the query's length."""

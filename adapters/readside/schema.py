@@ -1,15 +1,18 @@
 """Read-model DDL: create the tables, upgrade the ones an older Actae made, swap in a rebuild.
 
 ``CREATE TABLE IF NOT EXISTS`` leaves an existing table as it is, so a read model made by an
-older Actae would lack newer columns (and keep the run leases' ``run_id`` as text, which
+older Actae would lack newer columns, indexes and views (and keep some ids as text, which
 PostgreSQL refuses to join with ``run_status.run_id``). Opening the read models therefore
-adds missing columns (filled from what the old columns meant where that is known; otherwise
-empty until ``actae project --rebuild``) and converts the leases' ``run_id`` to uuid.
+adds missing columns (filled from what the old columns meant where that is known, derived
+from the effects for a run's effect counts; otherwise empty until ``actae project
+--rebuild``), converts every id column to uuid, creates the missing indexes and views, and
+describes every table, view and column (PostgreSQL comments, from
+:mod:`actae.projections.tables`).
 
 :class:`SchemaMethods` holds the DDL both backends share; :class:`PostgresSchema` and
-:class:`SqliteSchema` hold what differs (column types, how creators take turns, how a table's
-columns are read, what becomes of a rebuilt table's indexes), so no method asks which
-backend it runs on. The read models of each backend
+:class:`SqliteSchema` hold what differs (column types, a timestamp's UTC day, how creators
+take turns, how a table's columns are read, comments, what becomes of a rebuilt table's
+indexes), so no method asks which backend it runs on. The read models of each backend
 (:mod:`actae.adapters.readside.readmodels`) inherit their backend's class.
 """
 
@@ -22,14 +25,56 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from actae.projections.tables import OUTSTANDING_VIEW, SETTLED, TABLES, Table
+from actae.projections.tables import (
+    COST_PER_DAY,
+    OUTSTANDING_VIEW,
+    RUN_STATUS,
+    SETTLED,
+    TABLES,
+    USAGE,
+    USAGE_NAMES,
+    VIEWS,
+    Table,
+)
 
 TRACKING = "actae_projection_tracking"
 ERRORS = "actae_projection_errors"
 LEASES = "actae_run_leases"
 WORKERS = "actae_worker_agents"
+BOOKKEEPING_IDS = ((ERRORS, "originator_id"), (LEASES, "run_id"))
+"""Id columns of the bookkeeping tables, typed as the read models' ids so that they join."""
 BACKFILL = {("effects", "claimed_in_doubt"): "in_doubt"}
 """New columns whose value an older column held (before in_doubt also meant 'lease ran out')."""
+RETIRED_INDEXES = ("effects_status",)
+"""Indexes an older Actae made that a wider one now covers (effects by status and expiry)."""
+
+
+def index_name(table: str, columns: tuple[str, ...]) -> str:
+    """An index's name: its table's, then its columns'."""
+    return f"{table}_{'_'.join(columns)}"
+
+
+BOOKKEEPING = {
+    TRACKING: "The projector's position per name: the last global position (notification id) "
+    "applied to the read models (read_models; read_models__rebuild while a rebuild runs).",
+    ERRORS: "Poison events: each event the projector could not apply and skipped, with the "
+    "error (name, position, topic, originator_id, error, recorded_at).",
+    LEASES: "Which worker drives each run: run_id, worker, a fencing token raised at every "
+    "take-over, expires_at on the store's clock.",
+    WORKERS: "Which agents each live worker runs workflows for, seen_until renewed while it lives.",
+}
+"""What the tables beside the read models hold (described in psql like the read models)."""
+
+
+def descriptions() -> Iterator[tuple[str, str, str | None, str]]:
+    """What to describe: (TABLE or VIEW, its name, a column or None for itself, the text)."""
+    for kind, relations in (("TABLE", TABLES), ("VIEW", VIEWS)):
+        for relation in relations:
+            yield kind, relation.name, None, relation.doc
+            for column in relation.columns:
+                yield kind, relation.name, column.name, column.doc
+    for table, doc in BOOKKEEPING.items():
+        yield "TABLE", table, None, doc
 
 
 class SchemaMethods(ABC):
@@ -38,7 +83,9 @@ class SchemaMethods(ABC):
     types: ClassVar[dict[str, str]]
     """Each column type of :mod:`actae.projections.tables` as this backend declares it."""
     create_view: ClassVar[str]
-    """The statement's start that (re)creates the outstanding-effects view."""
+    """The statement's start that (re)creates a view."""
+    utc_day: ClassVar[str]
+    """The UTC date of a timestamp column, as SQL (``{}`` is the column)."""
 
     if TYPE_CHECKING:  # provided by ReadModelDB
 
@@ -50,18 +97,25 @@ class SchemaMethods(ABC):
             """Run one statement (written with the backend's parameter ``mark``)."""
             ...
 
+        def refresh_every_run(self) -> None:
+            """Recompute the derived columns of every run."""
+            ...
+
     def ensure_schema(self, suffix: str = "") -> None:
-        """Create the tables (and the outstanding-effects view), upgrading older ones."""
+        """Create the tables, indexes and views, upgrading older ones, and describe them."""
         with self.transaction():
             self._take_turns()
             for table in TABLES:
                 self.execute(self._create_table(table, suffix))
-                for statement in self._create_indexes(table, suffix):
-                    self.execute(statement)
             if not suffix:
                 self._create_bookkeeping()
                 self._upgrade()
-                self.execute(self._create_view())
+            for table in TABLES:
+                for statement in self._create_indexes(table, suffix):
+                    self.execute(statement)
+            if not suffix:
+                self._create_views()
+                self._describe()
 
     @abstractmethod
     def _take_turns(self) -> None:
@@ -77,8 +131,8 @@ class SchemaMethods(ABC):
         self.execute(
             f"CREATE TABLE IF NOT EXISTS {ERRORS} (name TEXT NOT NULL, "
             f"position {types['int']} NOT NULL, topic TEXT, "
-            f"originator_id TEXT, error TEXT NOT NULL, recorded_at {types['timestamp']} "
-            "NOT NULL, PRIMARY KEY (name, position))"
+            f"originator_id {types['uuid']}, error TEXT NOT NULL, recorded_at "
+            f"{types['timestamp']} NOT NULL, PRIMARY KEY (name, position))"
         )
         self.execute(  # run_id typed as in run_status, so the two tables join
             f"CREATE TABLE IF NOT EXISTS {LEASES} (run_id {types['uuid']} PRIMARY KEY, "
@@ -91,22 +145,46 @@ class SchemaMethods(ABC):
         )
 
     def _upgrade(self) -> None:
-        """Bring tables an older Actae created up to the current columns and types."""
-        for table in TABLES:
-            present = self._columns(table.name)
-            for column in table.columns:
-                if column.name in present:
-                    continue
-                kind = self.types[column.type]
-                self.execute(f"ALTER TABLE {table.name} ADD COLUMN {column.name} {kind}")
-                source = BACKFILL.get((table.name, column.name))
-                if source is not None and source in present:
-                    self.execute(f"UPDATE {table.name} SET {column.name} = {source}")
-        self._upgrade_leases()
+        """Bring tables an older Actae created up to the current columns, types and indexes.
+
+        Columns derived from effects are recomputed for every run when run_status gains any
+        column; the others stay empty for past events until ``actae project --rebuild``.
+        """
+        grew = {table.name: self._add_columns(table) for table in TABLES}
+        self._retype_ids()
+        for index in RETIRED_INDEXES:
+            self.execute(f"DROP INDEX IF EXISTS {index}")
+        if grew[RUN_STATUS.name]:
+            self.refresh_every_run()
+
+    def _add_columns(self, table: Table) -> bool:
+        """Add the columns ``table`` lacks (backfilled where known); whether it lacked any."""
+        present = self._columns(table.name)
+        missing = [column for column in table.columns if column.name not in present]
+        for column in missing:
+            kind = self.types[column.type]
+            self.execute(f"ALTER TABLE {table.name} ADD COLUMN {column.name} {kind}")
+            source = BACKFILL.get((table.name, column.name))
+            if source is not None and source in present:
+                self.execute(f"UPDATE {table.name} SET {column.name} = {source}")
+        return bool(missing)
+
+    def _retype_ids(self) -> None:
+        """Give every id column the read models' id type (an older Actae kept some as text)."""
+        ids: dict[str, list[str]] = {}
+        for t in TABLES:
+            ids[t.name] = [c.name for c in t.columns if c.type == "uuid"]
+        for table, column in BOOKKEEPING_IDS:
+            ids.setdefault(table, []).append(column)
+        for table, columns in ids.items():
+            present = self._columns(table)
+            for column in columns:
+                if present[column] != self.types["uuid"]:
+                    self._retype_to_uuid(table, column)
 
     @abstractmethod
-    def _upgrade_leases(self) -> None:
-        """Give the run leases' ``run_id`` the type of ``run_status.run_id``, so they join."""
+    def _retype_to_uuid(self, table: str, column: str) -> None:
+        """Convert ``column`` of ``table`` to the id type."""
 
     @abstractmethod
     def _columns(self, table: str) -> dict[str, str]:
@@ -114,37 +192,65 @@ class SchemaMethods(ABC):
 
     def _create_table(self, table: Table, suffix: str) -> str:
         columns = ", ".join(
-            f"{c.name} {self.types[c.type]}" + (" NOT NULL" if c.name == table.key else "")
+            f"{c.name} {self.types[c.type]}" + (" NOT NULL" if c.name in table.keys else "")
             for c in table.columns
         )
         return (
             f"CREATE TABLE IF NOT EXISTS {table.name}{suffix} ({columns}, "
-            f"PRIMARY KEY ({table.key}))"
+            f"PRIMARY KEY ({', '.join(table.keys)}))"
         )
 
     @staticmethod
     def _create_indexes(table: Table, suffix: str) -> Iterator[str]:
-        for column in table.indexes:
+        for columns in table.indexes:
             yield (
-                f"CREATE INDEX IF NOT EXISTS {table.name}{suffix}_{column} "
-                f"ON {table.name}{suffix} ({column})"
+                f"CREATE INDEX IF NOT EXISTS {index_name(table.name + suffix, columns)} "
+                f"ON {table.name}{suffix} ({', '.join(columns)})"
             )
 
-    def _create_view(self) -> str:
+    def _create_views(self) -> None:
         settled = ", ".join(f"'{s}'" for s in SETTLED)
-        return (
+        self.execute(
             f"{self.create_view} {OUTSTANDING_VIEW} AS SELECT * FROM effects "
             f"WHERE status NOT IN ({settled})"
         )
+        self.execute(f"{self.create_view} {COST_PER_DAY.name} AS {self._cost_per_day()}")
+
+    def _cost_per_day(self) -> str:
+        """What each usage row added to its channel's totals, summed per day and run kind.
+
+        Each row holds the run's totals after its event, so what the event added is the
+        difference from the channel's previous row (a channel's first row: all of it; a
+        fork's channel starts at zero). The window partitions by the run's workflow, agent
+        and model as well as the channel (the same partitions: a channel is one run's), so
+        that a filter on those columns reaches run_status before any difference is taken.
+        """
+        added = ", ".join(f"u.{n} - coalesce(lag(u.{n}) OVER w, 0) AS {n}" for n in USAGE_NAMES)
+        sums = ", ".join(f"sum({n}) AS {n}" for n in USAGE_NAMES)
+        return (
+            f"SELECT day, workflow_id, agent_id, model, count(DISTINCT run_id) AS runs, {sums} "
+            f"FROM (SELECT {self.utc_day.format('u.at')} AS day, r.workflow_id, r.agent_id, "
+            f"r.model, u.run_id, {added} "
+            f"FROM {USAGE.name} u LEFT JOIN {RUN_STATUS.name} r ON r.run_id = u.run_id "
+            "WINDOW w AS (PARTITION BY r.workflow_id, r.agent_id, r.model, u.channel_id "
+            "ORDER BY u.cursor)) AS added "
+            "GROUP BY day, workflow_id, agent_id, model"
+        )
+
+    @abstractmethod
+    def _describe(self) -> None:
+        """Attach the descriptions of :mod:`actae.projections.tables` to tables and views."""
 
     def swap_in(self, suffix: str) -> None:
         """Replace the live tables by the ``suffix`` ones (call inside a transaction)."""
-        self.execute(f"DROP VIEW IF EXISTS {OUTSTANDING_VIEW}")
+        for view in VIEWS:
+            self.execute(f"DROP VIEW IF EXISTS {view.name}")
         for table in TABLES:
             self.execute(f"DROP TABLE {table.name}")
             self.execute(f"ALTER TABLE {table.name}{suffix} RENAME TO {table.name}")
             self._move_indexes(table, suffix)
-        self.execute(self._create_view())
+        self._create_views()
+        self._describe()
 
     @abstractmethod
     def _move_indexes(self, table: Table, suffix: str) -> None:
@@ -158,17 +264,20 @@ class SchemaMethods(ABC):
 
 
 class PostgresSchema(SchemaMethods):
-    """The read-model DDL in PostgreSQL's types, with its advisory lock and index renames."""
+    """The read-model DDL in PostgreSQL's types, with its advisory lock, comments and renames."""
 
     types: ClassVar[dict[str, str]] = {
         "uuid": "uuid",
         "text": "text",
         "int": "bigint",
+        "float": "double precision",
         "bool": "boolean",
         "timestamp": "timestamptz",
+        "date": "date",
         "json": "jsonb",
     }
     create_view = "CREATE OR REPLACE VIEW"
+    utc_day = "({} AT TIME ZONE 'UTC')::date"
 
     def _take_turns(self) -> None:
         """A transaction-scoped advisory lock per schema makes creators take turns.
@@ -181,25 +290,48 @@ class PostgresSchema(SchemaMethods):
             "SELECT pg_advisory_xact_lock(hashtext('actae-readmodels:' || current_schema()))"
         )
 
-    def _upgrade_leases(self) -> None:
-        """An older Actae kept the leases' ``run_id`` as text, which PostgreSQL will not join."""
-        if self._columns(LEASES)["run_id"] != "uuid":
-            self.execute(f"ALTER TABLE {LEASES} ALTER COLUMN run_id TYPE uuid USING run_id::uuid")
+    def _retype_to_uuid(self, table: str, column: str) -> None:
+        """An older Actae kept some ids as text, which PostgreSQL will not join with a uuid."""
+        self.execute(f"ALTER TABLE {table} ALTER COLUMN {column} TYPE uuid USING {column}::uuid")
 
     def _columns(self, table: str) -> dict[str, str]:
+        """From the catalog (``information_schema`` takes ten times as long, on every open)."""
         rows = self.execute(
-            "SELECT column_name, data_type FROM information_schema.columns "
-            "WHERE table_schema = current_schema() AND table_name = %s",
+            "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
+            "JOIN pg_class c ON c.oid = a.attrelid "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = current_schema() "
+            "WHERE c.relname = %s AND a.attnum > 0 AND NOT a.attisdropped",
             (table,),
         ).fetchall()
         return {str(name): str(kind) for name, kind in rows}
 
+    def _describe(self) -> None:
+        """``COMMENT ON`` each table, view and column whose comment is not its description.
+
+        Only what differs is written: opening the read models costs one catalog read, and a
+        table made, upgraded or swapped in by a rebuild (whose views are new) gets its own.
+        """
+        rows = self.execute(
+            "SELECT c.relname, a.attname, d.description FROM pg_description d "
+            "JOIN pg_class c ON c.oid = d.objoid AND d.classoid = 'pg_class'::regclass "
+            "LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = d.objsubid "
+            "AND d.objsubid > 0 "
+            "WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema())"
+        ).fetchall()
+        present = {(relation, column): text for relation, column, text in rows}
+        for kind, relation, column, text in descriptions():
+            if present.get((relation, column)) != text:
+                target = f"{kind} {relation}" if column is None else f"COLUMN {relation}.{column}"
+                literal = text.replace("'", "''")
+                self.execute(f"COMMENT ON {target} IS '{literal}'")
+
     def _move_indexes(self, table: Table, suffix: str) -> None:
         """Rename them: indexes are named after the table they were created for."""
         self.execute(f"ALTER INDEX {table.name}{suffix}_pkey RENAME TO {table.name}_pkey")
-        for column in table.indexes:
+        for columns in table.indexes:
             self.execute(
-                f"ALTER INDEX {table.name}{suffix}_{column} RENAME TO {table.name}_{column}"
+                f"ALTER INDEX {index_name(table.name + suffix, columns)} "
+                f"RENAME TO {index_name(table.name, columns)}"
             )
 
 
@@ -210,25 +342,31 @@ class SqliteSchema(SchemaMethods):
         "uuid": "TEXT",
         "text": "TEXT",
         "int": "INTEGER",
+        "float": "REAL",
         "bool": "INTEGER",
         "timestamp": "TEXT",
+        "date": "TEXT",
         "json": "TEXT",
     }
     create_view = "CREATE VIEW IF NOT EXISTS"
+    utc_day = "date({})"  # ISO 8601 text with its offset: date() gives the UTC date
 
     def _take_turns(self) -> None:
         """Nothing to do: the transaction's ``BEGIN IMMEDIATE`` already makes creators wait."""
 
-    def _upgrade_leases(self) -> None:
-        """Nothing to do: every id is text on SQLite, so the leases join ``run_status`` as is."""
+    def _retype_to_uuid(self, table: str, column: str) -> None:
+        """Nothing to do: SQLite stores every id as text whatever a column declares."""
 
     def _columns(self, table: str) -> dict[str, str]:
         rows = self.execute(f"PRAGMA table_info({table})").fetchall()
         return {str(row[1]): str(row[2]) for row in rows}
 
+    def _describe(self) -> None:
+        """Nothing to do: SQLite has no comments; the descriptions are in the README."""
+
     def _move_indexes(self, table: Table, suffix: str) -> None:
         """Drop the rebuild's indexes and create the live ones (SQLite cannot rename one)."""
-        for column in table.indexes:
-            self.execute(f"DROP INDEX {table.name}{suffix}_{column}")
+        for columns in table.indexes:
+            self.execute(f"DROP INDEX {index_name(table.name + suffix, columns)}")
         for statement in self._create_indexes(table, ""):
             self.execute(statement)

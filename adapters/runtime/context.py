@@ -18,7 +18,8 @@ from actae.adapters.persistence.outages import Outage, ride_out
 from actae.adapters.runtime.context_effects import EffectSteps
 from actae.adapters.runtime.context_replay import Inherited
 from actae.adapters.runtime.context_retries import StepRetries
-from actae.domain.effects import Claim, RetryPolicy, workflow_result
+from actae.adapters.telemetry.runs import RunTrace
+from actae.domain.effects import STEP_RESULT, Claim, RetryPolicy, workflow_result
 from actae.domain.errors import (
     RunStoppedError,
     RunSuspended,
@@ -48,7 +49,8 @@ class RunContext(StepRetries, EffectSteps, Inherited):
 
     A worker sets ``lease`` (its lease on the run) and ``outage`` (its outage log): the
     context then stops at a step boundary once the lease may be someone else's, and waits
-    out a database outage to record a result for as long as the lease holds.
+    out a database outage to record a result for as long as the lease holds. Each call is a
+    span in the run's trace (``trace``, docs/telemetry.md).
     """
 
     lease: RunLease | None = None
@@ -61,6 +63,7 @@ class RunContext(StepRetries, EffectSteps, Inherited):
         self._occurrences: Counter[tuple[str, str]] = Counter()
         self._head = store.head(run.channel_id)
         self.outage = Outage(f"run {run.run_id}", log.warning)
+        self.trace = RunTrace(run)
 
     @property
     def run_id(self) -> Any:
@@ -174,7 +177,8 @@ class RunContext(StepRetries, EffectSteps, Inherited):
         """Run ``fn`` once and record its (JSON) result; afterwards return the record.
 
         ``usage`` (a mapping, or a function of the result) records what the step consumed,
-        e.g. ``{"tokens": 812, "cost": 0.02}``; the run's budget is checked against the totals.
+        e.g. ``{"input_tokens": 700, "output_tokens": 112, "cost": 0.02}`` (the names the read
+        models and traces total); the run's budget is checked against the totals.
         With ``retry``, a failing ``fn`` is tried again by the policy (``retry_after`` on the
         exception wins when longer), raising ``RetryNotDueError`` until the next attempt is
         due; an exhausted policy fails the run. A result that cannot be recorded (not plain
@@ -183,18 +187,23 @@ class RunContext(StepRetries, EffectSteps, Inherited):
         """
         _, recorded = self._checkpoint(self._next_key("step", name))
         key = self._key("step", name)
-        if recorded is not None:
-            return cast(T, self._value_at(recorded.result["cursor"]))
-        inherited = self._inherited_call(key)
-        if inherited is not None:
-            return cast(T, inherited.payload["value"])
-        if self.run.retries:
-            self._close_earlier_rounds(key)
-        value, claim = (
-            (fn(), None) if retry is None else self._call_with_retries(key, name, fn, retry)
-        )
-        self._record_step(key, name, value, claim, usage(value) if callable(usage) else usage)
-        return value
+        with self.trace.step(name, key) as call:
+            if recorded is not None:
+                call.answered(recorded.result["cursor"], recorded.result["state_version"])
+                return cast(T, self._value_at(recorded.result["cursor"]))
+            inherited = self._inherited_call(key)
+            if inherited is not None:
+                call.answered(inherited.cursor, inherited.state_version)
+                return cast(T, inherited.payload["value"])
+            if self.run.retries:
+                self._close_earlier_rounds(key)
+            value, claim = (
+                (fn(), None) if retry is None else self._call_with_retries(key, name, fn, retry)
+            )
+            spent = usage(value) if callable(usage) else usage
+            call.used(spent)
+            call.ran(self._record_step(key, name, value, claim, spent))
+            return value
 
     def _record_step(
         self,
@@ -203,7 +212,7 @@ class RunContext(StepRetries, EffectSteps, Inherited):
         value: Any,
         claim: Claim | None,
         usage: Mapping[str, float] | None,
-    ) -> None:
+    ) -> Receipt:
         """Record a step's result; one that cannot be recorded fails the run, naming the step."""
         try:
             if claim is not None:  # the ledger holds it first: a crash now still replays it
@@ -219,7 +228,7 @@ class RunContext(StepRetries, EffectSteps, Inherited):
             receipt = self._durably(
                 lambda: self.store.record(
                     self.run.channel_id,
-                    kind="step.result",
+                    kind=STEP_RESULT,
                     payload={"name": name, "value": value},
                     expected_cursor=self._head.cursor,
                     operation_id=key,
@@ -231,6 +240,7 @@ class RunContext(StepRetries, EffectSteps, Inherited):
             self.store.fail_run(self.run.run_id, f"step {name!r}: {reason}", actor=self.worker)
             raise ValidationError(f"step {name!r}", reason) from error
         self._adopt(receipt)
+        return receipt
 
     def record(self, kind: str, payload: dict[str, Any]) -> Receipt:
         """Record an event on the run's channel (once, also across re-runs)."""
@@ -276,6 +286,21 @@ class RunContext(StepRetries, EffectSteps, Inherited):
         """
         _, recorded = self._checkpoint(self._next_key("transition", kind))
         key = self._key("transition", kind)
+        with self.trace.transition(key) as call:
+            receipt = self._transitioned(key, recorded, kind=kind, payload=payload, state=state)
+            call.recorded(receipt)
+        return receipt
+
+    def _transitioned(
+        self,
+        key: str,
+        recorded: OperationRecord | None,
+        *,
+        kind: str,
+        payload: dict[str, Any] | None,
+        state: dict[str, Any],
+    ) -> Receipt:
+        """The transition's receipt: recorded earlier, inherited from a fork, or written now."""
         if recorded is not None:
             return self._receipt_of(recorded)
         inherited = self._inherited_call(key)
@@ -339,14 +364,15 @@ class RunContext(StepRetries, EffectSteps, Inherited):
         key = self._key("child", workflow_id)
         if recorded is not None:
             return self.store.run(recorded.result["run_id"])
-        return self.store.start_run(
-            workflow_id,
-            agent_id=agent_id,
-            state=state,
-            pins=pins,
-            parent_run_id=self.run.run_id,
-            operation_id=key,
-        )
+        with self.trace.joined():  # the child's trace continues from where the parent is
+            return self.store.start_run(
+                workflow_id,
+                agent_id=agent_id,
+                state=state,
+                pins=pins,
+                parent_run_id=self.run.run_id,
+                operation_id=key,
+            )
 
     def wait_for_child(self, child: RunInfo) -> Decision:
         """Wait until the child completes or fails.
@@ -358,6 +384,13 @@ class RunContext(StepRetries, EffectSteps, Inherited):
     def _wait(
         self, reason: str, name: str, *, seconds: float | None = None, on_expiry: str | None = None
     ) -> Decision:
+        with self.trace.wait(reason, name):
+            return self._decision(reason, name, seconds=seconds, on_expiry=on_expiry)
+
+    def _decision(
+        self, reason: str, name: str, *, seconds: float | None, on_expiry: str | None
+    ) -> Decision:
+        """The decision the run got for its wait; else it starts waiting (``RunSuspended``)."""
         info = self.store.run(self.run.run_id)
         decided = info.decisions.get(name) or self._inherited_decision(name)
         if decided is not None:

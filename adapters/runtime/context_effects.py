@@ -29,10 +29,11 @@ from actae.domain.errors import (
     RetryNotDueError,
     ValidationError,
 )
-from actae.domain.values import RunInfo
+from actae.domain.values import Receipt, RunInfo
 
 if TYPE_CHECKING:
     from actae.adapters.runtime.store import Store
+    from actae.adapters.telemetry.runs import RunTrace
 
 T = TypeVar("T")
 Reconcile = Callable[[str], Any]
@@ -46,6 +47,12 @@ class EffectSteps:
         store: Store
         run: RunInfo
         worker: str
+        trace: RunTrace
+
+        @property
+        def head(self) -> Receipt:
+            """The last channel event the context knows of."""
+            ...
 
         def checkpoint(self) -> RunInfo:
             """The step boundary: raises unless the run may go on."""
@@ -81,25 +88,33 @@ class EffectSteps:
         """
         self.checkpoint()
         key = self._key("effect", name)
-        inherited, value = self._inherited_effect(key)
-        if inherited:
-            return cast(T, value)
-        claim = self.store.claim(
-            key,
-            run_id=self.run.run_id,
-            worker=self.worker,
-            lease=lease,
-            request=request or {"name": name},
-            retry=retry,
-        )
-        if claim.status == "completed":
-            return cast(T, workflow_value(claim.result))
-        self._refresh()
-        if claim.in_doubt:
-            settled = self._settle_doubt(key, claim, idempotent, reconcile)
-            if settled is not None:
-                return cast(T, workflow_value(settled))
-        return self._attempt(key, claim, fn, lease)
+        with self.trace.effect(name, key) as call:
+            inherited, value = self._inherited_effect(key)
+            if inherited:
+                call.replayed_outcome()
+                return cast(T, value)
+            claim = self.store.claim(
+                key,
+                run_id=self.run.run_id,
+                worker=self.worker,
+                lease=lease,
+                request=request or {"name": name},
+                retry=retry,
+            )
+            call.claimed(claim)
+            if claim.status == "completed":
+                call.replayed_outcome()
+                return cast(T, workflow_value(claim.result))
+            self._refresh()
+            if claim.in_doubt:
+                call.in_doubt()
+                settled = self._settle_doubt(key, claim, idempotent, reconcile)
+                if settled is not None:
+                    return cast(T, workflow_value(settled))
+            call.attempting()
+            done = self._attempt(key, claim, fn, lease)
+            call.ran(self.head)
+            return done
 
     def _settle_doubt(
         self, key: str, claim: Claim, idempotent: bool, reconcile: Reconcile | None

@@ -31,6 +31,9 @@ from actae.adapters.runtime.service import ActaeService
 from actae.adapters.runtime.store_ledger import LedgerMethods
 from actae.adapters.runtime.store_lifecycle import LifecycleMethods
 from actae.adapters.runtime.store_resume import ResumeMethods
+from actae.adapters.telemetry import tracing
+from actae.adapters.telemetry.names import FORK_SPAN, START_SPAN
+from actae.adapters.telemetry.runs import fork_attributes, run_attributes
 from actae.domain import appending, forking, starting
 from actae.domain.commands import Fork, Record, StartRun, Transition
 from actae.domain.errors import (
@@ -147,19 +150,24 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods):
         """Start a run: its main channel opens at cursor 1 with state version 1.
 
         Repeating the call with the same ``operation_id`` and content returns the original
-        :class:`RunInfo` with ``replayed=True``.
+        :class:`RunInfo` with ``replayed=True``. The run keeps the trace it was started in
+        (the current span, else a short ``actae.start`` span): see docs/telemetry.md.
         """
-        command = StartRun(
-            workflow_id=workflow_id,
-            agent_id=agent_id,
-            state=state,
-            pins=pins,
-            operation_id=operation_id,
-            deadline=deadline,
-            parent_run_id=parent_run_id,
-            budget=budget,
-        )
-        return self._service.execute(starting.start_run, command)
+        with tracing.starting(tracing.span_name(START_SPAN, workflow_id)) as start:
+            command = StartRun(
+                workflow_id=workflow_id,
+                agent_id=agent_id,
+                state=state,
+                pins=pins,
+                operation_id=operation_id,
+                deadline=deadline,
+                parent_run_id=parent_run_id,
+                budget=budget,
+                trace_context=start.trace_context,
+            )
+            run = self._service.execute(starting.start_run, command)
+            start.describe(run_attributes(run))
+        return run
 
     def record(
         self,
@@ -223,11 +231,23 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods):
         reason: str | None = None,
         pins: Mapping[str, Any] | None = None,
     ) -> ForkReceipt:
-        """Start a child run from the state in force at cursor ``at``; returns the receipt."""
-        command = Fork(
-            channel_id=channel_id, at=at, operation_id=operation_id, reason=reason, pins=pins
-        )
-        return self._service.execute(forking.fork, command)
+        """Start a child run from the state in force at cursor ``at``; returns the receipt.
+
+        The child keeps a trace of its own, as ``start_run`` does (the current span, else a
+        short ``actae.fork`` span): a fork is a new attempt, not more of the parent's.
+        """
+        with tracing.starting(FORK_SPAN) as start:
+            command = Fork(
+                channel_id=channel_id,
+                at=at,
+                operation_id=operation_id,
+                reason=reason,
+                pins=pins,
+                trace_context=start.trace_context,
+            )
+            receipt = self._service.execute(forking.fork, command)
+            start.describe(fork_attributes(receipt))
+        return receipt
 
     # -- queries --------------------------------------------------------------------------
 
@@ -370,10 +390,11 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods):
     def projector(self, *, batch_size: int = 2000, out: TextIO | None = None) -> Projector:
         """The store's projector (created on first use, closed with the store).
 
-        ``projector.catch_up()`` brings the read models (run_status, lineage, effects and the
-        outstanding_effects view) up to date; ``start()`` follows live in a thread;
-        ``query(sql)`` reads them. On SQLite and PostgreSQL they are plain tables next to
-        the event store; with ``memory://`` they live in an in-memory SQLite database.
+        ``projector.catch_up()`` brings the read models (run_status, lineage, effects, audit
+        and usage, and the outstanding_effects and cost_per_day views) up to date;
+        ``start()`` follows live in a thread; ``query(sql)`` reads them. On SQLite and
+        PostgreSQL they are plain tables next to the event store; with ``memory://`` they live
+        in an in-memory SQLite database.
         """
         batch_size = require_int("batch_size", batch_size, minimum=1)
         if self._projector is None:

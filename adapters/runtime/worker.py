@@ -16,7 +16,8 @@ that no live worker serves, and the worker logs such a run once; a ``ValidationE
 workflow code fails the run, since running the same code again fails the same way.
 
 A worker logs to the ``actae.worker`` logger, each line with its ``worker`` name and, where
-it is about a run, the ``run_id`` (docs/logging.md).
+it is about a run, the ``run_id`` (docs/logging.md). Each turn with a run is an ``actae.run``
+span in the trace the run started in, whichever worker took it before (docs/telemetry.md).
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ from actae.adapters.runtime.outcomes import (
     run_result,
 )
 from actae.adapters.runtime.run_lease import RunLease
+from actae.adapters.telemetry.runs import taking
+from actae.adapters.telemetry.tracing import failed_here
 from actae.domain.errors import (
     ActaeError,
     IllegalTransitionError,
@@ -369,7 +372,10 @@ class Worker:
             self._release(run_id, token)
 
     def _execute(self, run_id: Any, code: Workflow, lease: RunLease) -> tuple[str, Cooldown | None]:
-        """Run the workflow from the top: what happened, and how long to leave the run be."""
+        """Resume the run and run its workflow from the top, in the run's own trace.
+
+        Returns what happened, and how long to leave the run be.
+        """
         try:  # a resume refused (say, this worker's pins are invalid) is not the run's fault
             ctx = self.store.resume(
                 run_id, worker=self.name, pins=code.pins, migrations=code.migrations
@@ -377,6 +383,15 @@ class Worker:
         except ActaeError as stop:
             return describe_stop(stop), cooldown_for(stop, self.store.now())
         ctx.lease, ctx.outage = lease, self._outage_of(run_id)
+        with taking(ctx.run, worker=self.name) as turn:
+            outcome, cooldown = self._finish(run_id, code, ctx, lease)
+            turn.ended(outcome)
+        return outcome, cooldown
+
+    def _finish(
+        self, run_id: Any, code: Workflow, ctx: RunContext, lease: RunLease
+    ) -> tuple[str, Cooldown | None]:
+        """Run the workflow from the top and complete the run; what happened, and the cooldown."""
         try:
             result = self._run_code(code, ctx)
             lease.ensure_held()
@@ -403,6 +418,7 @@ class Worker:
     def _fail(self, run_id: Any, error: Exception) -> str:
         """Fail the run with ``error`` unless it failed already (``ctx.step`` does that)."""
         message = printable(f"{type(error).__name__}: {error}")
+        failed_here(error)  # on the worker's span of the run: the run fails here
         with contextlib.suppress(IllegalTransitionError):
             self.store.fail_run(run_id, message, actor=self.name)
         return f"failed: {message}"

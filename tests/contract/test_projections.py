@@ -97,18 +97,31 @@ def test_rebuild_equals_incremental(store: actae.Store, clock: actae.ManualClock
     projector = store.projector(batch_size=3)
     runs = scenario(store, clock)
     projector.catch_up()
-    store.record(runs["retrying"].channel_id, kind="more", payload={}, expected_cursor=3)
+    usage = {"input_tokens": 40.0, "output_tokens": 8.0, "cost": 0.1}
+    retrying = runs["retrying"]
+    store.record(
+        retrying.channel_id, kind="step.result", payload={}, expected_cursor=3, usage=usage
+    )
+    store.pause(runs["blocked"].run_id, actor="ops", reason="look first")
     clock.advance(60)
-    claim = store.claim("retry-me", run_id=runs["retrying"].run_id, worker="w2", lease=10)
+    claim = store.claim("retry-me", run_id=retrying.run_id, worker="w2", lease=10)
     store.complete("retry-me", token=claim.token, worker="w2", result={"ok": True})
+    store.abandon("review-me", actor="ops", reason="refunded by hand")
     projector.catch_up()
     incremental = projector.db.snapshot()
 
     projector.rebuild()
 
     assert projector.db.snapshot() == incremental
+    assert all(incremental.values()), "every table has rows to compare"
     assert projector.position() == store._service.recorder.max_notification_id()
-    assert rows_by_run(projector)[str(runs["retrying"].run_id)]["status"] == "running"
+    row = rows_by_run(projector)[str(retrying.run_id)]
+    assert (row["status"], row["steps_done"], row["input_tokens"], row["cost"]) == (
+        "running",
+        1,
+        40.0,
+        0.1,
+    )
 
 
 def test_poison_event_is_recorded_and_skipped(store: actae.Store, clock: actae.ManualClock) -> None:

@@ -3,7 +3,8 @@
 A claim whose lease ran out shows in doubt as soon as the lease expiry passes (catch-up,
 live projector, worker pass), and rebuilding at the same moment gives the same tables; a
 worker pass leaves run_status current; run leases join run_status; tables made by an
-older Actae are upgraded when the read models are opened.
+older Actae are upgraded when the read models are opened (columns, tables, views, indexes,
+id types).
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ import time
 from typing import Any
 
 import actae
+from actae.adapters.readside.readmodels import ReadModelDB
+from actae.adapters.readside.schema import BOOKKEEPING_IDS, index_name
+from actae.projections.tables import AUDIT, EFFECTS, LINEAGE, RUN_STATUS, TABLES, USAGE, VIEWS
 
 LEASE = 10.0
 TIMEOUT = 30.0
@@ -48,9 +52,11 @@ def test_a_claim_whose_lease_ran_out_shows_in_doubt_on_the_store_clock(
 
     clock.advance(LEASE)  # the ledger holds it in doubt from its expiry on
     assert store.effect("charge").in_doubt
+    assert run_row(projector, run)["in_doubt_effects"] == 0
     projector.catch_up()
 
     assert doubt(projector, run, "charge") == (True, "running", "reconcile effect charge")
+    assert run_row(projector, run)["in_doubt_effects"] == 1
     incremental = projector.db.snapshot()
     projector.rebuild()
     assert projector.db.snapshot() == incremental  # at the same moment
@@ -75,9 +81,11 @@ def test_a_late_heartbeat_and_a_settlement_clear_the_doubt(
     assert second.in_doubt
     projector.catch_up()
     assert doubt(projector, run, "charge") == (True, "running", "reconcile effect charge")
+    assert run_row(projector, run)["in_doubt_effects"] == 1
     store.reconcile("charge", "completed", actor="w1", token=second.token, result={"ok": 1})
     projector.catch_up()
     assert doubt(projector, run, "charge") == (False, "running", "continue")
+    assert run_row(projector, run)["in_doubt_effects"] == 0
     incremental = projector.db.snapshot()
     projector.rebuild()
     assert projector.db.snapshot() == incremental
@@ -137,6 +145,49 @@ def test_run_leases_join_run_status(store: actae.Store) -> None:
     ]
 
 
+OLDER_COLUMNS = [
+    ("run_status", "error"),
+    ("run_status", "unserved"),
+    ("run_status", "in_doubt_effects"),
+    ("run_status", "steps_done"),
+    ("run_status", "input_tokens"),
+    ("run_status", "output_tokens"),
+    ("run_status", "cost"),
+    ("effects", "claimed_in_doubt"),
+    ("effects", "result_summary"),
+]
+"""Columns an older Actae's read models lacked."""
+
+
+def indexes(db: ReadModelDB) -> set[str]:
+    """The names of the indexes of the read models' schema."""
+    found = db.query(
+        "SELECT indexname AS name FROM pg_indexes WHERE schemaname = current_schema()"
+        if db.name == "postgresql"
+        else "SELECT name FROM sqlite_master WHERE type = 'index'"
+    )
+    return {row["name"] for row in found}
+
+
+def make_older(db: ReadModelDB) -> None:
+    """The shape an older Actae left: no audit, usage or cost_per_day, fewer columns and
+    indexes, an index since retired, and ids as text."""
+    with db.transaction():
+        for view in VIEWS:
+            db.execute(f"DROP VIEW {view.name}")
+        for table in (AUDIT, USAGE):
+            db.execute(f"DROP TABLE {table.name}")
+        for table in (RUN_STATUS, LINEAGE, EFFECTS):
+            for columns in table.indexes:
+                db.execute(f"DROP INDEX {index_name(table.name, columns)}")
+        for table_name, column in OLDER_COLUMNS:
+            db.execute(f"ALTER TABLE {table_name} DROP COLUMN {column}")
+        db.execute("CREATE INDEX effects_status ON effects (status)")
+        if db.name == "postgresql":
+            for table_name, column in BOOKKEEPING_IDS:
+                db.execute(f"ALTER TABLE {table_name} ALTER COLUMN {column} TYPE text")
+
+
 def test_read_models_of_an_older_actae_are_upgraded_when_opened(
     store: actae.Store, clock: actae.ManualClock
 ) -> None:
@@ -144,36 +195,45 @@ def test_read_models_of_an_older_actae_are_upgraded_when_opened(
     workflows.workflow("quick")(lambda ctx: {"done": True})
     done = store.start_run("quick", agent_id="quick", state={})
     actae.Worker(store, name="w1", registry=workflows).run_once()
+    stuck = store.start_run("stuck", agent_id="a", state={})
+    store.claim("lost", run_id=stuck.run_id, worker="w2", lease=LEASE)
+    clock.advance(LEASE)
     run = store.start_run("old", agent_id="a", state={})
     store.claim("charge", run_id=run.run_id, worker="w3", lease=LEASE)
+    store.record(run.channel_id, kind="step.result", payload={}, expected_cursor=2)
     projector = store.projector()
     projector.catch_up()
     db = projector.db
-    with db.transaction():  # the shape an older Actae left: no new columns, text run ids
-        db.execute("DROP VIEW outstanding_effects")
-        for table, column in [
-            ("run_status", "error"),
-            ("run_status", "unserved"),
-            ("effects", "claimed_in_doubt"),
-        ]:
-            db.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
-        if db.name == "postgresql":
-            db.execute("ALTER TABLE actae_run_leases ALTER COLUMN run_id TYPE text")
+    make_older(db)
 
     db.ensure_schema()
 
-    assert {"error", "unserved"} <= set(run_row(projector, run))
+    assert {column for _, column in OLDER_COLUMNS} <= set(run_row(projector, run)) | set(
+        effect_row(projector, "charge")
+    )
     assert not effect_row(projector, "charge")["claimed_in_doubt"]
-    assert projector.query("SELECT effect_key FROM outstanding_effects") == [
-        {"effect_key": "charge"}
+    assert [run_row(projector, r)["in_doubt_effects"] for r in (stuck, run)] == [1, 0]
+    assert run_row(projector, run)["steps_done"] is None  # unknown until a rebuild
+    assert projector.query("SELECT effect_key FROM outstanding_effects ORDER BY effect_key") == [
+        {"effect_key": "charge"},
+        {"effect_key": "lost"},
     ]
+    assert projector.query("SELECT * FROM cost_per_day") == []
+    assert projector.query("SELECT * FROM audit") == []
+    made = {index_name(t.name, columns) for t in TABLES for columns in t.indexes}
+    assert made <= indexes(db)
+    assert "effects_status" not in indexes(db)
     clock.advance(LEASE)
+    store.record(run.channel_id, kind="step.result", payload={}, expected_cursor=3)
     projector.catch_up()
     assert doubt(projector, run, "charge") == (True, "running", "reconcile effect charge")
+    assert run_row(projector, run)["steps_done"] is None  # one more of an unknown number
     joined = projector.query(
         "SELECT s.run_id FROM run_status s JOIN actae_run_leases l ON l.run_id = s.run_id"
     )
     assert [str(r["run_id"]) for r in joined] == [str(done.run_id)]
+    projector.rebuild()
+    assert run_row(projector, run)["steps_done"] == 2
 
 
 def test_a_failed_run_says_what_to_fix_until_it_is_retried(store: actae.Store) -> None:

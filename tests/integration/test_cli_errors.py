@@ -265,7 +265,7 @@ def test_a_numeric_option_out_of_range_is_one_line_and_status_2(args: list[str])
 
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1, result.stderr
-    assert f"argument {args[-2]}: " in result.stderr
+    assert f"Invalid value for '{args[-2]}': " in result.stderr
 
 
 def actae_cli_env(*args: str, environ: dict[str, str]) -> subprocess.CompletedProcess[str]:

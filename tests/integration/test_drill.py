@@ -57,7 +57,7 @@ def test_bad_drill_options_are_refused() -> None:
         [*DRILL, "--kill-after", "7"], capture_output=True, text=True, check=False
     )
     assert result.returncode == 2
-    assert "argument --kill-after: must be from 1 to 6" in result.stderr
+    assert "Invalid value for '--kill-after': 7 is not in the range 1<=x<=6" in result.stderr
 
 
 @pytest.mark.parametrize(

@@ -39,3 +39,19 @@ def test_readme_documents_every_read_model_column() -> None:
         assert f"### `{table.name}`" in text
         for column in table.columns:
             assert f"| `{column.name}` | {column.type} | {column.doc} |" in text
+
+
+def test_every_command_the_readme_names_exists() -> None:
+    from actae.adapters.cli.main import cli
+
+    named: set[str] = set()
+    for block in re.findall(r"```sh\n(.*?)```", README.read_text(), flags=re.DOTALL):
+        for line in block.splitlines():
+            words = line.split("#")[0].split()
+            if words[:1] == ["actae"] and len(words) > 1 and not words[1].startswith("-"):
+                named.add(words[1])
+                while len(words) > 3 and words[2] == "|":  # `actae approve | deny ...`
+                    named.add(words[3])
+                    words = words[2:]
+    assert named - set(cli.commands) == set()
+    assert {"runs", "show", "effects", "audit", "approve", "deny", "override"} <= named

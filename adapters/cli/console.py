@@ -1,0 +1,94 @@
+"""``actae console``: the web console and HTTP API, and ``actae console add-user``.
+
+The console's server stack is the optional extra ``actae[console]``; it is imported here by
+name when the command runs, so every other command works without it, and a missing extra is
+a one-line error saying what to install.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from types import ModuleType
+
+import click
+
+from actae.adapters.cli.invocation import invocation
+from actae.adapters.cli.options import log_format, store_options, whole
+from actae.adapters.logs import configure
+from actae.domain.errors import ValidationError
+
+EXTRA = "pip install 'actae[console]'"
+
+
+def _room(module: str) -> ModuleType:
+    """``actae.adapters.console.<module>``, or a clear error if the extra is not installed."""
+    try:
+        return importlib.import_module(f"actae.adapters.console.{module}")
+    except ModuleNotFoundError as error:
+        if (error.name or "").startswith("actae"):
+            raise
+        raise ValidationError(
+            "console", f"the console needs the {error.name} package: {EXTRA}"
+        ) from None
+
+
+@click.group(
+    invoke_without_command=True,
+    help="Serve the web console and its HTTP API (JSON under /api, live updates, /metrics) "
+    "for the store. Needs an auth file (see add-user); binds to 127.0.0.1 unless told "
+    "otherwise. See docs/console.md.",
+    short_help="Serve the web console and HTTP API.",
+)
+@store_options(required=True)
+@click.option("--host", default="127.0.0.1", show_default=True, help="address to listen on")
+@click.option("--port", type=whole(1, 65_535), default=8080, show_default=True)
+@click.option(
+    "--auth-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="JSON file of users and their token hashes (made by `actae console add-user`)",
+)
+@log_format
+@click.pass_context
+def console(
+    ctx: click.Context,
+    db: str | None,
+    db_file: str | None,
+    host: str,
+    port: int,
+    auth_file: Path | None,
+    log_format: str,
+) -> int:
+    """``actae console``, or its subcommand."""
+    if ctx.invoked_subcommand is not None:
+        return 0
+    url = invocation().required_url(db, db_file)
+    if auth_file is None:
+        raise ValidationError(
+            "--auth-file",
+            "the console refuses to start without users; make one with "
+            "`actae console add-user NAME --role operator --auth-file FILE`",
+        )
+    configure(json=log_format == "json")
+    _room("server").serve(url, host=host, port=port, auth_file=auth_file)
+    return 0
+
+
+@console.command(
+    "add-user",
+    help="Add a user (or give one a new token) in the auth file. Prints the token once; "
+    "the file keeps only its SHA-256 hash.",
+)
+@click.argument("name")
+@click.option(
+    "--role",
+    type=click.Choice(["viewer", "operator"]),
+    required=True,
+    help="viewer reads; operator also acts",
+)
+@click.option("--auth-file", type=click.Path(dir_okay=False, path_type=Path), required=True)
+def add_user(name: str, role: str, auth_file: Path) -> int:
+    """``actae console add-user NAME``."""
+    token = _room("auth").add_user(auth_file, name, role)
+    click.echo(token)
+    return 0

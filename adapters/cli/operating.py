@@ -1,0 +1,267 @@
+"""The operator's commands: find runs, look into one, act on it.
+
+``runs``, ``show``, ``effects`` and ``audit`` read the read models after catching them up, so
+they show what the log holds now; ``approve``, ``deny``, ``cancel``, ``pause``, ``unpause``,
+``retry`` and ``override`` are the store's audited commands, each recorded with its actor and
+reason: none edits a row. A unique prefix of a run id or an effect key names it, as in git.
+Tables for people by default, ``--json`` for scripts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+import orjson
+
+from actae.adapters.cli.invocation import invocation
+from actae.adapters.cli.options import actor, as_json, store_options, whole
+from actae.adapters.cli.printing import console, print_json
+from actae.adapters.cli.tables import audit_table, counts_line, effects_table, run_panel, runs_table
+from actae.adapters.operate import actions, views
+from actae.adapters.operate.prefixes import resolve_effect, resolve_run
+from actae.adapters.runtime.store import Store
+from actae.adapters.runtime.store import open as open_store
+from actae.domain.errors import ValidationError
+from actae.domain.values import RunStatus
+
+
+@contextmanager
+def _store(db: str | None, db_file: str | None) -> Iterator[Store]:
+    """The store (never created by an operator's command), with its read models caught up."""
+    with open_store(invocation().required_url(db, db_file), create=False) as store:
+        views.fresh(store)
+        yield store
+
+
+@click.command(help="List runs, newest first, with what each should do next.")
+@store_options(required=True)
+@click.option(
+    "--status",
+    type=click.Choice([s.value for s in RunStatus]),
+    help="only runs with this status (running = executing)",
+)
+@click.option("--workflow", metavar="W", help="only runs of this workflow id")
+@click.option("--agent", metavar="A", help="only runs of this agent id")
+@click.option("--limit", type=whole(1, views.MOST), default=views.PAGE, show_default=True)
+@click.option("--after", metavar="RUN", help="the page after this run (the last one shown)")
+@as_json
+def runs(
+    db: str | None,
+    db_file: str | None,
+    status: str | None,
+    workflow: str | None,
+    agent: str | None,
+    limit: int,
+    after: str | None,
+    as_json: bool,
+) -> int:
+    """``actae runs``."""
+    with _store(db, db_file) as store:
+        last = None if after is None else resolve_run(store, after)
+        rows = views.runs(
+            store, status=status, workflow=workflow, agent=agent, limit=limit, after=last
+        )
+        counts = views.status_counts(store)
+    if as_json:
+        print_json({"runs": rows, "counts": counts})
+    else:
+        out = console()
+        out.print(counts_line(counts))
+        out.print(runs_table(rows) if rows else "no runs match")
+    return 0
+
+
+@click.command(
+    help="One run: status, waiting reason, next action, pins, state version, "
+    "cursor, effects, forks and children, usage and cost."
+)
+@store_options(required=True)
+@click.argument("run")
+@as_json
+def show(db: str | None, db_file: str | None, run: str, as_json: bool) -> int:
+    """``actae show RUN``."""
+    with _store(db, db_file) as store:
+        view = views.run_view(store, resolve_run(store, run))
+    if as_json:
+        print_json(
+            {
+                "run": view.info,
+                "status": view.status,
+                "next_action": view.next_action,
+                "read_model": view.row,
+                "effects": view.effects,
+                "parents": view.parents,
+                "children": view.children,
+            }
+        )
+    else:
+        console().print(run_panel(view))
+    return 0
+
+
+@click.command(help="List ledger effects; --in-doubt shows the ones that may have happened.")
+@store_options(required=True)
+@click.option("--in-doubt", is_flag=True, help="only effects in doubt")
+@click.option("--run", metavar="RUN", help="only this run's effects")
+@click.option("--limit", type=whole(1, views.MOST), default=views.PAGE, show_default=True)
+@as_json
+def effects(
+    db: str | None,
+    db_file: str | None,
+    in_doubt: bool,
+    run: str | None,
+    limit: int,
+    as_json: bool,
+) -> int:
+    """``actae effects``."""
+    with _store(db, db_file) as store:
+        run_id = None if run is None else resolve_run(store, run)
+        rows = views.effects(store, in_doubt=in_doubt, run_id=run_id, limit=limit)
+    if as_json:
+        print_json(rows)
+    else:
+        console().print(effects_table(rows) if rows else "no effects match")
+    return 0
+
+
+@click.command(help="Every operator action on a run and its effects: actor, time and reason.")
+@store_options(required=True)
+@click.argument("run")
+@as_json
+def audit(db: str | None, db_file: str | None, run: str, as_json: bool) -> int:
+    """``actae audit RUN``."""
+    with _store(db, db_file) as store:
+        rows = views.audit(store, resolve_run(store, run))
+    if as_json:
+        print_json(rows)
+    else:
+        console().print(audit_table(rows) if rows else "no operator actions on this run")
+    return 0
+
+
+def _report(done: str, value: Any, as_json: bool) -> int:
+    if as_json:
+        print_json(value)
+    else:
+        console().print(done)
+    return 0
+
+
+def _decision(verb: str) -> click.Command:
+    @click.command(
+        name=verb,
+        help=f"{verb.capitalize()} the approval NAME a run waits for (or will wait for).",
+    )
+    @store_options(required=True)
+    @click.argument("run")
+    @click.argument("name")
+    @actor
+    @click.option("--note", help="kept with the decision")
+    @as_json
+    def command(
+        db: str | None,
+        db_file: str | None,
+        run: str,
+        name: str,
+        actor: str,
+        note: str | None,
+        as_json: bool,
+    ) -> int:
+        with _store(db, db_file) as store:
+            info = actions.decide(
+                store, verb, resolve_run(store, run), name, actor=actor, note=note
+            )
+        past = "approved" if verb == "approve" else "denied"
+        return _report(f"{past} {name} for run {info.run_id}: now {info.status}", info, as_json)
+
+    return command
+
+
+RUN_HELP = {
+    "cancel": "Cancel a run: it stops for good (its open effects stay in the ledger).",
+    "pause": "Pause a run: no worker takes it until it is unpaused.",
+    "unpause": "Unpause a run: it goes back to what it was doing.",
+    "retry": "Send a failed run back to running, to try again from where it failed.",
+}
+
+
+def _run_action(verb: str) -> click.Command:
+    @click.command(name=verb, help=RUN_HELP[verb])
+    @store_options(required=True)
+    @click.argument("run")
+    @actor
+    @click.option("--reason", required=True, help="why (recorded in the audit log)")
+    @as_json
+    def command(
+        db: str | None, db_file: str | None, run: str, actor: str, reason: str, as_json: bool
+    ) -> int:
+        with _store(db, db_file) as store:
+            info = actions.act(store, verb, resolve_run(store, run), actor=actor, reason=reason)
+        return _report(f"{verb}: run {info.run_id} is now {info.status}", info, as_json)
+
+    return command
+
+
+def _json_value(option: str) -> Callable[[click.Context, click.Parameter, str | None], Any]:
+    def parse(_: click.Context, __: click.Parameter, text: str | None) -> Any:
+        if text is None:
+            return None
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError as error:
+            raise ValidationError(option, f"not JSON: {error}") from None
+
+    return parse
+
+
+@click.command(
+    help="Settle an effect in doubt (or needing review) by what the provider says happened: "
+    "completed (with --result, what the workflow's effect returns) or failed (it did not "
+    "happen; the run tries again)."
+)
+@store_options(required=True)
+@click.argument("effect")
+@click.argument("outcome", type=click.Choice(actions.OUTCOMES))
+@actor
+@click.option("--reason", required=True, help="why (recorded in the audit log)")
+@click.option(
+    "--evidence",
+    required=True,
+    metavar="JSON",
+    callback=_json_value("--evidence"),
+    help='what shows it, a JSON object, e.g. \'{"provider_ref": "ch_123"}\'',
+)
+@click.option("--result", metavar="JSON", callback=_json_value("--result"), help="a JSON value")
+@as_json
+def override(
+    db: str | None,
+    db_file: str | None,
+    effect: str,
+    outcome: str,
+    actor: str,
+    reason: str,
+    evidence: Any,
+    result: Any,
+    as_json: bool,
+) -> int:
+    """``actae override EFFECT completed|failed``."""
+    with _store(db, db_file) as store:
+        key = resolve_effect(store, effect)
+        info = actions.override(
+            store, key, outcome, actor=actor, reason=reason, evidence=evidence, result=result
+        )
+    return _report(f"override: effect {key} is now {info.status}", info, as_json)
+
+
+COMMANDS = (
+    runs,
+    show,
+    effects,
+    audit,
+    *(_decision(verb) for verb in actions.DECISIONS),
+    *(_run_action(verb) for verb in actions.RUN_ACTIONS),
+    override,
+)

@@ -1,0 +1,294 @@
+"""The commands that run something: ``demo``, ``drill``, ``project`` and ``worker``.
+
+The long-running ones (``worker``, ``project``) log to stderr, as text or, with
+``--log-format json``, one JSON object per line (docs/logging.md), and stop cleanly on
+SIGTERM or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.util
+import logging
+import os
+import signal
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+from actae.adapters.cli.invocation import invocation
+from actae.adapters.cli.opening import open_waiting
+from actae.adapters.cli.options import Seconds, log_format, store_options, wait_for_db, whole
+from actae.adapters.drill.demo import demo as run_demo
+from actae.adapters.drill.run import drill as run_drill
+from actae.adapters.logs import configure
+from actae.adapters.persistence.clock import OffsetClock
+from actae.adapters.runtime.async_store import AsyncStore
+from actae.adapters.runtime.async_worker import AsyncWorker
+from actae.adapters.runtime.store import Store
+from actae.adapters.runtime.worker import REGISTRY, Registry, Worker
+from actae.domain.errors import ValidationError
+
+log = logging.getLogger("actae.cli")
+
+
+@click.command(help="Run a short workflow, kill its worker with SIGKILL, recover, fork.")
+@store_options(required=False)
+def demo(db: str | None, db_file: str | None) -> int:
+    """``actae demo``."""
+    return run_demo(invocation().url(db, db_file, required=False))
+
+
+@click.command(
+    help="The failure drill: run a five-agent workflow with real worker processes and a mock "
+    "payment provider; SIGKILL the coordinating worker after K of 7 transitions; resume on "
+    "other workers that roll out a schema migration; inject duplicate deliveries; then "
+    "report, from the store's history and the provider's own ledger, recovery time, manual "
+    "steps, duplicates, lost events, re-run model calls, 429s honoured and cost. Exits 1 if "
+    "any invariant fails.",
+    short_help="The failure drill: kill, resume, duplicates, 429s, a 24-hour pause, a migration",
+)
+@store_options(required=False)
+@click.option("--agents", type=whole(3, 50), default=5, show_default=True)
+@click.option("--runs", type=whole(1, 1000), default=1, show_default=True)
+@click.option("--seed", type=whole(0))
+@click.option("--kill-after", type=whole(1, 6), default=3, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="machine-readable report")
+@click.option(
+    "--crash-point",
+    type=click.Choice(
+        ["after-model-call", "during-commit", "after-charge-accepted", "while-waiting"]
+    ),
+    help="make the first worker SIGKILL itself at this point instead of --kill-after",
+)
+@click.option(
+    "--db-fault",
+    type=click.Choice(["restart", "crash", "terminate"]),
+    help="also take the PostgreSQL server of --db (a cluster on this machine) down once or "
+    "twice per run: restart it, SIGKILL its postmaster, or terminate every session",
+)
+def drill(
+    db: str | None,
+    db_file: str | None,
+    agents: int,
+    runs: int,
+    seed: int | None,
+    kill_after: int,
+    as_json: bool,
+    crash_point: str | None,
+    db_fault: str | None,
+) -> int:
+    """``actae drill``."""
+    return run_drill(
+        invocation().url(db, db_file, required=False),
+        agents=agents,
+        runs=runs,
+        seed=seed,
+        kill_after=kill_after,
+        as_json=as_json,
+        crash_point=crash_point,
+        db_fault=db_fault,
+    )
+
+
+@click.command(
+    help="Keep the read models (run_status, lineage, effects, audit, usage) up to date: catch "
+    "up in batches, then follow new events live (LISTEN/NOTIFY on PostgreSQL, polling on "
+    "SQLite) until SIGTERM or Ctrl-C. Progress is shown while catching up a large backlog; "
+    "poison events are recorded in actae_projection_errors and skipped.",
+    short_help="Keep the read models up to date.",
+)
+@store_options(required=True)
+@click.option("--once", is_flag=True, help="catch up, then exit")
+@click.option(
+    "--rebuild",
+    is_flag=True,
+    help="rebuild from zero into fresh tables and swap them in atomically, then exit",
+)
+@click.option("--batch-size", type=whole(1, 100_000), default=2000, show_default=True)
+@wait_for_db
+@log_format
+def project(
+    db: str | None,
+    db_file: str | None,
+    once: bool,
+    rebuild: bool,
+    batch_size: int,
+    wait_for_db: float | None,
+    log_format: str,
+) -> int:
+    """``actae project``."""
+    url = invocation().required_url(db, db_file)
+    configure(json=log_format == "json")
+
+    # A projector follows a store; it never creates one (a mistyped schema fails at once).
+    def prepare(store: Store) -> object:
+        return store.projector(batch_size=batch_size)
+
+    within = wait_for_db or 0.0
+    with open_waiting(url, "project", prepare, within=within, create=False) as store:
+        projector = store.projector()
+        if rebuild:
+            count = projector.rebuild()
+            log.info("rebuilt the read models from %s events", f"{count:,}")
+            return 0
+        # Stop cleanly on SIGTERM from here on, also during the first catch-up (which
+        # finishes its batch and returns), not only once following live.
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: projector.request_stop())
+        count = projector.catch_up()
+        log.info("caught up: %s events, position %d", f"{count:,}", projector.position())
+        if not once:
+            projector.run()
+    return 0
+
+
+def import_workflows(target: str) -> None:
+    """Import a module by name, or a ``.py`` file the way ``python file.py`` would run it.
+
+    The file's folder goes first on ``sys.path``, as Python does for a script, so the file
+    can import the modules beside it; it stays there for imports made later, inside steps.
+    """
+    if target.endswith(".py"):
+        path = Path(target).resolve()
+        if not path.is_file():
+            raise ValidationError("--import", f"no such file: {target}")
+        if str(path.parent) not in sys.path:
+            sys.path.insert(0, str(path.parent))
+        spec = importlib.util.spec_from_file_location(f"actae_workflows_{abs(hash(target))}", path)
+        if spec is None or spec.loader is None:
+            raise ValidationError("--import", f"cannot load {target}")
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    else:
+        importlib.import_module(target)
+
+
+@click.command(
+    help="Import modules that register workflows with @actae.workflow(name), then loop: keep "
+    "the read models current, fire due timers and expire due approvals, and run every "
+    "runnable run whose agent_id has a registered workflow, under a lease renewed while it "
+    "runs. A run whose worker died is taken over once its lease runs out; its recorded steps "
+    "replay instead of running again. Stops on SIGTERM/Ctrl-C.",
+    short_help="Run registered workflows, taking over runs whose worker died.",
+)
+@store_options(required=True)
+@click.option(
+    "--import",
+    "imports",
+    multiple=True,
+    metavar="MODULE_OR_FILE",
+    help="module name or .py file that registers workflows (repeatable; required unless the "
+    "program gives its own workflows)",
+)
+@click.option("--name", default=None, help="worker name (default: host:pid)")
+@click.option(
+    "--lease",
+    type=Seconds(86_400.0),
+    default=30.0,
+    show_default=True,
+    help="seconds a run stays ours without a heartbeat",
+)
+@click.option("--poll-interval", type=Seconds(3600.0), default=0.2, show_default=True)
+@click.option(
+    "--concurrency",
+    type=whole(1, 10_000),
+    default=1,
+    show_default=True,
+    metavar="N",
+    help="runs served at once, each under its own lease: sync workflows in a pool of N "
+    "threads, async ones on one event loop",
+)
+@click.option("--once", is_flag=True, help="one pass, then exit")
+@wait_for_db
+@log_format
+@click.option(
+    "--clock-file",
+    metavar="PATH",
+    help="virtual time for tests: the store's clock plus the seconds held in PATH, shared "
+    "by every process given the same file (see docs/time.md)",
+)
+def worker(
+    db: str | None,
+    db_file: str | None,
+    imports: tuple[str, ...],
+    name: str | None,
+    lease: float,
+    poll_interval: float,
+    concurrency: int,
+    once: bool,
+    wait_for_db: float | None,
+    log_format: str,
+    clock_file: str | None,
+) -> int:
+    """``actae worker``."""
+    given = invocation()
+    if not imports and given.registry is None:
+        raise click.UsageError("missing option '--import'")
+    url = given.required_url(db, db_file)
+    name = name or f"{socket.gethostname()}:{os.getpid()}"
+    configure(json=log_format == "json", worker=name)
+    for target in imports:
+        import_workflows(target)
+    registry = REGISTRY if given.registry is None else given.registry
+    clock = OffsetClock(clock_file) if clock_file else None
+    within = wait_for_db or 0.0
+    with open_waiting(url, "worker", lambda s: s.projector(), within=within, clock=clock) as store:
+        if concurrency > 1:
+            if given.on_commit is not None:
+                store.on_commit(given.on_commit)
+            pace = Pace(lease, poll_interval, concurrency, once)
+            return asyncio.run(_work_concurrently(store, name, registry, pace))
+        serving = Worker(
+            store,
+            name=name,
+            registry=registry,
+            lease=lease,
+            poll_interval=poll_interval,
+            on_commit=given.on_commit,
+        )
+        if once:
+            serving.run_once()
+            serving.withdraw()
+            return 0
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: serving.request_stop())
+        log.info("working on %s", store.url)
+        serving.run()
+    return 0
+
+
+@dataclass(frozen=True)
+class Pace:
+    """How a concurrent worker paces itself: its lease, polling, slots, and one pass or many."""
+
+    lease: float
+    poll_interval: float
+    concurrency: int
+    once: bool
+
+
+async def _work_concurrently(store: Store, name: str, registry: Registry, pace: Pace) -> int:
+    """``actae worker --concurrency N``: an ``AsyncWorker`` on the store, until stopped."""
+    async with AsyncStore(store) as async_store:
+        serving = AsyncWorker(
+            async_store,
+            name=name,
+            registry=registry,
+            concurrency=pace.concurrency,
+            lease=pace.lease,
+            poll_interval=pace.poll_interval,
+        )
+        if pace.once:
+            await serving.run_once()
+            await serving.withdraw()
+            return 0
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, serving.request_stop)
+        log.info("working on %s, %d runs at once", store.url, pace.concurrency)
+        await serving.run()
+    return 0

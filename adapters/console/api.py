@@ -1,0 +1,342 @@
+"""The JSON API under ``/api``: what the console's pages read, and what scripts can call.
+
+Every read and action goes through :mod:`actae.adapters.operate`, as the CLI's commands do.
+Lists catch the read models up first, so they show what the log holds now. A run is named
+by its id or a unique prefix of it, an effect by its key or a unique prefix. Every action is
+recorded with the signed-in user as its actor (:mod:`~actae.adapters.console.guards`); a
+request body cannot name another one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Annotated, Any
+from uuid import UUID
+
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
+
+from actae.adapters.console.guards import Operator, Viewer
+from actae.adapters.console.lineage import lineage_document
+from actae.adapters.console.state import Console, console_of
+from actae.adapters.console.stream import follow
+from actae.adapters.console.wire import (
+    change_document,
+    effect_document,
+    event_document,
+    run_document,
+    state_document,
+)
+from actae.adapters.operate import actions, overview, views
+from actae.adapters.operate.prefixes import resolve_effect, resolve_run
+from actae.adapters.operate.versions import diff, state_version
+from actae.adapters.runtime.store import Store
+from actae.domain.errors import NotFoundError, ValidationError
+
+log = logging.getLogger("actae.console")
+
+router = APIRouter(prefix="/api")
+
+EVENTS_PAGE = 500
+"""Events ``/events`` returns when not told how many."""
+
+
+def _store(request: Request) -> Store:
+    return console_of(request).store
+
+
+def _given(text: str | None) -> str | None:
+    """A query parameter, with an empty one (``?status=``) taken as not given."""
+    return text if text else None
+
+
+def current_run(store: Store, run_id: UUID) -> dict[str, Any]:
+    """The document of ``GET /api/runs/{run}``, with the read models caught up."""
+    views.fresh(store)
+    return run_document(views.run_view(store, run_id))
+
+
+# -- reads ------------------------------------------------------------------------------------
+
+
+@router.get("/me", summary="The signed-in user")
+def me(user: Viewer) -> dict[str, Any]:
+    """Who the credentials belong to, and whether they may act."""
+    return {"name": user.name, "role": user.role, "may_act": user.may_act}
+
+
+@router.get("/runs", summary="Runs, newest first, with counts by status")
+def list_runs(
+    request: Request,
+    user: Viewer,
+    status: str | None = None,
+    workflow: str | None = None,
+    agent: str | None = None,
+    limit: int = views.PAGE,
+    after: str | None = None,
+) -> dict[str, Any]:
+    """One page of runs; ``next`` is the ``after`` of the next page (``null``: the last one)."""
+    store = _store(request)
+    views.fresh(store)
+    last = None if not after else resolve_run(store, after)
+    rows = views.runs(
+        store,
+        status=_given(status),
+        workflow=_given(workflow),
+        agent=_given(agent),
+        limit=limit,
+        after=last,
+    )
+    return {
+        "runs": rows,
+        "counts": views.status_counts(store),
+        "next": str(rows[-1]["run_id"]) if rows and len(rows) == limit else None,
+    }
+
+
+@router.get("/approvals", summary="Runs waiting for an approval")
+def list_approvals(request: Request, user: Viewer, limit: int = views.PAGE) -> dict[str, Any]:
+    """The approvals inbox: runs waiting on an approval, the longest-waiting first."""
+    store = _store(request)
+    views.fresh(store)
+    return {"runs": overview.approvals(store, limit=limit)}
+
+
+@router.get("/runs/{run}", summary="One run in full")
+def get_run(request: Request, user: Viewer, run: str) -> dict[str, Any]:
+    """Status, waiting reason, next action, pins, head, decisions, usage and effects."""
+    store = _store(request)
+    return current_run(store, resolve_run(store, run))
+
+
+@router.get("/runs/{run}/events", summary="The run's channel events")
+def run_events(
+    request: Request,
+    user: Viewer,
+    run: str,
+    after: int = 0,
+    limit: int = EVENTS_PAGE,
+) -> dict[str, Any]:
+    """Events after cursor ``after``, oldest first; ``next`` continues (``null``: the head)."""
+    store = _store(request)
+    info = store.run(resolve_run(store, run))
+    if limit < 1 or limit > views.MOST:
+        raise ValidationError("limit", f"expected 1 to {views.MOST}, got {limit}")
+    events = store.events(info.channel_id, after=after, limit=limit)
+    return {
+        "run_id": str(info.run_id),
+        "head_cursor": info.cursor,
+        "events": [event_document(event) for event in events],
+        "next": events[-1].cursor if len(events) == limit else None,
+    }
+
+
+@router.get("/runs/{run}/state", summary="The state in force at a cursor")
+def run_state(
+    request: Request, user: Viewer, run: str, cursor: int | None = None
+) -> dict[str, Any]:
+    """The state version in force at ``cursor`` (default: the head), checksum verified."""
+    store = _store(request)
+    info = store.run(resolve_run(store, run))
+    return state_document(store.state_at(info.channel_id, cursor))
+
+
+@router.get("/runs/{run}/diff", summary="What changed between two state versions")
+def run_diff(
+    request: Request,
+    user: Viewer,
+    run: str,
+    before: Annotated[int | None, Query(alias="from")] = None,
+    after: Annotated[int | None, Query(alias="to")] = None,
+) -> dict[str, Any]:
+    """What changed from state version ``from`` to version ``to``.
+
+    Keys added, removed and changed, nested; ``to`` defaults to the head's version, ``from``
+    to the one before ``to``.
+    """
+    store = _store(request)
+    info = store.run(resolve_run(store, run))
+    to = state_version(store, info.channel_id, info.state_version if after is None else after)
+    start = max(to.version - 1, 1) if before is None else before
+    old = state_version(store, info.channel_id, start)
+    return {
+        "from": {"version": old.version, "cursor": old.cursor, "checksum": old.checksum},
+        "to": {"version": to.version, "cursor": to.cursor, "checksum": to.checksum},
+        "changes": [change_document(change) for change in diff(old.state, to.state)],
+    }
+
+
+@router.get("/runs/{run}/lineage", summary="Forks and children around the run")
+def run_lineage(request: Request, user: Viewer, run: str) -> dict[str, Any]:
+    """Nodes (runs) and edges (forks with their receipts, delegated children)."""
+    store = _store(request)
+    run_id = resolve_run(store, run)
+    views.fresh(store)
+    return lineage_document(store, run_id)
+
+
+@router.get("/runs/{run}/audit", summary="Operator actions on the run")
+def run_audit(request: Request, user: Viewer, run: str) -> dict[str, Any]:
+    """Who did what to the run and its effects, and why, oldest first."""
+    store = _store(request)
+    run_id = resolve_run(store, run)
+    views.fresh(store)
+    return {"audit": views.audit(store, run_id)}
+
+
+@router.get("/audit", summary="Recent operator actions")
+def recent_audit(request: Request, user: Viewer, limit: int = views.PAGE) -> dict[str, Any]:
+    """The latest operator actions on any run, newest first."""
+    store = _store(request)
+    views.fresh(store)
+    return {"audit": overview.recent_audit(store, limit=limit)}
+
+
+@router.get("/effects", summary="Ledger effects: in doubt, by status or by run")
+def list_effects(
+    request: Request,
+    user: Viewer,
+    in_doubt: bool = False,
+    status: str | None = None,
+    run: str | None = None,
+    limit: int = views.PAGE,
+) -> dict[str, Any]:
+    """Effects, most recently changed first: those in doubt, with a ledger status, or a run's."""
+    store = _store(request)
+    views.fresh(store)
+    if _given(status) is not None:
+        if in_doubt or run:
+            raise ValidationError("status", "give status alone, or in_doubt and run")
+        return {"effects": overview.effects_with_status(store, str(status), limit=limit)}
+    run_id = None if not run else resolve_run(store, run)
+    return {"effects": views.effects(store, in_doubt=in_doubt, run_id=run_id, limit=limit)}
+
+
+@router.get("/effects/{key:path}", summary="One effect with every attempt")
+def get_effect(request: Request, user: Viewer, key: str) -> dict[str, Any]:
+    """The ledger's word on the effect: status, fencing token, lease, attempts, result."""
+    store = _store(request)
+    views.fresh(store)
+    return effect_document(store.effect(resolve_effect(store, key)))
+
+
+@router.get("/runs/{run}/stream", summary="The run live (server-sent events)")
+async def run_stream(
+    request: Request,
+    user: Viewer,
+    run: str,
+    after: int = 0,
+    last_event_id: Annotated[str | None, Header()] = None,
+) -> StreamingResponse:
+    """The run's events after cursor ``after``, then live, as server-sent events.
+
+    A browser that reconnects resends ``Last-Event-ID``, which wins over ``after``;
+    ``status`` events carry the whole run whenever it changes.
+    """
+    console: Console = console_of(request)
+    store = console.store
+    if last_event_id and last_event_id.isdigit():
+        after = int(last_event_id)
+    run_id = await run_in_threadpool(resolve_run, store, run)
+    info = await run_in_threadpool(store.run, run_id)
+    if after < 0 or after > info.cursor:
+        raise NotFoundError("cursor", after, f"run {run_id} is at cursor {info.cursor}")
+
+    def snapshot() -> dict[str, Any]:
+        return current_run(store, run_id)
+
+    return StreamingResponse(
+        follow(console, info, after, snapshot),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+# -- actions ----------------------------------------------------------------------------------
+
+
+class Reason(BaseModel):
+    """Why an operator cancels, pauses, unpauses or retries a run."""
+
+    reason: str = Field(description="why; kept with the action in the audit log")
+
+
+class Answer(BaseModel):
+    """An approval or denial of the wait ``name``."""
+
+    name: str = Field(description="the approval the run waits for (its waiting name)")
+    note: str | None = Field(default=None, description="kept with the decision")
+
+
+class Settlement(BaseModel):
+    """What an effect in doubt (or needing review) did, as the provider says."""
+
+    outcome: str = Field(description=f"one of {', '.join(actions.OUTCOMES)}")
+    reason: str = Field(description="why you are sure")
+    evidence: dict[str, Any] | None = Field(
+        default=None, description="what the provider showed (a JSON object)"
+    )
+    result: Any = Field(
+        default=None, description="completed: what the workflow's ctx.effect returns"
+    )
+
+
+def _lifecycle_route(verb: str) -> Callable[..., dict[str, Any]]:
+    def act(request: Request, user: Operator, run: str, body: Reason) -> dict[str, Any]:
+        store = _store(request)
+        run_id = resolve_run(store, run)
+        actions.act(store, verb, run_id, actor=user.name, reason=body.reason)
+        log.info("%s: %s run %s: %s", user.name, verb, run_id, body.reason)
+        return current_run(store, run_id)
+
+    act.__name__ = f"{verb}_run"
+    act.__doc__ = f"{verb.capitalize()} the run, as the signed-in operator, for ``reason``."
+    return act
+
+
+def _decision_route(verb: str) -> Callable[..., dict[str, Any]]:
+    def decide(request: Request, user: Operator, run: str, body: Answer) -> dict[str, Any]:
+        store = _store(request)
+        run_id = resolve_run(store, run)
+        actions.decide(store, verb, run_id, body.name, actor=user.name, note=body.note)
+        log.info("%s: %s %r of run %s", user.name, verb, body.name, run_id)
+        return current_run(store, run_id)
+
+    decide.__name__ = f"{verb}_run"
+    decide.__doc__ = f"{verb.capitalize()} the run's approval ``name``, as the signed-in operator."
+    return decide
+
+
+for _verb in actions.DECISIONS:
+    router.add_api_route(
+        f"/runs/{{run}}/{_verb}", _decision_route(_verb), methods=["POST"], summary=_verb
+    )
+for _verb in actions.RUN_ACTIONS:
+    router.add_api_route(
+        f"/runs/{{run}}/{_verb}", _lifecycle_route(_verb), methods=["POST"], summary=_verb
+    )
+
+
+@router.post("/effects/{key:path}/override", summary="Settle an effect in doubt")
+def override_effect(request: Request, user: Operator, key: str, body: Settlement) -> dict[str, Any]:
+    """Record what the effect did, as the signed-in operator.
+
+    ``completed`` with its ``result`` (what the workflow's ``ctx.effect`` returns) or
+    ``failed`` (attempted again), with the evidence; the run goes on from there.
+    """
+    store = _store(request)
+    effect_key = resolve_effect(store, key)
+    info = actions.override(
+        store,
+        effect_key,
+        body.outcome,
+        actor=user.name,
+        reason=body.reason,
+        evidence=body.evidence,
+        result=body.result,
+    )
+    log.info("%s: override effect %s: %s (%s)", user.name, effect_key, body.outcome, body.reason)
+    return effect_document(info)

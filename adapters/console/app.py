@@ -1,0 +1,100 @@
+"""The console as an ASGI app: the API, the pages, ``/metrics`` and the static assets.
+
+``create_app(store, users)`` takes the store over: when the app starts it starts the
+projector (the read models stay live) and the store's asyncio face (event streams); when it
+stops it ends the streams and closes the store. Every response carries headers that keep
+the pages to this origin: a Content-Security-Policy that allows only this console's own
+script and styles, no framing, no sniffing, no referrer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from actae.adapters.console import api, errors, metrics, pages
+from actae.adapters.console.auth import Users
+from actae.adapters.console.state import Console
+from actae.adapters.runtime.store import Store
+
+STATIC = Path(__file__).parent / "static"
+"""The pages' script, styles and icon, shipped in the package."""
+
+SECURITY_HEADERS = (
+    (
+        b"content-security-policy",
+        b"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        b"connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+        b"frame-ancestors 'none'",
+    ),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+)
+
+
+class SecurityHeaders:
+    """Adds :data:`SECURITY_HEADERS` to every HTTP response (streams included)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on; add the headers as the response starts."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
+            await send(message)
+
+        await self.app(scope, receive, sending)
+
+
+def _version() -> str:
+    try:
+        return version("actae")
+    except PackageNotFoundError:  # pragma: no cover - a copy of the tree that is not installed
+        return "0"
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    console: Console = app.state.console
+    await console.open()
+    try:
+        yield
+    finally:
+        await console.close()
+
+
+def create_app(store: Store, users: Users) -> FastAPI:
+    """The console over ``store`` (which it closes when it stops), for ``users``."""
+    app = FastAPI(
+        title="Actae console",
+        version=_version(),
+        description="Runs, effects, approvals and operator actions of an Actae store "
+        "(docs/console.md). Authenticate with `Authorization: Bearer <token>`.",
+        openapi_url="/api/openapi.json",
+        docs_url=None,  # Swagger UI and ReDoc load from a CDN: the console works offline
+        redoc_url=None,
+        lifespan=_lifespan,
+    )
+    console = Console(store=store, users=users)
+    app.state.console = console
+    app.state.metrics = metrics.registry_for(console)
+    errors.install(app)
+    app.include_router(api.router)
+    app.include_router(metrics.router)
+    app.include_router(pages.router)
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    app.add_middleware(SecurityHeaders)
+    return app

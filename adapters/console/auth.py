@@ -1,0 +1,160 @@
+"""Who may use the console: the auth file of users, roles and token hashes.
+
+The file is JSON, ``{"users": [{"name": "alice", "role": "operator", "token_sha256": "…"}]}``.
+It holds only each token's SHA-256: a token is shown once, when ``add_user`` makes it, and a
+copy of the file signs no one in. Tokens are 256 random bits, so one unsalted hash is enough
+(nothing to guess from it). The file is written whole, atomically, readable by its owner only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import os
+import secrets
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from actae.domain.errors import ValidationError
+from actae.domain.validation import require_text
+
+VIEWER = "viewer"
+OPERATOR = "operator"
+ROLES = (VIEWER, OPERATOR)
+"""A viewer reads everything; an operator also acts (approve, cancel, override, ...)."""
+
+
+@dataclass(frozen=True)
+class User:
+    """A person (or a scraper) the console knows, and what they may do."""
+
+    name: str
+    role: str
+
+    @property
+    def may_act(self) -> bool:
+        """Whether this user may change anything (an operator)."""
+        return self.role == OPERATOR
+
+
+def token_hash(token: str) -> str:
+    """The hex SHA-256 the auth file keeps for ``token``."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Users:
+    """The users of an auth file, by the hash of their token."""
+
+    entries: tuple[tuple[User, str], ...]
+
+    def find(self, token: str) -> User | None:
+        """The user whose token is ``token``, else ``None`` (compared in constant time)."""
+        presented = token_hash(token)
+        found = None
+        for user, expected in self.entries:  # every entry is compared: no early exit
+            if hmac.compare_digest(presented, expected):
+                found = user
+        return found
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+def _problem(path: Path, reason: str) -> ValidationError:
+    return ValidationError("auth_file", f"{path}: {reason}")
+
+
+def _entries(path: Path) -> list[dict[str, Any]]:
+    """The file's user entries, checked (``[]`` when the file does not exist)."""
+    try:
+        document = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        return []
+    except (OSError, orjson.JSONDecodeError) as error:
+        raise _problem(path, f"cannot be read as JSON ({error})") from None
+    users = document.get("users") if isinstance(document, dict) else None
+    if not isinstance(users, list):
+        raise _problem(path, 'expected {"users": [...]}')
+    for number, entry in enumerate(users, 1):
+        if not isinstance(entry, dict):
+            raise _problem(path, f"user {number} is not an object")
+        name, role, digest = entry.get("name"), entry.get("role"), entry.get("token_sha256")
+        if not isinstance(name, str) or not name.strip():
+            raise _problem(path, f"user {number} has no name")
+        if role not in ROLES:
+            raise _problem(path, f"user {name!r} has role {role!r}; expected one of {ROLES}")
+        if not isinstance(digest, str) or len(digest) != 64 or not _hex(digest):
+            raise _problem(path, f"user {name!r} has no token_sha256 (64 hex digits)")
+    return users
+
+
+def _hex(text: str) -> bool:
+    try:
+        bytes.fromhex(text)
+    except ValueError:
+        return False
+    return True
+
+
+def load_users(path: Path) -> Users:
+    """The users of the auth file at ``path``; a missing, malformed or empty file is refused."""
+    if not path.is_file():
+        raise _problem(
+            path,
+            "no such file; make it with `actae console add-user NAME --role operator "
+            f"--auth-file {path}`",
+        )
+    entries = _entries(path)
+    if not entries:
+        raise _problem(path, "has no users; add one with `actae console add-user`")
+    return Users(
+        tuple(
+            (User(str(entry["name"]), str(entry["role"])), str(entry["token_sha256"]).lower())
+            for entry in entries
+        )
+    )
+
+
+def add_user(auth_file: Path, name: str, role: str) -> str:
+    """Add ``name`` with ``role`` to ``auth_file`` (or give them a new token); the new token.
+
+    Creates the file if needed. Only the token's hash is stored: show the token to its owner
+    now, it cannot be recovered later.
+    """
+    name = require_text("name", name.strip() if isinstance(name, str) else name)
+    if role not in ROLES:
+        raise ValidationError("role", f"expected one of {', '.join(ROLES)}, got {role!r}")
+    token = secrets.token_urlsafe(32)
+    entries = [entry for entry in _entries(auth_file) if entry["name"] != name]
+    entries.append({"name": name, "role": role, "token_sha256": token_hash(token)})
+    _write_atomically(auth_file, orjson.dumps({"users": entries}, option=orjson.OPT_INDENT_2))
+    return token
+
+
+def _write_atomically(path: Path, content: bytes) -> None:
+    """Replace ``path`` with ``content`` in one step, mode 0600: never half-written."""
+    folder = path.parent if str(path.parent) else Path()
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)  # mode 0600
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(content + b"\n")
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temporary, 0o600)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+    with contextlib.suppress(OSError):  # make the rename durable where the OS allows it
+        directory = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)

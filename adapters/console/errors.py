@@ -1,0 +1,135 @@
+"""How every refusal and failure looks to a client: one JSON shape, the right status.
+
+``{"error": {"code": ..., "message": ..., <the error's fields>}}``. Actae's own errors keep
+their code and structured attributes (a ``ValidationError``'s ``field`` and ``reason``, an
+``IllegalTransitionError``'s ``status`` and ``action``) and get the status that says what
+to do: 422 fix the input, 404 no such thing, 409 not in a state that allows it (reload and
+decide again). FastAPI's own request checks answer 422 in the same shape, as a
+``ValidationError`` would. Pages that need a signed-in browser redirect to ``/login``.
+"""
+
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+from starlette.exceptions import HTTPException
+
+from actae.domain.errors import (
+    ActaeError,
+    ConflictError,
+    ContentionError,
+    EffectBlockedError,
+    FencingError,
+    IllegalTransitionError,
+    IncompatibleResumeError,
+    LeaseHeldError,
+    NotFoundError,
+    OperationConflictError,
+    RetryNotDueError,
+    RunStoppedError,
+    ValidationError,
+)
+
+log = logging.getLogger("actae.console")
+
+STATUS_OF: tuple[tuple[type[ActaeError], int], ...] = (
+    (ValidationError, 422),
+    (NotFoundError, 404),
+    (ConflictError, 409),
+    (OperationConflictError, 409),
+    (IllegalTransitionError, 409),  # NotWaitingError too: the run does not wait for that
+    (EffectBlockedError, 409),  # an effect that is not in doubt cannot be overridden
+    (FencingError, 409),
+    (LeaseHeldError, 409),
+    (RetryNotDueError, 409),
+    (RunStoppedError, 409),
+    (IncompatibleResumeError, 409),
+    (ContentionError, 409),
+)
+"""The HTTP status of each kind of Actae error (any other one is a 500: a bug or corruption)."""
+
+
+class Refused(Exception):  # noqa: N818 - an answer, as HTTPException is
+    """A request the console will not serve: not signed in (401) or not allowed (403)."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        self.status = status
+        self.code = code
+        super().__init__(message)
+
+
+class SignInFirst(Exception):  # noqa: N818 - a redirect, not a failure
+    """A page asked for without a session: the browser goes to ``/login`` and comes back."""
+
+    def __init__(self, back_to: str) -> None:
+        self.back_to = back_to
+        super().__init__(back_to)
+
+
+def status_of(error: ActaeError) -> int:
+    """The HTTP status that answers ``error``."""
+    return next((status for kind, status in STATUS_OF if isinstance(error, kind)), 500)
+
+
+def error_body(code: str, message: str, **fields: Any) -> dict[str, Any]:
+    """The one JSON shape of every error the console answers."""
+    return {"error": {"code": code, "message": message, **jsonable_encoder(fields)}}
+
+
+def _fields(error: ActaeError) -> dict[str, Any]:
+    return {name: value for name, value in vars(error).items() if not name.startswith("_")}
+
+
+def _actae_error(request: Request, error: ActaeError) -> Response:
+    status = status_of(error)
+    if status == 500:
+        log.error("%s %s failed: %s", request.method, request.url.path, error, exc_info=error)
+    return JSONResponse(error_body(error.code, str(error), **_fields(error)), status_code=status)
+
+
+def _invalid_request(request: Request, error: RequestValidationError) -> Response:
+    problems = error.errors()
+    first = problems[0] if problems else {"loc": (), "msg": "invalid request"}
+    location = [str(part) for part in first.get("loc", ())]
+    field = ".".join(location[1:] if len(location) > 1 else location) or "request"
+    reason = str(first.get("msg", "invalid"))
+    problem = ValidationError(field, reason)
+    return JSONResponse(
+        error_body(problem.code, str(problem), field=field, reason=reason), status_code=422
+    )
+
+
+def _refused(request: Request, error: Refused) -> Response:
+    headers = {"WWW-Authenticate": 'Bearer realm="actae"'} if error.status == 401 else None
+    return JSONResponse(
+        error_body(error.code, str(error)), status_code=error.status, headers=headers
+    )
+
+
+def _http_error(request: Request, error: HTTPException) -> Response:
+    phrase = HTTPStatus(error.status_code).phrase
+    code = phrase.lower().replace(" ", "_").replace("-", "_")
+    message = error.detail if error.detail != phrase else f"{phrase}: {request.url.path}"
+    return JSONResponse(
+        error_body(code, str(message)), status_code=error.status_code, headers=error.headers
+    )
+
+
+def _sign_in_first(request: Request, error: SignInFirst) -> Response:
+    return RedirectResponse(f"/login?next={quote(error.back_to)}", status_code=303)
+
+
+def install(app: FastAPI) -> None:
+    """Answer every error of ``app`` in the console's shape."""
+    app.exception_handler(ActaeError)(_actae_error)
+    app.exception_handler(RequestValidationError)(_invalid_request)
+    app.exception_handler(Refused)(_refused)
+    app.exception_handler(HTTPException)(_http_error)
+    app.exception_handler(SignInFirst)(_sign_in_first)

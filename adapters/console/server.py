@@ -1,0 +1,140 @@
+"""``actae console``: serve the console with uvicorn until SIGINT or SIGTERM.
+
+On a signal the event streams end at once (uvicorn would otherwise wait for every open tab),
+then uvicorn stops, and the app closes the projector and the store; ``serve`` returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import logging
+import signal
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+
+import uvicorn
+
+from actae.adapters.console.app import create_app
+from actae.adapters.console.auth import load_users
+from actae.adapters.console.state import Console
+from actae.adapters.logs import ROOT, configure
+from actae.adapters.runtime.store import open as open_store
+from actae.domain.errors import ValidationError
+
+log = logging.getLogger("actae.console")
+
+GRACE = 5.0
+"""Seconds a stop waits for requests in flight before cancelling them."""
+
+
+class _Server(uvicorn.Server):
+    """uvicorn, ending the console's streams on a signal and returning (not re-raising) after."""
+
+    def __init__(self, config: uvicorn.Config, console: Console, url: str) -> None:
+        super().__init__(config)
+        self._console = console
+        self._url = url
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """Handle SIGINT and SIGTERM while serving; restore the handlers after."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        handled = (signal.SIGINT, signal.SIGTERM)
+        before = {signum: signal.signal(signum, self.handle_exit) for signum in handled}
+        try:
+            yield
+        finally:
+            for signum, handler in before.items():
+                signal.signal(signum, handler)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """Stop: end the streams now, then let uvicorn finish what is in flight."""
+        if not self.should_exit:
+            log.info("stopping (%s)", signal.Signals(sig).name)
+        self._console.end_streams()
+        super().handle_exit(sig, frame)
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """Start serving, then say where."""
+        await super().startup(sockets)
+        if self.started:
+            log.info("serving %s", self._url)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port``, or a clear error saying why not."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        raise ValidationError(
+            "port", f"cannot listen on {host}:{port}: {error.strerror or error}"
+        ) from None
+    return sock
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def serve(
+    url: str,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    auth_file: Path,
+) -> None:
+    """Serve the console for the store at ``url`` until SIGINT or SIGTERM.
+
+    Refuses to start without an auth file that names at least one user. The store must
+    exist (it is opened with ``create=False``). ``port=0`` takes a free port (the log line
+    ``serving http://...`` says which).
+    """
+    if auth_file is None:
+        raise ValidationError(
+            "auth_file",
+            "the console refuses to start without users; make one with "
+            "`actae console add-user NAME --role operator --auth-file FILE`",
+        )
+    users = load_users(Path(auth_file))
+    if not logging.getLogger(ROOT).handlers and not logging.getLogger().handlers:
+        configure()  # run without the CLI: the lines still go somewhere
+    sock = _listen(host, port)
+    shown = f"[{host}]" if ":" in host else host
+    address = f"http://{shown}:{sock.getsockname()[1]}/"
+    if not _loopback(host):
+        log.warning("listening on %s over plain HTTP: put it behind TLS (docs/console.md)", host)
+    try:
+        store = open_store(url, create=False)
+    except BaseException:
+        sock.close()
+        raise
+    app = create_app(store, users)
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=int(GRACE),
+        lifespan="on",
+    )
+    server = _Server(config, app.state.console, address)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+        store.close()  # closed by the app when it started; here if it could not
+    if not server.started:
+        raise RuntimeError("the console did not start; the lines above say why")
+    log.info("stopped")

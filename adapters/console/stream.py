@@ -1,0 +1,139 @@
+"""A run, live: its channel's events and its status as server-sent events.
+
+``GET /api/runs/{run}/stream?after=N`` sends every event after cursor N (history first, then
+live, with no gap and no duplicate: the store's own subscription, woken by NOTIFY on
+PostgreSQL and by commits or polling on SQLite) as ``event: event`` with the cursor as its
+id, so a browser that reconnects resumes after the last one it saw (``Last-Event-ID``).
+``event: status`` sends the whole run (the document of ``GET /api/runs/{run}``) at the start,
+shortly after events arrive, and when anything else changes it (a lease running out); a
+comment line keeps quiet connections open.
+
+A stream ends when the browser goes away (Starlette cancels it) and when the console stops
+(:meth:`Console.end_streams`), so a shutdown never waits for open tabs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from typing import Any
+
+import orjson
+
+from actae.adapters.console.state import Console
+from actae.adapters.console.wire import event_document
+from actae.adapters.readside.async_subscription import AsyncSubscription
+from actae.domain.values import ChannelEvent, RunInfo
+
+log = logging.getLogger("actae.console")
+
+KEEPALIVE = 15.0
+"""Seconds of quiet after which the stream sends a comment (and checks the run's status)."""
+SETTLE = 0.2
+"""Seconds without new events before the run's status is sent after them."""
+STATUS_AT_LEAST_EVERY = 1.0
+"""While events keep coming, the status is still sent this often."""
+RECONNECT_MS = 2000
+"""How soon a browser reconnects after losing the stream."""
+
+
+def message(kind: str, data: Any, *, event_id: int | None = None) -> str:
+    """One server-sent event: ``event``, optional ``id`` and one line of JSON ``data``."""
+    head = f"event: {kind}\n" + (f"id: {event_id}\n" if event_id is not None else "")
+    return f"{head}data: {orjson.dumps(data).decode()}\n\n"
+
+
+async def follow(
+    console: Console,
+    info: RunInfo,
+    after: int,
+    snapshot: Callable[[], dict[str, Any]],
+) -> AsyncIterator[str]:
+    """The stream of ``info``'s run after cursor ``after``; ``snapshot()`` is its status."""
+    live = console.live
+    if live is None:  # the console is stopping
+        return
+    console.streams += 1
+    try:
+        async with (
+            live.subscribe(info.channel_id, after=after) as events,
+            contextlib.aclosing(_pump(console, events, snapshot)) as lines,
+        ):
+            async for line in lines:
+                yield line
+    finally:
+        console.streams -= 1
+        log.debug("stream of run %s ended", info.run_id)
+
+
+class _Arrivals:
+    """The subscription's next event or the console stopping, whichever comes first.
+
+    The pending read is kept across waits that time out, so no event is read twice or lost.
+    """
+
+    def __init__(self, events: AsyncSubscription, stopping: asyncio.Event) -> None:
+        self._events = events
+        self._stopping: asyncio.Future[Any] = asyncio.ensure_future(stopping.wait())
+        self._next: asyncio.Future[ChannelEvent] = asyncio.ensure_future(events.__anext__())
+
+    async def wait(self, timeout: float) -> ChannelEvent | None:
+        """The next event, or ``None`` after ``timeout`` seconds (``StopAsyncIteration``: stop)."""
+        either: set[asyncio.Future[Any]] = {self._stopping, self._next}
+        done, _ = await asyncio.wait(either, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        if self._stopping in done:
+            raise StopAsyncIteration
+        if self._next not in done:
+            return None
+        event = self._next.result()  # StopAsyncIteration once the subscription stops
+        self._next = asyncio.ensure_future(self._events.__anext__())
+        return event
+
+    def close(self) -> None:
+        """Drop the pending reads (not awaited: the stream may be being cancelled itself)."""
+        for task in (self._stopping, self._next):
+            if not task.done():
+                task.cancel()
+            elif not task.cancelled():
+                task.exception()  # retrieved, so asyncio does not report it
+
+
+def _patience(unsent_since: float | None) -> float:
+    """How long to wait for the next event before sending the status (or a keepalive)."""
+    if unsent_since is None:
+        return KEEPALIVE
+    overdue = unsent_since + STATUS_AT_LEAST_EVERY - time.monotonic()
+    return max(0.0, min(SETTLE, overdue))
+
+
+async def _pump(
+    console: Console, events: AsyncSubscription, snapshot: Callable[[], dict[str, Any]]
+) -> AsyncGenerator[str, None]:
+    yield f"retry: {RECONNECT_MS}\n\n"
+    sent = await asyncio.to_thread(snapshot)
+    yield message("status", sent)
+    arrivals = _Arrivals(events, console.stopping)
+    unsent_since: float | None = None  # when the first event not yet followed by a status came
+    try:
+        while True:
+            try:
+                event = await arrivals.wait(_patience(unsent_since))
+            except StopAsyncIteration:
+                return
+            if event is not None:
+                yield message("event", event_document(event), event_id=event.cursor)
+                unsent_since = unsent_since or time.monotonic()
+                if time.monotonic() - unsent_since < STATUS_AT_LEAST_EVERY:
+                    continue
+            now = await asyncio.to_thread(snapshot)
+            if now != sent:
+                sent = now
+                yield message("status", now)
+            elif unsent_since is None:
+                yield ": keepalive\n\n"
+            unsent_since = None
+    finally:
+        arrivals.close()

@@ -1,0 +1,136 @@
+"""What the store's values look like as JSON: one shape for each, whichever route sends it.
+
+The API, the event stream and the pages read the same documents, so a run looks the same
+fetched, streamed or reloaded. Ids and moments become text (ISO 8601, UTC offset included).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi.encoders import jsonable_encoder
+
+from actae.adapters.operate.versions import Change
+from actae.adapters.operate.views import RunView
+from actae.domain.effects import EffectInfo, workflow_value
+from actae.domain.values import ChannelEvent, ForkReceipt, StateVersion
+
+
+def plain(value: dict[str, Any]) -> dict[str, Any]:
+    """``value`` as JSON values only (uuids and datetimes as text, models as objects)."""
+    document: dict[str, Any] = jsonable_encoder(value)
+    return document
+
+
+def run_document(view: RunView) -> dict[str, Any]:
+    """A run in full: the store's word on it, its read-model row and its effects."""
+    info = view.info
+    return plain(
+        {
+            "run_id": info.run_id,
+            "channel_id": info.channel_id,
+            "workflow_id": info.workflow_id,
+            "agent_id": info.agent_id,
+            "status": view.status,
+            "lifecycle": str((view.row or {}).get("lifecycle") or info.status.value),
+            "next_action": view.next_action,
+            "head_cursor": info.cursor,
+            "state_version": info.state_version,
+            "pins": info.pins.as_dict(),
+            "created_at": info.created_at,
+            "deadline": info.deadline,
+            "parent_run_id": info.parent_run_id,
+            "forked_from": None if info.forked_from is None else receipt_document(info.forked_from),
+            "waiting": None if info.waiting is None else info.waiting.model_dump(),
+            "decisions": {name: d.model_dump() for name, d in info.decisions.items()},
+            "result": info.result,
+            "error": info.error,
+            "budget": info.budget,
+            "usage": info.usage,
+            "retries": info.retries,
+            "read_model": view.row,
+            "effects": view.effects,
+        }
+    )
+
+
+def event_document(event: ChannelEvent) -> dict[str, Any]:
+    """One event of a run's channel, as the timeline shows it."""
+    return plain(
+        {
+            "cursor": event.cursor,
+            "kind": event.kind,
+            "state_version": event.state_version,
+            "state_cursor": event.state_cursor,
+            "operation_id": event.operation_id,
+            "payload": event.payload,
+            "timestamp": event.recorded_at,
+        }
+    )
+
+
+def state_document(state: StateVersion) -> dict[str, Any]:
+    """A state version: where it was made, its checksum and the state."""
+    return plain(
+        {
+            "version": state.version,
+            "cursor": state.cursor,
+            "checksum": state.checksum,
+            "state": state.state,
+        }
+    )
+
+
+def change_document(change: Change) -> dict[str, Any]:
+    """One difference between two states."""
+    document: dict[str, Any] = {"path": list(change.path), "kind": change.kind}
+    if change.kind != "added":
+        document["before"] = change.before
+    if change.kind != "removed":
+        document["after"] = change.after
+    return plain(document)
+
+
+def receipt_document(receipt: ForkReceipt) -> dict[str, Any]:
+    """A fork's receipt: where it was asked for, where it resolved, what it copied, why."""
+    return plain(
+        {
+            "parent_run_id": receipt.parent_run_id,
+            "child_run_id": receipt.child_run_id,
+            "requested_boundary": receipt.requested_boundary,
+            "resolved_boundary": receipt.resolved_boundary,
+            "state_version": receipt.state_version,
+            "state_checksum": receipt.state_checksum,
+            "reason": receipt.reason,
+            "pins": receipt.pins.as_dict(),
+            "operation_id": receipt.operation_id,
+            "created_at": receipt.created_at,
+            "inherited": None if receipt.inherited is None else receipt.inherited.model_dump(),
+        }
+    )
+
+
+def effect_document(info: EffectInfo) -> dict[str, Any]:
+    """An effect as the ledger has it, with every attempt (token, worker, outcome).
+
+    ``result`` is the ledger's record; ``value`` is what a workflow's ``ctx.effect`` returns
+    from it (the ledger keeps a workflow's value in an envelope).
+    """
+    return plain(
+        {
+            "effect_key": info.effect_key,
+            "run_id": info.run_id,
+            "status": info.status.value,
+            "token": info.token,
+            "attempt": info.attempt,
+            "holder": info.holder,
+            "expires_at": info.expires_at,
+            "retry_at": info.retry_at,
+            "in_doubt": info.in_doubt,
+            "last_error": info.last_error,
+            "result": info.result,
+            "value": workflow_value(info.result),
+            "request": info.request,
+            "attempts": [attempt.model_dump() for attempt in info.attempts],
+        }
+    )

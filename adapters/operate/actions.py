@@ -1,0 +1,60 @@
+"""The operator's actions, each one of the store's audited commands.
+
+Nothing here edits a row: every action is an event with its actor and reason (or note), so
+``actae audit`` and the console's audit log can show who did what, when and why. The CLI and
+the console name the same verbs and reach the store through this one table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from uuid import UUID
+
+from actae.adapters.runtime.store import Store
+from actae.domain.effects import EffectInfo
+from actae.domain.values import RunInfo
+
+RunAction = Callable[..., RunInfo]
+
+RUN_ACTIONS: dict[str, RunAction] = {
+    "cancel": Store.cancel,
+    "pause": Store.pause,
+    "unpause": Store.unpause,
+    "retry": Store.retry_run,
+}
+"""Actions on a run that take an actor and a reason."""
+
+DECISIONS: dict[str, RunAction] = {"approve": Store.approve, "deny": Store.deny}
+"""Answers to a run's approval ``name``, with an actor and an optional note."""
+
+OUTCOMES = ("completed", "failed")
+"""What an operator can say an effect in doubt (or needing review) did."""
+
+
+def act(store: Store, verb: str, run_id: UUID, *, actor: str, reason: str) -> RunInfo:
+    """Cancel, pause, unpause or retry the run, as ``actor`` for ``reason``."""
+    return RUN_ACTIONS[verb](store, run_id, actor=actor, reason=reason)
+
+
+def decide(
+    store: Store, verb: str, run_id: UUID, name: str, *, actor: str, note: str | None
+) -> RunInfo:
+    """Approve or deny the run's approval ``name``, as ``actor``."""
+    return DECISIONS[verb](store, run_id, name, actor=actor, note=note)
+
+
+def override(
+    store: Store,
+    effect_key: str,
+    outcome: str,
+    *,
+    actor: str,
+    reason: str,
+    evidence: dict[str, Any] | None,
+    result: Any = None,
+) -> EffectInfo:
+    """Settle an effect in doubt or needing review, with the evidence that says how it went."""
+    return store.override(
+        effect_key, outcome, actor=actor, reason=reason, evidence=evidence, result=result
+    )

@@ -1,0 +1,193 @@
+"""Lists and totals over the whole store, for the console's pages and its ``/metrics``.
+
+:mod:`~actae.adapters.operate.views` answers "which runs, and this one in full"; this module
+adds what a dashboard asks: the approvals inbox, effects by status, the lineage around a run
+in both directions, several runs' rows at once, the recent audit log, and totals. Every row
+is typed as views' rows are.
+"""
+
+# ruff: noqa: S608 - SQL assembled from our own constant table and column names; values are bound
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from actae.adapters.operate.views import (
+    MOST,
+    PAGE,
+    Statement,
+    select,
+    status_counts,
+)
+from actae.adapters.runtime.store import Store
+from actae.domain.effects import EffectStatus
+from actae.domain.errors import ValidationError
+from actae.domain.validation import require_int
+
+DEEPEST = 1000
+"""Lineage levels followed up or down from a run (a guard; real trees are shallow)."""
+
+SUMMED = ("steps_done", "input_tokens", "output_tokens", "cost")
+"""run_status columns whose totals a dashboard shows."""
+
+
+def _limit(limit: int | None) -> int:
+    return PAGE if limit is None else require_int("limit", limit, minimum=1, maximum=MOST)
+
+
+def approvals(store: Store, *, limit: int | None = None) -> list[dict[str, Any]]:
+    """Runs waiting for an approval, the longest-waiting first."""
+    return select(
+        store,
+        "run_status",
+        lambda p: (
+            "SELECT * FROM run_status "
+            f"WHERE status = {p} AND waiting_reason = {p} ORDER BY updated_at, run_id LIMIT {p}"
+        ),
+        ["waiting", "approval", _limit(limit)],
+    )
+
+
+def effect_status(status: str) -> str:
+    """``status`` if it is an effect status, else a ``ValidationError`` naming the valid ones."""
+    try:
+        return EffectStatus(status).value
+    except ValueError:
+        names = ", ".join(s.value for s in EffectStatus)
+        raise ValidationError("status", f"expected one of {names}, got {status!r}") from None
+
+
+def effects_with_status(
+    store: Store, status: str, *, limit: int | None = None
+) -> list[dict[str, Any]]:
+    """Effects whose ledger status is ``status`` (say, ``needs_review``), most recent first."""
+    return select(
+        store,
+        "effects",
+        lambda p: (
+            f"SELECT * FROM effects WHERE status = {p} "
+            f"ORDER BY updated_at DESC, effect_key LIMIT {p}"
+        ),
+        [effect_status(status), _limit(limit)],
+    )
+
+
+def ancestry(store: Store, run_id: UUID) -> list[dict[str, Any]]:
+    """The lineage edges from ``run_id`` up to its root (forks and delegations), nearest first.
+
+    Each row is a lineage row (a fork's carries its receipt) plus ``depth`` (1: the run's own
+    edge to where it came from).
+    """
+    return select(
+        store,
+        "lineage",
+        lambda p: (
+            "WITH RECURSIVE up AS ("
+            f"SELECT lineage.*, 1 AS depth FROM lineage WHERE child_run_id = {p} "
+            "UNION ALL SELECT l.*, up.depth + 1 FROM lineage l "
+            f"JOIN up ON l.child_run_id = up.parent_run_id WHERE up.depth < {p}"
+            ") SELECT * FROM up ORDER BY depth"
+        ),
+        [run_id, DEEPEST],
+    )
+
+
+def descendants(store: Store, run_id: UUID, *, limit: int = MOST) -> list[dict[str, Any]]:
+    """The lineage edges below ``run_id`` (its forks and children, theirs, ...), level by level.
+
+    Each row is a lineage row plus ``depth`` (1: an edge from the run itself); at most
+    ``limit`` rows.
+    """
+    return select(
+        store,
+        "lineage",
+        lambda p: (
+            "WITH RECURSIVE down AS ("
+            f"SELECT lineage.*, 1 AS depth FROM lineage WHERE parent_run_id = {p} "
+            "UNION ALL SELECT l.*, down.depth + 1 FROM lineage l "
+            f"JOIN down ON l.parent_run_id = down.child_run_id WHERE down.depth < {p}"
+            f") SELECT * FROM down ORDER BY depth, created_at, child_run_id LIMIT {p}"
+        ),
+        [run_id, DEEPEST, require_int("limit", limit, minimum=1, maximum=MOST)],
+    )
+
+
+def _runs_among(count: int) -> Statement:
+    """The run_status rows whose run id is one of ``count`` parameters."""
+    return lambda p: f"SELECT * FROM run_status WHERE run_id IN ({', '.join([p] * count)})"
+
+
+def run_rows(store: Store, run_ids: list[UUID]) -> dict[UUID, dict[str, Any]]:
+    """The run_status rows of ``run_ids`` by run id (runs the projector has not seen are absent)."""
+    found: dict[UUID, dict[str, Any]] = {}
+    unique = list(dict.fromkeys(run_ids))
+    for start in range(0, len(unique), PAGE):
+        chunk = unique[start : start + PAGE]
+        rows = select(store, "run_status", _runs_among(len(chunk)), chunk)
+        found.update({row["run_id"]: row for row in rows})
+    return found
+
+
+def recent_audit(store: Store, *, limit: int | None = None) -> list[dict[str, Any]]:
+    """The latest operator actions on any run, newest first."""
+    return select(
+        store,
+        "audit",
+        lambda p: f"SELECT * FROM audit ORDER BY at DESC LIMIT {p}",
+        [_limit(limit)],
+    )
+
+
+@dataclass(frozen=True)
+class Totals:
+    """What the read models add up to, for a dashboard or a metrics scrape."""
+
+    runs: dict[str, int]
+    """Runs by status (every status, zeros included)."""
+    effects: dict[str, int]
+    """Effects by ledger status (every status, zeros included)."""
+    in_doubt: int
+    """Effects in doubt now."""
+    attempts: int
+    """Effect attempts (claims) made, all effects together."""
+    retries: int
+    """Attempts beyond each effect's first."""
+    sums: dict[str, float] = field(default_factory=dict)
+    """Totals of the :data:`SUMMED` run_status columns."""
+
+
+def totals(store: Store) -> Totals:
+    """The store's totals as the read models have them now (no catching up: a scrape is cheap)."""
+    by_effect = select(
+        store, "effects", lambda p: "SELECT status, count(*) AS n FROM effects GROUP BY status"
+    )
+    (ledger,) = select(
+        store,
+        "effects",
+        lambda p: (
+            "SELECT coalesce(sum(attempts), 0) AS attempts_made, "
+            "coalesce(sum(CASE WHEN attempts > 1 THEN attempts - 1 ELSE 0 END), 0) AS retried, "
+            "coalesce(sum(CASE WHEN in_doubt THEN 1 ELSE 0 END), 0) AS doubtful FROM effects"
+        ),
+    )
+    (row,) = select(
+        store,
+        "run_status",
+        lambda p: (
+            "SELECT "
+            + ", ".join(f"coalesce(sum({name}), 0) AS total_{name}" for name in SUMMED)
+            + " FROM run_status"
+        ),
+    )
+    sums = {name: float(row[f"total_{name}"]) for name in SUMMED}
+    return Totals(
+        runs=status_counts(store),
+        effects={s.value: 0 for s in EffectStatus}
+        | {str(r["status"]): int(r["n"]) for r in by_effect},
+        in_doubt=int(ledger["doubtful"]),
+        attempts=int(ledger["attempts_made"]),
+        retries=int(ledger["retried"]),
+        sums=sums,
+    )

@@ -1,0 +1,85 @@
+"""State versions by number, and what changed between two of them.
+
+The store answers "the state in force at cursor N"; an operator asks "what is version 3, and
+what did version 4 change?". A version is pinned to the cursor of the event that made it, and
+versions only grow along a channel's log, so the cursor of version ``v`` is the first cursor
+whose version in force is ``v``: a binary search over cursors, reading one event per probe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from actae.adapters.runtime.store import Store
+from actae.domain.errors import NotFoundError
+from actae.domain.validation import require_int
+from actae.domain.values import StateVersion
+
+
+def state_version(store: Store, channel_id: UUID, version: int) -> StateVersion:
+    """The channel's state version ``version`` (``NotFoundError`` if the channel never had it)."""
+    version = require_int("version", version, minimum=1)
+    head = store.head(channel_id)
+    low, high = 1, head.cursor
+    while low < high:  # the first cursor whose version in force is at least ``version``
+        middle = (low + high) // 2
+        (event,) = store.events(channel_id, after=middle - 1, limit=1)
+        if event.state_version >= version:
+            high = middle
+        else:
+            low = middle + 1
+    found = store.state_at(channel_id, low)
+    if found.version != version:
+        raise NotFoundError(
+            "state version",
+            version,
+            f"channel {channel_id} has versions {store.state_at(channel_id, 1).version} "
+            f"to {head.state_version}",
+        )
+    return found
+
+
+@dataclass(frozen=True)
+class Change:
+    """One difference between two JSON documents, at ``path`` (keys from the top)."""
+
+    path: tuple[str, ...]
+    kind: str
+    """``added``, ``removed`` or ``changed``."""
+    before: Any = None
+    after: Any = None
+
+
+def diff(before: Any, after: Any, path: tuple[str, ...] = ()) -> list[Change]:
+    """What changed from ``before`` to ``after``: keys added, removed or changed, nested.
+
+    Objects are compared key by key, to any depth; any other value (a list, a number) is
+    compared whole. ``1`` and ``1.0`` or ``true`` differ, as they do in JSON.
+    """
+    if isinstance(before, dict) and isinstance(after, dict):
+        changes: list[Change] = []
+        for key in sorted(before.keys() | after.keys()):
+            where = (*path, key)
+            if key not in after:
+                changes.append(Change(where, "removed", before=before[key]))
+            elif key not in before:
+                changes.append(Change(where, "added", after=after[key]))
+            else:
+                changes.extend(diff(before[key], after[key], where))
+        return changes
+    if _same(before, after):
+        return []
+    return [Change(path, "changed", before=before, after=after)]
+
+
+def _same(before: Any, after: Any) -> bool:
+    """Equal as JSON values: the same type all the way down (``True`` is not ``1``)."""
+    if type(before) is not type(after):
+        return False
+    if isinstance(before, dict):
+        return before.keys() == after.keys() and all(_same(before[k], after[k]) for k in before)
+    if isinstance(before, list):
+        return len(before) == len(after) and all(map(_same, before, after))
+    return bool(before == after)

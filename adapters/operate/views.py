@@ -1,0 +1,210 @@
+"""What is going on in a store, for someone on call: lists and one run in full.
+
+Lists come from the read models (one indexed query each, whatever the history length), after
+catching them up, so a list never misses a run that started a moment ago. A run's own view
+adds the store's word on it (``store.run``): status, waiting reason, pins, cursor and state
+version as the event log has them, not as a projection last saw them.
+
+Every row is typed (:func:`actae.adapters.operate.rows.typed`), so the CLI and the console
+print the same values on every backend.
+"""
+
+# ruff: noqa: S608 - SQL assembled from our own constant table and column names; values are bound
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from actae.adapters.operate.rows import typed
+from actae.adapters.runtime.store import Store
+from actae.domain.errors import NotFoundError, ValidationError
+from actae.domain.validation import require_int, require_text
+from actae.domain.values import RunInfo, RunStatus
+from actae.projections.tables import TABLES, Table
+
+PAGE = 50
+"""Rows a list returns when not told how many."""
+MOST = 1000
+"""The most rows one list returns (page with ``after``)."""
+
+
+def table(name: str) -> Table:
+    """The read-model table called ``name``."""
+    return next(t for t in TABLES if t.name == name)
+
+
+def fresh(store: Store) -> None:
+    """Bring the read models up to date, so a list shows what the log holds now."""
+    store.projector().catch_up()
+
+
+Statement = Callable[[str], str]
+"""A statement, given the backend's parameter mark (``%s`` or ``?``)."""
+
+
+def select(
+    store: Store, of: str, statement: Statement, params: Sequence[Any] = ()
+) -> list[dict[str, Any]]:
+    """Typed rows of a read-only ``statement`` over the table ``of``."""
+    projector = store.projector()
+    db = projector.db
+    rows = projector.query(statement(db.mark), [db.adapt(value) for value in params])
+    return [typed(table(of), row) for row in rows]
+
+
+def _limit(limit: int | None) -> int:
+    return PAGE if limit is None else require_int("limit", limit, minimum=1, maximum=MOST)
+
+
+def runs(
+    store: Store,
+    *,
+    status: str | None = None,
+    workflow: str | None = None,
+    agent: str | None = None,
+    limit: int | None = None,
+    after: UUID | None = None,
+) -> list[dict[str, Any]]:
+    """Runs newest first, filtered; ``after`` is the last run of the previous page."""
+    conditions: dict[str, Any] = {}
+    if status is not None:
+        conditions["status = {p}"] = run_status(status)
+    for column, value in (("workflow_id", workflow), ("agent_id", agent)):
+        if value is not None:
+            conditions[f"{column} = {{p}}"] = require_text(column, value)
+    if after is not None:
+        conditions[
+            "(created_at, run_id) < (SELECT created_at, run_id FROM run_status WHERE run_id = {p})"
+        ] = after
+    return select(
+        store,
+        "run_status",
+        lambda p: (
+            f"SELECT * FROM run_status {_where(conditions, p)} "
+            f"ORDER BY created_at DESC, run_id DESC LIMIT {p}"
+        ),
+        [*conditions.values(), _limit(limit)],
+    )
+
+
+def _where(conditions: dict[str, Any], mark: str) -> str:
+    """``WHERE`` and the conditions (each with its ``{p}`` mark filled), or nothing."""
+    if not conditions:
+        return ""
+    return "WHERE " + " AND ".join(c.format(p=mark) for c in conditions)
+
+
+def run_status(status: str) -> str:
+    """``status`` if it is a run status, else a ``ValidationError`` naming the valid ones."""
+    try:
+        return RunStatus(status).value
+    except ValueError:
+        names = ", ".join(s.value for s in RunStatus)
+        raise ValidationError("status", f"expected one of {names}, got {status!r}") from None
+
+
+def status_counts(store: Store) -> dict[str, int]:
+    """How many runs have each status (every status listed, zeros included)."""
+    rows = store.projector().query("SELECT status, count(*) AS n FROM run_status GROUP BY status")
+    counts = {status.value: 0 for status in RunStatus}
+    counts.update({str(row["status"]): int(row["n"]) for row in rows})
+    return counts
+
+
+def effects(
+    store: Store,
+    *,
+    in_doubt: bool = False,
+    run_id: UUID | None = None,
+    limit: int | None = None,
+) -> list[dict[str, Any]]:
+    """Ledger effects, most recently changed first: all, a run's, or the ones in doubt."""
+    conditions: dict[str, Any] = {}
+    if in_doubt:
+        conditions["in_doubt = {p}"] = True
+    if run_id is not None:
+        conditions["run_id = {p}"] = run_id
+    return select(
+        store,
+        "effects",
+        lambda p: (
+            f"SELECT * FROM effects {_where(conditions, p)} "
+            f"ORDER BY updated_at DESC, effect_key LIMIT {p}"
+        ),
+        [*conditions.values(), _limit(limit)],
+    )
+
+
+def audit(store: Store, run_id: UUID) -> list[dict[str, Any]]:
+    """Every operator action on the run and its effects, oldest first."""
+    return select(
+        store,
+        "audit",
+        lambda p: f"SELECT * FROM audit WHERE run_id = {p} ORDER BY at, aggregate_id, version",
+        [run_id],
+    )
+
+
+def edges(store: Store, run_id: UUID) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The run's lineage rows: where it came from (fork or parent), its forks and children."""
+    up = select(
+        store, "lineage", lambda p: f"SELECT * FROM lineage WHERE child_run_id = {p}", [run_id]
+    )
+    down = select(
+        store,
+        "lineage",
+        lambda p: f"SELECT * FROM lineage WHERE parent_run_id = {p} ORDER BY created_at",
+        [run_id],
+    )
+    return up, down
+
+
+@dataclass(frozen=True)
+class RunView:
+    """One run in full: the store's word on it and what the read models derive."""
+
+    info: RunInfo
+    row: dict[str, Any] | None
+    """Its run_status row (``None`` until the projector has seen the run)."""
+    effects: list[dict[str, Any]] = field(default_factory=list)
+    parents: list[dict[str, Any]] = field(default_factory=list)
+    children: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        """Retrying or blocked as the effects make it, else the run's own status."""
+        return str(self.row["status"]) if self.row else self.info.status.value
+
+    @property
+    def next_action(self) -> str:
+        """What should happen next, as the read model says."""
+        return str(self.row["next_action"]) if self.row else "continue"
+
+
+def run_view(store: Store, run_id: UUID) -> RunView:
+    """The run ``run_id`` in full (``NotFoundError`` for a run the store never saw)."""
+    info = store.run(run_id)
+    rows = select(
+        store, "run_status", lambda p: f"SELECT * FROM run_status WHERE run_id = {p}", [run_id]
+    )
+    parents, children = edges(store, run_id)
+    return RunView(
+        info=info,
+        row=rows[0] if rows else None,
+        effects=effects(store, run_id=run_id, limit=MOST),
+        parents=parents,
+        children=children,
+    )
+
+
+def effect_row(store: Store, effect_key: str) -> dict[str, Any]:
+    """The effects row of ``effect_key`` (``NotFoundError`` if the ledger has none)."""
+    rows = select(
+        store, "effects", lambda p: f"SELECT * FROM effects WHERE effect_key = {p}", [effect_key]
+    )
+    if not rows:
+        raise NotFoundError("effect", effect_key)
+    return rows[0]

@@ -1,0 +1,1 @@
+"""Traces and metrics through OpenTelemetry's API; the application configures the SDK."""

@@ -1,0 +1,158 @@
+"""Metrics through OpenTelemetry's API: what steps and effects do, and what the read models say.
+
+Counters and the step-latency histogram are recorded as workflows run, in any process that
+runs them (``runs.RunTrace`` records them beside the spans of the same calls). The gauges
+(runs by status, effects in doubt, projection lag) describe the whole store, so they are
+registered once by the application (:func:`observe`) in the one process that should report
+them, and read from the read models whenever the SDK collects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Self
+
+from opentelemetry import metrics
+from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
+
+from actae.adapters.telemetry.names import (
+    EFFECT_ATTEMPTS,
+    EFFECT_RETRIES,
+    EFFECTS_IN_DOUBT,
+    PROJECTION_LAG,
+    RUNS,
+    SCOPE,
+    SCOPE_VERSION,
+    STATUS,
+    STEP_DURATION,
+    STEPS,
+)
+from actae.domain.values import RunStatus
+
+if TYPE_CHECKING:
+    from actae.adapters.runtime.store import Store
+
+STEP_SECONDS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+"""Bucket bounds of the step-latency histogram: a replayed step takes a millisecond, a model
+call seconds to minutes (the SDK's default bounds are meant for milliseconds)."""
+
+RUNS_BY_STATUS = "SELECT status, count(*) AS n FROM run_status GROUP BY status"
+IN_DOUBT_COUNT = "SELECT count(*) AS n FROM effects WHERE in_doubt"
+
+
+@dataclass(frozen=True)
+class Instruments:
+    """The instruments recorded on the step path, made once per meter provider."""
+
+    steps: metrics.Counter
+    step_duration: metrics.Histogram
+    effect_attempts: metrics.Counter
+    effect_retries: metrics.Counter
+
+
+_made: tuple[MeterProvider, Instruments] | None = None
+
+
+def instruments() -> Instruments:
+    """The instruments of the meter provider in force now.
+
+    Made again only when the global provider changes (once: from the API's proxy to the
+    application's SDK), since every instrument made also stays registered with its meter.
+    """
+    global _made  # noqa: PLW0603 - one set per process-wide provider
+    provider = metrics.get_meter_provider()
+    made = _made
+    if made is None or made[0] is not provider:
+        made = _made = provider, _instruments_of(provider.get_meter(SCOPE, SCOPE_VERSION))
+    return made[1]
+
+
+def _instruments_of(meter: metrics.Meter) -> Instruments:
+    return Instruments(
+        steps=meter.create_counter(
+            STEPS, unit="{step}", description="Workflow steps, executed or replayed"
+        ),
+        step_duration=meter.create_histogram(
+            STEP_DURATION,
+            unit="s",
+            description="How long a workflow step took, its recording included",
+            explicit_bucket_boundaries_advisory=STEP_SECONDS,
+        ),
+        effect_attempts=meter.create_counter(
+            EFFECT_ATTEMPTS, unit="{attempt}", description="Claims granted to run an effect"
+        ),
+        effect_retries=meter.create_counter(
+            EFFECT_RETRIES,
+            unit="{attempt}",
+            description="Attempts of an effect after its first (a failure or a doubt before)",
+        ),
+    )
+
+
+class Observing:
+    """The store-wide gauges of :func:`observe`, reporting until :meth:`stop`.
+
+    As a context manager it stops at the end of the block: ``with actae.open(url) as store,
+    observe(store):`` stops reporting before the store closes, so no collection after that
+    tries to read a closed store (OpenTelemetry cannot take an instrument back).
+    """
+
+    def __init__(self) -> None:
+        self.stopped = False
+
+    def stop(self) -> None:
+        """Report nothing from now on."""
+        self.stopped = True
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+
+def observe(store: Store, *, meter_provider: MeterProvider | None = None) -> Observing:
+    """Report the store's runs by status, its effects in doubt and the read models' lag.
+
+    Call once per store, in one process (a worker, the console): the gauges are read from
+    the read models at each collection, so they are as fresh as the projector (``actae
+    project`` or the workers keep it current), and the lag says how fresh that is.
+    ``meter_provider`` defaults to the global one. Stop it before closing the store.
+    """
+    meter = (meter_provider or metrics.get_meter_provider()).get_meter(SCOPE, SCOPE_VERSION)
+    observing = Observing()
+
+    def runs(_: CallbackOptions) -> Iterable[Observation]:
+        if observing.stopped:
+            return []
+        counted = {row["status"]: row["n"] for row in store.projector().query(RUNS_BY_STATUS)}
+        return [Observation(int(counted.get(s.value, 0)), {STATUS: s.value}) for s in RunStatus]
+
+    def in_doubt(_: CallbackOptions) -> Iterable[Observation]:
+        if observing.stopped:
+            return []
+        (row,) = store.projector().query(IN_DOUBT_COUNT)
+        return [Observation(int(row["n"]))]
+
+    def lag(_: CallbackOptions) -> Iterable[Observation]:
+        if observing.stopped:
+            return []
+        return [Observation(max(0, store.position() - store.projector().position()))]
+
+    meter.create_observable_gauge(
+        RUNS, [runs], unit="{run}", description="Runs by status, from run_status"
+    )
+    meter.create_observable_gauge(
+        EFFECTS_IN_DOUBT,
+        [in_doubt],
+        unit="{effect}",
+        description="Effects that may have happened unrecorded, from the effects read model",
+    )
+    meter.create_observable_gauge(
+        PROJECTION_LAG,
+        [lag],
+        unit="{event}",
+        description="Events stored that the read models do not reflect yet",
+    )
+    return observing

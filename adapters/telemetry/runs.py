@@ -1,0 +1,295 @@
+"""The spans of a run: a worker's turn (``actae.run``) and each workflow call under it.
+
+Every span names its run; a call's span also says whether it ran or was answered from the
+log (``actae.replayed``), where it was recorded (``actae.cursor``, ``actae.state_version``)
+and under which operation id. Outside any span (``store.resume`` called from a plain
+script) the calls are opened under the context the run recorded at its start, so a run is
+one trace however it is driven.
+
+The calls are context managers of their own rather than generators: a step that is not
+traced (no SDK configured) pays for two clock readings and two no-op metric calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from time import perf_counter
+from types import TracebackType
+from typing import Self
+
+from opentelemetry import context as otel_context
+from opentelemetry.context import Context
+from opentelemetry.util.types import AttributeValue
+
+from actae.adapters.telemetry.metrics import Instruments, instruments
+from actae.adapters.telemetry.names import (
+    AGENT_ID,
+    COMPLETED,
+    CURSOR,
+    EFFECT_ATTEMPT,
+    EFFECT_FENCING_TOKEN,
+    EFFECT_IN_DOUBT,
+    EFFECT_OUTCOME,
+    EFFECT_SPAN,
+    FAILED,
+    IN_DOUBT,
+    MODEL,
+    OPERATION_ID,
+    REPLAYED,
+    REPLAYED_OUTCOME,
+    RUN_ID,
+    RUN_OUTCOME,
+    RUN_SPAN,
+    STATE_VERSION,
+    STEP_SPAN,
+    TRANSITION_SPAN,
+    USAGE_ATTRIBUTES,
+    WAIT_NAME,
+    WAIT_OUTCOME,
+    WAIT_SPAN,
+    WORKER,
+    WORKFLOW_ID,
+)
+from actae.adapters.telemetry.tracing import Opened, active_tracer, in_a_span, parent_context
+from actae.domain.effects import Claim
+from actae.domain.errors import RunSuspended
+from actae.domain.values import ForkReceipt, Receipt, RunInfo
+
+Attributes = dict[str, AttributeValue]
+
+
+def run_attributes(run: RunInfo) -> Attributes:
+    """What names a run on each of its spans."""
+    named: Attributes = {
+        RUN_ID: str(run.run_id),
+        WORKFLOW_ID: run.workflow_id,
+        AGENT_ID: run.agent_id,
+    }
+    if run.pins.model is not None:
+        named[MODEL] = run.pins.model
+    return named
+
+
+def fork_attributes(fork: ForkReceipt) -> Attributes:
+    """What names a fork's child run on the span it was forked in."""
+    return {RUN_ID: str(fork.child_run_id)}
+
+
+class TakenRun(Opened):
+    """A worker's ``actae.run`` span, told how the turn ended."""
+
+    def ended(self, outcome: str) -> None:
+        """What the worker made of its turn (``completed``, ``failed: ...``, a wait, ...)."""
+        if self.recording:
+            self.span.set_attribute(RUN_OUTCOME, outcome)
+
+
+def taking(run: RunInfo, *, worker: str) -> TakenRun:
+    """The ``actae.run`` span of one worker's turn with ``run``, in the run's own trace.
+
+    It is a child of the context the run recorded at its start, whatever span is current:
+    a worker that takes over a run killed mid-way reports into the same trace.
+    """
+    tracer = active_tracer()
+    if tracer is None:
+        return TakenRun(None, RUN_SPAN, None)
+    attributes = {
+        **run_attributes(run),
+        WORKER: worker,
+        CURSOR: run.cursor,
+        STATE_VERSION: run.state_version,
+    }
+    return TakenRun(tracer, RUN_SPAN, attributes, parent_context(run.trace_context))
+
+
+class Call(Opened):
+    """The span of one workflow call, told where its result is."""
+
+    replayed = False
+
+    def answered(self, cursor: int, state_version: int) -> None:
+        """The call was answered from the log (its own run's, or a forked-from ancestor's)."""
+        self.replayed = True
+        if self.recording:
+            self.span.set_attributes({REPLAYED: True, CURSOR: cursor, STATE_VERSION: state_version})
+
+    def recorded(self, receipt: Receipt) -> None:
+        """The call's write: where it landed (a write recognised as a repeat is a replay)."""
+        self._landed(receipt, replayed=receipt.replayed)
+
+    def ran(self, receipt: Receipt) -> None:
+        """The call's function ran now; its result is recorded at ``receipt``.
+
+        Not a replay, even when the write was recognised as a repeat of one whose reply was
+        lost: the work was done this time.
+        """
+        self._landed(receipt, replayed=False)
+
+    def _landed(self, receipt: Receipt, *, replayed: bool) -> None:
+        self.replayed = replayed
+        if self.recording:
+            self.span.set_attributes(
+                {REPLAYED: replayed, CURSOR: receipt.cursor, STATE_VERSION: receipt.state_version}
+            )
+
+    def used(self, usage: Mapping[str, float] | None) -> None:
+        """What the call consumed: tokens in OpenTelemetry's GenAI terms, and its cost."""
+        if usage and self.recording:
+            for key, attribute in USAGE_ATTRIBUTES.items():
+                if key in usage:
+                    self.span.set_attribute(attribute, usage[key])
+
+
+class StepCall(Call):
+    """``actae.step {name}``; a step that returns is counted and timed, replayed or not."""
+
+    def __init__(self, run: RunTrace, name: str, attributes: Attributes | None) -> None:
+        super().__init__(run.tracer, name, attributes, run.parent())
+        self._run = run
+        self._began = 0.0
+
+    def __enter__(self) -> Self:
+        self._began = perf_counter()
+        return super().__enter__()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        super().__exit__(kind, error, traceback)
+        if error is None:
+            self._run.step_done(self.replayed, perf_counter() - self._began)
+
+
+class EffectCall(Call):
+    """``actae.effect {name}``, with its claim (attempt, fencing token) and its outcome."""
+
+    def __init__(self, run: RunTrace, name: str, attributes: Attributes | None) -> None:
+        super().__init__(run.tracer, name, attributes, run.parent())
+        self._run = run
+        self.outcome: str | None = None
+
+    def claimed(self, claim: Claim) -> None:
+        """The ledger's answer: an attempt granted (counted), or the effect already done."""
+        if self.recording:
+            self.span.set_attributes(
+                {
+                    EFFECT_ATTEMPT: claim.attempt,
+                    EFFECT_FENCING_TOKEN: claim.token,
+                    EFFECT_IN_DOUBT: claim.in_doubt,
+                }
+            )
+        if claim.status == "granted":
+            self._run.effect_attempted(claim.attempt)
+
+    def replayed_outcome(self) -> None:
+        """The effect had happened: its recorded result is returned, ``fn`` is not called."""
+        self.replayed = True
+        self.outcome = REPLAYED_OUTCOME
+        if self.recording:
+            self.span.set_attribute(REPLAYED, True)
+
+    def in_doubt(self) -> None:
+        """An earlier attempt may have happened: a reconcile or a person decides."""
+        self.outcome = IN_DOUBT
+
+    def attempting(self) -> None:
+        """``fn`` is called now: it completes or fails, whatever came before."""
+        self.outcome = None
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self.recording:
+            ended = self.outcome or (COMPLETED if error is None else FAILED)
+            self.span.set_attribute(EFFECT_OUTCOME, ended)
+        super().__exit__(kind, error, traceback)
+
+
+class WaitCall(Opened):
+    """``actae.wait {reason}``: ``decided`` (it returns) or ``suspended`` (the run waits)."""
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self.recording and (error is None or isinstance(error, RunSuspended)):
+            self.span.set_attribute(WAIT_OUTCOME, "decided" if error is None else "suspended")
+        super().__exit__(kind, error, traceback)
+
+
+class RunTrace:
+    """The spans and step metrics of one run's workflow calls (a ``RunContext`` holds one).
+
+    The tracer and the instruments are looked up once, when the run's context is made.
+    """
+
+    def __init__(self, run: RunInfo) -> None:
+        self.tracer = active_tracer()
+        self.attributes = run_attributes(run)
+        self._recorded = parent_context(run.trace_context) if self.tracer else None
+        self._instruments: Instruments = instruments()
+        self._executed: Attributes = {AGENT_ID: run.agent_id, REPLAYED: False}
+        self._replayed: Attributes = {AGENT_ID: run.agent_id, REPLAYED: True}
+        self._labels: Attributes = {AGENT_ID: run.agent_id}
+
+    def parent(self) -> Context | None:
+        """The current context, or outside any span the one the run recorded at its start."""
+        if self._recorded is None or in_a_span():
+            return None
+        return self._recorded
+
+    def _attributes(self, operation_id: str) -> Attributes | None:
+        if self.tracer is None:
+            return None
+        return {**self.attributes, OPERATION_ID: operation_id}
+
+    def step(self, name: str, operation_id: str) -> StepCall:
+        """The span of step ``name`` (``actae.step {name}``)."""
+        return StepCall(self, f"{STEP_SPAN} {name}", self._attributes(operation_id))
+
+    def effect(self, name: str, operation_id: str) -> EffectCall:
+        """The span of effect ``name`` (``actae.effect {name}``)."""
+        return EffectCall(self, f"{EFFECT_SPAN} {name}", self._attributes(operation_id))
+
+    def transition(self, operation_id: str) -> Call:
+        """The span of a transition (``actae.transition``)."""
+        return Call(self.tracer, TRANSITION_SPAN, self._attributes(operation_id), self.parent())
+
+    def wait(self, reason: str, name: str) -> WaitCall:
+        """The span of a wait (``actae.wait {reason}``) for ``name``."""
+        attributes = None if self.tracer is None else {**self.attributes, WAIT_NAME: name}
+        return WaitCall(self.tracer, f"{WAIT_SPAN} {reason}", attributes, self.parent())
+
+    @contextmanager
+    def joined(self) -> Iterator[None]:
+        """The block runs in the run's trace: in the current span, else in the recorded one."""
+        parent = self.parent()
+        if parent is None:
+            yield
+            return
+        token = otel_context.attach(parent)
+        try:
+            yield
+        finally:
+            otel_context.detach(token)
+
+    def step_done(self, replayed: bool, seconds: float) -> None:
+        """Count a step that returned, and how long it took."""
+        labels = self._replayed if replayed else self._executed
+        self._instruments.steps.add(1, labels)
+        self._instruments.step_duration.record(seconds, labels)
+
+    def effect_attempted(self, attempt: int) -> None:
+        """Count an attempt of an effect (attempt 1 is no retry)."""
+        self._instruments.effect_attempts.add(1, self._labels)
+        if attempt > 1:
+            self._instruments.effect_retries.add(1, self._labels)
