@@ -14,6 +14,7 @@ from actae.adapters.runtime.async_worker import AsyncWorker
 from actae.adapters.runtime.context import RunContext
 from actae.adapters.runtime.store import Store, open
 from actae.adapters.runtime.worker import Registry, Worker, Workflow, workflow
+from actae.adapters.telemetry.metrics import observe
 from actae.domain.effects import Attempt, Claim, EffectInfo, EffectStatus, RetryPolicy
 from actae.domain.errors import (
     ActaeError,
@@ -103,6 +104,7 @@ __all__ = [
     "Wait",
     "Worker",
     "Workflow",
+    "observe",
     "open",
     "open_async",
     "workflow",

@@ -139,9 +139,8 @@ FAULT_MUTANTS = [
     Mutant(
         "dropped-store-is-a-traceback",
         "adapters/cli/main.py",
-        """        if not missing_table(error):
-            raise""",
-        """        raise""",
+        """    if missing_table(error):""",
+        """    if False:""",
         "a store dropped under a running projector must be one line, not a traceback",
         PROJECT,
         postgres=True,

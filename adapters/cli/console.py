@@ -8,6 +8,7 @@ a one-line error saying what to install.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from pathlib import Path
 from types import ModuleType
 
@@ -19,18 +20,23 @@ from actae.adapters.logs import configure
 from actae.domain.errors import ValidationError
 
 EXTRA = "pip install 'actae[console]'"
+STACK = {
+    "fastapi": "fastapi",
+    "uvicorn": "uvicorn",
+    "python_multipart": "python-multipart",
+    "prometheus_client": "prometheus-client",
+}
+"""The extra's modules, and the distribution each comes from (some import only when used)."""
 
 
 def _room(module: str) -> ModuleType:
     """``actae.adapters.console.<module>``, or a clear error if the extra is not installed."""
-    try:
-        return importlib.import_module(f"actae.adapters.console.{module}")
-    except ModuleNotFoundError as error:
-        if (error.name or "").startswith("actae"):
-            raise
+    missing = [package for name, package in STACK.items() if importlib.util.find_spec(name) is None]
+    if missing:
         raise ValidationError(
-            "console", f"the console needs the {error.name} package: {EXTRA}"
-        ) from None
+            "console", f"the console needs {', '.join(missing)}, not installed here: {EXTRA}"
+        )
+    return importlib.import_module(f"actae.adapters.console.{module}")
 
 
 @click.group(

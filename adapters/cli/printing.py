@@ -34,6 +34,16 @@ def print_json(value: Any) -> None:
 
 
 def console() -> Console:
-    """A rich console on stdout: colours on a terminal, plain text when piped."""
+    """A rich console on stdout: colours on a terminal, plain text when piped.
+
+    Run data (workflow ids, notes, errors) is printed as it is: rich's markup and emoji codes
+    are off, so ``[bold]`` or ``:rocket:`` in a note is text, never styling or an error.
+    """
     piped = not sys.stdout.isatty()
-    return Console(width=PIPED_WIDTH if piped else None, highlight=False, soft_wrap=False)
+    return Console(
+        width=PIPED_WIDTH if piped else None,
+        highlight=False,
+        soft_wrap=False,
+        markup=False,
+        emoji=False,
+    )

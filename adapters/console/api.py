@@ -1,15 +1,19 @@
 """The JSON API under ``/api``: what the console's pages read, and what scripts can call.
 
 Every read and action goes through :mod:`actae.adapters.operate`, as the CLI's commands do.
-Lists catch the read models up first, so they show what the log holds now. A run is named
-by its id or a unique prefix of it, an effect by its key or a unique prefix. Every action is
-recorded with the signed-in user as its actor (:mod:`~actae.adapters.console.guards`); a
-request body cannot name another one.
+Reads only read: the console's live projector keeps the read models up to date (a list may
+be a moment behind the log, never more than ``actae_projection_lag`` says), and a viewer's
+requests write nothing. An action catches the read models up once it has succeeded, so the
+document it returns and the next list show its change. A run is named by its id or a unique
+prefix of it, an effect by its key or a unique prefix. Every action is recorded with the
+signed-in user as its actor (:mod:`~actae.adapters.console.guards`); a request body cannot
+name another one.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from typing import Annotated, Any
 from uuid import UUID
@@ -22,7 +26,7 @@ from pydantic import BaseModel, Field
 from actae.adapters.console.guards import Operator, Viewer
 from actae.adapters.console.lineage import lineage_document
 from actae.adapters.console.state import Console, console_of
-from actae.adapters.console.stream import follow
+from actae.adapters.console.stream import Stream, follow
 from actae.adapters.console.wire import (
     change_document,
     effect_document,
@@ -42,6 +46,8 @@ router = APIRouter(prefix="/api")
 
 EVENTS_PAGE = 500
 """Events ``/events`` returns when not told how many."""
+CURSOR = re.compile(r"[0-9]{1,18}")
+"""A cursor as ``Last-Event-ID`` carries it: ASCII digits only (``str.isdigit`` takes ``²``)."""
 
 
 def _store(request: Request) -> Store:
@@ -54,8 +60,7 @@ def _given(text: str | None) -> str | None:
 
 
 def current_run(store: Store, run_id: UUID) -> dict[str, Any]:
-    """The document of ``GET /api/runs/{run}``, with the read models caught up."""
-    views.fresh(store)
+    """The document of ``GET /api/runs/{run}``: the store's word and the read models' rows."""
     return run_document(views.run_view(store, run_id))
 
 
@@ -80,7 +85,6 @@ def list_runs(
 ) -> dict[str, Any]:
     """One page of runs; ``next`` is the ``after`` of the next page (``null``: the last one)."""
     store = _store(request)
-    views.fresh(store)
     last = None if not after else resolve_run(store, after)
     rows = views.runs(
         store,
@@ -101,7 +105,6 @@ def list_runs(
 def list_approvals(request: Request, user: Viewer, limit: int = views.PAGE) -> dict[str, Any]:
     """The approvals inbox: runs waiting on an approval, the longest-waiting first."""
     store = _store(request)
-    views.fresh(store)
     return {"runs": overview.approvals(store, limit=limit)}
 
 
@@ -173,25 +176,20 @@ def run_diff(
 def run_lineage(request: Request, user: Viewer, run: str) -> dict[str, Any]:
     """Nodes (runs) and edges (forks with their receipts, delegated children)."""
     store = _store(request)
-    run_id = resolve_run(store, run)
-    views.fresh(store)
-    return lineage_document(store, run_id)
+    return lineage_document(store, resolve_run(store, run))
 
 
 @router.get("/runs/{run}/audit", summary="Operator actions on the run")
 def run_audit(request: Request, user: Viewer, run: str) -> dict[str, Any]:
     """Who did what to the run and its effects, and why, oldest first."""
     store = _store(request)
-    run_id = resolve_run(store, run)
-    views.fresh(store)
-    return {"audit": views.audit(store, run_id)}
+    return {"audit": views.audit(store, resolve_run(store, run))}
 
 
 @router.get("/audit", summary="Recent operator actions")
 def recent_audit(request: Request, user: Viewer, limit: int = views.PAGE) -> dict[str, Any]:
     """The latest operator actions on any run, newest first."""
     store = _store(request)
-    views.fresh(store)
     return {"audit": overview.recent_audit(store, limit=limit)}
 
 
@@ -206,7 +204,6 @@ def list_effects(
 ) -> dict[str, Any]:
     """Effects, most recently changed first: those in doubt, with a ledger status, or a run's."""
     store = _store(request)
-    views.fresh(store)
     if _given(status) is not None:
         if in_doubt or run:
             raise ValidationError("status", "give status alone, or in_doubt and run")
@@ -219,7 +216,6 @@ def list_effects(
 def get_effect(request: Request, user: Viewer, key: str) -> dict[str, Any]:
     """The ledger's word on the effect: status, fencing token, lease, attempts, result."""
     store = _store(request)
-    views.fresh(store)
     return effect_document(store.effect(resolve_effect(store, key)))
 
 
@@ -234,21 +230,28 @@ async def run_stream(
     """The run's events after cursor ``after``, then live, as server-sent events.
 
     A browser that reconnects resends ``Last-Event-ID``, which wins over ``after``;
-    ``status`` events carry the whole run whenever it changes.
+    ``status`` events carry the whole run whenever it changes. Each user may have
+    :data:`~actae.adapters.console.state.STREAMS_PER_USER` streams open at once (429 beyond).
     """
     console: Console = console_of(request)
     store = console.store
-    if last_event_id and last_event_id.isdigit():
+    if last_event_id:
+        if not CURSOR.fullmatch(last_event_id):
+            raise ValidationError("Last-Event-ID", f"expected a cursor, got {last_event_id!r}")
         after = int(last_event_id)
+    if after < 0:
+        raise ValidationError("after", f"expected a cursor (0 or more), got {after}")
     run_id = await run_in_threadpool(resolve_run, store, run)
     info = await run_in_threadpool(store.run, run_id)
-    if after < 0 or after > info.cursor:
+    if after > info.cursor:
         raise NotFoundError("cursor", after, f"run {run_id} is at cursor {info.cursor}")
 
     def snapshot() -> dict[str, Any]:
         return current_run(store, run_id)
 
-    return StreamingResponse(
+    slot = console.take_stream(user.name)  # released when the response ends, however it ends
+    return Stream(
+        slot,
         follow(console, info, after, snapshot),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
@@ -284,13 +287,26 @@ class Settlement(BaseModel):
     )
 
 
+def _act_on_run(request: Request, run: str, act: Callable[[Store, UUID], object]) -> dict[str, Any]:
+    """Resolve ``run``, ``act(store, run_id)``, catch the read models up; the run's document.
+
+    Catching up here (once, after a change succeeded) is what makes the returned document
+    and the next read show the change: the live projector may not have got to it yet.
+    """
+    store = _store(request)
+    run_id = resolve_run(store, run)
+    act(store, run_id)
+    views.fresh(store)
+    return current_run(store, run_id)
+
+
 def _lifecycle_route(verb: str) -> Callable[..., dict[str, Any]]:
     def act(request: Request, user: Operator, run: str, body: Reason) -> dict[str, Any]:
-        store = _store(request)
-        run_id = resolve_run(store, run)
-        actions.act(store, verb, run_id, actor=user.name, reason=body.reason)
-        log.info("%s: %s run %s: %s", user.name, verb, run_id, body.reason)
-        return current_run(store, run_id)
+        def change(store: Store, run_id: UUID) -> None:
+            actions.act(store, verb, run_id, actor=user.name, reason=body.reason)
+            log.info("%s: %s run %s: %s", user.name, verb, run_id, body.reason)
+
+        return _act_on_run(request, run, change)
 
     act.__name__ = f"{verb}_run"
     act.__doc__ = f"{verb.capitalize()} the run, as the signed-in operator, for ``reason``."
@@ -299,11 +315,11 @@ def _lifecycle_route(verb: str) -> Callable[..., dict[str, Any]]:
 
 def _decision_route(verb: str) -> Callable[..., dict[str, Any]]:
     def decide(request: Request, user: Operator, run: str, body: Answer) -> dict[str, Any]:
-        store = _store(request)
-        run_id = resolve_run(store, run)
-        actions.decide(store, verb, run_id, body.name, actor=user.name, note=body.note)
-        log.info("%s: %s %r of run %s", user.name, verb, body.name, run_id)
-        return current_run(store, run_id)
+        def change(store: Store, run_id: UUID) -> None:
+            actions.decide(store, verb, run_id, body.name, actor=user.name, note=body.note)
+            log.info("%s: %s %r of run %s", user.name, verb, body.name, run_id)
+
+        return _act_on_run(request, run, change)
 
     decide.__name__ = f"{verb}_run"
     decide.__doc__ = f"{verb.capitalize()} the run's approval ``name``, as the signed-in operator."
@@ -339,4 +355,5 @@ def override_effect(request: Request, user: Operator, key: str, body: Settlement
         result=body.result,
     )
     log.info("%s: override effect %s: %s (%s)", user.name, effect_key, body.outcome, body.reason)
+    views.fresh(store)  # the next list of effects in doubt no longer shows it
     return effect_document(info)

@@ -4,7 +4,12 @@
 projector (the read models stay live) and the store's asyncio face (event streams); when it
 stops it ends the streams and closes the store. Every response carries headers that keep
 the pages to this origin: a Content-Security-Policy that allows only this console's own
-script and styles, no framing, no sniffing, no referrer.
+script and styles, no framing, no sniffing, no referrer to other sites (``same-origin``, not
+``no-referrer``: under that, browsers send ``Origin: null`` with the console's own form
+posts, which the sign-in's origin check could not tell from a forged one). Errors carry
+them too: the middleware that answers unexpected ones
+(:class:`~actae.adapters.console.errors.Failures`) sits inside the one that adds the
+headers, and Starlette's plain-text last resort is never reached.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ SECURITY_HEADERS = (
     ),
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),
 )
 
 
@@ -96,5 +101,6 @@ def create_app(store: Store, users: Users) -> FastAPI:
     app.include_router(metrics.router)
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
-    app.add_middleware(SecurityHeaders)
+    app.add_middleware(errors.Failures)  # inner: its answers still pass SecurityHeaders
+    app.add_middleware(SecurityHeaders)  # added last: the outermost of the two
     return app

@@ -4,16 +4,25 @@ The file is JSON, ``{"users": [{"name": "alice", "role": "operator", "token_sha2
 It holds only each token's SHA-256: a token is shown once, when ``add_user`` makes it, and a
 copy of the file signs no one in. Tokens are 256 random bits, so one unsalted hash is enough
 (nothing to guess from it). The file is written whole, atomically, readable by its owner only.
+
+Whoever can write the file can make themselves an operator, so ``load_users`` refuses one
+that its group or others may write. ``add_user`` holds an exclusive lock (``flock``) on a
+lock file beside it, ``.NAME.lock`` (kept: removing it would let two writers lock two
+different files), from reading the file to replacing it, so two at once lose no user. A
+symlinked auth file is written through: the file it points to is replaced, the link stays.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import hmac
 import os
 import secrets
+import stat
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +36,8 @@ VIEWER = "viewer"
 OPERATOR = "operator"
 ROLES = (VIEWER, OPERATOR)
 """A viewer reads everything; an operator also acts (approve, cancel, override, ...)."""
+SHARED_WRITE = stat.S_IWGRP | stat.S_IWOTH
+"""Mode bits that let someone other than the owner (and root) rewrite the auth file."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +121,18 @@ def load_users(path: Path) -> Users:
             "no such file; make it with `actae console add-user NAME --role operator "
             f"--auth-file {path}`",
         )
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & SHARED_WRITE:
+        who = " and ".join(
+            name
+            for bit, name in ((stat.S_IWGRP, "its group"), (stat.S_IWOTH, "others"))
+            if mode & bit
+        )
+        raise _problem(
+            path,
+            f"is writable by {who} (mode {mode:04o}): whoever can write it can make themselves "
+            f"an operator; make it the owner's only with `chmod 600 {path}`",
+        )
     entries = _entries(path)
     if not entries:
         raise _problem(path, "has no users; add one with `actae console add-user`")
@@ -124,17 +147,39 @@ def load_users(path: Path) -> Users:
 def add_user(auth_file: Path, name: str, role: str) -> str:
     """Add ``name`` with ``role`` to ``auth_file`` (or give them a new token); the new token.
 
-    Creates the file if needed. Only the token's hash is stored: show the token to its owner
-    now, it cannot be recovered later.
+    Creates the file if needed (a symlink's target, if ``auth_file`` is one). Only the
+    token's hash is stored: show the token to its owner now, it cannot be recovered later.
+    A file or folder that cannot be written is a ``ValidationError`` saying why.
     """
     name = require_text("name", name.strip() if isinstance(name, str) else name)
     if role not in ROLES:
         raise ValidationError("role", f"expected one of {', '.join(ROLES)}, got {role!r}")
+    target = Path(os.path.realpath(auth_file)) if auth_file.is_symlink() else auth_file
     token = secrets.token_urlsafe(32)
-    entries = [entry for entry in _entries(auth_file) if entry["name"] != name]
-    entries.append({"name": name, "role": role, "token_sha256": token_hash(token)})
-    _write_atomically(auth_file, orjson.dumps({"users": entries}, option=orjson.OPT_INDENT_2))
+    try:
+        with _locked(target):
+            entries = [entry for entry in _entries(target) if entry["name"] != name]
+            entries.append({"name": name, "role": role, "token_sha256": token_hash(token)})
+            _write_atomically(target, orjson.dumps({"users": entries}, option=orjson.OPT_INDENT_2))
+    except OSError as error:
+        raise _problem(auth_file, f"cannot be written ({error.strerror or error})") from None
     return token
+
+
+def lock_file(path: Path) -> Path:
+    """The lock file ``add_user`` holds while it changes ``path``: ``.NAME.lock`` beside it."""
+    return path.with_name(f".{path.name}.lock")
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on :func:`lock_file` of ``path``, held for the block."""
+    handle = os.open(lock_file(path), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # waits for another add_user to finish
+        yield
+    finally:
+        os.close(handle)  # releases the lock
 
 
 def _write_atomically(path: Path, content: bytes) -> None:

@@ -6,6 +6,12 @@ their code and structured attributes (a ``ValidationError``'s ``field`` and ``re
 to do: 422 fix the input, 404 no such thing, 409 not in a state that allows it (reload and
 decide again). FastAPI's own request checks answer 422 in the same shape, as a
 ``ValidationError`` would. Pages that need a signed-in browser redirect to ``/login``.
+
+Anything else that goes wrong answers in the same shape too (:class:`Failures`): 503
+``unavailable`` for an error that waiting makes go away (the database restarting or out of
+reach, as :func:`actae.adapters.persistence.outages.is_transient` classifies them), else 500
+``internal`` with the details in the log only. :class:`Failures` sits inside the middleware
+that adds the security headers, so these answers carry them as every other one does.
 """
 
 from __future__ import annotations
@@ -20,7 +26,9 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from actae.adapters.persistence.outages import is_transient, summary
 from actae.domain.errors import (
     ActaeError,
     ConflictError,
@@ -87,9 +95,63 @@ def _fields(error: ActaeError) -> dict[str, Any]:
     return {name: value for name, value in vars(error).items() if not name.startswith("_")}
 
 
+def failure(method: str, path: str, error: Exception) -> Response:
+    """The answer to an error no handler expected: 503 if waiting helps, else 500 (logged)."""
+    if is_transient(error):
+        log.warning("%s %s: the database is out of reach (%s)", method, path, summary(error))
+        return JSONResponse(
+            error_body(
+                "unavailable",
+                "the database is out of reach (restarting, or the network); try again shortly",
+            ),
+            status_code=503,
+        )
+    log.error("%s %s failed: %s", method, path, summary(error), exc_info=error)
+    return JSONResponse(
+        error_body("internal", "the console failed on this request; its log says why"),
+        status_code=500,
+    )
+
+
+class Failures:
+    """Answers an exception no handler took (before the response started) as :func:`failure`.
+
+    Starlette's own last resort answers in plain text, outside every middleware (so without
+    the security headers), and re-raises; this one answers in the console's shape, inside
+    them. An exception after the response started (a stream cut short) is re-raised: there
+    is nothing left to answer with.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on; answer what it raised."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        except Exception as error:
+            if started:
+                raise
+            response = failure(scope["method"], scope["path"], error)
+            await response(scope, receive, send)
+
+
 def _actae_error(request: Request, error: ActaeError) -> Response:
     status = status_of(error)
     if status == 500:
+        if is_transient(error):  # raised from the database going away: 503, as for any error
+            return failure(request.method, request.url.path, error)
         log.error("%s %s failed: %s", request.method, request.url.path, error, exc_info=error)
     return JSONResponse(error_body(error.code, str(error), **_fields(error)), status_code=status)
 

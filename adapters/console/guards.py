@@ -7,7 +7,10 @@
    site's page makes it send; so a change (any method but GET, HEAD, OPTIONS) that comes with
    the cookie must also carry the session's CSRF token in ``X-CSRF-Token``, which only this
    console's own pages know (they get it in a meta tag). Missing or wrong: 403. A bearer token
-   is never sent by a browser on its own, so it needs no CSRF token.
+   is never sent by a browser on its own, so it needs no CSRF token. Before that, a second
+   layer, and the only one for signing in (no session, so no CSRF token yet, and a forged
+   sign-in would act as the forger's user): a browser's ``POST`` whose ``Origin`` is another
+   origin, or whose ``Sec-Fetch-Site`` says another site, is refused (403 ``cross_origin``).
 3. **Role.** Only an operator acts; a viewer's change is refused with 403.
 
 The actor recorded for every action is the user these rules found, never anything the
@@ -28,6 +31,39 @@ from actae.adapters.console.state import console_of
 
 CSRF_HEADER = "X-CSRF-Token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+DEFAULT_PORTS = {"http": ":80", "https": ":443"}
+
+
+def _origin(scheme: str, host: str) -> str:
+    """``scheme://host`` in lower case, without the scheme's default port."""
+    scheme, host = scheme.lower(), host.lower()
+    default = DEFAULT_PORTS.get(scheme)
+    if default is not None and host.endswith(default):
+        host = host[: -len(default)]
+    return f"{scheme}://{host}"
+
+
+def require_same_origin(request: Request) -> None:
+    """Refuse (403) a browser's change that another site's page made it send.
+
+    Refused: ``Sec-Fetch-Site`` other than ``same-origin`` or ``none`` (a browser says so,
+    and no script can forge it), or an ``Origin`` that is not this console's (the scheme and
+    the ``Host`` the request came to). ``Origin: null`` passes only with ``Sec-Fetch-Site:
+    same-origin`` (a privacy setting may hide a page's own origin). A request with neither
+    header (curl, a script) is let through: browsers send them with every ``POST``.
+    """
+    site = request.headers.get("sec-fetch-site", "").strip().lower()
+    if site and site not in ("same-origin", "none"):
+        raise Refused(403, "cross_origin", f"a change from a {site} page is refused")
+    origin = request.headers.get("origin")
+    if origin is None or (origin.strip() == "null" and site == "same-origin"):
+        return
+    scheme, _, host = origin.strip().partition("://")
+    own = _origin(request.url.scheme, request.headers.get("host") or request.url.netloc)
+    if not host or _origin(scheme, host) != own:
+        raise Refused(
+            403, "cross_origin", f"a change from origin {origin!r} is refused; this is {own}"
+        )
 
 
 def require_csrf(session: Session, presented: str | None) -> None:
@@ -66,6 +102,7 @@ def identify(request: Request) -> User:
         )
     session = found[1]
     if request.method not in SAFE_METHODS:
+        require_same_origin(request)
         require_csrf(session, request.headers.get(CSRF_HEADER))
     return session.user
 

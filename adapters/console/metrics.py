@@ -4,8 +4,14 @@ A custom collector reads the read models at each scrape (they are kept live by t
 console's projector): runs by status, effects by status and in doubt, effect attempts and
 retries, steps done, tokens and cost (where this Actae's run_status has those columns), how
 many events the read models lag behind the store, and the console's open event streams.
-Where a metric has an OpenTelemetry counterpart (docs/telemetry.md), its name is the one that
-instrument takes in Prometheus, so one dashboard reads either.
+
+Three are the gauges ``observe(store)`` reports through OpenTelemetry (docs/telemetry.md),
+read with the same meaning and named as those take their names in Prometheus:
+``actae_runs``, ``actae_effects_in_doubt`` and ``actae_projection_lag`` (OpenTelemetry labels
+the run status ``actae_status``, this one ``status``). The counters are totals over the whole
+store, not the per-process counters the workers record, and ``actae_steps_done`` counts
+recorded step results (run_status.steps_done), not ``actae.steps`` (which counts replayed
+steps too): so its name differs.
 
 Scrapes need credentials like any other read: a viewer's bearer token
 (``authorization: {credentials_file: ...}`` in Prometheus' scrape config).
@@ -67,7 +73,10 @@ class StoreCollector(Collector):
         )
         if "steps_done" in totals.sums:
             yield CounterMetricFamily(
-                "actae_steps", "Workflow steps done", value=totals.sums["steps_done"]
+                "actae_steps_done",
+                "Workflow steps whose result was recorded (run_status.steps_done; replays not "
+                "counted)",
+                value=totals.sums["steps_done"],
             )
         tokens = CounterMetricFamily("actae_tokens", "Model tokens used", labels=["type"])
         for column, kind in TOKEN_TYPES.items():

@@ -15,7 +15,12 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from actae.adapters.console.guards import PageSession, require_csrf, session_of
+from actae.adapters.console.guards import (
+    PageSession,
+    require_csrf,
+    require_same_origin,
+    session_of,
+)
 from actae.adapters.console.sessions import COOKIE, SESSION_HOURS, Session
 from actae.adapters.console.state import console_of
 
@@ -139,7 +144,12 @@ def sign_in(
     token: Annotated[str, Form()],
     next: Annotated[str, Form()] = "/",
 ) -> Response:
-    """Start a session for the token's user: an HttpOnly, SameSite=Strict cookie."""
+    """Start a session for the token's user: an HttpOnly, SameSite=Strict cookie.
+
+    Only from this console's own page: a sign-in another site's page sends is refused
+    (login CSRF: the browser would act, unknowing, as the user whose token that page holds).
+    """
+    require_same_origin(request)
     console = console_of(request)
     user = console.users.find(token.strip())
     if user is None:
@@ -168,6 +178,7 @@ def sign_out(request: Request, csrf_token: Annotated[str, Form()] = "") -> Respo
     response = RedirectResponse("/login", status_code=303)
     if found is not None:
         session_id, session = found
+        require_same_origin(request)
         require_csrf(session, csrf_token)
         console_of(request).sessions.end(session_id)
         log.info("%s signed out", session.user.name)

@@ -2,6 +2,10 @@
 
 On a signal the event streams end at once (uvicorn would otherwise wait for every open tab),
 then uvicorn stops, and the app closes the projector and the store; ``serve`` returns.
+
+The console opens (projector, asyncio face) before uvicorn runs the app's startup, so a
+failure there (read models it may not create, a database that refuses it) is an
+``ActaeError`` saying why, raised by ``serve``, not a traceback in the log and an exit.
 """
 
 from __future__ import annotations
@@ -22,8 +26,9 @@ from actae.adapters.console.app import create_app
 from actae.adapters.console.auth import load_users
 from actae.adapters.console.state import Console
 from actae.adapters.logs import ROOT, configure
+from actae.adapters.persistence.outages import summary
 from actae.adapters.runtime.store import open as open_store
-from actae.domain.errors import ValidationError
+from actae.domain.errors import ActaeError, ValidationError
 
 log = logging.getLogger("actae.console")
 
@@ -38,6 +43,8 @@ class _Server(uvicorn.Server):
         super().__init__(config)
         self._console = console
         self._url = url
+        self.failure: Exception | None = None
+        """Why the console could not open, if it could not."""
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -61,7 +68,13 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        """Start serving, then say where."""
+        """Open the console, start serving, then say where (or keep why it cannot open)."""
+        try:
+            await self._console.open()  # the app's own startup then finds it open
+        except Exception as error:
+            self.failure = error
+            self.should_exit = True
+            return
         await super().startup(sockets)
         if self.started:
             log.info("serving %s", self._url)
@@ -135,6 +148,12 @@ def serve(
     finally:
         sock.close()
         store.close()  # closed by the app when it started; here if it could not
+    if server.failure is not None:
+        if isinstance(server.failure, ActaeError):
+            raise server.failure
+        raise ActaeError(
+            f"the console could not start: {summary(server.failure)}"
+        ) from server.failure
     if not server.started:
-        raise RuntimeError("the console did not start; the lines above say why")
+        raise ActaeError("the console did not start; the lines above say why")
     log.info("stopped")

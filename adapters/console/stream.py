@@ -6,10 +6,15 @@ PostgreSQL and by commits or polling on SQLite) as ``event: event`` with the cur
 id, so a browser that reconnects resumes after the last one it saw (``Last-Event-ID``).
 ``event: status`` sends the whole run (the document of ``GET /api/runs/{run}``) at the start,
 shortly after events arrive, and when anything else changes it (a lease running out); a
-comment line keeps quiet connections open.
+comment line keeps quiet connections open. A status after events first waits (briefly) for
+the console's live projector to reflect them, so the run's derived status (retrying,
+blocked) is the one they made; it only reads positions meanwhile, and writes nothing. A
+status that cannot be read while the database is out of reach is skipped, not fatal: the
+events go on as the subscription rides the outage out.
 
 A stream ends when the browser goes away (Starlette cancels it) and when the console stops
-(:meth:`Console.end_streams`), so a shutdown never waits for open tabs.
+(:meth:`Console.end_streams`), so a shutdown never waits for open tabs. Its user's stream
+slot (:meth:`Console.take_stream`) is given back when the response ends, however it ends.
 """
 
 from __future__ import annotations
@@ -22,9 +27,13 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 import orjson
+from fastapi.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
-from actae.adapters.console.state import Console
+from actae.adapters.console.state import Console, StreamSlot
 from actae.adapters.console.wire import event_document
+from actae.adapters.operate.views import caught_up
+from actae.adapters.persistence.outages import is_transient, summary
 from actae.adapters.readside.async_subscription import AsyncSubscription
 from actae.domain.values import ChannelEvent, RunInfo
 
@@ -38,6 +47,27 @@ STATUS_AT_LEAST_EVERY = 1.0
 """While events keep coming, the status is still sent this often."""
 RECONNECT_MS = 2000
 """How soon a browser reconnects after losing the stream."""
+CATCH_UP = 1.0
+"""Seconds a status after events waits, at most, for the read models to reflect them."""
+
+
+class Stream(StreamingResponse):
+    """A streaming response that gives its user's stream slot back when it ends.
+
+    Released here, not in the generator: a generator that never started (the client went
+    away first) runs no ``finally``.
+    """
+
+    def __init__(self, slot: StreamSlot, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.slot = slot
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Stream, then give the slot back."""
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.slot.release()
 
 
 def message(kind: str, data: Any, *, event_id: int | None = None) -> str:
@@ -56,7 +86,6 @@ async def follow(
     live = console.live
     if live is None:  # the console is stopping
         return
-    console.streams += 1
     try:
         async with (
             live.subscribe(info.channel_id, after=after) as events,
@@ -65,7 +94,6 @@ async def follow(
             async for line in lines:
                 yield line
     finally:
-        console.streams -= 1
         log.debug("stream of run %s ended", info.run_id)
 
 
@@ -109,12 +137,32 @@ def _patience(unsent_since: float | None) -> float:
     return max(0.0, min(SETTLE, overdue))
 
 
+async def _status(read: Callable[[], dict[str, Any]]) -> dict[str, Any] | None:
+    """``read()`` in a thread; ``None`` while the database is out of reach.
+
+    The events go on meanwhile (the subscription waits the outage out), and the status is
+    read again at the next events or keepalive.
+    """
+    try:
+        return await asyncio.to_thread(read)
+    except Exception as error:
+        if not is_transient(error):
+            raise
+        log.warning("a run's status could not be read (%s); its stream goes on", summary(error))
+        return None
+
+
 async def _pump(
     console: Console, events: AsyncSubscription, snapshot: Callable[[], dict[str, Any]]
 ) -> AsyncGenerator[str, None]:
+    def settled() -> dict[str, Any]:
+        caught_up(console.store, CATCH_UP)  # late or not, the status goes out
+        return snapshot()
+
     yield f"retry: {RECONNECT_MS}\n\n"
-    sent = await asyncio.to_thread(snapshot)
-    yield message("status", sent)
+    sent = await _status(snapshot)
+    if sent is not None:
+        yield message("status", sent)
     arrivals = _Arrivals(events, console.stopping)
     unsent_since: float | None = None  # when the first event not yet followed by a status came
     try:
@@ -128,8 +176,8 @@ async def _pump(
                 unsent_since = unsent_since or time.monotonic()
                 if time.monotonic() - unsent_since < STATUS_AT_LEAST_EVERY:
                     continue
-            now = await asyncio.to_thread(snapshot)
-            if now != sent:
+            now = await _status(settled)
+            if now is not None and now != sent:
                 sent = now
                 yield message("status", now)
             elif unsent_since is None:

@@ -18,6 +18,7 @@ from actae.adapters.operate.views import (
     MOST,
     PAGE,
     Statement,
+    limit_of,
     select,
     status_counts,
 )
@@ -33,10 +34,6 @@ SUMMED = ("steps_done", "input_tokens", "output_tokens", "cost")
 """run_status columns whose totals a dashboard shows."""
 
 
-def _limit(limit: int | None) -> int:
-    return PAGE if limit is None else require_int("limit", limit, minimum=1, maximum=MOST)
-
-
 def approvals(store: Store, *, limit: int | None = None) -> list[dict[str, Any]]:
     """Runs waiting for an approval, the longest-waiting first."""
     return select(
@@ -46,7 +43,7 @@ def approvals(store: Store, *, limit: int | None = None) -> list[dict[str, Any]]
             "SELECT * FROM run_status "
             f"WHERE status = {p} AND waiting_reason = {p} ORDER BY updated_at, run_id LIMIT {p}"
         ),
-        ["waiting", "approval", _limit(limit)],
+        ["waiting", "approval", limit_of(limit)],
     )
 
 
@@ -70,7 +67,7 @@ def effects_with_status(
             f"SELECT * FROM effects WHERE status = {p} "
             f"ORDER BY updated_at DESC, effect_key LIMIT {p}"
         ),
-        [effect_status(status), _limit(limit)],
+        [effect_status(status), limit_of(limit)],
     )
 
 
@@ -135,8 +132,8 @@ def recent_audit(store: Store, *, limit: int | None = None) -> list[dict[str, An
     return select(
         store,
         "audit",
-        lambda p: f"SELECT * FROM audit ORDER BY at DESC LIMIT {p}",
-        [_limit(limit)],
+        lambda p: f"SELECT * FROM audit ORDER BY at DESC, aggregate_id, version LIMIT {p}",
+        [limit_of(limit)],
     )
 
 

@@ -4,6 +4,15 @@ A run id prefix becomes a range of ids (the prefix padded with ``0`` and with ``
 the read model's primary key answers on both backends: uuids order by their bytes on
 PostgreSQL and SQLite stores their canonical text, which orders the same way. A full id is
 taken as it is, without a lookup, so acting on a run the projector has not seen yet works.
+
+An effect key is looked up in the ledger first (``store.find_effect``, one read by primary
+key): a full key names its effect even before the projector has seen it. Only a key the
+ledger does not know is taken as a prefix and searched in the effects read model, with
+``substr(effect_key, 1, n) = prefix``, a scan of that table. A range (``effect_key >= prefix
+AND effect_key < prefix + U+10FFFF``) would use the key's index, but on PostgreSQL text
+compares by the database's collation, in which such a range need not hold exactly the
+keys that start with the prefix, and ``COLLATE "C"`` has no SQLite spelling: the scan is
+right on both. A prefix is typed by a person, rarely, so a scan is affordable.
 """
 
 # ruff: noqa: S608 - SQL assembled from our own constant table and column names; values are bound
@@ -61,8 +70,14 @@ def resolve_run(store: Store, text: str) -> UUID:
 
 
 def resolve_effect(store: Store, text: str) -> str:
-    """The effect key that is ``text`` or starts with it (one effect, else a clear error)."""
+    """The effect key that is ``text`` or starts with it (one effect, else a clear error).
+
+    A key the ledger knows is that effect, whether or not the read models have it yet; else
+    ``text`` must be a prefix of exactly one key the read models have.
+    """
     prefix = require_text("effect_key", text)
+    if store.find_effect(prefix) is not None:
+        return prefix
     rows = select(
         store,
         "effects",
@@ -72,5 +87,4 @@ def resolve_effect(store: Store, text: str) -> str:
         ),
         [len(prefix), prefix, SHOWN + 1],
     )
-    keys = [str(row["effect_key"]) for row in rows]
-    return prefix if prefix in keys else _one("effect", text, keys)
+    return _one("effect", text, [str(row["effect_key"]) for row in rows])

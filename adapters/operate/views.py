@@ -1,9 +1,11 @@
 """What is going on in a store, for someone on call: lists and one run in full.
 
-Lists come from the read models (one indexed query each, whatever the history length), after
-catching them up, so a list never misses a run that started a moment ago. A run's own view
-adds the store's word on it (``store.run``): status, waiting reason, pins, cursor and state
-version as the event log has them, not as a projection last saw them.
+Lists come from the read models (one indexed query each, whatever the history length). A
+command that runs once catches them up first (:func:`fresh`), so a list never misses a run
+that started a moment ago; a long-running reader (the console) leaves that to its live
+projector and at most waits for it (:func:`caught_up`), so that reading writes nothing. A
+run's own view adds the store's word on it (``store.run``): status, waiting reason, pins,
+cursor and state version as the event log has them, not as a projection last saw them.
 
 Every row is typed (:func:`actae.adapters.operate.rows.typed`), so the CLI and the console
 print the same values on every backend.
@@ -13,6 +15,7 @@ print the same values on every backend.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,8 +40,38 @@ def table(name: str) -> Table:
 
 
 def fresh(store: Store) -> None:
-    """Bring the read models up to date, so a list shows what the log holds now."""
+    """Bring the read models up to date, so a list shows what the log holds now.
+
+    It does the projector's work here, in a write transaction (on SQLite, ``BEGIN
+    IMMEDIATE``): right for a command that runs once, or after an action that must show its
+    own change, not for every read of a server that runs a live projector.
+    """
     store.projector().catch_up()
+
+
+FIRST_LOOK = 0.002
+LOOK_AT_MOST_EVERY = 0.05
+"""Seconds between looks at the read models' position while waiting (doubling up to the most)."""
+
+
+def caught_up(store: Store, within: float) -> bool:
+    """Wait up to ``within`` seconds for the read models to reflect every event stored now.
+
+    Whether they do. It only reads positions (the store's and the read models'): a live
+    projector (``projector.start()``, ``actae project``) does the work, nothing is written
+    here. With no projector running it returns ``False`` after ``within``.
+    """
+    target = store.position()
+    projector = store.projector()
+    ends = time.monotonic() + within
+    pause = FIRST_LOOK
+    while projector.position() < target:
+        left = ends - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, LOOK_AT_MOST_EVERY)
+    return True
 
 
 Statement = Callable[[str], str]
@@ -55,7 +88,8 @@ def select(
     return [typed(table(of), row) for row in rows]
 
 
-def _limit(limit: int | None) -> int:
+def limit_of(limit: int | None) -> int:
+    """``limit`` checked (1 to :data:`MOST`), or :data:`PAGE` when not given."""
     return PAGE if limit is None else require_int("limit", limit, minimum=1, maximum=MOST)
 
 
@@ -86,7 +120,7 @@ def runs(
             f"SELECT * FROM run_status {_where(conditions, p)} "
             f"ORDER BY created_at DESC, run_id DESC LIMIT {p}"
         ),
-        [*conditions.values(), _limit(limit)],
+        [*conditions.values(), limit_of(limit)],
     )
 
 
@@ -134,7 +168,7 @@ def effects(
             f"SELECT * FROM effects {_where(conditions, p)} "
             f"ORDER BY updated_at DESC, effect_key LIMIT {p}"
         ),
-        [*conditions.values(), _limit(limit)],
+        [*conditions.values(), limit_of(limit)],
     )
 
 

@@ -106,13 +106,18 @@ class EffectSteps:
                 call.replayed_outcome()
                 return cast(T, workflow_value(claim.result))
             self._refresh()
-            if claim.in_doubt:
-                call.in_doubt()
-                settled = self._settle_doubt(key, claim, idempotent, reconcile)
-                if settled is not None:
-                    return cast(T, workflow_value(settled))
-            call.attempting()
-            done = self._attempt(key, claim, fn, lease)
+            try:  # the ledger notes each settlement on the channel: where, the span says
+                if claim.in_doubt:
+                    call.in_doubt()
+                    settled = self._settle_doubt(key, claim, idempotent, reconcile)
+                    if settled is not None:
+                        call.noted(self.head)
+                        return cast(T, workflow_value(settled))
+                call.attempting()
+                done = self._attempt(key, claim, fn, lease)
+            except (EffectBlockedError, RetryNotDueError):  # noted as failed, or for review
+                call.noted(self.head)
+                raise
             call.ran(self.head)
             return done
 

@@ -33,7 +33,7 @@ from actae.adapters.runtime.store_lifecycle import LifecycleMethods
 from actae.adapters.runtime.store_resume import ResumeMethods
 from actae.adapters.telemetry import tracing
 from actae.adapters.telemetry.names import FORK_SPAN, START_SPAN
-from actae.adapters.telemetry.runs import fork_attributes, run_attributes
+from actae.adapters.telemetry.runs import fork_attributes, started
 from actae.domain import appending, forking, starting
 from actae.domain.commands import Fork, Record, StartRun, Transition
 from actae.domain.errors import (
@@ -153,7 +153,8 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods):
         :class:`RunInfo` with ``replayed=True``. The run keeps the trace it was started in
         (the current span, else a short ``actae.start`` span): see docs/telemetry.md.
         """
-        with tracing.starting(tracing.span_name(START_SPAN, workflow_id)) as start:
+        span_name = tracing.span_name(START_SPAN, workflow_id)
+        with tracing.starting(span_name, lambda: self._ran(operation_id)) as start:
             command = StartRun(
                 workflow_id=workflow_id,
                 agent_id=agent_id,
@@ -166,8 +167,21 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods):
                 trace_context=start.trace_context,
             )
             run = self._service.execute(starting.start_run, command)
-            start.describe(run_attributes(run))
+            started(start, run)
         return run
+
+    def _ran(self, operation_id: str | None) -> bool:
+        """Whether a command ran under ``operation_id`` already (a start or fork to replay).
+
+        Asked only to trace: a repeat opens no span of its own. Whatever makes the look fail
+        (an id the command refuses, an outage) is the command's to say, so it says no.
+        """
+        if operation_id is None:
+            return False
+        try:
+            return self.operation(operation_id) is not None
+        except Exception:  # the command itself reports it
+            return False
 
     def record(
         self,
@@ -236,7 +250,7 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods):
         The child keeps a trace of its own, as ``start_run`` does (the current span, else a
         short ``actae.fork`` span): a fork is a new attempt, not more of the parent's.
         """
-        with tracing.starting(FORK_SPAN) as start:
+        with tracing.starting(FORK_SPAN, lambda: self._ran(operation_id)) as start:
             command = Fork(
                 channel_id=channel_id,
                 at=at,

@@ -4,7 +4,9 @@ Counters and the step-latency histogram are recorded as workflows run, in any pr
 runs them (``runs.RunTrace`` records them beside the spans of the same calls). The gauges
 (runs by status, effects in doubt, projection lag) describe the whole store, so they are
 registered once by the application (:func:`observe`) in the one process that should report
-them, and read from the read models whenever the SDK collects.
+them, and read from the read models whenever the SDK collects. Every call into OpenTelemetry
+(and every gauge's reading) is guarded (:mod:`.guard`): a failing SDK or read leaves a
+measurement out and changes nothing else.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING, Self
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 
+from actae.adapters.telemetry.guard import GAUGE, PROVIDER
 from actae.adapters.telemetry.names import (
     EFFECT_ATTEMPTS,
     EFFECT_RETRIES,
@@ -64,8 +67,15 @@ def instruments() -> Instruments:
     provider = metrics.get_meter_provider()
     made = _made
     if made is None or made[0] is not provider:
-        made = _made = provider, _instruments_of(provider.get_meter(SCOPE, SCOPE_VERSION))
+        made = _made = provider, _instruments_for(provider)
     return made[1]
+
+
+def _instruments_for(provider: MeterProvider) -> Instruments:
+    """The provider's instruments; the API's no-op ones when it fails to make them."""
+    with PROVIDER:
+        return _instruments_of(provider.get_meter(SCOPE, SCOPE_VERSION))
+    return _instruments_of(metrics.NoOpMeter(SCOPE, SCOPE_VERSION))
 
 
 def _instruments_of(meter: metrics.Meter) -> Instruments:
@@ -118,41 +128,50 @@ def observe(store: Store, *, meter_provider: MeterProvider | None = None) -> Obs
     Call once per store, in one process (a worker, the console): the gauges are read from
     the read models at each collection, so they are as fresh as the projector (``actae
     project`` or the workers keep it current), and the lag says how fresh that is.
-    ``meter_provider`` defaults to the global one. Stop it before closing the store.
+    ``meter_provider`` defaults to the global one. Stop it before closing the store. A gauge
+    that cannot be read (the database is down) reports nothing at that collection; a failure
+    is logged once on the ``actae.telemetry`` logger.
     """
-    meter = (meter_provider or metrics.get_meter_provider()).get_meter(SCOPE, SCOPE_VERSION)
     observing = Observing()
 
     def runs(_: CallbackOptions) -> Iterable[Observation]:
-        if observing.stopped:
-            return []
-        counted = {row["status"]: row["n"] for row in store.projector().query(RUNS_BY_STATUS)}
-        return [Observation(int(counted.get(s.value, 0)), {STATUS: s.value}) for s in RunStatus]
+        with GAUGE:
+            if observing.stopped:
+                return []
+            counted = {row["status"]: row["n"] for row in store.projector().query(RUNS_BY_STATUS)}
+            return [Observation(int(counted.get(s.value, 0)), {STATUS: s.value}) for s in RunStatus]
+        return []
 
     def in_doubt(_: CallbackOptions) -> Iterable[Observation]:
-        if observing.stopped:
-            return []
-        (row,) = store.projector().query(IN_DOUBT_COUNT)
-        return [Observation(int(row["n"]))]
+        with GAUGE:
+            if observing.stopped:
+                return []
+            (row,) = store.projector().query(IN_DOUBT_COUNT)
+            return [Observation(int(row["n"]))]
+        return []
 
     def lag(_: CallbackOptions) -> Iterable[Observation]:
-        if observing.stopped:
-            return []
-        return [Observation(max(0, store.position() - store.projector().position()))]
+        with GAUGE:
+            if observing.stopped:
+                return []
+            return [Observation(max(0, store.position() - store.projector().position()))]
+        return []
 
-    meter.create_observable_gauge(
-        RUNS, [runs], unit="{run}", description="Runs by status, from run_status"
-    )
-    meter.create_observable_gauge(
-        EFFECTS_IN_DOUBT,
-        [in_doubt],
-        unit="{effect}",
-        description="Effects that may have happened unrecorded, from the effects read model",
-    )
-    meter.create_observable_gauge(
-        PROJECTION_LAG,
-        [lag],
-        unit="{event}",
-        description="Events stored that the read models do not reflect yet",
-    )
+    with PROVIDER:
+        meter = (meter_provider or metrics.get_meter_provider()).get_meter(SCOPE, SCOPE_VERSION)
+        meter.create_observable_gauge(
+            RUNS, [runs], unit="{run}", description="Runs by status, from run_status"
+        )
+        meter.create_observable_gauge(
+            EFFECTS_IN_DOUBT,
+            [in_doubt],
+            unit="{effect}",
+            description="Effects that may have happened unrecorded, from the effects read model",
+        )
+        meter.create_observable_gauge(
+            PROJECTION_LAG,
+            [lag],
+            unit="{event}",
+            description="Events stored that the read models do not reflect yet",
+        )
     return observing

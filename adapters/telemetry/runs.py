@@ -3,8 +3,9 @@
 Every span names its run; a call's span also says whether it ran or was answered from the
 log (``actae.replayed``), where it was recorded (``actae.cursor``, ``actae.state_version``)
 and under which operation id. Outside any span (``store.resume`` called from a plain
-script) the calls are opened under the context the run recorded at its start, so a run is
-one trace however it is driven.
+script) the calls are opened under the context the run recorded at its start (or the one
+made from its id, when it recorded none), so a run is one trace however it is driven. Every
+call into OpenTelemetry is guarded (:mod:`.guard`): a failing SDK never fails a step.
 
 The calls are context managers of their own rather than generators: a step that is not
 traced (no SDK configured) pays for two clock readings and two no-op metric calls.
@@ -22,6 +23,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.context import Context
 from opentelemetry.util.types import AttributeValue
 
+from actae.adapters.telemetry.guard import METRIC, SPAN_CONTEXT
 from actae.adapters.telemetry.metrics import Instruments, instruments
 from actae.adapters.telemetry.names import (
     AGENT_ID,
@@ -51,9 +53,16 @@ from actae.adapters.telemetry.names import (
     WORKER,
     WORKFLOW_ID,
 )
-from actae.adapters.telemetry.tracing import Opened, active_tracer, in_a_span, parent_context
+from actae.adapters.telemetry.tracing import (
+    Opened,
+    Start,
+    active_tracer,
+    in_a_span,
+    parent_context,
+)
 from actae.domain.effects import Claim
 from actae.domain.errors import RunSuspended
+from actae.domain.validation import storable_trace_context
 from actae.domain.values import ForkReceipt, Receipt, RunInfo
 
 Attributes = dict[str, AttributeValue]
@@ -71,6 +80,17 @@ def run_attributes(run: RunInfo) -> Attributes:
     return named
 
 
+def started(start: Start, run: RunInfo) -> None:
+    """Name the run on the start's own span, and say so when the start was a repeat.
+
+    A repeat answered with a run that kept another context (not this call's own write,
+    replayed after a lost reply) was recorded in that context's trace: its span here is the
+    start's echo, marked ``actae.replayed``.
+    """
+    repeat = run.replayed and run.trace_context != storable_trace_context(start.trace_context)
+    start.describe(run_attributes(run), replayed=repeat)
+
+
 def fork_attributes(fork: ForkReceipt) -> Attributes:
     """What names a fork's child run on the span it was forked in."""
     return {RUN_ID: str(fork.child_run_id)}
@@ -81,8 +101,7 @@ class TakenRun(Opened):
 
     def ended(self, outcome: str) -> None:
         """What the worker made of its turn (``completed``, ``failed: ...``, a wait, ...)."""
-        if self.recording:
-            self.span.set_attribute(RUN_OUTCOME, outcome)
+        self.describe({RUN_OUTCOME: outcome})
 
 
 def taking(run: RunInfo, *, worker: str) -> TakenRun:
@@ -100,7 +119,7 @@ def taking(run: RunInfo, *, worker: str) -> TakenRun:
         CURSOR: run.cursor,
         STATE_VERSION: run.state_version,
     }
-    return TakenRun(tracer, RUN_SPAN, attributes, parent_context(run.trace_context))
+    return TakenRun(tracer, RUN_SPAN, attributes, parent_context(run.trace_context, run.run_id))
 
 
 class Call(Opened):
@@ -111,8 +130,7 @@ class Call(Opened):
     def answered(self, cursor: int, state_version: int) -> None:
         """The call was answered from the log (its own run's, or a forked-from ancestor's)."""
         self.replayed = True
-        if self.recording:
-            self.span.set_attributes({REPLAYED: True, CURSOR: cursor, STATE_VERSION: state_version})
+        self.describe({REPLAYED: True, CURSOR: cursor, STATE_VERSION: state_version})
 
     def recorded(self, receipt: Receipt) -> None:
         """The call's write: where it landed (a write recognised as a repeat is a replay)."""
@@ -128,17 +146,15 @@ class Call(Opened):
 
     def _landed(self, receipt: Receipt, *, replayed: bool) -> None:
         self.replayed = replayed
-        if self.recording:
-            self.span.set_attributes(
-                {REPLAYED: replayed, CURSOR: receipt.cursor, STATE_VERSION: receipt.state_version}
-            )
+        self.describe(
+            {REPLAYED: replayed, CURSOR: receipt.cursor, STATE_VERSION: receipt.state_version}
+        )
 
     def used(self, usage: Mapping[str, float] | None) -> None:
         """What the call consumed: tokens in OpenTelemetry's GenAI terms, and its cost."""
         if usage and self.recording:
-            for key, attribute in USAGE_ATTRIBUTES.items():
-                if key in usage:
-                    self.span.set_attribute(attribute, usage[key])
+            spent = USAGE_ATTRIBUTES.items()
+            self.describe({attribute: usage[key] for key, attribute in spent if key in usage})
 
 
 class StepCall(Call):
@@ -174,27 +190,37 @@ class EffectCall(Call):
 
     def claimed(self, claim: Claim) -> None:
         """The ledger's answer: an attempt granted (counted), or the effect already done."""
-        if self.recording:
-            self.span.set_attributes(
-                {
-                    EFFECT_ATTEMPT: claim.attempt,
-                    EFFECT_FENCING_TOKEN: claim.token,
-                    EFFECT_IN_DOUBT: claim.in_doubt,
-                }
-            )
+        self.describe(
+            {
+                EFFECT_ATTEMPT: claim.attempt,
+                EFFECT_FENCING_TOKEN: claim.token,
+                EFFECT_IN_DOUBT: claim.in_doubt,
+            }
+        )
         if claim.status == "granted":
             self._run.effect_attempted(claim.attempt)
 
     def replayed_outcome(self) -> None:
-        """The effect had happened: its recorded result is returned, ``fn`` is not called."""
+        """The effect had happened: its recorded result is returned, ``fn`` is not called.
+
+        Where the ledger noted it on the run's channel is not looked up: the span has no
+        ``actae.cursor`` (docs/telemetry.md).
+        """
         self.replayed = True
         self.outcome = REPLAYED_OUTCOME
-        if self.recording:
-            self.span.set_attribute(REPLAYED, True)
+        self.describe({REPLAYED: True})
 
     def in_doubt(self) -> None:
         """An earlier attempt may have happened: a reconcile or a person decides."""
         self.outcome = IN_DOUBT
+
+    def noted(self, head: Receipt) -> None:
+        """The ledger noted the effect's settlement on the run's channel (now the ``head``).
+
+        A doubt reconciled, or stopped for review, or an attempt that failed: ``fn`` did not
+        complete now, and nothing was replayed either.
+        """
+        self._landed(head, replayed=False)
 
     def attempting(self) -> None:
         """``fn`` is called now: it completes or fails, whatever came before."""
@@ -208,7 +234,7 @@ class EffectCall(Call):
     ) -> None:
         if self.recording:
             ended = self.outcome or (COMPLETED if error is None else FAILED)
-            self.span.set_attribute(EFFECT_OUTCOME, ended)
+            self.describe({EFFECT_OUTCOME: ended})
         super().__exit__(kind, error, traceback)
 
 
@@ -222,7 +248,7 @@ class WaitCall(Opened):
         traceback: TracebackType | None,
     ) -> None:
         if self.recording and (error is None or isinstance(error, RunSuspended)):
-            self.span.set_attribute(WAIT_OUTCOME, "decided" if error is None else "suspended")
+            self.describe({WAIT_OUTCOME: "decided" if error is None else "suspended"})
         super().__exit__(kind, error, traceback)
 
 
@@ -235,14 +261,14 @@ class RunTrace:
     def __init__(self, run: RunInfo) -> None:
         self.tracer = active_tracer()
         self.attributes = run_attributes(run)
-        self._recorded = parent_context(run.trace_context) if self.tracer else None
+        self._recorded = parent_context(run.trace_context, run.run_id) if self.tracer else None
         self._instruments: Instruments = instruments()
         self._executed: Attributes = {AGENT_ID: run.agent_id, REPLAYED: False}
         self._replayed: Attributes = {AGENT_ID: run.agent_id, REPLAYED: True}
         self._labels: Attributes = {AGENT_ID: run.agent_id}
 
     def parent(self) -> Context | None:
-        """The current context, or outside any span the one the run recorded at its start."""
+        """The current context, or outside any span the run's own (:func:`parent_context`)."""
         if self._recorded is None or in_a_span():
             return None
         return self._recorded
@@ -272,24 +298,27 @@ class RunTrace:
     @contextmanager
     def joined(self) -> Iterator[None]:
         """The block runs in the run's trace: in the current span, else in the recorded one."""
-        parent = self.parent()
-        if parent is None:
-            yield
-            return
-        token = otel_context.attach(parent)
+        parent, token = self.parent(), None
+        if parent is not None:
+            with SPAN_CONTEXT:
+                token = otel_context.attach(parent)
         try:
             yield
         finally:
-            otel_context.detach(token)
+            if token is not None:
+                with SPAN_CONTEXT:
+                    otel_context.detach(token)
 
     def step_done(self, replayed: bool, seconds: float) -> None:
         """Count a step that returned, and how long it took."""
         labels = self._replayed if replayed else self._executed
-        self._instruments.steps.add(1, labels)
-        self._instruments.step_duration.record(seconds, labels)
+        with METRIC:
+            self._instruments.steps.add(1, labels)
+            self._instruments.step_duration.record(seconds, labels)
 
     def effect_attempted(self, attempt: int) -> None:
         """Count an attempt of an effect (attempt 1 is no retry)."""
-        self._instruments.effect_attempts.add(1, self._labels)
-        if attempt > 1:
-            self._instruments.effect_retries.add(1, self._labels)
+        with METRIC:
+            self._instruments.effect_attempts.add(1, self._labels)
+            if attempt > 1:
+                self._instruments.effect_retries.add(1, self._labels)

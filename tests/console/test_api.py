@@ -9,12 +9,28 @@ browser's change without its CSRF token (403), and an action whose body names an
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any
+from uuid import UUID
 
+import psycopg
 import pytest
 
-from tests.console.harness import OPERATOR, VIEWER, Console
+from actae.adapters.operate import overview, views
+from tests.console.harness import (
+    DEADLINE,
+    OPERATOR,
+    VIEWER,
+    Console,
+    held_projector,
+    stream,
+    take,
+)
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "console.md"
 
 
 def ok(response: Any, status: int = 200) -> Any:
@@ -136,6 +152,59 @@ def test_signing_out_ends_the_session(console: Console, browser: str) -> None:
     assert response.status_code == 303
     assert response.headers["location"] == "/login"
     refused(console.client.get("/api/me"), 401, "unauthorized")
+
+
+def test_a_sign_in_from_another_site_is_refused(console: Console) -> None:
+    token = console.tokens[VIEWER]
+    for headers in (
+        {"Origin": "http://evil.example"},
+        {"Origin": "https://127.0.0.1"},  # another scheme: another origin
+        {"Origin": "null"},  # a sandboxed frame, say, with no browser word that it is ours
+        {"Sec-Fetch-Site": "cross-site"},
+        {"Sec-Fetch-Site": "same-site", "Origin": "http://127.0.0.1"},
+    ):
+        response = console.client.post(
+            "/login", data={"token": token}, headers=headers, follow_redirects=False
+        )
+        refused(response, 403, "cross_origin")
+        assert "set-cookie" not in response.headers, headers
+        assert "default-src 'self'" in response.headers["content-security-policy"]
+
+    for headers in (
+        {"Origin": "http://127.0.0.1", "Sec-Fetch-Site": "same-origin"},
+        {"Origin": "http://127.0.0.1:80"},
+        {"Origin": "null", "Sec-Fetch-Site": "same-origin"},  # a browser's own, vouched for
+        {},  # no browser: nothing to forge
+    ):
+        response = console.client.post(
+            "/login", data={"token": token}, headers=headers, follow_redirects=False
+        )
+        assert response.status_code == 303, (headers, response.text)
+        console.client.cookies.clear()
+
+
+def test_a_cookie_change_from_another_site_is_refused_even_with_its_csrf_token(
+    console: Console, browser: str
+) -> None:
+    run = console.scenario.running()
+    path = f"/api/runs/{run.run_id}/pause"
+    for headers in ({"Origin": "http://evil.example"}, {"Sec-Fetch-Site": "cross-site"}):
+        response = console.client.post(
+            path, json={"reason": "hold"}, headers={"X-CSRF-Token": browser, **headers}
+        )
+        refused(response, 403, "cross_origin")
+        refused(
+            console.client.post("/logout", data={"csrf_token": browser}, headers=headers),
+            403,
+            "cross_origin",
+        )
+    assert console.store.run(run.run_id).status.value == "running"
+    assert ok(console.client.get("/api/me"))["name"] == OPERATOR  # still signed in
+
+    same = {"X-CSRF-Token": browser, "Origin": "http://127.0.0.1", "Sec-Fetch-Site": "same-origin"}
+    assert ok(console.client.post(path, json={"reason": "hold"}, headers=same))["status"] == (
+        "paused"
+    )
 
 
 def test_a_wrong_token_does_not_sign_in(console: Console) -> None:
@@ -363,6 +432,153 @@ def test_recent_audit(console: Console) -> None:
     assert ("pause", "dana") in [(r["action"], r["actor"]) for r in listed["audit"]]
 
 
+# -- reads only read; an action shows its change at once ------------------------------------------
+
+
+def test_a_viewers_reads_write_nothing(console: Console, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = console.store
+    projector = store.projector()
+    blocked, key = console.made["blocked"]
+    research, _ = console.made["forked"]
+    with held_projector(console, monkeypatch):
+        unseen = console.scenario.running()  # stored; the read models do not have it yet
+        behind, stored = projector.position(), store.position()
+        assert behind < stored
+        opened: list[str] = []
+        transaction = projector.db.transaction
+
+        def counted() -> AbstractContextManager[None]:
+            opened.append(threading.current_thread().name)
+            return transaction()
+
+        monkeypatch.setattr(projector.db, "transaction", counted)
+        viewer = console.bearer(VIEWER)
+        base = f"/api/runs/{research.run_id}"
+        for path in (
+            "/api/me",
+            "/api/runs",
+            "/api/runs?status=waiting",
+            "/api/approvals",
+            f"/api/runs/{blocked.run_id}",
+            f"{base}/events",
+            f"{base}/state",
+            f"{base}/diff",
+            f"{base}/lineage",
+            f"{base}/audit",
+            "/api/audit",
+            "/api/effects?in_doubt=true",
+            "/api/effects?status=needs_review",
+            f"/api/effects?run={blocked.run_id}",
+            f"/api/effects/{key}",
+            f"/api/effects/{key[:20]}",
+            "/metrics",
+        ):
+            assert console.client.get(path, headers=viewer).status_code == 200, path
+        shown = ok(console.client.get(f"/api/runs/{unseen.run_id}", headers=viewer))
+        assert (shown["status"], shown["read_model"]) == ("running", None)  # the store's word
+        with stream(console, f"/api/runs/{unseen.run_id}/stream") as arrived:
+            _, status, _ = take(arrived, "status")
+            assert status["run_id"] == str(unseen.run_id)
+
+        assert opened == []  # no transaction on the read models (on SQLite: BEGIN IMMEDIATE)
+        assert (projector.position(), store.position()) == (behind, stored)
+
+
+def test_an_action_shows_its_change_at_once(
+    console: Console, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = console.scenario.running()
+    views.fresh(console.store)  # its run_status row says running
+    headers = console.bearer()
+    with held_projector(console, monkeypatch):
+        paused = ok(
+            console.client.post(
+                f"/api/runs/{run.run_id}/pause", json={"reason": "hold"}, headers=headers
+            )
+        )
+        assert (paused["status"], paused["read_model"]["status"]) == ("paused", "paused")
+        listed = ok(console.client.get("/api/runs?status=paused&limit=1000", headers=headers))
+        assert str(run.run_id) in [row["run_id"] for row in listed["runs"]]
+
+        _, key = console.scenario.in_doubt()  # (caught up by the test itself)
+        settle = {"outcome": "failed", "reason": "never arrived"}
+        ok(console.client.post(f"/api/effects/{key}/override", json=settle, headers=headers))
+        doubtful = ok(console.client.get("/api/effects?in_doubt=true&limit=1000", headers=headers))
+        assert key not in [effect["effect_key"] for effect in doubtful["effects"]]
+
+
+def test_a_full_effect_key_or_run_id_names_it_before_the_read_models_have_it(
+    console: Console, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    headers = console.bearer()
+    with held_projector(console, monkeypatch):
+        run = console.scenario.start("payout", "payouts", amount=99)
+        key = console.scenario.doubt(run, "transfer")
+
+        assert ok(console.client.get(f"/api/runs/{run.run_id}", headers=headers))["run_id"] == (
+            str(run.run_id)
+        )
+        shown = ok(console.client.get(f"/api/effects/{key}", headers=headers))
+        assert (shown["effect_key"], shown["in_doubt"]) == (key, True)
+        # a prefix is searched in the read models, which do not have it yet (docs/console.md)
+        refused(console.client.get(f"/api/effects/{key[:-2]}", headers=headers), 404, "not_found")
+        settle = {"outcome": "failed", "reason": "the bank has no such transfer"}
+        settled = ok(
+            console.client.post(f"/api/effects/{key}/override", json=settle, headers=headers)
+        )
+        assert (settled["effect_key"], settled["in_doubt"]) == (key, False)
+
+
+def test_recent_audit_orders_actions_of_one_moment_the_same_way_every_time(
+    console: Console,
+) -> None:
+    runs = [console.scenario.running() for _ in range(6)]
+    for run in runs:  # all at one moment of the test's clock
+        console.store.pause(run.run_id, actor="dana", reason="one moment")
+    assert views.caught_up(console.store, DEADLINE)
+
+    listed = ok(console.client.get("/api/audit?limit=1000", headers=console.bearer()))["audit"]
+    mine = [row for row in listed if row["run_id"] in {str(run.run_id) for run in runs}]
+    assert len(mine) == len(runs)
+    assert len({row["at"] for row in mine}) == 1
+    in_order = sorted(listed, key=lambda row: (UUID(row["aggregate_id"]), row["version"]))
+    in_order.sort(key=lambda row: row["at"], reverse=True)  # stable: ties keep the order above
+    assert listed == in_order
+
+
+# -- failures -------------------------------------------------------------------------------------
+
+
+def test_an_unexpected_failure_is_a_500_and_an_outage_a_503_in_the_json_shape(
+    console: Console, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a bug with a secret in it")
+
+    def unreachable(*args: Any, **kwargs: Any) -> Any:
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(overview, "totals", broken)
+    monkeypatch.setattr(views, "runs", unreachable)
+    viewer = console.bearer(VIEWER)
+
+    failed = console.client.get("/metrics", headers=viewer)
+    error = refused(failed, 500, "internal")
+    assert "secret" not in error["message"]
+    down = console.client.get("/api/runs", headers=viewer)
+    refused(down, 503, "unavailable")
+    for response in (
+        failed,
+        down,
+        console.client.get("/api/runs"),  # 401
+        console.client.get("/api/nothing", headers=viewer),  # 404
+        console.client.get("/api/runs/not-hex", headers=viewer),  # 422
+    ):
+        assert response.headers["content-type"] == "application/json"
+        assert "default-src 'self'" in response.headers["content-security-policy"]
+        assert response.headers["x-frame-options"] == "DENY"
+
+
 # -- actions ------------------------------------------------------------------------------------
 
 
@@ -510,6 +726,18 @@ def test_metrics_in_prometheus_text_format(console: Console) -> None:
     ):
         assert name in text, name
     assert re.search(r"^actae_effects_in_doubt [1-9]", text, re.MULTILINE)
+
+
+def test_the_metrics_are_the_ones_the_docs_list(console: Console) -> None:
+    text = console.client.get("/metrics", headers=console.bearer(VIEWER)).text
+    served = {
+        re.split(r"[{ ]", line, maxsplit=1)[0] for line in text.splitlines() if line[:1] != "#"
+    } - {""}
+    section = DOCS.read_text().split("## Metrics", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"^\| `(actae_\w+)", section, re.MULTILINE))
+    assert served == listed
+    # OpenTelemetry's actae.steps (actae_steps_total) counts replayed steps too: not ours
+    assert "actae_steps_total" not in served
 
 
 def test_the_openapi_document_describes_every_route(console: Console) -> None:

@@ -1,16 +1,23 @@
-"""The auth file: made by ``add_user``, holding token hashes only, written whole, owner-only."""
+"""The auth file: made by ``add_user``, holding token hashes only, written whole, owner-only,
+under a lock, through a symlink; refused when others may write it."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import stat
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
 import actae
-from actae.adapters.console.auth import add_user, load_users
+from actae.adapters.console import auth
+from actae.adapters.console.auth import add_user, load_users, lock_file
 
 
 def test_add_user_stores_only_the_hash_of_the_token_it_returns(tmp_path: Path) -> None:
@@ -33,7 +40,8 @@ def test_add_user_stores_only_the_hash_of_the_token_it_returns(tmp_path: Path) -
     assert user is not None
     assert (user.name, user.role, user.may_act) == ("alice", "operator", True)
     assert load_users(auth_file).find(token + "x") is None
-    assert [p.name for p in tmp_path.iterdir()] == ["users.json"]  # no temporary left behind
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == [".users.json.lock", "users.json"]  # the lock file stays, no temporary does
 
 
 def test_add_user_again_replaces_the_token_and_keeps_the_others(tmp_path: Path) -> None:
@@ -83,3 +91,87 @@ def test_a_malformed_auth_file_is_refused_and_left_alone(
     with pytest.raises(actae.ValidationError, match=problem):
         add_user(auth_file, "alice", "operator")
     assert auth_file.read_text() == content
+
+
+@pytest.mark.parametrize("mode", [0o620, 0o602, 0o666], ids=["group", "others", "both"])
+def test_an_auth_file_others_may_write_is_refused(tmp_path: Path, mode: int) -> None:
+    auth_file = tmp_path / "users.json"
+    add_user(auth_file, "alice", "operator")
+    auth_file.chmod(mode)
+    with pytest.raises(actae.ValidationError, match="chmod 600") as refused:
+        load_users(auth_file)
+    assert refused.value.field == "auth_file"
+    assert f"mode {mode:04o}" in str(refused.value)
+    auth_file.chmod(0o640)  # readable by a group is fine: it holds hashes only
+    assert len(load_users(auth_file)) == 1
+
+
+def test_add_user_to_a_folder_that_does_not_exist_is_a_one_line_error(tmp_path: Path) -> None:
+    with pytest.raises(actae.ValidationError, match="cannot be written") as refused:
+        add_user(tmp_path / "nodir" / "users.json", "alice", "operator")
+    assert refused.value.field == "auth_file"
+    assert "No such file or directory" in str(refused.value)
+
+
+def test_add_user_reads_and_writes_under_an_exclusive_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    auth_file = tmp_path / "users.json"
+    add_user(auth_file, "alice", "operator")
+    seen: list[str] = []
+
+    def taken_elsewhere() -> bool:
+        """Whether another opener of the lock file (another process) would have to wait."""
+        with open(lock_file(auth_file), "a") as other:
+            try:
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(other, fcntl.LOCK_UN)
+            return False
+
+    def watched(real: Callable[..., Any], name: str) -> Callable[..., Any]:
+        def call(*args: Any) -> Any:
+            seen.append(f"{name} {'locked' if taken_elsewhere() else 'UNLOCKED'}")
+            return real(*args)
+
+        return call
+
+    monkeypatch.setattr(auth, "_entries", watched(auth._entries, "read"))
+    monkeypatch.setattr(auth, "_write_atomically", watched(auth._write_atomically, "write"))
+    add_user(auth_file, "victor", "viewer")
+    assert seen == ["read locked", "write locked"]
+    assert not taken_elsewhere()  # released
+
+
+def test_users_added_at_once_are_all_kept(tmp_path: Path) -> None:
+    auth_file = tmp_path / "users.json"
+    names = [f"user{number}" for number in range(8)]
+    start = threading.Barrier(len(names))
+
+    def add(name: str) -> str:
+        start.wait(10)
+        return add_user(auth_file, name, "viewer")
+
+    with ThreadPoolExecutor(len(names)) as pool:
+        tokens = list(pool.map(add, names))
+    users = load_users(auth_file)
+    assert sorted(u.name for token in tokens if (u := users.find(token)) is not None) == names
+
+
+def test_a_symlinked_auth_file_is_written_through(tmp_path: Path) -> None:
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    link = tmp_path / "users.json"
+    link.symlink_to(secrets / "console-users.json")  # dangling until the first user
+    alice = add_user(link, "alice", "operator")
+    victor = add_user(link, "victor", "viewer")
+
+    assert link.is_symlink()
+    assert link.readlink() == secrets / "console-users.json"
+    assert stat.S_IMODE((secrets / "console-users.json").stat().st_mode) == 0o600
+    users = load_users(link)
+    assert users.find(alice) is not None
+    assert users.find(victor) is not None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["secrets", "users.json"]
+    assert (secrets / ".console-users.json.lock").exists()  # the lock is beside the target

@@ -4,6 +4,7 @@ stops on SIGTERM or Ctrl-C at once, ending the event streams that are still open
 from __future__ import annotations
 
 import signal
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 import actae
 from actae.adapters.console.auth import add_user
 from actae.adapters.console.server import serve
+from actae.adapters.console.state import Console
 from tests.console.serving import DEADLINE, ConsoleProcess
 
 
@@ -97,3 +99,32 @@ def test_a_stream_the_client_drops_is_closed_on_the_server(tmp_path: Path, store
         while streams() != "0.0" and time.monotonic() < deadline:
             time.sleep(0.02)
         assert streams() == "0.0"
+
+
+def test_serve_says_why_the_console_could_not_start(
+    tmp_path: Path, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    auth_file = tmp_path / "users.json"
+    add_user(auth_file, "victor", "viewer")
+
+    async def refused(self: Console) -> None:
+        raise sqlite3.OperationalError("attempt to write a readonly database")
+
+    monkeypatch.setattr(Console, "open", refused)
+    with pytest.raises(actae.ActaeError, match="could not start: OperationalError: attempt to"):
+        serve(store_url, port=0, auth_file=auth_file)
+
+    async def invalid(self: Console) -> None:
+        raise actae.ValidationError("db", "no read models here")
+
+    monkeypatch.setattr(Console, "open", invalid)
+    with pytest.raises(actae.ValidationError, match="no read models here"):
+        serve(store_url, port=0, auth_file=auth_file)
+
+
+def test_serve_refuses_an_auth_file_others_may_write(tmp_path: Path, store_url: str) -> None:
+    auth_file = tmp_path / "users.json"
+    add_user(auth_file, "victor", "viewer")
+    auth_file.chmod(0o666)
+    with pytest.raises(actae.ValidationError, match="writable by its group and others"):
+        serve(store_url, port=0, auth_file=auth_file)

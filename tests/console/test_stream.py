@@ -1,66 +1,22 @@
 """A run's event stream: history, then live events and status changes, until the client goes.
 
 The stream is read in a thread that hands each server-sent event to the test through a
-queue, so every wait has a deadline.
+queue, so every wait has a deadline (``harness.stream``).
 """
 
 from __future__ import annotations
 
 import json
-import queue
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-from tests.console.harness import VIEWER, Console
+import psycopg
+import pytest
 
-DEADLINE = 10.0
-
-Message = tuple[str, Any, str | None]
-"""A server-sent event: its type, its data (parsed JSON) and its id."""
-
-
-@contextmanager
-def stream(console: Console, path: str, **headers: str) -> Iterator[queue.Queue[Message]]:
-    """The events of ``path``, as they arrive, until the block ends (the client hangs up)."""
-    arrived: queue.Queue[Message] = queue.Queue()
-    with console.client.stream(
-        "GET", path, headers={**console.bearer(VIEWER), **headers}
-    ) as response:
-        assert response.status_code == 200, response.read()
-        assert response.headers["content-type"].startswith("text/event-stream")
-
-        def read() -> None:
-            kind, data, event_id = "message", None, None
-            try:
-                for line in response.iter_lines():
-                    if line.startswith("event: "):
-                        kind = line[7:]
-                    elif line.startswith("id: "):
-                        event_id = line[4:]
-                    elif line.startswith("data: "):
-                        data = json.loads(line[6:])
-                    elif not line and data is not None:
-                        arrived.put((kind, data, event_id))
-                        kind, data, event_id = "message", None, None
-            except Exception:  # noqa: S110 - the test hung up: the stream closed under us
-                pass
-
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
-        yield arrived
-    reader.join(DEADLINE)
-
-
-def take(arrived: queue.Queue[Message], kind: str) -> Message:
-    """The next event of type ``kind`` (skipping others), within the deadline."""
-    deadline = time.monotonic() + DEADLINE
-    while True:
-        message = arrived.get(timeout=max(0.0, deadline - time.monotonic()))
-        if message[0] == kind:
-            return message
+from actae.adapters.operate import views
+from tests.console.harness import DEADLINE, OPERATOR, VIEWER, Console, stream, take
+from tests.helpers import wait_for
 
 
 def test_a_stream_sends_history_then_live_events_and_status(console: Console) -> None:
@@ -102,3 +58,64 @@ def test_a_browser_that_reconnects_resumes_after_the_last_event_it_saw(console: 
     with stream(console, path, **{"Last-Event-ID": "3"}) as arrived:
         _, event, _ = take(arrived, "event")
         assert event["cursor"] == 4
+
+
+def test_a_cursor_that_is_not_ascii_digits_is_a_422(console: Console) -> None:
+    run, _ = console.made["forked"]
+    path = f"/api/runs/{run.run_id}/stream"
+    # b"\xb2" is "²" as Starlette reads header bytes (Latin-1): str.isdigit() takes it
+    for sent in (b"\xb2", "٣".encode(), b"1e3", b"+1", b"-1", b"1" * 19):
+        headers = {**console.bearer(VIEWER), "Last-Event-ID": sent}
+        response = console.client.get(path, headers=headers)  # type: ignore[arg-type]
+        assert response.status_code == 422, (sent, response.text)
+        assert response.json()["error"]["field"] == "Last-Event-ID"
+    response = console.client.get(f"{path}?after=-1", headers=console.bearer(VIEWER))
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["field"] == "after"
+
+
+def test_a_user_may_have_only_so_many_streams_open(
+    console: Console, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    live = console.client.app.state.console  # type: ignore[attr-defined]
+    monkeypatch.setattr(live, "streams_per_user", 2)
+    run, _ = console.made["forked"]
+    path = f"/api/runs/{run.run_id}/stream"
+    with stream(console, path) as first, stream(console, path) as second:
+        take(first, "status")
+        take(second, "status")
+        with console.client.stream("GET", path, headers=console.bearer(VIEWER)) as third:
+            assert third.status_code == 429  # (a 200 would stream on: its body is not read)
+            error = json.loads(third.read())["error"]
+            assert error["code"] == "too_many_streams"
+            assert "default-src 'self'" in third.headers["content-security-policy"]
+        with stream(console, path, user=OPERATOR) as theirs:  # each user has slots of their own
+            take(theirs, "status")
+    wait_for(lambda: live.streams == 0, "the streams' slots to be given back", DEADLINE)
+    with stream(console, path) as again:  # a closed stream gave its slot back
+        take(again, "status")
+
+
+def test_a_status_the_database_cannot_give_is_skipped_and_the_stream_goes_on(
+    console: Console, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = console.scenario.running()
+    store = console.store
+    read = views.run_view
+    tried = threading.Event()
+
+    def unreachable(*args: Any, **kwargs: Any) -> Any:
+        tried.set()
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    with stream(console, f"/api/runs/{run.run_id}/stream?after=1") as arrived:
+        take(arrived, "status")
+        monkeypatch.setattr(views, "run_view", unreachable)
+        store.record(run.channel_id, kind="model.call", payload={}, expected_cursor=1)
+        assert take(arrived, "event")[1]["cursor"] == 2
+        assert tried.wait(DEADLINE)  # the status after it could not be read
+        monkeypatch.setattr(views, "run_view", read)
+        store.record(run.channel_id, kind="model.call", payload={}, expected_cursor=2)
+        assert take(arrived, "event")[1]["cursor"] == 3
+        _, status, _ = take(arrived, "status")
+        assert status["head_cursor"] == 3

@@ -8,9 +8,11 @@ claimed on it has a lease that ran out by the time the command looks on the real
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -224,3 +226,49 @@ def test_an_ambiguous_prefix_names_the_candidates(
     assert err.count("\n") == 1
     assert f"'{first}' is ambiguous" in err
     assert str(run.run_id) in err
+
+
+def test_run_data_is_printed_as_it_is_never_as_markup(
+    floor: Floor, capsys: pytest.CaptureFixture[str]
+) -> None:
+    odd = "wf[/x] [bold]:rocket:"
+    note = "per ticket [/billing] rules"
+    with actae.open(floor.url) as store:
+        run = store.start_run(odd, agent_id="a", state={})
+        store.suspend(run.run_id, reason="approval", name="ship")
+        store.approve(run.run_id, "ship", actor="[red]eve", note=note)
+    run_id = str(run.run_id)
+
+    listed = actae_cli(capsys, "runs", "--db", floor.url, "--workflow", odd)
+    shown = actae_cli(capsys, "show", "--db", floor.url, run_id)
+    audited = actae_cli(capsys, "audit", "--db", floor.url, run_id)
+
+    assert (listed[0], shown[0], audited[0]) == (0, 0, 0), listed[2] + shown[2] + audited[2]
+    assert odd in listed[1]
+    assert odd in shown[1]
+    assert note in shown[1]
+    assert "[red]eve" in audited[1]
+    assert note in audited[1]
+
+
+def test_a_missing_console_extra_is_one_line_naming_what_to_install(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    real = importlib.util.find_spec
+
+    def without_multipart(name: str, *args: Any) -> Any:
+        return None if name == "python_multipart" else real(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", without_multipart)
+    auth = tmp_path / "users.json"
+
+    code, _, err = actae_cli(
+        capsys, "console", "add-user", "alice", "--role", "operator", "--auth-file", str(auth)
+    )
+
+    assert code == 2
+    assert err == (
+        "actae: error: invalid console: the console needs python-multipart, not installed "
+        "here: pip install 'actae[console]'\n"
+    )
+    assert not auth.exists()

@@ -106,6 +106,7 @@ MODULES = [
     "actae.adapters.runtime.store_resume",
     "actae.adapters.runtime.worker",
     "actae.adapters.telemetry",
+    "actae.adapters.telemetry.guard",
     "actae.adapters.telemetry.metrics",
     "actae.adapters.telemetry.names",
     "actae.adapters.telemetry.runs",

@@ -2,12 +2,14 @@
 
 OpenTelemetry's global providers can be set only once in a process. The tracer provider set
 here hands out the SDK's tracer while a test holds the ``spans`` fixture and the API's no-op
-tracer otherwise, so the rest of a whole-suite run traces nothing and keeps no spans.
+tracer otherwise, so the rest of a whole-suite run traces nothing and keeps no spans. A test
+can turn it off for a while (``switch.on = False``) or trace with an SDK of its own
+(``traced_by``). Each test starts with the telemetry guards' warnings unsaid.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -18,6 +20,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from actae.adapters.telemetry import guard
 from tests.telemetry.recorded import Spans
 
 
@@ -61,6 +64,32 @@ def spans(_switched: Switched) -> Iterator[Spans]:
     finally:
         _switched.on = False
         _EXPORTER.clear()
+
+
+@pytest.fixture
+def switch(_switched: Switched) -> Switched:
+    """The global tracer provider: ``switch.on = False`` traces nothing for a while."""
+    return _switched
+
+
+@pytest.fixture
+def traced_by(spans: Spans, _switched: Switched) -> Iterator[Callable[[TracerProvider], None]]:
+    """Trace with a tracer provider of the test's own (a failing one, say) from the call on."""
+    configured = _switched.sdk
+
+    def use(provider: TracerProvider) -> None:
+        _switched.sdk = provider
+
+    try:
+        yield use
+    finally:
+        _switched.sdk = configured
+
+
+@pytest.fixture(autouse=True)
+def _unsaid(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every guard may warn again: a test sees the first failure of each kind it causes."""
+    monkeypatch.setattr(guard, "_failed", set())
 
 
 @pytest.fixture

@@ -58,12 +58,6 @@ def attributes(span: ReadableSpan) -> dict[str, Any]:
     return dict(span.attributes or {})
 
 
-def seconds(span: ReadableSpan) -> float:
-    assert span.start_time is not None
-    assert span.end_time is not None
-    return (span.end_time - span.start_time) / 1e9
-
-
 def points(reader: InMemoryMetricReader, name: str, where: Mapping[str, object]) -> list[Any]:
     """The data points of instrument ``name`` whose attributes include ``where``."""
     found = []

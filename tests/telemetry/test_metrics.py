@@ -10,7 +10,6 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 import actae
-from actae.adapters.telemetry.metrics import observe
 from tests.telemetry.recorded import points, unit_of
 
 
@@ -89,7 +88,10 @@ def test_observe_reports_runs_by_status_effects_in_doubt_and_the_projection_lag(
         labels = {f"actae.{key}": value for key, value in where.items()}
         return [point.value for point in points(reader, name, labels)]
 
-    with actae.open(durable_url, clock=clock) as store, observe(store, meter_provider=provider):
+    with (
+        actae.open(durable_url, clock=clock) as store,
+        actae.observe(store, meter_provider=provider),
+    ):
         done = store.start_run("done", agent_id="a", state={})
         store.complete_run(done.run_id, {})
         doubtful = store.start_run("doubtful", agent_id="a", state={})

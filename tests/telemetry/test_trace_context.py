@@ -7,14 +7,17 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from eventsourcing.persistence import StoredEvent
 from opentelemetry import trace
 
 import actae
 from actae.adapters.persistence.codec import OrjsonTranscoder, PydanticMapper
 from actae.adapters.runtime.worker import run_until_idle
+from actae.adapters.telemetry.tracing import run_span_context
 from actae.domain.run import Run
 from actae.domain.validation import TRACE_CONTEXT_ENTRIES, storable_trace_context
+from tests.telemetry.conftest import Switched
 from tests.telemetry.recorded import Spans, attributes, context_of, is_child, traceparent_of
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -146,3 +149,70 @@ def test_only_what_every_backend_can_keep_is_kept_of_a_trace_context() -> None:
     assert not {"tracestate", "nul", "number", ""} & set(kept)
     assert len(kept) == TRACE_CONTEXT_ENTRIES
     assert storable_trace_context(None) == {} == storable_trace_context(["traceparent"])  # type: ignore[arg-type]
+
+
+def test_a_run_that_kept_no_trace_context_is_the_trace_named_by_its_id(
+    durable_url: str, clock: actae.ManualClock, switch: Switched, spans: Spans
+) -> None:
+    registry, agent = actae.Registry(), f"a-{uuid.uuid4().hex[:8]}"
+
+    @registry.workflow(agent)
+    def approved(ctx: actae.RunContext) -> dict[str, Any]:
+        plan = ctx.step("plan", lambda: "buy one")
+        ctx.wait_for_approval("manager")
+        return {"plan": plan, "bought": ctx.step("buy", lambda: True)}
+
+    with actae.open(durable_url, clock=clock) as store:
+        switch.on = False  # started by a process that traces nothing: nothing to keep
+        run = store.start_run("wf", agent_id=agent, state={})
+        switch.on = True
+        assert run.trace_context == {}
+        store.resume(run.run_id, worker="script").step("plan", lambda: "buy one")
+        worker = actae.Worker(store, name="w1", registry=registry)
+        worker.run_once()
+        store.approve(run.run_id, "manager", actor="alice")
+        worker.run_once()
+        assert store.run(run.run_id).status is actae.RunStatus.COMPLETED
+
+    first, second = spans.named("actae.run")
+    script_step = spans.named("actae.step plan")[0]
+    assert {context_of(span).trace_id for span in spans.all()} == {run.run_id.int}
+    made = run_span_context(run.run_id)
+    assert made.span_id != 0
+    assert made.trace_flags.sampled
+    for span in (first, second, script_step):  # all under the parent the run's id names
+        assert span.parent is not None
+        assert (span.parent.trace_id, span.parent.span_id) == (run.run_id.int, made.span_id)
+        assert span.parent.is_remote
+    assert spans.names_under(second) == ["actae.step plan", "actae.wait approval", "actae.step buy"]
+
+
+def test_a_repeated_start_or_fork_outside_any_span_opens_no_span_of_its_own(
+    durable_url: str, spans: Spans
+) -> None:
+    with actae.open(durable_url) as store:
+        run = store.start_run("wf", agent_id="a", state={}, operation_id="start:wf")
+        again = store.start_run("wf", agent_id="a", state={}, operation_id="start:wf")
+        store.fork(run.channel_id, at=1, operation_id="fork:wf")
+        fork_again = store.fork(run.channel_id, at=1, operation_id="fork:wf")
+
+    assert (again.replayed, fork_again.replayed) == (True, True)
+    assert [span.name for span in spans.all()] == ["actae.start wf", "actae.fork"]
+    assert again.trace_context == run.trace_context
+
+
+def test_a_repeated_start_that_got_past_the_look_says_it_replayed(
+    durable_url: str, spans: Spans, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with actae.open(durable_url) as store:
+        run = store.start_run("wf", agent_id="a", state={}, operation_id="start:wf")
+        # as if the first start committed between the repeat's look and its write
+        monkeypatch.setattr(store, "operation", lambda operation_id: None)
+        again = store.start_run("wf", agent_id="a", state={}, operation_id="start:wf")
+
+    first, echo = spans.named("actae.start wf")
+    assert again.replayed
+    assert "actae.replayed" not in attributes(first)
+    assert attributes(echo)["actae.replayed"] is True
+    assert attributes(echo)["actae.run_id"] == str(run.run_id)
+    assert run.trace_context == {"traceparent": traceparent_of(first)}
