@@ -141,9 +141,9 @@ def follow_a_workflow_step_by_step(page: Page, morning: Morning, base: str) -> N
 
 
 def test_an_operator_approves_a_run_and_follows_runs_live(
-    tmp_path: Path, chromium: Browser
+    durable_url: str, tmp_path: Path, chromium: Browser
 ) -> None:
-    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    url = durable_url  # SQLite and PostgreSQL: the page follows a run by polling or NOTIFY
     morning = Morning(url)
     auth_file = tmp_path / "users.json"
     token = add_user(auth_file, "alice", "operator")
