@@ -17,6 +17,7 @@ from actae.adapters.console.auth import add_user
 from actae.adapters.console.server import serve
 from actae.adapters.console.state import Console
 from tests.console.serving import DEADLINE, ConsoleProcess
+from tests.helpers import wait_for
 
 
 @pytest.fixture
@@ -63,9 +64,7 @@ def test_a_signal_stops_the_console_and_ends_open_streams(
 
         reader = threading.Thread(target=follow, daemon=True)
         reader.start()
-        deadline = time.monotonic() + DEADLINE
-        while not first and time.monotonic() < deadline:  # the stream is open and sending
-            time.sleep(0.01)
+        wait_for(lambda: bool(first), "the stream to open and send", DEADLINE)
         assert first == ["event: status"] or first[:1] == ["event: status"]
 
         started = time.monotonic()
@@ -95,9 +94,7 @@ def test_a_stream_the_client_drops_is_closed_on_the_server(tmp_path: Path, store
             lines = response.iter_lines()  # kept: a dropped iterator closes the response
             assert next(lines) == "retry: 2000"
             assert streams() == "1.0"
-        deadline = time.monotonic() + DEADLINE
-        while streams() != "0.0" and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_for(lambda: streams() == "0.0", "the server to close the dropped stream", DEADLINE)
         assert streams() == "0.0"
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from typing import Any
 
 import psycopg
@@ -46,9 +45,8 @@ def test_a_stream_sends_history_then_live_events_and_status(console: Console) ->
         assert paused["status"] == "paused"
         assert console.client.app.state.console.streams == 1  # type: ignore[attr-defined]
 
-    deadline = time.monotonic() + DEADLINE
-    while console.client.app.state.console.streams and time.monotonic() < deadline:  # type: ignore[attr-defined]
-        time.sleep(0.01)
+    state = console.client.app.state.console  # type: ignore[attr-defined]
+    wait_for(lambda: state.streams == 0, "the closed stream to be given back", DEADLINE)
     assert console.client.app.state.console.streams == 0  # type: ignore[attr-defined]
 
 
