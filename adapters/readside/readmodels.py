@@ -464,8 +464,9 @@ class PostgresReadModels(PostgresSchema, ReadModelDB):
         """One statement for all rows, each column's values as one array.
 
         A statement per row costs more in the driver than the rest of a batch does (there
-        is a usage row per channel event), and a statement text per batch size would be
-        parsed afresh each time; this one's text depends only on the shape.
+        is a usage row per channel event that records usage), and a statement text per
+        batch size would be parsed afresh each time; this one's text depends only on the
+        shape.
         """
         names = (*table.keys, *columns)
         arrays = ", ".join(f"%s::{self.types[table.column(n).type]}[]" for n in names)
