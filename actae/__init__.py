@@ -15,6 +15,7 @@ from actae.adapters.runtime.context import RunContext
 from actae.adapters.runtime.store import Store, open
 from actae.adapters.runtime.worker import Registry, Worker, Workflow, workflow
 from actae.adapters.telemetry.metrics import observe
+from actae.domain.artifacts import ArtifactRef
 from actae.domain.effects import Attempt, Claim, EffectInfo, EffectStatus, RetryPolicy
 from actae.domain.errors import (
     ActaeError,
@@ -23,8 +24,10 @@ from actae.domain.errors import (
     CorruptionError,
     EffectBlockedError,
     FencingError,
+    ForgottenError,
     IllegalTransitionError,
     IncompatibleResumeError,
+    KeyringError,
     LeaseHeldError,
     LeaseLostError,
     NotFoundError,
@@ -54,6 +57,7 @@ from actae.domain.waits import Decision, Wait
 
 __all__ = [
     "ActaeError",
+    "ArtifactRef",
     "AsyncRunContext",
     "AsyncStore",
     "AsyncSubscription",
@@ -69,10 +73,12 @@ __all__ = [
     "EffectInfo",
     "EffectStatus",
     "FencingError",
+    "ForgottenError",
     "ForkReceipt",
     "IllegalTransitionError",
     "IncompatibleResumeError",
     "Inheritance",
+    "KeyringError",
     "LeaseHeldError",
     "LeaseLostError",
     "Lineage",

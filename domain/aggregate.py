@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 from uuid import UUID
 
 from eventsourcing.domain import BaseAggregate, CanInitAggregate, CanMutateAggregate
@@ -20,6 +20,17 @@ class DomainEvent(BaseModel):
     """An immutable fact about one aggregate, at one version, at one time."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    contents: ClassVar[tuple[str, ...]] = ()
+    """The fields that hold what the agent produced (documents, results, errors): sealed
+    under the owning run's data key when the store encrypts, withheld once it is forgotten.
+    A dotted name reaches into a nested value (``decision.payload``). Everything else is
+    metadata and stays in clear: ids, kinds, cursors, versions, times, status, pins, usage."""
+    content_owner: ClassVar[str] = "run_id"
+    """The field naming the run whose data key seals ``contents``."""
+    withheld: ClassVar[str | None] = None
+    """Why this event's ``contents`` could not be read (``forgotten``, ``locked``), set on
+    the stand-in class :func:`actae.domain.custody.withheld_class` makes; ``None`` here."""
 
     originator_id: UUID
     originator_version: int

@@ -39,6 +39,7 @@ class Channel(Aggregate):
         """
 
         class_version: ClassVar[int] = 2
+        contents: ClassVar[tuple[str, ...]] = ("payload",)
 
         run_id: UUID
         kind: str
@@ -61,6 +62,8 @@ class Channel(Aggregate):
     class Opened(Event, Aggregate.Created):
         """The channel was opened at cursor 1 with its first state version."""
 
+        contents: ClassVar[tuple[str, ...]] = ("payload", "state")
+
         state: dict[str, Any]
         state_checksum: str
 
@@ -69,6 +72,8 @@ class Channel(Aggregate):
 
     class Transitioned(Event):
         """A new state version was created and pinned to this event's cursor."""
+
+        contents: ClassVar[tuple[str, ...]] = ("payload", "state")
 
         state: dict[str, Any]
         state_checksum: str

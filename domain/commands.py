@@ -148,6 +148,12 @@ class Cancel(OperatorAction):
     __slots__ = ()
 
 
+class Forget(OperatorAction):
+    """Destroy a run's contents for good (its data key); a live run is cancelled with it."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompleteRun:
     """Finish a run with ``result``; a parent waiting for it wakes."""

@@ -306,3 +306,33 @@ class StoreNotFoundError(NotFoundError):
             f"no Actae store at {url}; check the URL (opening a store only to read it never "
             "creates one)",
         )
+
+
+class ForgottenError(ActaeError):
+    """The run's contents were forgotten (its data key destroyed): they cannot be read.
+
+    Its structure is still there: ``store.run``, ``store.events`` (payloads ``None``, marked
+    ``forgotten``), lineage and the audit trail.
+    """
+
+    code = "forgotten"
+
+    def __init__(self, run_id: Any) -> None:
+        self.run_id = run_id
+        super().__init__(
+            f"run {run_id} was forgotten: its contents were destroyed with its data key"
+        )
+
+
+class KeyringError(ActaeError):
+    """Encrypted contents cannot be read or written with the keyring at hand.
+
+    The store was opened without the keyring that encrypted them, the keyring lacks the
+    master key that wrapped a run's data key, or the keyring file itself is unusable.
+    """
+
+    code = "keyring"
+
+    def __init__(self, detail: str) -> None:
+        self.detail = detail
+        super().__init__(detail)

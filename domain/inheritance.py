@@ -97,14 +97,14 @@ def _add_level(
         elif event.kind.startswith("effect."):
             _add_effect(prefix, run_id, event)
         elif event.kind in DECISION_NOTES:
-            name = str(event.payload.get("name", ""))
+            name = str(event.contents().get("name", ""))
             key = call_suffix(run_id, name) or name
             if name in decisions:
                 prefix.decisions.setdefault(key, decisions[name])
 
 
 def _add_effect(prefix: Prefix, run_id: UUID, event: ChannelEvent) -> None:
-    key = str(event.payload.get("effect_key", ""))
+    key = str(event.contents().get("effect_key", ""))
     suffix = call_suffix(run_id, key)
     if suffix is None or not suffix.startswith("effect:"):
         return
@@ -115,7 +115,7 @@ def _add_effect(prefix: Prefix, run_id: UUID, event: ChannelEvent) -> None:
         return
     outcome = SETTLED_EFFECT_NOTES.get(event.kind)
     if event.kind == "effect.reconciled":
-        outcome = str(event.payload.get("outcome"))
+        outcome = str(event.contents().get("outcome"))
     known = prefix.effects.get(suffix)
     if outcome is not None and known is not None and known.effect_key == key:
         prefix.effects[suffix] = InheritedEffect(key, outcome)

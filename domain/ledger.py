@@ -29,9 +29,15 @@ from actae.domain.commands import (
     Override,
     Reconcile,
 )
+from actae.domain.custody import FORGOTTEN
 from actae.domain.effects import Claim, EffectInfo, RetryPolicy, workflow_result
-from actae.domain.errors import NotFoundError, OperationConflictError, ValidationError
-from actae.domain.operation import Operation
+from actae.domain.errors import (
+    ForgottenError,
+    NotFoundError,
+    OperationConflictError,
+    ValidationError,
+)
+from actae.domain.operation import OVERRIDE_REASON, Operation
 from actae.domain.pipeline import Core, retried
 from actae.domain.plan import Plan, ask, now, save
 from actae.domain.reader import StoreReader
@@ -53,9 +59,6 @@ Note = tuple[str, dict[str, Any], bool]
 """The outcome noted on the run's channel: its kind, payload, and whether it settles."""
 Move = Callable[[Operation, datetime], None]
 """The effect's decision (it raises the ledger's errors when it may not move)."""
-
-OVERRIDE_REASON = "override_reason"
-"""The evidence key an override keeps its reason under (the audit log tells overrides by it)."""
 
 
 def claim_effect(command: ClaimEffect, core: Core) -> Plan[Claim]:
@@ -218,6 +221,8 @@ def abandon(command: Abandon, core: Core) -> Plan[EffectInfo]:
 def effect_info(effect_key: str) -> Plan[EffectInfo]:
     """Everything the ledger knows about an effect, including its attempt history."""
     effect = yield from _effect(require_text("effect_key", effect_key))
+    if effect.contents_withheld == FORGOTTEN:
+        raise ForgottenError(effect.run_id)
     at = yield from now()
     return effect.info(at)
 

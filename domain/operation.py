@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 from hashlib import sha1
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
 from eventsourcing.utils import get_topic
@@ -62,6 +62,7 @@ class Operation(Aggregate):
         last_error: str | None
         first_claimed_at: datetime | None
         attempts: list[Attempt]
+        contents_withheld: str | None
 
     class Executed(Aggregate.Created):
         """A command identified by ``operation_id`` was executed and produced ``result``."""
@@ -80,6 +81,8 @@ class Operation(Aggregate):
 
     class Registered(Aggregate.Created):
         """A side effect was declared for a run, with its request and retry policy."""
+
+        contents: ClassVar[tuple[str, ...]] = ("request",)
 
         operation_id: str
         run_id: UUID
@@ -108,6 +111,7 @@ class Operation(Aggregate):
             aggregate.last_error = None
             aggregate.first_claimed_at = None
             aggregate.attempts = []
+            aggregate.contents_withheld = self.withheld
 
     class Claimed(Aggregate.Event):
         """A worker claimed the effect under a lease; ``token`` fences everyone older."""
@@ -148,22 +152,30 @@ class Operation(Aggregate):
     class Completed(Aggregate.Event):
         """The effect happened and produced ``result``."""
 
+        contents: ClassVar[tuple[str, ...]] = ("result",)
+
         token: int
         result: dict[str, Any]
+        run_id: UUID | None = None
+        """The effect's run, whose data key seals the result (``None`` before it was kept)."""
 
         def apply(self, aggregate: Any) -> None:
             """Settle the effect for good."""
             aggregate.settle_attempt("completed", None)
-            aggregate.result = self.result
+            aggregate.result = None if self.withheld else self.result
             aggregate.holder = None
             aggregate.in_doubt = False
 
     class Failed(Aggregate.Event):
         """An attempt failed; it is retried at ``retry_at``, or needs review when ``None``."""
 
+        contents: ClassVar[tuple[str, ...]] = ("error",)
+
         token: int
         error: str
         retry_at: datetime | None
+        run_id: UUID | None = None
+        """The effect's run, whose data key seals the error (``None`` before it was kept)."""
 
         def apply(self, aggregate: Any) -> None:
             """Release the effect and schedule the next attempt (or stop for review)."""
@@ -177,17 +189,24 @@ class Operation(Aggregate):
     class Reconciled(Aggregate.Event):
         """Someone checked with the provider whether the doubtful effect happened."""
 
+        contents: ClassVar[tuple[str, ...]] = ("evidence", "result")
+
         outcome: str
         actor: str
         evidence: dict[str, Any]
         result: dict[str, Any] | None
         keeps_claim: bool
+        run_id: UUID | None = None
+        """The effect's run, whose data key seals the evidence (``None`` before it was kept)."""
+        override_reason: str | None = None
+        """An operator's reason when this is an override, in clear for the audit trail
+        (events before it was kept hold it in ``evidence`` only)."""
 
         def apply(self, aggregate: Any) -> None:
             """Settle the doubt: completed for good, or known not to have happened."""
             if self.outcome == "completed":
                 aggregate.settle_attempt("completed", f"reconciled by {self.actor}")
-                aggregate.result = self.result
+                aggregate.result = None if self.withheld else self.result
                 aggregate.holder = None
             elif not self.keeps_claim:
                 aggregate.settle_attempt("failed", f"reconciled by {self.actor}")
@@ -398,7 +417,9 @@ class Operation(Aggregate):
     def complete(self, *, token: int, worker: str, result: dict[str, Any], now: datetime) -> None:
         """Record that the effect happened."""
         self.ensure_held(token, now, worker=worker)
-        self.trigger_event(self.Completed, timestamp=now, token=token, result=result)
+        self.trigger_event(
+            self.Completed, timestamp=now, token=token, result=result, run_id=self.run_id
+        )
 
     def fail(
         self,
@@ -416,7 +437,14 @@ class Operation(Aggregate):
         retry_at, why_not = (None, None) if final else self._next_attempt_at(retry_after, draw, now)
         if why_not is not None:
             error = f"{error} (not retried: {why_not})"
-        self.trigger_event(self.Failed, timestamp=now, token=token, error=error, retry_at=retry_at)
+        self.trigger_event(
+            self.Failed,
+            timestamp=now,
+            token=token,
+            error=error,
+            retry_at=retry_at,
+            run_id=self.run_id,
+        )
 
     def _next_attempt_at(
         self, retry_after: float | None, draw: float, now: datetime
@@ -467,6 +495,8 @@ class Operation(Aggregate):
             evidence=evidence,
             result=result,
             keeps_claim=token is not None and outcome == "failed",
+            run_id=self.run_id,
+            override_reason=_text_or_none(evidence.get(OVERRIDE_REASON)),
         )
 
     def abandon(self, *, actor: str, reason: str, now: datetime) -> None:
@@ -479,5 +509,11 @@ class Operation(Aggregate):
         self.trigger_event(self.Abandoned, timestamp=now, actor=actor, reason=reason)
 
 
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+OVERRIDE_REASON = "override_reason"
+"""The member of an override's evidence that holds the operator's reason."""
 OPERATION_TOPIC = get_topic(Operation)
 """The aggregate topic an Operation's first event names (as eventsourcing's ``_create``)."""

@@ -15,6 +15,7 @@ from eventsourcing.utils import get_topic
 
 from actae.domain.aggregate import folded
 from actae.domain.channel import Channel
+from actae.domain.custody import FORGOTTEN, ensure_readable
 from actae.domain.errors import CorruptionError, NotFoundError
 from actae.domain.operation import Operation
 from actae.domain.ports import Clock, Codec, EventLog
@@ -103,7 +104,11 @@ class StoreReader:
         return self.verified_state(source)
 
     def verified_state(self, source: StateEvent) -> StateVersion:
-        """The state stored by ``source``, refused if it no longer matches its checksum."""
+        """The state stored by ``source``, refused if it no longer matches its checksum.
+
+        Refused too when it cannot be read: forgotten, or encrypted without the key.
+        """
+        ensure_readable(source, source.run_id)
         actual = checksum_of(self._codec.canonical(source.state))
         if actual != source.state_checksum:
             raise CorruptionError(
@@ -255,13 +260,15 @@ def receipt_of(event: Channel.Event, *, replayed: bool = False) -> Receipt:
 
 def channel_event_of(event: Channel.Event, position: int | None = None) -> ChannelEvent:
     """The public view of a stored channel event (``position``: its global position)."""
+    withheld = type(event).withheld
     return ChannelEvent(
         position=position,
         channel_id=event.originator_id,
         run_id=event.run_id,
         cursor=event.originator_version,
         kind=event.kind,
-        payload=event.payload,
+        payload=None if withheld else event.payload,
+        forgotten=withheld == FORGOTTEN,
         state_version=event.state_version,
         state_cursor=event.state_cursor,
         operation_id=event.operation_id,
@@ -279,7 +286,7 @@ def run_info_of(run: Run, *, cursor: int, state_version: int, replayed: bool = F
         pins=run.pins,
         cursor=cursor,
         state_version=state_version,
-        status=run.status,
+        status=RunStatus.FORGOTTEN if run.forgotten_at else run.status,
         created_at=run.created_on,
         deadline=run.deadline,
         parent_run_id=run.parent_run_id,
@@ -287,9 +294,10 @@ def run_info_of(run: Run, *, cursor: int, state_version: int, replayed: bool = F
         replayed=replayed,
         waiting=run.waiting,
         decisions=dict(run.inbox),
-        result=run.result,
-        error=run.error,
+        result=None if run.forgotten_at else run.result,
+        error=None if run.forgotten_at else run.error,
         budget=dict(run.budget),
         retries=run.retries,
         trace_context=dict(run.trace_context),
+        forgotten_at=run.forgotten_at,
     )

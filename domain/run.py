@@ -9,7 +9,7 @@ Every move is an event with its actor and reason; an illegal move raises
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
 from pydantic import Field
@@ -45,6 +45,7 @@ class Run(Aggregate):
         error: str | None
         retries: int
         trace_context: dict[str, str]
+        forgotten_at: datetime | None
 
     class Started(Aggregate.Created):
         """A run was started (fresh, or as the child of a fork when ``forked_from`` is set)."""
@@ -83,6 +84,7 @@ class Run(Aggregate):
             aggregate.result = None
             aggregate.error = None
             aggregate.retries = 0
+            aggregate.forgotten_at = None
 
     class Forked(Aggregate.Event):
         """A child run was forked from this run's channel."""
@@ -114,6 +116,9 @@ class Run(Aggregate):
 
     class Decided(Aggregate.Event):
         """A decision for ``decision.name`` arrived; ``wakes`` if the run waited for it."""
+
+        contents: ClassVar[tuple[str, ...]] = ("decision.payload",)
+        content_owner: ClassVar[str] = "originator_id"
 
         decision: Decision
         wakes: bool
@@ -172,24 +177,30 @@ class Run(Aggregate):
     class Completed(Aggregate.Event):
         """The run finished with ``result``."""
 
+        contents: ClassVar[tuple[str, ...]] = ("result",)
+        content_owner: ClassVar[str] = "originator_id"
+
         result: dict[str, Any]
 
         def apply(self, aggregate: Any) -> None:
-            """Finish."""
+            """Finish (with no result to show when it cannot be read)."""
             aggregate.status = RunStatus.COMPLETED
-            aggregate.result = self.result
+            aggregate.result = None if self.withheld else self.result
 
     class Failed(Aggregate.Event):
         """The run stopped with ``error`` (an exception, an expiry, a deadline, a budget)."""
+
+        contents: ClassVar[tuple[str, ...]] = ("error",)
+        content_owner: ClassVar[str] = "originator_id"
 
         error: str
         actor: str
 
         def apply(self, aggregate: Any) -> None:
-            """Stop for good."""
+            """Stop for good (with no error to show when it cannot be read)."""
             aggregate.status = RunStatus.FAILED
             aggregate.waiting = None
-            aggregate.error = self.error
+            aggregate.error = None if self.withheld else self.error
 
     class Retried(Aggregate.Event):
         """An operator sent the failed run back to running.
@@ -206,6 +217,23 @@ class Run(Aggregate):
             aggregate.status = RunStatus.RUNNING
             aggregate.error = None
             aggregate.retries += 1
+
+    class Forgotten(Aggregate.Event):
+        """The run's data key was destroyed: its contents can never be read again.
+
+        Its structure stays (cursors, kinds, versions, times, lineage, this audit record). A
+        live run is cancelled by it, since its workflow could no longer read its own state.
+        """
+
+        actor: str
+        reason: str
+
+        def apply(self, aggregate: Any) -> None:
+            """Remember when; stop a live run."""
+            aggregate.forgotten_at = self.timestamp
+            if aggregate.status not in TERMINAL:
+                aggregate.status = RunStatus.CANCELLED
+                aggregate.waiting = None
 
     class Migrated(Aggregate.Event):
         """The run's state was upgraded from one schema version to the next."""
@@ -320,6 +348,11 @@ class Run(Aggregate):
             reason=reason,
             resumes_to=self.paused_from or RunStatus.RUNNING,
         )
+
+    def forget(self, *, actor: str, reason: str, at: datetime) -> None:
+        """Record that the run's contents are destroyed (its data key is, after this)."""
+        if self.forgotten_at is None:
+            self.trigger_event(self.Forgotten, timestamp=at, actor=actor, reason=reason)
 
     def cancel(self, *, actor: str, reason: str, at: datetime) -> None:
         """Cancel a live run."""

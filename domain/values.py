@@ -16,6 +16,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field
 
 from actae.domain.effects import EffectInfo, EffectStatus
+from actae.domain.errors import ForgottenError, KeyringError
 from actae.domain.waits import Decision, Wait
 
 PIN_NAMES = ("model", "prompt", "tools", "schema")
@@ -79,6 +80,8 @@ class RunStatus(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    FORGOTTEN = "forgotten"
+    """Its contents were destroyed (``store.forget``); its own status stays in history."""
 
 
 RUN_HELD_BACK: tuple[tuple[EffectStatus, RunStatus], ...] = (
@@ -134,13 +137,32 @@ class ChannelEvent:
     run_id: UUID
     cursor: int
     kind: str
-    payload: dict[str, Any]
+    payload: dict[str, Any] | None
+    """What was recorded; ``None`` when it cannot be read: the run was forgotten
+    (``forgotten``), or it is encrypted and the store was opened without its keyring."""
     state_version: int
     state_cursor: int
     operation_id: str | None
     recorded_at: datetime
     position: int | None = None
     """Position in the store's global order (opaque, monotonic), when read from it."""
+    forgotten: bool = False
+    """The run's contents were destroyed (``store.forget``): ``payload`` is ``None``."""
+
+    def contents(self) -> dict[str, Any]:
+        """The payload, or the reason it cannot be read.
+
+        ``ForgottenError`` when the run was forgotten, ``KeyringError`` when the payload is
+        encrypted and the store was opened without the keyring that opens it.
+        """
+        if self.payload is not None:
+            return self.payload
+        if self.forgotten:
+            raise ForgottenError(self.run_id)
+        raise KeyringError(
+            f"run {self.run_id}'s contents are encrypted: open the store with the keyring "
+            "that wrapped its data key"
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -241,6 +263,9 @@ class RunInfo:
     trace_context: dict[str, str] = field(default_factory=dict)
     """The trace the run reports into (W3C ``traceparent``/``tracestate``), recorded at
     its start; empty when nothing was traced then. Workers continue it (docs/telemetry.md)."""
+    forgotten_at: datetime | None = None
+    """When its contents were destroyed (``store.forget``); ``status`` is then ``forgotten``
+    and ``result`` and ``error`` are ``None``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

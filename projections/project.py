@@ -21,8 +21,7 @@ from typing import Any
 
 from actae.domain.channel import Channel
 from actae.domain.effects import STEP_RESULT, effect_status
-from actae.domain.ledger import OVERRIDE_REASON
-from actae.domain.operation import Operation
+from actae.domain.operation import OVERRIDE_REASON, Operation
 from actae.domain.run import Run
 from actae.projections.changes import Change, Count, EffectOwner, RefreshRun, Upsert
 from actae.projections.tables import (
@@ -188,6 +187,15 @@ def _renewed(event: Any) -> list[Change]:
     return _effect(event, {"expires_at": event.expires_at}, refresh=False)
 
 
+def _readable(event: Any, value: Any) -> Any:
+    """``value``, one of ``event``'s contents, or ``None`` when the store withholds them.
+
+    Read models are projected from events whose contents stay closed when the store
+    encrypts (and always once a run is forgotten): no plaintext reaches their tables.
+    """
+    return None if type(event).withheld else value
+
+
 def _summary(result: dict[str, Any] | None) -> str | None:
     """The start of an effect's result as compact JSON, for a glance in a table."""
     if result is None:
@@ -203,7 +211,7 @@ def _completed(event: Any) -> list[Change]:
             "holder": None,
             **NOT_IN_DOUBT,
             "settled_by": "completed",
-            "result_summary": _summary(event.result),
+            "result_summary": _summary(_readable(event, event.result)),
         },
     )
 
@@ -217,7 +225,7 @@ def _failed(event: Any) -> list[Change]:
             "holder": None,
             **NOT_IN_DOUBT,
             "retry_at": event.retry_at,
-            "last_error": event.error,
+            "last_error": _readable(event, event.error),
         },
     )
 
@@ -249,20 +257,23 @@ def _reconciled(event: Any) -> list[Change]:
             "status": effect_status(completed=True),
             "holder": None,
             "settled_by": f"reconciled by {event.actor}",
-            "result_summary": _summary(event.result),
+            "result_summary": _summary(_readable(event, event.result)),
         }
     elif event.keeps_claim:  # the holder keeps its claim: still claimed
         values = {}
     else:  # it did not happen: nothing is under way any more
         values = {"status": effect_status(), "holder": None, "retry_at": None}
-    reason = event.evidence.get(OVERRIDE_REASON)  # an override is a reconciliation with one
+    evidence = _readable(event, event.evidence)
+    reason = event.override_reason  # an override is a reconciliation with a reason
+    if reason is None and evidence is not None:
+        reason = evidence.get(OVERRIDE_REASON)
     audit = _effect_audit(
         event,
         "reconcile" if reason is None else "override",
         reason,
         outcome=event.outcome,
-        evidence=event.evidence,
-        result=event.result,
+        evidence=evidence,
+        result=_readable(event, event.result),
     )
     return [*_effect(event, {**values, **NOT_IN_DOUBT}), *audit]
 
@@ -319,7 +330,8 @@ def _decided(event: Any) -> list[Change]:
     action = DECISION_ACTIONS.get(decision.kind)
     if action is None:
         return changes
-    detail = {"name": decision.name, "payload": decision.payload, "woke": event.wakes}
+    payload = _readable(event, decision.payload)
+    detail = {"name": decision.name, "payload": payload, "woke": event.wakes}
     return [*changes, _run_audit(event, action, decision.actor, decision.note, **detail)]
 
 
@@ -354,8 +366,16 @@ def _retried(event: Any) -> list[Change]:
 
 
 def _failed_run(event: Any) -> list[Change]:
-    values = {"lifecycle": "failed", **NOT_WAITING, "unserved": False, "error": event.error}
-    return [*_run(event, values), _run_audit(event, "fail", event.actor, event.error)]
+    error = _readable(event, event.error)
+    values = {"lifecycle": "failed", **NOT_WAITING, "unserved": False, "error": error}
+    return [*_run(event, values), _run_audit(event, "fail", event.actor, error)]
+
+
+def _forgotten(event: Any) -> list[Change]:
+    return [
+        *_run(event, {"forgotten_at": event.timestamp, "error": None}),
+        _run_audit(event, "forget", event.actor, event.reason),
+    ]
 
 
 HANDLERS: tuple[tuple[type, Callable[[Any], list[Change]]], ...] = (
@@ -369,6 +389,7 @@ HANDLERS: tuple[tuple[type, Callable[[Any], list[Change]]], ...] = (
     (Run.Completed, _ended("completed")),
     (Run.Failed, _failed_run),
     (Run.Retried, _retried),
+    (Run.Forgotten, _forgotten),
     (Run.Migrated, lambda e: _run(e, {"schema_version": e.to_schema, "unserved": False})),
     (Channel.Event, _channel_event),
     (Operation.Registered, _registered),

@@ -77,8 +77,9 @@ RUN_STATUS = Table(
         Column(
             "status",
             "text",
-            "running | retrying | blocked | waiting | paused | "
-            "completed | failed | cancelled (retrying and blocked derive from effects)",
+            "running | retrying | blocked | waiting | paused | completed | failed | "
+            "cancelled | forgotten (retrying and blocked derive from effects; forgotten: "
+            "its contents were destroyed, lifecycle keeps how it ended)",
         ),
         Column("lifecycle", "text", "the run's own status, before effects are considered"),
         Column("waiting_reason", "text", "approval | timer | child | signal while waiting"),
@@ -96,7 +97,18 @@ RUN_STATUS = Table(
             "<key>', 'reconcile effect <key>', 'register workflow '<agent_id>'', 'fix and "
             "retry: <error>', 'wait for approval <name>', 'unpause', 'none'",
         ),
-        Column("error", "text", "why the run failed (its Run.Failed event), until it is retried"),
+        Column(
+            "error",
+            "text",
+            "why the run failed (its Run.Failed event), until it is retried; empty when the "
+            "store encrypts (read it with the keyring: actae show)",
+        ),
+        Column(
+            "forgotten_at",
+            "timestamp",
+            "when its contents were destroyed (store.forget): its structure stays, its "
+            "payloads, states and results can never be read again",
+        ),
         Column(
             "unserved",
             "bool",

@@ -21,7 +21,7 @@ import click
 import psycopg
 from eventsourcing import persistence
 
-from actae.adapters.cli import inspecting, operating, running
+from actae.adapters.cli import analysts, inspecting, keys, operating, running
 from actae.adapters.cli.console import console
 from actae.adapters.cli.invocation import Invocation
 from actae.adapters.persistence.outages import missing_table, summary
@@ -65,6 +65,8 @@ for command in (
     running.worker,
     *inspecting.COMMANDS,
     *operating.COMMANDS,
+    *keys.COMMANDS,
+    *analysts.COMMANDS,
     console,
 ):
     cli.add_command(command)

@@ -185,6 +185,8 @@ RUN_HELP = {
     "pause": "Pause a run: no worker takes it until it is unpaused.",
     "unpause": "Unpause a run: it goes back to what it was doing.",
     "retry": "Send a failed run back to running, to try again from where it failed.",
+    "forget": "Destroy a run's contents for good (its data key): its structure and audit "
+    "stay. Only for runs written with encryption on (open the store with ?keyring=).",
 }
 
 

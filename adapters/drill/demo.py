@@ -55,7 +55,9 @@ def run_steps(
     """
     recovery = store.recover(channel_id)
     state, version, cursor = recovery.state.state, recovery.state.version, recovery.head_cursor
-    recorded = {e.payload["step"]: e.payload for e in recovery.events if e.kind == "model.call"}
+    recorded = {
+        e.contents()["step"]: e.contents() for e in recovery.events if e.kind == "model.call"
+    }
     for step in range(state["step"] + 1, STEPS + 1):
         if step in recorded:
             answer = recorded[step]

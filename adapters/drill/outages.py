@@ -43,11 +43,11 @@ def outage_figures(
     """Each journalled outage of ``workflow`` with its recovery (``recovery(back)`` seconds)."""
     return [
         {
-            "moment": e.payload["moment"],
-            "fault": e.payload["fault"],
-            "outage_seconds": e.payload["seconds"],
-            "recovery_seconds": recovery(datetime.fromisoformat(e.payload["ended"])),
+            "moment": e.contents()["moment"],
+            "fault": e.contents()["fault"],
+            "outage_seconds": e.contents()["seconds"],
+            "recovery_seconds": recovery(datetime.fromisoformat(e.contents()["ended"])),
         }
         for e in journal
-        if e.kind == JOURNAL_KIND and e.payload.get("workflow") == workflow
+        if e.kind == JOURNAL_KIND and e.contents().get("workflow") == workflow
     ]

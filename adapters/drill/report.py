@@ -52,7 +52,7 @@ class Report:
         self.runs = [self.coordinator, *(self.store.run(c) for c in children)]
         self.events = {r.run_id: self.store.events(r.channel_id) for r in self.runs}
         self.journal = self.store.events(drill.log.channel_id)
-        self.log = [e for e in self.journal if e.payload.get("workflow") == workflow]
+        self.log = [e for e in self.journal if e.contents().get("workflow") == workflow]
         with urllib.request.urlopen(f"{drill.provider_url}/ledger", timeout=10) as reply:  # noqa: S310
             self.ledger = json.loads(reply.read())
         self.run_ids = {str(r.run_id) for r in self.runs}
@@ -71,7 +71,7 @@ class Report:
         figures = {
             "workflow": self.workflow,
             "status": self.coordinator.status.value,
-            "killed_after_transition": killed.payload["after_transitions"],
+            "killed_after_transition": killed.contents()["after_transitions"],
             "recovery_seconds": self._recovery(killed.recorded_at),
             "manual_steps": self._manual_steps(),
             "workers_exited_unplanned": sum(e.kind == "drill.worker_exited" for e in self.log),
@@ -122,7 +122,7 @@ class Report:
     def _regenerated(self, calls: list[dict[str, Any]]) -> int:
         """Model calls made for a step whose result was already recorded (must be 0)."""
         recorded = {
-            f"{run_id}:llm:{e.payload['name']}": e.recorded_at
+            f"{run_id}:llm:{e.contents()['name']}": e.recorded_at
             for run_id, events in self.events.items()
             for e in events
             if e.kind == STEP_RESULT
@@ -152,13 +152,13 @@ class Report:
         # A jump counts only if it took effect before the step: a step stamped while the
         # drill was deciding to jump (after reading the time it jumps from) did not wait.
         skipped: float = sum(
-            float(e.payload["seconds"])
+            float(e.contents()["seconds"])
             for e in self.journal
             if e.kind == "drill.clock_advanced"
-            and e.payload["reason"] != "lease"
-            and killed_at <= datetime.fromisoformat(e.payload["from"])
-            and datetime.fromisoformat(e.payload["from"])
-            + timedelta(seconds=float(e.payload["seconds"]))
+            and e.contents()["reason"] != "lease"
+            and killed_at <= datetime.fromisoformat(e.contents()["from"])
+            and datetime.fromisoformat(e.contents()["from"])
+            + timedelta(seconds=float(e.contents()["seconds"]))
             <= resumed
         )
         return round((resumed - killed_at).total_seconds() - skipped, 3)
@@ -172,7 +172,7 @@ class Report:
             if e.kind in MANUAL
             or (
                 e.kind == "effect.reconciled"
-                and not str(e.payload.get("actor")).startswith(worker_prefix)
+                and not str(e.contents().get("actor")).startswith(worker_prefix)
             )
         )
 
@@ -195,8 +195,8 @@ class Report:
         delivered = sum(e.kind == "queue.delivered" for e in self.log)
         started = sum(
             e.kind == "run.started"
-            and e.payload.get("workflow_id") == self.workflow
-            and e.payload.get("agent_id") == "drill-coordinator"
+            and e.contents().get("workflow_id") == self.workflow
+            and e.contents().get("agent_id") == "drill-coordinator"
             for e in self.everything
         )
         seen = max(delivered - 1, 0)

@@ -110,7 +110,7 @@ class Visible:
 
     def apply(self, event: ChannelEvent) -> None:
         """Fold one event of the channel in (splices are the caller's: they need reads)."""
-        payload = event.payload
+        payload = event.contents()
         if event.kind == CHECKPOINT:
             self._checkpoint(event, payload)
         elif event.kind == WRITES:
@@ -175,8 +175,8 @@ def history(channel_id: UUID, through: int | None = None) -> Op[Visible]:
 def _spliced(event: ChannelEvent) -> Op[Visible | None]:
     """The history ``event`` splices in here, if it is a copy or the first event of a fork."""
     if event.kind == COPIED:
-        source = UUID(str(event.payload["channel_id"]))
-        return (yield from history(source, int(event.payload["through"])))
+        source = UUID(str(event.contents()["channel_id"]))
+        return (yield from history(source, int(event.contents()["through"])))
     if event.kind == FORKED and event.cursor == 1:
         forked = (yield from ask(Store.run, event.run_id)).forked_from
         if forked is not None:
@@ -237,12 +237,12 @@ def at_head(channel_id: UUID) -> Op[AtHead | None]:
 def _add_if_for(
     writes: dict[tuple[str, int], StoredWrite], event: ChannelEvent, checkpoint_id: str
 ) -> None:
-    if event.kind == WRITES and event.payload["checkpoint_id"] == checkpoint_id:
-        add_writes(writes, writes_of(event.payload))
+    if event.kind == WRITES and event.contents()["checkpoint_id"] == checkpoint_id:
+        add_writes(writes, writes_of(event.contents()))
 
 
 def _forgets(event: ChannelEvent, checkpoint_id: str) -> bool:
-    return event.kind == FORGOTTEN and checkpoint_id in event.payload["checkpoint_ids"]
+    return event.kind == FORGOTTEN and checkpoint_id in event.contents()["checkpoint_ids"]
 
 
 def _keeps(event: ChannelEvent, checkpoint_id: str) -> bool:
@@ -252,7 +252,7 @@ def _keeps(event: ChannelEvent, checkpoint_id: str) -> bool:
     (whose checkpoints would follow it) do not; writes and anything not the saver's do.
     """
     if event.kind == PRUNED:
-        return bool(event.payload["keep"] == checkpoint_id)
+        return bool(event.contents()["keep"] == checkpoint_id)
     if event.kind == FORGOTTEN:
         return not _forgets(event, checkpoint_id)
     return event.kind not in (COPIED, CHECKPOINT, DELETED)

@@ -22,6 +22,7 @@ RUN_ACTIONS: dict[str, RunAction] = {
     "pause": Store.pause,
     "unpause": Store.unpause,
     "retry": Store.retry_run,
+    "forget": Store.forget,
 }
 """Actions on a run that take an actor and a reason."""
 
@@ -33,7 +34,7 @@ OUTCOMES = ("completed", "failed")
 
 
 def act(store: Store, verb: str, run_id: UUID, *, actor: str, reason: str) -> RunInfo:
-    """Cancel, pause, unpause or retry the run, as ``actor`` for ``reason``."""
+    """Cancel, pause, unpause, retry or forget the run, as ``actor`` for ``reason``."""
     return RUN_ACTIONS[verb](store, run_id, actor=actor, reason=reason)
 
 

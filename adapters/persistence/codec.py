@@ -110,6 +110,16 @@ class PydanticMapper(Mapper[Any]):
 
     def to_stored_event(self, domain_event: DomainEventProtocol[Any]) -> StoredEvent:
         """Serialise a pydantic event; its topic is ``module:QualName``."""
+        topic, state = self.fields_of(domain_event)
+        return StoredEvent(
+            originator_id=domain_event.originator_id,
+            originator_version=domain_event.originator_version,
+            topic=topic,
+            state=self.transcoder.encode(state),
+        )
+
+    def fields_of(self, domain_event: DomainEventProtocol[Any]) -> tuple[str, dict[str, Any]]:
+        """The event's topic, and the fields its stored body holds (a fresh dict)."""
         event = cast(BaseModel, domain_event)
         topic, class_version, flat = layout(type(event))
         if flat:
@@ -120,17 +130,18 @@ class PydanticMapper(Mapper[Any]):
             state = event.model_dump(exclude=set(IDENTITY))
         if class_version > 1:
             state["class_version"] = class_version
-        return StoredEvent(
-            originator_id=domain_event.originator_id,
-            originator_version=domain_event.originator_version,
-            topic=topic,
-            state=self.transcoder.encode(state),
-        )
+        return topic, state
 
     def to_domain_event(self, stored_event: StoredEvent) -> DomainEventProtocol[Any]:
         """Rebuild a pydantic event, upcasting older class versions first."""
         cls = event_class(stored_event.topic)
         state: dict[str, Any] = self.transcoder.decode(stored_event.state)
+        return self.rebuilt(cls, stored_event, state)
+
+    def rebuilt(
+        self, cls: type[DomainEvent], stored_event: StoredEvent, state: dict[str, Any]
+    ) -> DomainEventProtocol[Any]:
+        """The event of class ``cls`` from its decoded body ``state`` (consumed)."""
         from_version = state.pop("class_version", 1)
         for version in range(from_version, getattr(cls, "class_version", 1)):
             getattr(cls, f"upcast_v{version}_v{version + 1}")(state)

@@ -34,9 +34,56 @@ class TableMigration:
     version: int
     name: str
     statements: tuple[str, ...] = ()
+    sqlite_statements: tuple[str, ...] | None = None
+    """SQLite's own spelling of ``statements``, where its types differ (``None``: the same)."""
+
+    def statements_for(self, backend: str) -> tuple[str, ...]:
+        """The statements to run on ``backend`` ("postgresql" or "sqlite")."""
+        if backend == "sqlite" and self.sqlite_statements is not None:
+            return self.sqlite_statements
+        return self.statements
 
 
-MIGRATIONS = (TableMigration(1, "event store tables (eventsourcing recorder)"),)
+CUSTODY_TABLES = (
+    # One data key per run, wrapped by a master key of the keyring; NULL once forgotten.
+    "CREATE TABLE IF NOT EXISTS {schema}.actae_data_keys (run_id uuid PRIMARY KEY, "
+    "master_key text NOT NULL, wrapped bytea, created_at timestamptz NOT NULL DEFAULT now(), "
+    "forgotten_at timestamptz)",
+    # Artifacts by name (a digest, or a keyed digest when encrypted), their bytes in chunks
+    # of a blob, and which runs reference them (purged when none does).
+    "CREATE TABLE IF NOT EXISTS {schema}.actae_artifacts (name text PRIMARY KEY, "
+    "blob uuid NOT NULL, size bigint NOT NULL, created_at timestamptz NOT NULL DEFAULT now())",
+    "CREATE TABLE IF NOT EXISTS {schema}.actae_artifact_chunks (blob uuid NOT NULL, "
+    "seq integer NOT NULL, data bytea NOT NULL, PRIMARY KEY (blob, seq))",
+    "ALTER TABLE {schema}.actae_artifact_chunks ALTER COLUMN data SET STORAGE EXTERNAL",
+    "CREATE TABLE IF NOT EXISTS {schema}.actae_artifact_refs (name text NOT NULL, "
+    "run_id uuid NOT NULL, PRIMARY KEY (name, run_id))",
+    "CREATE INDEX IF NOT EXISTS actae_artifact_refs_by_run "
+    "ON {schema}.actae_artifact_refs (run_id)",
+    # Secrets the store keeps for itself (the artifact references' key without a keyring).
+    "CREATE TABLE IF NOT EXISTS {schema}.actae_secrets (name text PRIMARY KEY, "
+    "value bytea NOT NULL)",
+)
+"""Tables of the data's custody (keys, artifacts); PostgreSQL's spelling."""
+
+SQLITE_CUSTODY_TABLES = (
+    "CREATE TABLE IF NOT EXISTS actae_data_keys (run_id TEXT PRIMARY KEY, "
+    "master_key TEXT NOT NULL, wrapped BLOB, created_at TEXT NOT NULL DEFAULT "
+    "CURRENT_TIMESTAMP, forgotten_at TEXT)",
+    "CREATE TABLE IF NOT EXISTS actae_artifacts (name TEXT PRIMARY KEY, blob TEXT NOT NULL, "
+    "size INTEGER NOT NULL, created_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)",
+    "CREATE TABLE IF NOT EXISTS actae_artifact_chunks (blob TEXT NOT NULL, "
+    "seq INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY (blob, seq))",
+    "CREATE TABLE IF NOT EXISTS actae_artifact_refs (name TEXT NOT NULL, "
+    "run_id TEXT NOT NULL, PRIMARY KEY (name, run_id))",
+    "CREATE INDEX IF NOT EXISTS actae_artifact_refs_by_run ON actae_artifact_refs (run_id)",
+    "CREATE TABLE IF NOT EXISTS actae_secrets (name TEXT PRIMARY KEY, value BLOB NOT NULL)",
+)
+
+MIGRATIONS = (
+    TableMigration(1, "event store tables (eventsourcing recorder)"),
+    TableMigration(2, "data keys and artifacts", CUSTODY_TABLES, SQLITE_CUSTODY_TABLES),
+)
 LATEST = MIGRATIONS[-1].version
 
 S = TypeVar("S")
@@ -90,7 +137,7 @@ def open_postgres(
                 if migration.version <= current:
                     continue
                 with conn.transaction():
-                    for statement in migration.statements:
+                    for statement in migration.statements_for("postgresql"):
                         conn.execute(sql.SQL(statement).format(schema=ident))
                     conn.execute(
                         sql.SQL("INSERT INTO {} (version, name) VALUES (%s, %s)").format(table),
@@ -139,8 +186,8 @@ def open_sqlite(path: str, build: ServiceFactory[S], *, create: bool = True) -> 
         for migration in MIGRATIONS:
             if migration.version <= current:
                 continue
-            for statement in migration.statements:
-                conn.execute(statement.format(schema="main"))
+            for statement in migration.statements_for("sqlite"):
+                conn.execute(statement)
             conn.execute(
                 f"INSERT OR IGNORE INTO {MIGRATIONS_TABLE} (version, name) VALUES (?, ?)",  # noqa: S608
                 (migration.version, migration.name),

@@ -44,15 +44,27 @@ class Backend:
     recorder: ApplicationRecorder
     log: RecordedEventLog
     close: Callable[[], None]
+    metadata_mapper: Mapper[Any]
+    """Decodes events for the read models: contents it may not reveal stay closed."""
 
 
-def memory_store() -> Backend:
+Mappers = Callable[[ApplicationRecorder], tuple[Mapper[Any], Mapper[Any]]]
+"""Makes the mappers over a recorder: the full one, and the read models' one."""
+
+
+def plain_mappers(_: ApplicationRecorder) -> tuple[Mapper[Any], Mapper[Any]]:
+    """Pydantic events stored as orjson bytes, nothing sealed: one mapper for both uses."""
+    mapper = PydanticMapper(transcoder=OrjsonTranscoder())
+    return mapper, mapper
+
+
+def memory_store(mappers: Mappers = plain_mappers) -> Backend:
     """Events in this process's memory (``memory://``): gone when the store closes."""
     recorder = ActaeMemoryRecorder()
-    return _assembled(recorder, RecordedEventLog, lambda: None)
+    return _assembled(recorder, RecordedEventLog, lambda: None, mappers)
 
 
-def sqlite_store(path: str, *, create_tables: bool) -> Backend:
+def sqlite_store(path: str, *, create_tables: bool, mappers: Mappers = plain_mappers) -> Backend:
     """Events in the SQLite file ``path`` (table ``stored_events``)."""
     datastore = SQLiteDatastore(
         db_name=path,
@@ -64,10 +76,12 @@ def sqlite_store(path: str, *, create_tables: bool) -> Backend:
     recorder = ActaeSQLiteRecorder(datastore)
     if create_tables:
         recorder.create_table()
-    return _assembled(recorder, RecordedEventLog, datastore.close)
+    return _assembled(recorder, RecordedEventLog, datastore.close, mappers)
 
 
-def postgres_store(url: StoreUrl, *, create_tables: bool) -> Backend:
+def postgres_store(
+    url: StoreUrl, *, create_tables: bool, mappers: Mappers = plain_mappers
+) -> Backend:
     """Events in PostgreSQL, in the URL's schema, through a pool of the URL's size.
 
     Every libpq parameter of the URL reaches each pooled connection (they are added to the
@@ -97,10 +111,12 @@ def postgres_store(url: StoreUrl, *, create_tables: bool) -> Backend:
     recorder = ActaePostgresRecorder(datastore, events_table_name=POSTGRES_EVENTS_TABLE)
     if create_tables:
         recorder.create_table()
-    return _assembled(recorder, PostgresEventLog, recorder.close)
+    return _assembled(recorder, PostgresEventLog, recorder.close, mappers)
 
 
-def _assembled(recorder: Any, log: type[RecordedEventLog], close: Callable[[], None]) -> Backend:
-    """The parts around ``recorder``: pydantic events stored as orjson bytes."""
-    mapper = PydanticMapper(transcoder=OrjsonTranscoder())
-    return Backend(mapper, recorder, log(mapper, recorder), close)
+def _assembled(
+    recorder: Any, log: type[RecordedEventLog], close: Callable[[], None], mappers: Mappers
+) -> Backend:
+    """The parts around ``recorder``, with the mappers ``mappers`` makes for it."""
+    mapper, metadata_mapper = mappers(recorder)
+    return Backend(mapper, recorder, log(mapper, recorder), close, metadata_mapper)

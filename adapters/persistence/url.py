@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from actae.adapters.persistence.libpq import (
@@ -25,10 +26,16 @@ from actae.adapters.persistence.libpq import (
 from actae.domain.errors import ValidationError
 from actae.domain.validation import require_int, require_storable
 
-ACTAE_OPTIONS = ("schema", "pool_size", "max_overflow")
+CUSTODY_OPTIONS = ("keyring", "inline_max", "artifacts")
+"""Options of every backend: encryption at rest, and where large documents go."""
+ACTAE_OPTIONS = ("schema", "pool_size", "max_overflow", *CUSTODY_OPTIONS)
 """Options of Actae itself; ``connect_timeout`` is libpq's and also bounds a pool wait."""
 IDENTIFIER_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_")
 MAX_POOL_SIZE = 1000
+DEFAULT_INLINE_MAX = 256 * 1024
+"""Documents up to this many bytes of JSON stay in the event row (docs/performance.md)."""
+MIN_INLINE_MAX = 1024
+MAX_INLINE_MAX = 64 * 1024 * 1024
 DEFAULT_CONNECT_TIMEOUT = "10"
 """Seconds a pool waits for a connection when the URL gives no ``connect_timeout``."""
 SECRET_OPTIONS = re.compile(r"(?<=[?&]sslpassword=)[^&#]*")
@@ -52,6 +59,12 @@ class StoreUrl:
     pool_size: int = 5
     max_overflow: int = 10
     pool_timeout: float = float(DEFAULT_CONNECT_TIMEOUT)
+    keyring: str | None = None
+    """Path of the keyring file that turns encryption at rest on (``?keyring=``)."""
+    inline_max: int = DEFAULT_INLINE_MAX
+    """Largest document kept in its event row; larger ones become artifacts."""
+    artifacts: str | None = None
+    """Where artifacts live: ``None`` in the database itself, or ``file:///path``."""
 
 
 def parse_store_url(url: str) -> StoreUrl:
@@ -60,7 +73,8 @@ def parse_store_url(url: str) -> StoreUrl:
         raise ValidationError("url", f"expected a string, got {type(url).__name__}")
     scheme = url.split(":", 1)[0].lower()
     if scheme == "memory":
-        return StoreUrl("memory", url)
+        query = url.partition("?")[2]
+        return StoreUrl("memory", url, **_custody(_query(query), allowed=CUSTODY_OPTIONS))
     require_storable("url", url)
     if scheme == "sqlite":
         return _sqlite(url)
@@ -75,11 +89,36 @@ def parse_store_url(url: str) -> StoreUrl:
 
 def _sqlite(url: str) -> StoreUrl:
     prefix = "sqlite:///"
-    if not url.startswith(prefix) or len(url) == len(prefix):
+    base, _, query = url.partition("?")
+    if not base.startswith(prefix) or len(base) == len(prefix):
         raise ValidationError("url", f"expected sqlite:///path.db, got {url!r}")
-    path = unquote(url[len(prefix) :])
+    path = unquote(base[len(prefix) :])
     require_storable("url", path)
-    return StoreUrl("sqlite", url, sqlite_path=path)
+    options = _custody(_query(query), allowed=CUSTODY_OPTIONS)
+    return StoreUrl("sqlite", url, sqlite_path=path, **options)
+
+
+def _custody(options: dict[str, str], *, allowed: tuple[str, ...]) -> dict[str, Any]:
+    """The custody options of a URL's query, checked; any other option is refused by name."""
+    for name in options:
+        if name not in allowed:
+            raise ValidationError(
+                f"url.{name}", f"unknown option; this backend takes {', '.join(allowed)}"
+            )
+    found: dict[str, Any] = {}
+    if "keyring" in options:
+        found["keyring"] = unquote(options["keyring"])
+    if "inline_max" in options:
+        found["inline_max"] = _count(
+            options,
+            "inline_max",
+            DEFAULT_INLINE_MAX,
+            minimum=MIN_INLINE_MAX,
+            maximum=MAX_INLINE_MAX,
+        )
+    if "artifacts" in options:
+        found["artifacts"] = options["artifacts"]
+    return found
 
 
 DEAD_SERVER_DEFAULTS = {
@@ -141,6 +180,10 @@ def _postgres(url: str) -> StoreUrl:
         pool_size=_count(options, "pool_size", 5, minimum=1),
         max_overflow=_count(options, "max_overflow", 10, minimum=0),
         pool_timeout=float(libpq.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT)),
+        **_custody(
+            {name: value for name, value in options.items() if name in CUSTODY_OPTIONS},
+            allowed=CUSTODY_OPTIONS,
+        ),
     )
 
 
@@ -161,14 +204,21 @@ def _query(query: str) -> dict[str, str]:
     return options
 
 
-def _count(options: dict[str, str], name: str, default: int, *, minimum: int) -> int:
-    """A pool size option: a whole number from ``minimum`` to ``MAX_POOL_SIZE``."""
+def _count(
+    options: dict[str, str],
+    name: str,
+    default: int,
+    *,
+    minimum: int,
+    maximum: int = MAX_POOL_SIZE,
+) -> int:
+    """A whole-number option from ``minimum`` to ``maximum``; ``default`` when absent."""
     text = options.get(name)
     if text is None:
         return default
     if not text.isdecimal():
         raise ValidationError(f"url.{name}", f"expected a whole number, got {text!r:.40}")
-    return require_int(f"url.{name}", int(text), minimum=minimum, maximum=MAX_POOL_SIZE)
+    return require_int(f"url.{name}", int(text), minimum=minimum, maximum=maximum)
 
 
 def _masked(url: str, password: str | None) -> str:

@@ -66,7 +66,7 @@ class Projector:
     ) -> None:
         self._recorder = service.recorder
         assert isinstance(self._recorder, ApplicationRecorder)  # noqa: S101
-        self._mapper: Mapper[Any] = service.mapper
+        self._mapper: Mapper[Any] = service.metadata_mapper
         self._clock = service.clock
         self._next_expiry: datetime | None = None  # of a live claim, as of the last sweep
         self._swept_at = float("-inf")  # monotonic

@@ -29,6 +29,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from actae.adapters.persistence.clock import wall_clock
+from actae.adapters.readside.grants import regrant
 from actae.adapters.readside.schema import (
     ERRORS,
     TRACKING,
@@ -91,9 +92,11 @@ UPDATE {runs} SET
     in_doubt_effects = (SELECT count(*) {in_doubt}),
     next_retry_at = (SELECT min(e.retry_at) {mine} AND {retry}),
     status = CASE
+        WHEN forgotten_at IS NOT NULL THEN '{RunStatus.FORGOTTEN}'
         WHEN lifecycle <> '{running}' THEN lifecycle{_held_back_sql(mine)}
         ELSE '{running}' END,
     next_action = CASE
+        WHEN forgotten_at IS NOT NULL THEN 'none'
         WHEN lifecycle = 'waiting' AND escalated THEN 'escalated: ' || waiting_name
         WHEN lifecycle = 'waiting' THEN 'wait for ' || waiting_reason || ' ' || waiting_name
         WHEN lifecycle = 'paused' THEN 'unpause'
@@ -437,6 +440,11 @@ class PostgresReadModels(PostgresSchema, ReadModelDB):
     def adapt(self, value: Any) -> Any:
         """A dict as jsonb; psycopg stores every other value as it is."""
         return Jsonb(value) if isinstance(value, dict) else value
+
+    def swap_in(self, suffix: str) -> None:
+        """Swap the rebuilt tables in, and grant them to the analyst roles (grant-analyst)."""
+        super().swap_in(suffix)
+        regrant(self.conn)
 
     def reconnect(self) -> None:
         """Drop the connection and open a new one.

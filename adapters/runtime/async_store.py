@@ -165,6 +165,10 @@ class AsyncStore:
     unpause = _awaited(Store.unpause)
     retry_run = _awaited(Store.retry_run)
     cancel = _awaited(Store.cancel)
+    forget = _awaited(Store.forget)
+    rotate_keys = _awaited(Store.rotate_keys)
+    put_artifact = _awaited(Store.put_artifact)
+    open_artifact = _awaited(Store.open_artifact)
     complete_run = _awaited(Store.complete_run)
     fail_run = _awaited(Store.fail_run)
 

@@ -194,7 +194,7 @@ class RunContext(StepRetries, EffectSteps, Inherited):
             inherited = self._inherited_call(key)
             if inherited is not None:
                 call.answered(inherited.cursor, inherited.state_version)
-                return cast(T, inherited.payload["value"])
+                return cast(T, inherited.contents()["value"])
             if self.run.retries:
                 self._close_earlier_rounds(key)
             value, claim = (
@@ -324,7 +324,7 @@ class RunContext(StepRetries, EffectSteps, Inherited):
 
     def _value_at(self, cursor: int) -> Any:
         (event,) = self.store.events(self.run.channel_id, after=cursor - 1, limit=1)
-        return event.payload["value"]
+        return event.contents()["value"]
 
     # -- waits and children ---------------------------------------------------------------
 

@@ -50,6 +50,7 @@ class ActaeService:
         draw: Callable[[], float] = random.random,
     ) -> None:
         self.mapper = events.mapper
+        self.metadata_mapper = events.metadata_mapper
         self.recorder = events.recorder
         self.event_log = events.log
         self.close = events.close

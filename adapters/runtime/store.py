@@ -13,6 +13,8 @@ from types import TracebackType
 from typing import Any, Self, TextIO
 from uuid import UUID
 
+from actae.adapters.custody.holding import Holding, holding_for, keyring_of
+from actae.adapters.custody.sealing import SealingMapper
 from actae.adapters.persistence.clock import close_clock, host_skew, store_clock
 from actae.adapters.persistence.codec import OrjsonCodec
 from actae.adapters.persistence.migrations import open_postgres, open_sqlite
@@ -28,6 +30,7 @@ from actae.adapters.readside.subscription import (
     Waiter,
 )
 from actae.adapters.runtime.service import ActaeService
+from actae.adapters.runtime.store_custody import CustodyMethods
 from actae.adapters.runtime.store_ledger import LedgerMethods
 from actae.adapters.runtime.store_lifecycle import LifecycleMethods
 from actae.adapters.runtime.store_resume import ResumeMethods
@@ -69,8 +72,13 @@ def open(
     clock: Clock | None = None,
     max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
     create: bool = True,
+    keyring: str | None = None,
 ) -> Store:
     """Open (and create or migrate, if needed) the store at ``url``.
+
+    With a keyring (``keyring=`` a path, or ``?keyring=`` in the URL) everything agents
+    produce is encrypted at rest under a data key per run (docs/data.md); a store that
+    holds encrypted runs needs it to read their contents.
 
     Leases, retry times and timers are decided on the store's clock: by default the
     database server's on PostgreSQL (every worker agrees, whatever its host's clock says)
@@ -83,16 +91,24 @@ def open(
     """
     parsed = parse_store_url(url)
     max_document_bytes = require_int("max_document_bytes", max_document_bytes, minimum=1)
+    master_keys = keyring_of(parsed, keyring)
     postgres = parsed.backend == "postgresql"
     store_time = store_clock(clock, parsed.postgres_conninfo if postgres else None)
+    holdings: list[Holding] = []
+
+    def mappers(recorder: Any) -> tuple[SealingMapper, SealingMapper]:
+        holding = holding_for(recorder, parsed, master_keys)
+        holdings.append(holding)
+        return holding.mapper, holding.metadata_mapper
 
     def build(create_tables: bool) -> ActaeService:
         if postgres:
-            events = postgres_store(parsed, create_tables=create_tables)
+            events = postgres_store(parsed, create_tables=create_tables, mappers=mappers)
         elif parsed.backend == "sqlite":
-            events = sqlite_store(parsed.sqlite_path or "", create_tables=create_tables)
+            path = parsed.sqlite_path or ""
+            events = sqlite_store(path, create_tables=create_tables, mappers=mappers)
         else:
-            events = memory_store()
+            events = memory_store(mappers)
         return ActaeService(
             events, codec=OrjsonCodec(), clock=store_time, max_document_bytes=max_document_bytes
         )
@@ -112,14 +128,16 @@ def open(
             close_clock(store_time)
     if service is None:
         raise StoreNotFoundError(parsed.display)
-    return Store(service, parsed)
+    return Store(service, parsed, holdings[-1])
 
 
-class Store(ResumeMethods, LifecycleMethods, LedgerMethods):
+class Store(ResumeMethods, LifecycleMethods, LedgerMethods, CustodyMethods):
     """A durable-execution store for agent runs. Use as a context manager, or ``close()``."""
 
-    def __init__(self, service: ActaeService, url: StoreUrl) -> None:
+    def __init__(self, service: ActaeService, url: StoreUrl, holding: Holding) -> None:
         self._service = service
+        self._holding = holding
+        holding.prepare()
         self._reader = service.reader
         self._url = url
         self._closed = False
@@ -437,6 +455,7 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods):
             if self._projector is not None:
                 self._projector.close()
             self._service.close()
+            self._holding.close()
             close_clock(self._service.clock)
 
     def __enter__(self) -> Self:

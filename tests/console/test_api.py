@@ -266,7 +266,7 @@ def test_the_actor_is_the_signed_in_user_whatever_the_body_says(console: Console
         )
     )
     (note,) = [e for e in console.store.events(paused.channel_id) if e.kind == "run.paused"]
-    assert note.payload["actor"] == OPERATOR
+    assert note.contents()["actor"] == OPERATOR
 
 
 def test_an_override_is_recorded_as_the_signed_in_user(console: Console) -> None:

@@ -73,7 +73,7 @@ async def test_fifty_coroutines_racing_on_one_cursor_leave_one_winner_each_and_n
     assert [event.cursor for event in events] == list(range(1, 61))
     assert sorted(winners) == list(range(2, 61))
     assert all(len(won) == 1 for won in winners.values())
-    assert [event.payload["racer"] for event in events[1:]] == [
+    assert [event.contents()["racer"] for event in events[1:]] == [
         winners[cursor][0] for cursor in range(2, 61)
     ]
 

@@ -153,7 +153,7 @@ async def test_gather_runs_twenty_steps_at_once_and_a_rerun_replays_them(
     assert peak == 20
     assert first == again == [{"index": i} for i in range(20)]
     assert sorted(calls) == list(range(20))  # the second run called nothing
-    names = [event.payload["name"] for event in events if event.kind == "step.result"]
+    names = [event.contents()["name"] for event in events if event.kind == "step.result"]
     assert sorted(names) == sorted(f"model-{i}" for i in range(20))
 
 
@@ -175,7 +175,7 @@ async def test_gather_lets_every_branch_finish_before_raising_the_first_failure(
         ctx = await store.resume(run.run_id, worker="w")
         with pytest.raises(ValueError, match="the tool broke"):
             await ctx.gather(ctx.step("broken", broken), ctx.step("slow", slow))
-        recorded = [e.payload["name"] for e in (await store.events(run.channel_id))[1:]]
+        recorded = [e.contents()["name"] for e in (await store.events(run.channel_id))[1:]]
     assert finished == ["slow"]
     assert recorded == ["slow"]
 

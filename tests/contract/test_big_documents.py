@@ -33,7 +33,7 @@ def test_twenty_megabyte_state_round_trips(durable_url: str) -> None:
         assert loaded.state == state
         canonical = orjson.dumps(state, option=orjson.OPT_SORT_KEYS)
         assert loaded.checksum == "sha256:" + hashlib.sha256(canonical).hexdigest()
-        assert reopened.events(run.channel_id, after=1)[0].payload["blob"] == blob[:1_000_000]
+        assert reopened.events(run.channel_id, after=1)[0].contents()["blob"] == blob[:1_000_000]
 
 
 def test_tampered_state_is_refused_on_read(tmp_path: Path) -> None:

@@ -47,7 +47,7 @@ def test_first_claim_is_granted_and_noted_on_the_run(
     )
     assert granted.expires_at == clock() + timedelta(seconds=LEASE)
     last = ledger.events(run.channel_id)[-1]
-    assert (last.kind, last.payload["effect_key"], last.payload["token"]) == (
+    assert (last.kind, last.contents()["effect_key"], last.contents()["token"]) == (
         "effect.claimed",
         "invoice-42:charge",
         1,
@@ -200,7 +200,7 @@ def test_reconcile_settles_an_effect_in_doubt(
     assert info.status is actae.EffectStatus.COMPLETED
     assert claim(ledger, run, worker="w3").result == {"charge_id": "ch_9"}
     last = ledger.events(run.channel_id)[-1]
-    assert (last.kind, last.payload["actor"]) == ("effect.reconciled", "ops")
+    assert (last.kind, last.contents()["actor"]) == ("effect.reconciled", "ops")
 
 
 def test_reconcile_failed_with_the_token_keeps_the_claim(

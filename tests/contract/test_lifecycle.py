@@ -140,7 +140,7 @@ def test_illegal_moves_name_the_current_status(store: actae.Store) -> None:
     for move in moves:
         with pytest.raises(actae.IllegalTransitionError, match="cancelled"):
             move()
-    notes = [(e.kind, e.payload.get("actor")) for e in store.events(run.channel_id)][1:]
+    notes = [(e.kind, e.contents().get("actor")) for e in store.events(run.channel_id)][1:]
     assert notes == [("run.paused", "ops"), ("run.unpaused", "ops"), ("run.cancelled", "ops")]
 
 
@@ -231,7 +231,7 @@ def test_incompatible_resume_is_refused_and_a_migrated_one_succeeds(store: actae
     assert store.run(run.run_id).pins["schema"] == 2
     assert ctx.state() == {"amount_cents": 10000}
     last = store.events(run.channel_id)[-1]
-    assert (last.kind, last.payload["to_schema"]) == ("state.migrated", 2)
+    assert (last.kind, last.contents()["to_schema"]) == ("state.migrated", 2)
 
 
 def test_a_run_past_its_deadline_stops_with_a_clear_status(
@@ -275,7 +275,7 @@ def test_a_stale_owner_cannot_write_after_another_took_over(store: actae.Store) 
 
     with pytest.raises(actae.ConflictError):
         stale.step("other work", lambda: "by old")
-    assert [e.payload.get("name") for e in store.events(run.channel_id)][1:] == ["work"]
+    assert [e.contents().get("name") for e in store.events(run.channel_id)][1:] == ["work"]
 
 
 def test_lineage_lists_delegated_children(store: actae.Store) -> None:
@@ -321,5 +321,5 @@ def test_an_operator_override_settles_an_effect_in_doubt(
 
     assert info.status is actae.EffectStatus.COMPLETED
     note = store.events(run.channel_id)[-1]
-    assert (note.kind, note.payload["actor"]) == ("effect.reconciled", "ops")
-    assert note.payload["evidence"]["override_reason"] == "bank statement shows it"
+    assert (note.kind, note.contents()["actor"]) == ("effect.reconciled", "ops")
+    assert note.contents()["evidence"]["override_reason"] == "bank statement shows it"

@@ -39,7 +39,7 @@ def test_a_stale_migration_is_refused_and_never_rolls_the_state_back(
     assert store.state_at(run.channel_id).state == {"paid": True}
     assert ctx_b.run.pins["schema"] == 2
     migrations = [e for e in store.events(run.channel_id) if e.kind == "state.migrated"]
-    assert [e.payload["actor"] for e in migrations] == ["A"]
+    assert [e.contents()["actor"] for e in migrations] == ["A"]
 
 
 def test_the_domain_refuses_a_migration_from_the_wrong_schema_or_cursor(
@@ -82,7 +82,7 @@ def test_a_chain_of_migrations_runs_one_schema_at_a_time(store: actae.Store) -> 
     assert ctx.run.pins["schema"] == 3
     assert store.state_at(run.channel_id).state == {"items": [{"sku": "gpu"}]}
     steps = [
-        (e.payload["from_schema"], e.payload["to_schema"])
+        (e.contents()["from_schema"], e.contents()["to_schema"])
         for e in store.events(run.channel_id)
         if e.kind == "state.migrated"
     ]

@@ -9,11 +9,13 @@ the same result as the direct one (``replayed`` aside), the store must hold the 
 
 from __future__ import annotations
 
+import tempfile
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, is_dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -23,6 +25,7 @@ from pydantic import BaseModel
 
 import actae
 from tests.conftest import with_schema
+from tests.custody.sealed import keyring_file
 from tests.integration.wire_proxy import WireProxy
 
 pytestmark = pytest.mark.postgres
@@ -40,6 +43,8 @@ class Case:
     call: Callable[[actae.Store, Ctx], Any]
     setup: Callable[[actae.Store, actae.ManualClock], Ctx] = lambda store, clock: started(store)
     after: Callable[[actae.Store, Ctx, Any], object] = lambda store, ctx, result: None
+    sealed: bool = False
+    """Whether the store encrypts (opened with a keyring)."""
 
 
 def started(store: actae.Store) -> Ctx:
@@ -238,6 +243,11 @@ CASES: dict[str, Case] = {
         call=lambda store, ctx: store.fail_run(ctx["run_id"], "boom", actor="ops"),
         after=lambda store, ctx, info: store.retry_run(ctx["run_id"], actor="ops", reason="fixed"),
     ),
+    "forget": Case(
+        call=lambda store, ctx: store.forget(ctx["run_id"], actor="dpo", reason="erasure"),
+        after=status_is(actae.RunStatus.FORGOTTEN),
+        sealed=True,
+    ),
     "retry_run": Case(
         setup=then(lambda store, ctx: store.fail_run(ctx["run_id"], "boom", actor="ops")),
         call=lambda store, ctx: store.retry_run(ctx["run_id"], actor="ops", reason="fixed"),
@@ -252,6 +262,8 @@ NOT_WRITES = {
     "projector", "recover", "run", "state_at", "subscribe", "url", "clock_skew", "position",
     "on_commit",
     "resume",  # writes only through the commands above (a pin migration is a lifecycle move)
+    "rotate_keys",  # re-wraps keys in place, each checked and swapped: an interrupted or
+    # failed rotation is simply run again (tests/custody/test_encryption.py)
 }  # fmt: skip
 
 
@@ -309,7 +321,8 @@ def play(case: Case, url: str, proxy: WireProxy | None) -> tuple[Any, Counter[st
     """Run a case; the command's result, the events it added, the normal call's result."""
     dsn, _, schema = url.partition("?schema=")
     clock = actae.ManualClock(START)
-    with actae.open(proxy.url(url) if proxy else url, clock=clock) as store:
+    keyring = str(keyring_file(Path(tempfile.mkdtemp()))) if case.sealed else None
+    with actae.open(proxy.url(url) if proxy else url, clock=clock, keyring=keyring) as store:
         ctx = case.setup(store, clock)
         before = topics(dsn, schema)
         if proxy is not None:

@@ -58,7 +58,7 @@ def test_a_killed_worker_is_replaced_without_repeating_steps(
         os.kill(first.pid, signal.SIGKILL)
         assert first.wait(TIMEOUT) == -signal.SIGKILL
         before = [
-            e.payload["value"] for e in store.events(run.channel_id) if e.kind == "step.result"
+            e.contents()["value"] for e in store.events(run.channel_id) if e.kind == "step.result"
         ]
         assert len(before) == 2
 
@@ -74,5 +74,7 @@ def test_a_killed_worker_is_replaced_without_repeating_steps(
 
         done = store.run(run.run_id)
         assert done.result == {"first": before[0], "second": before[1], "last": "finished"}
-        steps = [e.payload["name"] for e in store.events(run.channel_id) if e.kind == "step.result"]
+        steps = [
+            e.contents()["name"] for e in store.events(run.channel_id) if e.kind == "step.result"
+        ]
         assert steps == ["first", "second", "last"]

@@ -101,13 +101,13 @@ def test_a_thread_is_a_run_and_a_checkpoint_a_transition(
     assert head.state.state["checkpoint_id"] == second["configurable"]["checkpoint_id"]
     assert head.state.version == 3
     event = store.events(run.channel_id)[2]
-    assert {k: event.payload[k] for k in ("thread_id", "source", "step", "run_id")} == {
+    assert {k: event.contents()[k] for k in ("thread_id", "source", "step", "run_id")} == {
         "thread_id": "t1",
         "source": "loop",
         "step": 1,
         "run_id": "r1",
     }
-    assert event.payload["parent_checkpoint_id"] == first["configurable"]["checkpoint_id"]
+    assert event.contents()["parent_checkpoint_id"] == first["configurable"]["checkpoint_id"]
     # And LangGraph reads it all back.
     found = saver.get_tuple(config("t1"))
     assert found is not None
@@ -289,7 +289,7 @@ def test_prune_and_delete_for_runs_hide_checkpoints_in_copies_too(
     t1 = saver.thread_run("t1")
     assert t1 is not None
     (forget,) = [e for e in store.events(t1.channel_id) if e.kind == FORGOTTEN]
-    assert forget.payload["run_ids"] == ["drop"]
+    assert forget.contents()["run_ids"] == ["drop"]
     latest = saver.get_tuple(config("t1"))
     assert latest is not None
     assert latest.metadata["step"] == 2

@@ -1,0 +1,267 @@
+"""Artifacts: large bytes of a run, kept outside the event log and handed back verified.
+
+``put`` streams a source into a :class:`~actae.adapters.custody.blobs.BlobStore` a chunk at
+a time (hashing it, and sealing it under the run's data key when one is given), records
+which run references the blob, and returns an :class:`ArtifactRef` that an event can hold
+instead of the bytes. ``open`` checks the reference's MAC before anything else, then
+returns a stream that verifies what it reads (:mod:`~actae.adapters.custody.reading`).
+
+**Names.** A clear artifact's blob is named by its SHA-256: equal content is stored once,
+whichever runs put it. A sealed one's is an HMAC of its run and digest under a key derived
+from the run's data key (:func:`~actae.adapters.custody.chunks.sealed_name`): equal content
+is stored once within the run, and the name reveals nothing about the content. Forgetting
+a run's data key makes its sealed blobs unreadable and unnameable, while the references
+(which record names) still let retention delete them.
+
+**The reference's MAC** is HMAC-SHA256 under the store's current reference key over a
+length-prefixed encoding of the digest, size, media type, run id and whether the artifact is
+sealed: none of them can be changed, nor a reference made up, without the key. The sealed
+flag is covered too, so that a reference cannot be flipped to look up the clear name of the
+same content. The key's id travels in the reference so that keys can rotate: old references
+verify under the key that made them, as long as the store still holds it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import io
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from uuid import UUID
+
+from actae.adapters.custody.blobs import BlobStore
+from actae.adapters.custody.chunks import KEY_BYTES, ChunkCipher, sealed_name
+from actae.adapters.custody.pieces import CHUNK_SIZE
+from actae.adapters.custody.reading import ArtifactStream, clear_chunks, sealed_chunks
+from actae.adapters.custody.refs import RefRecorder, custody_backends
+from actae.adapters.custody.sources import Source, chunks_of
+from actae.adapters.persistence.url import StoreUrl
+from actae.domain.artifacts import ArtifactRef
+from actae.domain.errors import CorruptionError, NotFoundError, ValidationError
+
+REF_FORMAT = b"actae/artifact-ref/1"
+MAX_MEDIA_TYPE = 255
+
+
+@dataclass(frozen=True)
+class RefKeys:
+    """The keys that MAC artifact references: the current one's id, and every secret by id.
+
+    References are made with ``current`` and verified with whichever key made them, so a
+    rotated-out key stays in ``secrets`` for as long as references made with it are read.
+    """
+
+    current: str
+    secrets: Mapping[str, bytes] = field(repr=False)
+
+    def __post_init__(self) -> None:
+        for key_id, secret in self.secrets.items():
+            if not isinstance(secret, bytes) or len(secret) != KEY_BYTES:
+                raise ValidationError(f"keys.{key_id}", f"expected a {KEY_BYTES}-byte secret")
+        if self.current not in self.secrets:
+            raise ValidationError("keys.current", f"no secret for key {self.current!r}")
+        object.__setattr__(self, "secrets", MappingProxyType(dict(self.secrets)))
+
+    def current_secret(self) -> bytes:
+        """The secret of the current key."""
+        return self.secrets[self.current]
+
+    def secret(self, key_id: str) -> bytes | None:
+        """The secret of ``key_id``, if held."""
+        return self.secrets.get(key_id)
+
+
+def ref_mac(
+    secret: bytes, *, digest: str, size: int, media_type: str, run_id: UUID, sealed: bool
+) -> str:
+    """HMAC-SHA256 of a reference's fields, each length-prefixed (no two encode alike)."""
+    fields = (
+        REF_FORMAT,
+        digest.encode(),
+        str(size).encode(),
+        media_type.encode(),
+        str(run_id).encode(),
+        b"sealed" if sealed else b"clear",
+    )
+    message = b"".join(len(part).to_bytes(4, "big") + part for part in fields)
+    return hmac.new(secret, message, hashlib.sha256).hexdigest()
+
+
+class _Digest:
+    """The SHA-256 and size of the plaintext as it streams past."""
+
+    def __init__(self) -> None:
+        self.hash = hashlib.sha256()
+        self.size = 0
+
+    def hexdigest(self) -> str:
+        return self.hash.hexdigest()
+
+
+class Artifacts:
+    """Put and open a store's artifacts: bytes in ``blobs``, who references them in ``refs``."""
+
+    def __init__(self, blobs: BlobStore, refs: RefRecorder, keys: RefKeys) -> None:
+        self.blobs = blobs
+        self.refs = refs
+        self.keys = keys
+
+    def put(
+        self, run_id: UUID, source: Source, *, media_type: str, data_key: bytes | None
+    ) -> ArtifactRef:
+        """Stream ``source`` into the store as ``run_id``'s artifact; its reference.
+
+        ``data_key`` (the run's 32-byte data key) seals the bytes; ``None`` stores them in
+        clear. It has no default so that no caller stores clear bytes by forgetting it.
+        Everything that can be refused (the run id, media type, key, kind of source) is
+        refused before a byte is read or written.
+        """
+        if not isinstance(run_id, UUID):
+            raise ValidationError("run_id", f"expected a UUID, got {type(run_id).__name__}")
+        if not isinstance(media_type, str) or not 1 <= len(media_type) <= MAX_MEDIA_TYPE:
+            raise ValidationError("media_type", f"expected 1 to {MAX_MEDIA_TYPE} characters")
+        cipher = ChunkCipher(data_key, run_id) if data_key is not None else None
+        seen = _Digest()
+        stored = _stored(chunks_of(source), seen, cipher)
+
+        def name() -> str:  # called by the blob store once the chunks are exhausted
+            return self._name(seen.hexdigest(), run_id, data_key)
+
+        self.blobs.put(name, stored)
+        digest = seen.hexdigest()
+        self.refs.add_ref(self._name(digest, run_id, data_key), run_id)
+        sealed = data_key is not None
+        mac = ref_mac(
+            self.keys.current_secret(),
+            digest=digest,
+            size=seen.size,
+            media_type=media_type,
+            run_id=run_id,
+            sealed=sealed,
+        )
+        return ArtifactRef(
+            digest=digest,
+            size=seen.size,
+            media_type=media_type,
+            run_id=run_id,
+            sealed=sealed,
+            key=self.keys.current,
+            mac=mac,
+        )
+
+    def verify(self, ref: ArtifactRef) -> None:
+        """Check the reference's MAC; :class:`CorruptionError` if it fails or its key is gone."""
+        what = f"artifact reference {ref.digest}"
+        secret = self.keys.secret(ref.key)
+        if secret is None:
+            raise CorruptionError(what, f"it was made with key {ref.key!r}, which is not held")
+        expected = ref_mac(
+            secret,
+            digest=ref.digest,
+            size=ref.size,
+            media_type=ref.media_type,
+            run_id=ref.run_id,
+            sealed=ref.sealed,
+        )
+        if not hmac.compare_digest(expected, ref.mac):
+            raise CorruptionError(what, "its MAC does not match: it was altered or forged")
+
+    def open(self, ref: ArtifactRef, *, data_key: bytes | None) -> io.BufferedReader:
+        """A binary stream of the artifact's bytes, verified as they are read.
+
+        The MAC is checked first, and a missing blob is reported here, both as
+        :class:`CorruptionError`. The stream then raises :class:`CorruptionError` at the
+        first read that meets a bad chunk (sealed chunks are checked one by one) and, before
+        end of file, if the size or SHA-256 differ from the reference: **read to the end**
+        to have the whole checked. ``data_key`` is the run's data key, required for a
+        sealed artifact and ignored for a clear one. Close the stream when done.
+        """
+        self.verify(ref)
+        name = self.name_of(ref, data_key)
+        try:
+            pieces = self.blobs.open(name)
+        except NotFoundError:
+            detail = "its bytes are missing" + (
+                " (or the data key is not its run's)" if ref.sealed else ""
+            )
+            raise CorruptionError(f"artifact {ref.digest}", detail) from None
+        if ref.sealed:
+            assert data_key is not None  # noqa: S101 - name_of refused a sealed ref without one
+            chunks = sealed_chunks(pieces, ref, ChunkCipher(data_key, ref.run_id))
+        else:
+            chunks = clear_chunks(pieces, ref)
+        return io.BufferedReader(ArtifactStream(chunks), buffer_size=CHUNK_SIZE)
+
+    def read(self, ref: ArtifactRef, *, data_key: bytes | None) -> bytes:
+        """The whole artifact, verified (for small ones: it is all in memory)."""
+        with self.open(ref, data_key=data_key) as stream:
+            return stream.read()
+
+    def name_of(self, ref: ArtifactRef, data_key: bytes | None) -> str:
+        """The name of ``ref``'s blob (a sealed one's needs its run's data key)."""
+        if ref.sealed and data_key is None:
+            raise ValidationError("data_key", "the artifact is sealed; pass its run's data key")
+        return self._name(ref.digest, ref.run_id, data_key if ref.sealed else None)
+
+    @staticmethod
+    def _name(digest: str, run_id: UUID, data_key: bytes | None) -> str:
+        return digest if data_key is None else sealed_name(data_key, run_id, digest)
+
+    def names_of(self, run_id: UUID) -> list[str]:
+        """The blob names ``run_id`` references."""
+        return self.refs.names_of(run_id)
+
+    def purge(self, run_id: UUID) -> int:
+        """Drop ``run_id``'s references and delete the blobs no run references any more.
+
+        Returns how many blobs were deleted. Meant for runs that are over: a put of the
+        same clear content by another run at the same moment could find the blob present,
+        skip storing it, and record its reference just after the blob was deleted (its
+        ``open`` would then report the bytes missing). Purging with a lock that puts of the
+        same name also take would close that window.
+        """
+        return self.blobs.delete(self.refs.drop_refs(run_id))
+
+    def close(self) -> None:
+        """Release the blob store's and the references' connections."""
+        self.blobs.close()
+        self.refs.close()
+
+
+def open_artifacts(url: StoreUrl, keys: RefKeys, spec: str | None = None) -> Artifacts:
+    """The artifacts of the store at ``url``, their bytes where ``spec`` says.
+
+    ``spec`` is as for :func:`~actae.adapters.custody.blobs.blob_store`; on PostgreSQL the
+    blobs and the references share one pool.
+    """
+    blobs, refs = custody_backends(spec, url)
+    return Artifacts(blobs, refs, keys)
+
+
+def _stored(
+    plaintext: Iterator[bytes], seen: _Digest, cipher: ChunkCipher | None
+) -> Iterator[bytes]:
+    """The chunks to store: hashed, then sealed when there is a cipher.
+
+    Reads one chunk ahead so that the last is known when it is sealed, by which time the
+    digest and size are too (they go into its associated data). An empty source still gives
+    one sealed chunk, so that a sealed empty artifact cannot be confused with a lost one.
+    """
+    current = next(plaintext, None)
+    if current is None:
+        current = b""
+        if cipher is None:
+            return
+    index = 0
+    while current is not None:
+        seen.hash.update(current)
+        seen.size += len(current)
+        following = next(plaintext, None)
+        if cipher is None:
+            yield current
+        else:
+            end = (seen.size, seen.hexdigest()) if following is None else None
+            yield cipher.seal(current, index, end)
+        current, index = following, index + 1

@@ -1,0 +1,126 @@
+"""The chunk cipher: each 1 MiB chunk sealed on its own with AES-256-GCM, bound to its place.
+
+A sealed chunk is ``nonce (12 bytes) || ciphertext || tag (16 bytes)``, with a fresh random
+nonce per chunk (a 96-bit random nonce per chunk is safe for far more chunks than a run's
+data key will ever seal). Its associated data binds it to
+
+* the format (``actae/artifact-chunk/1``),
+* the run (its id): a chunk copied into another run's blob fails, even under a shared key,
+* its index: chunks cannot be reordered, dropped from the middle or duplicated,
+* whether it is the last: the blob cannot be cut short at a chunk boundary, nor extended;
+* and, on the last chunk only, the artifact's total size and SHA-256.
+
+The digest is known only once every byte has been read, but so is the last chunk: the
+writer reads one chunk ahead, so when it seals the last one it has hashed them all. A
+reader takes the size and digest from the reference it was given (whose MAC it checked
+first), so the last chunk's tag also proves that this ciphertext was written as *that*
+artifact: a blob swapped for another of the same run, same key, is refused there, before
+its last bytes are released. (The earlier chunks are released as they verify; the reader's
+own running SHA-256 is checked at the same point.)
+
+Chunks are framed by size alone: every chunk but the last holds exactly
+:data:`~actae.adapters.custody.pieces.CHUNK_SIZE` plaintext bytes, so a stored blob is cut
+back into sealed chunks however the blob store happened to chunk it (:func:`records`).
+
+The data key is never used directly: HKDF-Expand derives one key for the chunks and one
+for the names (:func:`sealed_name`), so that the same secret never serves two algorithms.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+from collections.abc import Iterable, Iterator
+from uuid import UUID
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.hashes import SHA256
+from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
+
+from actae.adapters.custody.pieces import CHUNK_SIZE
+from actae.domain.errors import CorruptionError, ValidationError
+
+FORMAT = b"actae/artifact-chunk/1"
+NONCE_BYTES = 12
+TAG_BYTES = 16
+OVERHEAD = NONCE_BYTES + TAG_BYTES
+SEALED_CHUNK = CHUNK_SIZE + OVERHEAD
+"""Stored bytes of every sealed chunk but the last."""
+KEY_BYTES = 32
+
+
+def subkey(data_key: bytes, purpose: bytes) -> bytes:
+    """A key for one purpose, derived from a run's data key (HKDF-Expand, SHA-256)."""
+    if not isinstance(data_key, bytes | bytearray) or len(data_key) != KEY_BYTES:
+        raise ValidationError("data_key", f"expected {KEY_BYTES} bytes (an AES-256 key)")
+    return HKDFExpand(SHA256(), KEY_BYTES, b"actae/artifact/" + purpose).derive(bytes(data_key))
+
+
+def sealed_name(data_key: bytes, run_id: UUID, digest: str) -> str:
+    """A sealed artifact's blob name: HMAC-SHA256 of its run and digest, under its key.
+
+    Equal content sealed twice in a run gets one name (one blob), while the name says
+    nothing about the content to whoever lacks the key. The run is in it so that two runs
+    that somehow share a key still get blobs of their own (their chunks are bound to their
+    run and could not be read across).
+    """
+    message = run_id.bytes + bytes.fromhex(digest)
+    return hmac.new(subkey(data_key, b"name"), message, hashlib.sha256).hexdigest()
+
+
+class ChunkCipher:
+    """Seals and opens the chunks of one run's artifacts under its data key."""
+
+    def __init__(self, data_key: bytes, run_id: UUID) -> None:
+        self._aead = AESGCM(subkey(data_key, b"chunk"))
+        self._run = run_id.bytes
+
+    def _associated(self, index: int, end: tuple[int, str] | None) -> bytes:
+        if end is None:
+            return b"%s|%s|%d|more" % (FORMAT, self._run, index)
+        size, digest = end
+        return b"%s|%s|%d|last|%d|%s" % (FORMAT, self._run, index, size, digest.encode())
+
+    def seal(self, plaintext: bytes, index: int, end: tuple[int, str] | None) -> bytes:
+        """The sealed chunk ``index``; ``end`` is (size, digest) when it is the last."""
+        nonce = os.urandom(NONCE_BYTES)
+        return nonce + self._aead.encrypt(nonce, plaintext, self._associated(index, end))
+
+    def open(self, sealed: bytes, index: int, end: tuple[int, str] | None, what: str) -> bytes:
+        """The plaintext of chunk ``index``, or :class:`CorruptionError` naming ``what``."""
+        nonce, body = sealed[:NONCE_BYTES], sealed[NONCE_BYTES:]
+        try:
+            return self._aead.decrypt(nonce, body, self._associated(index, end))
+        except InvalidTag:
+            place = "last chunk" if end is not None else "chunk"
+            raise CorruptionError(
+                what,
+                f"{place} {index} failed authentication: its bytes were changed, moved, "
+                "cut short or belong to another artifact, run or key",
+            ) from None
+
+
+def chunk_count(size: int) -> int:
+    """How many chunks an artifact of ``size`` bytes has (an empty one has one, empty)."""
+    return max(1, -(-size // CHUNK_SIZE))
+
+
+def records(pieces: Iterable[bytes]) -> Iterator[bytes]:
+    """The stored stream cut back into sealed chunks of :data:`SEALED_CHUNK` bytes.
+
+    Pieces that already are whole chunks (the database backends store one per row) pass
+    without a copy; others (a file read in round sizes) are joined and cut.
+    """
+    buffer = bytearray()
+    for piece in pieces:
+        if not buffer and len(piece) == SEALED_CHUNK:
+            yield piece
+            continue
+        buffer += piece
+        while len(buffer) >= SEALED_CHUNK:
+            yield bytes(buffer[:SEALED_CHUNK])
+            del buffer[:SEALED_CHUNK]
+    if buffer:
+        yield bytes(buffer)

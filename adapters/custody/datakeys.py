@@ -1,0 +1,350 @@
+"""Each run's data key: made on the run's first sealed write, wrapped by a master key.
+
+The table ``actae_data_keys`` holds, per run, its 32-byte AES-256 data key encrypted
+(AES-256-GCM) under a master key of the keyring, and which one. Forgetting a run sets the
+wrapped key to NULL: from then on no keyring can open the run's contents. Rotation re-wraps
+the keys under a new master key and touches nothing else.
+
+A key is created outside the transaction that writes the run's first event, by an insert
+that keeps an existing row (two writers racing agree on the first one's key); a key whose
+run never got written is harmless. Unwrapped keys are cached for ``CACHE_SECONDS``, so a
+forget made by another process takes effect here within that time (at once in this one).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol
+from uuid import UUID
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from actae.adapters.custody.keyring import KEY_BYTES, Keyring
+from actae.adapters.persistence.awaiting import off_the_loop
+from actae.domain.errors import CorruptionError, ForgottenError, KeyringError
+
+NONCE_BYTES = 12
+CACHE_SECONDS = 30.0
+"""How long an unwrapped data key is trusted without asking the table again."""
+CACHE_SIZE = 10_000
+"""Unwrapped keys kept at most (32 bytes each, plus bookkeeping)."""
+
+
+@dataclass(frozen=True)
+class StoredKey:
+    """A run's row: the master key that wraps it, and the wrapped key (``None``: forgotten)."""
+
+    master_key: str
+    wrapped: bytes | None
+
+
+class KeyTable(Protocol):
+    """Where wrapped data keys live: the store's own database."""
+
+    def get(self, run_id: UUID) -> StoredKey | None:
+        """The run's row, or ``None`` when it has none."""
+
+    def add(self, run_id: UUID, key: StoredKey) -> StoredKey:
+        """Insert ``key`` unless the run has one already; the row that is there after."""
+
+    def destroy(self, run_id: UUID) -> bool:
+        """Drop the run's wrapped key for good; whether it had one."""
+
+    def stale(self, current: str, limit: int) -> list[tuple[UUID, StoredKey]]:
+        """Up to ``limit`` live keys wrapped by another master key than ``current``."""
+
+    def rewrap(self, run_id: UUID, old: StoredKey, new: StoredKey) -> bool:
+        """Replace ``old`` by ``new`` if the row still holds ``old``."""
+
+    def any(self) -> bool:
+        """Whether any run was ever given a key."""
+
+
+UNKNOWN = object()
+CLEAR = "clear"
+"""Cached for a run that has no data key: its contents are written in clear."""
+FORGOTTEN = "forgotten"
+"""Cached for a run whose data key was destroyed."""
+
+
+class DataKeys:
+    """Data keys of runs, unwrapped with the keyring (``None``: no encryption for new runs).
+
+    A store opened without a keyring whose table held no key at all when first asked writes
+    in clear without asking the table again: no cost for stores that never encrypt. (Open
+    every process of an encrypted store with its keyring.)
+    """
+
+    def __init__(self, table: KeyTable, keyring: Keyring | None) -> None:
+        self.table = table
+        self.keyring = keyring
+        self._encrypted_before: bool | None = None
+        self._cache: OrderedDict[UUID, tuple[float, bytes | str]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def encrypting(self) -> bool:
+        """Whether new runs get a data key (the store was opened with a keyring)."""
+        return self.keyring is not None
+
+    def for_write(self, run_id: UUID) -> bytes | None:
+        """The key to seal the run's new contents with; made now if the run has none.
+
+        ``None``: write in clear (no keyring, or a run written before encryption was on).
+        ``ForgottenError`` for a forgotten run: nothing may be added to it; ``KeyringError``
+        for an encrypted run when the store has no keyring to open its key.
+        """
+        if self.keyring is None and not self._has_encrypted():
+            return None
+        entry = self._entry(run_id, create=self.keyring is not None)
+        return None if entry == CLEAR else self._usable(run_id, entry)
+
+    def for_read(self, run_id: UUID) -> bytes:
+        """The key that opens the run's sealed contents.
+
+        ``ForgottenError`` once it was forgotten; ``KeyringError`` when the store has no
+        keyring, or not the master key that wraps it.
+        """
+        entry = self._entry(run_id, create=False)
+        if entry == CLEAR:
+            raise CorruptionError(f"run {run_id}", "sealed contents but no data key")
+        return self._usable(run_id, entry)
+
+    def prepare(self) -> None:
+        """Learn whether the store ever encrypted (once its tables exist, before any write)."""
+        self._encrypted_before = self.table.any()
+
+    def _has_encrypted(self) -> bool:
+        if self._encrypted_before is None:
+            self._encrypted_before = off_the_loop(self.table.any)
+        return self._encrypted_before
+
+    def has_key(self, run_id: UUID) -> bool:
+        """Whether the run was ever given a data key (forgotten or not)."""
+        return off_the_loop(self.table.get, run_id) is not None
+
+    def forget(self, run_id: UUID) -> bool:
+        """Destroy the run's data key; whether there was one to destroy."""
+        destroyed = off_the_loop(self.table.destroy, run_id)
+        self._remember(run_id, FORGOTTEN)
+        return destroyed
+
+    def rewrap_all(self, *, batch: int = 500, progress: Callable[[int], None] | None = None) -> int:
+        """Re-wrap every live data key under the keyring's current master key; how many."""
+        keyring = self._keyring()
+        done = 0
+        while rows := off_the_loop(self.table.stale, keyring.current, batch):
+            for run_id, old in rows:
+                key = unwrap(keyring, run_id, old)
+                new = StoredKey(keyring.current, wrap(keyring, run_id, key, keyring.current))
+                done += off_the_loop(self.table.rewrap, run_id, old, new)
+            if progress is not None:
+                progress(done)
+        return done
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _keyring(self) -> Keyring:
+        if self.keyring is None:
+            raise KeyringError(
+                "these contents are encrypted: open the store with its keyring "
+                "(actae.open(url, keyring=path) or ?keyring=path)"
+            )
+        return self.keyring
+
+    @staticmethod
+    def _usable(run_id: UUID, entry: bytes | str) -> bytes:
+        if entry == FORGOTTEN:
+            raise ForgottenError(run_id)
+        assert isinstance(entry, bytes)  # noqa: S101 - CLEAR is handled by the callers
+        return entry
+
+    def _entry(self, run_id: UUID, *, create: bool) -> bytes | str:
+        """The run's cached entry, else read (and made, with ``create``) and cached."""
+        with self._lock:
+            cached = self._cache.get(run_id)
+            if cached is not None and cached[0] >= time.monotonic():
+                self._cache.move_to_end(run_id)
+                return cached[1]
+        stored = off_the_loop(self.table.get, run_id)
+        if stored is None and create:
+            keyring = self._keyring()
+            key = os.urandom(KEY_BYTES)
+            fresh = StoredKey(keyring.current, wrap(keyring, run_id, key, keyring.current))
+            stored = off_the_loop(self.table.add, run_id, fresh)
+        entry: bytes | str
+        if stored is None:
+            entry = CLEAR
+        elif stored.wrapped is None:
+            entry = FORGOTTEN
+        else:
+            entry = unwrap(self._keyring(), run_id, stored)
+        self._remember(run_id, entry)
+        return entry
+
+    def _remember(self, run_id: UUID, entry: bytes | str) -> None:
+        with self._lock:
+            self._cache[run_id] = (time.monotonic() + CACHE_SECONDS, entry)
+            self._cache.move_to_end(run_id)
+            while len(self._cache) > CACHE_SIZE:
+                self._cache.popitem(last=False)
+
+
+def _wrapping_data(run_id: UUID, master_key: str) -> bytes:
+    """What a wrapped key is bound to: its run and the master key's name."""
+    return b"actae data key v1|" + run_id.bytes + b"|" + master_key.encode()
+
+
+def wrap(keyring: Keyring, run_id: UUID, key: bytes, master_key: str) -> bytes:
+    """``key`` encrypted under ``master_key``, bound to ``run_id``: nonce then ciphertext."""
+    nonce = os.urandom(NONCE_BYTES)
+    sealed = AESGCM(keyring.secret(master_key)).encrypt(
+        nonce, key, _wrapping_data(run_id, master_key)
+    )
+    return nonce + sealed
+
+
+def unwrap(keyring: Keyring, run_id: UUID, stored: StoredKey) -> bytes:
+    """The data key in ``stored``; ``CorruptionError`` if it was altered or moved."""
+    assert stored.wrapped is not None  # noqa: S101 - callers check for a forgotten key
+    secret = keyring.secret(stored.master_key)
+    nonce, sealed = stored.wrapped[:NONCE_BYTES], stored.wrapped[NONCE_BYTES:]
+    try:
+        return AESGCM(secret).decrypt(nonce, sealed, _wrapping_data(run_id, stored.master_key))
+    except InvalidTag:
+        raise CorruptionError(
+            f"data key of run {run_id}", "it does not open with its master key (altered?)"
+        ) from None
+
+
+# -- tables -------------------------------------------------------------------------------
+
+
+class MemoryKeyTable:
+    """Keys of a ``memory://`` store, gone with it."""
+
+    def __init__(self) -> None:
+        self._rows: dict[UUID, StoredKey] = {}
+        self._lock = threading.Lock()
+
+    def get(self, run_id: UUID) -> StoredKey | None:
+        """See :class:`KeyTable`."""
+        return self._rows.get(run_id)
+
+    def any(self) -> bool:
+        """See :class:`KeyTable`."""
+        return bool(self._rows)
+
+    def add(self, run_id: UUID, key: StoredKey) -> StoredKey:
+        """See :class:`KeyTable`."""
+        with self._lock:
+            return self._rows.setdefault(run_id, key)
+
+    def destroy(self, run_id: UUID) -> bool:
+        """See :class:`KeyTable`."""
+        with self._lock:
+            row = self._rows.get(run_id)
+            if row is None or row.wrapped is None:
+                return False
+            self._rows[run_id] = StoredKey(row.master_key, None)
+            return True
+
+    def stale(self, current: str, limit: int) -> list[tuple[UUID, StoredKey]]:
+        """See :class:`KeyTable`."""
+        rows = self._rows.items()
+        found = [(r, k) for r, k in rows if k.wrapped is not None and k.master_key != current]
+        return found[:limit]
+
+    def rewrap(self, run_id: UUID, old: StoredKey, new: StoredKey) -> bool:
+        """See :class:`KeyTable`."""
+        with self._lock:
+            if self._rows.get(run_id) != old:
+                return False
+            self._rows[run_id] = new
+            return True
+
+
+Transaction = Callable[[], AbstractContextManager[Any]]
+"""Opens a transaction on the store's database and yields a DB-API cursor."""
+
+
+class SqlKeyTable:
+    """Keys in ``actae_data_keys`` of a SQLite file or a PostgreSQL schema.
+
+    The statements differ only in the driver's placeholder and the table's qualified name;
+    ids are stored as text on SQLite and as ``uuid`` on PostgreSQL (the driver converts).
+    """
+
+    def __init__(self, transaction: Transaction, *, table: str, mark: str, text_ids: bool):
+        self._transaction = transaction
+        self._table = table
+        self._mark = mark
+        self._text_ids = text_ids
+
+    def _id(self, run_id: UUID) -> Any:
+        return str(run_id) if self._text_ids else run_id
+
+    def _sql(self, statement: str) -> str:
+        return statement.format(table=self._table).replace("?", self._mark)
+
+    def _rows(self, statement: str, *params: Any) -> Iterator[tuple[Any, ...]]:
+        with self._transaction() as cursor:
+            cursor.execute(self._sql(statement), params)
+            rows = cursor.fetchall()  # every statement here returns rows
+        for row in rows:
+            yield tuple(row.values()) if isinstance(row, dict) else tuple(row)
+
+    def any(self) -> bool:
+        """See :class:`KeyTable`."""
+        return bool(list(self._rows("SELECT 1 FROM {table} LIMIT 1")))
+
+    def get(self, run_id: UUID) -> StoredKey | None:
+        """See :class:`KeyTable`."""
+        statement = "SELECT master_key, wrapped FROM {table} WHERE run_id = ?"
+        for master_key, wrapped in self._rows(statement, self._id(run_id)):
+            return StoredKey(master_key, None if wrapped is None else bytes(wrapped))
+        return None
+
+    def add(self, run_id: UUID, key: StoredKey) -> StoredKey:
+        """See :class:`KeyTable`."""
+        insert = (
+            "INSERT INTO {table} (run_id, master_key, wrapped) VALUES (?, ?, ?) "
+            "ON CONFLICT (run_id) DO NOTHING RETURNING run_id"
+        )
+        list(self._rows(insert, self._id(run_id), key.master_key, key.wrapped))
+        found = self.get(run_id)
+        assert found is not None  # noqa: S101 - inserted or kept just now
+        return found
+
+    def destroy(self, run_id: UUID) -> bool:
+        """See :class:`KeyTable`."""
+        statement = (
+            "UPDATE {table} SET wrapped = NULL, forgotten_at = CURRENT_TIMESTAMP "
+            "WHERE run_id = ? AND wrapped IS NOT NULL RETURNING run_id"
+        )
+        return bool(list(self._rows(statement, self._id(run_id))))
+
+    def stale(self, current: str, limit: int) -> list[tuple[UUID, StoredKey]]:
+        """See :class:`KeyTable`."""
+        statement = (
+            "SELECT run_id, master_key, wrapped FROM {table} "
+            "WHERE wrapped IS NOT NULL AND master_key <> ? ORDER BY run_id LIMIT ?"
+        )
+        rows = self._rows(statement, current, limit)
+        return [(UUID(str(r)), StoredKey(m, bytes(w))) for r, m, w in rows]
+
+    def rewrap(self, run_id: UUID, old: StoredKey, new: StoredKey) -> bool:
+        """See :class:`KeyTable`."""
+        statement = (
+            "UPDATE {table} SET master_key = ?, wrapped = ? "
+            "WHERE run_id = ? AND master_key = ? AND wrapped = ? RETURNING run_id"
+        )
+        params = (new.master_key, new.wrapped, self._id(run_id), old.master_key, old.wrapped)
+        return bool(list(self._rows(statement, *params)))

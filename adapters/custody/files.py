@@ -1,0 +1,149 @@
+"""Blobs as files in a directory (``artifacts="file:///var/lib/actae/artifacts"``).
+
+For stores whose database should not carry gigabytes: the bytes go to a local or mounted
+filesystem, the references stay in the database. A blob is the file ``root/ab/cd/<name>``
+(two levels of fan-out keep every directory small). It is written in full to a temporary
+file under ``root/.incoming`` (the same filesystem, so the final rename is atomic), synced,
+then renamed into place and its directory synced: a crash leaves either no blob or the whole
+blob, never a torn one, and what a crash leaves in ``.incoming`` :meth:`FileBlobs.sweep`
+removes.
+
+Two writers of one name race harmlessly: a name stands for one content (a digest, or a
+run's keyed digest, whose sealed copies are all valid), so whichever rename lands last
+leaves an equally good file, and a reader holding the other keeps reading it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+
+from actae.adapters.custody.pieces import CHUNK_SIZE, BlobName, resolved
+from actae.domain.errors import NotFoundError, ValidationError
+
+INCOMING = ".incoming"
+NAME = re.compile(r"[0-9a-z_-]{4,128}")
+"""Names that are safe as file names everywhere: no separator, no dot, no upper case (a
+case-insensitive filesystem would merge two names)."""
+
+
+class FileBlobs:
+    """Blobs in files under ``root``, which is created if its parent exists."""
+
+    def __init__(self, root: str) -> None:
+        if not os.path.isabs(root):
+            raise ValidationError("url.artifacts", f"expected an absolute path, got {root!r}")
+        parent = os.path.dirname(root.rstrip("/")) or "/"
+        if not os.path.isdir(root) and not os.path.isdir(parent):
+            raise ValidationError(
+                "url.artifacts", f"the folder {parent} does not exist; create it first"
+            )
+        self.root = root
+        self._incoming = os.path.join(root, INCOMING)
+        _make_dirs(self._incoming)
+
+    def path(self, name: str) -> str:
+        """Where the blob ``name`` lives (whether or not it exists)."""
+        if not NAME.fullmatch(name):
+            raise ValidationError("name", f"not a blob name: {name!r}")
+        return os.path.join(self.root, name[:2], name[2:4], name)
+
+    def put(self, name: BlobName, chunks: Iterable[bytes]) -> int:
+        """Write the blob; if ``name`` exists already, the new copy is discarded."""
+        handle, temporary = tempfile.mkstemp(dir=self._incoming, prefix="blob-")
+        try:
+            size = 0
+            with os.fdopen(handle, "wb") as out:
+                for chunk in chunks:
+                    out.write(chunk)
+                    size += len(chunk)
+                out.flush()
+                os.fsync(out.fileno())
+            final = self.path(resolved(name))
+            if os.path.exists(final):
+                os.unlink(temporary)
+                return size
+            _make_dirs(os.path.dirname(final))
+            os.replace(temporary, final)
+            _sync_dir(os.path.dirname(final))
+            return size
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+            raise
+
+    def has(self, name: str) -> bool:
+        """Whether the blob exists."""
+        return os.path.isfile(self.path(name))
+
+    def open(self, name: str) -> Iterator[bytes]:
+        """The blob's bytes in chunks; :class:`NotFoundError` at once when it is missing.
+
+        The file is opened on the first ``next`` and closed when the iterator ends or is
+        closed, so an iterator that is never read holds no descriptor.
+        """
+        path = self.path(name)
+        if not os.path.isfile(path):
+            raise NotFoundError("blob", name)
+        return _read(path, name)
+
+    def delete(self, names: Iterable[str]) -> int:
+        """Remove these blobs; how many existed."""
+        removed = 0
+        for name in names:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path(name))
+                removed += 1
+        return removed
+
+    def sweep(self, older_than: float) -> int:
+        """Remove temporary files that writes interrupted by a crash left behind.
+
+        Only files untouched for ``older_than`` seconds go, so a write in progress, which
+        touches its file with every chunk, is spared.
+        """
+        limit = time.time() - older_than
+        removed = 0
+        with os.scandir(self._incoming) as entries:
+            for entry in entries:
+                with contextlib.suppress(FileNotFoundError):
+                    if entry.stat().st_mtime < limit:
+                        os.unlink(entry.path)
+                        removed += 1
+        return removed
+
+    def close(self) -> None:
+        """Nothing to release: every call opens and closes its own files."""
+
+
+def _read(path: str, name: str) -> Iterator[bytes]:
+    try:
+        source = open(path, "rb")  # noqa: SIM115 - closed by the with below, after the check
+    except FileNotFoundError:  # deleted since open() checked
+        raise NotFoundError("blob", name) from None
+    with source:
+        while chunk := source.read(CHUNK_SIZE):
+            yield chunk
+
+
+def _make_dirs(path: str) -> None:
+    """Create ``path`` and its missing parents, syncing each parent that gained an entry."""
+    if os.path.isdir(path):
+        return
+    _make_dirs(os.path.dirname(path))
+    with contextlib.suppress(FileExistsError):  # another writer made it meanwhile
+        os.mkdir(path)
+    _sync_dir(os.path.dirname(path))
+
+
+def _sync_dir(path: str) -> None:
+    """Make a directory's entries durable (a rename is not, until its directory is synced)."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

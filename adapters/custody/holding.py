@@ -1,0 +1,155 @@
+"""What a store holds its agents' data with: keys, the sealing mapper, artifacts.
+
+Built once per ``actae.open`` around the event store's recorder: the data keys and the
+store's own secret live in the same database, artifacts where the URL's ``artifacts``
+says (the database by default). The mappers exist before the schema is migrated; what
+needs the custody tables is made by :meth:`Holding.prepare`, once they exist.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.postgres import PostgresDatastore
+from eventsourcing.sqlite import SQLiteDatastore
+
+from actae.adapters.custody.artifacts import Artifacts, RefKeys, open_artifacts
+from actae.adapters.custody.datakeys import (
+    DataKeys,
+    KeyTable,
+    MemoryKeyTable,
+    SqlKeyTable,
+    Transaction,
+)
+from actae.adapters.custody.keyring import KEY_BYTES, Keyring, load_keyring
+from actae.adapters.custody.sealing import SealingMapper
+from actae.adapters.persistence.awaiting import off_the_loop
+from actae.adapters.persistence.url import StoreUrl
+from actae.domain.artifacts import ArtifactRef
+from actae.domain.errors import ValidationError
+
+KEYS_TABLE = "actae_data_keys"
+SECRETS_TABLE = "actae_secrets"
+STORE_KEY = "store"
+"""The id of the store's own reference key, used when there is no keyring."""
+REFERENCE_SECRET = "artifact-references"  # noqa: S105 - a name, not a secret
+"""The name, in ``actae_secrets``, of the store's own key for artifact references."""
+
+
+class Holding:
+    """A store's keys, the mappers that use them, and its artifacts."""
+
+    def __init__(self, url: StoreUrl, keys: DataKeys, secrets: SecretTable) -> None:
+        self.url = url
+        self.keys = keys
+        self.secrets = secrets
+        self.mapper = SealingMapper(keys, inline_max=url.inline_max)
+        """Seals and opens contents: commands, queries, subscriptions."""
+        self.metadata_mapper = self.mapper.without_contents()
+        """Opens nothing: what the read models are projected from."""
+        self._artifacts: Artifacts | None = None
+
+    @property
+    def artifacts(self) -> Artifacts:
+        """The store's artifacts (after :meth:`prepare`)."""
+        assert self._artifacts is not None  # noqa: S101 - prepared by Store.__init__
+        return self._artifacts
+
+    def prepare(self) -> None:
+        """Make what needs the custody tables, once the schema is migrated."""
+        self.keys.prepare()
+        secrets = {STORE_KEY: self.secrets.get_or_make(REFERENCE_SECRET)}
+        keyring = self.keys.keyring
+        current = STORE_KEY
+        if keyring is not None:
+            secrets |= {key: keyring.reference_key(key) for key in keyring.secrets}
+            current = keyring.current
+        self._artifacts = open_artifacts(self.url, RefKeys(current, secrets), self.url.artifacts)
+        documents = Documents(self._artifacts)
+        self.mapper.offloader = documents
+        self.metadata_mapper.offloader = documents
+
+    def data_key_for_reading(self, ref: ArtifactRef) -> bytes | None:
+        """The key that opens ``ref``'s bytes (``None`` for clear ones)."""
+        return self.keys.for_read(ref.run_id) if ref.sealed else None
+
+    def close(self) -> None:
+        """Release the artifacts' connections."""
+        if self._artifacts is not None:
+            self._artifacts.close()
+
+
+class Documents:
+    """Offloaded documents, as the sealing mapper stores and reads them (off an async loop)."""
+
+    def __init__(self, artifacts: Artifacts) -> None:
+        self.artifacts = artifacts
+
+    def put_document(self, run_id: UUID, data: bytes, data_key: bytes | None) -> ArtifactRef:
+        """Store a document's JSON for ``run_id``; its reference."""
+        put = self.artifacts.put
+        return off_the_loop(put, run_id, data, media_type=JSON, data_key=data_key)
+
+    def read_document(self, ref: ArtifactRef, data_key: bytes | None) -> bytes:
+        """The JSON ``ref`` names, verified."""
+        return off_the_loop(self.artifacts.read, ref, data_key=data_key)
+
+
+JSON = "application/json"
+
+
+class SecretTable:
+    """Secrets the store makes for itself, in ``actae_secrets`` (in memory for ``memory://``)."""
+
+    def __init__(self, transaction: Transaction | None, *, table: str, mark: str) -> None:
+        self._transaction = transaction
+        self._table = table
+        self._mark = mark
+        self._memory: dict[str, bytes] = {}
+
+    def get_or_make(self, name: str) -> bytes:
+        """The secret ``name``; 32 random bytes made now if the store has none yet."""
+        if self._transaction is None:
+            return self._memory.setdefault(name, os.urandom(KEY_BYTES))
+        mark, table = self._mark, self._table
+        with self._transaction() as cursor:
+            cursor.execute(
+                f"INSERT INTO {table} (name, value) VALUES ({mark}, {mark}) "  # noqa: S608
+                "ON CONFLICT (name) DO NOTHING",
+                (name, os.urandom(KEY_BYTES)),
+            )
+        with self._transaction() as cursor:
+            cursor.execute(f"SELECT value FROM {table} WHERE name = {mark}", (name,))  # noqa: S608
+            row = cursor.fetchall()[0]
+        value = row["value"] if isinstance(row, dict) else row[0]
+        return bytes(value)
+
+
+def keyring_of(url: StoreUrl, keyring: str | None) -> Keyring | None:
+    """The keyring named by ``actae.open(keyring=)`` or the URL's ``?keyring=`` (not both)."""
+    if keyring is not None and url.keyring is not None and keyring != url.keyring:
+        raise ValidationError("keyring", "given both as an argument and in the URL; give one")
+    path = keyring if keyring is not None else url.keyring
+    if path is not None and not isinstance(path, str | os.PathLike):
+        raise ValidationError("keyring", f"expected a file path, got {type(path).__name__}")
+    return None if path is None else load_keyring(path)
+
+
+def holding_for(recorder: Any, url: StoreUrl, keyring: Keyring | None) -> Holding:
+    """Keys and secrets in the recorder's own database, and the mappers over them."""
+    datastore = getattr(recorder, "datastore", None)
+    keys: KeyTable
+    if isinstance(datastore, PostgresDatastore):
+        begin: Transaction = lambda: datastore.transaction(commit=True)  # noqa: E731
+        schema = f'"{url.postgres_schema}"'
+        keys = SqlKeyTable(begin, table=f"{schema}.{KEYS_TABLE}", mark="%s", text_ids=False)
+        secrets = SecretTable(begin, table=f"{schema}.{SECRETS_TABLE}", mark="%s")
+    elif isinstance(datastore, SQLiteDatastore):
+        begin = lambda: datastore.transaction(commit=True)  # noqa: E731
+        keys = SqlKeyTable(begin, table=KEYS_TABLE, mark="?", text_ids=True)
+        secrets = SecretTable(begin, table=SECRETS_TABLE, mark="?")
+    else:
+        keys, secrets = MemoryKeyTable(), SecretTable(None, table="", mark="")
+    return Holding(url, DataKeys(keys, keyring), secrets)

@@ -1,0 +1,176 @@
+"""The keyring: a file of named master keys, the current one wrapping new data keys.
+
+``actae keys new --out keys.json`` writes one; ``actae keys rotate`` adds a key, makes it
+current and re-wraps every run's data key under it. A keyring never leaves the operator's
+hands: the store holds only data keys wrapped by it, so a copy of the database (a backup, a
+dump) reveals nothing without the keyring, and a backup is restorable only with it.
+
+The file is JSON::
+
+    {"format": "actae-keyring/1", "current": "k-20261201-3f9a",
+     "keys": {"k-20261201-3f9a": {"created": "2026-12-01T10:00:00+00:00",
+                                  "secret": "<32 random bytes, base64>"}}}
+
+Keys that are no longer current stay in the file: data keys not yet re-wrapped and
+artifact references signed with them still need them. It is written atomically with mode
+0600.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import secrets
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from actae.domain.errors import KeyringError, ValidationError
+
+FORMAT = "actae-keyring/1"
+KEY_BYTES = 32
+"""AES-256: every master key and data key is 32 random bytes."""
+REFERENCE_KEY_INFO = b"actae artifact references v1"
+"""HKDF's ``info`` deriving the artifact references' MAC key from a master key."""
+
+
+@dataclass(frozen=True)
+class Keyring:
+    """Named master keys; ``current`` wraps new data keys and signs new references."""
+
+    current: str
+    secrets: Mapping[str, bytes]
+    created: Mapping[str, str]
+    path: str | None = None
+
+    def secret(self, key_id: str) -> bytes:
+        """The master key ``key_id``; ``KeyringError`` names the keyring when it lacks it."""
+        try:
+            return self.secrets[key_id]
+        except KeyError:
+            where = f" {self.path}" if self.path else ""
+            raise KeyringError(
+                f"the keyring{where} has no master key {key_id!r}: open the store with the "
+                "keyring that wrapped its data keys"
+            ) from None
+
+    def reference_key(self, key_id: str) -> bytes:
+        """The MAC key for artifact references, derived from master key ``key_id``."""
+        return derive(self.secret(key_id), REFERENCE_KEY_INFO)
+
+    def with_new_key(self, now: datetime | None = None) -> Keyring:
+        """A copy with a fresh master key added, which becomes current."""
+        key_id = new_key_id(now)
+        while key_id in self.secrets:  # two rotations in one second
+            key_id = new_key_id(now)
+        return Keyring(
+            current=key_id,
+            secrets={**self.secrets, key_id: secrets.token_bytes(KEY_BYTES)},
+            created={**self.created, key_id: _stamp(now)},
+            path=self.path,
+        )
+
+
+def derive(secret: bytes, info: bytes) -> bytes:
+    """A 32-byte key for one purpose (``info``) from a master key, by HKDF-SHA256."""
+    return HKDF(algorithm=hashes.SHA256(), length=KEY_BYTES, salt=None, info=info).derive(secret)
+
+
+def new_key_id(now: datetime | None = None) -> str:
+    """A readable, unique master key name: ``k-<date>-<random>``."""
+    day = (now or datetime.now(UTC)).strftime("%Y%m%d")
+    return f"k-{day}-{secrets.token_hex(3)}"
+
+
+def _stamp(now: datetime | None) -> str:
+    return (now or datetime.now(UTC)).isoformat(timespec="seconds")
+
+
+def new_keyring(now: datetime | None = None) -> Keyring:
+    """A keyring with one fresh master key."""
+    return Keyring(current="", secrets={}, created={}).with_new_key(now)
+
+
+def load_keyring(path: str | os.PathLike[str]) -> Keyring:
+    """Read the keyring at ``path``; ``ValidationError`` says what is wrong with the file."""
+    where = os.fspath(path)
+    try:
+        document = orjson.loads(Path(where).read_bytes())
+    except FileNotFoundError:
+        raise ValidationError("keyring", f"no keyring file at {where}") from None
+    except OSError as error:
+        raise ValidationError("keyring", f"cannot read {where}: {error.strerror}") from None
+    except orjson.JSONDecodeError:
+        raise ValidationError("keyring", f"{where} is not a keyring (not JSON)") from None
+    return _parsed(document, where)
+
+
+def _parsed(document: Any, where: str) -> Keyring:
+    def bad(reason: str) -> ValidationError:
+        return ValidationError("keyring", f"{where}: {reason}")
+
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise bad(f"not a keyring (expected format {FORMAT!r})")
+    keys = document.get("keys")
+    current = document.get("current")
+    if not isinstance(keys, dict) or not keys:
+        raise bad("it holds no keys")
+    if not isinstance(current, str) or current not in keys:
+        raise bad(f"its current key {current!r} is not among its keys")
+    found: dict[str, bytes] = {}
+    created: dict[str, str] = {}
+    for key_id, entry in keys.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("secret"), str):
+            raise bad(f"key {key_id!r} has no secret")
+        try:
+            secret = base64.b64decode(entry["secret"], validate=True)
+        except (binascii.Error, ValueError):
+            raise bad(f"key {key_id!r}: its secret is not base64") from None
+        if len(secret) != KEY_BYTES:
+            raise bad(f"key {key_id!r}: expected {KEY_BYTES} bytes, got {len(secret)}")
+        found[key_id] = secret
+        created[key_id] = str(entry.get("created", ""))
+    return Keyring(current=current, secrets=found, created=created, path=where)
+
+
+def save_keyring(keyring: Keyring, path: str | os.PathLike[str], *, replace: bool) -> None:
+    """Write ``keyring`` to ``path`` atomically, readable by its owner only (0600).
+
+    Without ``replace`` an existing file is refused: overwriting a keyring would make every
+    store it protects unreadable.
+    """
+    where = Path(os.fspath(path))
+    if not replace and where.exists():
+        raise ValidationError("out", f"{where} exists; a keyring is never overwritten")
+    if not where.parent.is_dir():
+        raise ValidationError("out", f"the folder {where.parent} does not exist")
+    document = {
+        "format": FORMAT,
+        "current": keyring.current,
+        "keys": {
+            key_id: {
+                "created": keyring.created.get(key_id, ""),
+                "secret": base64.b64encode(secret).decode(),
+            }
+            for key_id, secret in keyring.secrets.items()
+        },
+    }
+    handle, temporary = tempfile.mkstemp(prefix=".keyring-", dir=where.parent)
+    try:
+        os.fchmod(handle, 0o600)
+        with os.fdopen(handle, "wb") as file:
+            file.write(orjson.dumps(document, option=orjson.OPT_INDENT_2))
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, where)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

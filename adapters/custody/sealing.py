@@ -1,0 +1,224 @@
+"""The mapper that keeps the agent's contents sealed, and large documents out of the row.
+
+Each event class names its ``contents`` (documents, results, errors) and the field naming
+the run that owns them. Writing, the contents are
+
+1. moved to the artifact store, each document whose JSON is larger than ``inline_max``,
+   leaving an authenticated reference in its place;
+2. encrypted together under the run's data key (AES-256-GCM), when the run has one, into
+   the body's ``$sealed`` member. The associated data binds the ciphertext to the event's
+   topic, aggregate, version and run: moved to another row, it no longer opens.
+
+Everything else in the body (ids, kinds, cursors, versions, times, status, pins, usage)
+stays in clear JSON for leases, read models and analysts. Reading reverses both steps; an
+event whose contents cannot be opened (forgotten, or no keyring) is still returned, with
+stand-ins and a class that says so (:mod:`actae.domain.custody`).
+
+A mapper made with ``reveal=False`` (the projector's) opens nothing: read models get the
+metadata only, so no plaintext reaches their tables.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import struct
+from collections.abc import Iterator
+from typing import Any, Protocol, cast
+from uuid import UUID
+
+import orjson
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from eventsourcing.domain import DomainEventProtocol
+from eventsourcing.persistence import StoredEvent
+
+from actae.adapters.custody.datakeys import DataKeys
+from actae.adapters.persistence.codec import OrjsonTranscoder, PydanticMapper, event_class
+from actae.adapters.persistence.url import DEFAULT_INLINE_MAX
+from actae.domain.aggregate import DomainEvent
+from actae.domain.artifacts import ArtifactRef, reference_in
+from actae.domain.custody import FORGOTTEN, LOCKED, stand_ins, withheld_class
+from actae.domain.errors import CorruptionError, ForgottenError, KeyringError
+
+SEALED = "$sealed"
+"""The member of a stored body that holds its encrypted contents (base64)."""
+OFFLOADED = "$offloaded"
+"""The member naming the contents that are artifact references (resolved when read)."""
+NONCE_BYTES = 12
+
+
+class Offloader(Protocol):
+    """Where documents larger than ``inline_max`` go (:mod:`actae.adapters.custody.artifacts`)."""
+
+    def put_document(self, run_id: UUID, data: bytes, data_key: bytes | None) -> ArtifactRef:
+        """Store ``data`` (a document's JSON) for ``run_id``; its reference."""
+
+    def read_document(self, ref: ArtifactRef, data_key: bytes | None) -> bytes:
+        """The bytes ``ref`` names, verified."""
+
+
+class SealingMapper(PydanticMapper):
+    """Pydantic events to stored events, with their contents sealed and offloaded."""
+
+    def __init__(
+        self,
+        keys: DataKeys,
+        *,
+        offloader: Offloader | None = None,
+        inline_max: int = DEFAULT_INLINE_MAX,
+        reveal: bool = True,
+    ) -> None:
+        super().__init__(transcoder=OrjsonTranscoder())
+        self.keys = keys
+        self.offloader = offloader
+        self.inline_max = inline_max
+        self.reveal = reveal
+
+    def without_contents(self) -> SealingMapper:
+        """A mapper over the same keys that opens nothing (for read models)."""
+        return SealingMapper(
+            self.keys, offloader=self.offloader, inline_max=self.inline_max, reveal=False
+        )
+
+    # -- writing --------------------------------------------------------------------------
+
+    def to_stored_event(self, domain_event: DomainEventProtocol[Any]) -> StoredEvent:
+        """Serialise the event; seal and offload its contents where that applies."""
+        topic, state = self.fields_of(domain_event)
+        body = self.transcoder.encode(state)
+        cls = cast(type[DomainEvent], type(domain_event))
+        owner = getattr(domain_event, cls.content_owner, None) if cls.contents else None
+        if owner is not None:
+            large = self.offloader is not None and len(body) > self.inline_max
+            key = self.keys.for_write(owner)
+            if large or key is not None:
+                contents = dict(_taken(state, cls.contents))
+                if large:
+                    offloaded = self._offload(owner, contents, key)
+                    if offloaded:
+                        state[OFFLOADED] = offloaded
+                if key is None:
+                    _put_back(state, contents)
+                else:
+                    data = _bound(topic, domain_event, owner)
+                    state[SEALED] = seal(key, orjson.dumps(contents), data)
+                body = self.transcoder.encode(state)
+        return StoredEvent(
+            originator_id=domain_event.originator_id,
+            originator_version=domain_event.originator_version,
+            topic=topic,
+            state=body,
+        )
+
+    def _offload(self, owner: UUID, contents: dict[str, Any], key: bytes | None) -> list[str]:
+        """Replace each large document in ``contents`` by its reference; their paths."""
+        assert self.offloader is not None  # noqa: S101 - checked by the caller
+        moved = []
+        for path, value in contents.items():
+            if not isinstance(value, dict):
+                continue
+            data = orjson.dumps(value)
+            if len(data) > self.inline_max:
+                contents[path] = self.offloader.put_document(owner, data, key).as_document()
+                moved.append(path)
+        return moved
+
+    # -- reading --------------------------------------------------------------------------
+
+    def to_domain_event(self, stored_event: StoredEvent) -> DomainEventProtocol[Any]:
+        """Rebuild the event; open its contents, or stand them in and say why not."""
+        cls = event_class(stored_event.topic)
+        state: dict[str, Any] = self.transcoder.decode(stored_event.state)
+        if not cls.contents:
+            return self.rebuilt(cls, stored_event, state)
+        sealed = state.pop(SEALED, None)
+        offloaded = state.pop(OFFLOADED, ())
+        key: bytes | None = None
+        if sealed is not None:
+            owner = _owner(cls, stored_event, state)
+            reason, key = self._opening(owner)
+            if reason is not None or owner is None:
+                stand_ins(cls, state)
+                return self.rebuilt(withheld_class(cls, reason or LOCKED), stored_event, state)
+            data = _bound(stored_event.topic, stored_event, owner)
+            _put_back(state, orjson.loads(unseal(key, sealed, data, stored_event)))
+        if offloaded and self.offloader is not None and self.reveal:
+            for path, value in _taken(state, tuple(offloaded), keep=True):
+                ref = reference_in(value)
+                if ref is None:
+                    raise CorruptionError(
+                        f"event {stored_event.originator_id}", f"{path} is not a reference"
+                    )
+                document = orjson.loads(self.offloader.read_document(ref, key))
+                _put_back(state, {path: document})
+        return self.rebuilt(cls, stored_event, state)
+
+    def _opening(self, owner: UUID | None) -> tuple[str | None, bytes]:
+        """Why the owner's contents cannot be opened (``None``: they can), and its key."""
+        if not self.reveal or owner is None:
+            return LOCKED, b""
+        try:
+            key = self.keys.for_read(owner)
+        except ForgottenError:
+            return FORGOTTEN, b""
+        except KeyringError:
+            return LOCKED, b""
+        return None, key
+
+
+def _owner(cls: type[DomainEvent], stored_event: StoredEvent, state: dict[str, Any]) -> UUID | None:
+    """The run whose key seals the event's contents, as the stored body names it."""
+    if cls.content_owner == "originator_id":
+        return cast(UUID, stored_event.originator_id)
+    owner = state.get(cls.content_owner)
+    return None if owner is None else UUID(str(owner))
+
+
+def _taken(
+    state: dict[str, Any], paths: tuple[str, ...], *, keep: bool = False
+) -> Iterator[tuple[str, Any]]:
+    """Each content path present in ``state`` and its value, removed unless ``keep``."""
+    for path in paths:
+        *parents, leaf = path.split(".")
+        target: Any = state
+        for name in parents:
+            target = target.get(name) if isinstance(target, dict) else None
+        if isinstance(target, dict) and leaf in target:
+            yield path, (target[leaf] if keep else target.pop(leaf))
+
+
+def _put_back(state: dict[str, Any], contents: dict[str, Any]) -> None:
+    """Set each dotted path of ``contents`` in ``state``."""
+    for path, value in contents.items():
+        *parents, leaf = path.split(".")
+        target = state
+        for name in parents:
+            target = target[name]
+        target[leaf] = value
+
+
+def _bound(topic: str, event: Any, owner: UUID) -> bytes:
+    """The associated data: the ciphertext belongs to this event of this run, nowhere else."""
+    originator: UUID = event.originator_id
+    version = struct.pack(">q", event.originator_version)
+    return b"actae sealed v1|" + topic.encode() + b"|" + originator.bytes + version + owner.bytes
+
+
+def seal(key: bytes, plaintext: bytes, data: bytes) -> str:
+    """``plaintext`` encrypted under ``key`` with associated ``data``, as base64 text."""
+    nonce = os.urandom(NONCE_BYTES)
+    return base64.b64encode(nonce + AESGCM(key).encrypt(nonce, plaintext, data)).decode()
+
+
+def unseal(key: bytes, sealed: Any, data: bytes, stored_event: StoredEvent) -> bytes:
+    """The plaintext of :func:`seal`'s output; ``CorruptionError`` if it does not open."""
+    try:
+        raw = base64.b64decode(sealed, validate=True)
+        return AESGCM(key).decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], data)
+    except (InvalidTag, binascii.Error, ValueError, TypeError):
+        raise CorruptionError(
+            f"event {stored_event.originator_id} at version {stored_event.originator_version}",
+            "its sealed contents do not open with its run's key here (altered or moved?)",
+        ) from None

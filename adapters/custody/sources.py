@@ -1,0 +1,90 @@
+"""What an artifact can be made from, read as 1 MiB chunks.
+
+Bytes in memory, a binary file object (anything with ``read``: a file, a socket's file, a
+pipe, an HTTP response), or a path. Every chunk but the last is exactly
+:data:`~actae.adapters.custody.pieces.CHUNK_SIZE` bytes long, even from a source whose
+``read`` returns short counts (a pipe, a socket): the chunk cipher frames sealed chunks by
+that size. A ``str`` is refused rather than guessed at: it could be content or a path.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Protocol
+
+from actae.adapters.custody.pieces import CHUNK_SIZE
+from actae.domain.errors import ValidationError
+
+
+class Readable(Protocol):
+    """A binary file object, as far as an artifact needs one."""
+
+    def read(self, size: int = -1, /) -> bytes | None:
+        """Up to ``size`` bytes; ``b""`` at the end."""
+        ...
+
+
+Source = bytes | bytearray | memoryview | Readable | os.PathLike[str]
+"""What :meth:`~actae.adapters.custody.artifacts.Artifacts.put` accepts."""
+
+
+def chunks_of(source: Source) -> Iterator[bytes]:
+    """The source's bytes in chunks; refused with :class:`ValidationError` before any read."""
+    if isinstance(source, bytes | bytearray | memoryview):
+        return _from_memory(memoryview(source).cast("B"))
+    if isinstance(source, str):
+        raise ValidationError(
+            "source", "a str is neither bytes nor a path; pass bytes, a binary file or a Path"
+        )
+    if isinstance(source, os.PathLike):
+        path = os.fspath(source)
+        if not os.path.isfile(path):
+            raise ValidationError("source", f"no file at {path}")
+        return _from_path(path)
+    if callable(getattr(source, "read", None)):
+        return _from_file(source)
+    raise ValidationError(
+        "source", f"expected bytes, a binary file or a path, got {type(source).__name__}"
+    )
+
+
+def _from_memory(view: memoryview) -> Iterator[bytes]:
+    for start in range(0, len(view), CHUNK_SIZE):
+        yield bytes(view[start : start + CHUNK_SIZE])
+
+
+def _from_path(path: str) -> Iterator[bytes]:
+    with open(path, "rb") as file:
+        yield from _from_file(file)
+
+
+def _from_file(file: Readable) -> Iterator[bytes]:
+    while chunk := _read_full(file):
+        yield chunk
+        if len(chunk) < CHUNK_SIZE:
+            return
+
+
+def _read_full(file: Readable) -> bytes:
+    """Exactly ``CHUNK_SIZE`` bytes, or fewer only at the end of the file."""
+    first = _read(file, CHUNK_SIZE)
+    if not first or len(first) == CHUNK_SIZE:
+        return first
+    buffer = bytearray(first)
+    while len(buffer) < CHUNK_SIZE and (more := _read(file, CHUNK_SIZE - len(buffer))):
+        buffer += more
+    return bytes(buffer)
+
+
+def _read(file: Readable, size: int) -> bytes:
+    data = file.read(size)
+    if data is None:
+        raise ValidationError(
+            "source", "the file is non-blocking and had no data; pass a blocking one"
+        )
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise ValidationError(
+            "source", f"read() returned {type(data).__name__}; open the file in binary mode"
+        )
+    return bytes(data)

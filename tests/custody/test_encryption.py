@@ -1,0 +1,232 @@
+"""Encryption at rest: contents sealed under each run's data key, metadata in clear.
+
+Every backend holds the agent's contents (states, payloads, step and effect results, run
+results) only as ciphertext; the store opened with its keyring reads them back unchanged;
+without the keyring it still reads the structure. A ciphertext moved to another row does
+not open, and rotation re-wraps data keys without touching a single event.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import orjson
+import psycopg
+import pytest
+from psycopg import sql
+
+import actae
+from actae.adapters.custody.keyring import load_keyring, save_keyring
+from tests.custody.sealed import (
+    MARKER,
+    base_dsn,
+    contains_marker,
+    every_table_text,
+    keyring_file,
+    raw_event_bodies,
+    schema_of,
+    with_option,
+    write_marker_run,
+)
+
+BACKENDS = ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(params=BACKENDS)
+def plain_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty store's URL, without a keyring."""
+    if request.param == "memory":
+        return "memory://"
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.db'}"
+    url: str = request.getfixturevalue("pg_url")
+    return url
+
+
+@pytest.fixture
+def keys(tmp_path: Path) -> Path:
+    """A keyring file."""
+    return keyring_file(tmp_path)
+
+
+def test_contents_read_back_unchanged_with_the_keyring(plain_url: str, keys: Path) -> None:
+    with actae.open(with_option(plain_url, "keyring", str(keys))) as store:
+        written = write_marker_run(store)
+        run = written.run
+        assert store.state_at(run.channel_id).state == {"secret": MARKER, "n": 1}
+        assert store.state_at(run.channel_id, 1).state == {"secret": MARKER, "n": 0}
+        payloads = [event.payload for event in store.events(run.channel_id)]
+        assert {"answer": f"the model said {MARKER}"} in payloads
+        assert run.result == {"summary": MARKER}
+        assert store.effect(written.effect_key).result == {"receipt": MARKER}
+        assert store.recover(run.channel_id).state.state["secret"] == MARKER
+        assert run.usage["input_tokens"] == 10  # metadata, in clear
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_no_stored_event_holds_the_contents_in_clear(
+    backend: str, tmp_path: Path, keys: Path, request: pytest.FixtureRequest
+) -> None:
+    if backend == "sqlite":
+        url, schema = f"sqlite:///{tmp_path / 'store.db'}", None
+    else:
+        url = request.getfixturevalue("pg_url")
+        schema = schema_of(url)
+    with actae.open(url, keyring=str(keys)) as store:
+        write_marker_run(store)
+    bodies = raw_event_bodies(url, schema)
+    assert bodies
+    assert not any(MARKER.encode() in body for body in bodies)
+    kinds = {orjson.loads(body).get("kind") for body in bodies}
+    assert {"run.started", "step.result", "state.changed"} <= kinds  # metadata stays in clear
+    assert any(b'"$sealed"' in body for body in bodies)
+
+
+@pytest.mark.postgres
+def test_no_table_of_the_schema_holds_the_plaintext(pg_url: str, keys: Path) -> None:
+    """Events, keys, artifacts, read models, bookkeeping: the marker is nowhere in clear."""
+    url = with_option(pg_url, "inline_max", "1024")  # the big state becomes an artifact
+    with actae.open(url, keyring=str(keys)) as store:
+        written = write_marker_run(store, complete=False)
+        big = {"secret": MARKER, "pad": "x" * 4096}
+        store.transition(
+            written.run.channel_id,
+            kind="state.grew",
+            payload={},
+            state=big,
+            expected_version=2,
+            expected_cursor=store.head(written.run.channel_id).cursor,
+        )
+        store.fail_run(written.run.run_id, f"tool said {MARKER}", actor="worker")
+        store.projector().catch_up()
+        assert store.state_at(written.run.channel_id).state == big
+    tables = every_table_text(url)
+    assert {"actae_events", "run_status", "effects", "audit", "actae_data_keys"} <= set(tables)
+    assert [name for name, text in tables.items() if contains_marker(text)] == []
+    assert "failed" in tables["run_status"]
+
+
+def test_without_the_keyring_the_structure_reads_and_the_contents_do_not(
+    durable_url: str, keys: Path
+) -> None:
+    with actae.open(durable_url, keyring=str(keys)) as store:
+        written = write_marker_run(store)
+    with actae.open(durable_url) as store:
+        run = store.run(written.run.run_id)
+        assert run.status is actae.RunStatus.COMPLETED
+        assert run.result is None
+        assert run.cursor == written.run.cursor
+        events = store.events(run.channel_id)
+        assert [e.kind for e in events][:2] == ["run.started", "step.result"]
+        assert all(e.payload is None and not e.forgotten for e in events)
+        with pytest.raises(actae.KeyringError):
+            store.state_at(run.channel_id)
+        with pytest.raises(actae.KeyringError):
+            events[1].contents()
+        with pytest.raises(actae.KeyringError):  # nothing is added in clear to a sealed run
+            store.record(run.channel_id, kind="note", payload={}, expected_cursor=run.cursor)
+        clear = store.start_run("wf-clear", agent_id="agent", state={"a": 1})
+        assert store.state_at(clear.channel_id).state == {"a": 1}
+
+
+def test_a_ciphertext_moved_to_another_row_does_not_open(tmp_path: Path, keys: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    with actae.open(url, keyring=str(keys)) as store:
+        run = store.start_run("wf", agent_id="a", state={"secret": MARKER})
+        for cursor in (1, 2):
+            store.transition(
+                run.channel_id,
+                kind="step",
+                payload={"n": cursor},
+                state={"n": cursor},
+                expected_version=cursor,
+                expected_cursor=cursor,
+            )
+    with sqlite3.connect(tmp_path / "store.db") as db:
+        rows = db.execute(
+            "SELECT originator_version, state FROM stored_events WHERE originator_id = ? "
+            "ORDER BY originator_version",
+            (run.channel_id.hex,),
+        ).fetchall()
+        assert len(rows) == 3
+        second = orjson.loads(rows[1][1])
+        third = orjson.loads(rows[2][1])
+        third["$sealed"] = second["$sealed"]  # version 2's contents at version 3
+        db.execute(
+            "UPDATE stored_events SET state = ? WHERE originator_id = ? AND originator_version = 3",
+            (orjson.dumps(third), run.channel_id.hex),
+        )
+    with actae.open(url, keyring=str(keys)) as store:
+        assert store.state_at(run.channel_id, 2).state == {"n": 1}
+        with pytest.raises(actae.CorruptionError):
+            store.state_at(run.channel_id, 3)
+
+
+def test_another_keyring_cannot_open_the_data_keys(durable_url: str, tmp_path: Path) -> None:
+    first = keyring_file(tmp_path, "first.json")
+    other = keyring_file(tmp_path, "other.json")
+    with actae.open(durable_url, keyring=str(first)) as store:
+        written = write_marker_run(store)
+    with actae.open(durable_url, keyring=str(other)) as store:
+        assert store.run(written.run.run_id).result is None
+        with pytest.raises(actae.KeyringError, match="keyring that wrapped"):
+            store.state_at(written.run.channel_id)
+
+
+def test_rotation_rewraps_every_data_key_and_leaves_every_event_alone(
+    durable_url: str, keys: Path
+) -> None:
+    with actae.open(durable_url, keyring=str(keys)) as store:
+        runs = [write_marker_run(store) for _ in range(3)]
+    schema = schema_of(durable_url) if durable_url.startswith("postgres") else None
+    before = sorted(raw_event_bodies(durable_url, schema))
+    old = load_keyring(keys)
+    rotated = old.with_new_key()
+    save_keyring(rotated, keys, replace=True)
+    with actae.open(durable_url, keyring=str(keys)) as store:
+        assert store.rotate_keys() == 3
+        assert store.rotate_keys() == 0  # nothing left under the old key
+    assert sorted(raw_event_bodies(durable_url, schema)) == before
+    assert _master_keys(durable_url) == {rotated.current}
+    # the old master key is no longer needed to read anything
+    only_new = type(rotated)(
+        current=rotated.current,
+        secrets={rotated.current: rotated.secrets[rotated.current]},
+        created={},
+    )
+    save_keyring(only_new, keys, replace=True)
+    with actae.open(durable_url, keyring=str(keys)) as store:
+        for written in runs:
+            assert store.state_at(written.run.channel_id).state["secret"] == MARKER
+
+
+def _master_keys(url: str) -> set[str]:
+    if url.startswith("sqlite"):
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+            return {row[0] for row in db.execute("SELECT master_key FROM actae_data_keys")}
+    with psycopg.connect(base_dsn(url)) as conn:
+        query = sql.SQL("SELECT master_key FROM {}.actae_data_keys").format(
+            sql.Identifier(schema_of(url))
+        )
+        return {row[0] for row in conn.execute(query)}
+
+
+def test_a_store_without_a_keyring_writes_in_clear_as_before(plain_url: str) -> None:
+    with actae.open(plain_url) as store:
+        run = store.start_run("wf", agent_id="a", state={"secret": MARKER})
+        assert store.state_at(run.channel_id).state == {"secret": MARKER}
+    if plain_url.startswith("sqlite"):
+        assert any(MARKER.encode() in body for body in raw_event_bodies(plain_url))
+
+
+def test_a_bad_keyring_is_refused_before_anything_opens(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    (tmp_path / "bad.json").write_text('{"format": "something else"}')
+    with pytest.raises(actae.ValidationError, match="not a keyring"):
+        actae.open(url, keyring=str(tmp_path / "bad.json"))
+    with pytest.raises(actae.ValidationError, match="no keyring file"):
+        actae.open(with_option(url, "keyring", str(tmp_path / "missing.json")))
+    assert not (tmp_path / "store.db").exists()
