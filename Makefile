@@ -19,9 +19,7 @@ setup: $(STAMP)
 # they check a staged tree of symlinks that has the installed layout (actae/domain, ...).
 $(STAGE):
 	mkdir -p $(STAGE)
-	ln -sfn ../../../actae/__init__.py $(STAGE)/__init__.py
-	ln -sfn ../../../actae/py.typed $(STAGE)/py.typed
-	ln -sfn ../../../actae/langgraph.py $(STAGE)/langgraph.py
+	for face in __init__.py py.typed langgraph.py redaction.py; do ln -sfn ../../../actae/$$face $(STAGE)/$$face; done
 	for layer in domain projections adapters; do ln -sfn ../../../$$layer $(STAGE)/$$layer; done
 
 demo: setup

@@ -47,7 +47,7 @@ def record(command: Record, core: Core) -> Plan[Receipt]:
     """
     cid = require_uuid("channel_id", command.channel_id)
     kind = require_text("kind", command.kind)
-    body = core.document("payload", command.payload)
+    body, redacted = core.redacted("payload", command.payload, command.redact)
     spent = require_amounts("usage", command.usage)
     expected_cursor = require_int("expected_cursor", command.expected_cursor, minimum=1)
     operation_id = optional_text("operation_id", command.operation_id)
@@ -56,7 +56,13 @@ def record(command: Record, core: Core) -> Plan[Receipt]:
 
     def event_after(head: ChannelHead, at: datetime) -> Channel.Event:
         return Channel.recorded(
-            head, kind=kind, payload=body.value, operation_id=operation_id, at=at, usage=spent
+            head,
+            kind=kind,
+            payload=body.value,
+            operation_id=operation_id,
+            at=at,
+            usage=spent,
+            redacted=redacted,
         )
 
     once = _once(cid, operation_id, "record", content)

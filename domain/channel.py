@@ -68,7 +68,13 @@ class Channel(Aggregate):
         state_checksum: str
 
     class Recorded(Event):
-        """A result was recorded on the channel; the state version did not change."""
+        """A result was recorded on the channel; the state version did not change.
+
+        ``redacted`` counts, by pattern name, the secrets the store's redaction removed
+        from ``payload`` before it was written (never the secrets themselves).
+        """
+
+        redacted: dict[str, int] = Field(default_factory=dict)
 
     class Transitioned(Event):
         """A new state version was created and pinned to this event's cursor."""
@@ -175,9 +181,12 @@ class Channel(Aggregate):
         operation_id: str | None,
         at: datetime,
         usage: dict[str, float] | None = None,
+        redacted: dict[str, int] | None = None,
     ) -> Channel.Recorded:
         """The event recording a result after ``head``; see :meth:`record`."""
         fields = record_fields(head, kind, payload, operation_id, usage)
+        if redacted:
+            fields["redacted"] = redacted
         return cast(Channel.Recorded, cls.following(head, cls.Recorded, at, **fields))
 
     def record(

@@ -20,6 +20,7 @@ from typing import Any
 from uuid import UUID
 
 from actae.domain.effects import RetryPolicy
+from actae.domain.redaction import Redactor
 
 # -- channels (domain/appending.py) -------------------------------------------------------
 
@@ -34,6 +35,8 @@ class Record:
     expected_cursor: int
     operation_id: str | None = None
     usage: Mapping[str, float] | None = None
+    redact: Redactor | None = None
+    """Run on ``payload`` before the store's own redactor (a workflow's, say)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -154,6 +157,35 @@ class Forget(OperatorAction):
     __slots__ = ()
 
 
+class Hold(OperatorAction):
+    """Place a legal hold on a run: retention never purges it while the hold lasts."""
+
+    __slots__ = ()
+
+
+class Release(OperatorAction):
+    """Lift a run's legal hold."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SetRetention:
+    """Set how long finished runs are kept: the store's default, or ``agent``'s policy."""
+
+    policy: Mapping[str, Any] | None
+    agent: str | None
+    actor: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Purge:
+    """Replace a finished run's history by its tombstone, if retention says it is due."""
+
+    run_id: UUID
+    actor: str
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompleteRun:
     """Finish a run with ``result``; a parent waiting for it wakes."""
@@ -226,6 +258,8 @@ class CompleteEffect:
     token: int
     worker: str
     result: dict[str, Any]
+    redact: Redactor | None = None
+    """Run on ``result`` before the store's own redactor (a workflow's, say)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

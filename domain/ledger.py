@@ -113,7 +113,8 @@ def complete_effect(command: CompleteEffect, core: Core) -> Plan[EffectInfo]:
     """
     token = _token(command.token)
     worker = require_text("worker", command.worker)
-    value = core.document("result", command.result).value
+    document, redacted = core.redacted("result", command.result, command.redact)
+    value = document.value
     key = require_text("effect_key", command.effect_key)
     effect = yield from _effect(key)
     if effect.result is not None and effect.token == token:
@@ -126,7 +127,7 @@ def complete_effect(command: CompleteEffect, core: Core) -> Plan[EffectInfo]:
         return effect.info(at)
 
     def move(effect: Operation, at: datetime) -> None:
-        effect.complete(token=token, worker=worker, result=value, now=at)
+        effect.complete(token=token, worker=worker, result=value, now=at, redacted=redacted)
 
     note = ("effect.completed", {"token": token, "result": value}, True)
     return (yield from _decide(core, key, note, move, loaded=effect))

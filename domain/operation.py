@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
 from eventsourcing.utils import get_topic
+from pydantic import Field
 
 from actae.domain.aggregate import Aggregate
 from actae.domain.effects import (
@@ -158,6 +159,8 @@ class Operation(Aggregate):
         result: dict[str, Any]
         run_id: UUID | None = None
         """The effect's run, whose data key seals the result (``None`` before it was kept)."""
+        redacted: dict[str, int] = Field(default_factory=dict)
+        """Secrets removed from ``result`` before it was written, counted by pattern name."""
 
         def apply(self, aggregate: Any) -> None:
             """Settle the effect for good."""
@@ -414,11 +417,24 @@ class Operation(Aggregate):
             self.Renewed, timestamp=now, token=token, expires_at=now + timedelta(seconds=lease)
         )
 
-    def complete(self, *, token: int, worker: str, result: dict[str, Any], now: datetime) -> None:
-        """Record that the effect happened."""
+    def complete(
+        self,
+        *,
+        token: int,
+        worker: str,
+        result: dict[str, Any],
+        now: datetime,
+        redacted: dict[str, int] | None = None,
+    ) -> None:
+        """Record that the effect happened (``redacted``: what redaction removed from it)."""
         self.ensure_held(token, now, worker=worker)
         self.trigger_event(
-            self.Completed, timestamp=now, token=token, result=result, run_id=self.run_id
+            self.Completed,
+            timestamp=now,
+            token=token,
+            result=result,
+            run_id=self.run_id,
+            redacted=redacted or {},
         )
 
     def fail(

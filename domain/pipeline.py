@@ -29,6 +29,7 @@ from actae.domain.operation import Operation
 from actae.domain.plan import Plan, RaceLost, ask
 from actae.domain.ports import Codec
 from actae.domain.reader import StoreReader
+from actae.domain.redaction import Redactor, chain
 from actae.domain.validation import DEFAULT_MAX_DOCUMENT_BYTES, Document, require_document
 
 T = TypeVar("T")
@@ -53,10 +54,29 @@ class Core:
     max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES
     heads: HeadCache = field(default_factory=HeadCache)
     draw: Callable[[], float] = random.random
+    redact: Redactor | None = None
+    """The store's redactor (``actae.open(redact=)``): run on every record and effect result."""
 
     def document(self, name: str, value: object) -> Document:
         """``value`` checked as a JSON document within the size limit, with its checksum."""
         return require_document(name, value, self.codec, max_bytes=self.max_document_bytes)
+
+    def redacted(
+        self, name: str, value: object, first: Redactor | None
+    ) -> tuple[Document, dict[str, int]]:
+        """``value`` with secrets removed (by ``first``, then the store's), as a document.
+
+        Also the counts by pattern name that the event records. The input is checked as a
+        document first, so a redactor only ever sees plain JSON.
+        """
+        document = self.document(name, value)
+        redactors = [r for r in (first, self.redact) if r is not None]
+        if not redactors:
+            return document, {}
+        cleaned = chain(*redactors)(document.value)
+        if not cleaned.counts and cleaned.value == document.value:
+            return document, {}
+        return self.document(name, cleaned.value), cleaned.counts
 
     def canonical_text(self, value: object) -> str:
         """``value`` as canonical JSON text (the basis of fingerprints)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import replace
+from typing import TypeVar
 from uuid import UUID
 
 from eventsourcing.utils import get_topic
@@ -35,6 +36,7 @@ from actae.domain.values import (
 )
 
 StateEvent = Channel.Opened | Channel.Transitioned
+A = TypeVar("A")
 CHANNEL_TOPICS = tuple(
     get_topic(cls) for cls in (Channel.Opened, Channel.Recorded, Channel.Transitioned)
 )
@@ -159,9 +161,20 @@ class StoreReader:
             raise NotFoundError("run", run_id, "that id belongs to something else")
         return run
 
+    def aggregate(self, aggregate_id: UUID, cls: type[A]) -> A:
+        """The aggregate ``aggregate_id`` of class ``cls``, from all its events."""
+        found = folded(self._log.stream(aggregate_id))
+        if not isinstance(found, cls):
+            raise NotFoundError(cls.__name__.lower(), aggregate_id)
+        return found
+
     def run(self, run_id: UUID) -> RunInfo:
-        """A run with the current head of its main channel."""
+        """A run with the current head of its main channel (its tombstone's, once purged)."""
         run = self.run_aggregate(run_id)
+        if run.tombstone is not None:
+            gone = run.tombstone
+            info = run_info_of(run, cursor=gone.cursor, state_version=gone.state_version)
+            return replace(info, usage=dict(gone.usage), created_at=gone.started_at)
         return self._run_info(run, self.head_event(run.channel_id))
 
     def run_and_operation(
@@ -269,6 +282,7 @@ def channel_event_of(event: Channel.Event, position: int | None = None) -> Chann
         kind=event.kind,
         payload=None if withheld else event.payload,
         forgotten=withheld == FORGOTTEN,
+        redacted=getattr(event, "redacted", None) or {},
         state_version=event.state_version,
         state_cursor=event.state_cursor,
         operation_id=event.operation_id,
@@ -300,4 +314,7 @@ def run_info_of(run: Run, *, cursor: int, state_version: int, replayed: bool = F
         retries=run.retries,
         trace_context=dict(run.trace_context),
         forgotten_at=run.forgotten_at,
+        held=run.held,
+        ended_at=run.ended_at,
+        purged_at=run.purged_at,
     )

@@ -43,7 +43,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from actae.domain.errors import ValidationError
 from actae.domain.validation import MAX_DEPTH, key_label, require_text
@@ -62,6 +62,7 @@ __all__ = [
     "merge_counts",
     "redact_secrets",
     "redactor_from",
+    "redactor_of",
 ]
 
 
@@ -779,3 +780,16 @@ def _scalar_problem(value: object) -> str | None:
     if isinstance(value, float):
         return None if math.isfinite(value) else f"{value} is not a JSON number"
     return f"a {type(value).__name__} is not plain JSON ({value!r:.60})"
+
+
+def redactor_of(redact: object) -> Redactor | None:
+    """What ``actae.open(redact=)`` means: ``True`` the built-in patterns, a callable itself."""
+    if redact is None or redact is False:
+        return None
+    if redact is True:
+        return redact_secrets
+    if callable(redact):
+        return cast(Redactor, redact)
+    raise ValidationError(
+        "redact", f"expected True, None or a redactor callable, got {type(redact).__name__}"
+    )

@@ -12,6 +12,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
+from eventsourcing.domain import CanMutateAggregate
+from eventsourcing.utils import get_topic
 from pydantic import Field
 
 from actae.domain.aggregate import Aggregate
@@ -46,6 +48,10 @@ class Run(Aggregate):
         retries: int
         trace_context: dict[str, str]
         forgotten_at: datetime | None
+        ended_at: datetime | None
+        held: bool
+        purged_at: datetime | None
+        tombstone: Run.Purged | None
 
     class Started(Aggregate.Created):
         """A run was started (fresh, or as the child of a fork when ``forked_from`` is set)."""
@@ -85,6 +91,10 @@ class Run(Aggregate):
             aggregate.error = None
             aggregate.retries = 0
             aggregate.forgotten_at = None
+            aggregate.ended_at = None
+            aggregate.held = False
+            aggregate.purged_at = None
+            aggregate.tombstone = None
 
     class Forked(Aggregate.Event):
         """A child run was forked from this run's channel."""
@@ -173,6 +183,7 @@ class Run(Aggregate):
             """Cancel for good."""
             aggregate.status = RunStatus.CANCELLED
             aggregate.waiting = None
+            aggregate.ended_at = self.timestamp
 
     class Completed(Aggregate.Event):
         """The run finished with ``result``."""
@@ -186,6 +197,7 @@ class Run(Aggregate):
             """Finish (with no result to show when it cannot be read)."""
             aggregate.status = RunStatus.COMPLETED
             aggregate.result = None if self.withheld else self.result
+            aggregate.ended_at = self.timestamp
 
     class Failed(Aggregate.Event):
         """The run stopped with ``error`` (an exception, an expiry, a deadline, a budget)."""
@@ -201,6 +213,7 @@ class Run(Aggregate):
             aggregate.status = RunStatus.FAILED
             aggregate.waiting = None
             aggregate.error = None if self.withheld else self.error
+            aggregate.ended_at = self.timestamp
 
     class Retried(Aggregate.Event):
         """An operator sent the failed run back to running.
@@ -217,6 +230,7 @@ class Run(Aggregate):
             aggregate.status = RunStatus.RUNNING
             aggregate.error = None
             aggregate.retries += 1
+            aggregate.ended_at = None
 
     class Forgotten(Aggregate.Event):
         """The run's data key was destroyed: its contents can never be read again.
@@ -227,13 +241,94 @@ class Run(Aggregate):
 
         actor: str
         reason: str
+        cancels: bool = False
+        """The run was live: forgetting it cancels it."""
 
         def apply(self, aggregate: Any) -> None:
             """Remember when; stop a live run."""
             aggregate.forgotten_at = self.timestamp
-            if aggregate.status not in TERMINAL:
+            if self.cancels:
                 aggregate.status = RunStatus.CANCELLED
                 aggregate.waiting = None
+                aggregate.ended_at = self.timestamp
+
+    class Held(Aggregate.Event):
+        """A legal hold was placed: retention never purges the run while it lasts."""
+
+        actor: str
+        reason: str
+
+        def apply(self, aggregate: Any) -> None:
+            """Hold."""
+            aggregate.held = True
+
+    class Released(Aggregate.Event):
+        """The legal hold was lifted: retention applies again."""
+
+        actor: str
+        reason: str
+
+        def apply(self, aggregate: Any) -> None:
+            """Release."""
+            aggregate.held = False
+
+    class Purged(Aggregate.Created):
+        """The run's tombstone: retention deleted its events, this stays (metadata only).
+
+        Written after the run's last event; the events before it are then deleted, so it is
+        the run's whole history from then on. It keeps what identifies the run, how it
+        ended, its lineage (fork receipts, parent and children), its totals, and the policy
+        and actor that purged it.
+        """
+
+        workflow_id: str
+        agent_id: str
+        channel_id: UUID
+        pins: Pins
+        parent_run_id: UUID | None
+        forked_from: ForkRecord | None
+        forks: list[ForkRecord]
+        children: list[UUID]
+        status: RunStatus
+        started_at: datetime
+        ended_at: datetime | None
+        forgotten_at: datetime | None
+        cursor: int
+        state_version: int
+        usage: dict[str, float]
+        events: int
+        """How many of its events (run, channel and ledger) were deleted."""
+        policy: str
+        actor: str
+
+        def mutate(self, aggregate: Any) -> Any:
+            """Start the aggregate (the tombstone alone) or end the history it replaces."""
+            if aggregate is None:
+                return super().mutate(None)
+            return CanMutateAggregate.mutate(self, aggregate)
+
+        def apply(self, aggregate: Any) -> None:
+            """Become the tombstone: identity, ending and lineage, no contents."""
+            for name in ("workflow_id", "agent_id", "channel_id", "pins", "parent_run_id"):
+                setattr(aggregate, name, getattr(self, name))
+            aggregate.forked_from = self.forked_from
+            aggregate.forks = list(self.forks)
+            aggregate.children = list(self.children)
+            aggregate.status = self.status
+            aggregate.ended_at = self.ended_at
+            aggregate.forgotten_at = self.forgotten_at
+            aggregate.deadline = None
+            aggregate.budget = {}
+            aggregate.trace_context = {}
+            aggregate.waiting = None
+            aggregate.paused_from = None
+            aggregate.inbox = {}
+            aggregate.result = None
+            aggregate.error = None
+            aggregate.retries = 0
+            aggregate.held = False
+            aggregate.purged_at = self.timestamp
+            aggregate.tombstone = self
 
     class Migrated(Aggregate.Event):
         """The run's state was upgraded from one schema version to the next."""
@@ -352,7 +447,66 @@ class Run(Aggregate):
     def forget(self, *, actor: str, reason: str, at: datetime) -> None:
         """Record that the run's contents are destroyed (its data key is, after this)."""
         if self.forgotten_at is None:
-            self.trigger_event(self.Forgotten, timestamp=at, actor=actor, reason=reason)
+            self.trigger_event(
+                self.Forgotten, timestamp=at, actor=actor, reason=reason, cancels=self.is_live
+            )
+
+    def hold(self, *, actor: str, reason: str, at: datetime) -> None:
+        """Place a legal hold (once; holding a held run changes nothing)."""
+        self._refuse_purged("hold")
+        if not self.held:
+            self.trigger_event(self.Held, timestamp=at, actor=actor, reason=reason)
+
+    def release(self, *, actor: str, reason: str, at: datetime) -> None:
+        """Lift the legal hold (releasing a run not held changes nothing)."""
+        self._refuse_purged("release")
+        if self.held:
+            self.trigger_event(self.Released, timestamp=at, actor=actor, reason=reason)
+
+    def purge(
+        self,
+        *,
+        cursor: int,
+        state_version: int,
+        usage: dict[str, float],
+        events: int,
+        policy: str,
+        actor: str,
+        at: datetime,
+    ) -> None:
+        """Write the tombstone that replaces the run's history (a retention purge)."""
+        self._refuse_purged("purge")
+        if self.held or self.is_live:
+            raise IllegalTransitionError(
+                self.id, status="held" if self.held else self.status.value, action="purge"
+            )
+        self.trigger_event(
+            self.Purged,
+            timestamp=at,
+            originator_topic=get_topic(Run),
+            workflow_id=self.workflow_id,
+            agent_id=self.agent_id,
+            channel_id=self.channel_id,
+            pins=self.pins,
+            parent_run_id=self.parent_run_id,
+            forked_from=self.forked_from,
+            forks=self.forks,
+            children=self.children,
+            status=self.status,
+            started_at=self.created_on,
+            ended_at=self.ended_at,
+            forgotten_at=self.forgotten_at,
+            cursor=cursor,
+            state_version=state_version,
+            usage=usage,
+            events=events,
+            policy=policy,
+            actor=actor,
+        )
+
+    def _refuse_purged(self, action: str) -> None:
+        if self.purged_at is not None:
+            raise IllegalTransitionError(self.id, status="purged", action=action)
 
     def cancel(self, *, actor: str, reason: str, at: datetime) -> None:
         """Cancel a live run."""

@@ -148,6 +148,8 @@ class ChannelEvent:
     """Position in the store's global order (opaque, monotonic), when read from it."""
     forgotten: bool = False
     """The run's contents were destroyed (``store.forget``): ``payload`` is ``None``."""
+    redacted: dict[str, int] = field(default_factory=dict)
+    """Secrets redaction removed from ``payload`` before it was written, by pattern name."""
 
     def contents(self) -> dict[str, Any]:
         """The payload, or the reason it cannot be read.
@@ -266,6 +268,29 @@ class RunInfo:
     forgotten_at: datetime | None = None
     """When its contents were destroyed (``store.forget``); ``status`` is then ``forgotten``
     and ``result`` and ``error`` are ``None``."""
+    held: bool = False
+    """A legal hold is on it (``store.hold``): retention never purges it."""
+    ended_at: datetime | None = None
+    """When it completed, failed or was cancelled (retention counts from then)."""
+    purged_at: datetime | None = None
+    """When retention purged it: only its tombstone is left (what identifies it, how it
+    ended, its lineage and totals); its events are deleted."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetentionReport:
+    """What one pass of retention did (``store.apply_retention``, ``actae retention``)."""
+
+    dry_run: bool
+    examined: int
+    """Finished runs old enough for the shortest policy, looked at."""
+    purged: list[UUID]
+    """Runs purged (with ``dry_run``: that would have been)."""
+    held: int
+    """Runs a policy would purge but a legal hold keeps."""
+    events_deleted: int
+    artifacts_deleted: int
+    seconds: float
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

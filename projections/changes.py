@@ -65,4 +65,16 @@ class RefreshRun:
     effect_id: UUID | None = None
 
 
-Change = Upsert | Count | EffectOwner | RefreshRun
+@dataclass(frozen=True)
+class PurgeRun:
+    """Retention purged the run: drop its effects rows and the details of its audit rows.
+
+    Its ``run_status``, ``lineage`` and ``usage`` rows stay (metadata), as does who did
+    what in ``audit``; the effects' result summaries and the audit details may hold
+    contents, and the events they came from are gone.
+    """
+
+    run_id: UUID
+
+
+Change = Upsert | Count | EffectOwner | RefreshRun | PurgeRun

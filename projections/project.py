@@ -22,8 +22,9 @@ from typing import Any
 from actae.domain.channel import Channel
 from actae.domain.effects import STEP_RESULT, effect_status
 from actae.domain.operation import OVERRIDE_REASON, Operation
+from actae.domain.retention import Retention, describe
 from actae.domain.run import Run
-from actae.projections.changes import Change, Count, EffectOwner, RefreshRun, Upsert
+from actae.projections.changes import Change, Count, EffectOwner, PurgeRun, RefreshRun, Upsert
 from actae.projections.tables import (
     AUDIT,
     EFFECTS,
@@ -120,10 +121,16 @@ def _run_started(event: Any) -> list[Change]:
     return changes
 
 
+def _usage_columns(usage: dict[str, float]) -> dict[str, float]:
+    """The usage names' totals in ``usage`` (zero for those it lacks)."""
+    counted = bool(usage) and not usage.keys().isdisjoint(USAGE_NAMES)
+    return {name: usage.get(name, 0.0) for name in USAGE_NAMES} if counted else NO_USAGE
+
+
 def _channel_event(event: Any) -> list[Change]:
     usage = event.usage
     counted = bool(usage) and not usage.keys().isdisjoint(USAGE_NAMES)
-    totals = {name: usage.get(name, 0.0) for name in USAGE_NAMES} if counted else NO_USAGE
+    totals = _usage_columns(usage)
     values = {
         "head_cursor": event.originator_version,
         "state_version": event.state_version,
@@ -343,7 +350,10 @@ def _paused(event: Any) -> list[Change]:
 
 
 def _ended(lifecycle: str) -> Callable[[Any], list[Change]]:
-    return lambda event: _run(event, {"lifecycle": lifecycle, **NOT_WAITING, "unserved": False})
+    return lambda event: _run(
+        event,
+        {"lifecycle": lifecycle, **NOT_WAITING, "unserved": False, "ended_at": event.timestamp},
+    )
 
 
 def _cancelled(event: Any) -> list[Change]:
@@ -360,21 +370,74 @@ def _unpaused(event: Any) -> list[Change]:
 
 def _retried(event: Any) -> list[Change]:
     return [
-        *_run(event, {"lifecycle": "running", "error": None}),
+        *_run(event, {"lifecycle": "running", "error": None, "ended_at": None}),
         _run_audit(event, "retry", event.actor, event.reason),
     ]
 
 
 def _failed_run(event: Any) -> list[Change]:
     error = _readable(event, event.error)
-    values = {"lifecycle": "failed", **NOT_WAITING, "unserved": False, "error": error}
+    values = {
+        "lifecycle": "failed",
+        **NOT_WAITING,
+        "unserved": False,
+        "error": error,
+        "ended_at": event.timestamp,
+    }
     return [*_run(event, values), _run_audit(event, "fail", event.actor, error)]
 
 
 def _forgotten(event: Any) -> list[Change]:
+    values: dict[str, Any] = {"forgotten_at": event.timestamp, "error": None}
+    if event.cancels:
+        values |= {"lifecycle": "cancelled", **NOT_WAITING, "ended_at": event.timestamp}
+    return [*_run(event, values), _run_audit(event, "forget", event.actor, event.reason)]
+
+
+def _held(held: bool, action: str) -> Callable[[Any], list[Change]]:
+    return lambda event: [
+        *_run(event, {"held": held}),
+        _run_audit(event, action, event.actor, event.reason),
+    ]
+
+
+def _retention(event: Any) -> list[Change]:
+    agent = event.agent or "default"
+    keep = None if event.keep is None else {s: describe(t) for s, t in event.keep.items()}
+    row = _audit(event, "retention", event.actor, None, agent=agent, keep=keep)
+    return [Upsert(AUDIT, row.key, {**row.values, "run_id": None, "effect_key": None})]
+
+
+def _purged(event: Any) -> list[Change]:
+    """The tombstone: the run's row from it, and what the purged events fed, gone."""
+    fork = event.forked_from
+    values = {
+        "workflow_id": event.workflow_id,
+        "agent_id": event.agent_id,
+        "channel_id": event.channel_id,
+        "lifecycle": event.status.value,
+        **NOT_WAITING,
+        "unserved": False,
+        "error": None,
+        "held": False,
+        "ended_at": event.ended_at,
+        "forgotten_at": event.forgotten_at,
+        "purged_at": event.timestamp,
+        "head_cursor": event.cursor,
+        "state_version": event.state_version,
+        "model": event.pins.model,
+        "prompt": event.pins.prompt,
+        "tools": event.pins.tools,
+        "schema_version": event.pins.schema_,
+        "parent_run_id": event.parent_run_id,
+        "forked_from_run_id": None if fork is None else fork.parent_run_id,
+        "created_at": event.started_at,
+        **_usage_columns(event.usage),
+    }
     return [
-        *_run(event, {"forgotten_at": event.timestamp, "error": None}),
-        _run_audit(event, "forget", event.actor, event.reason),
+        *_run(event, values),
+        PurgeRun(run_id=event.originator_id),
+        _run_audit(event, "purge", event.actor, event.policy, events=event.events),
     ]
 
 
@@ -390,6 +453,11 @@ HANDLERS: tuple[tuple[type, Callable[[Any], list[Change]]], ...] = (
     (Run.Failed, _failed_run),
     (Run.Retried, _retried),
     (Run.Forgotten, _forgotten),
+    (Run.Held, _held(True, "hold")),
+    (Run.Released, _held(False, "release")),
+    (Run.Purged, _purged),
+    (Retention.Defined, _retention),
+    (Retention.Changed, _retention),
     (Run.Migrated, lambda e: _run(e, {"schema_version": e.to_schema, "unserved": False})),
     (Channel.Event, _channel_event),
     (Operation.Registered, _registered),

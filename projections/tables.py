@@ -110,6 +110,18 @@ RUN_STATUS = Table(
             "payloads, states and results can never be read again",
         ),
         Column(
+            "ended_at",
+            "timestamp",
+            "when it completed, failed or was cancelled (retention counts from then)",
+        ),
+        Column("held", "bool", "a legal hold is on it (store.hold): retention never purges it"),
+        Column(
+            "purged_at",
+            "timestamp",
+            "when retention purged it: its events are deleted, this row and its lineage, "
+            "usage and audit rows stay (audit without detail); its effects rows go",
+        ),
+        Column(
             "unserved",
             "bool",
             "running, and no live worker has a workflow registered for agent_id (workers "
@@ -146,13 +158,15 @@ RUN_STATUS = Table(
     ),
     # Runs by status (and what they wait for), a workflow's and an agent's runs newest first,
     # the newest runs, and the worker's pass over live runs. None of these columns changes on
-    # a run's every event, so the frequent updates of the head columns stay cheap.
+    # a run's every event, so the frequent updates of the head columns stay cheap. Retention
+    # looks for finished runs by when they ended.
     indexes=(
         ("status", "waiting_reason"),
         ("workflow_id", "created_at"),
         ("agent_id", "created_at"),
         ("created_at", "run_id"),
         ("lifecycle",),
+        ("ended_at",),
     ),
 )
 
@@ -235,17 +249,27 @@ AUDIT = Table(
     ("aggregate_id", "version"),
     "One row per operator action on a run or an effect: who did what, when and why, from "
     "the events that carry an actor (approvals, denials and signals; pause, unpause, cancel, "
-    "retry and fail; an effect's reconciliation, override or abandonment).",
+    "retry and fail; an effect's reconciliation, override or abandonment; forgetting, legal "
+    "holds, purges and retention policies).",
     (
-        Column("aggregate_id", "uuid", "the run or the effect acted on (the event's aggregate)"),
+        Column(
+            "aggregate_id",
+            "uuid",
+            "the run or the effect acted on (the event's aggregate; the store's retention "
+            "policies for a policy change)",
+        ),
         Column("version", "int", "the event's version in that aggregate"),
-        Column("run_id", "uuid", "the run acted on, or the run of the effect acted on"),
+        Column(
+            "run_id",
+            "uuid",
+            "the run acted on, or the run of the effect acted on; null for a policy change",
+        ),
         Column("effect_key", "text", "the effect acted on; null for an action on the run"),
         Column(
             "action",
             "text",
             "approve | deny | signal | pause | unpause | cancel | retry | fail | reconcile | "
-            "override | abandon",
+            "override | abandon | forget | hold | release | purge | retention",
         ),
         Column("actor", "text", "who acted, as they named themselves (a worker, or actae)"),
         Column(
@@ -257,7 +281,9 @@ AUDIT = Table(
             "detail",
             "json",
             "what else it said: approval or signal name, payload and whether it woke the run; "
-            "the status an unpause returned to; a reconciliation's outcome, evidence and result",
+            "the status an unpause returned to; a reconciliation's outcome, evidence and result; "
+            "the events a purge deleted; a retention policy's agent and durations (emptied "
+            "when the run is purged; contents stay out when the store encrypts)",
         ),
         Column("at", "timestamp", "when, on the store's clock"),
     ),

@@ -21,7 +21,7 @@ import click
 import psycopg
 from eventsourcing import persistence
 
-from actae.adapters.cli import analysts, inspecting, keys, operating, running
+from actae.adapters.cli import analysts, inspecting, keys, operating, retaining, running
 from actae.adapters.cli.console import console
 from actae.adapters.cli.invocation import Invocation
 from actae.adapters.persistence.outages import missing_table, summary
@@ -67,6 +67,7 @@ for command in (
     *operating.COMMANDS,
     *keys.COMMANDS,
     *analysts.COMMANDS,
+    *retaining.COMMANDS,
     console,
 ):
     cli.add_command(command)

@@ -187,6 +187,8 @@ RUN_HELP = {
     "retry": "Send a failed run back to running, to try again from where it failed.",
     "forget": "Destroy a run's contents for good (its data key): its structure and audit "
     "stay. Only for runs written with encryption on (open the store with ?keyring=).",
+    "hold": "Place a legal hold on a run: retention never purges it until it is released.",
+    "release": "Lift a run's legal hold: retention applies to it again.",
 }
 
 

@@ -30,7 +30,7 @@ from actae.adapters.persistence.clock import OffsetClock
 from actae.adapters.runtime.async_store import AsyncStore
 from actae.adapters.runtime.async_worker import AsyncWorker
 from actae.adapters.runtime.store import Store
-from actae.adapters.runtime.worker import REGISTRY, Registry, Worker
+from actae.adapters.runtime.worker import REGISTRY, RETENTION_EVERY, Registry, Worker
 from actae.domain.errors import ValidationError
 
 log = logging.getLogger("actae.cli")
@@ -203,6 +203,14 @@ def import_workflows(target: str) -> None:
     "threads, async ones on one event loop",
 )
 @click.option("--once", is_flag=True, help="one pass, then exit")
+@click.option(
+    "--retention-every",
+    type=Seconds(86_400.0 * 365),
+    default=RETENTION_EVERY,
+    show_default=True,
+    metavar="SECONDS",
+    help="apply the store's retention policies this often (see actae retention)",
+)
 @wait_for_db
 @log_format
 @click.option(
@@ -220,6 +228,7 @@ def worker(
     poll_interval: float,
     concurrency: int,
     once: bool,
+    retention_every: float,
     wait_for_db: float | None,
     log_format: str,
     clock_file: str | None,
@@ -240,7 +249,7 @@ def worker(
         if concurrency > 1:
             if given.on_commit is not None:
                 store.on_commit(given.on_commit)
-            pace = Pace(lease, poll_interval, concurrency, once)
+            pace = Pace(lease, poll_interval, concurrency, once, retention_every)
             return asyncio.run(_work_concurrently(store, name, registry, pace))
         serving = Worker(
             store,
@@ -249,6 +258,7 @@ def worker(
             lease=lease,
             poll_interval=poll_interval,
             on_commit=given.on_commit,
+            retention_every=retention_every,
         )
         if once:
             serving.run_once()
@@ -269,6 +279,7 @@ class Pace:
     poll_interval: float
     concurrency: int
     once: bool
+    retention_every: float
 
 
 async def _work_concurrently(store: Store, name: str, registry: Registry, pace: Pace) -> int:
@@ -281,6 +292,7 @@ async def _work_concurrently(store: Store, name: str, registry: Registry, pace: 
             concurrency=pace.concurrency,
             lease=pace.lease,
             poll_interval=pace.poll_interval,
+            retention_every=pace.retention_every,
         )
         if pace.once:
             await serving.run_once()

@@ -17,7 +17,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -65,6 +65,9 @@ class KeyTable(Protocol):
 
     def any(self) -> bool:
         """Whether any run was ever given a key."""
+
+    def drop(self, run_ids: Sequence[UUID]) -> int:
+        """Delete the rows of these runs (purged by retention); how many."""
 
 
 UNKNOWN = object()
@@ -129,6 +132,13 @@ class DataKeys:
     def has_key(self, run_id: UUID) -> bool:
         """Whether the run was ever given a data key (forgotten or not)."""
         return off_the_loop(self.table.get, run_id) is not None
+
+    def drop(self, run_ids: Sequence[UUID]) -> int:
+        """Delete the keys of purged runs, rows and all; how many there were."""
+        dropped = off_the_loop(self.table.drop, run_ids) if run_ids else 0
+        for run_id in run_ids:
+            self._remember(run_id, FORGOTTEN)
+        return dropped
 
     def forget(self, run_id: UUID) -> bool:
         """Destroy the run's data key; whether there was one to destroy."""
@@ -242,6 +252,11 @@ class MemoryKeyTable:
         """See :class:`KeyTable`."""
         return bool(self._rows)
 
+    def drop(self, run_ids: Sequence[UUID]) -> int:
+        """See :class:`KeyTable`."""
+        with self._lock:
+            return sum(self._rows.pop(run_id, None) is not None for run_id in run_ids)
+
     def add(self, run_id: UUID, key: StoredKey) -> StoredKey:
         """See :class:`KeyTable`."""
         with self._lock:
@@ -304,6 +319,11 @@ class SqlKeyTable:
     def any(self) -> bool:
         """See :class:`KeyTable`."""
         return bool(list(self._rows("SELECT 1 FROM {table} LIMIT 1")))
+
+    def drop(self, run_ids: Sequence[UUID]) -> int:
+        """See :class:`KeyTable`."""
+        statement = "DELETE FROM {table} WHERE run_id = ? RETURNING run_id"
+        return sum(len(list(self._rows(statement, self._id(run_id)))) for run_id in run_ids)
 
     def get(self, run_id: UUID) -> StoredKey | None:
         """See :class:`KeyTable`."""

@@ -23,6 +23,8 @@ RUN_ACTIONS: dict[str, RunAction] = {
     "unpause": Store.unpause,
     "retry": Store.retry_run,
     "forget": Store.forget,
+    "hold": Store.hold,
+    "release": Store.release,
 }
 """Actions on a run that take an actor and a reason."""
 
@@ -34,7 +36,7 @@ OUTCOMES = ("completed", "failed")
 
 
 def act(store: Store, verb: str, run_id: UUID, *, actor: str, reason: str) -> RunInfo:
-    """Cancel, pause, unpause, retry or forget the run, as ``actor`` for ``reason``."""
+    """Cancel, pause, unpause, retry, forget, hold or release the run, as ``actor``."""
     return RUN_ACTIONS[verb](store, run_id, actor=actor, reason=reason)
 
 

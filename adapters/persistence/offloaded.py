@@ -83,4 +83,50 @@ class ActaeSQLiteRecorder(OffTheLoop, SQLiteApplicationRecorder):
 
 
 class ActaeMemoryRecorder(OffTheLoop, POPOApplicationRecorder):
-    """eventsourcing's in-memory application recorder, off the event loop in a portal."""
+    """eventsourcing's in-memory application recorder, off the event loop in a portal.
+
+    A deleted event (retention's purge) leaves a hole at its position, so that positions
+    keep their meaning; reads in global order step over holes.
+    """
+
+    def delete_events(
+        self, everything_of: Sequence[UUID], history_of: Sequence[UUID], keep_topic: str
+    ) -> int:
+        """Delete events as :func:`actae.adapters.persistence.purging.delete_events` says."""
+        deleted = 0
+        with self._database_lock:
+            for ids, keep in ((everything_of, None), (history_of, keep_topic)):
+                for originator_id in ids:
+                    index = self._stored_events_index[str(originator_id)]
+                    for version, position in list(index.items()):
+                        if keep is not None and self._stored_events[position].topic == keep:
+                            continue
+                        self._stored_events[position] = HOLE
+                        del index[version]
+                        deleted += 1
+        return deleted
+
+    def select_notifications(
+        self,
+        start: int | None,
+        limit: int,
+        stop: int | None = None,
+        topics: Sequence[str] = (),
+        *,
+        inclusive_of_start: bool = True,
+    ) -> Sequence[Notification]:
+        """Events in global order from ``start``, holes left out (``limit`` counts events)."""
+        found: list[Notification] = []
+        while len(found) < limit:
+            page = super().select_notifications(
+                start, limit, stop, topics, inclusive_of_start=inclusive_of_start
+            )
+            if not page:
+                break
+            found.extend(n for n in page if n.topic != HOLE.topic)
+            start, inclusive_of_start = page[-1].id, False
+        return found[:limit]
+
+
+HOLE = StoredEvent(originator_id=UUID(int=0), originator_version=0, topic="", state=b"")
+"""What a deleted event leaves in the in-memory store's list."""

@@ -40,7 +40,7 @@ from actae.adapters.readside.schema import (
 from actae.adapters.readside.worker_tables import WorkerTables
 from actae.domain.effects import STEP_ATTEMPTS, EffectStatus
 from actae.domain.values import RUN_HELD_BACK, RunStatus
-from actae.projections.changes import Change, Count, EffectOwner, Upsert
+from actae.projections.changes import Change, Count, EffectOwner, PurgeRun, Upsert
 from actae.projections.tables import TABLES, Table
 
 CLAIMED = f"status = '{EffectStatus.CLAIMED}'"
@@ -267,6 +267,7 @@ class ReadModelDB(SchemaMethods, WorkerTables):
         self._write_rows(batch, suffix)
         self._write_counts(batch, suffix)
         self._write_owners(batch, suffix)
+        self._write_purges(batch, suffix)
         if batch.effects:
             where = f"run_id = (SELECT run_id FROM effects{suffix} WHERE effect_id = {self.mark})"
             statement = _refresh_sql(f"effects{suffix}", f"run_status{suffix}", where)
@@ -305,6 +306,16 @@ class ReadModelDB(SchemaMethods, WorkerTables):
                 for key, effect in owned.items()
             ]
             self.executemany(self._owner(table, suffix), rows)
+
+    def _write_purges(self, batch: Batch, suffix: str) -> None:
+        p = self.mark
+        rows: list[Sequence[Any]] = [[self.adapt(run)] for run in batch.purged]
+        if rows:
+            self.executemany(f"DELETE FROM effects{suffix} WHERE run_id = {p}", rows)
+            self.executemany(
+                f"UPDATE audit{suffix} SET detail = NULL WHERE run_id = {p} AND action <> 'purge'",
+                rows,
+            )
 
     def _key(self, table: Table, key: Any) -> list[Any]:
         """A row's key as statement parameters, one per key column."""
@@ -393,6 +404,8 @@ class Batch:
     owners: dict[str, dict[Any, Any]] = field(default_factory=dict)
     effects: set[Any] = field(default_factory=set)
     """Effects whose runs' derived columns to recompute."""
+    purged: set[Any] = field(default_factory=set)
+    """Runs retention purged: their effects rows and audit details go."""
     runs: set[Any] = field(default_factory=set)
     """Runs whose derived columns to recompute."""
 
@@ -414,6 +427,8 @@ class Batch:
             counted[change.key] = counted.get(change.key, 0) + change.by
         elif isinstance(change, EffectOwner):
             self.owners.setdefault(change.table.name, {})[change.key] = change.effect_id
+        elif isinstance(change, PurgeRun):
+            self.purged.add(change.run_id)
         elif change.effect_id is not None:
             self.effects.add(change.effect_id)
         elif change.run_id is not None:

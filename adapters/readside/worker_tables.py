@@ -124,3 +124,32 @@ class WorkerTables:
                 )
             self.refresh_runs([run for run, _ in changed])
         return [run for run, _ in changed]
+
+    # -- retention's lookups ----------------------------------------------------------------
+
+    def finished_before(self, cutoff: datetime, *, limit: int) -> list[UUID]:
+        """Runs that ended by ``cutoff`` and are not purged, oldest end first.
+
+        Retention's candidates: each is checked against the stored run before anything is
+        written, so a row that lags the log only costs a look.
+        """
+        p = self.mark
+        with self.transaction():
+            rows = self.execute(
+                "SELECT run_id FROM run_status WHERE purged_at IS NULL "
+                f"AND ended_at <= {p} ORDER BY ended_at, run_id LIMIT {int(limit)}",
+                (self.adapt(cutoff),),
+            ).fetchall()
+        return [UUID(str(row[0])) for row in rows]
+
+    def effect_keys_of(self, run_ids: Sequence[Any]) -> list[str]:
+        """The ledger keys of these runs' effects (and of their steps' attempt counters)."""
+        p = self.mark
+        keys: list[str] = []
+        with self.transaction():
+            for run_id in run_ids:
+                rows = self.execute(
+                    f"SELECT effect_key FROM effects WHERE run_id = {p}", (self._run_key(run_id),)
+                ).fetchall()
+                keys.extend(str(row[0]) for row in rows)
+        return keys

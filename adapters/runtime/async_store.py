@@ -40,6 +40,7 @@ from actae.adapters.runtime.context import RunContext
 from actae.adapters.runtime.store import Store, open
 from actae.adapters.runtime.store_resume import Migration
 from actae.domain.ports import Clock
+from actae.domain.redaction import Redactor
 from actae.domain.validation import DEFAULT_MAX_DOCUMENT_BYTES
 
 P = ParamSpec("P")
@@ -140,10 +141,16 @@ class AsyncStore:
         worker: str,
         pins: Mapping[str, Any] | None = None,
         migrations: Mapping[int, Migration] | None = None,
+        redact: Redactor | None = None,
     ) -> AsyncRunContext:
         """``Store.resume``, for ``async def`` workflow code: an :class:`AsyncRunContext`."""
         context: RunContext = await run_in_portal(
-            self.sync.resume, run_id, worker=worker, pins=pins, migrations=migrations
+            self.sync.resume,
+            run_id,
+            worker=worker,
+            pins=pins,
+            migrations=migrations,
+            redact=redact,
         )
         return AsyncRunContext(context)
 
@@ -168,6 +175,11 @@ class AsyncStore:
     forget = _awaited(Store.forget)
     rotate_keys = _awaited(Store.rotate_keys)
     put_artifact = _awaited(Store.put_artifact)
+    set_retention = _awaited(Store.set_retention)
+    retention = _awaited(Store.retention)
+    hold = _awaited(Store.hold)
+    release = _awaited(Store.release)
+    apply_retention = _awaited(Store.apply_retention)
     open_artifact = _awaited(Store.open_artifact)
     complete_run = _awaited(Store.complete_run)
     fail_run = _awaited(Store.fail_run)

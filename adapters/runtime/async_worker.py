@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 from actae.adapters.persistence.outages import ride_out
 from actae.adapters.runtime.async_store import AsyncStore
-from actae.adapters.runtime.worker import REGISTRY, Registry, Worker
+from actae.adapters.runtime.worker import REGISTRY, RETENTION_EVERY, Registry, Worker
 from actae.domain.validation import require_int
 
 log = logging.getLogger("actae.worker")
@@ -45,6 +45,7 @@ class AsyncWorker:
         lease: float = 30.0,
         poll_interval: float = 0.2,
         out: TextIO | None = None,
+        retention_every: float | None = RETENTION_EVERY,
     ) -> None:
         self.concurrency = require_int("concurrency", concurrency, minimum=1)
         self.store = store
@@ -56,6 +57,7 @@ class AsyncWorker:
             poll_interval=poll_interval,
             out=out,
             run_coroutine=self._on_loop,
+            retention_every=retention_every,
         )
         self._threads = concurrent.futures.ThreadPoolExecutor(
             concurrency, thread_name_prefix=f"actae {name}"

@@ -26,6 +26,7 @@ from actae.domain.errors import (
     ValidationError,
 )
 from actae.domain.reader import StoreReader, operation_record_of
+from actae.domain.redaction import Redactor
 from actae.domain.validation import require_text
 from actae.domain.values import OperationRecord, Receipt, RunInfo, RunStatus
 from actae.domain.waits import Decision
@@ -55,10 +56,20 @@ class RunContext(StepRetries, EffectSteps, Inherited):
 
     lease: RunLease | None = None
 
-    def __init__(self, store: Store, run: RunInfo, worker: str, reader: StoreReader) -> None:
+    def __init__(
+        self,
+        store: Store,
+        run: RunInfo,
+        worker: str,
+        reader: StoreReader,
+        *,
+        redact: Redactor | None = None,
+    ) -> None:
         self.store = store
         self.run = run
         self.worker = worker
+        self.redact = redact
+        """The workflow's redactor: run on what its steps, records and effects return."""
         self._reader = reader
         self._occurrences: Counter[tuple[str, str]] = Counter()
         self._head = store.head(run.channel_id)
@@ -222,6 +233,7 @@ class RunContext(StepRetries, EffectSteps, Inherited):
                         token=claim.token,
                         worker=self.worker,
                         result=workflow_result(value),
+                        redact=self.redact,
                     )
                 )
                 self._refresh()
@@ -233,6 +245,7 @@ class RunContext(StepRetries, EffectSteps, Inherited):
                     expected_cursor=self._head.cursor,
                     operation_id=key,
                     usage=usage,
+                    redact=self.redact,
                 )
             )
         except ValidationError as error:
@@ -257,6 +270,7 @@ class RunContext(StepRetries, EffectSteps, Inherited):
             payload=payload,
             expected_cursor=self._head.cursor,
             operation_id=key,
+            redact=self.redact,
         )
         self._adopt(receipt)
         return receipt

@@ -29,6 +29,7 @@ from actae.domain.errors import (
     RetryNotDueError,
     ValidationError,
 )
+from actae.domain.redaction import Redactor
 from actae.domain.values import Receipt, RunInfo
 
 if TYPE_CHECKING:
@@ -48,6 +49,7 @@ class EffectSteps:
         run: RunInfo
         worker: str
         trace: RunTrace
+        redact: Redactor | None
 
         @property
         def head(self) -> Receipt:
@@ -190,7 +192,11 @@ class EffectSteps:
         try:
             self._durably(
                 lambda: self.store.complete(
-                    key, token=token, worker=self.worker, result=workflow_result(value)
+                    key,
+                    token=token,
+                    worker=self.worker,
+                    result=workflow_result(value),
+                    redact=self.redact,
                 )
             )
         except ValidationError as error:

@@ -31,6 +31,7 @@ from actae.domain.pipeline import Core
 from actae.domain.plan import Plan, RaceLost, Read, Save, pending_events
 from actae.domain.ports import Clock, Codec
 from actae.domain.reader import StoreReader
+from actae.domain.redaction import Redactor
 from actae.domain.validation import DEFAULT_MAX_DOCUMENT_BYTES
 
 C = TypeVar("C")
@@ -48,6 +49,7 @@ class ActaeService:
         clock: Clock,
         max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
         draw: Callable[[], float] = random.random,
+        redact: Redactor | None = None,
     ) -> None:
         self.mapper = events.mapper
         self.metadata_mapper = events.metadata_mapper
@@ -59,7 +61,9 @@ class ActaeService:
         self.max_document_bytes = max_document_bytes
         self.written = threading.Condition()
         self.reader = StoreReader(self.event_log, codec, clock)
-        self.core = Core(codec=codec, max_document_bytes=max_document_bytes, draw=draw)
+        self.core = Core(
+            codec=codec, max_document_bytes=max_document_bytes, draw=draw, redact=redact
+        )
         self.commit_listeners: list[Callable[[Sequence[DomainEvent]], None]] = []
 
     def execute(self, decide: Callable[[C, Core], Plan[T]], command: C) -> T:

@@ -34,6 +34,7 @@ from actae.adapters.runtime.store_custody import CustodyMethods
 from actae.adapters.runtime.store_ledger import LedgerMethods
 from actae.adapters.runtime.store_lifecycle import LifecycleMethods
 from actae.adapters.runtime.store_resume import ResumeMethods
+from actae.adapters.runtime.store_retention import RetentionMethods
 from actae.adapters.telemetry import tracing
 from actae.adapters.telemetry.names import FORK_SPAN, START_SPAN
 from actae.adapters.telemetry.runs import fork_attributes, started
@@ -45,6 +46,7 @@ from actae.domain.errors import (
 )
 from actae.domain.ports import Clock
 from actae.domain.reader import channel_event_of, operation_record_of
+from actae.domain.redaction import Redactor, redactor_of
 from actae.domain.validation import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     require_int,
@@ -73,12 +75,16 @@ def open(
     max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
     create: bool = True,
     keyring: str | None = None,
+    redact: Redactor | bool | None = None,
 ) -> Store:
     """Open (and create or migrate, if needed) the store at ``url``.
 
     With a keyring (``keyring=`` a path, or ``?keyring=`` in the URL) everything agents
     produce is encrypted at rest under a data key per run (docs/data.md); a store that
-    holds encrypted runs needs it to read their contents.
+    holds encrypted runs needs it to read their contents. ``redact`` removes secrets from
+    every record and effect result before it is written: ``True`` for the built-in patterns
+    (API keys, bearer tokens, card numbers, e-mail addresses), or a redactor of your own
+    (``actae.redactor_from``, ``actae.chain``); see docs/data.md.
 
     Leases, retry times and timers are decided on the store's clock: by default the
     database server's on PostgreSQL (every worker agrees, whatever its host's clock says)
@@ -92,6 +98,7 @@ def open(
     parsed = parse_store_url(url)
     max_document_bytes = require_int("max_document_bytes", max_document_bytes, minimum=1)
     master_keys = keyring_of(parsed, keyring)
+    redactor = redactor_of(redact)
     postgres = parsed.backend == "postgresql"
     store_time = store_clock(clock, parsed.postgres_conninfo if postgres else None)
     holdings: list[Holding] = []
@@ -110,7 +117,11 @@ def open(
         else:
             events = memory_store(mappers)
         return ActaeService(
-            events, codec=OrjsonCodec(), clock=store_time, max_document_bytes=max_document_bytes
+            events,
+            codec=OrjsonCodec(),
+            clock=store_time,
+            max_document_bytes=max_document_bytes,
+            redact=redactor,
         )
 
     service: ActaeService | None = None
@@ -131,7 +142,7 @@ def open(
     return Store(service, parsed, holdings[-1])
 
 
-class Store(ResumeMethods, LifecycleMethods, LedgerMethods, CustodyMethods):
+class Store(ResumeMethods, LifecycleMethods, LedgerMethods, CustodyMethods, RetentionMethods):
     """A durable-execution store for agent runs. Use as a context manager, or ``close()``."""
 
     def __init__(self, service: ActaeService, url: StoreUrl, holding: Holding) -> None:
@@ -210,12 +221,15 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods, CustodyMethods):
         expected_cursor: int,
         operation_id: str | None = None,
         usage: Mapping[str, float] | None = None,
+        redact: Redactor | None = None,
     ) -> Receipt:
         """Record a result (a model call, a tool output) right after ``expected_cursor``.
 
         ``expected_cursor`` is the channel's log position the caller last saw (the state
         version is not checked: a record creates none). ``usage`` (e.g. ``{"tokens": 812,
         "cost": 0.02}``) adds to the run's running totals, which budgets are checked against.
+        ``redact`` removes secrets from ``payload`` before the store's own redactor does; the
+        event counts what left it (docs/data.md).
         """
         command = Record(
             channel_id=channel_id,
@@ -224,6 +238,7 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods, CustodyMethods):
             expected_cursor=expected_cursor,
             operation_id=operation_id,
             usage=usage,
+            redact=redact,
         )
         return self._service.execute(appending.record, command)
 

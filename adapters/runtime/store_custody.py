@@ -15,7 +15,7 @@ import pydantic
 from actae.adapters.custody.holding import Holding
 from actae.adapters.persistence.awaiting import off_the_loop
 from actae.adapters.runtime.service import ActaeService
-from actae.domain import forgetting
+from actae.domain import keeping
 from actae.domain.artifacts import ArtifactRef, reference_in
 from actae.domain.commands import Forget
 from actae.domain.errors import ValidationError
@@ -52,7 +52,7 @@ class CustodyMethods:
                 "(open the store with a keyring to encrypt new runs; purge old ones by "
                 "retention)",
             )
-        info = self._service.execute(forgetting.forget, command)
+        info = self._service.execute(keeping.forget, command)
         keys.forget(info.run_id)
         return info
 

@@ -24,6 +24,7 @@ from actae.domain.commands import (
 )
 from actae.domain.effects import Claim, EffectInfo, RetryPolicy
 from actae.domain.errors import NotFoundError
+from actae.domain.redaction import Redactor
 
 
 class LedgerMethods:
@@ -65,15 +66,24 @@ class LedgerMethods:
         return self._service.execute(ledger.heartbeat, command)
 
     def complete_effect(
-        self, effect_key: str, *, token: int, worker: str, result: dict[str, Any]
+        self,
+        effect_key: str,
+        *,
+        token: int,
+        worker: str,
+        result: dict[str, Any],
+        redact: Redactor | None = None,
     ) -> EffectInfo:
         """Record that the effect happened; a stale ``token`` raises ``FencingError``.
 
         ``worker`` must be the name the claim was granted to (``NotHolderError`` otherwise):
         a token is visible to anyone who reads the effect, the holder's name pairs with it.
-        ``complete`` is this method under its older name (kept as an alias).
+        ``redact`` removes secrets from ``result`` before the store's own redactor does
+        (docs/data.md). ``complete`` is this method under its older name (kept as an alias).
         """
-        command = CompleteEffect(effect_key=effect_key, token=token, worker=worker, result=result)
+        command = CompleteEffect(
+            effect_key=effect_key, token=token, worker=worker, result=result, redact=redact
+        )
         return self._service.execute(ledger.complete_effect, command)
 
     def fail_effect(

@@ -20,6 +20,7 @@ from actae.domain.errors import (
     IncompatibleResumeError,
 )
 from actae.domain.reader import StoreReader
+from actae.domain.redaction import Redactor
 from actae.domain.validation import require_pins, require_text
 from actae.domain.values import Pins, Receipt, RunInfo, StateVersion
 
@@ -57,8 +58,12 @@ class ResumeMethods:
         worker: str,
         pins: Mapping[str, Any] | None = None,
         migrations: Mapping[int, Migration] | None = None,
+        redact: Redactor | None = None,
     ) -> RunContext:
         """A durable-step context for ``run_id`` driven by ``worker``.
+
+        ``redact`` (the workflow's redactor) removes secrets from its step results, records
+        and effect results before the store's own redactor does.
 
         ``pins`` are the worker's: a run pinned to another model, prompt or tool contract is
         refused with ``IncompatibleResumeError``. A run on an older state schema is upgraded
@@ -69,7 +74,7 @@ class ResumeMethods:
         run = self.run(run_id)
         if pins:
             run = self._reconcile_pins(run, require_pins("pins", pins), migrations or {}, worker)
-        return RunContext(cast("Store", self), run, worker, self._reader)
+        return RunContext(cast("Store", self), run, worker, self._reader, redact=redact)
 
     def _reconcile_pins(
         self, run: RunInfo, wanted: Pins, migrations: Mapping[int, Migration], worker: str

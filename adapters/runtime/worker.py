@@ -56,6 +56,7 @@ from actae.domain.errors import (
     IllegalTransitionError,
     ValidationError,
 )
+from actae.domain.redaction import Redactor, redactor_of
 from actae.domain.validation import require_text
 
 if TYPE_CHECKING:
@@ -84,6 +85,8 @@ class Workflow:
     code: WorkflowCode
     pins: Mapping[str, Any] | None = None
     migrations: Mapping[int, Migration] = field(default_factory=dict)
+    redact: Redactor | None = None
+    """Removes secrets from what its steps, records and effects return (docs/data.md)."""
 
 
 class Registry:
@@ -98,12 +101,19 @@ class Registry:
         *,
         pins: Mapping[str, Any] | None = None,
         migrations: Mapping[int, Migration] | None = None,
+        redact: Redactor | bool | None = None,
     ) -> Callable[[WorkflowCode], WorkflowCode]:
-        """Decorator: run ``code(ctx)`` for runs whose ``agent_id`` is ``name``."""
+        """Decorator: run ``code(ctx)`` for runs whose ``agent_id`` is ``name``.
+
+        ``redact``: ``True`` for the built-in secret patterns, or a redactor of your own,
+        run on this workflow's step results, records and effect results before they are
+        written (before the store's own redactor, if it has one).
+        """
         name = require_text("name", name)  # advertised in the read models
+        redactor = redactor_of(redact)
 
         def register(code: WorkflowCode) -> WorkflowCode:
-            self._workflows[name] = Workflow(name, code, pins, dict(migrations or {}))
+            self._workflows[name] = Workflow(name, code, pins, dict(migrations or {}), redactor)
             return code
 
         return register
@@ -118,6 +128,8 @@ class Registry:
 
 
 REGISTRY = Registry()
+RETENTION_EVERY = 600.0
+"""Seconds between a worker's retention passes, by default (few policies run out faster)."""
 workflow = REGISTRY.workflow
 CANDIDATES = (
     "SELECT run_id, agent_id, lifecycle, status, unserved, wake_at, next_retry_at "
@@ -152,8 +164,12 @@ class Worker:
         out: TextIO | None = None,
         on_commit: CommitHook | None = None,
         run_coroutine: RunCoroutine = asyncio.run,
+        retention_every: float | None = RETENTION_EVERY,
     ) -> None:
         self.store = store
+        self.retention_every = retention_every
+        """Seconds between this worker's retention passes (``None``: it applies none)."""
+        self._retention_due = 0.0  # monotonic
         self.run_coroutine = run_coroutine
         self.name = require_text("name", name)  # stored in the read models
         self.registry = registry
@@ -246,8 +262,17 @@ class Worker:
         return list(projector.query(CANDIDATES)), now
 
     def end_pass(self) -> None:
-        """Catch the read models up, so what the pass did shows in run_status at once."""
+        """Catch the read models up, so what the pass did shows in run_status at once.
+
+        Every ``retention_every`` seconds the pass also applies the store's retention
+        policies (``store.apply_retention``), as this worker.
+        """
         self.store.projector().catch_up(give_up=self._stop.is_set)
+        if self.retention_every is not None and time.monotonic() >= self._retention_due:
+            self._retention_due = time.monotonic() + self.retention_every
+            report = self.store.apply_retention(actor=f"worker {self.name}")
+            if report.purged:
+                self._lines.say(f"retention purged {len(report.purged)} finished runs")
 
     def _isolated(self, row: Mapping[str, Any], now: datetime) -> int:
         """Serve one run; whatever goes wrong with it stays with it (poison isolation).
@@ -378,7 +403,11 @@ class Worker:
         """
         try:  # a resume refused (say, this worker's pins are invalid) is not the run's fault
             ctx = self.store.resume(
-                run_id, worker=self.name, pins=code.pins, migrations=code.migrations
+                run_id,
+                worker=self.name,
+                pins=code.pins,
+                migrations=code.migrations,
+                redact=code.redact,
             )
         except ActaeError as stop:
             return describe_stop(stop), cooldown_for(stop, self.store.now())

@@ -13,7 +13,7 @@ import tempfile
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import asdict, dataclass, is_dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -95,6 +95,14 @@ def status_is(expected: actae.RunStatus) -> Callable[[actae.Store, Ctx, Any], ob
         assert store.run(ctx["run_id"]).status is expected
 
     return after
+
+
+def finished_long_ago(store: actae.Store, clock: actae.ManualClock) -> Ctx:
+    ctx = started(store)
+    store.set_retention({"completed": "1d"}, actor="ops")
+    store.complete_run(ctx["run_id"], {"answer": 42})
+    clock.advance(2 * 86400)
+    return ctx
 
 
 def record_next(store: actae.Store, ctx: Ctx, result: Any) -> None:
@@ -248,6 +256,27 @@ CASES: dict[str, Case] = {
         after=status_is(actae.RunStatus.FORGOTTEN),
         sealed=True,
     ),
+    "hold": Case(
+        setup=then(lambda store, ctx: store.complete_run(ctx["run_id"], {})),
+        call=lambda store, ctx: store.hold(ctx["run_id"], actor="legal", reason="case 17"),
+        after=lambda store, ctx, info: store.release(ctx["run_id"], actor="legal", reason="done"),
+    ),
+    "release": Case(
+        setup=then(lambda store, ctx: store.hold(ctx["run_id"], actor="legal", reason="case")),
+        call=lambda store, ctx: store.release(ctx["run_id"], actor="legal", reason="closed"),
+        after=lambda store, ctx, info: store.hold(ctx["run_id"], actor="legal", reason="again"),
+    ),
+    "set_retention": Case(
+        call=lambda store, ctx: store.set_retention({"completed": "7d"}, actor="ops"),
+        after=lambda store, ctx, view: store.set_retention({"failed": "1d"}, actor="ops"),
+    ),
+    "apply_retention": Case(
+        setup=finished_long_ago,
+        call=lambda store, ctx: replace(store.apply_retention(actor="ops"), seconds=0.0),
+        after=lambda store, ctx, report: (
+            store.run(ctx["run_id"]).purged_at is not None or pytest.fail("the run was not purged")
+        ),
+    ),
     "retry_run": Case(
         setup=then(lambda store, ctx: store.fail_run(ctx["run_id"], "boom", actor="ops")),
         call=lambda store, ctx: store.retry_run(ctx["run_id"], actor="ops", reason="fixed"),
@@ -260,8 +289,10 @@ CASES["fail_effect"] = CASES["fail"]
 NOT_WRITES = {
     "close", "effect", "events", "find_effect", "head", "lineage", "now", "operation",
     "projector", "recover", "run", "state_at", "subscribe", "url", "clock_skew", "position",
-    "on_commit",
+    "on_commit", "open_artifact", "retention",
     "resume",  # writes only through the commands above (a pin migration is a lifecycle move)
+    "put_artifact",  # writes no event: its bytes are named by their digest, so an
+    # interrupted put is simply made again and gives the same reference
     "rotate_keys",  # re-wraps keys in place, each checked and swapped: an interrupted or
     # failed rotation is simply run again (tests/custody/test_encryption.py)
 }  # fmt: skip

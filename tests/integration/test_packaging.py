@@ -26,6 +26,7 @@ MODULES = [
     "actae.adapters.cli.operating",
     "actae.adapters.cli.options",
     "actae.adapters.cli.printing",
+    "actae.adapters.cli.retaining",
     "actae.adapters.cli.running",
     "actae.adapters.cli.tables",
     "actae.adapters.console",
@@ -97,6 +98,7 @@ MODULES = [
     "actae.adapters.persistence.offloaded",
     "actae.adapters.persistence.outages",
     "actae.adapters.persistence.postgres",
+    "actae.adapters.persistence.purging",
     "actae.adapters.persistence.recorders",
     "actae.adapters.persistence.url",
     "actae.adapters.readside",
@@ -123,6 +125,7 @@ MODULES = [
     "actae.adapters.runtime.store_ledger",
     "actae.adapters.runtime.store_lifecycle",
     "actae.adapters.runtime.store_resume",
+    "actae.adapters.runtime.store_retention",
     "actae.adapters.runtime.worker",
     "actae.adapters.telemetry",
     "actae.adapters.telemetry.guard",
@@ -139,10 +142,10 @@ MODULES = [
     "actae.domain.custody",
     "actae.domain.effects",
     "actae.domain.errors",
-    "actae.domain.forgetting",
     "actae.domain.forking",
     "actae.domain.heads",
     "actae.domain.inheritance",
+    "actae.domain.keeping",
     "actae.domain.ledger",
     "actae.domain.lifecycle",
     "actae.domain.operation",
@@ -151,6 +154,7 @@ MODULES = [
     "actae.domain.ports",
     "actae.domain.reader",
     "actae.domain.redaction",
+    "actae.domain.retention",
     "actae.domain.run",
     "actae.domain.starting",
     "actae.domain.validation",
@@ -162,11 +166,12 @@ MODULES = [
     "actae.projections.project",
     "actae.projections.queries",
     "actae.projections.tables",
+    "actae.redaction",
 ]
 
 
 def test_every_module_is_listed() -> None:
-    found = {"actae", "actae.langgraph"} | {
+    found = {"actae", "actae.langgraph", "actae.redaction"} | {
         module_of(path)
         for layer in ("domain", "projections", "adapters")
         for path in (ROOT / layer).rglob("*.py")

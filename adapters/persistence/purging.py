@@ -1,0 +1,80 @@
+"""Deleting a purged run's events: the one place Actae removes rows from its event store.
+
+Retention (:mod:`actae.domain.keeping`) first appends the run's tombstone after its last
+event; only then are the events it replaces deleted: every event of the run's channel and
+of its ledger entries, and the run's own events except the tombstone. Positions stay
+monotonic on every backend: the tombstone is newer than every deleted row, so the largest
+position is never deleted and never handed out again (SQLite gives a new row the largest
+``rowid`` plus one; PostgreSQL's sequence never goes back).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from uuid import UUID
+
+from eventsourcing.persistence import ApplicationRecorder
+from psycopg import sql
+
+from actae.adapters.persistence.awaiting import off_the_loop
+from actae.adapters.persistence.offloaded import ActaeMemoryRecorder, ActaeSQLiteRecorder
+from actae.adapters.persistence.postgres import ActaePostgresRecorder
+
+
+def delete_events(
+    recorder: ApplicationRecorder,
+    *,
+    everything_of: Sequence[UUID],
+    history_of: Sequence[UUID],
+    keep_topic: str,
+) -> int:
+    """Delete the events of ``everything_of``, and of ``history_of`` all but ``keep_topic``.
+
+    In one transaction; the answer is how many were deleted.
+    """
+    if not everything_of and not history_of:
+        return 0
+    if isinstance(recorder, ActaePostgresRecorder):
+        return off_the_loop(_postgres, recorder, everything_of, history_of, keep_topic)
+    if isinstance(recorder, ActaeSQLiteRecorder):
+        return off_the_loop(_sqlite, recorder, everything_of, history_of, keep_topic)
+    if isinstance(recorder, ActaeMemoryRecorder):
+        return recorder.delete_events(everything_of, history_of, keep_topic)
+    msg = f"cannot delete events from a {type(recorder).__name__}"
+    raise TypeError(msg)
+
+
+def _postgres(
+    recorder: ActaePostgresRecorder,
+    everything_of: Sequence[UUID],
+    history_of: Sequence[UUID],
+    keep_topic: str,
+) -> int:
+    table = sql.Identifier(recorder.datastore.schema, recorder.events_table_name)
+    statement = sql.SQL(
+        "DELETE FROM {} WHERE originator_id = ANY(%s) OR (originator_id = ANY(%s) AND topic <> %s)"
+    ).format(table)
+    with recorder.datastore.transaction(commit=True) as cursor:
+        cursor.execute(statement, (list(everything_of), list(history_of), keep_topic))
+        return cursor.rowcount
+
+
+def _sqlite(
+    recorder: ActaeSQLiteRecorder,
+    everything_of: Sequence[UUID],
+    history_of: Sequence[UUID],
+    keep_topic: str,
+) -> int:
+    table = recorder.events_table_name
+    deleted = 0
+    with recorder.datastore.transaction(commit=True) as cursor:
+        for ids, keep in ((everything_of, None), (history_of, keep_topic)):
+            for start in range(0, len(ids), 500):  # SQLite's limit on parameters
+                part = [i.hex for i in ids[start : start + 500]]
+                marks = ", ".join("?" * len(part))
+                where = f"originator_id IN ({marks})" + ("" if keep is None else " AND topic <> ?")
+                params = [*part] if keep is None else [*part, keep]
+                statement = f"DELETE FROM {table} WHERE {where} RETURNING 1"  # noqa: S608
+                cursor.execute(statement, params)
+                deleted += len(cursor.fetchall())
+    return deleted

@@ -1,0 +1,202 @@
+"""The retention part of the public store: policies, legal holds, purging finished runs.
+
+:class:`actae.adapters.runtime.store.Store` inherits these. A purge writes the run's
+tombstone (domain/keeping.py), then deletes the events it replaces, the run's data key
+and the artifacts no other run references, a batch of runs per transaction so that
+writers are never locked out for long (docs/data.md).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, TextIO
+from uuid import UUID
+
+from eventsourcing.utils import get_topic
+
+from actae.adapters.custody.holding import Holding
+from actae.adapters.persistence.purging import delete_events
+from actae.adapters.runtime.service import ActaeService
+from actae.domain import keeping
+from actae.domain.channel import Channel
+from actae.domain.commands import Hold, Purge, Release, SetRetention
+from actae.domain.errors import NotFoundError
+from actae.domain.operation import Operation
+from actae.domain.retention import Retention, policy_view
+from actae.domain.run import Run
+from actae.domain.validation import require_int, require_text
+from actae.domain.values import RetentionReport, RunInfo
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from actae.adapters.readside.projector import Projector
+
+PURGED_TOPIC = get_topic(Run.Purged)
+BATCH = 100
+"""Runs purged per transaction of deletes: short enough that writers never wait long."""
+
+
+class RetentionMethods:
+    """``Store`` methods that decide how long finished runs are kept, and purge them."""
+
+    _service: ActaeService
+    _holding: Holding
+
+    if TYPE_CHECKING:
+
+        def projector(self, *, batch_size: int = ..., out: TextIO | None = ...) -> Projector:
+            """The store's read models."""
+            ...
+
+        def now(self) -> datetime:
+            """The store's clock."""
+            ...
+
+    def set_retention(
+        self, policy: Mapping[str, Any] | None, *, agent: str | None = None, actor: str
+    ) -> dict[str, dict[str, str] | None]:
+        """Keep finished runs for a while after they end, by status; ``None``: forever.
+
+        ``set_retention({"completed": "7d", "failed": "30d", "cancelled": "7d"}, actor=...)``
+        sets the store's default; with ``agent=`` the policy of that agent's runs, which
+        replaces the default for them. A status a policy does not name is kept forever.
+        Durations: ``"45s"``, ``"30m"``, ``"12h"``, ``"7d"``, ``"2w"``, ``"7y"``, seconds or
+        a ``timedelta``. Stored as an audited event, so every worker applies the same
+        policies. Returns them all, as :meth:`retention` does.
+        """
+        command = SetRetention(policy=policy, agent=agent, actor=actor)
+        return policy_view(self._service.execute(keeping.set_retention, command).policies)
+
+    def retention(self) -> dict[str, dict[str, str] | None]:
+        """The policies in force: ``{"default": {"completed": "7d"}, "billing": None}``."""
+        kept = self._service.run(keeping.policies())
+        return {} if kept is None else policy_view(kept.policies)
+
+    def hold(self, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
+        """Place a legal hold: retention never purges the run until it is released."""
+        return self._service.execute(keeping.hold, Hold(run_id=run_id, actor=actor, reason=reason))
+
+    def release(self, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
+        """Lift the legal hold: retention applies to the run again."""
+        command = Release(run_id=run_id, actor=actor, reason=reason)
+        return self._service.execute(keeping.release, command)
+
+    def apply_retention(
+        self,
+        *,
+        actor: str,
+        dry_run: bool = False,
+        limit: int = 10_000,
+        progress: Callable[[int], None] | None = None,
+    ) -> RetentionReport:
+        """Purge the finished runs whose end plus their policy's time has passed.
+
+        A purge keeps the run's tombstone (``store.run`` reports ``purged_at``, its
+        workflow, dates, counts, the policy and ``actor``) and its lineage; it deletes its
+        events, its data key and the artifacts no other run references. A run on hold is
+        never purged; a fork keeps its own copy of the state it started from. At most
+        ``limit`` runs per call (workers call it periodically); ``dry_run`` says what would
+        go and changes nothing. ``progress`` is told how many were purged after each batch.
+        """
+        started = time.monotonic()
+        actor = require_text("actor", actor)
+        limit = require_int("limit", limit, minimum=1)
+        kept = self._service.run(keeping.policies())
+        shortest = None if kept is None else kept.shortest()
+        if kept is None or shortest is None:
+            return _report(dry_run, 0, [], 0, 0, 0, started)
+        projector = self.projector()
+        projector.catch_up()
+        now = self.now()
+        candidates = projector.db.finished_before(now - timedelta(seconds=shortest), limit=limit)
+        due, held = self._due(kept, candidates, now)
+        if dry_run:
+            return _report(True, len(candidates), due, held, 0, 0, started)
+        purged: list[UUID] = []
+        events = artifacts = 0
+        for start in range(0, len(due), BATCH):
+            done = [run for run in due[start : start + BATCH] if self._tombstone(run, actor)]
+            events += self._delete(done, projector)
+            artifacts += sum(self._holding.artifacts.purge(run) for run in done)
+            self._holding.keys.drop(done)
+            purged.extend(done)
+            if progress is not None:
+                progress(len(purged))
+        projector.catch_up()
+        return _report(False, len(candidates), purged, held, events, artifacts, started)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _due(
+        self, kept: Retention, candidates: Sequence[UUID], now: datetime
+    ) -> tuple[list[UUID], int]:
+        """The candidates due now by their stored runs, and how many a hold keeps."""
+        due: list[UUID] = []
+        held = 0
+        for run_id in candidates:
+            try:
+                run = self._service.reader.run_aggregate(run_id)
+            except NotFoundError:
+                continue
+            if kept.due(run, now) is not None:
+                due.append(run_id)
+            elif run.held and kept.due(run, now, ignoring_hold=True) is not None:
+                held += 1
+        return due, held
+
+    def _tombstone(self, run_id: UUID, actor: str) -> bool:
+        """Write the run's tombstone if it is (still) due; whether it was."""
+        return self._service.execute(keeping.purge, Purge(run_id=run_id, actor=actor)) is not None
+
+    def _delete(self, runs: Sequence[UUID], projector: Projector) -> int:
+        """Delete the events the tombstones of ``runs`` replace, in one transaction."""
+        if not runs:
+            return 0
+        everything: list[UUID] = []
+        for run_id in runs:
+            run = self._service.reader.run_aggregate(run_id)
+            everything.append(run.channel_id)
+            everything.extend(self._operations_of(run_id, run.channel_id))
+        keys = projector.db.effect_keys_of(runs)
+        everything.extend(Operation.id_for(key) for key in keys)
+        return delete_events(
+            self._service.recorder,
+            everything_of=sorted(set(everything)),
+            history_of=list(runs),
+            keep_topic=PURGED_TOPIC,
+        )
+
+    def _operations_of(self, run_id: UUID, channel_id: UUID) -> set[UUID]:
+        """The operation records of the run's commands, named by its events (unopened)."""
+        mapper = self._service.metadata_mapper
+        found: set[UUID] = set()
+        for aggregate_id in (run_id, channel_id):
+            for stored in self._service.recorder.select_events(aggregate_id):
+                event = mapper.to_domain_event(stored)
+                operation_id = getattr(event, "operation_id", None)
+                if isinstance(operation_id, str) and isinstance(event, Run.Started | Channel.Event):
+                    found.add(Operation.id_for(operation_id))
+        return found
+
+
+def _report(
+    dry_run: bool,
+    examined: int,
+    purged: list[UUID],
+    held: int,
+    events: int,
+    artifacts: int,
+    started: float,
+) -> RetentionReport:
+    return RetentionReport(
+        dry_run=dry_run,
+        examined=examined,
+        purged=purged,
+        held=held,
+        events_deleted=events,
+        artifacts_deleted=artifacts,
+        seconds=time.monotonic() - started,
+    )

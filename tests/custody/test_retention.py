@@ -1,0 +1,217 @@
+"""Retention: policies, legal holds and purges that keep a tombstone and the lineage.
+
+On every backend, on a manual clock: a finished run is purged once its end plus its
+policy's time has passed, and not a moment before; a held run never is; a fork keeps the
+state it started from when its parent is purged; a purge deletes the run's events, its
+data key and the artifacts nobody else references, and leaves a tombstone that
+``store.run`` reports.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+import actae
+from actae.adapters.cli.main import main
+from actae.adapters.runtime.worker import run_until_idle
+from tests.custody.sealed import keyring_file, with_option
+
+DAY = 86400.0
+BIG = {"doc": "x" * 3000}
+
+
+def finished(
+    store: actae.Store, name: str, *, agent: str = "agent", fail: bool = False
+) -> actae.RunInfo:
+    """A run that did one step and ended (completed, or failed)."""
+    run = store.start_run(name, agent_id=agent, state={"n": 0})
+    store.record(run.channel_id, kind="step.result", payload={"n": 1}, expected_cursor=1)
+    claim = store.claim(f"{name}-mail", run_id=run.run_id, worker="w", lease=30)
+    store.complete_effect(f"{name}-mail", token=claim.token, worker="w", result={"ok": True})
+    if fail:
+        return store.fail_run(run.run_id, "boom", actor="worker")
+    return store.complete_run(run.run_id, {"done": True})
+
+
+def test_policies_are_validated_audited_and_listed(store: actae.Store) -> None:
+    assert store.retention() == {}
+    view = store.set_retention({"completed": "7d", "failed": 30 * DAY}, actor="ops")
+    assert view == {"default": {"completed": "7d", "failed": "30d"}}
+    store.set_retention({"cancelled": timedelta(hours=12)}, agent="billing", actor="ops")
+    store.set_retention(None, agent="legal", actor="ops")
+    assert store.retention() == {
+        "billing": {"cancelled": "12h"},
+        "default": {"completed": "7d", "failed": "30d"},
+        "legal": None,
+    }
+    for bad in ({"running": "7d"}, {"completed": "soon"}, {"completed": 0}, "7d"):
+        with pytest.raises(actae.ValidationError):
+            store.set_retention(bad, actor="ops")  # type: ignore[arg-type]
+    with pytest.raises(actae.ValidationError):
+        store.set_retention({"completed": "7d"}, actor="")
+    store.projector().catch_up()
+    audit = store.projector().query(
+        "SELECT actor, detail FROM audit WHERE action = 'retention' ORDER BY at"
+    )
+    assert [row["actor"] for row in audit] == ["ops", "ops", "ops"]
+
+
+def test_a_finished_run_is_purged_when_its_time_has_come(
+    store: actae.Store, clock: actae.ManualClock
+) -> None:
+    store.set_retention({"completed": "7d", "failed": "30d"}, actor="ops")
+    done = finished(store, "done")
+    failed = finished(store, "failed", fail=True)
+    live = store.start_run("live", agent_id="agent", state={})
+    clock.advance(7 * DAY - 1)
+    assert store.apply_retention(actor="ops").purged == []
+    clock.advance(1)
+    dry = store.apply_retention(actor="ops", dry_run=True)
+    assert (dry.dry_run, dry.purged) == (True, [done.run_id])
+    assert store.run(done.run_id).purged_at is None
+    report = store.apply_retention(actor="ops")
+    assert report.purged == [done.run_id]
+    assert report.events_deleted >= 5
+    tombstone = store.run(done.run_id)
+    assert tombstone.purged_at == clock()
+    assert (tombstone.status, tombstone.workflow_id) == (actae.RunStatus.COMPLETED, "done")
+    assert tombstone.ended_at == done.ended_at
+    assert tombstone.cursor == done.cursor
+    with pytest.raises(actae.NotFoundError):
+        store.events(done.channel_id)
+    with pytest.raises(actae.NotFoundError):
+        store.effect("done-mail")
+    assert store.run(failed.run_id).purged_at is None
+    assert store.run(live.run_id).purged_at is None
+    clock.advance(23 * DAY)
+    assert store.apply_retention(actor="ops").purged == [failed.run_id]
+    assert store.apply_retention(actor="ops").purged == []
+    rows = store.projector().query(
+        "SELECT purged_at, lifecycle FROM run_status ORDER BY workflow_id"
+    )
+    assert [row["lifecycle"] for row in rows] == ["completed", "failed", "running"]
+    assert [row["purged_at"] is not None for row in rows] == [True, True, False]
+    assert store.projector().query("SELECT * FROM effects") == []
+    purges = store.projector().query("SELECT actor, reason FROM audit WHERE action = 'purge'")
+    assert {row["reason"] for row in purges} == {
+        "default: completed kept 7d",
+        "default: failed kept 30d",
+    }
+
+
+def test_an_agents_policy_replaces_the_default(
+    store: actae.Store, clock: actae.ManualClock
+) -> None:
+    store.set_retention({"completed": "1d"}, actor="ops")
+    store.set_retention(None, agent="ledger", actor="ops")
+    store.set_retention({"completed": "3d"}, agent="slow", actor="ops")
+    default = finished(store, "a")
+    kept = finished(store, "b", agent="ledger")
+    slow = finished(store, "c", agent="slow")
+    clock.advance(2 * DAY)
+    assert store.apply_retention(actor="ops").purged == [default.run_id]
+    clock.advance(365 * DAY)
+    assert store.apply_retention(actor="ops").purged == [slow.run_id]
+    assert store.run(kept.run_id).purged_at is None
+
+
+def test_a_held_run_is_never_purged_until_released(
+    store: actae.Store, clock: actae.ManualClock
+) -> None:
+    store.set_retention({"completed": "1d"}, actor="ops")
+    run = finished(store, "litigation")
+    held = store.hold(run.run_id, actor="legal", reason="case 2026-17")
+    assert held.held
+    clock.advance(400 * DAY)
+    report = store.apply_retention(actor="ops")
+    assert (report.purged, report.held) == ([], 1)
+    released = store.release(run.run_id, actor="legal", reason="case closed")
+    assert not released.held
+    assert store.apply_retention(actor="ops").purged == [run.run_id]
+    with pytest.raises(actae.IllegalTransitionError):
+        store.hold(run.run_id, actor="legal", reason="too late")
+    actions = store.projector().query(
+        "SELECT action FROM audit WHERE run_id IS NOT NULL ORDER BY at, action"
+    )
+    assert {"hold", "release", "purge"} <= {row["action"] for row in actions}
+
+
+def test_a_fork_keeps_its_state_and_its_receipt_when_its_parent_is_purged(
+    store_url: str, clock: actae.ManualClock
+) -> None:
+    with actae.open(with_option(store_url, "inline_max", "1024"), clock=clock) as store:
+        store.set_retention({"completed": "1d"}, actor="ops")
+        parent = store.start_run("parent", agent_id="agent", state=BIG)
+        fork = store.fork(parent.channel_id, at=1, reason="what if")
+        store.complete_run(parent.run_id, {})
+        clock.advance(2 * DAY)
+        report = store.apply_retention(actor="ops")
+        assert report.purged == [parent.run_id]
+        assert report.artifacts_deleted == 0  # the fork still references the big state
+        child = store.run(fork.child_run_id)
+        assert child.forked_from is not None
+        assert child.forked_from.parent_run_id == parent.run_id
+        assert store.state_at(child.channel_id).state == BIG
+        lineage = store.lineage(fork.child_run_id)
+        assert [receipt.parent_run_id for receipt in lineage.ancestors] == [parent.run_id]
+        assert [r.child_run_id for r in store.lineage(parent.run_id).descendants] == [
+            fork.child_run_id
+        ]
+        store.complete_run(fork.child_run_id, {})
+        clock.advance(2 * DAY)
+        assert store.apply_retention(actor="ops").artifacts_deleted == 1
+
+
+def test_an_encrypted_runs_key_goes_with_it(
+    durable_url: str, tmp_path: Path, clock: actae.ManualClock
+) -> None:
+    url = with_option(durable_url, "keyring", str(keyring_file(tmp_path)))
+    with actae.open(url, clock=clock) as store:
+        store.set_retention({"completed": "1d"}, actor="ops")
+        run = finished(store, "secret")
+        assert store._holding.keys.has_key(run.run_id)
+        clock.advance(2 * DAY)
+        assert store.apply_retention(actor="ops").purged == [run.run_id]
+        assert not store._holding.keys.has_key(run.run_id)
+        assert store.run(run.run_id).purged_at is not None
+
+
+def test_a_worker_applies_retention_as_it_goes(
+    store: actae.Store, clock: actae.ManualClock
+) -> None:
+    store.set_retention({"completed": "1d"}, actor="ops")
+    run = finished(store, "old")
+    clock.advance(2 * DAY)
+    worker = actae.Worker(store, name="w1", registry=actae.Registry(), retention_every=0.0)
+    run_until_idle(worker)
+    tombstone = store.run(run.run_id)
+    assert tombstone.purged_at is not None
+    audit = store.projector().query("SELECT actor FROM audit WHERE action = 'purge'")
+    assert [row["actor"] for row in audit] == ["worker w1"]
+
+
+def test_actae_retention_from_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    long_ago = actae.ManualClock(datetime(2026, 1, 1, tzinfo=UTC))  # the CLI runs on real time
+    with actae.open(url, clock=long_ago) as store:
+        store.set_retention({"completed": "30d"}, actor="ops")
+        run = finished(store, "old")
+        recent = finished(store, "recent")
+    with actae.open(url) as store:  # due as well, but on hold
+        store.hold(recent.run_id, actor="legal", reason="case 9")
+    assert main(["retention", "--db", url, "--dry-run"]) == 0
+    assert "would purge 1 of 2 finished runs looked at" in capsys.readouterr().out
+    assert main(["retention", "--db", url, "--json", "--as", "cron"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["purged"] == [str(run.run_id)]
+    assert report["held"] == 1
+    assert report["policies"] == {"default": {"completed": "30d"}}
+    status = main(["hold", "--db", url, str(run.run_id)[:8], "--as", "legal", "--reason", "x"])
+    assert status == 2
+    assert "purged" in capsys.readouterr().err
