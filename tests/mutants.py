@@ -31,9 +31,10 @@ from subprocess import PIPE
 
 from tests.mutant_cases import MUTANTS as STORE_MUTANTS
 from tests.mutant_cases import Mutant
+from tests.mutant_cases_custody import CUSTODY_MUTANTS
 from tests.mutant_cases_faults import FAULT_MUTANTS
 
-MUTANTS = [*STORE_MUTANTS, *FAULT_MUTANTS]
+MUTANTS = [*STORE_MUTANTS, *FAULT_MUTANTS, *CUSTODY_MUTANTS]
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 300.0

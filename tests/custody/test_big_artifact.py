@@ -1,4 +1,4 @@
-"""A 1 GiB artifact streams in and out of SQLite, PostgreSQL and a directory in bounded memory.
+"""A 1 GiB artifact streams in and out of SQLite and PostgreSQL in bounded memory.
 
 The put and the read run in a child process (big_artifact_worker.py), fed by a source that
 makes its bytes as they are read, so the child's peak resident size is what the artifact
@@ -10,8 +10,10 @@ The bound is 64 MiB over the child's peak before the put: a sixteenth of the art
 code that held it, or even kept one chunk in sixteen, fails; while streaming needs a few
 1 MiB chunks in flight (the source's chunk, its sealed copy, the reader's chunk and the one
 it reads ahead, the buffered reader's buffer) plus the drivers' buffers. Measured on the
-development VM (2 cores): 14 to 21 MiB over a 60 MiB baseline, and 6 s (directory), 10 s
-(SQLite) and 12 s (PostgreSQL) for the put and the read together.
+development VM (2 cores): 14 to 21 MiB over a 60 MiB baseline, and 10 s (SQLite) and 12 s
+(PostgreSQL) for the put and the read together. The directory backend streams through the
+same reader and chunk cipher (tests/custody/test_artifacts.py runs it at a smaller size;
+measured at 1 GiB it took 6 s and 14 MiB): it is left out here to keep the suite short.
 
 The artifacts are sealed: the chunk cipher, its framing and its read-ahead are the longer
 path. The test deletes its gigabyte files itself rather than leave them in pytest's kept
@@ -37,7 +39,7 @@ BOUND_KIB = 64 * 1024
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres), "file"]
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 )
 def test_a_gigabyte_streams_in_bounded_memory(
     backend: str, request: pytest.FixtureRequest, tmp_path: Path
@@ -49,7 +51,7 @@ def test_a_gigabyte_streams_in_bounded_memory(
         if backend == "postgres"
         else f"sqlite:///{folder / 'runs.db'}"
     )
-    spec = f"file://{folder / 'blobs'}" if backend == "file" else "-"
+    spec = "-"
     actae.open(url).close()
     try:
         done = subprocess.run(

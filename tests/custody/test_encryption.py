@@ -133,18 +133,12 @@ def test_without_the_keyring_the_structure_reads_and_the_contents_do_not(
 
 
 def test_a_ciphertext_moved_to_another_row_does_not_open(tmp_path: Path, keys: Path) -> None:
+    """Records carry no checksum: only the associated data tells a moved payload."""
     url = f"sqlite:///{tmp_path / 'store.db'}"
     with actae.open(url, keyring=str(keys)) as store:
         run = store.start_run("wf", agent_id="a", state={"secret": MARKER})
-        for cursor in (1, 2):
-            store.transition(
-                run.channel_id,
-                kind="step",
-                payload={"n": cursor},
-                state={"n": cursor},
-                expected_version=cursor,
-                expected_cursor=cursor,
-            )
+        for cursor, pay in ((1, "pay alice 10"), (2, "pay mallory 9000")):
+            store.record(run.channel_id, kind="order", payload={"do": pay}, expected_cursor=cursor)
     with sqlite3.connect(tmp_path / "store.db") as db:
         rows = db.execute(
             "SELECT originator_version, state FROM stored_events WHERE originator_id = ? "
@@ -154,15 +148,15 @@ def test_a_ciphertext_moved_to_another_row_does_not_open(tmp_path: Path, keys: P
         assert len(rows) == 3
         second = orjson.loads(rows[1][1])
         third = orjson.loads(rows[2][1])
-        third["$sealed"] = second["$sealed"]  # version 2's contents at version 3
+        second["$sealed"] = third["$sealed"]  # cursor 3's order at cursor 2
         db.execute(
-            "UPDATE stored_events SET state = ? WHERE originator_id = ? AND originator_version = 3",
-            (orjson.dumps(third), run.channel_id.hex),
+            "UPDATE stored_events SET state = ? WHERE originator_id = ? AND originator_version = 2",
+            (orjson.dumps(second), run.channel_id.hex),
         )
     with actae.open(url, keyring=str(keys)) as store:
-        assert store.state_at(run.channel_id, 2).state == {"n": 1}
+        assert store.events(run.channel_id, after=2)[0].payload == {"do": "pay mallory 9000"}
         with pytest.raises(actae.CorruptionError):
-            store.state_at(run.channel_id, 3)
+            store.events(run.channel_id)
 
 
 def test_another_keyring_cannot_open_the_data_keys(durable_url: str, tmp_path: Path) -> None:
