@@ -174,8 +174,8 @@ def reconcile(command: Reconcile, core: Core) -> Plan[EffectInfo]:
     actor = require_text("actor", command.actor)
     proof = core.document("evidence", command.evidence or {}).value
     value = None
-    if outcome == "completed":
-        value = core.document("result", command.result or {}).value
+    if outcome == "completed":  # an effect's result: redacted as a completion's is
+        value = core.redacted("result", command.result or {}, None)[0].value
     held = None if command.token is None else _token(command.token)
 
     def move(effect: Operation, at: datetime) -> None:

@@ -31,7 +31,12 @@ from actae.domain.commands import (
     Upgrade,
     WakeDue,
 )
-from actae.domain.errors import ConflictError, IllegalTransitionError, ValidationError
+from actae.domain.errors import (
+    ConflictError,
+    IllegalTransitionError,
+    NotFoundError,
+    ValidationError,
+)
 from actae.domain.pipeline import Core, retried
 from actae.domain.plan import Plan, RaceLost, ask, now, save
 from actae.domain.reader import StoreReader
@@ -162,8 +167,8 @@ def cancel(command: Cancel, core: Core) -> Plan[RunInfo]:
 
 
 def complete_run(command: CompleteRun, core: Core) -> Plan[RunInfo]:
-    """Finish the run; a parent waiting for it is woken with the result."""
-    value = core.document("result", command.result or {}).value
+    """Finish the run; a parent waiting for it is woken with the result (redacted first)."""
+    value = core.redacted("result", command.result or {}, None)[0].value
 
     def decide(run: Run, at: datetime) -> list[Note]:
         run.complete(value, at=at)
@@ -312,7 +317,10 @@ def _tell_parent(run: Run, at: datetime) -> Plan[list[Aggregate]]:
     """The parent, woken if it waits for ``run``, and its channel with the note."""
     if run.parent_run_id is None:
         return []
-    parent = yield from ask(StoreReader.run_aggregate, run.parent_run_id)
+    try:
+        parent = yield from ask(StoreReader.run_aggregate, run.parent_run_id)
+    except NotFoundError:  # purged by retention: nobody waits any more
+        return []
     name = f"child:{run.id}"
     if not parent.is_live or name in parent.inbox:
         return []

@@ -153,7 +153,20 @@ class StoreReader:
     # -- runs and operations --------------------------------------------------------------
 
     def run_aggregate(self, run_id: UUID) -> Run:
-        """The run aggregate (its history is its start plus its forks)."""
+        """The run aggregate (its history is its start plus its forks).
+
+        A purged run is not found: nothing can be done to it, only its tombstone read
+        (:meth:`run_or_tombstone`).
+        """
+        run = self.run_or_tombstone(run_id)
+        if run.purged_at is not None:
+            raise NotFoundError(
+                "run", run_id, f"it was purged by retention at {run.purged_at.isoformat()}"
+            )
+        return run
+
+    def run_or_tombstone(self, run_id: UUID) -> Run:
+        """The run aggregate, or what its tombstone keeps of it once it was purged."""
         run = folded(self._log.stream(run_id))
         if run is None:
             raise NotFoundError("run", run_id)
@@ -170,7 +183,7 @@ class StoreReader:
 
     def run(self, run_id: UUID) -> RunInfo:
         """A run with the current head of its main channel (its tombstone's, once purged)."""
-        run = self.run_aggregate(run_id)
+        run = self.run_or_tombstone(run_id)
         if run.tombstone is not None:
             gone = run.tombstone
             info = run_info_of(run, cursor=gone.cursor, state_version=gone.state_version)
@@ -215,19 +228,19 @@ class StoreReader:
         return RunStatus.RUNNING if held is None else held
 
     def lineage(self, run_id: UUID) -> Lineage:
-        """Fork receipts up to the root and down through every descendant."""
-        run = self.run_aggregate(run_id)
+        """Fork receipts up to the root and down through every descendant (purged or not)."""
+        run = self.run_or_tombstone(run_id)
         ancestors: list[ForkReceipt] = []
         current = run
         while current.forked_from is not None:
             ancestors.append(current.forked_from.receipt())
-            current = self.run_aggregate(current.forked_from.parent_run_id)
+            current = self.run_or_tombstone(current.forked_from.parent_run_id)
         descendants: list[ForkReceipt] = []
         queue = deque(run.forks)
         while queue:
             fork = queue.popleft()
             descendants.append(fork.receipt())
-            queue.extend(self.run_aggregate(fork.child_run_id).forks)
+            queue.extend(self.run_or_tombstone(fork.child_run_id).forks)
         return Lineage(
             run=self.run(run_id),
             ancestors=ancestors,

@@ -99,6 +99,21 @@ class Retention(Aggregate):
         owner = run.agent_id if run.agent_id in self.policies else "default"
         return f"{owner}: {status} kept {describe(seconds)}"
 
+    def rules(self, now: datetime) -> list[tuple[str | None, str, datetime]]:
+        """Which finished runs are due now, as (agent, status, ended by).
+
+        An agent of ``None`` stands for the default's: every agent without a policy of its own.
+        """
+        found: list[tuple[str | None, str, datetime]] = []
+        for agent, policy in self.policies.items():
+            for status, seconds in (policy or {}).items():
+                found.append((agent or None, status, now - timedelta(seconds=seconds)))
+        return found
+
+    def own_agents(self) -> list[str]:
+        """The agents with a policy of their own (the default does not apply to them)."""
+        return sorted(agent for agent in self.policies if agent != DEFAULT)
+
     def shortest(self) -> float | None:
         """The shortest time any policy keeps a run (where purging can start looking)."""
         times = [s for policy in self.policies.values() if policy for s in policy.values()]

@@ -85,12 +85,27 @@ def _run_started(event: Any) -> list[Change]:
             },
         )
     ]
+    changes.extend(_lineage(event, event.timestamp, event.operation_id))
+    return changes
+
+
+def _usage_columns(usage: dict[str, float]) -> dict[str, float]:
+    """The usage names' totals in ``usage`` (zero for those it lacks)."""
+    counted = bool(usage) and not usage.keys().isdisjoint(USAGE_NAMES)
+    return {name: usage.get(name, 0.0) for name in USAGE_NAMES} if counted else NO_USAGE
+
+
+def _lineage(event: Any, created_at: Any, operation_id: str | None) -> list[Change]:
+    """The lineage rows of a run from its start (or its tombstone, which keeps the same)."""
+    pins = event.pins
+    fork = event.forked_from
+    changes: list[Change] = []
     common = {
         "workflow_id": event.workflow_id,
         "child_channel_id": event.channel_id,
         "model": pins.model,
-        "operation_id": event.operation_id,
-        "created_at": event.timestamp,
+        "operation_id": operation_id,
+        "created_at": created_at,
     }
     if fork is not None:
         changes.append(
@@ -119,12 +134,6 @@ def _run_started(event: Any) -> list[Change]:
             )
         )
     return changes
-
-
-def _usage_columns(usage: dict[str, float]) -> dict[str, float]:
-    """The usage names' totals in ``usage`` (zero for those it lacks)."""
-    counted = bool(usage) and not usage.keys().isdisjoint(USAGE_NAMES)
-    return {name: usage.get(name, 0.0) for name in USAGE_NAMES} if counted else NO_USAGE
 
 
 def _channel_event(event: Any) -> list[Change]:
@@ -436,6 +445,7 @@ def _purged(event: Any) -> list[Change]:
     }
     return [
         *_run(event, values),
+        *_lineage(event, event.started_at, None),  # kept, also through a rebuild
         PurgeRun(run_id=event.originator_id),
         _run_audit(event, "purge", event.actor, event.policy, events=event.events),
     ]

@@ -12,6 +12,7 @@ FORGET = ("tests/custody/test_forget.py",)
 ARTIFACTS = ("tests/custody/test_artifacts.py", "tests/custody/test_store_artifacts.py")
 REDACTION = ("tests/custody/test_redaction_store.py",)
 RETENTION = ("tests/custody/test_retention.py", "tests/unit/test_retention_policy.py")
+EDGES = ("tests/custody/test_custody_edges.py",)
 
 CUSTODY_MUTANTS = [
     Mutant(
@@ -95,5 +96,64 @@ CUSTODY_MUTANTS = [
         "                        if False:",
         "a purge keeps the run's tombstone: store.run reports purged_at",
         RETENTION,
+    ),
+    Mutant(
+        "clear-run-gets-a-key-later",
+        "adapters/custody/sealing.py",
+        "born=isinstance(domain_event, Channel.Opened)",
+        "born=True",
+        "a run born in clear stays in clear: forgetting it must not pretend to shred it",
+        EDGES,
+    ),
+    Mutant(
+        "forgotten-run-goes-on",
+        "adapters/runtime/context.py",
+        "        RunStatus.FORGOTTEN,\n",
+        "",
+        "a live run that is forgotten stops at its next step boundary",
+        EDGES,
+    ),
+    Mutant(
+        "rotation-not-followed",
+        "adapters/custody/datakeys.py",
+        "        if stored.master_key not in keyring.secrets and keyring.path is not None:",
+        "        if False:",
+        "a running process reads the keyring again when a rotation wrapped keys anew",
+        EDGES,
+    ),
+    Mutant(
+        "interrupted-purge-left-behind",
+        "adapters/runtime/store_retention.py",
+        "            self._finish_interrupted(projector, now)",
+        "            pass",
+        "a purge or forget cut short by a crash is finished by the next pass",
+        EDGES,
+    ),
+    Mutant(
+        "child-purge-takes-the-parents-record",
+        "adapters/runtime/store_retention.py",
+        "                if not own_start and isinstance(event, Channel.Opened):",
+        "                if False:",
+        "purging a child leaves the parent's record of starting it (its replay finds it)",
+        EDGES,
+    ),
+    Mutant(
+        "kept-runs-crowd-out-due-ones",
+        "adapters/readside/worker_tables.py",
+        "            elif own_agents:",
+        "            elif False:",
+        "retention's candidates are the due runs, not the oldest finished ones",
+        EDGES,
+    ),
+    Mutant(
+        "step-error-in-clear",
+        "adapters/runtime/context_retries.py",
+        "reason=gave_up[:MAX_REASON_LENGTH]",
+        "reason=reason[:MAX_REASON_LENGTH]",
+        "an abandonment's reason is metadata: a step's error must not be copied into it",
+        (
+            "tests/custody/test_custody_edges.py::test_a_steps_error_stays_sealed_when_its_retries_run_out",
+        ),
+        postgres=True,
     ),
 ]

@@ -35,8 +35,10 @@ from actae.domain.errors import (
     ContentionError,
     EffectBlockedError,
     FencingError,
+    ForgottenError,
     IllegalTransitionError,
     IncompatibleResumeError,
+    KeyringError,
     LeaseHeldError,
     NotFoundError,
     OperationConflictError,
@@ -60,6 +62,8 @@ STATUS_OF: tuple[tuple[type[ActaeError], int], ...] = (
     (RunStoppedError, 409),
     (IncompatibleResumeError, 409),
     (ContentionError, 409),
+    (ForgottenError, 410),  # its contents were destroyed for good
+    (KeyringError, 409),  # encrypted: the console was started without its keyring
 )
 """The HTTP status of each kind of Actae error (any other one is a 500: a bug or corruption)."""
 

@@ -26,7 +26,7 @@ from uuid import UUID
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from actae.adapters.custody.keyring import KEY_BYTES, Keyring
+from actae.adapters.custody.keyring import KEY_BYTES, Keyring, load_keyring
 from actae.adapters.persistence.awaiting import off_the_loop
 from actae.domain.errors import CorruptionError, ForgottenError, KeyringError
 
@@ -70,25 +70,38 @@ class KeyTable(Protocol):
         """Delete the rows of these runs (purged by retention); how many."""
 
 
-UNKNOWN = object()
 CLEAR = "clear"
 """Cached for a run that has no data key: its contents are written in clear."""
 FORGOTTEN = "forgotten"
 """Cached for a run whose data key was destroyed."""
+KEYED = "keyed"
+"""Cached for a run that has a key this store cannot open (it has no keyring)."""
 
 
 class DataKeys:
     """Data keys of runs, unwrapped with the keyring (``None``: no encryption for new runs).
 
-    A store opened without a keyring whose table held no key at all when first asked writes
-    in clear without asking the table again: no cost for stores that never encrypt. (Open
-    every process of an encrypted store with its keyring.)
+    A run gets its key when it is born (its channel's first event) in a store opened with a
+    keyring, never later: a run is encrypted from its first event or not at all, so a run
+    written in clear before the keyring came stays wholly in clear, and forgetting it is
+    refused rather than pretended.
+
+    A store that never encrypted costs nothing more: while the key table is empty (asked
+    again every ``CACHE_SECONDS``), no run is looked up. Once it holds keys, each run is
+    looked up once per ``CACHE_SECONDS``, so that a process opened without the keyring
+    refuses to add clear contents to an encrypted run.
+
+    The keyring file is read again when it changes (checked every ``CACHE_SECONDS``), so a
+    rotation reaches running processes without a restart.
     """
 
     def __init__(self, table: KeyTable, keyring: Keyring | None) -> None:
         self.table = table
         self.keyring = keyring
         self._encrypted_before: bool | None = None
+        self._asked_at = float("-inf")
+        self._keyring_checked_at = time.monotonic()
+        self._keyring_stamp = _stamp_of(keyring)
         self._cache: OrderedDict[UUID, tuple[float, bytes | str]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -97,16 +110,16 @@ class DataKeys:
         """Whether new runs get a data key (the store was opened with a keyring)."""
         return self.keyring is not None
 
-    def for_write(self, run_id: UUID) -> bytes | None:
-        """The key to seal the run's new contents with; made now if the run has none.
+    def for_write(self, run_id: UUID, *, born: bool = False) -> bytes | None:
+        """The key to seal the run's new contents with; made now for a run being ``born``.
 
-        ``None``: write in clear (no keyring, or a run written before encryption was on).
+        ``None``: write in clear (no keyring when it was born, or born before encryption).
         ``ForgottenError`` for a forgotten run: nothing may be added to it; ``KeyringError``
-        for an encrypted run when the store has no keyring to open its key.
+        for an encrypted run when this store has no keyring that opens its key.
         """
         if self.keyring is None and not self._has_encrypted():
             return None
-        entry = self._entry(run_id, create=self.keyring is not None)
+        entry = self._entry(run_id, create=born and self.keyring is not None)
         return None if entry == CLEAR else self._usable(run_id, entry)
 
     def for_read(self, run_id: UUID) -> bytes:
@@ -120,18 +133,40 @@ class DataKeys:
             raise CorruptionError(f"run {run_id}", "sealed contents but no data key")
         return self._usable(run_id, entry)
 
+    def clear_allowed(self, run_id: UUID) -> str | None:
+        """Why contents stored in clear must not be read as the run's (``None``: they may).
+
+        ``forgotten`` for a forgotten run (nothing of it may be read); ``encrypted`` for a
+        run that has a key, whose every content is sealed: clear ones were not written by
+        Actae with the keyring, or were tampered with.
+        """
+        if not self._has_encrypted():
+            return None
+        entry = self._entry(run_id, create=False)
+        if entry == CLEAR:
+            return None
+        return FORGOTTEN if entry == FORGOTTEN else "encrypted"
+
     def prepare(self) -> None:
         """Learn whether the store ever encrypted (once its tables exist, before any write)."""
         self._encrypted_before = self.table.any()
+        self._asked_at = time.monotonic()
 
     def _has_encrypted(self) -> bool:
-        if self._encrypted_before is None:
+        """Whether the store holds keys (a ``False`` is asked again after a while)."""
+        if not self._encrypted_before and time.monotonic() - self._asked_at > CACHE_SECONDS:
             self._encrypted_before = off_the_loop(self.table.any)
-        return self._encrypted_before
+            self._asked_at = time.monotonic()
+        return bool(self._encrypted_before)
 
     def has_key(self, run_id: UUID) -> bool:
         """Whether the run was ever given a data key (forgotten or not)."""
         return off_the_loop(self.table.get, run_id) is not None
+
+    def is_live(self, run_id: UUID) -> bool:
+        """Whether the run's data key still exists (not forgotten, not dropped)."""
+        stored = off_the_loop(self.table.get, run_id)
+        return stored is not None and stored.wrapped is not None
 
     def drop(self, run_ids: Sequence[UUID]) -> int:
         """Delete the keys of purged runs, rows and all; how many there were."""
@@ -167,12 +202,30 @@ class DataKeys:
                 "these contents are encrypted: open the store with its keyring "
                 "(actae.open(url, keyring=path) or ?keyring=path)"
             )
+        self._reload_if_changed()
         return self.keyring
 
-    @staticmethod
-    def _usable(run_id: UUID, entry: bytes | str) -> bytes:
+    def _reload_if_changed(self) -> None:
+        """Read the keyring file again if it changed since (a rotation added a key)."""
+        keyring = self.keyring
+        if keyring is None or keyring.path is None:
+            return
+        if time.monotonic() - self._keyring_checked_at < CACHE_SECONDS:
+            return
+        self._keyring_checked_at = time.monotonic()
+        stamp = _stamp_of(keyring)
+        if stamp != self._keyring_stamp:
+            self.keyring = load_keyring(keyring.path)
+            self._keyring_stamp = stamp
+
+    def _usable(self, run_id: UUID, entry: bytes | str) -> bytes:
         if entry == FORGOTTEN:
             raise ForgottenError(run_id)
+        if entry == KEYED:
+            raise KeyringError(
+                f"run {run_id} is encrypted: open the store with the keyring that wrapped "
+                "its data key (actae.open(url, keyring=path) or ?keyring=path)"
+            )
         assert isinstance(entry, bytes)  # noqa: S101 - CLEAR is handled by the callers
         return entry
 
@@ -189,15 +242,26 @@ class DataKeys:
             key = os.urandom(KEY_BYTES)
             fresh = StoredKey(keyring.current, wrap(keyring, run_id, key, keyring.current))
             stored = off_the_loop(self.table.add, run_id, fresh)
+            self._encrypted_before = True
         entry: bytes | str
         if stored is None:
             entry = CLEAR
         elif stored.wrapped is None:
             entry = FORGOTTEN
+        elif self.keyring is None:
+            entry = KEYED
         else:
-            entry = unwrap(self._keyring(), run_id, stored)
+            entry = self._unwrapped(run_id, stored)
         self._remember(run_id, entry)
         return entry
+
+    def _unwrapped(self, run_id: UUID, stored: StoredKey) -> bytes:
+        """The data key in ``stored``; a keyring that lacks its master key is read again."""
+        keyring = self._keyring()
+        if stored.master_key not in keyring.secrets and keyring.path is not None:
+            self._keyring_checked_at = float("-inf")  # a rotation this process missed
+            keyring = self._keyring()
+        return unwrap(keyring, run_id, stored)
 
     def _remember(self, run_id: UUID, entry: bytes | str) -> None:
         with self._lock:
@@ -205,6 +269,17 @@ class DataKeys:
             self._cache.move_to_end(run_id)
             while len(self._cache) > CACHE_SIZE:
                 self._cache.popitem(last=False)
+
+
+def _stamp_of(keyring: Keyring | None) -> tuple[int, int] | None:
+    """The keyring file's modification time and size (``None``: no file to watch)."""
+    if keyring is None or keyring.path is None:
+        return None
+    try:
+        status = os.stat(keyring.path)
+    except OSError:
+        return None
+    return status.st_mtime_ns, status.st_size
 
 
 def _wrapping_data(run_id: UUID, master_key: str) -> bytes:

@@ -39,6 +39,7 @@ from actae.adapters.persistence.codec import OrjsonTranscoder, PydanticMapper, e
 from actae.adapters.persistence.url import DEFAULT_INLINE_MAX
 from actae.domain.aggregate import DomainEvent
 from actae.domain.artifacts import ArtifactRef, reference_in
+from actae.domain.channel import Channel
 from actae.domain.custody import FORGOTTEN, LOCKED, stand_ins, withheld_class
 from actae.domain.errors import CorruptionError, ForgottenError, KeyringError
 
@@ -92,16 +93,17 @@ class SealingMapper(PydanticMapper):
         owner = getattr(domain_event, cls.content_owner, None) if cls.contents else None
         if owner is not None:
             large = self.offloader is not None and len(body) > self.inline_max
-            key = self.keys.for_write(owner)
+            key = self.keys.for_write(owner, born=isinstance(domain_event, Channel.Opened))
             if large or key is not None:
                 contents = dict(_taken(state, cls.contents))
-                if large:
-                    offloaded = self._offload(owner, contents, key)
-                    if offloaded:
-                        state[OFFLOADED] = offloaded
+                offloaded = self._offload(owner, contents, key) if large else []
                 if key is None:
                     _put_back(state, contents)
-                else:
+                    if offloaded:
+                        state[OFFLOADED] = offloaded
+                else:  # which contents are references is sealed with them
+                    if offloaded:
+                        contents[OFFLOADED] = offloaded
                     data = _bound(topic, domain_event, owner)
                     state[SEALED] = seal(key, orjson.dumps(contents), data)
                 body = self.transcoder.encode(state)
@@ -135,21 +137,32 @@ class SealingMapper(PydanticMapper):
             return self.rebuilt(cls, stored_event, state)
         sealed = state.pop(SEALED, None)
         offloaded = state.pop(OFFLOADED, ())
+        owner = _owner(cls, stored_event, state)
         key: bytes | None = None
         if sealed is not None:
-            owner = _owner(cls, stored_event, state)
             reason, key = self._opening(owner)
             if reason is not None or owner is None:
                 stand_ins(cls, state)
                 return self.rebuilt(withheld_class(cls, reason or LOCKED), stored_event, state)
             data = _bound(stored_event.topic, stored_event, owner)
-            _put_back(state, orjson.loads(unseal(key, sealed, data, stored_event)))
+            opened = orjson.loads(unseal(key, sealed, data, stored_event))
+            offloaded = opened.pop(OFFLOADED, ())
+            _put_back(state, opened)
+        elif owner is not None and (why := self.keys.clear_allowed(owner)) is not None:
+            if why == FORGOTTEN:
+                stand_ins(cls, state)
+                return self.rebuilt(withheld_class(cls, FORGOTTEN), stored_event, state)
+            raise CorruptionError(
+                f"event {stored_event.originator_id} at version {stored_event.originator_version}",
+                f"contents in clear in run {owner}, which is encrypted (written without the "
+                "keyring, or altered)",
+            )
         if offloaded and self.offloader is not None and self.reveal:
             for path, value in _taken(state, tuple(offloaded), keep=True):
                 ref = reference_in(value)
-                if ref is None:
+                if ref is None or ref.run_id != owner:
                     raise CorruptionError(
-                        f"event {stored_event.originator_id}", f"{path} is not a reference"
+                        f"event {stored_event.originator_id}", f"{path} is not its reference"
                     )
                 document = orjson.loads(self.offloader.read_document(ref, key))
                 _put_back(state, {path: document})

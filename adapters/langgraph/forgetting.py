@@ -80,7 +80,9 @@ def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> Op[None]:
     readers: dict[UUID, set[UUID]] = defaultdict(set)  # channel -> channels that copy it
 
     def visit(event: ChannelEvent) -> None:
-        payload = event.contents()
+        if event.payload is None:
+            return  # a forgotten run's (or one this store cannot open): no checkpoint to find
+        payload = event.payload
         if event.kind == CHECKPOINT and _run_of(ctx, payload) in wanted:
             hits[event.channel_id].add(str(payload["checkpoint_id"]))
         elif event.kind == COPIED:

@@ -3,9 +3,10 @@
 Retention (:mod:`actae.domain.keeping`) first appends the run's tombstone after its last
 event; only then are the events it replaces deleted: every event of the run's channel and
 of its ledger entries, and the run's own events except the tombstone. Positions stay
-monotonic on every backend: the tombstone is newer than every deleted row, so the largest
-position is never deleted and never handed out again (SQLite gives a new row the largest
-``rowid`` plus one; PostgreSQL's sequence never goes back).
+monotonic on every backend: PostgreSQL's sequence never goes back, the in-memory store
+leaves holes, and on SQLite, which gives a new row the largest ``rowid`` plus one, the row
+with the largest ``rowid`` is never deleted (the tombstone is newer than the history it
+replaces, so that spares at most a write that came after it).
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ def _sqlite(
                 part = [i.hex for i in ids[start : start + 500]]
                 marks = ", ".join("?" * len(part))
                 where = f"originator_id IN ({marks})" + ("" if keep is None else " AND topic <> ?")
+                where += f" AND rowid < (SELECT max(rowid) FROM {table})"  # noqa: S608
                 params = [*part] if keep is None else [*part, keep]
                 statement = f"DELETE FROM {table} WHERE {where} RETURNING 1"  # noqa: S608
                 cursor.execute(statement, params)

@@ -278,8 +278,10 @@ def _refuse_leaks(
     rows = conn.execute(
         "SELECT c.relname FROM pg_class c "
         "JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = %s "
-        "WHERE c.relname = ANY(%s) AND has_table_privilege(%s::oid, c.oid, %s) ORDER BY 1",
-        [schema, private, oid, ACCESS],
+        "WHERE c.relname = ANY(%s) AND (has_table_privilege(%s::oid, c.oid, %s) "
+        "OR has_any_column_privilege(%s::oid, c.oid, 'SELECT, INSERT, UPDATE, REFERENCES')) "
+        "ORDER BY 1",
+        [schema, private, oid, ACCESS, oid],
     ).fetchall()
     if rows:
         leaks = ", ".join(str(name) for (name,) in rows)

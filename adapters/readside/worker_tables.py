@@ -127,20 +127,54 @@ class WorkerTables:
 
     # -- retention's lookups ----------------------------------------------------------------
 
-    def finished_before(self, cutoff: datetime, *, limit: int) -> list[UUID]:
-        """Runs that ended by ``cutoff`` and are not purged, oldest end first.
+    def due_runs(
+        self,
+        rules: Sequence[tuple[str | None, str, datetime]],
+        own_agents: Sequence[str],
+        *,
+        held: bool,
+        limit: int,
+    ) -> list[UUID]:
+        """Finished runs a retention rule makes due, not purged, oldest end first.
 
-        Retention's candidates: each is checked against the stored run before anything is
-        written, so a row that lags the log only costs a look.
+        ``rules`` are (agent, status, ended by); an agent of ``None`` means every agent not
+        in ``own_agents``. With ``held`` the runs a legal hold keeps instead. Each is
+        checked against the stored run before anything is written, so a row that lags the
+        log only costs a look.
         """
+        if not rules:
+            return []
+        p = self.mark
+        params: list[Any] = []
+        clauses = []
+        for agent, status, ended_by in rules:
+            clause = f"(lifecycle = {p} AND ended_at <= {p}"
+            params += [status, self.adapt(ended_by)]
+            if agent is not None:
+                clause += f" AND agent_id = {p}"
+                params.append(agent)
+            elif own_agents:
+                clause += f" AND agent_id NOT IN ({', '.join([p] * len(own_agents))})"
+                params += list(own_agents)
+            clauses.append(clause + ")")
+        hold = "coalesce(held, FALSE)" if held else "NOT coalesce(held, FALSE)"
+        with self.transaction():
+            rows = self.execute(
+                f"SELECT run_id FROM run_status WHERE purged_at IS NULL AND {hold} "
+                f"AND ({' OR '.join(clauses)}) ORDER BY ended_at, run_id LIMIT {int(limit)}",
+                params,
+            ).fetchall()
+        return [UUID(str(row[0])) for row in rows]
+
+    def recently(self, column: str, since: datetime) -> list[tuple[UUID, UUID]]:
+        """Runs (and their channels) whose ``column`` (forgotten_at, purged_at) is since."""
         p = self.mark
         with self.transaction():
             rows = self.execute(
-                "SELECT run_id FROM run_status WHERE purged_at IS NULL "
-                f"AND ended_at <= {p} ORDER BY ended_at, run_id LIMIT {int(limit)}",
-                (self.adapt(cutoff),),
+                f"SELECT run_id, channel_id FROM run_status WHERE {column} >= {p}",
+                (self.adapt(since),),
             ).fetchall()
-        return [UUID(str(row[0])) for row in rows]
+        return [(UUID(str(row[0])), UUID(str(row[1]))) for row in rows]
 
     def effect_keys_of(self, run_ids: Sequence[Any]) -> list[str]:
         """The ledger keys of these runs' effects (and of their steps' attempt counters)."""

@@ -54,6 +54,8 @@ async def open_async(
     clock: Clock | None = None,
     max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
     create: bool = True,
+    keyring: str | None = None,
+    redact: Redactor | bool | None = None,
 ) -> AsyncIterator[AsyncStore]:
     """Open the store at ``url`` for asyncio code: ``async with actae.open_async(url) as store``.
 
@@ -61,7 +63,13 @@ async def open_async(
     when the block ends.
     """
     store = await asyncio.to_thread(
-        open, url, clock=clock, max_document_bytes=max_document_bytes, create=create
+        open,
+        url,
+        clock=clock,
+        max_document_bytes=max_document_bytes,
+        create=create,
+        keyring=keyring,
+        redact=redact,
     )
     async with AsyncStore(store) as opened:
         yield opened

@@ -32,7 +32,15 @@ from actae.domain.values import OperationRecord, Receipt, RunInfo, RunStatus
 from actae.domain.waits import Decision
 
 NOTE_KINDS = ("run.", "effect.")
-STOPPED = frozenset({RunStatus.PAUSED, RunStatus.CANCELLED, RunStatus.COMPLETED, RunStatus.FAILED})
+STOPPED = frozenset(
+    {
+        RunStatus.PAUSED,
+        RunStatus.CANCELLED,
+        RunStatus.COMPLETED,
+        RunStatus.FAILED,
+        RunStatus.FORGOTTEN,
+    }
+)
 
 PATIENCE = 60.0
 """Seconds a context outside a worker (no run lease) waits out an outage to record a result."""

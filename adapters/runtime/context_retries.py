@@ -124,9 +124,12 @@ class StepRetries:
 
     def _give_up(self, attempts: str, name: str, info: EffectInfo) -> NoReturn:
         """The policy is exhausted: close the attempts and fail the run with the reason."""
-        reason = f"step {name!r} failed after {info.attempt} attempts: {info.last_error}"
+        gave_up = f"step {name!r} failed after {info.attempt} attempts"
+        reason = f"{gave_up}: {info.last_error}"
         if info.status is not EffectStatus.ABANDONED:
-            self.store.abandon(attempts, actor=self.worker, reason=reason[:MAX_REASON_LENGTH])
+            # An abandonment's reason is metadata, in clear: the error (contents) stays in
+            # the sealed failure events and the run's error.
+            self.store.abandon(attempts, actor=self.worker, reason=gave_up[:MAX_REASON_LENGTH])
         self.store.fail_run(self.run.run_id, reason, actor=self.worker)
         self._refresh()
         raise RunStoppedError(self.run.run_id, status=RunStatus.FAILED.value)

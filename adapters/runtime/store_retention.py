@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 PURGED_TOPIC = get_topic(Run.Purged)
 BATCH = 100
 """Runs purged per transaction of deletes: short enough that writers never wait long."""
+FINISH_WITHIN = timedelta(days=1)
+"""How far back a retention pass looks for forgets and purges a crash left unfinished."""
 
 
 class RetentionMethods:
@@ -97,31 +99,35 @@ class RetentionMethods:
         A purge keeps the run's tombstone (``store.run`` reports ``purged_at``, its
         workflow, dates, counts, the policy and ``actor``) and its lineage; it deletes its
         events, its data key and the artifacts no other run references. A run on hold is
-        never purged; a fork keeps its own copy of the state it started from. At most
-        ``limit`` runs per call (workers call it periodically); ``dry_run`` says what would
-        go and changes nothing. ``progress`` is told how many were purged after each batch.
+        never purged, nor one a live fork still replays from; a fork keeps its own copy of
+        the state it started from. At most ``limit`` runs per call (workers call it
+        periodically); ``dry_run`` says what would go and changes nothing. ``progress`` is
+        told how many were purged after each batch. A purge or a forget that a crash
+        interrupted (its event written, its deletes not) is finished first.
         """
         started = time.monotonic()
         actor = require_text("actor", actor)
         limit = require_int("limit", limit, minimum=1)
-        kept = self._service.run(keeping.policies())
-        shortest = None if kept is None else kept.shortest()
-        if kept is None or shortest is None:
-            return _report(dry_run, 0, [], 0, 0, 0, started)
         projector = self.projector()
         projector.catch_up()
         now = self.now()
-        candidates = projector.db.finished_before(now - timedelta(seconds=shortest), limit=limit)
-        due, held = self._due(kept, candidates, now)
+        if not dry_run:
+            self._finish_interrupted(projector, now)
+        kept = self._service.run(keeping.policies())
+        if kept is None or kept.shortest() is None:
+            return _report(dry_run, 0, [], 0, 0, 0, started)
+        rules, own = kept.rules(now), kept.own_agents()
+        candidates = projector.db.due_runs(rules, own, held=False, limit=limit)
+        held = len(projector.db.due_runs(rules, own, held=True, limit=limit))
+        due = [run_id for run_id in candidates if self._is_due(kept, run_id, now)]
         if dry_run:
             return _report(True, len(candidates), due, held, 0, 0, started)
         purged: list[UUID] = []
         events = artifacts = 0
         for start in range(0, len(due), BATCH):
             done = [run for run in due[start : start + BATCH] if self._tombstone(run, actor)]
-            events += self._delete(done, projector)
-            artifacts += sum(self._holding.artifacts.purge(run) for run in done)
-            self._holding.keys.drop(done)
+            deleted, dropped = self._delete(done, projector)
+            events, artifacts = events + deleted, artifacts + dropped
             purged.extend(done)
             if progress is not None:
                 progress(len(purged))
@@ -130,56 +136,82 @@ class RetentionMethods:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _due(
-        self, kept: Retention, candidates: Sequence[UUID], now: datetime
-    ) -> tuple[list[UUID], int]:
-        """The candidates due now by their stored runs, and how many a hold keeps."""
-        due: list[UUID] = []
-        held = 0
-        for run_id in candidates:
-            try:
-                run = self._service.reader.run_aggregate(run_id)
-            except NotFoundError:
-                continue
-            if kept.due(run, now) is not None:
-                due.append(run_id)
-            elif run.held and kept.due(run, now, ignoring_hold=True) is not None:
-                held += 1
-        return due, held
+    def _is_due(self, kept: Retention, run_id: UUID, now: datetime) -> bool:
+        """Whether the stored run is due, and no live fork of it still replays from it."""
+        try:
+            run = self._service.reader.run_aggregate(run_id)
+        except NotFoundError:
+            return False
+        if kept.due(run, now) is None:
+            return False
+        reader = self._service.reader
+        return not any(reader.run_or_tombstone(f.child_run_id).is_live for f in run.forks)
 
     def _tombstone(self, run_id: UUID, actor: str) -> bool:
         """Write the run's tombstone if it is (still) due; whether it was."""
-        return self._service.execute(keeping.purge, Purge(run_id=run_id, actor=actor)) is not None
+        try:
+            tombstone = self._service.execute(keeping.purge, Purge(run_id=run_id, actor=actor))
+        except NotFoundError:  # purged meanwhile by another worker
+            return False
+        return tombstone is not None
 
-    def _delete(self, runs: Sequence[UUID], projector: Projector) -> int:
-        """Delete the events the tombstones of ``runs`` replace, in one transaction."""
+    def _delete(self, runs: Sequence[UUID], projector: Projector) -> tuple[int, int]:
+        """Delete what the tombstones of ``runs`` replace; how many events and artifacts.
+
+        The events in one transaction; then the runs' data keys and unshared artifacts.
+        """
         if not runs:
-            return 0
+            return 0, 0
         everything: list[UUID] = []
         for run_id in runs:
-            run = self._service.reader.run_aggregate(run_id)
+            run = self._service.reader.run_or_tombstone(run_id)
             everything.append(run.channel_id)
-            everything.extend(self._operations_of(run_id, run.channel_id))
+            everything.extend(self._operations_of(run))
         keys = projector.db.effect_keys_of(runs)
         everything.extend(Operation.id_for(key) for key in keys)
-        return delete_events(
+        deleted = delete_events(
             self._service.recorder,
             everything_of=sorted(set(everything)),
             history_of=list(runs),
             keep_topic=PURGED_TOPIC,
         )
+        artifacts = sum(self._holding.artifacts.purge(run) for run in runs)
+        self._holding.keys.drop(runs)
+        return deleted, artifacts
 
-    def _operations_of(self, run_id: UUID, channel_id: UUID) -> set[UUID]:
-        """The operation records of the run's commands, named by its events (unopened)."""
+    def _operations_of(self, run: Run) -> set[UUID]:
+        """The operation records of the run's own commands, named by its events (unopened).
+
+        A child's or a fork's start is recorded under its parent's command (the parent's
+        checkpoint of starting it): that record stays, so the parent's replay finds it.
+        """
         mapper = self._service.metadata_mapper
         found: set[UUID] = set()
-        for aggregate_id in (run_id, channel_id):
+        own_start = run.parent_run_id is None and run.forked_from is None
+        sources = (run.id, run.channel_id) if own_start else (run.channel_id,)
+        for aggregate_id in sources:
             for stored in self._service.recorder.select_events(aggregate_id):
                 event = mapper.to_domain_event(stored)
                 operation_id = getattr(event, "operation_id", None)
+                if not own_start and isinstance(event, Channel.Opened):
+                    continue  # opened by the parent's command, under the parent's record
                 if isinstance(operation_id, str) and isinstance(event, Run.Started | Channel.Event):
                     found.add(Operation.id_for(operation_id))
         return found
+
+    def _finish_interrupted(self, projector: Projector, now: datetime) -> None:
+        """Finish the forgets and purges of the last day that a crash cut short."""
+        since = now - FINISH_WITHIN
+        keys = self._holding.keys
+        for run_id, _ in projector.db.recently("forgotten_at", since):
+            if keys.is_live(run_id):
+                keys.forget(run_id)
+        unfinished = [
+            run_id
+            for run_id, channel_id in projector.db.recently("purged_at", since)
+            if self._service.recorder.select_events(channel_id, limit=1) or keys.has_key(run_id)
+        ]
+        self._delete(unfinished, projector)
 
 
 def _report(
