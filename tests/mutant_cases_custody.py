@@ -156,4 +156,12 @@ CUSTODY_MUTANTS = [
         ),
         postgres=True,
     ),
+    Mutant(
+        "langgraph-delete-only-ends",
+        "adapters/langgraph/forgetting.py",
+        "Store.forget, ref.run_id, actor=ctx.workflow_id, reason=why",
+        "Store.run, ref.run_id",
+        "LangGraph's delete_thread crypto-shreds an encrypted thread, as store.forget does",
+        ("tests/langgraph/test_saver.py",),
+    ),
 ]

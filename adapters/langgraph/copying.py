@@ -21,6 +21,7 @@ from actae.adapters.langgraph.encoding import COPIED, operation_id
 from actae.adapters.langgraph.threads import (
     Context,
     Ref,
+    current_run,
     ensure_namespace,
     find_thread,
     namespaces,
@@ -52,7 +53,9 @@ def copy_thread(ctx: Context, source: str, target: str) -> Op[None]:
 def _forked(ctx: Context, threads: tuple[str, str], root: Ref, at: int) -> Op[bool]:
     """Fork the source's run as the target thread's; ``False`` if the target exists."""
     source, target = threads
-    operation = ctx.thread_operation(target)
+    existing, operation = yield from current_run(ctx, ctx.thread_operation(target))
+    if existing is not None:
+        return False  # the target thread has a run already (put on, or copied before)
     try:
         receipt = yield from ask(
             Store.fork,

@@ -1,24 +1,26 @@
-"""``delete_thread``, ``prune`` and ``delete_for_runs``: audited tombstones, not row deletion.
+"""``delete_thread``, ``prune`` and ``delete_for_runs``: through the store's own custody.
 
-Actae's log is append-only: nothing in it is ever deleted (a retention feature that really
-forgets is to come). So each of these calls appends an event that says what is gone and
-why, and every read of this saver honours it (:mod:`~actae.adapters.langgraph.history`):
-
-* ``delete_thread`` (and ``prune(..., strategy="delete")``) puts a tombstone transition on
-  each namespace of the thread: the thread reads as empty, and a later ``put`` starts it
-  afresh on the same run;
+* ``delete_thread`` (and ``prune(..., strategy="delete")``) ends every run of the thread
+  the way the store deletes anything: forgotten at once when the store encrypts (its data
+  key destroyed, audited: every checkpoint of it is unreadable for good), else completed,
+  so that retention purges it when the store's policy says (docs/data.md). The thread reads
+  as empty at once, and a later ``put`` starts it afresh on a new run.
 * ``prune(..., strategy="keep_latest")`` records, per namespace, the one checkpoint that
   stays visible, with its writes;
 * ``delete_for_runs`` records, on every channel holding one (a copy's included), which
   checkpoints of those LangGraph runs read as gone.
 
-The checkpoints themselves stay in the log: ``store.events``, ``store.state_at`` and forks
-still reach them, and the tombstones say who hid what and when. Each tombstone names the
-head it read and retries on a lost race: a deletion applies to what is there when it lands.
+The last two hide checkpoints inside a thread that goes on: a run's log is kept or
+forgotten whole, so their checkpoints stay in it until the thread is deleted or its run
+purged, and every read of this saver honours the records
+(:mod:`~actae.adapters.langgraph.history`). Each record names the head it read and retries
+on a lost race: it applies to what is there when it lands. Tombstones written by earlier
+versions of ``delete_thread`` are still honoured.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections import defaultdict
 from collections.abc import Sequence
 from functools import partial
@@ -29,29 +31,49 @@ from actae.adapters.langgraph.calls import Op, ask
 from actae.adapters.langgraph.encoding import (
     CHECKPOINT,
     COPIED,
-    DELETED,
     FORGOTTEN,
     PRUNED,
-    deleted_state,
     operation_id,
     unpack,
 )
 from actae.adapters.langgraph.history import FORKED, at_head, history, scan_store
-from actae.adapters.langgraph.threads import Context, Ref, find_thread, namespaces
+from actae.adapters.langgraph.threads import (
+    Context,
+    Ref,
+    find_thread,
+    forget_remembered,
+    namespaces,
+)
 from actae.adapters.langgraph.writing import after_head
 from actae.adapters.runtime.store import Store
+from actae.domain.errors import IllegalTransitionError, ValidationError
 from actae.domain.values import ChannelEvent, Receipt
 
 STRATEGIES = ("keep_latest", "delete")
 
 
 def delete_thread(ctx: Context, thread_id: str, reason: str = "delete_thread") -> Op[None]:
-    """Tombstone every namespace of ``thread_id``; nothing happens for an unknown thread."""
+    """End every run of ``thread_id``, as the store's own deletion paths do.
+
+    Each namespace's run is forgotten when the store encrypts (its checkpoints are
+    crypto-shredded at once, audited), else completed, so that retention purges it by the
+    store's policy. The thread then reads as empty, and a later checkpoint starts it afresh
+    on a new run. Nothing happens for an unknown thread.
+    """
     root = yield from find_thread(ctx, thread_id)
     if root is None:
         return
-    for checkpoint_ns, ref in (yield from namespaces(root)):
-        yield from _tombstone(ctx, (thread_id, checkpoint_ns), ref, reason)
+    found = yield from namespaces(root)
+    for checkpoint_ns, ref in [*found[1:], found[0]]:  # the root last: it hears its children
+        why = f"LangGraph {reason}: thread {thread_id!r}" + (
+            f", namespace {checkpoint_ns!r}" if checkpoint_ns else ""
+        )
+        try:
+            yield from ask(Store.forget, ref.run_id, actor=ctx.workflow_id, reason=why)
+        except ValidationError:  # written in clear: retention deletes it
+            with contextlib.suppress(IllegalTransitionError):  # ended already
+                yield from ask(Store.complete_run, ref.run_id, {"deleted": why})
+        forget_remembered(ctx, ref)
 
 
 def prune(ctx: Context, thread_ids: Sequence[str], strategy: str) -> Op[None]:
@@ -120,28 +142,6 @@ def _spread(hits: dict[UUID, set[str]], readers: dict[UUID, set[UUID]]) -> dict[
                 seen.add(reader)
                 queue.append(reader)
     return spread
-
-
-def _tombstone(ctx: Context, address: tuple[str, str], ref: Ref, reason: str) -> Op[None]:
-    """Put a tombstone on the channel, unless nothing is there to hide."""
-    thread_id, checkpoint_ns = address
-
-    def write(head: Receipt) -> Op[None]:
-        (last,) = yield from ask(Store.events, ref.channel_id, head.cursor - 1, 1)
-        if last.kind in (DELETED, "run.started"):
-            return  # deleted already, or a new run that never held a checkpoint
-        yield from ask(
-            Store.transition,
-            ref.channel_id,
-            kind=DELETED,
-            payload={"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "reason": reason},
-            state=deleted_state(thread_id, checkpoint_ns),
-            expected_version=head.state_version,
-            expected_cursor=head.cursor,
-            operation_id=_marker_id(ctx, DELETED, ref.channel_id, head),
-        )
-
-    yield from after_head(ref.channel_id, write)
 
 
 def _keep_latest(ctx: Context, address: tuple[str, str], ref: Ref) -> Op[None]:

@@ -9,8 +9,13 @@ a channel of its own: the latest checkpoint of a namespace is then always the he
 channel, one read away, and deleting, pruning or copying a thread finds its namespaces as
 the children of the thread's run.
 
-A mapping never changes once made (deleting a thread writes a tombstone on the same
-channel; it does not start a new run), so this process remembers what it has looked up.
+Deleting a thread ends its runs (forgotten when the store encrypts, else completed, for
+retention to purge): a later checkpoint starts the thread afresh on a new run, started under
+the next generation of the operation id (``…:thread:<thread_id>#2``, ``#3``, …). A thread's
+run is found by walking the generations to the first whose run has not ended. This process
+remembers what it has looked up; deleting a thread forgets it here (another process finds
+out when its own memory of it is dropped, or at once for an encrypted store, whose ended
+runs refuse writes).
 """
 
 from __future__ import annotations
@@ -143,22 +148,51 @@ def _namespace_operation(ctx: Context, root: Ref, checkpoint_ns: str) -> str:
 
 
 def _found(ctx: Context, operation: str) -> Op[Ref | None]:
-    known = ctx.runs.get(operation)
-    if known is not None:
-        return known
-    record = yield from ask(Store.operation, operation)
-    if record is None:
-        return None
-    key = _RUN_OF_COMMAND.get(record.command)
-    if key is None:
-        raise ValueError(
-            f"operation id {operation!r} was used by {record.command!r}, not to start a "
-            "LangGraph thread's run: choose another workflow_id for the saver"
-        )
-    info = yield from ask(Store.run, record.result[key])
-    ref = Ref(info.run_id, info.channel_id)
-    remember(ctx.runs, operation, ref)
+    """The live run started under ``operation`` (or a later generation of it), if any."""
+    ref, _ = yield from current_run(ctx, operation)
     return ref
+
+
+def current_run(ctx: Context, operation: str) -> Op[tuple[Ref | None, str]]:
+    """The live run of ``operation``'s generations, and the id the next start would take.
+
+    A generation whose run ended (its thread was deleted) is passed over.
+    """
+    generation, number = operation, 1
+    while True:
+        known = ctx.runs.get(generation)
+        if known is not None:
+            return known, generation
+        record = yield from ask(Store.operation, generation)
+        if record is None:
+            return None, generation
+        key = _RUN_OF_COMMAND.get(record.command)
+        if key is None:
+            raise ValueError(
+                f"operation id {generation!r} was used by {record.command!r}, not to start a "
+                "LangGraph thread's run: choose another workflow_id for the saver"
+            )
+        info = yield from ask(Store.run, record.result[key])
+        if not ended(info):
+            ref = Ref(info.run_id, info.channel_id)
+            remember(ctx.runs, generation, ref)
+            return ref, generation
+        number += 1
+        generation = f"{operation}#{number}"
+
+
+def ended(info: RunInfo) -> bool:
+    """Whether a thread's run ended (deleted: completed, forgotten, purged or cancelled)."""
+    return (
+        info.ended_at is not None or info.forgotten_at is not None or (info.purged_at is not None)
+    )
+
+
+def forget_remembered(ctx: Context, ref: Ref) -> None:
+    """Drop what this process remembers of the run ``ref`` (its thread was deleted)."""
+    with _remembering:
+        for operation in [op for op, known in ctx.runs.items() if known == ref]:
+            ctx.runs.pop(operation, None)
 
 
 def _started(
@@ -168,7 +202,7 @@ def _started(
     state: dict[str, object],
     parent: UUID | None,
 ) -> Op[Ref]:
-    known = yield from _found(ctx, operation)
+    known, operation = yield from current_run(ctx, operation)
     if known is not None:
         return known
     try:

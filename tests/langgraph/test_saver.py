@@ -20,9 +20,10 @@ from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.serde.types import INTERRUPT
 
 import actae
+from actae.adapters.custody.keyring import new_keyring, save_keyring
 from actae.adapters.langgraph import writing
 from actae.adapters.langgraph.calls import Call
-from actae.adapters.langgraph.encoding import CHECKPOINT, COPIED, DELETED, FORGOTTEN, WRITES
+from actae.adapters.langgraph.encoding import CHECKPOINT, COPIED, FORGOTTEN, WRITES
 from actae.adapters.langgraph.reading import get_tuple
 from actae.adapters.langgraph.threads import Context
 from actae.langgraph import ActaeSaver, AsyncActaeSaver
@@ -206,7 +207,9 @@ def test_an_operation_is_a_generator_of_store_calls() -> None:
     assert done.value.value is None
 
 
-def test_delete_thread_leaves_an_audited_tombstone(saver: ActaeSaver, store: actae.Store) -> None:
+def test_delete_thread_ends_the_threads_runs_for_retention(
+    saver: ActaeSaver, store: actae.Store
+) -> None:
     first = put(saver, config("t1"), 0)
     put(saver, first, 1)
     put(saver, config("t1", ns="child:1"), 0)
@@ -214,30 +217,48 @@ def test_delete_thread_leaves_an_audited_tombstone(saver: ActaeSaver, store: act
     assert run is not None
 
     saver.delete_thread("t1")
-    saver.delete_thread("t1")  # nothing new to hide: no second tombstone
+    saver.delete_thread("t1")  # nothing is left to delete
     assert saver.get_tuple(config("t1")) is None
     assert saver.get_tuple(config("t1", ns="child:1")) is None
     assert list(saver.list(config("t1"))) == []
-    events = store.events(run.channel_id)
-    assert [e.kind for e in events] == ["run.started", CHECKPOINT, CHECKPOINT, DELETED]
-    assert events[-1].payload == {"thread_id": "t1", "checkpoint_ns": "", "reason": "delete_thread"}
-    assert (
-        store.state_at(run.channel_id, 2).state["checkpoint_id"]
-        == (
-            first["configurable"]["checkpoint_id"]  # the log keeps the history
-        )
+    assert saver.thread_run("t1") is None
+    ended = store.run(run.run_id)
+    assert ended.status is actae.RunStatus.COMPLETED  # for the store's retention to purge
+    assert ended.result == {"deleted": "LangGraph delete_thread: thread 't1'"}
+    assert [c for c in store.lineage(run.run_id).children if store.run(c).ended_at] == list(
+        store.lineage(run.run_id).children
     )
 
-    # A later put starts the thread afresh, on the same run; the same checkpoint again too.
+    # A later put starts the thread afresh, on a new run; the same checkpoint again too.
     again = saver.put(config("t1"), checkpoint(step=9), metadata(0), {})
     assert [t.config for t in saver.list(config("t1"))] == [again]
-    assert saver.thread_run("t1") == store.run(run.run_id)
+    fresh = saver.thread_run("t1")
+    assert fresh is not None
+    assert fresh.run_id != run.run_id
     saver.delete_thread("t1")
     made = checkpoint(step=10)
     saver.put(config("t1"), made, metadata(0), {})
     saver.delete_thread("t1")
     saver.put(config("t1"), made, metadata(0), {})
     assert [t.checkpoint["id"] for t in saver.list(config("t1"))] == [made["id"]]
+
+
+def test_delete_thread_forgets_the_threads_runs_when_the_store_encrypts(
+    tmp_path: Path,
+) -> None:
+    keys = tmp_path / "keys.json"
+    save_keyring(new_keyring(), keys, replace=False)
+    with actae.open("memory://", keyring=str(keys)) as store:
+        saver = ActaeSaver(store)
+        put(saver, config("t1"), 0, note="patient 7")
+        run = saver.thread_run("t1")
+        assert run is not None
+        saver.delete_thread("t1")
+        assert store.run(run.run_id).status is actae.RunStatus.FORGOTTEN
+        assert all(event.forgotten for event in store.events(run.channel_id))
+        assert saver.get_tuple(config("t1")) is None
+        later = put(saver, config("t1"), 0, note="new")
+        assert saver.get_tuple(later) is not None
 
 
 def test_copy_thread_is_a_fork_with_a_receipt(saver: ActaeSaver, store: actae.Store) -> None:
@@ -269,9 +290,12 @@ def test_copy_thread_is_a_fork_with_a_receipt(saver: ActaeSaver, store: actae.St
     assert [values["n"] for _, values, _ in listed("dst")] == [3, 1, 0]
     assert listed("src") == []
     # Copying into a thread that exists splices the source in after what it has.
+    put(saver, config("src"), 0, n=100)
     saver.copy_thread("dst", "src")
-    assert [values["n"] for _, values, _ in listed("src")] == [3, 1, 0]
-    assert kinds(store, source.channel_id)[-1] == COPIED
+    assert [values["n"] for _, values, _ in listed("src")] == [3, 1, 0, 100]
+    again = saver.thread_run("src")
+    assert again is not None
+    assert kinds(store, again.channel_id)[-1] == COPIED
 
 
 def test_prune_and_delete_for_runs_hide_checkpoints_in_copies_too(
