@@ -29,7 +29,6 @@ to ``benchmarks/results/anatomy.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import uuid
 from collections.abc import Callable, Iterator
@@ -50,11 +49,11 @@ from actae.domain.operation import Operation
 from actae.domain.validation import fingerprint, require_document
 from benchmarks.common import (
     DSN,
-    RESULTS,
     STATE,
     drop_schemas,
     medians,
     progress,
+    save,
     timings_ms,
     with_schema,
 )
@@ -311,8 +310,7 @@ def main() -> None:
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "rungs": measure(args.dsn),
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "anatomy.json").write_text(json.dumps(results, indent=2))
+    save("anatomy", results)
     print(f"\nAnatomy of a transition (PostgreSQL), {results['date']}\n")
     print(table(results))
 

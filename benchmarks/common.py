@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import os
+import platform
 import random
+import re
 import statistics
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +22,39 @@ from psycopg import sql
 
 DSN = "postgresql://postgres@127.0.0.1:5432/test"
 RESULTS = Path(__file__).with_name("results")
+
+
+def stamp() -> dict[str, str]:
+    """When and where a benchmark ran: the head of every results file."""
+    return {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": (
+            f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, "
+            f"Python {platform.python_version()}"
+        ),
+    }
+
+
+def save(name: str, results: dict[str, Any]) -> None:
+    """Write ``benchmarks/results/<name>.json``."""
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2))
+
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def update_readme(block: str, text: str) -> None:
+    """Replace what README.md holds between ``<!-- {block}:start -->`` and its end marker."""
+    start, end = f"<!-- {block}:start -->", f"<!-- {block}:end -->"
+    readme = README.read_text()
+    if start not in readme or end not in readme:
+        raise SystemExit(f"README.md has no {start} … {end} block")
+    new = f"{start}\n{text}\n{end}"
+    README.write_text(
+        re.sub(f"{re.escape(start)}.*?{re.escape(end)}", lambda _: new, readme, flags=re.S)
+    )
+    print(f"\nREADME.md updated ({start} … {end}).")
 
 
 def progress(text: str) -> None:

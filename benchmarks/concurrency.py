@@ -35,16 +35,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import json
-import os
-import platform
 import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, ExitStack, asynccontextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from functools import partial
 from typing import Any, TypedDict
 
@@ -59,7 +55,15 @@ from psycopg_pool import AsyncConnectionPool
 
 import actae
 from actae.langgraph import AsyncActaeSaver
-from benchmarks.common import DSN, RESULTS, STATE, progress, scratch_schema, with_schema
+from benchmarks.common import (
+    DSN,
+    STATE,
+    progress,
+    save,
+    scratch_schema,
+    stamp,
+    with_schema,
+)
 from benchmarks.core import Turns, transition_step
 from benchmarks.loop_lag import atransition_step
 from benchmarks.raw import RawBaseline
@@ -422,11 +426,7 @@ def main() -> None:
     args = parser.parse_args()
     sizes = QUICK if args.quick else FULL
     results: dict[str, Any] = {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": (
-            f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, "
-            f"Python {platform.python_version()}"
-        ),
+        **stamp(),
         "quick": args.quick,
         "coroutines": COROUTINES,
         "threads": THREADS,
@@ -436,8 +436,7 @@ def main() -> None:
         results["langgraph"] = langgraph(runner, args.dsn, sizes)
         progress(f"transitions: {COROUTINES} coroutines and {THREADS} threads, by turns")
         results["transitions"] = transitions(runner, args.dsn, sizes)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "concurrency.json").write_text(json.dumps(results, indent=2))
+    save("concurrency", results)
     print(f"\nActae concurrency benchmark, {results['date']}, {results['machine']}\n")
     print(table(results))
 

@@ -15,10 +15,7 @@ Results are printed as markdown tables and written to ``benchmarks/results/core.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
-import os
-import platform
 import tempfile
 import time
 import uuid
@@ -33,13 +30,14 @@ import actae
 from actae.domain.channel import Channel
 from benchmarks.common import (
     DSN,
-    RESULTS,
     STATE,
     drop_schemas,
     latency,
     medians,
     progress,
+    save,
     schema_bytes,
+    stamp,
     summary,
     with_schema,
 )
@@ -340,11 +338,7 @@ def main() -> None:
     args = parser.parse_args()
     sizes = SIZES[:2] if args.quick else SIZES
     results: dict[str, Any] = {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": (
-            f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, "
-            f"Python {platform.python_version()}"
-        ),
+        **stamp(),
         "sizes": list(sizes),
     }
     with tempfile.TemporaryDirectory() as folder:
@@ -355,8 +349,7 @@ def main() -> None:
         }
     if not args.sqlite_only:
         results["postgresql"] = postgres(args.dsn, sizes)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "core.json").write_text(json.dumps(results, indent=2))
+    save("core", results)
     print(f"\nActae core benchmark, {results['date']}, {results['machine']}\n")
     print(table(results))
 

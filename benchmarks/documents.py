@@ -30,16 +30,12 @@ to ``benchmarks/results/documents.json``.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import random
 import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
@@ -50,9 +46,10 @@ import actae
 from actae.adapters.persistence.url import DEFAULT_INLINE_MAX, MAX_INLINE_MAX, MIN_INLINE_MAX
 from benchmarks.common import (
     DSN,
-    RESULTS,
     drop_schemas,
     progress,
+    save,
+    stamp,
     summary,
     timings_ms,
     with_schema,
@@ -336,11 +333,7 @@ def main() -> None:
     args = parser.parse_args()
     sizes = SIZES[:4] if args.quick else SIZES
     results: dict[str, Any] = {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": (
-            f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, "
-            f"Python {platform.python_version()}"
-        ),
+        **stamp(),
         "sizes": list(sizes),
         "rounds": ROUNDS,
     }
@@ -351,8 +344,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as folder:
             urls = {side: side_url(f"sqlite:///{folder}/{side}.db", side) for side in SIDES}
             results["sqlite"] = rates(urls, sizes, None)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "documents.json").write_text(json.dumps(results, indent=2))
+    save("documents", results)
     print(f"\nActae documents benchmark, {results['date']}, {results['machine']}\n")
     print(table(results))
 

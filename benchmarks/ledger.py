@@ -20,7 +20,7 @@ import psycopg
 from psycopg import sql
 
 import actae
-from benchmarks.common import DSN, RESULTS, progress, rate
+from benchmarks.common import DSN, progress, rate, save
 
 WORKERS = 4
 CLAIMS_PER_WORKER = 400
@@ -94,8 +94,7 @@ def main() -> None:
                 conn.execute(
                     sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name))
                 )
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "ledger.json").write_text(json.dumps(results, indent=2))
+    save("ledger", results)
     print(f"\nActae ledger benchmark, {results['date']}, PostgreSQL, {WORKERS} workers\n")
     print("| per second | Actae | raw psycopg | ratio |\n|---|---|---|---|")
     for label in ("claim", "claim+complete"):

@@ -35,26 +35,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
-import platform
 import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import actae
 from benchmarks.common import (
     DSN,
-    RESULTS,
     STATE,
     percentile,
     progress,
+    save,
     scratch_schema,
+    stamp,
     with_schema,
 )
 from benchmarks.core import transition_step
@@ -231,19 +228,14 @@ def main() -> None:
     args = parser.parse_args()
     seconds, rounds = (QUICK_WINDOW, QUICK_ROUNDS) if args.quick else (WINDOW, ROUNDS)
     results: dict[str, Any] = {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": (
-            f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, "
-            f"Python {platform.python_version()}"
-        ),
+        **stamp(),
         "writers": WRITERS,
         "tick_ms": TICK * 1000,
         "window_s": seconds,
         "rounds": rounds,
     }
     results["variants"] = asyncio.run(measure(args.dsn, seconds, rounds))
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "loop_lag.json").write_text(json.dumps(results, indent=2))
+    save("loop_lag", results)
     print(f"\nActae loop lag, {results['date']}, {results['machine']}\n")
     print(table(results))
 

@@ -34,15 +34,11 @@ Run with ``python -m benchmarks.month [--dsn DSN] [--runs N]``; the results go t
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import random
 import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -52,7 +48,7 @@ from psycopg import sql
 
 import actae
 from actae.adapters.custody.keyring import new_keyring, save_keyring
-from benchmarks.common import DSN, RESULTS, drop_schemas, progress, with_schema
+from benchmarks.common import DSN, drop_schemas, progress, save, stamp, update_readme, with_schema
 from benchmarks.core import in_processes
 from benchmarks.documents import table_bytes, vacuum_full
 from benchmarks.purge import DEFAULT_LIMIT, Calls
@@ -330,14 +326,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dsn", default=DSN)
     parser.add_argument("--runs", type=int, default=RUNS, help="runs per store")
+    parser.add_argument("--readme", action="store_true", help="also put the table in README.md")
     args = parser.parse_args()
     runs = max(TURN_RUNS, args.runs - args.runs % TURN_RUNS)
     results: dict[str, Any] = {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": (
-            f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, "
-            f"Python {platform.python_version()}"
-        ),
+        **stamp(),
         "model": {
             "steps": STEPS,
             "state_bytes": CONTEXT + WORKING,
@@ -350,10 +343,11 @@ def main() -> None:
         },
         **measure(args.dsn, runs),
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "month.json").write_text(json.dumps(results, indent=2))
+    save("month", results)
     print(f"\nActae month benchmark, {results['date']}, {results['machine']}\n")
     print(table(results))
+    if args.readme:
+        update_readme("month", table(results))
 
 
 if __name__ == "__main__":

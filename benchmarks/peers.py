@@ -23,7 +23,6 @@ speed drifts. Run ``python -m benchmarks.peers [--dsn DSN]``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -39,9 +38,9 @@ from psycopg import sql
 import actae
 from benchmarks.common import (
     DSN,
-    RESULTS,
     STATE,
     progress,
+    save,
     scratch_schema,
     timings_ms,
     with_schema,
@@ -226,8 +225,7 @@ def main() -> None:
     os.environ.setdefault("DBOS__VMID", "actae-bench")
     results: dict[str, Any] = {"date": datetime.now(UTC).isoformat(timespec="seconds")}
     results["peers"] = measure(args.dsn)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "peers.json").write_text(json.dumps(results, indent=2))
+    save("peers", results)
     print(f"\nActae peers benchmark, {results['date']}, PostgreSQL\n")
     print(table(results))
 

@@ -15,7 +15,6 @@ bench`` leaves it out.
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import subprocess
 import sys
@@ -31,7 +30,7 @@ from psycopg import sql
 
 import actae
 from actae.domain.channel import Channel
-from benchmarks.common import DSN, RESULTS, Key, lag, lags_ms, progress
+from benchmarks.common import DSN, Key, lag, lags_ms, progress, save
 from benchmarks.raw import RawLive, raw_catch_up
 
 BACKLOG = 20_000
@@ -253,8 +252,7 @@ def main() -> None:
                     conn.execute(
                         sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name))
                     )
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "projections.json").write_text(json.dumps(results, indent=2))
+    save("projections", results)
     print(f"\nActae read-side benchmark, {results['date']}\n")
     print(table(results))
 

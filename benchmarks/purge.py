@@ -28,15 +28,11 @@ runs were created is printed for scale. Run with
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
-import os
-import platform
 import statistics
 import time
 import uuid
 from collections import Counter
-from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -44,11 +40,12 @@ import psycopg
 import actae
 from benchmarks.common import (
     DSN,
-    RESULTS,
     STATE,
     drop_schemas,
     percentile,
     progress,
+    save,
+    stamp,
     with_schema,
 )
 from benchmarks.core import in_processes
@@ -79,18 +76,27 @@ LOCK_WAITS = ("Lock:transactionid", "Lock:tuple", "Lock:relation")
 def finished_run(store: actae.Store, name: str, steps: int) -> None:
     """A start, ``steps`` transitions of ~2 KB state and a completion."""
     run = store.start_run(name, agent_id="bench", state=STATE)
-    version, cursor = run.state_version, run.cursor
+    receipt: actae.RunInfo | actae.Receipt = run
     for n in range(1, steps + 1):
-        receipt = store.transition(
-            run.channel_id,
-            kind="step",
-            payload={"n": n},
-            state={**STATE, "step": n},
-            expected_version=version,
-            expected_cursor=cursor,
-        )
-        version, cursor = receipt.state_version, receipt.cursor
+        receipt = step(store, run.channel_id, n, receipt)
     store.complete_run(run.run_id, {"ok": True})
+
+
+def step(
+    store: actae.Store,
+    channel_id: uuid.UUID,
+    n: int,
+    after: actae.RunInfo | actae.Receipt,
+) -> actae.Receipt:
+    """The ``n``-th ~2 KB transition of a run, expected right after ``after``."""
+    return store.transition(
+        channel_id,
+        kind="step",
+        payload={"n": n},
+        state={**STATE, "step": n},
+        expected_version=after.state_version,
+        expected_cursor=after.cursor,
+    )
 
 
 def create(url: str, runs: int, processes: int, steps: int) -> float:
@@ -118,7 +124,7 @@ def writer(url: str, rate: float, ready: Any, stop: Any, out: Any) -> None:
     """
     with actae.open(url) as store:
         run = store.start_run(f"live-{uuid.uuid4()}", agent_id="bench", state=STATE)
-        version, cursor = run.state_version, run.cursor
+        receipt: actae.RunInfo | actae.Receipt = run
         samples: list[tuple[float, float]] = []
         ready.wait()
         next_at = time.monotonic()
@@ -129,16 +135,8 @@ def writer(url: str, rate: float, ready: Any, stop: Any, out: Any) -> None:
                 next_at += 1 / rate
             n += 1
             start = time.monotonic()
-            receipt = store.transition(
-                run.channel_id,
-                kind="step",
-                payload={"n": n},
-                state={**STATE, "step": n},
-                expected_version=version,
-                expected_cursor=cursor,
-            )
+            receipt = step(store, run.channel_id, n, receipt)
             samples.append((start, (time.monotonic() - start) * 1000))
-            version, cursor = receipt.state_version, receipt.cursor
     out.put(("writer", samples))
 
 
@@ -167,10 +165,10 @@ Phase = tuple[str, float, float]
 class Calls:
     """``apply_retention`` calls as made: runs purged before each one, by it, and its time.
 
-    Each call first re-checks every run purged within the last day (a purge a crash cut
-    short is finished then), so a call's time grows with the runs purged before it, and a
-    backlog's with its square. :meth:`fit` separates the two costs; :meth:`projected` adds
-    them up for another number of runs and another ``limit``.
+    Each call first re-checks the runs purged within the last day (a purge a crash cut
+    short is finished then; a few queries per 500 runs), so a call's time may grow with
+    the runs purged before it, and a backlog's with its square. :meth:`fit` separates the
+    two costs; :meth:`projected` adds them up for another number of runs and ``limit``.
     """
 
     def __init__(self) -> None:
@@ -400,15 +398,10 @@ def main() -> None:
     args = parser.parse_args()
     runs = args.runs - args.runs % CREATORS
     results: dict[str, Any] = {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": (
-            f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, "
-            f"Python {platform.python_version()}"
-        ),
+        **stamp(),
         **measure(args.dsn, runs, args.limit, args.rate),
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "purge.json").write_text(json.dumps(results, indent=2))
+    save("purge", results)
     print(f"\nActae purge benchmark, {results['date']}, {results['machine']}\n")
     print(table(results))
 

@@ -10,16 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
-from pathlib import Path
 from typing import Any
 
 from benchmarks.anatomy import table as anatomy_table
-from benchmarks.common import RESULTS
+from benchmarks.common import RESULTS, update_readme
 from benchmarks.peers import table as peers_table
-
-README = Path(__file__).resolve().parent.parent / "README.md"
-START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 
 
 def load(name: str) -> dict[str, Any]:
@@ -204,14 +199,6 @@ def summary() -> str:
     return "\n".join(lines)
 
 
-def update_readme(text: str) -> None:
-    readme = README.read_text()
-    if START not in readme or END not in readme:
-        raise SystemExit(f"README.md has no {START} … {END} block")
-    block = f"{START}\n{text}\n{END}"
-    README.write_text(re.sub(f"{re.escape(START)}.*?{re.escape(END)}", block, readme, flags=re.S))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--readme", action="store_true", help="also update README.md")
@@ -221,8 +208,7 @@ def main() -> None:
     print("\nActae benchmark summary\n")
     print(text)
     if args.readme:
-        update_readme(text)
-        print(f"\nREADME.md updated ({START} … {END}).")
+        update_readme("bench", text)
 
 
 if __name__ == "__main__":

@@ -124,12 +124,15 @@ class Artifacts:
             raise ValidationError("media_type", f"expected 1 to {MAX_MEDIA_TYPE} characters")
         cipher = ChunkCipher(data_key, run_id) if data_key is not None else None
         seen = _Digest()
-        stored = _stored(chunks_of(source), seen, cipher)
+        chunks = chunks_of(source)
+        in_memory = source if isinstance(source, bytes | bytearray | memoryview) else None
+        if in_memory is None or not self._held(in_memory, seen, run_id, data_key):
+            stored = _stored(chunks, seen, cipher)
 
-        def name() -> str:  # called by the blob store once the chunks are exhausted
-            return self._name(seen.hexdigest(), run_id, data_key)
+            def name() -> str:  # called by the blob store once the chunks are exhausted
+                return self._name(seen.hexdigest(), run_id, data_key)
 
-        self.blobs.put(name, stored)
+            self.blobs.put(name, stored)
         digest = seen.hexdigest()
         self.refs.add_ref(self._name(digest, run_id, data_key), run_id)
         sealed = data_key is not None
@@ -150,6 +153,23 @@ class Artifacts:
             key=self.keys.current,
             mac=mac,
         )
+
+    def _held(
+        self, data: bytes | bytearray | memoryview, seen: _Digest, run_id: UUID, key: bytes | None
+    ) -> bool:
+        """Whether bytes already in memory are stored already (then ``seen`` has their digest).
+
+        Their name is known before a chunk is written, so a duplicate costs one lookup
+        instead of a full write and a delete.
+        """
+        view = memoryview(data).cast("B")
+        probe = _Digest()
+        probe.hash.update(view)
+        probe.size = view.nbytes
+        if not self.blobs.has(self._name(probe.hexdigest(), run_id, key)):
+            return False
+        seen.hash, seen.size = probe.hash, probe.size
+        return True
 
     def verify(self, ref: ArtifactRef) -> None:
         """Check the reference's MAC; :class:`CorruptionError` if it fails or its key is gone."""

@@ -69,6 +69,9 @@ class KeyTable(Protocol):
     def drop(self, run_ids: Sequence[UUID]) -> int:
         """Delete the rows of these runs (purged by retention); how many."""
 
+    def present(self, run_ids: Sequence[UUID]) -> dict[UUID, bool]:
+        """Which of these runs have a row, each with whether its key is live (not forgotten)."""
+
 
 CLEAR = "clear"
 """Cached for a run that has no data key: its contents are written in clear."""
@@ -117,7 +120,7 @@ class DataKeys:
         ``ForgottenError`` for a forgotten run: nothing may be added to it; ``KeyringError``
         for an encrypted run when this store has no keyring that opens its key.
         """
-        if self.keyring is None and not self._has_encrypted():
+        if self.keyring is None and not self.ever_encrypted():
             return None
         entry = self._entry(run_id, create=born and self.keyring is not None)
         return None if entry == CLEAR else self._usable(run_id, entry)
@@ -140,7 +143,7 @@ class DataKeys:
         run that has a key, whose every content is sealed: clear ones were not written by
         Actae with the keyring, or were tampered with.
         """
-        if not self._has_encrypted():
+        if not self.ever_encrypted():
             return None
         entry = self._entry(run_id, create=False)
         if entry == CLEAR:
@@ -152,7 +155,7 @@ class DataKeys:
         self._encrypted_before = self.table.any()
         self._asked_at = time.monotonic()
 
-    def _has_encrypted(self) -> bool:
+    def ever_encrypted(self) -> bool:
         """Whether the store holds keys (a ``False`` is asked again after a while)."""
         if not self._encrypted_before and time.monotonic() - self._asked_at > CACHE_SECONDS:
             self._encrypted_before = off_the_loop(self.table.any)
@@ -163,10 +166,9 @@ class DataKeys:
         """Whether the run was ever given a data key (forgotten or not)."""
         return off_the_loop(self.table.get, run_id) is not None
 
-    def is_live(self, run_id: UUID) -> bool:
-        """Whether the run's data key still exists (not forgotten, not dropped)."""
-        stored = off_the_loop(self.table.get, run_id)
-        return stored is not None and stored.wrapped is not None
+    def present(self, run_ids: Sequence[UUID]) -> dict[UUID, bool]:
+        """Which of these runs have a key row, each with whether the key is live."""
+        return off_the_loop(self.table.present, run_ids) if run_ids else {}
 
     def drop(self, run_ids: Sequence[UUID]) -> int:
         """Delete the keys of purged runs, rows and all; how many there were."""
@@ -332,6 +334,11 @@ class MemoryKeyTable:
         with self._lock:
             return sum(self._rows.pop(run_id, None) is not None for run_id in run_ids)
 
+    def present(self, run_ids: Sequence[UUID]) -> dict[UUID, bool]:
+        """See :class:`KeyTable`."""
+        rows = self._rows
+        return {r: rows[r].wrapped is not None for r in run_ids if r in rows}
+
     def add(self, run_id: UUID, key: StoredKey) -> StoredKey:
         """See :class:`KeyTable`."""
         with self._lock:
@@ -399,6 +406,18 @@ class SqlKeyTable:
         """See :class:`KeyTable`."""
         statement = "DELETE FROM {table} WHERE run_id = ? RETURNING run_id"
         return sum(len(list(self._rows(statement, self._id(run_id)))) for run_id in run_ids)
+
+    def present(self, run_ids: Sequence[UUID]) -> dict[UUID, bool]:
+        """See :class:`KeyTable`."""
+        found: dict[UUID, bool] = {}
+        for start in range(0, len(run_ids), 500):  # SQLite's limit on parameters
+            part = [self._id(run_id) for run_id in run_ids[start : start + 500]]
+            marks = ", ".join("?" * len(part))
+            statement = (
+                f"SELECT run_id, wrapped IS NOT NULL FROM {{table}} WHERE run_id IN ({marks})"  # noqa: S608
+            )
+            found.update((UUID(str(r)), bool(live)) for r, live in self._rows(statement, *part))
+        return found
 
     def get(self, run_id: UUID) -> StoredKey | None:
         """See :class:`KeyTable`."""

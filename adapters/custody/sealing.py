@@ -137,7 +137,8 @@ class SealingMapper(PydanticMapper):
             return self.rebuilt(cls, stored_event, state)
         sealed = state.pop(SEALED, None)
         offloaded = state.pop(OFFLOADED, ())
-        owner = _owner(cls, stored_event, state)
+        may_be_sealed = sealed is not None or offloaded or self.keys.ever_encrypted()
+        owner = _owner(cls, stored_event, state) if may_be_sealed else None  # clear stores skip it
         key: bytes | None = None
         if sealed is not None:
             reason, key = self._opening(owner)

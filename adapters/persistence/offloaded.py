@@ -89,6 +89,12 @@ class ActaeMemoryRecorder(OffTheLoop, POPOApplicationRecorder):
     keep their meaning; reads in global order step over holes.
     """
 
+    def still_stored(self, originator_ids: Sequence[UUID]) -> set[UUID]:
+        """Which of these still have events (see :mod:`actae.adapters.persistence.purging`)."""
+        with self._database_lock:
+            index = self._stored_events_index
+            return {i for i in originator_ids if index.get(str(i))}
+
     def delete_events(
         self, everything_of: Sequence[UUID], history_of: Sequence[UUID], keep_topic: str
     ) -> int:

@@ -45,6 +45,48 @@ def delete_events(
     raise TypeError(msg)
 
 
+def still_stored(recorder: ApplicationRecorder, originator_ids: Sequence[UUID]) -> set[UUID]:
+    """Which of ``originator_ids`` still have events: one query per 500 ids, not one each."""
+    if not originator_ids:
+        return set()
+    if isinstance(recorder, ActaePostgresRecorder):
+        return off_the_loop(_postgres_stored, recorder, originator_ids)
+    if isinstance(recorder, ActaeSQLiteRecorder):
+        return off_the_loop(_sqlite_stored, recorder, originator_ids)
+    if isinstance(recorder, ActaeMemoryRecorder):
+        return recorder.still_stored(originator_ids)
+    msg = f"cannot look into a {type(recorder).__name__}"
+    raise TypeError(msg)
+
+
+def _postgres_stored(recorder: ActaePostgresRecorder, ids: Sequence[UUID]) -> set[UUID]:
+    table = sql.Identifier(recorder.datastore.schema, recorder.events_table_name)
+    statement = sql.SQL(
+        "SELECT DISTINCT originator_id FROM {} WHERE originator_id = ANY(%s)"
+    ).format(table)
+    found: set[UUID] = set()
+    with recorder.datastore.transaction(commit=False) as cursor:
+        for start in range(0, len(ids), 500):
+            cursor.execute(statement, (list(ids[start : start + 500]),))
+            found.update(UUID(str(row["originator_id"])) for row in cursor.fetchall())
+    return found
+
+
+def _sqlite_stored(recorder: ActaeSQLiteRecorder, ids: Sequence[UUID]) -> set[UUID]:
+    table = recorder.events_table_name
+    found: set[UUID] = set()
+    with recorder.datastore.transaction(commit=False) as cursor:
+        for start in range(0, len(ids), 500):  # SQLite's limit on parameters
+            part = [i.hex for i in ids[start : start + 500]]
+            marks = ", ".join("?" * len(part))
+            statement = (
+                f"SELECT DISTINCT originator_id FROM {table} WHERE originator_id IN ({marks})"  # noqa: S608
+            )
+            cursor.execute(statement, part)
+            found.update(UUID(str(row[0])) for row in cursor.fetchall())
+    return found
+
+
 def _postgres(
     recorder: ActaePostgresRecorder,
     everything_of: Sequence[UUID],

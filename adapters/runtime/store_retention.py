@@ -17,7 +17,7 @@ from uuid import UUID
 from eventsourcing.utils import get_topic
 
 from actae.adapters.custody.holding import Holding
-from actae.adapters.persistence.purging import delete_events
+from actae.adapters.persistence.purging import delete_events, still_stored
 from actae.adapters.runtime.service import ActaeService
 from actae.domain import keeping
 from actae.domain.channel import Channel
@@ -200,16 +200,22 @@ class RetentionMethods:
         return found
 
     def _finish_interrupted(self, projector: Projector, now: datetime) -> None:
-        """Finish the forgets and purges of the last day that a crash cut short."""
+        """Finish the forgets and purges of the last day that a crash cut short.
+
+        A few queries per 500 runs (which still have events, which still have keys), so
+        that a day of ordinary purges costs a pass little.
+        """
         since = now - FINISH_WITHIN
         keys = self._holding.keys
-        for run_id, _ in projector.db.recently("forgotten_at", since):
-            if keys.is_live(run_id):
+        forgotten = [run_id for run_id, _ in projector.db.recently("forgotten_at", since)]
+        for run_id, live in keys.present(forgotten).items():
+            if live:
                 keys.forget(run_id)
+        purged = dict(projector.db.recently("purged_at", since))
+        with_events = still_stored(self._service.recorder, list(purged.values()))
+        with_keys = keys.present(list(purged))
         unfinished = [
-            run_id
-            for run_id, channel_id in projector.db.recently("purged_at", since)
-            if self._service.recorder.select_events(channel_id, limit=1) or keys.has_key(run_id)
+            r for r, channel in purged.items() if channel in with_events or r in with_keys
         ]
         self._delete(unfinished, projector)
 

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 import actae
+from actae.adapters.custody.datakeys import StoredKey
 from actae.adapters.custody.keyring import load_keyring, save_keyring
 from actae.domain import keeping
-from actae.domain.commands import Purge
+from actae.domain.commands import Forget, Purge
 from tests.custody.sealed import (
     MARKER,
     contains_marker,
@@ -86,6 +87,33 @@ def test_a_purge_cut_short_after_its_tombstone_is_finished(
     store.apply_retention(actor="ops")
     with pytest.raises(actae.NotFoundError):
         store.events(run.channel_id)
+
+
+def test_a_forget_and_a_purge_cut_short_before_their_keys_go_are_finished(
+    store_url: str, tmp_path: Path
+) -> None:
+    clock = actae.ManualClock()
+    url = with_option(store_url, "keyring", str(keyring_file(tmp_path)))
+    with actae.open(url, clock=clock) as store:
+        store.set_retention({"completed": "1d"}, actor="ops")
+        forgotten = store.start_run("forgotten", agent_id="a", state={"s": MARKER})
+        purged = store.start_run("purged", agent_id="a", state={"s": MARKER})
+        store.complete_run(purged.run_id, {})
+        clock.advance(2 * DAY)
+        store._service.execute(
+            keeping.forget, Forget(run_id=forgotten.run_id, actor="crashed", reason="erasure")
+        )
+        store._service.execute(keeping.purge, Purge(run_id=purged.run_id, actor="crashed"))
+        store.projector().catch_up()
+        keys = store._holding.keys
+        store._delete([purged.run_id], store.projector())
+        keys.table.add(purged.run_id, StoredKey("k1", b"left by the crash"))  # its key remains
+        assert keys.present([forgotten.run_id, purged.run_id]) == {
+            forgotten.run_id: True,
+            purged.run_id: True,
+        }
+        store.apply_retention(actor="ops")
+        assert keys.present([forgotten.run_id, purged.run_id]) == {forgotten.run_id: False}
 
 
 def test_purging_a_child_keeps_the_parents_record_of_starting_it(

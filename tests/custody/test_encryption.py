@@ -30,19 +30,6 @@ from tests.custody.sealed import (
     write_marker_run,
 )
 
-BACKENDS = ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-
-
-@pytest.fixture(params=BACKENDS)
-def plain_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """An empty store's URL, without a keyring."""
-    if request.param == "memory":
-        return "memory://"
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'store.db'}"
-    url: str = request.getfixturevalue("pg_url")
-    return url
-
 
 @pytest.fixture
 def keys(tmp_path: Path) -> Path:
@@ -50,8 +37,8 @@ def keys(tmp_path: Path) -> Path:
     return keyring_file(tmp_path)
 
 
-def test_contents_read_back_unchanged_with_the_keyring(plain_url: str, keys: Path) -> None:
-    with actae.open(with_option(plain_url, "keyring", str(keys))) as store:
+def test_contents_read_back_unchanged_with_the_keyring(store_url: str, keys: Path) -> None:
+    with actae.open(with_option(store_url, "keyring", str(keys))) as store:
         written = write_marker_run(store)
         run = written.run
         assert store.state_at(run.channel_id).state == {"secret": MARKER, "n": 1}
@@ -208,12 +195,12 @@ def _master_keys(url: str) -> set[str]:
         return {row[0] for row in conn.execute(query)}
 
 
-def test_a_store_without_a_keyring_writes_in_clear_as_before(plain_url: str) -> None:
-    with actae.open(plain_url) as store:
+def test_a_store_without_a_keyring_writes_in_clear_as_before(store_url: str) -> None:
+    with actae.open(store_url) as store:
         run = store.start_run("wf", agent_id="a", state={"secret": MARKER})
         assert store.state_at(run.channel_id).state == {"secret": MARKER}
-    if plain_url.startswith("sqlite"):
-        assert any(MARKER.encode() in body for body in raw_event_bodies(plain_url))
+    if store_url.startswith("sqlite"):
+        assert any(MARKER.encode() in body for body in raw_event_bodies(store_url))
 
 
 def test_a_bad_keyring_is_refused_before_anything_opens(tmp_path: Path) -> None:

@@ -21,20 +21,11 @@ from tests.custody.sealed import (
     write_marker_run,
 )
 
-BACKENDS = ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
-
-@pytest.fixture(params=BACKENDS)
-def sealed_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+@pytest.fixture
+def sealed_url(store_url: str, tmp_path: Path) -> str:
     """An empty store's URL with a keyring."""
-    keys = keyring_file(tmp_path)
-    if request.param == "memory":
-        url = "memory://"
-    elif request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'store.db'}"
-    else:
-        url = request.getfixturevalue("pg_url")
-    return with_option(url, "keyring", str(keys))
+    return with_option(store_url, "keyring", str(keyring_file(tmp_path)))
 
 
 def _forget(store: actae.Store, run_id: object) -> actae.RunInfo:
