@@ -24,6 +24,7 @@ HOSTILE = ("tests/contract/test_hostile_input.py",)
 URLS = ("tests/integration/test_url_parameters.py",)
 CLI_SOURCES = ("tests/integration/test_cli_errors.py",)
 DB_FAULTS = ("tests/chaos/test_db_faults.py",)
+POSITIONS = ("tests/integration/test_positions.py",)
 DRILL = ("tests/integration/test_drill.py", "tests/unit/test_drill_outages.py")
 CLOCK = ("tests/unit/test_clock.py", "tests/integration/test_clock_skew.py")
 
@@ -594,6 +595,43 @@ FAULT_MUTANTS = [
         "        if False:\n",
         "a lone writer would cycle through every pooled connection (about 10 % slower)",
         ("tests/integration/test_postgres_recorder.py",),
+        postgres=True,
+    ),
+    # -- positions without a lock across commit -------------------------------------------
+    Mutant(
+        "horizon-ignores-writers-in-flight",
+        "adapters/persistence/positions.py",
+        "        if writers:\n            self._wait_for(list(writers))\n",
+        "",
+        "a reader would pass a position that a write in flight fills later, and lose it",
+        POSITIONS,
+        postgres=True,
+    ),
+    Mutant(
+        "horizon-waits-for-any-table",
+        "adapters/persistence/positions.py",
+        "            \" WHERE l.locktype = 'relation' AND l.relation = {name}::regclass\"\n",
+        "            \" WHERE l.locktype = 'relation'\"\n",
+        "readers would stall behind writes to other tables, which are not Actae's",
+        POSITIONS,
+        postgres=True,
+    ),
+    Mutant(
+        "horizon-waits-for-readers",
+        "adapters/persistence/positions.py",
+        "            \" AND l.mode = 'RowExclusiveLock' AND l.granted\"\n",
+        '            " AND l.granted"\n',
+        "readers would stall behind an analyst's long read of the events table",
+        POSITIONS,
+        postgres=True,
+    ),
+    Mutant(
+        "history-asks-the-horizon-every-page",
+        "adapters/persistence/postgres.py",
+        "        if lower <= horizon.final:",
+        "        if False:",
+        "catching up through history would survey pg_locks and wait for writers on every page",
+        POSITIONS,
         postgres=True,
     ),
 ]

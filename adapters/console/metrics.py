@@ -91,7 +91,7 @@ class StoreCollector(Collector):
         yield GaugeMetricFamily(
             "actae_projection_lag",
             "Events stored that the read models do not reflect yet",
-            value=max(0, store.position() - store.projector().position()),
+            value=store.projector().lag(),
         )
         yield GaugeMetricFamily(
             "actae_console_streams",

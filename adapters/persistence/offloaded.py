@@ -89,6 +89,12 @@ class ActaeMemoryRecorder(OffTheLoop, POPOApplicationRecorder):
     keep their meaning; reads in global order step over holes.
     """
 
+    def events_after(self, position: int, cap: int) -> int:
+        """Events after ``position``, holes not counted, at most ``cap``."""
+        with self._database_lock:
+            later = self._stored_events[position:]  # position n is at index n - 1
+            return min(cap, sum(1 for event in later if event.topic != HOLE.topic))
+
     def still_stored(self, originator_ids: Sequence[UUID]) -> set[UUID]:
         """Which of these still have events (see :mod:`actae.adapters.persistence.purging`)."""
         with self._database_lock:

@@ -7,18 +7,19 @@ is most of the cost of a transition (docs/performance.md has the measurements). 
 recorder keeps the stock table, positions and ``LISTEN``/``NOTIFY`` channel, and changes how
 statements are sent:
 
-* **A write is one autocommitted statement.** A CTE takes the ordering lock, inserts every
-  event from a ``VALUES`` list of scalar parameters (no composite type or array to adapt)
-  and notifies listeners; the implicit transaction commits when the statement ends. No client
-  round trip happens while the lock is held, so its hold time is the server's insert and
-  commit alone.
-* **Commit order is kept with a transaction-scoped advisory lock** instead of the table lock.
-  Subscriptions and the projector read positions (``notification_id``) in order and must never
-  pass a gap that is filled later, so position allocation and commit must not interleave
-  between writers; the advisory lock serializes exactly that and, unlike ``LOCK TABLE``, never
-  conflicts with anything but other writers of this table. Every writer of a store must use
-  this recorder (``actae.open`` always does): a stock eventsourcing writer takes the table
-  lock instead and would not be ordered against it.
+* **A write is one autocommitted statement.** A CTE draws the write's block of positions
+  from the table's sequence and inserts every event from a ``VALUES`` list of scalar
+  parameters (no composite type or array to adapt); the implicit transaction commits when
+  the statement ends.
+* **No lock is held across commit, and writes do not notify.** Positions are blocks of the
+  sequence (:mod:`actae.adapters.persistence.positions`), so concurrent writers commit
+  independently and share WAL flushes (group commit); readers bound every read by the
+  positions' *horizon*, waiting only for this store's writers in flight, so they never pass
+  a position that a write in flight fills later. Listeners are woken by a coalescing
+  :class:`~actae.adapters.persistence.notifier.Notifier` after the commit, never by a
+  ``NOTIFY`` inside the write (which would serialize every commit of the cluster). Every
+  writer of a store must use this recorder (``actae.open`` always does): a stock
+  eventsourcing writer would draw single positions from the same sequence.
 * **A write whose reply was lost is recognised, not repeated.** After a connection error
   the write is sent again; if the store refuses it because the rows exist and they equal
   what this call sent byte for byte, the first attempt committed and its positions are
@@ -51,7 +52,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import threading
 import weakref
 from collections.abc import Sequence
@@ -84,11 +84,15 @@ from actae.adapters.persistence.lost_replies import (
     RecognisesOwnCommits,
     retried_on_connection_errors,
 )
+from actae.adapters.persistence.notifier import Notifier
+from actae.adapters.persistence.positions import BLOCK, Horizon
 
 MAX_VALUES_ROWS = 64
 """Inserts of up to this many events send scalars and keep their rendered statement."""
-VALUES_ROW: Final = "(%s::{id_type}, %s::bigint, %s::text, %s::bytea)"
-UNNEST_ROWS: Final = "unnest(%s::{id_type}[], %s::bigint[], %s::text[], %s::bytea[])"
+VALUES_ROW: Final = "(%s::{id_type}, %s::bigint, %s::text, %s::bytea, {ordinal})"
+UNNEST_ROWS: Final = (
+    "unnest(%s::{id_type}[], %s::bigint[], %s::text[], %s::bytea[]) WITH ORDINALITY"
+)
 
 TRANSLATED_ERRORS: tuple[tuple[type[psycopg.Error], type[PersistenceError]], ...] = (
     (psycopg.InterfaceError, InterfaceError),
@@ -173,12 +177,6 @@ class KeptConnection:
             self._pool.putconn(conn)
 
 
-def ordering_lock_key(schema: str, table: str) -> int:
-    """A stable signed 64-bit advisory-lock key for one events table."""
-    digest = hashlib.blake2b(f"actae-positions:{schema}.{table}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
-
-
 class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
     """Application recorder writing each batch of events in a single statement."""
 
@@ -187,7 +185,6 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
     ) -> None:
         super().__init__(datastore, events_table_name=events_table_name)
         self.kept = KeptConnection(datastore.pool)
-        self._lock_key = ordering_lock_key(datastore.schema, self.events_table_name)
         self._table = SQL("{schema}.{table}").format(
             schema=Identifier(datastore.schema), table=Identifier(self.events_table_name)
         )
@@ -198,10 +195,20 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
             weakref.WeakKeyDictionary()
         )
         self._notifications: dict[bool, str] = {}
-        self._max_position = self.max_notification_id_statement.as_string()
+        self._max_position = (
+            self.max_notification_id_statement + SQL(" WHERE notification_id <= %s")
+        ).as_string()
         self._pool_opened = False
         self.async_pool: AsyncConnectionPool[Any] | None = None
         self._async_loop: asyncio.AbstractEventLoop | None = None
+        self._sequence: str | None = None
+        self._horizon: Horizon | None = None
+        arguments = datastore.pool.kwargs
+        assert isinstance(arguments, dict)  # noqa: S101 - eventsourcing builds it as a dict
+        conninfo = {k: v for k, v in arguments.items() if k != "row_factory"}
+        self.notifier = Notifier(conninfo, self.channel_name)
+        self.before_commit: Any = None
+        """A test hook: called after a write's insert, before its commit (``None``: off)."""
 
     async def attach_async_pool(self) -> None:
         """Open an ``AsyncConnectionPool`` like the datastore's pool, for callers in a portal.
@@ -253,6 +260,11 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         """
         if not stored_events:
             return None
+        if len(stored_events) > BLOCK:
+            msg = (
+                f"{len(stored_events)} events in one write: at most {BLOCK} (a block of positions)"
+            )
+            raise ProgrammingError(msg)
         params: list[Any]
         if len(stored_events) <= MAX_VALUES_ROWS:
             params = [
@@ -269,10 +281,19 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
             ]
         statement = self.insert_statement(len(stored_events))
         try:
-            rows = self._execute(statement, params)
+            if self.before_commit is None:
+                rows = self._execute(statement, params)
+            else:
+                rows = self._execute_then_commit(statement, params, self.before_commit)
         except TRANSIENT_ERRORS:
-            return self._insert_again(stored_events, statement, params)
-        return [row[0] for row in rows]
+            rows = None
+        positions = (
+            [row[0] for row in rows]
+            if rows is not None
+            else self._insert_again(stored_events, statement, params)
+        )
+        self.notifier.poke()
+        return positions
 
     @retried_on_connection_errors
     def select_events(
@@ -323,6 +344,24 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         if start is not None and not inclusive_of_start:
             lower += 1
         upper = stop if stop is not None else 2**63 - 1
+        horizon = self.horizon()
+        found: list[Notification] = []
+        if lower <= horizon.final:  # history: final already, no need to ask again
+            found = self._notifications_between(lower, min(upper, horizon.final), topics, limit)
+            if len(found) == limit or upper <= horizon.final:
+                return found
+            lower = horizon.final + 1
+        final = horizon.advance()
+        if lower <= min(upper, final):
+            found += self._notifications_between(
+                lower, min(upper, final), topics, limit - len(found)
+            )
+        return found
+
+    def _notifications_between(
+        self, lower: int, upper: int, topics: Sequence[str], limit: int
+    ) -> list[Notification]:
+        """Events at positions from ``lower`` to ``upper``, in order, at most ``limit``."""
         params: list[Any] = [lower, upper]
         if topics:
             params.append(list(topics))
@@ -341,9 +380,28 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
 
     @retried_on_connection_errors
     def max_notification_id(self) -> int | None:
-        """The newest event's global position, ``None`` when there is none."""
-        rows = self._execute(self._max_position, [])
+        """The newest event's global position below which every event is final, or ``None``.
+
+        Writes in flight are waited for (:class:`~actae.adapters.persistence.positions.
+        Horizon`): a position returned here is never followed by an event below it.
+        """
+        final = self.horizon().advance()
+        rows = self._execute(self._max_position, [final])
         return rows[0][0] if rows else None
+
+    def horizon(self) -> Horizon:
+        """How far positions are final (the events table must exist)."""
+        if self._horizon is None:
+            self._horizon = Horizon(self._execute, self.sequence())
+        return self._horizon
+
+    def sequence(self) -> str:
+        """The qualified name of the events table's sequence, as PostgreSQL quotes it."""
+        if self._sequence is None:
+            table = self._table.as_string()
+            rows = self._execute("SELECT pg_get_serial_sequence(%s, 'notification_id')", [table])
+            self._sequence = str(rows[0][0])
+        return self._sequence
 
     def _notifications_query(self, has_topics: bool) -> LiteralString:
         """The global-order SELECT, with or without a topic filter."""
@@ -405,6 +463,27 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         finally:
             self.kept.give_back(conn)
 
+    def _execute_then_commit(
+        self, query: LiteralString, params: Sequence[Any], before_commit: Any
+    ) -> list[tuple[Any, ...]]:
+        """:meth:`_execute` in an explicit transaction, calling ``before_commit`` before its end.
+
+        Only for tests: it holds a write's positions uncommitted for as long as the hook
+        takes, as a slow network or a stalled server would.
+        """
+        conn = self.kept.take()
+        try:
+            with conn.transaction():
+                rows: list[tuple[Any, ...]] = (
+                    conn.cursor(row_factory=tuple_row).execute(query, params).fetchall()
+                )
+                before_commit()
+            return rows
+        except psycopg.Error as error:
+            raise translated(error) from error
+        finally:
+            self.kept.give_back(conn)
+
     def _on_pool_loop(self) -> bool:
         """Whether the running loop is the async pool's (another loop cannot use it)."""
         return asyncio.get_running_loop() is self._async_loop
@@ -438,43 +517,52 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
             self.datastore.pool.check()
 
     def close(self) -> None:
-        """Hand the kept connection back and close the pool."""
+        """Stop the notifier, hand the kept connection back and close the pool."""
+        self.notifier.close()
         self.kept.release()
         self.datastore.close()
 
     def insert_statement(self, count: int) -> LiteralString:
-        """The insert of ``count`` events.
+        """The insert of ``count`` events, in a block of positions of its own.
 
-        Up to ``MAX_VALUES_ROWS`` events it is a ``VALUES`` list of scalars (cheaper to adapt
-        than arrays, and rendered once per count); beyond, four array parameters.
+        One value of the table's sequence, drawn once per statement, gives the events
+        ``block * BLOCK + ordinal - 1`` (:mod:`actae.adapters.persistence.positions`). Up to
+        ``MAX_VALUES_ROWS`` events it is a ``VALUES`` list of scalars (cheaper to adapt than
+        arrays, and rendered once per count); beyond, four array parameters.
         """
         rendered = self._writes.get(count)
         if rendered is None:
             id_type = Identifier(self.datastore.originator_id_type)
             source: Composable
             if count <= MAX_VALUES_ROWS:
-                row = SQL(VALUES_ROW).format(id_type=id_type)
-                source = SQL("(VALUES {rows})").format(rows=SQL(", ").join([row] * count))
+                rows = [
+                    SQL(VALUES_ROW).format(id_type=id_type, ordinal=Literal(ordinal))
+                    for ordinal in range(count)
+                ]
+                source = SQL("(VALUES {rows})").format(rows=SQL(", ").join(rows))
             else:
                 source = SQL(UNNEST_ROWS).format(id_type=id_type)
             rendered = (
                 SQL(
-                    "WITH ordering_lock AS MATERIALIZED (SELECT pg_advisory_xact_lock({key})), "
+                    "WITH block AS MATERIALIZED"
+                    " (SELECT nextval({sequence}::regclass) * {size} AS first), "
                     "inserted AS ("
                     " INSERT INTO {table}"
-                    " (originator_id, originator_version, topic, state)"
-                    " SELECT e.originator_id, e.originator_version, e.topic, e.state"
-                    " FROM ordering_lock, {source}"
-                    " AS e(originator_id, originator_version, topic, state)"
+                    " (notification_id, originator_id, originator_version, topic, state)"
+                    " SELECT block.first + e.ordinal{shift},"
+                    " e.originator_id, e.originator_version, e.topic, e.state"
+                    " FROM block, {source}"
+                    " AS e(originator_id, originator_version, topic, state, ordinal)"
                     " RETURNING notification_id) "
-                    "SELECT notification_id, pg_notify({channel}, '') AS notified"
-                    " FROM inserted ORDER BY notification_id"
+                    "SELECT notification_id AS written_position FROM inserted"
+                    " ORDER BY notification_id"
                 )
                 .format(
-                    key=Literal(self._lock_key),
+                    sequence=Literal(self.sequence()),
+                    size=Literal(BLOCK),
                     table=self._table,
+                    shift=SQL("" if count <= MAX_VALUES_ROWS else " - 1"),
                     source=source,
-                    channel=Literal(self.channel_name),
                 )
                 .as_string()
             )

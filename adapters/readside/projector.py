@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from eventsourcing.persistence import ApplicationRecorder, Mapper, Notification
 
 from actae.adapters.logs import Lines
+from actae.adapters.persistence.backlog import events_after
 from actae.adapters.persistence.outages import Outage, is_transient, ride_out
 from actae.adapters.readside.readmodels import ReadModelDB
 from actae.adapters.readside.subscription import Waiter
@@ -159,10 +160,7 @@ class Projector:
         stopping = self._stop.is_set if give_up is None else self._either(give_up)
         total = 0
         started = time.perf_counter()
-        backlog = self._with_retries(
-            lambda: (self._recorder.max_notification_id() or 0) - self.db.position(name),
-            stopping,
-        )
+        backlog = self._with_retries(lambda: self.lag(name=name), stopping)
         while not stopping():
             done = self._with_retries(
                 lambda: self.process_batch(name=name, suffix=suffix), stopping
@@ -287,6 +285,14 @@ class Projector:
     def position(self) -> int:
         """The global position the read models reflect."""
         return self.db.position(NAME)
+
+    def lag(self, *, name: str = NAME) -> int:
+        """How many stored events the read models do not reflect yet (counted up to a million).
+
+        Counted, not subtracted: positions are not dense (PostgreSQL gives each write a
+        block of them, and purges leave holes).
+        """
+        return events_after(self._recorder, self.db.position(name))
 
     def errors(self) -> list[dict[str, Any]]:
         """Poison events: position, topic, originator and the error."""

@@ -8,7 +8,8 @@ asks the store for "everything after my position", the hand-over from history to
 delivery has no gap and no duplicate.
 
 Per-channel subscriptions use cursors (gapless by the primary key). The global subscription
-uses the event store's notification ids, which the recorder issues in commit order.
+uses the event store's positions, which the recorder only ever returns up to a point below
+which no write in flight can still add one (``adapters/persistence/positions.py``).
 
 A database outage does not end a subscription: it knows its position, so it waits the outage
 out (logged once on the ``actae`` logger), reconnects its listener and asks again for

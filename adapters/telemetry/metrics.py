@@ -154,7 +154,7 @@ def observe(store: Store, *, meter_provider: MeterProvider | None = None) -> Obs
         with GAUGE:
             if observing.stopped:
                 return []
-            return [Observation(max(0, store.position() - store.projector().position()))]
+            return [Observation(store.projector().lag())]
         return []
 
     with PROVIDER:

@@ -11,7 +11,7 @@ told otherwise:
 
 A write is recognised by its reply, not by its statement text (prepared statements are
 sent by name after their first use): the recorder's insert returns a column named
-``notified``, which appears in the reply's RowDescription. The reply is dropped up to and
+``written_position``, which appears in the reply's RowDescription. The reply is dropped up to and
 including the server's ReadyForQuery, which PostgreSQL sends only after the implicit
 transaction committed, so a dropped reply always belongs to a committed write.
 
@@ -27,7 +27,7 @@ import time
 from types import TracebackType
 from typing import Self
 
-WRITE_MARKER = b"notified\x00"
+WRITE_MARKER = b"written_position\x00"
 """A column name only the recorder's insert returns (its RowDescription carries it)."""
 READY_FOR_QUERY = b"Z\x00\x00\x00\x05"
 """The server's ReadyForQuery message: type, length 5, then one status byte."""

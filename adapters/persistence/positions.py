@@ -1,0 +1,128 @@
+"""Global positions on PostgreSQL: issued without a lock held across commit, read in order.
+
+Writers no longer take turns. Each write statement draws one value ``b`` from the events
+table's sequence and gives its ``n`` events the positions ``b * BLOCK`` to
+``b * BLOCK + n - 1``: a block of its own, so two concurrent writes never interleave their
+positions (eventsourcing's non-interleaving contract), and no lock is held while the
+transaction commits, so commits of concurrent writers can share a WAL flush.
+
+The price: a write may commit *after* a write that drew a later block. A reader that took
+"everything committed after my position" at face value could pass a position that an
+in-flight write fills later, and never see that event. Readers therefore ask the
+:class:`Horizon` how far the store is final: the highest position below which no event can
+still appear. The argument rests on one fact of PostgreSQL, tested in
+``tests/integration/test_positions.py``:
+
+    ``nextval`` locks the sequence (``RowExclusiveLock``, held until the transaction ends)
+    before it allocates a value. So every transaction that holds a value it has not yet
+    committed or rolled back holds that lock.
+
+Hence, in this order: (1) read the sequence's last allocated value ``L``; (2) list the
+transactions, other than the reader's, that hold the lock on the sequence; (3) wait until
+each of them has ended. Every block up to ``L`` was then either committed (visible to any
+snapshot taken after (3)) or rolled back, and blocks drawn after (1) are above ``L``. The
+wait is for writers of *this* store's positions only: a transaction open for minutes in
+another database, another schema, or reading this table does not hold that lock and does
+not delay readers (a reader bounded by the cluster-wide ``pg_snapshot_xmin`` would wait for
+it). The same reasoning holds for the table: a write statement locks its target table
+before it allocates a sequence value or an xid; Actae relies on the sequence's lock because
+it is taken only by writers that draw positions (a purge's ``DELETE`` takes the table's).
+
+Readers keep the highest horizon they have established (``final``): below it nothing can
+change any more, so catching up through history costs one horizon, not one per page.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Final, LiteralString
+
+from psycopg.sql import SQL, Literal
+
+from actae.adapters.persistence.awaiting import pause
+
+log = logging.getLogger("actae.positions")
+
+BLOCK: Final = 4096
+"""Positions per write: at most this many events are written by one statement."""
+FIRST_POLL = 0.0002
+"""Seconds before looking again whether an in-flight writer has ended; doubled each time."""
+LAST_POLL = 0.005
+"""The longest wait between two looks (a writer's statement commits in about a ms)."""
+SLOW_WRITER = 5.0
+"""Seconds of waiting for in-flight writers after which it is logged (once per wait)."""
+
+Execute = Callable[[LiteralString, Sequence[Any]], list[tuple[Any, ...]]]
+"""Runs one statement on a pooled autocommit connection; its rows."""
+
+
+def block_bound(last_value: int, is_called: bool) -> int:
+    """The highest position a sequence state ``(last_value, is_called)`` can have issued."""
+    drawn = last_value if is_called else last_value - 1
+    return drawn * BLOCK + BLOCK - 1 if drawn > 0 else 0
+
+
+class Horizon:
+    """How far a store's positions are final: nothing can appear at or below the horizon.
+
+    ``sequence`` is the qualified name of the events table's sequence. The statements are
+    rendered once; ``execute`` runs them (the recorder's own pooled path, so an async
+    caller's coroutine waits rather than its thread).
+    """
+
+    def __init__(self, execute: Execute, sequence: str) -> None:
+        self._execute = execute
+        self.final = 0
+        self._lock = threading.Lock()
+        name = Literal(sequence)
+        writers = SQL(
+            "SELECT coalesce(array_agg(l.virtualtransaction), '{{}}') FROM pg_locks l"
+            " WHERE l.locktype = 'relation' AND l.relation = {name}::regclass"
+            " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            " AND l.mode = 'RowExclusiveLock' AND l.granted"
+            " AND l.pid IS DISTINCT FROM pg_backend_pid()"
+        ).format(name=name)
+        # The writers are listed by a subquery that refers to the sequence's row, so it is
+        # evaluated after that row was read: (1) before (2), as the argument needs.
+        self._survey: LiteralString = (
+            SQL(
+                "SELECT s.last_value, s.is_called,"
+                " ({writers} AND s.last_value IS NOT NULL) FROM {seq} s"
+            )
+            .format(writers=writers, seq=SQL(sequence))
+            .as_string()
+        )
+        self._still: LiteralString = (
+            SQL("{writers} AND l.virtualtransaction = ANY(%s)").format(writers=writers).as_string()
+        )
+
+    def advance(self) -> int:
+        """Establish a new horizon (waiting for the writers in flight) and return it."""
+        ((last_value, is_called, writers),) = self._execute(self._survey, ())
+        bound = block_bound(last_value, is_called)
+        if writers:
+            self._wait_for(list(writers))
+        with self._lock:
+            self.final = max(self.final, bound)
+            return self.final
+
+    def _wait_for(self, writers: list[str]) -> None:
+        """Return once none of ``writers`` (virtual transaction ids) holds the lock any more."""
+        started = time.monotonic()
+        delay, warned = FIRST_POLL, False
+        while writers:
+            pause(delay)
+            delay = min(delay * 2, LAST_POLL)
+            ((still,),) = self._execute(self._still, (writers,))
+            writers = list(still)
+            if writers and not warned and time.monotonic() - started > SLOW_WRITER:
+                warned = True
+                log.warning(
+                    "readers have waited %.0f s for writers still in flight (virtual "
+                    "transactions %s): events after them are delivered once they end",
+                    time.monotonic() - started,
+                    ", ".join(writers),
+                )
