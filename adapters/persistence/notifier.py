@@ -22,7 +22,7 @@ from psycopg.sql import SQL, Identifier
 
 log = logging.getLogger("actae.notifier")
 
-INTERVAL = 0.005
+INTERVAL = 0.002
 """Seconds between two notifications of one process, at least."""
 RECONNECT_AFTER = 1.0
 """Seconds before the notifier's connection is opened again after it failed."""

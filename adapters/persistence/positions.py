@@ -48,9 +48,9 @@ log = logging.getLogger("actae.positions")
 
 BLOCK: Final = 4096
 """Positions per write: at most this many events are written by one statement."""
-FIRST_POLL = 0.0002
+FIRST_POLL = 0.0001
 """Seconds before looking again whether an in-flight writer has ended; doubled each time."""
-LAST_POLL = 0.005
+LAST_POLL = 0.002
 """The longest wait between two looks (a writer's statement commits in about a ms)."""
 SLOW_WRITER = 5.0
 """Seconds of waiting for in-flight writers after which it is logged (once per wait)."""

@@ -210,7 +210,8 @@ def test_a_write_holds_the_sequences_lock_until_it_ends(store: actae.Store, pg_d
 def test_a_long_transaction_in_another_database_does_not_delay_subscribers(
     store: actae.Store, pg_dsn: str, reader: type[Horizon], sound: bool
 ) -> None:
-    """Nor does an analyst's transaction here that reads the events and writes elsewhere."""
+    """Nor does a transaction here that reads the events and their sequence (as ``pg_dump``
+    does) and writes another table."""
     run = store.start_run("live", agent_id="a", state={})
     after = store.position()
     table = recorder_of(store)._table.as_string()
@@ -218,6 +219,7 @@ def test_a_long_transaction_in_another_database_does_not_delay_subscribers(
     with psycopg.connect(other) as elsewhere, psycopg.connect(pg_dsn) as analyst:
         elsewhere.execute("SELECT pg_current_xact_id()")  # an xid, held open
         analyst.execute(f"SELECT count(*) FROM {table}")  # its lock, held open
+        analyst.execute(f"SELECT last_value FROM {recorder_of(store).sequence()}")  # as pg_dump
         analyst.execute("CREATE TEMP TABLE notes (n int)")
         analyst.execute("INSERT INTO notes VALUES (1)")
         use_reader(store, reader)
