@@ -9,8 +9,9 @@ processes (three rounds, medians):
 1. **raw**: the raw baseline of ``benchmarks.raw`` (one row, a unique operation id).
 2. **+ operation record**: the event row and the operation record row in Actae's
    stored-events table (global position, primary key per aggregate), one plain ``INSERT``.
-3. **+ commit order**: the recorder's own statement: the ordering lock and ``pg_notify``
-   that keep positions gapless for subscribers.
+3. **+ positions**: the recorder's own statement: the write's block of positions drawn
+   from the table's sequence (``adapters/persistence/positions.py``; no lock is held across
+   commit and nothing is notified inside the write).
 4. **+ recorder**: the same two rows through ``ActaePostgresRecorder.insert_events``
    (pool checkout, error translation, retry on a dropped connection).
 5. **+ integrity**: input validation, canonical JSON and SHA-256 checksums of payload and
@@ -194,7 +195,7 @@ def actae_rung(url: str) -> Iterator[Writer]:
 RUNGS: tuple[tuple[str, str], ...] = (
     ("raw", "one row, unique operation id (the baseline)"),
     ("operation record", "+ the operation record row, Actae's table and indexes"),
-    ("commit order", "+ ordering lock and pg_notify (the recorder's statement)"),
+    ("positions", "+ a block of positions from the sequence (the recorder's statement)"),
     ("recorder", "+ ActaePostgresRecorder.insert_events (pool, errors, retry)"),
     ("integrity", "+ validation, canonical JSON, SHA-256 checksums, fingerprint"),
     ("Actae", "+ domain model: Store.transition"),
@@ -206,7 +207,7 @@ def opener(name: str, raw: RawBaseline, url: str, ordered: str) -> Callable[[], 
     return {
         "raw": lambda: raw_rung(raw),
         "operation record": lambda: statement_rung(url, PLAIN_INSERT),
-        "commit order": lambda: statement_rung(url, ordered),
+        "positions": lambda: statement_rung(url, ordered),
         "recorder": lambda: store_rung(url, integrity=False),
         "integrity": lambda: store_rung(url, integrity=True),
         "Actae": lambda: actae_rung(url),

@@ -267,9 +267,11 @@ def raw_catch_up(dsn: str, events: int) -> float:
 class RawLive:
     """The live run with plain psycopg, in its own schema.
 
-    Writers INSERT and NOTIFY in one statement under an advisory lock, as Actae's recorder
-    does: without it, concurrent writers commit positions out of order and a follower that
-    reads ``id > last`` skips the late ones (a run without it delivered 4,000 of 4,004).
+    Writers INSERT and NOTIFY in one statement under an advisory lock, the simplest way to
+    the guarantee Actae gives (its recorder reads up to a horizon instead,
+    ``adapters/persistence/positions.py``): without either, concurrent writers commit
+    positions out of order and a follower that reads ``id > last`` skips the late ones (a
+    run without it delivered 4,000 of 4,004).
     A follower LISTENs, reads new rows in position order (subscription lag), then upserts
     one head per channel and its tracking position in one transaction (projection lag).
     """
