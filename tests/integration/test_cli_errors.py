@@ -7,7 +7,9 @@ mistyped URL, a store that does not exist) prints one line to stderr and exits w
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
+import io
 import json
 import os
 import sqlite3
@@ -20,6 +22,7 @@ import psycopg
 import pytest
 
 import actae
+from actae.adapters.cli.main import main
 from actae.adapters.persistence.url import parse_store_url
 
 ACTAE = [sys.executable, "-m", "actae.adapters.cli"]
@@ -43,9 +46,27 @@ REFUSED = "postgresql://postgres:s3cret@127.0.0.1:1/x"  # nothing listens on por
 
 
 def actae_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*ACTAE, *args], capture_output=True, text=True, check=False, timeout=120, cwd=cwd
-    )
+    """``actae args…`` run in this process: what it prints and its exit status.
+
+    The CLI's ``main`` is what the ``actae`` script calls, so its one line and status are
+    what a user sees; a traceback would be an exception here. (Each Python process spends
+    over a second importing Actae: in-process, the file runs in seconds, not minutes.)
+    ``actae_process`` runs the real command, for the cases that need a process.
+    """
+    out, err = io.StringIO(), io.StringIO()
+    before = Path.cwd()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            status = main(list(args))
+    finally:
+        os.chdir(before)
+    return subprocess.CompletedProcess([*ACTAE, *args], status, out.getvalue(), err.getvalue())
+
+
+def actae_process(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*ACTAE, *args], capture_output=True, text=True, check=False, timeout=120)
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess[str]) -> str:
@@ -64,6 +85,12 @@ def test_a_server_that_refuses_connections_is_one_line_and_status_2(verb: list[s
     assert "cannot open or reach the store at postgresql://postgres:***@127.0.0.1:1/x" in line
     assert "Connection refused" in line
     assert "s3cret" not in result.stderr
+
+
+def test_the_command_itself_fails_in_one_line_and_status_2() -> None:
+    """The same as above through a real ``actae`` process: nothing else reaches stderr."""
+    line = assert_one_line_error(actae_process("run", "--db", REFUSED, SOME_ID))
+    assert "cannot open or reach the store" in line
 
 
 def test_a_host_that_does_not_resolve_is_one_line_and_status_2() -> None:
