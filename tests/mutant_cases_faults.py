@@ -610,7 +610,7 @@ FAULT_MUTANTS = [
     Mutant(
         "horizon-waits-for-any-table",
         "adapters/persistence/positions.py",
-        "            \" WHERE l.locktype = 'relation' AND l.relation = {name}::regclass\"\n",
+        "            \" WHERE l.locktype = 'relation' AND l.relation = {sequence}::regclass\"\n",
         "            \" WHERE l.locktype = 'relation'\"\n",
         "readers would stall behind writes to other tables, which are not Actae's",
         POSITIONS,
@@ -628,9 +628,30 @@ FAULT_MUTANTS = [
     Mutant(
         "history-asks-the-horizon-every-page",
         "adapters/persistence/postgres.py",
-        "        if lower <= horizon.final:",
+        "        if lower <= known:  # history: final already, no need to ask again",
         "        if False:",
         "catching up through history would survey pg_locks and wait for writers on every page",
+        POSITIONS,
+        postgres=True,
+    ),
+    Mutant(
+        "horizon-read-twice",
+        "adapters/persistence/postgres.py",
+        "            lower = known + 1\n",
+        "            lower = horizon.final + 1\n",
+        "a horizon raised by another reader mid-read would make this one skip what lies between",
+        POSITIONS,
+        postgres=True,
+    ),
+    Mutant(
+        "horizon-waits-for-sequence-readers",
+        "adapters/persistence/positions.py",
+        '            " AND EXISTS (SELECT FROM pg_locks t WHERE '
+        't.virtualtransaction = l.virtualtransaction"\n'
+        "            \" AND t.locktype = 'relation' AND t.relation = {table}::regclass\"\n"
+        "            \" AND t.mode = 'RowExclusiveLock' AND t.granted)\"\n",
+        "",
+        "readers would stall behind anyone who looked at pg_sequences in an open transaction",
         POSITIONS,
         postgres=True,
     ),

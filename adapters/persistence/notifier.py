@@ -14,6 +14,7 @@ makes. Listeners re-read the store when woken and poll besides, so a lost notifi
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from typing import Any
 
@@ -25,6 +26,8 @@ log = logging.getLogger("actae.notifier")
 INTERVAL = 0.002
 """Seconds between two notifications of one process, at least."""
 RECONNECT_AFTER = 1.0
+CONNECT_TIMEOUT = 5
+"""Seconds a connection attempt may take (unless the store's URL sets its own)."""
 """Seconds before the notifier's connection is opened again after it failed."""
 
 
@@ -38,12 +41,15 @@ class Notifier:
         self._stopped = threading.Event()
         self._conn: psycopg.Connection[Any] | None = None
         self._thread: threading.Thread | None = None
-        self._start_lock = threading.Lock()
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._failing = False
         self.sent = 0
 
     def poke(self) -> None:
-        """Ask for a notification soon (starts the thread on first use)."""
-        if self._thread is None:
+        """Ask for a notification soon (starts the thread, again if it died or forked)."""
+        thread = self._thread
+        if thread is None or not thread.is_alive() or self._pid != os.getpid():
             self._start()
         self._poked.set()
 
@@ -51,18 +57,22 @@ class Notifier:
         """Stop the thread (a last pending notification is sent first) and disconnect."""
         self._stopped.set()
         self._poked.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        if self._conn is not None:
-            self._conn.close()
+        thread = self._thread
+        if thread is not None and self._pid == os.getpid():
+            thread.join(timeout=5)
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
 
     def _start(self) -> None:
-        with self._start_lock:
-            if self._thread is None and not self._stopped.is_set():
-                self._thread = threading.Thread(
-                    target=self._run, name="actae-notifier", daemon=True
-                )
-                self._thread.start()
+        with self._lock:
+            if self._pid != os.getpid():  # a forked child: the parent's thread and connection
+                self._pid, self._conn, self._thread = os.getpid(), None, None  # are not ours
+            if self._stopped.is_set() or (self._thread is not None and self._thread.is_alive()):
+                return
+            self._thread = threading.Thread(target=self._run, name="actae-notifier", daemon=True)
+            self._thread.start()
 
     def _run(self) -> None:
         while True:
@@ -75,12 +85,24 @@ class Notifier:
 
     def _send(self) -> None:
         try:
-            if self._conn is None or self._conn.closed:
-                self._conn = psycopg.connect(**self._conninfo, autocommit=True)
-            self._conn.execute(self._statement)
+            with self._lock:
+                if self._stopped.is_set() and self._conn is None:
+                    return
+                if self._conn is None or self._conn.closed:
+                    arguments = {"connect_timeout": CONNECT_TIMEOUT, **self._conninfo}
+                    self._conn = psycopg.connect(**arguments, autocommit=True)
+                conn = self._conn
+            conn.execute(self._statement)
             self.sent += 1
-        except psycopg.Error as error:
-            log.debug("notification not sent (%s): listeners poll meanwhile", error)
-            if self._conn is not None:
-                self._conn.close()
+            if self._failing:
+                log.info("notifications sent again")
+            self._failing = False
+        except Exception as error:  # the thread must live on: readers poll meanwhile
+            if not self._failing:
+                log.warning("notifications not sent (%s); listeners poll meanwhile", error)
+            self._failing = True
+            with self._lock:
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
             self._stopped.wait(RECONNECT_AFTER)

@@ -18,15 +18,17 @@ still appear. The argument rests on one fact of PostgreSQL, tested in
     committed or rolled back holds that lock.
 
 Hence, in this order: (1) read the sequence's last allocated value ``L``; (2) list the
-transactions, other than the reader's, that hold the lock on the sequence; (3) wait until
-each of them has ended. Every block up to ``L`` was then either committed (visible to any
-snapshot taken after (3)) or rolled back, and blocks drawn after (1) are above ``L``. The
-wait is for writers of *this* store's positions only: a transaction open for minutes in
-another database, another schema, or reading this table does not hold that lock and does
-not delay readers (a reader bounded by the cluster-wide ``pg_snapshot_xmin`` would wait for
-it). The same reasoning holds for the table: a write statement locks its target table
-before it allocates a sequence value or an xid; Actae relies on the sequence's lock because
-it is taken only by writers that draw positions (a purge's ``DELETE`` takes the table's).
+transactions, other than the reader's, that hold that lock on the sequence *and* a write
+lock on the events table (every writer does; a transaction that merely read the sequence,
+such as ``SELECT * FROM pg_sequences``, does not); (3) wait until each of them has ended.
+Every block up to ``L`` was then either committed (visible to any snapshot taken after (3))
+or rolled back, and blocks drawn after (1) are above ``L``. The wait is for writers of
+*this* store's positions only: a transaction open for minutes in another database, another
+schema, or reading this table does not hold that lock and does not delay readers (a reader
+bounded by the cluster-wide ``pg_snapshot_xmin`` would wait for it). The same reasoning
+holds for the table: a write statement locks its target table before it allocates a sequence
+value or an xid, and keeps that lock to its end; holding both locks is what marks a writer
+of positions (a purge's ``DELETE`` holds only the table's).
 
 Readers keep the highest horizon they have established (``final``): below it nothing can
 change any more, so catching up through history costs one horizon, not one per page.
@@ -68,23 +70,29 @@ def block_bound(last_value: int, is_called: bool) -> int:
 class Horizon:
     """How far a store's positions are final: nothing can appear at or below the horizon.
 
-    ``sequence`` is the qualified name of the events table's sequence. The statements are
+    ``sequence`` is the qualified name of the events table's sequence, ``table`` the
+    table's. A writer in flight holds ``RowExclusiveLock`` on both (the table's from before
+    it draws a position); a transaction that only read the sequence (``pg_sequences``,
+    ``currval``, a dump) holds the first, a purge's ``DELETE`` the second: neither is waited
+    for. The statements are
     rendered once; ``execute`` runs them (the recorder's own pooled path, so an async
     caller's coroutine waits rather than its thread).
     """
 
-    def __init__(self, execute: Execute, sequence: str) -> None:
+    def __init__(self, execute: Execute, sequence: str, table: str) -> None:
         self._execute = execute
         self.final = 0
         self._lock = threading.Lock()
-        name = Literal(sequence)
         writers = SQL(
             "SELECT coalesce(array_agg(l.virtualtransaction), '{{}}') FROM pg_locks l"
-            " WHERE l.locktype = 'relation' AND l.relation = {name}::regclass"
+            " WHERE l.locktype = 'relation' AND l.relation = {sequence}::regclass"
             " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
             " AND l.mode = 'RowExclusiveLock' AND l.granted"
             " AND l.pid IS DISTINCT FROM pg_backend_pid()"
-        ).format(name=name)
+            " AND EXISTS (SELECT FROM pg_locks t WHERE t.virtualtransaction = l.virtualtransaction"
+            " AND t.locktype = 'relation' AND t.relation = {table}::regclass"
+            " AND t.mode = 'RowExclusiveLock' AND t.granted)"
+        ).format(sequence=Literal(sequence), table=Literal(table))
         # The writers are listed by a subquery that refers to the sequence's row, so it is
         # evaluated after that row was read: (1) before (2), as the argument needs.
         self._survey: LiteralString = (

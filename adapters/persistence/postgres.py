@@ -345,12 +345,13 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
             lower += 1
         upper = stop if stop is not None else 2**63 - 1
         horizon = self.horizon()
+        known = horizon.final  # read once: another thread may raise it meanwhile
         found: list[Notification] = []
-        if lower <= horizon.final:  # history: final already, no need to ask again
-            found = self._notifications_between(lower, min(upper, horizon.final), topics, limit)
-            if len(found) == limit or upper <= horizon.final:
+        if lower <= known:  # history: final already, no need to ask again
+            found = self._notifications_between(lower, min(upper, known), topics, limit)
+            if len(found) == limit or upper <= known:
                 return found
-            lower = horizon.final + 1
+            lower = known + 1
         final = horizon.advance()
         if lower <= min(upper, final):
             found += self._notifications_between(
@@ -392,15 +393,31 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
     def horizon(self) -> Horizon:
         """How far positions are final (the events table must exist)."""
         if self._horizon is None:
-            self._horizon = Horizon(self._execute, self.sequence())
+            self._horizon = Horizon(self._execute, self.sequence(), self._table.as_string())
         return self._horizon
 
     def sequence(self) -> str:
-        """The qualified name of the events table's sequence, as PostgreSQL quotes it."""
+        """The qualified name of the events table's sequence, as PostgreSQL quotes it.
+
+        Refused if the sequence caches values: a session would then hold values drawn long
+        before it uses them, and the horizon's argument needs each value drawn by the write
+        that uses it.
+        """
         if self._sequence is None:
             table = self._table.as_string()
-            rows = self._execute("SELECT pg_get_serial_sequence(%s, 'notification_id')", [table])
-            self._sequence = str(rows[0][0])
+            rows = self._execute(
+                "SELECT s.seqrelid::regclass::text, s.seqcache FROM pg_sequence s"
+                " WHERE s.seqrelid = pg_get_serial_sequence(%s, 'notification_id')::regclass",
+                [table],
+            )
+            name, cache = rows[0]
+            if cache != 1:
+                msg = (
+                    f"the sequence {name} of {table} caches {cache} values: Actae's positions "
+                    f"need CACHE 1 (ALTER SEQUENCE {name} CACHE 1)"
+                )
+                raise ProgrammingError(msg)
+            self._sequence = str(name)
         return self._sequence
 
     def _notifications_query(self, has_topics: bool) -> LiteralString:
@@ -526,9 +543,10 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         """The insert of ``count`` events, in a block of positions of its own.
 
         One value of the table's sequence, drawn once per statement, gives the events
-        ``block * BLOCK + ordinal - 1`` (:mod:`actae.adapters.persistence.positions`). Up to
-        ``MAX_VALUES_ROWS`` events it is a ``VALUES`` list of scalars (cheaper to adapt than
-        arrays, and rendered once per count); beyond, four array parameters.
+        ``block * BLOCK`` to ``block * BLOCK + count - 1``
+        (:mod:`actae.adapters.persistence.positions`). Up to ``MAX_VALUES_ROWS`` events it
+        is a ``VALUES`` list of scalars (cheaper to adapt than arrays, and rendered once per
+        count); beyond, four array parameters.
         """
         rendered = self._writes.get(count)
         if rendered is None:
