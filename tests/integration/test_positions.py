@@ -15,6 +15,8 @@ read by a horizon. These tests check, on a real PostgreSQL:
 
 from __future__ import annotations
 
+import logging
+import socket
 import threading
 import time
 import uuid
@@ -28,7 +30,7 @@ from eventsourcing.persistence import ProgrammingError, StoredEvent
 from psycopg import sql
 
 import actae
-from actae.adapters.persistence.notifier import INTERVAL
+from actae.adapters.persistence.notifier import INTERVAL, Notifier
 from actae.adapters.persistence.positions import BLOCK, Horizon, block_bound
 from actae.adapters.persistence.postgres import ActaePostgresRecorder
 
@@ -311,6 +313,26 @@ def test_pokes_are_coalesced_into_one_notification_per_interval(store: actae.Sto
     elapsed = time.monotonic() - started
     until(lambda: not notifier._poked.is_set() and notifier.sent > sent, "the notifier to send")
     assert notifier.sent - sent <= elapsed / INTERVAL + 2
+
+
+def test_a_notifier_that_cannot_connect_lives_on_and_says_so_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    notifier = Notifier({"host": "127.0.0.1", "port": str(port), "dbname": "x"}, "channel")
+    try:
+        with caplog.at_level(logging.INFO, logger="actae.notifier"):
+            notifier.poke()
+            until(lambda: "notifications not sent" in caplog.text, "the notifier's warning")
+            notifier.poke()
+            assert notifier._thread is not None
+            assert notifier._thread.is_alive()
+        assert caplog.text.count("notifications not sent") == 1
+        assert notifier.sent == 0
+    finally:
+        notifier.close()
 
 
 def test_a_write_of_more_events_than_a_block_is_refused(store: actae.Store) -> None:
