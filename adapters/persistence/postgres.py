@@ -286,12 +286,9 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
             else:
                 rows = self._execute_then_commit(statement, params, self.before_commit)
         except TRANSIENT_ERRORS:
-            rows = None
-        positions = (
-            [row[0] for row in rows]
-            if rows is not None
-            else self._insert_again(stored_events, statement, params)
-        )
+            positions = self._insert_again(stored_events, statement, params)
+        else:
+            positions = [row[0] for row in rows]
         self.notifier.poke()
         return positions
 
