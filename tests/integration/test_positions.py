@@ -52,14 +52,18 @@ class BelowXmin(Horizon):
     sequence_name = ""
 
     def advance(self) -> int:
-        ((last_value, is_called, xmax),) = self._execute(
-            f"SELECT s.last_value, s.is_called, pg_snapshot_xmax(pg_current_snapshot())"
-            f" FROM {self.sequence_name} s",
+        # The survey takes an xid of its own, later than every xid assigned before it: once
+        # the cluster's oldest running xid is past it, every transaction that was running at
+        # the survey has ended. (A snapshot's ``xmax`` would not do: it is one past the newest
+        # *completed* xid, and a transaction that took its xid later and is still running is
+        # above it.)
+        ((last_value, is_called, survey),) = self._execute(
+            f"SELECT s.last_value, s.is_called, pg_current_xact_id() FROM {self.sequence_name} s",
             (),
         )
         while True:
             ((xmin,),) = self._execute("SELECT pg_snapshot_xmin(pg_current_snapshot())", ())
-            if int(str(xmin)) >= int(str(xmax)):
+            if int(str(xmin)) > int(str(survey)):
                 break
             time.sleep(0.01)
         self.final = max(self.final, block_bound(last_value, is_called))
