@@ -124,7 +124,10 @@ def statement_rung(url: str, statement: sql.SQL | str) -> Iterator[Writer]:
     dsn, schema = url.split("?schema=")
     text = statement
     if isinstance(statement, sql.SQL):
-        text = statement.format(table=sql.Identifier(schema, "actae_events")).as_string()
+        text = statement.format(
+            table=sql.Identifier(schema, "actae_events"),
+            sequence=sql.Literal(f'"{schema}".actae_events_notification_id_seq'),
+        ).as_string()
 
     with psycopg.connect(dsn, autocommit=True) as conn:
 
@@ -145,8 +148,9 @@ def _columns(event: StoredEvent) -> tuple[Any, ...]:
 
 
 PLAIN_INSERT = sql.SQL(
-    "INSERT INTO {table} (originator_id, originator_version, topic, state) "
-    "VALUES (%s, %s, %s, %s), (%s, %s, %s, %s) RETURNING notification_id"
+    "INSERT INTO {table} (notification_id, originator_id, originator_version, topic, state) "
+    "VALUES (nextval({sequence}), %s, %s, %s, %s), (nextval({sequence}), %s, %s, %s, %s)"
+    " RETURNING notification_id"
 )
 
 

@@ -25,6 +25,7 @@ URLS = ("tests/integration/test_url_parameters.py",)
 CLI_SOURCES = ("tests/integration/test_cli_errors.py",)
 DB_FAULTS = ("tests/chaos/test_db_faults.py",)
 POSITIONS = ("tests/integration/test_positions.py",)
+MIGRATION_TESTS = ("tests/integration/test_migrations.py",)
 DRILL = ("tests/integration/test_drill.py", "tests/unit/test_drill_outages.py")
 CLOCK = ("tests/unit/test_clock.py", "tests/integration/test_clock_skew.py")
 
@@ -653,6 +654,16 @@ FAULT_MUTANTS = [
         "",
         "readers would stall behind anyone who looked at pg_sequences in an open transaction",
         POSITIONS,
+        postgres=True,
+    ),
+    Mutant(
+        "positions-default-kept",
+        "adapters/persistence/migrations.py",
+        '    "ALTER TABLE {schema}.actae_events ALTER COLUMN notification_id DROP DEFAULT",\n',
+        "",
+        "a writer that leaves positions to the column (an older Actae, eventsourcing's own"
+        " recorder) would write positions the readers do not wait for",
+        MIGRATION_TESTS,
         postgres=True,
     ),
 ]

@@ -80,9 +80,19 @@ SQLITE_CUSTODY_TABLES = (
     "CREATE TABLE IF NOT EXISTS actae_secrets (name TEXT PRIMARY KEY, value BLOB NOT NULL)",
 )
 
+POSITIONS_BY_BLOCK = (
+    # Actae's writers draw a block of positions from the sequence themselves
+    # (adapters/persistence/positions.py); without the column's default, a writer that does
+    # not (an older Actae, eventsourcing's own recorder) fails loudly instead of writing
+    # positions that readers would not wait for.
+    "ALTER TABLE {schema}.actae_events ALTER COLUMN notification_id DROP DEFAULT",
+)
+"""PostgreSQL only: SQLite's single writer keeps its positions as they were."""
+
 MIGRATIONS = (
     TableMigration(1, "event store tables (eventsourcing recorder)"),
     TableMigration(2, "data keys and artifacts", CUSTODY_TABLES, SQLITE_CUSTODY_TABLES),
+    TableMigration(3, "positions drawn in blocks by Actae's writers", POSITIONS_BY_BLOCK, ()),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -5,12 +5,16 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import psycopg
 import pytest
+from eventsourcing.persistence import IntegrityError, StoredEvent
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 
 import actae
+from actae.adapters.persistence import migrations
 from actae.adapters.persistence.migrations import MIGRATIONS, SchemaVersionError
 
 OPEN_AND_WRITE = """
@@ -81,3 +85,73 @@ def test_a_store_from_a_newer_actae_is_refused(durable_url: str) -> None:
 
     with pytest.raises(SchemaVersionError, match="schema version 999"):
         actae.open(durable_url)
+
+
+def test_an_actae_from_before_block_positions_refuses_the_store(
+    durable_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its writers would draw positions readers do not wait for: it must not open the store."""
+    actae.open(durable_url).close()
+    monkeypatch.setattr(migrations, "LATEST", 2)  # what the previous release knew
+
+    with pytest.raises(SchemaVersionError, match="schema version 3 but this Actae knows only up"):
+        actae.open(durable_url)
+
+
+@pytest.mark.postgres
+def test_a_stock_eventsourcing_writer_fails_loudly_on_a_postgres_store(
+    pg_url: str, pg_dsn: str
+) -> None:
+    """eventsourcing's own recorder leaves positions to the column's default: there is none."""
+    with actae.open(pg_url) as store:
+        store.start_run("wf", agent_id="a", state={})
+        before = store.events(None)
+    schema = pg_url.rsplit("schema=", 1)[1]
+    info = psycopg.conninfo.conninfo_to_dict(pg_dsn)
+    datastore = PostgresDatastore(
+        str(info["dbname"]),
+        str(info["host"]),
+        str(info["port"]),
+        str(info["user"]),
+        "",
+        schema=schema,
+    )
+    stock = PostgresApplicationRecorder(datastore, events_table_name="actae_events")
+    event = StoredEvent(
+        originator_id=uuid.uuid4(), originator_version=1, topic="stock:Event", state=b"{}"
+    )
+    try:
+        with pytest.raises(IntegrityError, match="notification_id"):
+            stock.insert_events([event])
+    finally:
+        datastore.close()
+    with actae.open(pg_url) as store:
+        assert store.events(None) == before
+
+
+@pytest.mark.postgres
+def test_a_store_from_before_block_positions_is_upgraded_in_place(pg_url: str, pg_dsn: str) -> None:
+    with actae.open(pg_url) as store:
+        run = store.start_run("wf", agent_id="a", state={})
+        first = store.position()
+    schema = pg_url.rsplit("schema=", 1)[1]
+    table = f'"{schema}".actae_events'
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # as version 2 left it
+        conn.execute(
+            f"ALTER TABLE {table} ALTER COLUMN notification_id SET DEFAULT "
+            f"nextval('\"{schema}\".actae_events_notification_id_seq'::regclass)"
+        )
+        conn.execute(f'DELETE FROM "{schema}".actae_migrations WHERE version = 3')
+
+    with actae.open(pg_url) as store:
+        store.record(run.channel_id, kind="after", payload={}, expected_cursor=1)
+        assert store.position() > first
+    with psycopg.connect(pg_dsn) as conn:
+        default = conn.execute(
+            "SELECT column_default FROM information_schema.columns WHERE table_schema = %s"
+            " AND table_name = 'actae_events' AND column_name = 'notification_id'",
+            (schema,),
+        ).fetchone()
+        versions = conn.execute(f'SELECT version FROM "{schema}".actae_migrations').fetchall()
+    assert default == (None,)
+    assert versions == [(m.version,) for m in MIGRATIONS]
