@@ -32,6 +32,7 @@ from actae.domain.commands import (
 from actae.domain.custody import FORGOTTEN
 from actae.domain.effects import Claim, EffectInfo, RetryPolicy, workflow_result
 from actae.domain.errors import (
+    ActaeError,
     ForgottenError,
     NotFoundError,
     OperationConflictError,
@@ -116,7 +117,8 @@ def complete_effect(command: CompleteEffect, core: Core) -> Plan[EffectInfo]:
     document, redacted = core.redacted("result", command.result, command.redact)
     value = document.value
     key = require_text("effect_key", command.effect_key)
-    effect = yield from _effect(key)
+    remembered = core.effects.effect(Operation.id_for(key))
+    effect = remembered or (yield from _effect(key))
     if effect.result is not None and effect.token == token:
         effect.ensure_holder(token, worker)
         if effect.result != value:
@@ -130,7 +132,7 @@ def complete_effect(command: CompleteEffect, core: Core) -> Plan[EffectInfo]:
         effect.complete(token=token, worker=worker, result=value, now=at, redacted=redacted)
 
     note = ("effect.completed", {"token": token, "result": value}, True)
-    return (yield from _decide(core, key, note, move, loaded=effect))
+    return (yield from _decide(core, key, note, move, loaded=None if remembered else effect))
 
 
 def fail_effect(command: FailEffect, core: Core) -> Plan[EffectInfo]:
@@ -236,14 +238,30 @@ def _decide(
 ) -> Plan[EffectInfo]:
     """Load, decide, save; re-decided from fresh state if the save lost a race.
 
-    ``loaded`` is the effect as the caller just read it, used for the first attempt.
+    ``loaded`` is the effect as the caller just read it from the store, used for the first
+    attempt; without it, the first attempt starts from what this process remembers of an
+    effect it holds (:mod:`actae.domain.known_effects`). A refusal decided on a remembered
+    effect is decided again on the stored one.
     """
     key = require_text("effect_key", effect_key)
+    effect_id = Operation.id_for(key)
 
     def attempt(number: int) -> Plan[EffectInfo]:
-        effect = loaded if number == 0 and loaded is not None else (yield from _effect(key))
+        effect, guessed = (loaded, False) if number == 0 else (None, False)
+        if number == 0 and effect is None:
+            effect = core.effects.effect(effect_id)
+            guessed = effect is not None
+        if effect is None:
+            effect = yield from _effect(key)
         at = yield from now()
-        move(effect, at)
+        try:
+            move(effect, at)
+        except ActaeError:
+            if not guessed:
+                raise
+            core.effects.forget(effect_id)
+            effect = yield from _effect(key)
+            move(effect, at)
         if note is None:
             yield from save(effect)
         else:

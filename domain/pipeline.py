@@ -25,6 +25,7 @@ from uuid import uuid4
 
 from actae.domain.errors import ContentionError
 from actae.domain.heads import HeadCache
+from actae.domain.known_effects import KnownEffects
 from actae.domain.operation import Operation
 from actae.domain.plan import Plan, RaceLost, ask
 from actae.domain.ports import Codec
@@ -47,12 +48,14 @@ class Core:
     """What decide functions use besides their command; none of it does IO.
 
     ``heads`` are this process's guesses of channel heads (:mod:`actae.domain.heads`),
+    ``effects`` of the effects it holds (:mod:`actae.domain.known_effects`),
     ``draw`` the source of retry jitter (a test pins it to make backoffs exact).
     """
 
     codec: Codec
     max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES
     heads: HeadCache = field(default_factory=HeadCache)
+    effects: KnownEffects = field(default_factory=KnownEffects)
     draw: Callable[[], float] = random.random
     redact: Redactor | None = None
     """The store's redactor (``actae.open(redact=)``): run on every record and effect result."""

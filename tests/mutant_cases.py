@@ -25,6 +25,7 @@ LEASES = ("tests/contract/test_run_leases.py", "tests/contract/test_worker.py")
 FORK_REPLAY = ("tests/contract/test_fork_replay.py",)
 OPERATOR = ("tests/contract/test_operator_actions.py",)
 MIGRATIONS = ("tests/contract/test_migrations_guarded.py",)
+KNOWN_EFFECTS = ("tests/unit/test_known_effects.py", "tests/contract/test_two_writers.py")
 STEPS = ("tests/contract/test_step_retries.py",)
 QUERIES = ("tests/contract/test_read_only_queries.py",)
 POISON = ("tests/contract/test_poison_and_retry_after.py",)
@@ -69,6 +70,34 @@ MUTANTS = [
         "version_moved = False",
         "a transition built on another state version must be refused",
         CHANNEL,
+    ),
+    Mutant(
+        "remembered-refusal-trusted",
+        "domain/ledger.py",
+        "            if not guessed:\n                raise\n",
+        "            raise\n",
+        "a remembered effect may be stale: refusing on it would refuse the true holder",
+        KNOWN_EFFECTS,
+    ),
+    Mutant(
+        "remembered-effect-gap-kept",
+        "domain/known_effects.py",
+        "                    if known[-1].originator_version + 1 != event.originator_version:\n"
+        "                        del self._events[effect_id]  # a gap: another process wrote"
+        " between\n"
+        "                        continue\n",
+        "",
+        "an effect remembered without another process's event would decide on a false state"
+        " and write past it",
+        KNOWN_EFFECTS,
+    ),
+    Mutant(
+        "settled-effect-remembered",
+        "domain/known_effects.py",
+        "                if not isinstance(self._events[effect_id][-1], HELD):\n",
+        "                if False:\n",
+        "a process would remember every effect it ever settled (memory grows without bound)",
+        KNOWN_EFFECTS,
     ),
     Mutant(
         "head-cache-never-back",

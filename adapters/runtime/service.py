@@ -94,13 +94,13 @@ class ActaeService:
     def save(self, *objs: Any, **kwargs: Any) -> Any:
         """Write the pending events of aggregates (and bare events) together; their positions.
 
-        Then remembers the new channel heads, tells the commit listeners
+        Then remembers the new channel heads and the effects held, tells the commit listeners
         (``Store.on_commit``) and wakes this process's subscribers, who re-read the store. A
         refusal on a primary key is :class:`RaceLost`, and the heads of the channels
-        involved are forgotten: the next attempt must read them as stored.
+        and the effects involved are forgotten: the next attempt must read them as stored.
 
-        The events go to the mapper and the recorder directly: there is no aggregate cache,
-        no snapshotting and no process application to keep up to date.
+        The events go to the mapper and the recorder directly: there is no aggregate cache
+        beyond those guesses, no snapshotting and no process application to keep up to date.
         """
         events: list[Any] = pending_events(objs)  # eventsourcing types them as protocols
         channel_events = [event for event in events if isinstance(event, Channel.Event)]
@@ -109,11 +109,13 @@ class ActaeService:
                 [self.mapper.to_stored_event(event) for event in events], **kwargs
             )
         except IntegrityError:
-            for event in channel_events:
+            for event in events:
                 self.core.heads.forget(event.originator_id)
+                self.core.effects.forget(event.originator_id)
             raise RaceLost from None
         for event in channel_events:
             self.core.heads.put(event)
+        self.core.effects.written(events)
         for listener in self.commit_listeners:
             listener(events)
         with self.written:

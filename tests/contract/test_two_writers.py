@@ -8,7 +8,7 @@ costs a re-read, never a wrong result.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -114,3 +114,67 @@ def test_a_first_claim_of_a_key_the_other_store_holds_is_refused(
     assert a.effect("charge").token == held.token
     with pytest.raises(actae.OperationConflictError):
         a.claim("charge", run_id=run.run_id, worker="w1", lease=30.0, request={"n": 2})
+
+
+# -- effects this process holds (domain/known_effects.py) ---------------------------------
+
+
+@pytest.fixture(params=SHARED_BACKENDS)
+def two_clocked(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[actae.Store, actae.Store, actae.ManualClock]]:
+    """Two stores on one database and one manual clock, so a lease can run out."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'shared.db'}"
+    else:
+        url = request.getfixturevalue("pg_url")
+    clock = actae.ManualClock()
+    with actae.open(url, clock=clock) as first, actae.open(url, clock=clock) as second:
+        yield first, second, clock
+
+
+LEASE = 30.0
+
+
+def test_a_remembered_claim_taken_over_elsewhere_is_fenced(
+    two_clocked: tuple[actae.Store, actae.Store, actae.ManualClock],
+) -> None:
+    """a remembers its claim (token 1); b takes the effect over once the lease ran out."""
+    a, b, clock = two_clocked
+    run = a.start_run("w", agent_id="x", state={})
+    a.claim("charge", run_id=run.run_id, worker="w1", lease=LEASE, request={"n": 1})
+    clock.advance(LEASE + 1)
+    taken = b.claim("charge", run_id=run.run_id, worker="w2", lease=LEASE, request={"n": 1})
+    before = a.effect("charge")
+
+    calls: list[Callable[[], object]] = [
+        lambda: a.complete("charge", token=1, worker="w1", result={"late": True}),
+        lambda: a.fail("charge", token=1, worker="w1", error="late"),
+        lambda: a.heartbeat("charge", token=1, worker="w1", lease=LEASE),
+    ]
+    for call in calls:
+        with pytest.raises(actae.FencingError):
+            call()
+    assert a.effect("charge") == before
+    done = b.complete("charge", token=taken.token, worker="w2", result={"ok": True})
+    assert done.status is actae.EffectStatus.COMPLETED
+
+
+def test_a_remembered_claim_does_not_refuse_the_true_holder(
+    two_clocked: tuple[actae.Store, actae.Store, actae.ManualClock],
+) -> None:
+    """a's memory says token 1; the caller holds token 2 from b: the store decides, not a."""
+    a, b, clock = two_clocked
+    run = a.start_run("w", agent_id="x", state={})
+    a.claim("charge", run_id=run.run_id, worker="w1", lease=LEASE, request={"n": 1})
+    clock.advance(LEASE + 1)
+    taken = b.claim("charge", run_id=run.run_id, worker="w2", lease=LEASE, request={"n": 1})
+
+    renewed = a.heartbeat("charge", token=taken.token, worker="w2", lease=LEASE)
+    assert renewed.token == taken.token
+    with pytest.raises(actae.FencingError):  # a's renewal did not revive its old memory
+        a.complete("charge", token=1, worker="w1", result={"late": True})
+    done = a.complete("charge", token=taken.token, worker="w2", result={"ok": True})
+    assert (done.status, done.result) == (actae.EffectStatus.COMPLETED, {"ok": True})
+    again = a.complete("charge", token=taken.token, worker="w2", result={"ok": True})
+    assert again.status is actae.EffectStatus.COMPLETED  # a lost reply's repeat

@@ -147,6 +147,7 @@ MODULES = [
     "actae.domain.errors",
     "actae.domain.forking",
     "actae.domain.heads",
+    "actae.domain.known_effects",
     "actae.domain.inheritance",
     "actae.domain.keeping",
     "actae.domain.ledger",

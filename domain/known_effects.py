@@ -1,0 +1,81 @@
+"""A per-process memory of the effects this process holds, so completing one need not read it.
+
+A worker claims an effect, calls the provider, then completes (or fails, or heartbeats)
+it. Reading the effect back before that second write costs a round trip; the claim's own
+events already say everything the decision needs. So the events of each effect this
+process claimed are kept here while its lease is live (its newest event is a claim or a
+renewal) and dropped once it settles.
+
+Like :mod:`actae.domain.heads`, the memory is a guess, never trusted for correctness: an
+effect another process changed meanwhile has a newer event at the version the decision
+writes, the store refuses the write (the primary key on ``(effect, version)``), the memory
+forgets it and the decision is taken again on what the store holds. A decision the guess
+*refuses* (a token the guess thinks stale, a holder it does not know) is re-read too, so
+a stale guess can cost a round trip but never changes an answer.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from uuid import UUID
+
+from actae.domain.aggregate import DomainEvent, folded
+from actae.domain.operation import Operation
+
+DEFAULT_MAX_EFFECTS = 1_000
+"""Effects held at once by one process's workers are far fewer; claims a crash left open
+are forgotten oldest first beyond it."""
+HELD = (Operation.Claimed, Operation.Renewed)
+"""An effect whose newest event is one of these is held: its holder will write again."""
+
+
+class KnownEffects:
+    """The events of each effect this process holds, by the effect's aggregate id."""
+
+    def __init__(self, maxsize: int = DEFAULT_MAX_EFFECTS) -> None:
+        self._maxsize = maxsize
+        self._events: dict[UUID, tuple[DomainEvent, ...]] = {}
+        self._lock = threading.Lock()
+
+    def effect(self, effect_id: UUID) -> Operation | None:
+        """A fresh aggregate of the remembered effect (it may be stale), or ``None``."""
+        events = self._events.get(effect_id)
+        if events is None:
+            return None
+        effect = folded(events)
+        return effect if isinstance(effect, Operation) else None
+
+    def written(self, events: Iterable[DomainEvent]) -> None:
+        """Take note of events just committed (an effect no longer held is forgotten).
+
+        A registration starts an effect's memory and its later events extend it.
+        """
+        touched = set()
+        with self._lock:
+            for event in events:
+                effect_id = event.originator_id
+                if isinstance(event, Operation.Registered):
+                    if len(self._events) >= self._maxsize:
+                        del self._events[next(iter(self._events))]
+                    self._events[effect_id] = (event,)
+                elif effect_id in self._events:
+                    known = self._events[effect_id]
+                    if known[-1].originator_version + 1 != event.originator_version:
+                        del self._events[effect_id]  # a gap: another process wrote between
+                        continue
+                    self._events[effect_id] = (*known, event)
+                else:
+                    continue
+                touched.add(effect_id)
+            for effect_id in touched:
+                if not isinstance(self._events[effect_id][-1], HELD):
+                    del self._events[effect_id]
+
+    def forget(self, effect_id: UUID) -> None:
+        """Drop the guess for ``effect_id``: a write on it lost a race, so it is stale."""
+        with self._lock:
+            self._events.pop(effect_id, None)
+
+    def __len__(self) -> int:
+        return len(self._events)

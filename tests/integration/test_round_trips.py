@@ -1,0 +1,58 @@
+"""A worker's ledger calls cost one round trip each on PostgreSQL.
+
+A claim of a fresh key writes without reading (a key that exists makes the write fail),
+and completing, failing or renewing an effect this process holds decides on what the
+claim wrote (``domain/known_effects.py``): one statement each.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pytest
+
+import actae
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The statements this thread sends (the notifier's own thread is not counted)."""
+    sent: list[str] = []
+    caller = threading.get_ident()
+
+    def counting(original: Callable[..., Any]) -> Callable[..., Any]:
+        def execute(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+            if threading.get_ident() == caller:
+                sent.append(str(query)[:80])
+            return original(self, query, *args, **kwargs)
+
+        return execute
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", counting(psycopg.Cursor.execute))
+    monkeypatch.setattr(psycopg.Connection, "execute", counting(psycopg.Connection.execute))
+    return sent
+
+
+def test_claim_then_complete_fail_or_renew_are_one_statement_each(
+    pg_url: str, statements: list[str]
+) -> None:
+    with actae.open(pg_url) as store:
+        run = store.start_run("w", agent_id="x", state={})
+        for n, settle in enumerate(("complete", "fail", "heartbeat")):
+            key = f"charge-{n}"
+            statements.clear()
+            claim = store.claim(key, run_id=run.run_id, worker="w1", lease=30.0, request={})
+            assert len(statements) == 1, statements
+            statements.clear()
+            if settle == "complete":
+                store.complete(key, token=claim.token, worker="w1", result={"ok": True})
+            elif settle == "fail":
+                store.fail(key, token=claim.token, worker="w1", error="declined")
+            else:
+                store.heartbeat(key, token=claim.token, worker="w1", lease=30.0)
+            assert len(statements) == 1, (settle, statements)
