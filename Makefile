@@ -61,6 +61,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python -m benchmarks.peers
 	$(BIN)/python -m benchmarks.anatomy
 	$(BIN)/python -m benchmarks.concurrency
+	$(BIN)/python -m benchmarks.scaling
 	$(BIN)/python -m benchmarks.report
 
 clean:
