@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from benchmarks.anatomy import RUNGS
@@ -48,7 +49,7 @@ def table(results: dict[str, dict[str, Any]]) -> str:
                 f"transitions, {who}",
                 f"{ours[processes]['per_s']:,.0f}/s, {ratio:.0%} of raw",
                 f"≥ {goal:.0%} of raw",
-                _verdict(ratio >= goal, lambda p=processes: rung_costs(anatomy, p)),
+                _verdict(ratio >= goal, partial(rung_costs, anatomy, processes)),
             )
         )
     medians = scaling["medians"]
