@@ -703,6 +703,14 @@ MUTANTS = [
         "a stored topic naming an Actae class that is no event must be refused as corruption",
         ("tests/unit/test_stored_topics.py",),
     ),
+    Mutant(
+        "encoder-moves-nested-fields",
+        "adapters/persistence/encoders.py",
+        "= dump_{index}(values[{name!r}])",
+        "= dump_{index}(values.pop({name!r}))",
+        "stored bytes must not change: a field holding models would move to the end of the body",
+        ("tests/property/test_encoders.py", "tests/unit/test_stored_event_fixtures.py"),
+    ),
     # -- worker and read-model freshness ---------------------------------------------------
     Mutant(
         "worker-ignores-lease-expiry",

@@ -35,7 +35,7 @@ from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import StoredEvent
 
 from actae.adapters.custody.datakeys import DataKeys
-from actae.adapters.persistence.codec import OrjsonTranscoder, PydanticMapper, event_class
+from actae.adapters.persistence.codec import OrjsonTranscoder, PydanticMapper, event_class, layout
 from actae.adapters.persistence.url import DEFAULT_INLINE_MAX
 from actae.domain.aggregate import DomainEvent
 from actae.domain.artifacts import ArtifactRef, reference_in
@@ -86,15 +86,20 @@ class SealingMapper(PydanticMapper):
     # -- writing --------------------------------------------------------------------------
 
     def to_stored_event(self, domain_event: DomainEventProtocol[Any]) -> StoredEvent:
-        """Serialise the event; seal and offload its contents where that applies."""
-        topic, state = self.fields_of(domain_event)
-        body = self.transcoder.encode(state)
+        """Serialise the event; seal and offload its contents where that applies.
+
+        The class's encoder writes the body; the field dict is built only when contents
+        are to be taken out of it (an encrypted run, a large document).
+        """
         cls = cast(type[DomainEvent], type(domain_event))
+        topic, _, _, encode = layout(cls)
+        body = encode(domain_event)
         owner = getattr(domain_event, cls.content_owner, None) if cls.contents else None
         if owner is not None:
             large = self.offloader is not None and len(body) > self.inline_max
             key = self.keys.for_write(owner, born=isinstance(domain_event, Channel.Opened))
             if large or key is not None:
+                _, state = self.fields_of(domain_event)
                 contents = dict(_taken(state, cls.contents))
                 offloaded = self._offload(owner, contents, key) if large else []
                 if key is None:

@@ -8,7 +8,7 @@ they are refused here instead.
 from __future__ import annotations
 
 from functools import cache
-from typing import Any, cast, get_args
+from typing import Any, cast
 
 import orjson
 from eventsourcing.domain import DomainEventProtocol
@@ -16,6 +16,7 @@ from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 from eventsourcing.utils import get_topic, resolve_topic
 from pydantic import BaseModel
 
+from actae.adapters.persistence.encoders import IDENTITY, Encoder, encoder_for, holds_models
 from actae.domain.aggregate import DomainEvent
 from actae.domain.errors import CorruptionError
 
@@ -57,25 +58,16 @@ class OrjsonTranscoder(Transcoder):
         return orjson.loads(data)
 
 
-IDENTITY = frozenset({"originator_id", "originator_version"})
 OWN_TOPICS = ("actae.domain.",)
 """Where Actae's stored event classes live (topics name ``module:QualName``)."""
-"""Fields stored in the event's row, not in its JSON body."""
-
-
-def holds_models(annotation: Any) -> bool:
-    """Whether a field's type is, or contains, a pydantic model (which orjson cannot encode)."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return True
-    return any(holds_models(argument) for argument in get_args(annotation))
 
 
 def is_flat(cls: type[BaseModel]) -> bool:
     """Whether ``cls``'s fields are plain values, so its ``__dict__`` is its ``model_dump``.
 
     Most events (every channel event, every command's operation record) are flat; reading
-    their fields directly instead of through ``model_dump`` saves a few microseconds per
-    event on the write path. Events with nested models (pins, retry policies) still go
+    their fields directly instead of through ``model_dump`` saves a few microseconds each
+    time a field dict is needed. Events with nested models (pins, retry policies) still go
     through ``model_dump``.
     """
     return not any(holds_models(field.annotation) for field in cls.model_fields.values())
@@ -96,32 +88,39 @@ def event_class(topic: str) -> type[DomainEvent]:
 
 
 @cache
-def layout(cls: type[BaseModel]) -> tuple[str, int, bool]:
-    """An event class's topic, ``class_version`` and flatness, looked up once per class.
+def layout(cls: type[BaseModel]) -> tuple[str, int, bool, Encoder]:
+    """An event class's topic, ``class_version``, flatness and encoder, found once per class.
 
     (A class without ``class_version`` would otherwise cost a failed attribute lookup
     through pydantic's metaclass on every event written.)
     """
-    return get_topic(cls), getattr(cls, "class_version", 1), is_flat(cls)
+    return get_topic(cls), getattr(cls, "class_version", 1), is_flat(cls), encoder_for(cls)
 
 
 class PydanticMapper(Mapper[Any]):
-    """Maps pydantic domain events to stored events and back, honouring ``class_version``."""
+    """Maps pydantic domain events to stored events and back, honouring ``class_version``.
+
+    Bodies are written by each class's encoder (:mod:`actae.adapters.persistence.encoders`),
+    the bytes ``OrjsonTranscoder`` would make of :meth:`fields_of`, without the dict.
+    """
 
     def to_stored_event(self, domain_event: DomainEventProtocol[Any]) -> StoredEvent:
         """Serialise a pydantic event; its topic is ``module:QualName``."""
-        topic, state = self.fields_of(domain_event)
+        topic, _, _, encode = layout(type(domain_event))
         return StoredEvent(
             originator_id=domain_event.originator_id,
             originator_version=domain_event.originator_version,
             topic=topic,
-            state=self.transcoder.encode(state),
+            state=encode(domain_event),
         )
 
     def fields_of(self, domain_event: DomainEventProtocol[Any]) -> tuple[str, dict[str, Any]]:
-        """The event's topic, and the fields its stored body holds (a fresh dict)."""
+        """The event's topic, and the fields its stored body holds (a fresh dict).
+
+        The reference for the encoders, and what sealing takes contents out of.
+        """
         event = cast(BaseModel, domain_event)
-        topic, class_version, flat = layout(type(event))
+        topic, class_version, flat, _ = layout(type(event))
         if flat:
             state = event.__dict__.copy()
             for name in IDENTITY:

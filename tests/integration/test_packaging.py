@@ -92,6 +92,7 @@ MODULES = [
     "actae.adapters.persistence.backlog",
     "actae.adapters.persistence.clock",
     "actae.adapters.persistence.codec",
+    "actae.adapters.persistence.encoders",
     "actae.adapters.persistence.eventlog",
     "actae.adapters.persistence.libpq",
     "actae.adapters.persistence.lost_replies",

@@ -75,7 +75,7 @@ def test_stored_event_decodes_and_round_trips(row: dict[str, object]) -> None:
 
 @EACH_ROW
 def test_the_fast_encoding_writes_what_model_dump_writes(row: dict[str, object]) -> None:
-    """Flat events are encoded from their fields directly (persistence/codec.py): same JSON."""
+    """Events are encoded by their class's compiled encoder (persistence/encoders.py): same JSON."""
     event = decoded(row)
     encoded = orjson.loads(MAPPER.to_stored_event(event).state)
     dumped = event.model_dump(exclude={"originator_id", "originator_version"})
