@@ -51,6 +51,12 @@ class KnownEffects:
 
         A registration starts an effect's memory and its later events extend it.
         """
+        events = list(events)
+        if not any(
+            isinstance(event, Operation.Registered) or event.originator_id in self._events
+            for event in events
+        ):
+            return  # most writes: a channel's events, a command's record
         touched = set()
         with self._lock:
             for event in events:

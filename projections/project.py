@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 from actae.domain.channel import Channel
@@ -46,9 +47,23 @@ expiries and finished children decide by themselves and are not audited."""
 
 def project(event: object) -> list[Change]:
     """The read-model changes implied by ``event`` (none for events no view cares about)."""
-    for event_type, handler in HANDLERS:
-        if isinstance(event, event_type):
-            return handler(event)
+    return handler_of(type(event))(event)
+
+
+@cache
+def handler_of(event_type: type) -> Callable[[Any], list[Change]]:
+    """The first handler of :data:`HANDLERS` whose type ``event_type`` is, found once per type.
+
+    (A catch-up projects tens of thousands of events a second; walking the list for each
+    would cost a dozen ``isinstance`` calls per channel event.)
+    """
+    for handled, handler in HANDLERS:
+        if issubclass(event_type, handled):
+            return handler
+    return _nothing
+
+
+def _nothing(_event: Any) -> list[Change]:
     return []
 
 
