@@ -45,7 +45,7 @@ DECISION_ACTIONS = {"approved": "approve", "denied": "deny", "signal": "signal"}
 expiries and finished children decide by themselves and are not audited."""
 
 
-def project(event: object) -> list[Change]:
+def project(event: Any) -> list[Change]:
     """The read-model changes implied by ``event`` (none for events no view cares about)."""
     return handler_of(type(event))(event)
 
