@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from functools import cache
 from typing import Any
 
 from actae.domain.channel import Channel
@@ -47,15 +46,19 @@ expiries and finished children decide by themselves and are not audited."""
 
 def project(event: Any) -> list[Change]:
     """The read-model changes implied by ``event`` (none for events no view cares about)."""
-    return handler_of(type(event))(event)
+    event_type = type(event)
+    handler = _BY_TYPE.get(event_type)
+    if handler is None:
+        handler = _BY_TYPE.setdefault(event_type, handler_of(event_type))
+    return handler(event)
 
 
-@cache
 def handler_of(event_type: type) -> Callable[[Any], list[Change]]:
-    """The first handler of :data:`HANDLERS` whose type ``event_type`` is, found once per type.
+    """The first handler of :data:`HANDLERS` whose type ``event_type`` is.
 
-    (A catch-up projects tens of thousands of events a second; walking the list for each
-    would cost a dozen ``isinstance`` calls per channel event.)
+    :func:`project` remembers it per type (a catch-up projects tens of thousands of events
+    a second; walking the list for each would cost a dozen ``isinstance`` calls per
+    channel event).
     """
     for handled, handler in HANDLERS:
         if issubclass(event_type, handled):
@@ -493,3 +496,5 @@ HANDLERS: tuple[tuple[type, Callable[[Any], list[Change]]], ...] = (
     (Operation.Reconciled, _reconciled),
     (Operation.Abandoned, _abandoned),
 )
+_BY_TYPE: dict[type, Callable[[Any], list[Change]]] = {}
+"""Each event type's handler, found once (:func:`handler_of`)."""
