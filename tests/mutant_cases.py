@@ -100,6 +100,16 @@ MUTANTS = [
         KNOWN_EFFECTS,
     ),
     Mutant(
+        "read-ahead-after-a-moved-position",
+        "adapters/readside/read_ahead.py",
+        "        if pending is not None and pending[0] == position:\n",
+        "        if pending is not None:\n",
+        "a page read ahead after a position another projector has since moved past would be"
+        " applied twice",
+        PROJECTION,
+        postgres=True,
+    ),
+    Mutant(
         "head-cache-never-back",
         "domain/heads.py",
         "if known is not None and known.originator_version >= event.originator_version:",
@@ -841,18 +851,20 @@ MUTANTS = [
         "projector-reads-inside-its-write-lock",
         "adapters/readside/projector.py",
         "            position = self.db.position(name)\n"
-        "            notifications = self._recorder.select_notifications(\n"
-        "                start=position + 1, limit=self.batch_size\n"
+        "            notifications = (\n"
+        "                self._page_after(position) if pages is None"
+        " else pages.page_after(position)\n"
         "            )\n"
         "            if not notifications:\n"
         "                return 0\n"
+        "            if pages is not None and len(notifications) == self.batch_size:\n"
+        "                pages.ahead(notifications[-1].id)  # more to come: read it while this"
+        " applies\n"
         "            with self.db.transaction():\n"
         "                if self.db.lock_position(name) != position:\n",
         "            with self.db.transaction():\n"
         "                position = self.db.lock_position(name)\n"
-        "                notifications = self._recorder.select_notifications(\n"
-        "                    start=position + 1, limit=self.batch_size\n"
-        "                )\n"
+        "                notifications = self._page_after(position)\n"
         "                if not notifications:\n"
         "                    return 0\n"
         "                if False:\n",

@@ -31,6 +31,8 @@ from eventsourcing.persistence import ApplicationRecorder, Mapper, Notification
 from actae.adapters.logs import Lines
 from actae.adapters.persistence.backlog import events_after
 from actae.adapters.persistence.outages import Outage, is_transient, ride_out
+from actae.adapters.persistence.postgres import ActaePostgresRecorder
+from actae.adapters.readside.read_ahead import ReadAhead
 from actae.adapters.readside.readmodels import ReadModelDB
 from actae.adapters.readside.subscription import Waiter
 from actae.domain.errors import ValidationError
@@ -67,6 +69,8 @@ class Projector:
     ) -> None:
         self._recorder = service.recorder
         assert isinstance(self._recorder, ApplicationRecorder)  # noqa: S101
+        # Reads beside the read models' transaction: PostgreSQL only (on SQLite, one file).
+        self._reads_ahead = isinstance(self._recorder, ActaePostgresRecorder)
         self._mapper: Mapper[Any] = service.metadata_mapper
         self._clock = service.clock
         self._next_expiry: datetime | None = None  # of a live claim, as of the last sweep
@@ -84,7 +88,9 @@ class Projector:
 
     # -- batches --------------------------------------------------------------------------
 
-    def process_batch(self, *, name: str = NAME, suffix: str = "") -> int:
+    def process_batch(
+        self, *, name: str = NAME, suffix: str = "", pages: ReadAhead | None = None
+    ) -> int:
         """Project the next batch after ``name``'s position; returns how many events.
 
         The batch is read from the event store before the read models' transaction begins,
@@ -92,14 +98,18 @@ class Projector:
         projector moved it, and the batch is read again). On SQLite that transaction holds
         the file's write lock, and a writer of the event store may be waiting for it: a
         read of the event store inside it could wait behind that writer for ever.
+        With ``pages`` (a catch-up on PostgreSQL), the next batch is read while this one
+        is applied.
         """
         while True:
             position = self.db.position(name)
-            notifications = self._recorder.select_notifications(
-                start=position + 1, limit=self.batch_size
+            notifications = (
+                self._page_after(position) if pages is None else pages.page_after(position)
             )
             if not notifications:
                 return 0
+            if pages is not None and len(notifications) == self.batch_size:
+                pages.ahead(notifications[-1].id)  # more to come: read it while this applies
             with self.db.transaction():
                 if self.db.lock_position(name) != position:
                     continue  # another projector took this batch: read on from its end
@@ -109,6 +119,9 @@ class Projector:
         if self.on_batch is not None:
             self.on_batch(notifications)
         return len(notifications)
+
+    def _page_after(self, position: int) -> Sequence[Notification]:
+        return self._recorder.select_notifications(start=position + 1, limit=self.batch_size)
 
     def _apply(self, notifications: Sequence[Notification], name: str, suffix: str) -> None:
         changes: list[Change] = []
@@ -161,16 +174,23 @@ class Projector:
         total = 0
         started = time.perf_counter()
         backlog = self._with_retries(lambda: self.lag(name=name), stopping)
-        while not stopping():
-            done = self._with_retries(
-                lambda: self.process_batch(name=name, suffix=suffix), stopping
-            )
-            if done == 0:
-                break
-            total += done
-            if backlog > 10 * self.batch_size:
-                rate = total / max(time.perf_counter() - started, 1e-9)
-                self._lines.say(f"  projected {total:,}/{backlog:,} events ({rate:,.0f} events/s)")
+        pages = ReadAhead(self._page_after) if self._reads_ahead else None
+        try:
+            while not stopping():
+                done = self._with_retries(
+                    lambda: self.process_batch(name=name, suffix=suffix, pages=pages), stopping
+                )
+                if done == 0:
+                    break
+                total += done
+                if backlog > 10 * self.batch_size:
+                    rate = total / max(time.perf_counter() - started, 1e-9)
+                    self._lines.say(
+                        f"  projected {total:,}/{backlog:,} events ({rate:,.0f} events/s)"
+                    )
+        finally:
+            if pages is not None:
+                pages.close()
         self._with_retries(lambda: self.mark_expired(name=name, suffix=suffix), stopping)
         return total
 

@@ -107,6 +107,7 @@ MODULES = [
     "actae.adapters.persistence.url",
     "actae.adapters.readside",
     "actae.adapters.readside.async_subscription",
+    "actae.adapters.readside.read_ahead",
     "actae.adapters.readside.grants",
     "actae.adapters.readside.projector",
     "actae.adapters.readside.readmodels",

@@ -24,6 +24,7 @@ from eventsourcing.persistence import ApplicationRecorder, Notification
 
 import actae
 from actae.adapters.persistence.url import parse_store_url
+from actae.adapters.readside.read_ahead import ReadAhead
 from actae.adapters.readside.readmodels import postgres_db
 
 TIMEOUT = 30.0
@@ -158,3 +159,39 @@ def test_two_projectors_racing_on_postgres_apply_every_event_once(
         assert sorted(applied.count) == [p for p in positions if p > projected_before]
         assert outcome == ["rival waited"]
         assert rival == [0]
+
+
+@pytest.mark.postgres
+def test_a_page_read_ahead_is_not_used_once_another_projector_moved_on(pg_url: str) -> None:
+    """A catch-up reads its next page while it applies one (adapters/readside/read_ahead.py);
+    if another projector applies that page meanwhile, the page read ahead is dropped."""
+    with actae.open(pg_url) as store:
+        store.start_run("first", agent_id="a", state={})
+        store.projector().catch_up()
+        before = store.projector().position()
+        backlog(store, runs=2, events=6)
+        parsed = parse_store_url(pg_url)
+        first, second = (
+            actae.Projector(
+                store._service,
+                postgres_db(parsed.postgres_conninfo, parsed.postgres_schema),
+                store._waiter,
+                batch_size=3,
+            )
+            for _ in range(2)
+        )
+        applied = Applications()
+        first.on_batch = second.on_batch = applied.hook
+        pages = ReadAhead(first._page_after)
+        try:
+            assert first.process_batch(pages=pages) == 3  # and reads the next 3 ahead
+            assert second.process_batch() == 3  # applies those 3 meanwhile
+            while first.process_batch(pages=pages):
+                pass
+        finally:
+            pages.close()
+            first.db.close()
+            second.db.close()
+        positions = [p for p in stored_positions(store) if p > before]
+        assert applied.twice() == []
+        assert sorted(applied.count) == positions

@@ -1,0 +1,44 @@
+"""Reading the next page of events while the projector applies the current one.
+
+A catch-up alternates two kinds of work: reading a page of events from the store (the
+database works, the client waits) and projecting it (the client works). On PostgreSQL the
+read of page *n + 1* can go on while page *n* is projected: the page after a position is
+the same whenever it is read, because every read stops at the store's horizon, below which
+nothing can appear any more (``adapters/persistence/positions.py``). A page read ahead is
+used only if the projector's position is still the one it was read after.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from eventsourcing.persistence import Notification
+
+Read = Callable[[int], Sequence[Notification]]
+"""The page of events after a position."""
+
+
+class ReadAhead:
+    """One page read ahead in a thread of its own; ``close()`` when done."""
+
+    def __init__(self, read: Read) -> None:
+        self._read = read
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="actae-read-ahead")
+        self._pending: tuple[int, Future[Sequence[Notification]]] | None = None
+
+    def page_after(self, position: int) -> Sequence[Notification]:
+        """The page after ``position``: the one read ahead if it was read after it."""
+        pending, self._pending = self._pending, None
+        if pending is not None and pending[0] == position:
+            return pending[1].result()
+        return self._read(position)
+
+    def ahead(self, position: int) -> None:
+        """Start reading the page after ``position``."""
+        self._pending = (position, self._pool.submit(self._read, position))
+
+    def close(self) -> None:
+        """Drop any page read ahead and stop the thread."""
+        self._pending = None
+        self._pool.shutdown(wait=True, cancel_futures=True)
