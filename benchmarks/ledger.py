@@ -1,6 +1,6 @@
 """Ledger benchmark: claims per second on PostgreSQL from 4 worker processes, beside raw psycopg.
 
-Each worker process claims effects with fresh keys of its own run (a claim reads nothing:
+Each worker process claims effects with fresh keys of its own runs (a claim reads nothing:
 it registers the effect, grants the claim and notes it on the run's channel, one
 statement); with ``claim+complete`` it then completes each (one statement: the process
 decides on what its claim wrote, ``domain/known_effects.py``). The raw baseline does the
@@ -30,6 +30,9 @@ from benchmarks.core import in_processes
 
 WORKERS = 4
 CLAIMS_PER_WORKER = 400
+RUNS_PER_WORKER = 40
+"""Each worker's claims go round its runs: without completions, a run ends with 10 open
+effects, whose keys every note on its channel carries (an agent's pending tool calls)."""
 ROUNDS = 3
 LABELS = ("claim", "claim+complete")
 
@@ -39,13 +42,17 @@ def actae_job(url: str, complete: bool) -> Callable[..., None]:
 
     def job(index: int, ready: Any, out: Any) -> None:
         with actae.open(url) as store:
-            run = store.start_run(f"ledger-{uuid.uuid4()}", agent_id="bench", state={})
+            runs = [
+                store.start_run(f"ledger-{uuid.uuid4()}", agent_id="bench", state={}).run_id
+                for _ in range(RUNS_PER_WORKER)
+            ]
             worker = f"w{index}"
             ready.wait()
             for n in range(CLAIMS_PER_WORKER):
-                key = f"{run.run_id}:{n}"
+                run_id = runs[n % RUNS_PER_WORKER]
+                key = f"{run_id}:{n}"
                 claim = store.claim(
-                    key, run_id=run.run_id, worker=worker, lease=30.0, request={"amount": n}
+                    key, run_id=run_id, worker=worker, lease=30.0, request={"amount": n}
                 )
                 if complete:
                     store.complete(key, token=claim.token, worker=worker, result={"ok": True})

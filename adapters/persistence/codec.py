@@ -145,7 +145,7 @@ class PydanticMapper(Mapper[Any]):
     ) -> DomainEventProtocol[Any]:
         """The event of class ``cls`` from its decoded body ``state`` (consumed)."""
         from_version = state.pop("class_version", 1)
-        for version in range(from_version, layout(cls)[1]):
+        for version in range(from_version, getattr(cls, "class_version", 1)):
             getattr(cls, f"upcast_v{version}_v{version + 1}")(state)
         state["originator_id"] = stored_event.originator_id
         state["originator_version"] = stored_event.originator_version
