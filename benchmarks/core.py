@@ -49,7 +49,7 @@ from benchmarks.raw import (
 )
 
 SIZES = (1_000, 10_000, 100_000)
-FILL_CHUNK = 5_000  # events per save while filling a long channel
+FILL_CHUNK = 4_000  # events per save while filling a long channel (a write holds <= 4,096)
 TURN, TURNS = 100, 10  # 1 connection: Actae and raw alternate, 100 transitions a turn
 WORKERS, PER_WORKER = 4, 300  # client processes, transitions each, per round
 ROUNDS = 3  # Actae and raw take turns, round by round; medians are reported

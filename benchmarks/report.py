@@ -127,7 +127,8 @@ def summary() -> str:
     )
     for label in ("claim", "claim+complete"):
         a, r = ledger[label]["actae_per_s"], ledger[label]["raw_per_s"]
-        add(f"ledger {label}/s, 4 processes", f"{a:,.0f}", f"{r:,.0f}", f"{a / r:.0%}", "")
+        ratio = ledger[label]["ratio"]  # the median of each round's ratio, as in the targets
+        add(f"ledger {label}/s, 4 processes", f"{a:,.0f}", f"{r:,.0f}", f"{ratio:.0%}", "")
     graph = concurrency["langgraph"]
     for what, measure in (
         ("superstep", "LangGraph supersteps/s (aput_writes + aput), AsyncActaeSaver"),

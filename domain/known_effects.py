@@ -3,21 +3,24 @@
 A worker claims an effect, calls the provider, then completes (or fails, or heartbeats)
 it. Reading the effect back before that second write costs a round trip; the claim's own
 events already say everything the decision needs. So the events of each effect this
-process claimed are kept here while its lease is live (its newest event is a claim or a
-renewal) and dropped once it settles.
+process registered and claimed are kept here while it holds it (its newest event is a
+claim or a renewal), used only while the remembered lease is live, and dropped once it
+settles. (An effect claimed again after a failed attempt is read first, as before.)
 
-Like :mod:`actae.domain.heads`, the memory is a guess, never trusted for correctness: an
+Like :mod:`actae.domain.heads`, the memory is a guess, never trusted for an answer: an
 effect another process changed meanwhile has a newer event at the version the decision
 writes, the store refuses the write (the primary key on ``(effect, version)``), the memory
 forgets it and the decision is taken again on what the store holds. A decision the guess
-*refuses* (a token the guess thinks stale, a holder it does not know) is re-read too, so
-a stale guess can cost a round trip but never changes an answer.
+*refuses* (a token the guess thinks stale, a holder it does not know) is taken again on
+the stored effect, and so is the repeat of a call whose first reply was lost (only the
+stored effect shows its outcome). A stale guess costs a round trip, never an answer.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from datetime import datetime
 from uuid import UUID
 
 from actae.domain.aggregate import DomainEvent, folded
@@ -38,13 +41,24 @@ class KnownEffects:
         self._events: dict[UUID, tuple[DomainEvent, ...]] = {}
         self._lock = threading.Lock()
 
-    def effect(self, effect_id: UUID) -> Operation | None:
-        """A fresh aggregate of the remembered effect (it may be stale), or ``None``."""
+    def effect(self, effect_id: UUID, now: datetime) -> Operation | None:
+        """A fresh aggregate of the remembered effect (it may be stale), or ``None``.
+
+        Only while the remembered lease is live at ``now``: once it has run out, another
+        process may have taken the effect over, settled it, and its run may have ended
+        and been purged (a write on a purged effect collides with nothing), so the store
+        is asked again.
+        """
         events = self._events.get(effect_id)
         if events is None:
             return None
         effect = folded(events)
-        return effect if isinstance(effect, Operation) else None
+        if not isinstance(effect, Operation):  # pragma: no cover - only effects are kept
+            return None
+        if effect.expires_at is None or effect.expires_at <= now:  # the lease ran out
+            self.forget(effect_id)
+            return None
+        return effect
 
     def written(self, events: Iterable[DomainEvent]) -> None:
         """Take note of events just committed (an effect no longer held is forgotten).
@@ -75,7 +89,8 @@ class KnownEffects:
                     continue
                 touched.add(effect_id)
             for effect_id in touched:
-                if not isinstance(self._events[effect_id][-1], HELD):
+                newest = self._events.get(effect_id, ())[-1:]
+                if newest and not isinstance(newest[0], HELD):
                     del self._events[effect_id]
 
     def forget(self, effect_id: UUID) -> None:

@@ -60,6 +60,8 @@ Note = tuple[str, dict[str, Any], bool]
 """The outcome noted on the run's channel: its kind, payload, and whether it settles."""
 Move = Callable[[Operation, datetime], None]
 """The effect's decision (it raises the ledger's errors when it may not move)."""
+Recorded = Callable[[Operation, datetime], EffectInfo | None]
+"""What a stored effect already answers for this call (a lost reply's repeat), or ``None``."""
 
 
 def claim_effect(command: ClaimEffect, core: Core) -> Plan[Claim]:
@@ -117,22 +119,23 @@ def complete_effect(command: CompleteEffect, core: Core) -> Plan[EffectInfo]:
     document, redacted = core.redacted("result", command.result, command.redact)
     value = document.value
     key = require_text("effect_key", command.effect_key)
-    remembered = core.effects.effect(Operation.id_for(key))
-    effect = remembered or (yield from _effect(key))
-    if effect.result is not None and effect.token == token:
+
+    def recorded(effect: Operation, at: datetime) -> EffectInfo | None:
+        """A repeat of this very completion: what is recorded (its first reply was lost)."""
+        if effect.result is None or effect.token != token:
+            return None
         effect.ensure_holder(token, worker)
         if effect.result != value:
             raise OperationConflictError(
                 key, recorded_fingerprint=str(effect.result), presented_fingerprint=str(value)
             )
-        at = yield from now()
         return effect.info(at)
 
     def move(effect: Operation, at: datetime) -> None:
         effect.complete(token=token, worker=worker, result=value, now=at, redacted=redacted)
 
     note = ("effect.completed", {"token": token, "result": value}, True)
-    return (yield from _decide(core, key, note, move, loaded=None if remembered else effect))
+    return (yield from _decide(core, key, note, move, recorded=recorded))
 
 
 def fail_effect(command: FailEffect, core: Core) -> Plan[EffectInfo]:
@@ -234,42 +237,54 @@ def effect_info(effect_key: str) -> Plan[EffectInfo]:
 
 
 def _decide(
-    core: Core, effect_key: str, note: Note | None, move: Move, loaded: Operation | None = None
+    core: Core,
+    effect_key: str,
+    note: Note | None,
+    move: Move,
+    *,
+    recorded: Recorded | None = None,
 ) -> Plan[EffectInfo]:
     """Load, decide, save; re-decided from fresh state if the save lost a race.
 
-    ``loaded`` is the effect as the caller just read it from the store, used for the first
-    attempt; without it, the first attempt starts from what this process remembers of an
-    effect it holds (:mod:`actae.domain.known_effects`). A refusal decided on a remembered
-    effect is decided again on the stored one.
+    The first attempt starts from what this process remembers of an effect it holds
+    (:mod:`actae.domain.known_effects`), if it does: a memory another process made stale
+    makes the save lose a race, and a refusal decided on it is decided again on the stored
+    effect. ``recorded`` answers a repeat of a call whose outcome is already stored (the
+    first reply was lost); only a stored effect can show one.
     """
     key = require_text("effect_key", effect_key)
     effect_id = Operation.id_for(key)
 
     def attempt(number: int) -> Plan[EffectInfo]:
-        effect, guessed = (loaded, False) if number == 0 else (None, False)
-        if number == 0 and effect is None:
-            effect = core.effects.effect(effect_id)
-            guessed = effect is not None
-        if effect is None:
-            effect = yield from _effect(key)
         at = yield from now()
-        try:
-            move(effect, at)
-        except ActaeError:
-            if not guessed:
-                raise
-            core.effects.forget(effect_id)
-            effect = yield from _effect(key)
-            move(effect, at)
-        if note is None:
-            yield from save(effect)
-        else:
-            kind, payload, settled = note
-            yield from _commit(core, effect, (kind, {"effect_key": key, **payload}, settled))
-        return effect.info(at)
+        remembered = core.effects.effect(effect_id, at) if number == 0 else None
+        if remembered is not None:
+            try:
+                move(remembered, at)
+            except ActaeError:
+                core.effects.forget(effect_id)
+            else:
+                return (yield from _saved(core, key, remembered, note, at))
+        effect = yield from _effect(key)
+        answer = None if recorded is None else recorded(effect, at)
+        if answer is not None:
+            return answer
+        move(effect, at)
+        return (yield from _saved(core, key, effect, note, at))
 
     return (yield from retried(attempt, lambda: f"effect {key!r}"))
+
+
+def _saved(
+    core: Core, key: str, effect: Operation, note: Note | None, at: datetime
+) -> Plan[EffectInfo]:
+    """Save the effect's new events (with the outcome noted on its run's channel); its info."""
+    if note is None:
+        yield from save(effect)
+    else:
+        kind, payload, settled = note
+        yield from _commit(core, effect, (kind, {"effect_key": key, **payload}, settled))
+    return effect.info(at)
 
 
 def _commit(core: Core, effect: Operation, note: Note) -> Plan[None]:

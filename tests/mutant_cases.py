@@ -74,9 +74,37 @@ MUTANTS = [
     Mutant(
         "remembered-refusal-trusted",
         "domain/ledger.py",
-        "            if not guessed:\n                raise\n",
-        "            raise\n",
+        "            except ActaeError:\n                core.effects.forget(effect_id)\n",
+        "            except ActaeError:\n                raise\n",
         "a remembered effect may be stale: refusing on it would refuse the true holder",
+        KNOWN_EFFECTS,
+    ),
+    Mutant(
+        "remembered-repeat-not-answered",
+        "domain/ledger.py",
+        "        answer = None if recorded is None else recorded(effect, at)\n",
+        "        answer = None\n",
+        "a completion repeated after its first reply was lost must get the recorded answer,"
+        " not a refusal",
+        KNOWN_EFFECTS,
+    ),
+    Mutant(
+        "remembered-lease-trusted-after-expiry",
+        "domain/known_effects.py",
+        "        if effect.expires_at is None or effect.expires_at <= now:  # the lease ran out\n",
+        "        if False:\n",
+        "a remembered claim whose lease ran out may have been taken over, settled and purged"
+        " elsewhere: a write on a purged effect collides with nothing",
+        KNOWN_EFFECTS,
+    ),
+    Mutant(
+        "purge-keeps-the-guesses",
+        "adapters/runtime/store_retention.py",
+        "        self._service.forget_guesses(everything)  # a write on them would collide with"
+        " nothing\n",
+        "",
+        "a process that purged a run must not write on the effects and channels it remembers"
+        " of it: nothing is left in the store for such a write to collide with",
         KNOWN_EFFECTS,
     ),
     Mutant(
@@ -94,7 +122,7 @@ MUTANTS = [
     Mutant(
         "settled-effect-remembered",
         "domain/known_effects.py",
-        "                if not isinstance(self._events[effect_id][-1], HELD):\n",
+        "                if newest and not isinstance(newest[0], HELD):\n",
         "                if False:\n",
         "a process would remember every effect it ever settled (memory grows without bound)",
         KNOWN_EFFECTS,

@@ -666,4 +666,14 @@ FAULT_MUTANTS = [
         MIGRATION_TESTS,
         postgres=True,
     ),
+    Mutant(
+        "migration-waits-behind-readers",
+        "adapters/persistence/migrations.py",
+        '    "SET LOCAL lock_timeout = {lock_timeout}",\n',
+        '    "SELECT 1",\n',
+        "the position migration's exclusive lock, queued behind a long reader, would queue"
+        " every statement on the events table for as long",
+        MIGRATION_TESTS,
+        postgres=True,
+    ),
 ]

@@ -104,7 +104,8 @@ class PydanticMapper(Mapper[Any]):
     """Maps pydantic domain events to stored events and back, honouring ``class_version``.
 
     Bodies are written by each class's encoder (:mod:`actae.adapters.persistence.encoders`),
-    the bytes ``OrjsonTranscoder`` would make of :meth:`fields_of`, without the dict.
+    the bytes ``OrjsonTranscoder`` would make of :meth:`fields_of`, without the dict: the
+    transcoder it is given is used to decode (and must be that one).
     """
 
     def to_stored_event(self, domain_event: DomainEventProtocol[Any]) -> StoredEvent:

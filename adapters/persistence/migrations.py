@@ -21,6 +21,8 @@ from psycopg import sql
 from actae.domain.errors import ActaeError, ValidationError
 
 MIGRATIONS_TABLE = "actae_migrations"
+LOCK_TIMEOUT = "10s"
+"""How long a migration waits for a table's lock before the open fails (to be retried)."""
 
 
 @dataclass(frozen=True)
@@ -81,13 +83,20 @@ SQLITE_CUSTODY_TABLES = (
 )
 
 POSITIONS_BY_BLOCK = (
+    # The ALTER takes the table's ACCESS EXCLUSIVE lock: behind a long reader it would queue
+    # every statement on the table for as long, so it gives up (and the open fails, to be
+    # retried) after LOCK_TIMEOUT instead.
+    "SET LOCAL lock_timeout = {lock_timeout}",
     # Actae's writers draw a block of positions from the sequence themselves
     # (adapters/persistence/positions.py); without the column's default, a writer that does
-    # not (an older Actae, eventsourcing's own recorder) fails loudly instead of writing
-    # positions that readers would not wait for.
+    # not (eventsourcing's own recorder, an Actae process from before block positions still
+    # running) has its insert refused (NOT NULL) instead of writing positions that readers
+    # would not wait for. Such an Actae sees the refusal as a lost race and gives up with a
+    # ContentionError after its retries; a new one refuses the store (schema version).
     "ALTER TABLE {schema}.actae_events ALTER COLUMN notification_id DROP DEFAULT",
 )
-"""PostgreSQL only: SQLite's single writer keeps its positions as they were."""
+"""PostgreSQL only: SQLite's single writer keeps its positions as they were (the version is
+still recorded there: one schema version per store, whatever the backend)."""
 
 MIGRATIONS = (
     TableMigration(1, "event store tables (eventsourcing recorder)"),
@@ -148,7 +157,11 @@ def open_postgres(
                     continue
                 with conn.transaction():
                     for statement in migration.statements_for("postgresql"):
-                        conn.execute(sql.SQL(statement).format(schema=ident))
+                        conn.execute(
+                            sql.SQL(statement).format(
+                                schema=ident, lock_timeout=sql.Literal(LOCK_TIMEOUT)
+                            )
+                        )
                     conn.execute(
                         sql.SQL("INSERT INTO {} (version, name) VALUES (%s, %s)").format(table),
                         (migration.version, migration.name),

@@ -18,8 +18,8 @@ statements are sent:
   a position that a write in flight fills later. Listeners are woken by a coalescing
   :class:`~actae.adapters.persistence.notifier.Notifier` after the commit, never by a
   ``NOTIFY`` inside the write (which would serialize every commit of the cluster). Every
-  writer of a store must use this recorder (``actae.open`` always does): a stock
-  eventsourcing writer would draw single positions from the same sequence.
+  writer of a store must use this recorder (``actae.open`` always does): the position
+  column has no default (schema version 3), so a stock eventsourcing writer's insert fails.
 * **A write whose reply was lost is recognised, not repeated.** After a connection error
   the write is sent again; if the store refuses it because the rows exist and they equal
   what this call sent byte for byte, the first attempt committed and its positions are

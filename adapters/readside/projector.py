@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from eventsourcing.persistence import ApplicationRecorder, Mapper, Notification
 
 from actae.adapters.logs import Lines
+from actae.adapters.persistence.awaiting import in_portal
 from actae.adapters.persistence.backlog import events_after
 from actae.adapters.persistence.outages import Outage, is_transient, ride_out
 from actae.adapters.persistence.postgres import ActaePostgresRecorder
@@ -174,7 +175,8 @@ class Projector:
         total = 0
         started = time.perf_counter()
         backlog = self._with_retries(lambda: self.lag(name=name), stopping)
-        pages = ReadAhead(self._page_after) if self._reads_ahead else None
+        # Not in an async caller's portal: waiting for the page read ahead would block its loop.
+        pages = ReadAhead(self._page_after) if self._reads_ahead and not in_portal() else None
         try:
             while not stopping():
                 done = self._with_retries(

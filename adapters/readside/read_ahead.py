@@ -39,6 +39,9 @@ class ReadAhead:
         self._pending = (position, self._pool.submit(self._read, position))
 
     def close(self) -> None:
-        """Drop any page read ahead and stop the thread."""
+        """Drop any page read ahead; its read, if in flight, ends on its own.
+
+        Not waited for: a projector told to stop must not wait for the database first.
+        """
         self._pending = None
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pool.shutdown(wait=False, cancel_futures=True)

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
+from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
 
@@ -91,13 +92,24 @@ class ActaeService:
             except Exception as error:
                 failure = error
 
+    def _forget(self, events: Sequence[Any]) -> None:
+        """Drop this process's guesses about what ``events`` touch (heads, effects held)."""
+        self.forget_guesses(event.originator_id for event in events)
+
+    def forget_guesses(self, ids: Iterable[UUID]) -> None:
+        """Drop this process's guesses (heads, effects held) about the aggregates ``ids``."""
+        for id_ in ids:
+            self.core.heads.forget(id_)
+            self.core.effects.forget(id_)
+
     def save(self, *objs: Any, **kwargs: Any) -> Any:
         """Write the pending events of aggregates (and bare events) together; their positions.
 
         Then remembers the new channel heads and the effects held, tells the commit listeners
         (``Store.on_commit``) and wakes this process's subscribers, who re-read the store. A
         refusal on a primary key is :class:`RaceLost`, and the heads of the channels
-        and the effects involved are forgotten: the next attempt must read them as stored.
+        and the effects involved are forgotten: the next attempt must read them as stored
+        (so are they after any other failure, whose outcome is unknown).
 
         The events go to the mapper and the recorder directly: there is no aggregate cache
         beyond those guesses, no snapshotting and no process application to keep up to date.
@@ -109,10 +121,11 @@ class ActaeService:
                 [self.mapper.to_stored_event(event) for event in events], **kwargs
             )
         except IntegrityError:
-            for event in events:
-                self.core.heads.forget(event.originator_id)
-                self.core.effects.forget(event.originator_id)
+            self._forget(events)
             raise RaceLost from None
+        except BaseException:
+            self._forget(events)  # the outcome is unknown: the write may have committed
+            raise
         for event in channel_events:
             self.core.heads.put(event)
         self.core.effects.written(events)

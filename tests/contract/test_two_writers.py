@@ -160,14 +160,29 @@ def test_a_remembered_claim_taken_over_elsewhere_is_fenced(
     assert done.status is actae.EffectStatus.COMPLETED
 
 
+@pytest.fixture(params=SHARED_BACKENDS)
+def skewed(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[actae.Store, actae.Store, actae.ManualClock]]:
+    """Two stores on one database whose clocks differ (b's moves, a's does not)."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'shared.db'}"
+    else:
+        url = request.getfixturevalue("pg_url")
+    mine, theirs = actae.ManualClock(), actae.ManualClock()
+    with actae.open(url, clock=mine) as first, actae.open(url, clock=theirs) as second:
+        yield first, second, theirs
+
+
 def test_a_remembered_claim_does_not_refuse_the_true_holder(
-    two_clocked: tuple[actae.Store, actae.Store, actae.ManualClock],
+    skewed: tuple[actae.Store, actae.Store, actae.ManualClock],
 ) -> None:
-    """a's memory says token 1; the caller holds token 2 from b: the store decides, not a."""
-    a, b, clock = two_clocked
+    """a's memory says token 1, its lease still live by a's clock; by b's clock it ran out
+    and the caller holds token 2 from b: the store decides, not a's memory."""
+    a, b, their_clock = skewed
     run = a.start_run("w", agent_id="x", state={})
     a.claim("charge", run_id=run.run_id, worker="w1", lease=LEASE, request={"n": 1})
-    clock.advance(LEASE + 1)
+    their_clock.advance(LEASE + 1)
     taken = b.claim("charge", run_id=run.run_id, worker="w2", lease=LEASE, request={"n": 1})
 
     renewed = a.heartbeat("charge", token=taken.token, worker="w2", lease=LEASE)
@@ -178,3 +193,42 @@ def test_a_remembered_claim_does_not_refuse_the_true_holder(
     assert (done.status, done.result) == (actae.EffectStatus.COMPLETED, {"ok": True})
     again = a.complete("charge", token=taken.token, worker="w2", result={"ok": True})
     assert again.status is actae.EffectStatus.COMPLETED  # a lost reply's repeat
+
+
+def test_a_completion_repeated_after_another_store_recorded_it_gets_the_recorded_answer(
+    two_clocked: tuple[actae.Store, actae.Store, actae.ManualClock],
+) -> None:
+    """a remembers its claim; the completion went through b and its reply was lost."""
+    a, b, _ = two_clocked
+    run = a.start_run("w", agent_id="x", state={})
+    claim = a.claim("charge", run_id=run.run_id, worker="w1", lease=LEASE, request={})
+    b.complete("charge", token=claim.token, worker="w1", result={"charge_id": "ch_1"})
+
+    again = a.complete("charge", token=claim.token, worker="w1", result={"charge_id": "ch_1"})
+    assert (again.status, again.result) == (actae.EffectStatus.COMPLETED, {"charge_id": "ch_1"})
+    with pytest.raises(actae.OperationConflictError):
+        a.complete("charge", token=claim.token, worker="w1", result={"charge_id": "ch_2"})
+    assert [e.kind for e in a.events(run.channel_id)].count("effect.completed") == 1
+
+
+@pytest.mark.parametrize("purged_by", ["this store", "the other store"])
+def test_a_remembered_effect_of_a_purged_run_is_not_written_again(
+    two_clocked: tuple[actae.Store, actae.Store, actae.ManualClock], purged_by: str
+) -> None:
+    """A purge deletes the effect's events: a write built on memory would collide with
+    nothing. This store forgets what it purged; a memory of the other store's purge is
+    not trusted once its lease has run out (retention only purges runs ended long ago)."""
+    a, b, clock = two_clocked
+    purger = a if purged_by == "this store" else b
+    lease = 4 * 3600.0 if purger is a else LEASE
+    run = a.start_run("w", agent_id="x", state={})
+    claim = a.claim("charge", run_id=run.run_id, worker="w1", lease=lease, request={})
+    purger.set_retention({"cancelled": "1h"}, actor="ops")
+    purger.cancel(run.run_id, actor="ops", reason="stopped")
+    clock.advance(2 * 3600)
+    assert purger.apply_retention(actor="ops").purged == [run.run_id]
+
+    with pytest.raises(actae.NotFoundError):
+        a.complete("charge", token=claim.token, worker="w1", result={"late": True})
+    with pytest.raises(actae.NotFoundError):
+        a.effect("charge")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+import threading
 import uuid
 from pathlib import Path
 
@@ -154,4 +155,40 @@ def test_a_store_from_before_block_positions_is_upgraded_in_place(pg_url: str, p
         ).fetchone()
         versions = conn.execute(f'SELECT version FROM "{schema}".actae_migrations').fetchall()
     assert default == (None,)
+    assert versions == [(m.version,) for m in MIGRATIONS]
+
+
+@pytest.mark.postgres
+def test_the_position_migration_gives_up_behind_a_long_reader_and_is_retried(
+    pg_url: str, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its ALTER takes the table's exclusive lock: it must not queue every statement on the
+    table behind a reader for as long as that reader lasts."""
+    actae.open(pg_url).close()
+    schema = pg_url.rsplit("schema=", 1)[1]
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # back to version 2
+        conn.execute(f'DELETE FROM "{schema}".actae_migrations WHERE version = 3')
+    monkeypatch.setattr(migrations, "LOCK_TIMEOUT", "200ms")
+    outcome: list[object] = []
+
+    def try_to_open() -> None:
+        try:
+            actae.open(pg_url).close()
+            outcome.append("opened")
+        except Exception as error:  # reported by the test thread
+            outcome.append(error)
+
+    with psycopg.connect(pg_dsn) as reader:
+        reader.execute(f'SELECT count(*) FROM "{schema}".actae_events')  # holds its lock
+        opener = threading.Thread(target=try_to_open)
+        opener.start()
+        opener.join(5.0)  # a deadline: 200 ms is the expected wait
+        reader.rollback()  # lets an open that would have waited finish
+    opener.join(30.0)
+    assert len(outcome) == 1
+    assert isinstance(outcome[0], psycopg.errors.LockNotAvailable), outcome
+    with actae.open(pg_url) as store:  # the next open migrates
+        store.start_run("wf", agent_id="a", state={})
+    with psycopg.connect(pg_dsn) as conn:
+        versions = conn.execute(f'SELECT version FROM "{schema}".actae_migrations').fetchall()
     assert versions == [(m.version,) for m in MIGRATIONS]

@@ -27,14 +27,14 @@ def test_an_effect_held_is_remembered_whole_and_a_gap_forgets_it() -> None:
     known = KnownEffects()
     known.written([registered, claimed])
     known.written([renewed])
-    remembered = known.effect(effect_id)
+    remembered = known.effect(effect_id, registered.timestamp)
     assert remembered is not None
     assert (remembered.version, remembered.token, remembered.holder) == (3, 1, "w1")
 
     known.forget(effect_id)
     known.written([registered, claimed])
     known.written([renewed_again])  # version 4 after 2: another process wrote version 3
-    assert known.effect(effect_id) is None
+    assert known.effect(effect_id, registered.timestamp) is None
 
 
 def test_a_settled_effect_is_forgotten_and_commands_are_never_remembered() -> None:
