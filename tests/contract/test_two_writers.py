@@ -19,14 +19,17 @@ SHARED_BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres
 
 
 @pytest.fixture(params=SHARED_BACKENDS)
-def two_stores(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> Iterator[tuple[actae.Store, actae.Store]]:
+def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """One database on each backend that two stores can share."""
     if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'shared.db'}"
-    else:
-        url = request.getfixturevalue("pg_url")
-    with actae.open(url) as first, actae.open(url) as second:
+        return f"sqlite:///{tmp_path / 'shared.db'}"
+    url: str = request.getfixturevalue("pg_url")
+    return url
+
+
+@pytest.fixture
+def two_stores(shared_url: str) -> Iterator[tuple[actae.Store, actae.Store]]:
+    with actae.open(shared_url) as first, actae.open(shared_url) as second:
         yield first, second
 
 
@@ -119,18 +122,14 @@ def test_a_first_claim_of_a_key_the_other_store_holds_is_refused(
 # -- effects this process holds (domain/known_effects.py) ---------------------------------
 
 
-@pytest.fixture(params=SHARED_BACKENDS)
+@pytest.fixture
 def two_clocked(
-    request: pytest.FixtureRequest, tmp_path: Path
+    shared_url: str,
 ) -> Iterator[tuple[actae.Store, actae.Store, actae.ManualClock]]:
     """Two stores on one database and one manual clock, so a lease can run out."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'shared.db'}"
-    else:
-        url = request.getfixturevalue("pg_url")
     clock = actae.ManualClock()
-    with actae.open(url, clock=clock) as first, actae.open(url, clock=clock) as second:
-        yield first, second, clock
+    with actae.open(shared_url, clock=clock) as a, actae.open(shared_url, clock=clock) as b:
+        yield a, b, clock
 
 
 LEASE = 30.0
@@ -160,18 +159,12 @@ def test_a_remembered_claim_taken_over_elsewhere_is_fenced(
     assert done.status is actae.EffectStatus.COMPLETED
 
 
-@pytest.fixture(params=SHARED_BACKENDS)
-def skewed(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> Iterator[tuple[actae.Store, actae.Store, actae.ManualClock]]:
+@pytest.fixture
+def skewed(shared_url: str) -> Iterator[tuple[actae.Store, actae.Store, actae.ManualClock]]:
     """Two stores on one database whose clocks differ (b's moves, a's does not)."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'shared.db'}"
-    else:
-        url = request.getfixturevalue("pg_url")
     mine, theirs = actae.ManualClock(), actae.ManualClock()
-    with actae.open(url, clock=mine) as first, actae.open(url, clock=theirs) as second:
-        yield first, second, theirs
+    with actae.open(shared_url, clock=mine) as a, actae.open(shared_url, clock=theirs) as b:
+        yield a, b, theirs
 
 
 def test_a_remembered_claim_does_not_refuse_the_true_holder(

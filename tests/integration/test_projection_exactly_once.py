@@ -78,6 +78,13 @@ def test_catching_up_in_batches_applies_every_event_once(store: actae.Store) -> 
     assert projector.position() == positions[-1]
 
 
+def projector_of(store: actae.Store, pg_url: str, batch_size: int = 2000) -> actae.Projector:
+    """Another projector of ``store``'s read models, on a connection of its own."""
+    parsed = parse_store_url(pg_url)
+    db = postgres_db(parsed.postgres_conninfo, parsed.postgres_schema)
+    return actae.Projector(store._service, db, store._waiter, batch_size=batch_size)
+
+
 def wait_for(condition: Callable[[], bool], pause: threading.Event, what: str) -> None:
     """Poll ``condition`` (in another process's view) until it holds, with a deadline."""
     deadline = time.monotonic() + TIMEOUT
@@ -95,15 +102,7 @@ def test_two_projectors_racing_on_postgres_apply_every_event_once(
         store.projector().catch_up()  # the tracking row exists before the race
         projected_before = store.projector().position()
         backlog(store, runs=4, events=10)
-        parsed = parse_store_url(pg_url)
-        first, second = (
-            actae.Projector(
-                store._service,
-                postgres_db(parsed.postgres_conninfo, parsed.postgres_schema),
-                store._waiter,
-            )
-            for _ in range(2)
-        )
+        first, second = (projector_of(store, pg_url) for _ in range(2))
         applied = Applications()
         first.on_batch = second.on_batch = applied.hook
         holding, rival_done = threading.Event(), threading.Event()
@@ -170,16 +169,7 @@ def test_a_page_read_ahead_is_not_used_once_another_projector_moved_on(pg_url: s
         store.projector().catch_up()
         before = store.projector().position()
         backlog(store, runs=2, events=6)
-        parsed = parse_store_url(pg_url)
-        first, second = (
-            actae.Projector(
-                store._service,
-                postgres_db(parsed.postgres_conninfo, parsed.postgres_schema),
-                store._waiter,
-                batch_size=3,
-            )
-            for _ in range(2)
-        )
+        first, second = (projector_of(store, pg_url, batch_size=3) for _ in range(2))
         applied = Applications()
         first.on_batch = second.on_batch = applied.hook
         pages = ReadAhead(first._page_after)
