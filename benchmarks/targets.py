@@ -22,8 +22,18 @@ def _verdict(ok: bool, why: Callable[[], str]) -> str:
     return "met" if ok else f"**missed**: {why()}"
 
 
+RUNG_COSTS = {
+    "operation record": "the operation record row",
+    "positions": "the positions statement",
+    "recorder": "the recorder (pool, errors, retry)",
+    "integrity": "validation and checksums",
+    "Actae": "the domain model",
+}
+"""What each anatomy rung adds, as a reason names it."""
+
+
 def rung_costs(anatomy: dict[str, Any], processes: str) -> str:
-    """The two rungs that cost the most points of raw, with the client CPU they add."""
+    """The two rungs that cost the most points of raw, and the client CPU per transition."""
     rungs = anatomy["rungs"]
     base = rungs["raw"][processes]["per_s"]
     drops = []
@@ -31,9 +41,12 @@ def rung_costs(anatomy: dict[str, Any], processes: str) -> str:
         points = (rungs[before][processes]["per_s"] - rungs[name][processes]["per_s"]) / base
         drops.append((points, name))
     worst = sorted(drops, reverse=True)[:2]
-    parts = ", ".join(f"{name} -{points:.0%}" for points, name in worst)
+    parts = " and ".join(f"{RUNG_COSTS[name]} {points * 100:.0f} points" for points, name in worst)
     cpu = rungs["Actae"]["1"]["cpu_us"], rungs["raw"]["1"]["cpu_us"]
-    return f"anatomy: {parts} ; client CPU {cpu[0]:,.0f} µs per transition vs {cpu[1]:,.0f}"
+    return (
+        f"client CPU: {cpu[0]:,.0f} µs per transition vs raw {cpu[1]:,.0f}; costliest rungs "
+        f"of the anatomy ({'1 connection' if processes == '1' else '4 processes'}): {parts}"
+    )
 
 
 def table(results: dict[str, dict[str, Any]]) -> str:
