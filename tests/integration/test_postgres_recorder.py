@@ -11,6 +11,7 @@ case does not apply: it expects a recorder that returns no positions.)
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -145,11 +146,19 @@ def test_a_lone_writer_keeps_its_connection(pg_url: str) -> None:
 
 
 def test_a_pool_of_one_keeps_nothing_back(pg_url: str) -> None:
-    """With one connection in all, keeping it would starve the pool's other users."""
-    with actae.open(pg_url + "&pool_size=1&max_overflow=0&connect_timeout=2") as store:
+    """With one connection in all, keeping it would starve the pool's other users (a purge
+    deletes through eventsourcing's own checkout)."""
+    clock = actae.ManualClock()
+    url = pg_url + "&pool_size=1&max_overflow=0&connect_timeout=2"
+    with actae.open(url, clock=clock) as store:
         run = store.start_run("one", agent_id="a", state={})
-        assert store.position() >= 1  # eventsourcing's own checkout: it must not wait
-        assert store.head(run.channel_id).cursor == 1
+        store.complete_run(run.run_id, {"done": True})
+        store.set_retention({"completed": "1h"}, actor="ops")
+        clock.advance(2 * 3600)
+        started = time.monotonic()
+        assert store.apply_retention(actor="ops").purged == [run.run_id]
+        assert time.monotonic() - started < 10  # it did not wait for a connection kept back
+        assert store.position() >= 1
 
 
 def test_writes_survive_the_server_dropping_every_pooled_connection(
