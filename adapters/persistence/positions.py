@@ -74,9 +74,8 @@ class Horizon:
     table's. A writer in flight holds ``RowExclusiveLock`` on both (the table's from before
     it draws a position); a transaction that only read the sequence (``pg_sequences``,
     ``currval``, a dump) holds the first, a purge's ``DELETE`` the second: neither is waited
-    for. The statements are
-    rendered once; ``execute`` runs them (the recorder's own pooled path, so an async
-    caller's coroutine waits rather than its thread).
+    for. The statements are rendered once; ``execute`` runs them (the recorder's own pooled
+    path, so an async caller's coroutine waits rather than its thread).
     """
 
     def __init__(self, execute: Execute, sequence: str, table: str) -> None:

@@ -92,10 +92,6 @@ class ActaeService:
             except Exception as error:
                 failure = error
 
-    def _forget(self, events: Sequence[Any]) -> None:
-        """Drop this process's guesses about what ``events`` touch (heads, effects held)."""
-        self.forget_guesses(event.originator_id for event in events)
-
     def forget_guesses(self, ids: Iterable[UUID]) -> None:
         """Drop this process's guesses (heads, effects held) about the aggregates ``ids``."""
         for id_ in ids:
@@ -120,11 +116,10 @@ class ActaeService:
             positions = self.recorder.insert_events(
                 [self.mapper.to_stored_event(event) for event in events], **kwargs
             )
-        except IntegrityError:
-            self._forget(events)
-            raise RaceLost from None
-        except BaseException:
-            self._forget(events)  # the outcome is unknown: the write may have committed
+        except BaseException as error:  # a lost race, or an outcome unknown: guesses go
+            self.forget_guesses(event.originator_id for event in events)
+            if isinstance(error, IntegrityError):
+                raise RaceLost from None
             raise
         for event in channel_events:
             self.core.heads.put(event)
