@@ -7,15 +7,16 @@ once, taking turns of 100 writes, so a drifting machine treats them alike) and i
 processes (three rounds, medians):
 
 1. **raw**: the raw baseline of ``benchmarks.raw`` (one row, a unique operation id).
-2. **+ operation record**: the event row and the operation record row in Actae's
-   stored-events table (global position, primary key per aggregate), one plain ``INSERT``.
+2. **+ event row**: the event row in Actae's stored-events table (global position, primary
+   key per aggregate, the operation id in its uniquely indexed column: the row is the
+   command's operation record too), one plain ``INSERT``.
 3. **+ positions**: the recorder's own statement: the write's block of positions drawn
    from the table's sequence (``adapters/persistence/positions.py``; no lock is held across
    commit and nothing is notified inside the write).
-4. **+ recorder**: the same two rows through ``ActaePostgresRecorder.insert_events``
+4. **+ recorder**: the same row through ``ActaePostgresRecorder.insert_events``
    (pool checkout, error translation, retry on a dropped connection).
 5. **+ integrity**: input validation, canonical JSON and SHA-256 checksums of payload and
-   state, the command's fingerprint, the operation record's id.
+   state, the command's fingerprint.
 6. **Actae transition**: ``Store.transition``, adding the domain model (argument checks,
    head memory, pydantic events, mapper, receipts).
 
@@ -45,8 +46,8 @@ from eventsourcing.persistence import StoredEvent
 from psycopg import sql
 
 import actae
+from actae.adapters.persistence.operation_ids import StoredRecord, operation_id_of
 from actae.adapters.persistence.postgres import ActaePostgresRecorder
-from actae.domain.operation import Operation
 from actae.domain.validation import fingerprint, require_document
 from benchmarks.common import (
     DSN,
@@ -63,7 +64,6 @@ from benchmarks.raw import RawBaseline
 
 TURN, TURNS, WORKERS, PER_WORKER, ROUNDS = 100, 8, 4, 300, 3
 EVENT_TOPIC = "actae.domain.channel:Channel.Transitioned"
-OPERATION_TOPIC = "actae.domain.operation:Operation.Executed"
 NO_CHECKSUM = "sha256:" + "0" * 64  # same length as a real one, for rungs that skip integrity
 PROC_STAT = Path("/proc/stat")
 
@@ -77,7 +77,7 @@ Writer = Callable[[int], list[float]]
 def event_rows(
     channel: uuid.UUID, n: int, checksums: tuple[str, str] | None = None
 ) -> list[StoredEvent]:
-    """The event and operation record of transition ``n``, encoded as Actae encodes them."""
+    """The event of transition ``n`` (its operation record too), encoded as Actae encodes it."""
     state_sum, content = checksums or (NO_CHECKSUM, NO_CHECKSUM)
     at = datetime.now(UTC)
     operation_id = f"{channel}:{n}"
@@ -92,21 +92,11 @@ def event_rows(
         "open_effects": [],
         "usage": {},
         "state": {**STATE, "step": n},
+        "fingerprint": content,
         "state_checksum": state_sum,
         "class_version": 2,
     }
-    record = {
-        "timestamp": at,
-        "originator_topic": "actae.domain.operation:Operation",
-        "operation_id": operation_id,
-        "command": "transition",
-        "fingerprint": content,
-        "result": {"cursor": n + 1, "state_version": n + 1},
-    }
-    return [
-        StoredEvent(channel, n + 1, EVENT_TOPIC, orjson.dumps(event)),
-        StoredEvent(Operation.id_for(operation_id), 1, OPERATION_TOPIC, orjson.dumps(record)),
-    ]
+    return [StoredRecord(channel, n + 1, EVENT_TOPIC, orjson.dumps(event), operation_id)]
 
 
 # -- the rungs ------------------------------------------------------------------------------
@@ -120,7 +110,7 @@ def raw_rung(raw: RawBaseline) -> Iterator[Writer]:
 
 @contextmanager
 def statement_rung(url: str, statement: sql.SQL | str) -> Iterator[Writer]:
-    """Rows 2 and 3: Actae's two rows in one plain psycopg statement."""
+    """Rows 2 and 3: Actae's row in one plain psycopg statement."""
     dsn, schema = url.split("?schema=")
     text = statement
     if isinstance(statement, sql.SQL):
@@ -144,13 +134,14 @@ def statement_rung(url: str, statement: sql.SQL | str) -> Iterator[Writer]:
 
 
 def _columns(event: StoredEvent) -> tuple[Any, ...]:
-    return event.originator_id, event.originator_version, event.topic, event.state
+    key = operation_id_of(event)
+    return event.originator_id, event.originator_version, event.topic, event.state, key
 
 
 PLAIN_INSERT = sql.SQL(
-    "INSERT INTO {table} (notification_id, originator_id, originator_version, topic, state) "
-    "VALUES (nextval({sequence}), %s, %s, %s, %s), (nextval({sequence}), %s, %s, %s, %s)"
-    " RETURNING notification_id"
+    "INSERT INTO {table}"
+    " (notification_id, originator_id, originator_version, topic, state, operation_id)"
+    " VALUES (nextval({sequence}), %s, %s, %s, %s, %s) RETURNING notification_id"
 )
 
 
@@ -198,7 +189,7 @@ def actae_rung(url: str) -> Iterator[Writer]:
 
 RUNGS: tuple[tuple[str, str], ...] = (
     ("raw", "one row, unique operation id (the baseline)"),
-    ("operation record", "+ the operation record row, Actae's table and indexes"),
+    ("event row", "+ Actae's event row: its table, indexes, unique operation id"),
     ("positions", "+ a block of positions from the sequence (the recorder's statement)"),
     ("recorder", "+ ActaePostgresRecorder.insert_events (pool, errors, retry)"),
     ("integrity", "+ validation, canonical JSON, SHA-256 checksums, fingerprint"),
@@ -210,7 +201,7 @@ def opener(name: str, raw: RawBaseline, url: str, ordered: str) -> Callable[[], 
     """A function that opens rung ``name``'s writer (a context manager)."""
     return {
         "raw": lambda: raw_rung(raw),
-        "operation record": lambda: statement_rung(url, PLAIN_INSERT),
+        "event row": lambda: statement_rung(url, PLAIN_INSERT),
         "positions": lambda: statement_rung(url, ordered),
         "recorder": lambda: store_rung(url, integrity=False),
         "integrity": lambda: store_rung(url, integrity=True),
@@ -269,7 +260,7 @@ def measure(dsn: str) -> dict[str, Any]:
     try:
         with actae.open(url) as store:  # creates the schema once, before any process forks
             recorder = cast(ActaePostgresRecorder, store._service.recorder)
-            ordered = recorder.insert_statement(2)
+            ordered = recorder.insert_statement(1)
         openers = {name: opener(name, raw, url, ordered) for name, _ in RUNGS}
         progress(f"anatomy of a transition: 1 connection per rung, turns of {TURN}")
         single = one_connection(openers)

@@ -15,7 +15,7 @@ operation id. The writes compared, each the statement a transition would send:
 - **raw**: the raw baseline of ``benchmarks.raw`` (one row, a unique operation id).
 - **A, separate record**: the recorder's own statement (``insert_statement(2)``: one
   ``nextval`` per statement, positions ``block * 4096 + ordinal``) with the two rows
-  ``benchmarks.anatomy.event_rows`` builds: the ``positions`` rung of the anatomy.
+  ``separate_rows`` builds: the ``positions`` rung of the anatomy before migration 4.
 - **B, folded (partial index)**: the same statement for one row, with the extra column
   (``insert_statement(1)`` with ``operation_id`` added to its column list and ``VALUES``
   row, nothing else changed; checked against the recorder's text), into a copy of the
@@ -33,8 +33,10 @@ operation id. The writes compared, each the statement a transition would send:
   the Operation rows that stay (starts, forks, effects, and every record written before
   the migration, which the index build picks up without rewriting a row).
 
-Every folded table is migrated as a store would be: one transition recorded in today's
-layout, then the column and the index.
+Every folded table is migrated as a store would be: one transition recorded in the
+separate layout, then the column and the index. (Measured before migration 4 adopted B: each
+table is put back to schema version 3's layout first, and A's statement is the recorder's
+of that version.)
 
 Each write has its own schema and table, created by ``actae.open`` (so the table,
 sequence and indexes are Actae's). After measuring (the tables full and analysed),
@@ -93,9 +95,7 @@ from actae.domain.operation import Operation
 from benchmarks.anatomy import (
     EVENT_TOPIC,
     NO_CHECKSUM,
-    OPERATION_TOPIC,
     Writer,
-    event_rows,
     machine_busy_seconds,
     raw_rung,
 )
@@ -139,9 +139,47 @@ Params = Callable[[uuid.UUID, int], list[Any]]
 # -- the rows -------------------------------------------------------------------------------
 
 
+OPERATION_TOPIC = "actae.domain.operation:Operation.Executed"
+
+
+def separate_rows(channel: uuid.UUID, n: int) -> list[StoredEvent]:
+    """A's rows of transition ``n``: the event and the operation record.
+
+    As Actae wrote them before migration 4 (the anatomy's rows of that time).
+    """
+    at = datetime.now(UTC)
+    operation_id = f"{channel}:{n}"
+    event = {
+        "timestamp": at,
+        "run_id": channel,
+        "kind": "step",
+        "payload": {"n": n},
+        "operation_id": operation_id,
+        "state_version": n + 1,
+        "state_cursor": n + 1,
+        "open_effects": [],
+        "usage": {},
+        "state": {**STATE, "step": n},
+        "state_checksum": NO_CHECKSUM,
+        "class_version": 2,
+    }
+    record = {
+        "timestamp": at,
+        "originator_topic": "actae.domain.operation:Operation",
+        "operation_id": operation_id,
+        "command": "transition",
+        "fingerprint": NO_CHECKSUM,
+        "result": {"cursor": n + 1, "state_version": n + 1},
+    }
+    return [
+        StoredEvent(channel, n + 1, EVENT_TOPIC, orjson.dumps(event)),
+        StoredEvent(Operation.id_for(operation_id), 1, OPERATION_TOPIC, orjson.dumps(record)),
+    ]
+
+
 def separate_params(channel: uuid.UUID, n: int) -> list[Any]:
     """A: the event row and the operation record row, as Actae encodes them."""
-    return [v for e in event_rows(channel, n) for v in columns(e)]
+    return [v for e in separate_rows(channel, n) for v in columns(e)]
 
 
 def operation_id_of(channel: uuid.UUID, n: int, *, scattered: bool = False) -> str:
@@ -158,9 +196,9 @@ def operation_id_of(channel: uuid.UUID, n: int, *, scattered: bool = False) -> s
 def folded_params(
     channel: uuid.UUID, n: int, key: Callable[[str], Any] = str, *, scattered: bool = False
 ) -> list[Any]:
-    """B: ``event_rows``' event alone, with the record's command and fingerprint, and its key.
+    """B: ``separate_rows``' event alone, with the record's command and fingerprint, and its key.
 
-    Built like ``benchmarks.anatomy.event_rows`` (same fields, same sizes), one document
+    Built like ``separate_rows`` (same fields, same sizes), one document
     encoded instead of two. ``key`` makes the column's value of the operation id.
     """
     operation_id = operation_id_of(channel, n, scattered=scattered)
@@ -272,6 +310,25 @@ def folded_statement(recorder_statement: str, column: str, type_: str) -> str:
     return text
 
 
+def schema_3_statement(recorder_statement: str, rows: int) -> str:
+    """The recorder's statement for ``rows`` rows as it was before migration 4 adopted B.
+
+    The store's table is put back to that layout too (:func:`open_table`), so that A is
+    the write it was and each B starts from it.
+    """
+    text = recorder_statement
+    for old, new, count in (
+        (", operation_id)", ")", 1),
+        (", e.operation_id FROM", " FROM", 1),
+        ("%s::bytea, %s::text,", "%s::bytea,", rows),
+        ("state, operation_id, ordinal)", "state, ordinal)", 1),
+    ):
+        if text.count(old) != count:
+            raise RuntimeError(f"the recorder's statement changed shape: {old!r}")
+        text = text.replace(old, new)
+    return text
+
+
 def open_table(dsn: str, schema: str, folded: Folded | None) -> str:
     """Actae's events table in ``schema``; the statement of one transition's write.
 
@@ -281,10 +338,13 @@ def open_table(dsn: str, schema: str, folded: Folded | None) -> str:
     """
     with actae.open(with_schema(dsn, schema)) as store:  # before any process forks
         recorder = cast(ActaePostgresRecorder, store._service.recorder)
-        two, one = recorder.insert_statement(2), recorder.insert_statement(1)
+        two = schema_3_statement(recorder.insert_statement(2), 2)
+        one = schema_3_statement(recorder.insert_statement(1), 1)
+    table = sql.Identifier(schema, "actae_events")
+    with psycopg.connect(dsn, autocommit=True) as conn:  # the layout of schema version 3
+        conn.execute(sql.SQL("ALTER TABLE {} DROP COLUMN operation_id").format(table))
     if folded is None:
         return two
-    table = sql.Identifier(schema, "actae_events")
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(two, separate_params(LEGACY, 1)).fetchall()
         conn.execute(

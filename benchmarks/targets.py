@@ -23,7 +23,7 @@ def _verdict(ok: bool, why: Callable[[], str]) -> str:
 
 
 RUNG_COSTS = {
-    "operation record": "the operation record row",
+    "event row": "the event row (table, indexes, unique operation id)",
     "positions": "the positions statement",
     "recorder": "the recorder (pool, errors, retry)",
     "integrity": "validation and checksums",

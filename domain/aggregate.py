@@ -36,6 +36,17 @@ class DomainEvent(BaseModel):
     originator_version: int
     timestamp: datetime
 
+    @property
+    def stored_operation_id(self) -> str | None:
+        """The operation id this event's row carries, unique across the store (or ``None``).
+
+        The row that records an operation (an Operation's first event, the channel event of
+        a record or transition given an ``operation_id``) carries its id in a column of its
+        own with a unique index: a second execution of the id is refused by the store in
+        the transaction that would write it, whichever kind of command it is.
+        """
+        return None
+
 
 class Aggregate(BaseAggregate[UUID]):
     """Base of Actae's aggregates: ids are given by the caller, events are pydantic models."""

@@ -49,6 +49,16 @@ class Channel(Aggregate):
         state_cursor: int
         open_effects: tuple[str, ...] = ()
         usage: dict[str, float] = Field(default_factory=dict)
+        fingerprint: str | None = None
+        """The content fingerprint of the record or transition that wrote this event under
+        ``operation_id``: the event is then that command's operation record (its row
+        carries the id, unique in the store). ``None`` for any other event, and for events
+        written before the store kept records in the event's row."""
+
+        @property
+        def stored_operation_id(self) -> str | None:
+            """``operation_id`` if this event is its command's record (it has a fingerprint)."""
+            return self.operation_id if self.fingerprint is not None else None
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
@@ -166,9 +176,15 @@ class Channel(Aggregate):
         state_checksum: str,
         operation_id: str | None,
         at: datetime,
+        fingerprint: str | None = None,
     ) -> Channel.Transitioned:
-        """The event creating the next state version after ``head``, pinned to its cursor."""
+        """The event creating the next state version after ``head``, pinned to its cursor.
+
+        With a ``fingerprint``, the event is the transition's operation record.
+        """
         fields = transition_fields(head, kind, payload, state, state_checksum, operation_id)
+        if fingerprint is not None:
+            fields["fingerprint"] = fingerprint
         return cast(Channel.Transitioned, cls.following(head, cls.Transitioned, at, **fields))
 
     @classmethod
@@ -182,11 +198,17 @@ class Channel(Aggregate):
         at: datetime,
         usage: dict[str, float] | None = None,
         redacted: dict[str, int] | None = None,
+        fingerprint: str | None = None,
     ) -> Channel.Recorded:
-        """The event recording a result after ``head``; see :meth:`record`."""
+        """The event recording a result after ``head``; see :meth:`record`.
+
+        With a ``fingerprint``, the event is the record's operation record.
+        """
         fields = record_fields(head, kind, payload, operation_id, usage)
         if redacted:
             fields["redacted"] = redacted
+        if fingerprint is not None:
+            fields["fingerprint"] = fingerprint
         return cast(Channel.Recorded, cls.following(head, cls.Recorded, at, **fields))
 
     def record(

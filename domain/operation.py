@@ -1,10 +1,12 @@
 """The Operation aggregate: the durable identity of one logical invocation.
 
-Its id is derived from the caller's ``operation_id`` (uuid5), so two attempts of the same
-invocation contend for the same aggregate version and the event store's primary key decides
-which one happened. Two uses share the one namespace of operation ids:
+Its id is derived from the caller's ``operation_id`` (uuid5), and its first row carries the
+operation id itself, unique in the store, so two attempts of the same invocation contend
+and the store decides which one happened. Two uses share the one namespace of operation ids
+with the records and transitions, whose channel events are their own records:
 
-- a *command* (start, record, transition, fork) executed once, with its result;
+- a *command* (start, fork) executed once, with its result (a record or transition written
+  before schema version 4 has one too, and a reader answers the others as one);
 - an *effect* of the tool-execution ledger: claims under leases with fencing tokens that
   strictly increase, completions, failures with scheduled retries, reconciliation.
 """
@@ -73,6 +75,11 @@ class Operation(Aggregate):
         fingerprint: str
         result: dict[str, Any]
 
+        @property
+        def stored_operation_id(self) -> str:
+            """The command's operation id: its row is the operation's record."""
+            return self.operation_id
+
         def apply(self, aggregate: Any) -> None:
             """Remember the command's content fingerprint and its result."""
             aggregate.operation_id = self.operation_id
@@ -91,6 +98,11 @@ class Operation(Aggregate):
         request: dict[str, Any]
         fingerprint: str
         policy: RetryPolicy
+
+        @property
+        def stored_operation_id(self) -> str:
+            """The effect's key: effects share the one namespace of operation ids."""
+            return self.operation_id
 
         def apply(self, aggregate: Any) -> None:
             """Start an effect's ledger: nobody holds it, nothing is known yet."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 from uuid import UUID
 
 if TYPE_CHECKING:
@@ -39,6 +39,22 @@ class Codec(Protocol):
         ...
 
 
+class OperationRows(NamedTuple):
+    """A request for an operation's record: its aggregate's events, or else its one row.
+
+    A start, a fork or an effect keeps its record in an Operation aggregate (id
+    ``aggregate_id``); a record or a transition is recorded by its channel event, whose row
+    carries ``operation_id``. Records written before that carry it in an aggregate too.
+    """
+
+    aggregate_id: UUID
+    operation_id: str
+
+
+Request = tuple[UUID, bool] | OperationRows
+"""What :meth:`EventLog.together` reads: ``(originator_id, last_only)`` or an operation."""
+
+
 class EventLog(Protocol):
     """The stored events, as the reader asks for them: by aggregate, or in global order.
 
@@ -58,12 +74,13 @@ class EventLog(Protocol):
         """The aggregate's events with ``gt < version <= lte``, at most ``limit`` of them."""
         ...
 
-    def together(self, requests: Sequence[tuple[UUID, bool]]) -> list[list[DomainEvent]]:
-        """Several aggregates' events at once, one list per ``(originator_id, last_only)``.
+    def together(self, requests: Sequence[Request]) -> list[list[DomainEvent]]:
+        """Several aggregates' events at once, one list per request (see :data:`Request`).
 
-        ``last_only`` asks for the aggregate's last event alone. A backend that can answers
-        in one round trip (a worker asks for a run, its channel's head and a step's record
-        before every step); any other asks once per request.
+        ``last_only`` asks for the aggregate's last event alone; an :class:`OperationRows`
+        for the operation's record. A backend that can answers in one round trip (a worker
+        asks for a run, its channel's head and a step's record before every step); any
+        other asks once per request.
         """
         ...
 

@@ -8,18 +8,19 @@ every read here costs a fixed number of indexed lookups, whatever the history le
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TypeVar
 from uuid import UUID
 
 from eventsourcing.utils import get_topic
 
-from actae.domain.aggregate import folded
+from actae.domain.aggregate import DomainEvent, folded
 from actae.domain.channel import Channel
 from actae.domain.custody import FORGOTTEN, ensure_readable
 from actae.domain.errors import CorruptionError, NotFoundError
 from actae.domain.operation import Operation
-from actae.domain.ports import Clock, Codec, EventLog
+from actae.domain.ports import Clock, Codec, EventLog, OperationRows, Request
 from actae.domain.run import Run
 from actae.domain.validation import checksum_of
 from actae.domain.values import (
@@ -199,9 +200,9 @@ class StoreReader:
         the run's events, the head of its channel ``channel_id`` and the operation record
         are one request to the event log (one statement on PostgreSQL).
         """
-        requests = [(run_id, False), (channel_id, True)]
+        requests: list[Request] = [(run_id, False), (channel_id, True)]
         if operation_id is not None:
-            requests.append((Operation.id_for(operation_id), False))
+            requests.append(operation_rows(operation_id))
         run_events, head_events, *operation_events = self._log.together(requests)
         run = folded(run_events)
         if not isinstance(run, Run) or run.channel_id != channel_id:
@@ -209,8 +210,10 @@ class StoreReader:
         head = head_events[0] if head_events else None
         if not isinstance(head, Channel.Event):  # pragma: no cover - a run's channel exists
             raise NotFoundError("channel", channel_id)
-        operation = folded(operation_events[0]) if operation_events else None
-        return self._run_info(run, head), _as_operation(operation, operation_id)
+        operation = None
+        if operation_id is not None:
+            operation = operation_of(operation_events[0], operation_id)
+        return self._run_info(run, head), operation
 
     def _run_info(self, run: Run, head: Channel.Event) -> RunInfo:
         """The public view of ``run`` whose channel's head is ``head``."""
@@ -252,11 +255,36 @@ class StoreReader:
         """The recorded operation for ``operation_id``, if the command ran before."""
         if operation_id is None:
             return None
-        return _as_operation(folded(self._log.stream(Operation.id_for(operation_id))), operation_id)
+        (found,) = self._log.together([operation_rows(operation_id)])
+        return operation_of(found, operation_id)
 
 
-def _as_operation(found: object, operation_id: str | None) -> Operation | None:
-    """``found`` (an aggregate loaded under an operation's id, or ``None``) as an Operation."""
+def operation_rows(operation_id: str) -> OperationRows:
+    """The request for ``operation_id``'s record (:class:`~actae.domain.ports.OperationRows`)."""
+    return OperationRows(Operation.id_for(operation_id), operation_id)
+
+
+def operation_of(events: Sequence[DomainEvent], operation_id: str) -> Operation | None:
+    """The operation its record's ``events`` describe (``None``: it never ran).
+
+    The Operation aggregate's events fold into it; the channel event of a record or a
+    transition stands for an executed command whose result is the event's receipt.
+    """
+    if events and isinstance(events[0], Channel.Event):
+        event = events[0]
+        if event.fingerprint is None or event.operation_id != operation_id:
+            raise CorruptionError(f"operation {operation_id!r}", "its row is no record of it")
+        command = "transition" if isinstance(event, Channel.Transitioned) else "record"
+        result = {"cursor": event.originator_version, "state_version": event.state_version}
+        executed = Operation.executed(
+            operation_id=operation_id,
+            command=command,
+            fingerprint=event.fingerprint,
+            result=result,
+            at=event.timestamp,
+        )
+        events = [executed]
+    found = folded(events)
     if found is not None and not isinstance(found, Operation):  # pragma: no cover - uuid5
         raise CorruptionError(f"operation {operation_id!r}", "id holds another aggregate")
     return found

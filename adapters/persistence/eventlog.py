@@ -16,6 +16,7 @@ from eventsourcing.persistence import ApplicationRecorder, Mapper, StoredEvent
 
 from actae.adapters.persistence.postgres import ActaePostgresRecorder
 from actae.domain.aggregate import DomainEvent
+from actae.domain.ports import OperationRows, Request
 
 
 class RecordedEventLog:
@@ -38,14 +39,22 @@ class RecordedEventLog:
         stored = self.recorder.select_events(originator_id, gt=gt, lte=lte, desc=desc, limit=limit)
         return map(self._decode, stored)
 
-    def together(self, requests: Sequence[tuple[UUID, bool]]) -> list[list[DomainEvent]]:
-        """Several aggregates' events, one list per ``(originator_id, last_only)`` request.
+    def together(self, requests: Sequence[Request]) -> list[list[DomainEvent]]:
+        """Several aggregates' events, one list per request (``actae.domain.ports.Request``).
 
         One read per request: in process (SQLite, memory) a read costs no round trip.
         """
-        return [
-            list(self.stream(id_, desc=last, limit=1 if last else None)) for id_, last in requests
-        ]
+        return [self._one(request) for request in requests]
+
+    def _one(self, request: Request) -> list[DomainEvent]:
+        if isinstance(request, OperationRows):
+            found = list(self.stream(request.aggregate_id))
+            if found:
+                return found
+            row = self.recorder.select_operation_row(request.operation_id)  # type: ignore[attr-defined]
+            return [] if row is None else [self._decode(row)]
+        originator_id, last = request
+        return list(self.stream(originator_id, desc=last, limit=1 if last else None))
 
     def in_order(
         self, *, after: int, limit: int, topics: Sequence[str]
@@ -65,7 +74,7 @@ class PostgresEventLog(RecordedEventLog):
 
     recorder: ActaePostgresRecorder
 
-    def together(self, requests: Sequence[tuple[UUID, bool]]) -> list[list[DomainEvent]]:
+    def together(self, requests: Sequence[Request]) -> list[list[DomainEvent]]:
         """Several aggregates' events in one round trip (a worker asks before every step)."""
         found = self.recorder.select_together(requests)
         return [[self._decode(stored) for stored in events] for events in found]

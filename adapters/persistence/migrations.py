@@ -102,6 +102,9 @@ MIGRATIONS = (
     TableMigration(1, "event store tables (eventsourcing recorder)"),
     TableMigration(2, "data keys and artifacts", CUSTODY_TABLES, SQLITE_CUSTODY_TABLES),
     TableMigration(3, "positions drawn in blocks by Actae's writers", POSITIONS_BY_BLOCK, ()),
+    # Made by the recorders' create_table (adapters/persistence/operation_ids.py): the
+    # column, the ids of the records written before it, then the unique index.
+    TableMigration(4, "operation ids in the events' rows, unique"),
 )
 LATEST = MIGRATIONS[-1].version
 

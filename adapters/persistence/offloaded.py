@@ -15,10 +15,16 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import ApplicationRecorder, Notification, StoredEvent
+from eventsourcing.persistence import (
+    ApplicationRecorder,
+    IntegrityError,
+    Notification,
+    StoredEvent,
+)
 from eventsourcing.popo import POPOApplicationRecorder
-from eventsourcing.sqlite import SQLiteApplicationRecorder
+from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
 
+from actae.adapters.persistence import operation_ids
 from actae.adapters.persistence.awaiting import off_the_loop
 
 
@@ -79,15 +85,98 @@ class OffTheLoop(ApplicationRecorder):
 
 
 class ActaeSQLiteRecorder(OffTheLoop, SQLiteApplicationRecorder):
-    """eventsourcing's SQLite application recorder, off the event loop in a portal."""
+    """eventsourcing's SQLite application recorder, off the event loop in a portal.
+
+    Its table has the ``operation_id`` column (:mod:`actae.adapters.persistence.operation_ids`),
+    added by ``create_table`` to a table of an earlier schema.
+    """
+
+    def __init__(self, datastore: SQLiteDatastore, events_table_name: str = "stored_events"):
+        super().__init__(datastore, events_table_name)
+        self.insert_events_statement = operation_ids.sqlite_insert_statement(self.events_table_name)
+        self._select_operation = operation_ids.sqlite_select_statement(self.events_table_name)
+
+    def create_table(self) -> None:
+        """The table (eventsourcing's), then its operation ids and their unique index."""
+        super().create_table()
+        with self.datastore.transaction(commit=True) as cursor:
+            operation_ids.add_to_sqlite(cursor, self.events_table_name)
+
+    def _insert_events(
+        self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **_: Any
+    ) -> Sequence[int] | None:
+        """Insert each row with its operation id; their positions (rowids)."""
+        positions = []
+        for s in stored_events:
+            originator_id = s.originator_id
+            c.execute(
+                self.insert_events_statement,
+                (
+                    originator_id.hex if isinstance(originator_id, UUID) else originator_id,
+                    s.originator_version,
+                    s.topic,
+                    s.state,
+                    operation_ids.operation_id_of(s),
+                ),
+            )
+            positions.append(c.lastrowid)
+        return positions
+
+    def select_operation_row(self, operation_id: str) -> StoredEvent | None:
+        """The row that carries ``operation_id``, if one does."""
+        return off_the_loop(self._operation_row, operation_id)
+
+    def _operation_row(self, operation_id: str) -> StoredEvent | None:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(self._select_operation, (operation_id,))
+            row = c.fetchone()
+        if row is None:
+            return None
+        return StoredEvent(
+            originator_id=self.convert_originator_id(row["originator_id"]),
+            originator_version=row["originator_version"],
+            topic=row["topic"],
+            state=row["state"],
+        )
 
 
 class ActaeMemoryRecorder(OffTheLoop, POPOApplicationRecorder):
     """eventsourcing's in-memory application recorder, off the event loop in a portal.
 
     A deleted event (retention's purge) leaves a hole at its position, so that positions
-    keep their meaning; reads in global order step over holes.
+    keep their meaning; reads in global order step over holes. Operation ids are kept
+    unique as the other backends' index keeps them.
     """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._operation_rows: dict[str, tuple[str, int]] = {}
+
+    def _assert_uniqueness(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
+        super()._assert_uniqueness(stored_events, **kwargs)
+        keys = operation_ids.unique_ids(stored_events)
+        if len(set(keys)) < len(keys) or any(key in self._operation_rows for key in keys):
+            msg = f"operation ids already recorded: {keys}"
+            raise IntegrityError(msg)
+
+    def _update_table(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        positions = super()._update_table(stored_events, **kwargs)
+        for s in stored_events:
+            key = operation_ids.operation_id_of(s)
+            if key is not None:
+                self._operation_rows[key] = (str(s.originator_id), s.originator_version)
+        return positions
+
+    def select_operation_row(self, operation_id: str) -> StoredEvent | None:
+        """The row that carries ``operation_id``, if one does."""
+        with self._database_lock:
+            found = self._operation_rows.get(operation_id)
+            if found is None:
+                return None
+            originator_id, version = found
+            return self._stored_events[self._stored_events_index[originator_id][version]]
 
     def events_after(self, position: int, cap: int) -> int:
         """Events after ``position``, holes not counted, at most ``cap``."""
@@ -116,6 +205,12 @@ class ActaeMemoryRecorder(OffTheLoop, POPOApplicationRecorder):
                         self._stored_events[position] = HOLE
                         del index[version]
                         deleted += 1
+            stored = self._stored_events_index
+            self._operation_rows = {
+                key: (id_, version)
+                for key, (id_, version) in self._operation_rows.items()
+                if version in stored.get(id_, {})
+            }
         return deleted
 
     def select_notifications(

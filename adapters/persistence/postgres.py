@@ -85,13 +85,15 @@ from actae.adapters.persistence.lost_replies import (
     retried_on_connection_errors,
 )
 from actae.adapters.persistence.notifier import Notifier
+from actae.adapters.persistence.operation_ids import add_to_postgres, operation_id_of
 from actae.adapters.persistence.positions import BLOCK, Horizon
+from actae.domain.ports import OperationRows, Request
 
 MAX_VALUES_ROWS = 64
 """Inserts of up to this many events send scalars and keep their rendered statement."""
-VALUES_ROW: Final = "(%s::{id_type}, %s::bigint, %s::text, %s::bytea, {ordinal})"
+VALUES_ROW: Final = "(%s::{id_type}, %s::bigint, %s::text, %s::bytea, %s::text, {ordinal})"
 UNNEST_ROWS: Final = (
-    "unnest(%s::{id_type}[], %s::bigint[], %s::text[], %s::bytea[]) WITH ORDINALITY"
+    "unnest(%s::{id_type}[], %s::bigint[], %s::text[], %s::bytea[], %s::text[]) WITH ORDINALITY"
 )
 
 TRANSLATED_ERRORS: tuple[tuple[type[psycopg.Error], type[PersistenceError]], ...] = (
@@ -190,7 +192,7 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         )
         self._writes: dict[int, str] = {}
         self._reads: dict[ReadShape, str] = {}
-        self._together: dict[tuple[bool, ...], str] = {}
+        self._together: dict[tuple[bool | None, ...], str] = {}
         self._cursors: weakref.WeakKeyDictionary[Any, psycopg.Cursor[Any]] = (
             weakref.WeakKeyDictionary()
         )
@@ -270,7 +272,13 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
             params = [
                 value
                 for e in stored_events
-                for value in (e.originator_id, e.originator_version, e.topic, e.state)
+                for value in (
+                    e.originator_id,
+                    e.originator_version,
+                    e.topic,
+                    e.state,
+                    operation_id_of(e),
+                )
             ]
         else:
             params = [
@@ -278,6 +286,7 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
                 [e.originator_version for e in stored_events],
                 [e.topic for e in stored_events],
                 [e.state for e in stored_events],
+                [operation_id_of(e) for e in stored_events],
             ]
         statement = self.insert_statement(len(stored_events))
         try:
@@ -308,15 +317,25 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         return [stored_event(*row) for row in self._execute(self._read_query(shape), params)]
 
     @retried_on_connection_errors
-    def select_together(self, requests: Sequence[tuple[UUID, bool]]) -> list[list[StoredEvent]]:
+    def select_together(self, requests: Sequence[Request]) -> list[list[StoredEvent]]:
         """Several aggregates' events in one round trip, one list per request, in order.
 
         Each request is ``(originator_id, last_only)``: the aggregate's last event, or all
-        of its events. A worker's step needs its run, its channel's head and its operation
-        record; asked separately, those are three round trips before the step can start.
+        of its events; or an operation (``OperationRows``): its aggregate's events, or else
+        the row that carries its id. A worker's step needs its run, its channel's head and
+        its operation record; asked separately, those are three round trips before the step
+        can start.
         """
-        shape = tuple(last_only for _, last_only in requests)
-        rows = self._execute(self._together_query(shape), [id_ for id_, _ in requests])
+        shape: tuple[bool | None, ...] = tuple(
+            None if isinstance(request, OperationRows) else request[1] for request in requests
+        )
+        params: list[Any] = []
+        for request in requests:
+            if isinstance(request, OperationRows):
+                params += [request.aggregate_id, request.operation_id, request.aggregate_id]
+            else:
+                params.append(request[0])
+        rows = self._execute(self._together_query(shape), params)
         found: list[list[StoredEvent]] = [[] for _ in requests]
         for index, *row in sorted(rows, key=lambda row: (row[0], row[2])):
             found[index].append(stored_event(*row))
@@ -431,18 +450,30 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
             rendered = self._notifications[has_topics] = statement.as_string()
         return rendered
 
-    def _together_query(self, shape: tuple[bool, ...]) -> LiteralString:
-        """One ``UNION ALL`` branch per request, tagged with the request's index."""
+    def _together_query(self, shape: tuple[bool | None, ...]) -> LiteralString:
+        """One ``UNION ALL`` branch per request, tagged with the request's index.
+
+        ``None`` in ``shape`` is an operation: its aggregate's rows, and the row carrying
+        its id if that is another aggregate's (only one of the two can exist).
+        """
         rendered = self._together.get(shape)
         if rendered is None:
+            branch = SQL(
+                "(SELECT {index}, originator_id, originator_version, topic, state FROM {table}"
+                " WHERE {where})"
+            )
             branches = [
-                SQL(
-                    "(SELECT {index}, originator_id, originator_version, topic, state FROM {table}"
-                    " WHERE originator_id = %s{last})"
-                ).format(
+                branch.format(
                     index=Literal(index),
                     table=self._table,
-                    last=SQL(" ORDER BY originator_version DESC LIMIT 1" if last else ""),
+                    where=SQL(
+                        "originator_id = %s"
+                        if last is not None
+                        else "originator_id = %s) UNION ALL (SELECT {index}, originator_id,"
+                        " originator_version, topic, state FROM {table}"
+                        " WHERE operation_id = %s AND originator_id <> %s"
+                    ).format(index=Literal(index), table=self._table)
+                    + SQL(" ORDER BY originator_version DESC LIMIT 1" if last else ""),
                 )
                 for index, last in enumerate(shape)
             ]
@@ -530,6 +561,16 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         with contextlib.suppress(psycopg.Error):  # still down: the retries wait for it
             self.datastore.pool.check()
 
+    def create_table(self) -> None:
+        """The table as eventsourcing makes it, with its operation ids (migration 4).
+
+        A store of an earlier schema is opened this way once (``actae.open``, under the
+        migrations' lock): :func:`~actae.adapters.persistence.operation_ids.add_to_postgres`.
+        """
+        super().create_table()
+        with self.datastore.get_connection() as conn:
+            add_to_postgres(conn, self.datastore.schema, self.events_table_name)
+
     def close(self) -> None:
         """Stop the notifier, hand the kept connection back and close the pool."""
         self.notifier.close()
@@ -562,12 +603,13 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
                     "WITH block AS MATERIALIZED"
                     " (SELECT nextval({sequence}::regclass) * {size} AS first), "
                     "inserted AS ("
-                    " INSERT INTO {table}"
-                    " (notification_id, originator_id, originator_version, topic, state)"
+                    " INSERT INTO {table} (notification_id, originator_id,"
+                    " originator_version, topic, state, operation_id)"
                     " SELECT block.first + e.ordinal{shift},"
-                    " e.originator_id, e.originator_version, e.topic, e.state"
+                    " e.originator_id, e.originator_version, e.topic, e.state, e.operation_id"
                     " FROM block, {source}"
-                    " AS e(originator_id, originator_version, topic, state, ordinal)"
+                    " AS e(originator_id, originator_version, topic, state, operation_id,"
+                    " ordinal)"
                     " RETURNING notification_id) "
                     "SELECT notification_id AS written_position FROM inserted"
                     " ORDER BY notification_id"

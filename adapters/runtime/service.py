@@ -7,8 +7,8 @@ the IO there is on the command path:
 - a :class:`Read` is asked of the :class:`StoreReader`;
 - :data:`NOW` reads the store's clock;
 - a :class:`Save` goes to the mapper and the recorder in one transaction; the store's
-  refusal on a primary key (``IntegrityError``) is thrown into the plan as
-  :class:`RaceLost`, and the pipeline decides again.
+  refusal on a primary key or an operation id (``IntegrityError``) is thrown into the plan
+  as :class:`RaceLost`, and the pipeline decides again.
 
 Any other exception raised while answering is thrown into the plan too, so a decide
 function can handle a read that finds nothing; one it does not handle propagates to the
@@ -25,6 +25,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
 
+from actae.adapters.persistence.operation_ids import stored_rows
 from actae.adapters.persistence.recorders import Backend
 from actae.domain.aggregate import DomainEvent
 from actae.domain.channel import Channel
@@ -113,9 +114,7 @@ class ActaeService:
         events: list[Any] = pending_events(objs)  # eventsourcing types them as protocols
         channel_events = [event for event in events if isinstance(event, Channel.Event)]
         try:
-            positions = self.recorder.insert_events(
-                [self.mapper.to_stored_event(event) for event in events], **kwargs
-            )
+            positions = self.recorder.insert_events(stored_rows(self.mapper, events), **kwargs)
         except BaseException as error:  # a lost race, or an outcome unknown: guesses go
             self.forget_guesses(event.originator_id for event in events)
             if isinstance(error, IntegrityError):

@@ -135,3 +135,54 @@ def test_commands_without_operation_id_are_not_deduplicated(store: actae.Store) 
 
     with pytest.raises(actae.ConflictError):
         store.record(run.channel_id, kind="k", payload={}, expected_cursor=1)
+
+
+def _rows(store: actae.Store) -> list[tuple[str, int]]:
+    """Every stored event, of every aggregate, as (topic, version), in the store's order."""
+    recorder = store._service.recorder
+    return [(n.topic, n.originator_version) for n in recorder.select_notifications(1, 10_000)]
+
+
+def test_a_record_and_a_transition_under_operation_ids_are_one_row_each(
+    store: actae.Store,
+) -> None:
+    """The channel event is the command's record: no second row (docs/performance.md)."""
+    run = started(store)
+    before = _rows(store)
+
+    store.record(run.channel_id, kind="k", payload={}, expected_cursor=1, operation_id="op-r")
+    store.transition(
+        run.channel_id,
+        kind="k",
+        payload={},
+        state={"n": 1},
+        expected_version=1,
+        expected_cursor=2,
+        operation_id="op-t",
+    )
+
+    written = _rows(store)[len(before) :]
+    assert [topic.rsplit(".", 1)[-1] for topic, _ in written] == ["Recorded", "Transitioned"]
+    assert store.operation("op-r") == actae.OperationRecord(
+        operation_id="op-r", command="record", result={"cursor": 2, "state_version": 1}
+    )
+    assert store.operation("op-t") == actae.OperationRecord(
+        operation_id="op-t", command="transition", result={"cursor": 3, "state_version": 2}
+    )
+
+
+def test_every_kind_of_operation_shares_one_namespace_of_ids(store: actae.Store) -> None:
+    run = started(store)
+    store.record(run.channel_id, kind="k", payload={}, expected_cursor=1, operation_id="op-r")
+    store.claim("op-e", run_id=run.run_id, worker="w", lease=30.0, request={})
+
+    for used in ("start:wf", "op-e"):  # a start's id, an effect's key
+        with pytest.raises(actae.OperationConflictError):
+            store.record(run.channel_id, kind="k", payload={}, expected_cursor=2, operation_id=used)
+    with pytest.raises(actae.OperationConflictError):
+        store.start_run("wf-2", agent_id="a", state={}, operation_id="op-r")
+    with pytest.raises(actae.OperationConflictError):
+        store.claim("op-r", run_id=run.run_id, worker="w", lease=30.0, request={})
+
+    assert store.head(run.channel_id).cursor == 3  # the record, the claim's note
+    assert store.operation("op-r") is not None

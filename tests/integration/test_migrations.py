@@ -7,16 +7,21 @@ import subprocess
 import sys
 import threading
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import psycopg
 import pytest
-from eventsourcing.persistence import IntegrityError, StoredEvent
+from eventsourcing.persistence import IntegrityError, OperationalError, StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 
 import actae
 from actae.adapters.persistence import migrations
 from actae.adapters.persistence.migrations import MIGRATIONS, SchemaVersionError
+from actae.domain.channel import Channel, ChannelHead
+from actae.domain.operation import Operation
+from actae.domain.validation import fingerprint
+from actae.domain.values import Receipt
 
 OPEN_AND_WRITE = """
 import sys, actae
@@ -95,7 +100,8 @@ def test_an_actae_from_before_block_positions_refuses_the_store(
     actae.open(durable_url).close()
     monkeypatch.setattr(migrations, "LATEST", 2)  # what the previous release knew
 
-    with pytest.raises(SchemaVersionError, match="schema version 3 but this Actae knows only up"):
+    latest = MIGRATIONS[-1].version
+    with pytest.raises(SchemaVersionError, match=f"schema version {latest} but this Actae knows"):
         actae.open(durable_url)
 
 
@@ -142,7 +148,7 @@ def test_a_store_from_before_block_positions_is_upgraded_in_place(pg_url: str, p
             f"ALTER TABLE {table} ALTER COLUMN notification_id SET DEFAULT "
             f"nextval('\"{schema}\".actae_events_notification_id_seq'::regclass)"
         )
-        conn.execute(f'DELETE FROM "{schema}".actae_migrations WHERE version = 3')
+        conn.execute(f'DELETE FROM "{schema}".actae_migrations WHERE version >= 3')
 
     with actae.open(pg_url) as store:
         store.record(run.channel_id, kind="after", payload={}, expected_cursor=1)
@@ -158,6 +164,30 @@ def test_a_store_from_before_block_positions_is_upgraded_in_place(pg_url: str, p
     assert versions == [(m.version,) for m in MIGRATIONS]
 
 
+def _opened_behind_a_reader(url: str, dsn: str) -> object:
+    """What ``actae.open(url)`` ends with while a reader holds the events table's lock:
+    "opened", or the error it raised (the reader lets go after 5 s at the latest)."""
+    schema = url.rsplit("schema=", 1)[1]
+    outcome: list[object] = []
+
+    def try_to_open() -> None:
+        try:
+            actae.open(url).close()
+            outcome.append("opened")
+        except Exception as error:  # reported by the test thread
+            outcome.append(error)
+
+    with psycopg.connect(dsn) as reader:
+        reader.execute(f'SELECT count(*) FROM "{schema}".actae_events')  # holds its lock
+        opener = threading.Thread(target=try_to_open)
+        opener.start()
+        opener.join(5.0)  # a deadline: 200 ms is the expected wait
+        reader.rollback()  # lets an open that would have waited finish
+    opener.join(30.0)
+    assert len(outcome) == 1
+    return outcome[0]
+
+
 @pytest.mark.postgres
 def test_the_position_migration_gives_up_behind_a_long_reader_and_is_retried(
     pg_url: str, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
@@ -167,28 +197,132 @@ def test_the_position_migration_gives_up_behind_a_long_reader_and_is_retried(
     actae.open(pg_url).close()
     schema = pg_url.rsplit("schema=", 1)[1]
     with psycopg.connect(pg_dsn, autocommit=True) as conn:  # back to version 2
-        conn.execute(f'DELETE FROM "{schema}".actae_migrations WHERE version = 3')
+        conn.execute(f'DELETE FROM "{schema}".actae_migrations WHERE version >= 3')
     monkeypatch.setattr(migrations, "LOCK_TIMEOUT", "200ms")
-    outcome: list[object] = []
-
-    def try_to_open() -> None:
-        try:
-            actae.open(pg_url).close()
-            outcome.append("opened")
-        except Exception as error:  # reported by the test thread
-            outcome.append(error)
-
-    with psycopg.connect(pg_dsn) as reader:
-        reader.execute(f'SELECT count(*) FROM "{schema}".actae_events')  # holds its lock
-        opener = threading.Thread(target=try_to_open)
-        opener.start()
-        opener.join(5.0)  # a deadline: 200 ms is the expected wait
-        reader.rollback()  # lets an open that would have waited finish
-    opener.join(30.0)
-    assert len(outcome) == 1
-    assert isinstance(outcome[0], psycopg.errors.LockNotAvailable), outcome
+    outcome = _opened_behind_a_reader(pg_url, pg_dsn)
+    assert isinstance(outcome, psycopg.errors.LockNotAvailable), outcome
     with actae.open(pg_url) as store:  # the next open migrates
         store.start_run("wf", agent_id="a", state={})
+    with psycopg.connect(pg_dsn) as conn:
+        versions = conn.execute(f'SELECT version FROM "{schema}".actae_migrations').fetchall()
+    assert versions == [(m.version,) for m in MIGRATIONS]
+
+
+def _write_as_version_3(store: actae.Store, run: actae.RunInfo, operation_id: str) -> Receipt:
+    """A record under ``operation_id`` as schema version 3 wrote it: the channel event, and
+    its operation record as an Operation aggregate's first row, no id in any column."""
+    service = store._service
+    head = ChannelHead.of(service.reader.head_event(run.channel_id))
+    at = service.clock()
+    body = service.core.document("payload", {"amount": 1})
+    event = Channel.recorded(head, kind="k", payload=body.value, operation_id=operation_id, at=at)
+    record = Operation.executed(
+        operation_id=operation_id,
+        command="record",
+        fingerprint=fingerprint("record", str(run.channel_id), "k", body.checksum),
+        result={"cursor": event.originator_version, "state_version": event.state_version},
+        at=at,
+    )
+    service.recorder.insert_events([service.mapper.to_stored_event(e) for e in (event, record)])
+    return Receipt(
+        channel_id=run.channel_id,
+        cursor=event.originator_version,
+        state_version=event.state_version,
+        operation_id=operation_id,
+    )
+
+
+def _drop_the_check(url: str) -> None:
+    """Drop the check that refuses version 3's records (a trigger on SQLite)."""
+    if url.startswith("sqlite"):
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+            db.execute("DROP TRIGGER stored_events_records_carry_ids")
+        return
+    dsn, schema = url.rsplit("?schema=", 1)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            f'ALTER TABLE "{schema}".actae_events DROP CONSTRAINT actae_events_records_carry_ids'
+        )
+
+
+def _back_to_version_3(url: str) -> None:
+    """Drop migration 4's column with its index, and its line in the migrations table."""
+    if url.startswith("sqlite"):
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+            db.execute("DROP INDEX stored_events_operation_id")
+            db.execute("ALTER TABLE stored_events DROP COLUMN operation_id")
+            db.execute("DELETE FROM actae_migrations WHERE version >= 4")
+        return
+    dsn, schema = url.rsplit("?schema=", 1)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'ALTER TABLE "{schema}".actae_events DROP COLUMN operation_id')
+        conn.execute(f'DELETE FROM "{schema}".actae_migrations WHERE version >= 4')
+
+
+def test_a_process_from_before_migration_4_cannot_write_a_record(durable_url: str) -> None:
+    """Its record would carry no id, which the unique index cannot see: it is refused."""
+    with actae.open(durable_url) as store:
+        run = store.start_run("wf", agent_id="a", state={})
+        with pytest.raises(IntegrityError, match=r"records_carry_ids|operation_id"):
+            _write_as_version_3(store, run, "old-writer")
+        assert store.operation("old-writer") is None
+        assert store.head(run.channel_id).cursor == 1
+
+
+def test_records_from_before_migration_4_still_refuse_a_second_execution(
+    durable_url: str,
+) -> None:
+    """The migration copies their ids into the column before the unique index exists."""
+    with actae.open(durable_url) as store:
+        run = store.start_run("wf", agent_id="a", state={})
+        _drop_the_check(durable_url)
+        original = _write_as_version_3(store, run, "legacy")
+        store.claim("legacy-effect", run_id=run.run_id, worker="w", lease=30.0, request={})
+    _back_to_version_3(durable_url)
+
+    with actae.open(durable_url) as store:
+        head = store.head(run.channel_id)
+        again = store.record(
+            run.channel_id,
+            kind="k",
+            payload={"amount": 1},
+            expected_cursor=head.cursor,
+            operation_id="legacy",
+        )
+        assert again == replace(original, replayed=True)
+        with pytest.raises(actae.OperationConflictError):
+            store.record(
+                run.channel_id,
+                kind="k",
+                payload={"amount": 2},
+                expected_cursor=head.cursor,
+                operation_id="legacy",
+            )
+        for used in ("legacy", "legacy-effect"):
+            with pytest.raises(actae.OperationConflictError):
+                store.start_run("wf-2", agent_id="a", state={}, operation_id=used)
+        assert store.operation("legacy") == actae.OperationRecord(
+            operation_id="legacy", command="record", result={"cursor": 2, "state_version": 1}
+        )
+        assert store.head(run.channel_id) == head
+
+
+@pytest.mark.postgres
+def test_migration_4_gives_up_behind_a_long_reader_and_is_retried(
+    pg_url: str, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Adding the column takes the table's exclusive lock: never wait for it indefinitely."""
+    with actae.open(pg_url) as store:
+        run = store.start_run("wf", agent_id="a", state={})
+    _back_to_version_3(pg_url)
+    schema = pg_url.rsplit("schema=", 1)[1]
+    monkeypatch.setattr(migrations, "LOCK_TIMEOUT", "200ms")
+    outcome = _opened_behind_a_reader(pg_url, pg_dsn)
+    assert isinstance(outcome, OperationalError), outcome
+    assert "lock timeout" in str(outcome)
+    with actae.open(pg_url) as store:  # the next open migrates
+        store.record(run.channel_id, kind="k", payload={}, expected_cursor=1, operation_id="o")
+        assert store.operation("o") is not None
     with psycopg.connect(pg_dsn) as conn:
         versions = conn.execute(f'SELECT version FROM "{schema}".actae_migrations').fetchall()
     assert versions == [(m.version,) for m in MIGRATIONS]

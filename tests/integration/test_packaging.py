@@ -98,6 +98,7 @@ MODULES = [
     "actae.adapters.persistence.lost_replies",
     "actae.adapters.persistence.migrations",
     "actae.adapters.persistence.notifier",
+    "actae.adapters.persistence.operation_ids",
     "actae.adapters.persistence.offloaded",
     "actae.adapters.persistence.outages",
     "actae.adapters.persistence.positions",

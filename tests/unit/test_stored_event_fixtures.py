@@ -122,7 +122,10 @@ def test_a_version_1_channel_event_upcasts_to_no_open_effects_and_keeps_the_rest
         "open_effects",
         "usage",
         "redacted",  # a record's redaction counts: empty for events from before redaction
+        "fingerprint",  # the command's fingerprint: none on events from before schema 4
     }
     assert event.model_dump(mode="json", exclude=identity_and_new) == stored
     again = orjson.loads(MAPPER.to_stored_event(event).state)
     assert (again["class_version"], again["open_effects"], again["usage"]) == (2, [], {})
+    assert event.fingerprint is None
+    assert event.stored_operation_id is None  # its record, if any, is an Operation row
