@@ -2,8 +2,8 @@
 
 Every Actae figure is printed beside a raw psycopg baseline doing the same work in the same
 run, as a ratio. The raw transition is one autocommitted ``INSERT`` of the event row with its
-~2 KB state and a unique operation id (the idempotency key); Actae's transition writes the
-channel event and the operation record in one statement too, after its checks. The raw reads
+~2 KB state and a unique operation id (the idempotency key); Actae's transition writes one
+row too, after its checks: the channel event, which is also its operation record. The raw reads
 are the same index lookups an Actae read needs (head; event, then the state it points to;
 that plus the tail after it), with psycopg on PostgreSQL and the standard library's sqlite3
 on SQLite.

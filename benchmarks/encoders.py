@@ -5,11 +5,11 @@ written by the event class's compiled encoder (``adapters/persistence/encoders.p
 baseline is the path before it: the field dict of ``fields_of`` (a copy of ``__dict__``, or
 ``model_dump`` for events with nested models) dumped by orjson. Both are measured on a
 clear store (no keyring; what most events of most stores take), for the events of a
-transition (``Channel.Transitioned``, the ~2 KB state of ``benchmarks.core``; and its
-operation record, ``Operation.Executed``) and for an effect's registration (a nested retry
-policy). Rows: the body alone, and the whole ``to_stored_event``. Timings interleave
-(``ROUNDS`` rounds of ``CALLS`` calls each, best round kept), so a drifting machine treats
-both alike.
+transition (``Channel.Transitioned``, the ~2 KB state of ``benchmarks.core``; and a
+start's or fork's operation record, ``Operation.Executed``) and for an effect's
+registration (a nested retry policy). Rows: the body alone, and the whole
+``to_stored_event``. Timings interleave (``ROUNDS`` rounds of ``CALLS`` calls each, best
+round kept), so a drifting machine treats both alike.
 
 Run with ``python -m benchmarks.encoders`` (seconds; not part of ``make bench``).
 """

@@ -3,7 +3,8 @@
 Each system records the same ~2 KB state once per step, one client, one connection, with
 the server's default durability (``synchronous_commit = on``) for all:
 
-* **Actae**: ``store.transition`` (event + state version + operation record, one statement);
+* **Actae**: ``store.transition`` (event + state version, the event its operation record too,
+  one row in one statement);
   and ``RunContext.step``, the worker API that, like a DBOS step, first looks for a recorded
   result (and checks that the run may go on) before it runs the function and records it.
 * **LangGraph**: ``PostgresSaver.put`` (langgraph-checkpoint-postgres) of a checkpoint whose
