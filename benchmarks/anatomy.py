@@ -79,10 +79,17 @@ def event_rows(
 ) -> list[StoredEvent]:
     """The event of transition ``n`` (its operation record too), encoded as Actae encodes it."""
     state_sum, content = checksums or (NO_CHECKSUM, NO_CHECKSUM)
-    at = datetime.now(UTC)
     operation_id = f"{channel}:{n}"
-    event = {
-        "timestamp": at,
+    event = transition_body(channel, n, operation_id, state_sum, content)
+    return [StoredRecord(channel, n + 1, EVENT_TOPIC, orjson.dumps(event), operation_id)]
+
+
+def transition_body(
+    channel: uuid.UUID, n: int, operation_id: str, state_checksum: str, fingerprint: str
+) -> dict[str, Any]:
+    """The fields of transition ``n``'s channel event, as Actae's encoder orders them."""
+    return {
+        "timestamp": datetime.now(UTC),
         "run_id": channel,
         "kind": "step",
         "payload": {"n": n},
@@ -92,11 +99,10 @@ def event_rows(
         "open_effects": [],
         "usage": {},
         "state": {**STATE, "step": n},
-        "fingerprint": content,
-        "state_checksum": state_sum,
+        "fingerprint": fingerprint,
+        "state_checksum": state_checksum,
         "class_version": 2,
     }
-    return [StoredRecord(channel, n + 1, EVENT_TOPIC, orjson.dumps(event), operation_id)]
 
 
 # -- the rungs ------------------------------------------------------------------------------

@@ -98,10 +98,10 @@ from benchmarks.anatomy import (
     Writer,
     machine_busy_seconds,
     raw_rung,
+    transition_body,
 )
 from benchmarks.common import (
     DSN,
-    STATE,
     drop_schemas,
     latency,
     medians,
@@ -145,26 +145,14 @@ OPERATION_TOPIC = "actae.domain.operation:Operation.Executed"
 def separate_rows(channel: uuid.UUID, n: int) -> list[StoredEvent]:
     """A's rows of transition ``n``: the event and the operation record.
 
-    As Actae wrote them before migration 4 (the anatomy's rows of that time).
+    As Actae wrote them before migration 4 (the anatomy's rows of that time: the event
+    without a fingerprint).
     """
-    at = datetime.now(UTC)
     operation_id = f"{channel}:{n}"
-    event = {
-        "timestamp": at,
-        "run_id": channel,
-        "kind": "step",
-        "payload": {"n": n},
-        "operation_id": operation_id,
-        "state_version": n + 1,
-        "state_cursor": n + 1,
-        "open_effects": [],
-        "usage": {},
-        "state": {**STATE, "step": n},
-        "state_checksum": NO_CHECKSUM,
-        "class_version": 2,
-    }
+    event = transition_body(channel, n, operation_id, NO_CHECKSUM, NO_CHECKSUM)
+    del event["fingerprint"]
     record = {
-        "timestamp": at,
+        "timestamp": event["timestamp"],
         "originator_topic": "actae.domain.operation:Operation",
         "operation_id": operation_id,
         "command": "transition",
@@ -203,20 +191,8 @@ def folded_params(
     """
     operation_id = operation_id_of(channel, n, scattered=scattered)
     event = {
-        "timestamp": datetime.now(UTC),
-        "run_id": channel,
-        "kind": "step",
-        "payload": {"n": n},
-        "operation_id": operation_id,
+        **transition_body(channel, n, operation_id, NO_CHECKSUM, NO_CHECKSUM),
         "command": "transition",
-        "fingerprint": NO_CHECKSUM,
-        "state_version": n + 1,
-        "state_cursor": n + 1,
-        "open_effects": [],
-        "usage": {},
-        "state": {**STATE, "step": n},
-        "state_checksum": NO_CHECKSUM,
-        "class_version": 2,
     }
     return [channel, n + 1, EVENT_TOPIC, orjson.dumps(event), key(operation_id)]
 

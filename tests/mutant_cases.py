@@ -261,6 +261,15 @@ MUTANTS = [
         ("tests/contract/test_idempotency.py",),
     ),
     Mutant(
+        "memory-purge-keeps-operation-ids",
+        "adapters/persistence/offloaded.py",
+        "                        if key is not None:\n"
+        "                            self._operation_rows.pop(key, None)\n",
+        "",
+        "the memory store would point a purged record's id at a row that is gone",
+        ("tests/custody/test_retention.py",),
+    ),
+    Mutant(
         "operation-backfill-skipped",
         "adapters/persistence/operation_ids.py",
         "    _backfill_postgres(cursor, qualified)\n",

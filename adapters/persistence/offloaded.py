@@ -97,8 +97,14 @@ class ActaeSQLiteRecorder(OffTheLoop, SQLiteApplicationRecorder):
         self._select_operation = operation_ids.sqlite_select_statement(self.events_table_name)
 
     def create_table(self) -> None:
-        """The table (eventsourcing's), then its operation ids and their unique index."""
+        """The table (eventsourcing's), then its operation ids and their unique index.
+
+        SQLite opens create tables every time: a table already migrated is only read.
+        """
         super().create_table()
+        with self.datastore.transaction(commit=False) as cursor:
+            if operation_ids.sqlite_has_them(cursor, self.events_table_name):
+                return
         with self.datastore.transaction(commit=True) as cursor:
             operation_ids.add_to_sqlite(cursor, self.events_table_name)
 
@@ -154,7 +160,7 @@ class ActaeMemoryRecorder(OffTheLoop, POPOApplicationRecorder):
 
     def _assert_uniqueness(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
         super()._assert_uniqueness(stored_events, **kwargs)
-        keys = operation_ids.unique_ids(stored_events)
+        keys = operation_ids.carried_ids(stored_events)
         if len(set(keys)) < len(keys) or any(key in self._operation_rows for key in keys):
             msg = f"operation ids already recorded: {keys}"
             raise IntegrityError(msg)
@@ -202,15 +208,12 @@ class ActaeMemoryRecorder(OffTheLoop, POPOApplicationRecorder):
                     for version, position in list(index.items()):
                         if keep is not None and self._stored_events[position].topic == keep:
                             continue
+                        key = operation_ids.operation_id_of(self._stored_events[position])
+                        if key is not None:
+                            self._operation_rows.pop(key, None)
                         self._stored_events[position] = HOLE
                         del index[version]
                         deleted += 1
-            stored = self._stored_events_index
-            self._operation_rows = {
-                key: (id_, version)
-                for key, (id_, version) in self._operation_rows.items()
-                if version in stored.get(id_, {})
-            }
         return deleted
 
     def select_notifications(

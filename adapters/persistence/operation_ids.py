@@ -168,6 +168,15 @@ def _backfill_postgres(cursor: psycopg.Cursor[Any], table: sql.Identifier) -> No
 # -- SQLite ---------------------------------------------------------------------------------
 
 
+def sqlite_has_them(cursor: Any, table: str) -> bool:
+    """Whether the table has its unique index and its check already (migration 4 done)."""
+    cursor.execute(
+        "SELECT count(*) FROM sqlite_master WHERE name IN (?, ?)",
+        (index_name(table), check_name(table)),
+    )
+    return bool(cursor.fetchone()[0] == 2)
+
+
 def add_to_sqlite(cursor: Any, table: str) -> None:
     """The same for SQLite, in the caller's transaction (one writer: no batches needed).
 
@@ -211,6 +220,6 @@ def sqlite_select_statement(table: str) -> str:
     return f"SELECT * FROM {table} WHERE operation_id = ?"  # noqa: S608
 
 
-def unique_ids(rows: Sequence[StoredEvent]) -> list[str]:
-    """The operation ids ``rows`` carry, each once (a repeat among them is refused)."""
+def carried_ids(rows: Sequence[StoredEvent]) -> list[str]:
+    """The operation ids ``rows`` carry, in order (a repeat among them stays in the list)."""
     return [key for key in map(operation_id_of, rows) if key is not None]

@@ -96,6 +96,14 @@ UNNEST_ROWS: Final = (
     "unnest(%s::{id_type}[], %s::bigint[], %s::text[], %s::bytea[], %s::text[]) WITH ORDINALITY"
 )
 
+TOGETHER_WHERE: Final[dict[bool | None, tuple[LiteralString, ...]]] = {
+    True: ("originator_id = %s ORDER BY originator_version DESC LIMIT 1",),
+    False: ("originator_id = %s",),
+    None: ("originator_id = %s", "operation_id = %s AND originator_id <> %s"),
+}
+"""The branches of ``select_together`` per request: the last event, all events, or an
+operation (its aggregate's events, and the row carrying its id if another's holds it)."""
+
 TRANSLATED_ERRORS: tuple[tuple[type[psycopg.Error], type[PersistenceError]], ...] = (
     (psycopg.InterfaceError, InterfaceError),
     (psycopg.OperationalError, OperationalError),
@@ -463,19 +471,9 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
                 " WHERE {where})"
             )
             branches = [
-                branch.format(
-                    index=Literal(index),
-                    table=self._table,
-                    where=SQL(
-                        "originator_id = %s"
-                        if last is not None
-                        else "originator_id = %s) UNION ALL (SELECT {index}, originator_id,"
-                        " originator_version, topic, state FROM {table}"
-                        " WHERE operation_id = %s AND originator_id <> %s"
-                    ).format(index=Literal(index), table=self._table)
-                    + SQL(" ORDER BY originator_version DESC LIMIT 1" if last else ""),
-                )
+                branch.format(index=Literal(index), table=self._table, where=SQL(where))
                 for index, last in enumerate(shape)
+                for where in TOGETHER_WHERE[last]
             ]
             rendered = self._together[shape] = SQL(" UNION ALL ").join(branches).as_string()
         return rendered

@@ -218,3 +218,16 @@ def test_actae_retention_from_the_command_line(
     status = main(["hold", "--db", url, str(run.run_id)[:8], "--as", "legal", "--reason", "x"])
     assert status == 2
     assert "purged" in capsys.readouterr().err
+
+
+def test_a_purged_runs_records_go_with_it(store: actae.Store, clock: actae.ManualClock) -> None:
+    """A record's operation id is held by its channel event: purged with it, not left behind."""
+    store.set_retention({"completed": "1d"}, actor="ops")
+    run = store.start_run("recorded", agent_id="agent", state={})
+    store.record(run.channel_id, kind="k", payload={}, expected_cursor=1, operation_id="step-1")
+    store.complete_run(run.run_id, {"done": True})
+    assert store.operation("step-1") is not None
+    clock.advance(DAY)
+
+    assert store.apply_retention(actor="ops").purged == [run.run_id]
+    assert store.operation("step-1") is None
