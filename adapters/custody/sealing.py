@@ -35,7 +35,13 @@ from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import StoredEvent
 
 from actae.adapters.custody.datakeys import DataKeys
-from actae.adapters.persistence.codec import OrjsonTranscoder, PydanticMapper, event_class, layout
+from actae.adapters.persistence.codec import (
+    OrjsonTranscoder,
+    PydanticMapper,
+    event_class,
+    layout,
+    stored_event_of,
+)
 from actae.adapters.persistence.url import DEFAULT_INLINE_MAX
 from actae.domain.aggregate import DomainEvent
 from actae.domain.artifacts import ArtifactRef, reference_in
@@ -112,12 +118,7 @@ class SealingMapper(PydanticMapper):
                     data = _bound(topic, domain_event, owner)
                     state[SEALED] = seal(key, orjson.dumps(contents), data)
                 body = self.transcoder.encode(state)
-        return StoredEvent(
-            originator_id=domain_event.originator_id,
-            originator_version=domain_event.originator_version,
-            topic=topic,
-            state=body,
-        )
+        return stored_event_of(domain_event, topic, body)
 
     def _offload(self, owner: UUID, contents: dict[str, Any], key: bytes | None) -> list[str]:
         """Replace each large document in ``contents`` by its reference; their paths."""
@@ -135,9 +136,13 @@ class SealingMapper(PydanticMapper):
     # -- reading --------------------------------------------------------------------------
 
     def to_domain_event(self, stored_event: StoredEvent) -> DomainEventProtocol[Any]:
-        """Rebuild the event; open its contents, or stand them in and say why not."""
+        """Rebuild the event; open its contents, or stand them in and say why not.
+
+        The body's checksum is verified first (:meth:`body_of`): it covers the clear
+        metadata around the sealed contents, which AES-GCM authenticates only themselves.
+        """
+        state = self.body_of(stored_event)
         cls = event_class(stored_event.topic)
-        state: dict[str, Any] = self.transcoder.decode(stored_event.state)
         if not cls.contents:
             return self.rebuilt(cls, stored_event, state)
         sealed = state.pop(SEALED, None)

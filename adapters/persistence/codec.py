@@ -13,9 +13,10 @@ from typing import Any, cast
 import orjson
 from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
-from eventsourcing.utils import get_topic, resolve_topic
+from eventsourcing.utils import TopicError, get_topic, resolve_topic
 from pydantic import BaseModel
 
+from actae.adapters.persistence.checksums import stamped, verified, where
 from actae.adapters.persistence.encoders import IDENTITY, Encoder, encoder_for, holds_models
 from actae.domain.aggregate import DomainEvent
 from actae.domain.errors import CorruptionError
@@ -84,7 +85,10 @@ def event_class(topic: str) -> type[DomainEvent]:
     """
     if not topic.startswith(OWN_TOPICS):
         raise CorruptionError("stored event", f"topic {topic[:80]!r} is not an Actae event")
-    cls = resolve_topic(topic)
+    try:
+        cls = resolve_topic(topic)
+    except TopicError:
+        cls = None
     if not (isinstance(cls, type) and issubclass(cls, DomainEvent)):
         raise CorruptionError("stored event", f"topic {topic[:80]!r} is not an Actae event")
     return cls
@@ -105,18 +109,15 @@ class PydanticMapper(Mapper[Any]):
 
     Bodies are written by each class's encoder (:mod:`actae.adapters.persistence.encoders`),
     the bytes ``OrjsonTranscoder`` would make of :meth:`fields_of`, without the dict: the
-    transcoder it is given is used to decode (and must be that one).
+    transcoder it is given is used to decode (and must be that one). Each body is stored
+    with its checksum and verified before it is decoded
+    (:mod:`actae.adapters.persistence.checksums`).
     """
 
     def to_stored_event(self, domain_event: DomainEventProtocol[Any]) -> StoredEvent:
         """Serialise a pydantic event; its topic is ``module:QualName``."""
         topic, _, _, encode = layout(type(domain_event))
-        return StoredEvent(
-            originator_id=domain_event.originator_id,
-            originator_version=domain_event.originator_version,
-            topic=topic,
-            state=encode(domain_event),
-        )
+        return stored_event_of(domain_event, topic, encode(domain_event))
 
     def fields_of(self, domain_event: DomainEventProtocol[Any]) -> tuple[str, dict[str, Any]]:
         """The event's topic, and the fields its stored body holds (a fresh dict).
@@ -137,17 +138,51 @@ class PydanticMapper(Mapper[Any]):
 
     def to_domain_event(self, stored_event: StoredEvent) -> DomainEventProtocol[Any]:
         """Rebuild a pydantic event, upcasting older class versions first."""
-        cls = event_class(stored_event.topic)
-        state: dict[str, Any] = self.transcoder.decode(stored_event.state)
-        return self.rebuilt(cls, stored_event, state)
+        state = self.body_of(stored_event)
+        return self.rebuilt(event_class(stored_event.topic), stored_event, state)
+
+    def body_of(self, stored_event: StoredEvent) -> dict[str, Any]:
+        """The stored body's fields, once its checksum (which covers the topic) matches.
+
+        Every read decodes through here, so nothing of a body is used before it is verified.
+        """
+        body = verified(stored_event)
+        try:
+            state = self.transcoder.decode(body)
+        except ValueError:  # orjson's JSONDecodeError
+            state = None
+        if not isinstance(state, dict):
+            raise CorruptionError(where(stored_event), "its body is not a JSON object")
+        return state
 
     def rebuilt(
         self, cls: type[DomainEvent], stored_event: StoredEvent, state: dict[str, Any]
     ) -> DomainEventProtocol[Any]:
-        """The event of class ``cls`` from its decoded body ``state`` (consumed)."""
-        from_version = state.pop("class_version", 1)
-        for version in range(from_version, getattr(cls, "class_version", 1)):
-            getattr(cls, f"upcast_v{version}_v{version + 1}")(state)
-        state["originator_id"] = stored_event.originator_id
-        state["originator_version"] = stored_event.originator_version
-        return cast(DomainEventProtocol[Any], cls.model_validate(state))
+        """The event of class ``cls`` from its decoded body ``state`` (consumed).
+
+        A body its class refuses (a member no event has, a value of the wrong type) is
+        corruption: this is also what refuses a body whose checksum member was damaged.
+        """
+        try:
+            from_version = state.pop("class_version", 1)
+            for version in range(from_version, getattr(cls, "class_version", 1)):
+                getattr(cls, f"upcast_v{version}_v{version + 1}")(state)
+            state["originator_id"] = stored_event.originator_id
+            state["originator_version"] = stored_event.originator_version
+            return cast(DomainEventProtocol[Any], cls.model_validate(state))
+        except (ValueError, TypeError, KeyError, AttributeError) as error:
+            raise CorruptionError(
+                where(stored_event), f"its body does not fit {cls.__qualname__}: {error}"
+            ) from error
+
+
+def stored_event_of(event: DomainEventProtocol[Any], topic: str, body: bytes) -> StoredEvent:
+    """The row for ``event``: its identity, topic, and ``body`` with its checksum."""
+    originator_id = event.originator_id
+    version = event.originator_version
+    return StoredEvent(
+        originator_id=originator_id,
+        originator_version=version,
+        topic=topic,
+        state=stamped(topic, originator_id, version, body),
+    )

@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 import actae
+from tests.contract.rows import rewritten
 
 TWENTY_MB = 20 * 1024 * 1024
 
@@ -41,14 +42,19 @@ def test_tampered_state_is_refused_on_read(tmp_path: Path) -> None:
     with actae.open(f"sqlite:///{path}") as store:
         run = store.start_run("wf", agent_id="a", state={"balance": 100})
     with sqlite3.connect(path) as db:
-        (blob,) = db.execute(
-            "SELECT state FROM stored_events WHERE originator_id = ?", (run.channel_id.hex,)
+        (blob, topic) = db.execute(
+            "SELECT state, topic FROM stored_events WHERE originator_id = ?",
+            (run.channel_id.hex,),
         ).fetchone()
+        # The body's own checksum made to match: the state's checksum must still refuse it.
+        tampered = rewritten(
+            topic, run.channel_id, 1, blob, lambda b: b.replace(b'"balance":100', b'"balance":999')
+        )
         db.execute(
             "UPDATE stored_events SET state = ? WHERE originator_id = ?",
-            (blob.replace(b'"balance":100', b'"balance":999'), run.channel_id.hex),
+            (tampered, run.channel_id.hex),
         )
 
     with actae.open(f"sqlite:///{path}") as store, pytest.raises(actae.CorruptionError) as caught:
         store.state_at(run.channel_id)
-    assert "checksum" in str(caught.value)
+    assert "does not match the recorded sha256:" in str(caught.value)  # the state's checksum

@@ -18,6 +18,7 @@ from psycopg import sql
 
 import actae
 from actae.adapters.custody.keyring import load_keyring, save_keyring
+from actae.adapters.persistence.checksums import stamped
 from tests.custody.sealed import (
     MARKER,
     base_dsn,
@@ -120,7 +121,7 @@ def test_without_the_keyring_the_structure_reads_and_the_contents_do_not(
 
 
 def test_a_ciphertext_moved_to_another_row_does_not_open(tmp_path: Path, keys: Path) -> None:
-    """Records carry no checksum: only the associated data tells a moved payload."""
+    """With the body's checksum made to match, the associated data still tells a moved payload."""
     url = f"sqlite:///{tmp_path / 'store.db'}"
     with actae.open(url, keyring=str(keys)) as store:
         run = store.start_run("wf", agent_id="a", state={"secret": MARKER})
@@ -136,13 +137,16 @@ def test_a_ciphertext_moved_to_another_row_does_not_open(tmp_path: Path, keys: P
         second = orjson.loads(rows[1][1])
         third = orjson.loads(rows[2][1])
         second["$sealed"] = third["$sealed"]  # cursor 3's order at cursor 2
+        del second["$checksum"]  # and a body checksum made to match: AES-GCM must refuse it
+        topic = "actae.domain.channel:Channel.Recorded"
+        moved = stamped(topic, run.channel_id, 2, orjson.dumps(second))
         db.execute(
             "UPDATE stored_events SET state = ? WHERE originator_id = ? AND originator_version = 2",
-            (orjson.dumps(second), run.channel_id.hex),
+            (moved, run.channel_id.hex),
         )
     with actae.open(url, keyring=str(keys)) as store:
         assert store.events(run.channel_id, after=2)[0].payload == {"do": "pay mallory 9000"}
-        with pytest.raises(actae.CorruptionError):
+        with pytest.raises(actae.CorruptionError, match="sealed contents do not open"):
             store.events(run.channel_id)
 
 

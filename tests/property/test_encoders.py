@@ -34,6 +34,7 @@ from pydantic import BaseModel, ValidationError
 import actae.domain
 from actae.adapters.custody.datakeys import DataKeys, MemoryKeyTable
 from actae.adapters.custody.sealing import SealingMapper
+from actae.adapters.persistence.checksums import verified
 from actae.adapters.persistence.codec import OrjsonTranscoder, PydanticMapper
 from actae.adapters.persistence.encoders import encoder_for
 from actae.domain.aggregate import DomainEvent
@@ -218,6 +219,6 @@ def test_the_encoder_writes_the_reference_bytes(
     reference = outcome(lambda event: orjson.dumps(MAPPER.fields_of(event)[1]), event)
 
     assert outcome(encoder_for(versioned), event) == reference
-    assert outcome(lambda event: MAPPER.to_stored_event(event).state, event) == reference
-    assert outcome(lambda event: CLEAR_STORE.to_stored_event(event).state, event) == reference
+    assert outcome(lambda event: verified(MAPPER.to_stored_event(event)), event) == reference
+    assert outcome(lambda event: verified(CLEAR_STORE.to_stored_event(event)), event) == reference
     assert list(event.__dict__) == list(versioned.model_fields)  # what the encoder relies on

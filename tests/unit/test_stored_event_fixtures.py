@@ -16,6 +16,7 @@ import pytest
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 
+from actae.adapters.persistence.checksums import verified
 from actae.adapters.persistence.codec import OrjsonTranscoder, PydanticMapper
 from actae.domain.aggregate import DomainEvent
 from actae.domain.channel import Channel
@@ -77,7 +78,7 @@ def test_stored_event_decodes_and_round_trips(row: dict[str, object]) -> None:
 def test_the_fast_encoding_writes_what_model_dump_writes(row: dict[str, object]) -> None:
     """Events are encoded by their class's compiled encoder (persistence/encoders.py): same JSON."""
     event = decoded(row)
-    encoded = orjson.loads(MAPPER.to_stored_event(event).state)
+    encoded = orjson.loads(verified(MAPPER.to_stored_event(event)))  # less its checksum
     dumped = event.model_dump(exclude={"originator_id", "originator_version"})
     if getattr(type(event), "class_version", 1) > 1:
         dumped["class_version"] = type(event).class_version  # type: ignore[attr-defined]
@@ -125,7 +126,7 @@ def test_a_version_1_channel_event_upcasts_to_no_open_effects_and_keeps_the_rest
         "fingerprint",  # the command's fingerprint: none on events from before schema 4
     }
     assert event.model_dump(mode="json", exclude=identity_and_new) == stored
-    again = orjson.loads(MAPPER.to_stored_event(event).state)
+    again = orjson.loads(verified(MAPPER.to_stored_event(event)))
     assert (again["class_version"], again["open_effects"], again["usage"]) == (2, [], {})
     assert event.fingerprint is None
     assert event.stored_operation_id is None  # its record, if any, is an Operation row
