@@ -32,6 +32,10 @@ POISON = ("tests/contract/test_poison_and_retry_after.py",)
 WORKER = ("tests/contract/test_worker_stalls.py", "tests/contract/test_read_model_freshness.py")
 ASYNC_STORE = ("tests/contract/test_async_store.py",)
 ASYNC_WORKFLOWS = ("tests/contract/test_async_workflows.py",)
+BODY_CHECKSUMS = (
+    "tests/contract/test_body_checksums.py",
+    "tests/property/test_body_checksums.py",
+)
 MANY_RUNS = (
     "tests/contract/test_async_workflows.py"
     "::test_fifty_at_once_serve_two_hundred_sleeping_runs_in_seconds",
@@ -835,6 +839,47 @@ MUTANTS = [
         "= dump_{index}(values.pop({name!r}))",
         "stored bytes must not change: a field holding models would move to the end of the body",
         ("tests/property/test_encoders.py", "tests/unit/test_stored_event_fixtures.py"),
+    ),
+    # -- stored bodies' checksums (issue 28, item 4) ---------------------------------------
+    Mutant(
+        "body-checksum-unchecked",
+        "adapters/persistence/checksums.py",
+        "    if actual != recorded:",
+        "    if False:",
+        "a byte flipped in a recorded step result must be refused, not served as the result",
+        BODY_CHECKSUMS,
+    ),
+    Mutant(
+        "body-checksum-not-written",
+        "adapters/persistence/codec.py",
+        "        state=stamped(topic, originator_id, version, body),",
+        "        state=body,",
+        "a body written by this version must never be accepted without a checksum",
+        BODY_CHECKSUMS,
+    ),
+    Mutant(
+        "body-checksum-not-bound-to-its-row",
+        "adapters/persistence/checksums.py",
+        'digest = hashlib.sha256(b"%b|%b|%d|" % (topic.encode(), originator, version))',
+        "digest = hashlib.sha256()",
+        "a body copied to another row, or a changed topic or version, must be refused",
+        BODY_CHECKSUMS,
+    ),
+    Mutant(
+        "body-checksum-closing-unchecked",
+        "adapters/persistence/checksums.py",
+        " or state[-len(CLOSING) :] != CLOSING:",
+        ":",
+        "a changed byte at the very end of a body is a changed body too",
+        BODY_CHECKSUMS,
+    ),
+    Mutant(
+        "unfit-body-not-corruption",
+        "adapters/persistence/codec.py",
+        "        except (ValueError, TypeError, KeyError, AttributeError) as error:",
+        "        except () as error:",
+        "a damaged checksum member leaves a member no event has: CorruptionError, not a crash",
+        BODY_CHECKSUMS,
     ),
     # -- worker and read-model freshness ---------------------------------------------------
     Mutant(

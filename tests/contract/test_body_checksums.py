@@ -100,7 +100,7 @@ def test_on_an_encrypted_store_the_clear_metadata_around_sealed_contents_is_chec
 ) -> None:
     """AES-GCM authenticates the sealed contents only: the kind, token and ids are clear."""
     run = written(sealed_store)
-    row = flip(sealed_store, store_url, "Channel.Recorded", b'"kind":"step.result"')
+    row = flip(sealed_store, store_url, "Channel.Recorded", b'"kind":"step.result')
     every_channel_read_refuses(sealed_store, run, row)
 
     token = flip(sealed_store, store_url, "Operation.Completed", b'"token":1')
