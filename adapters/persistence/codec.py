@@ -149,8 +149,8 @@ class PydanticMapper(Mapper[Any]):
         body = verified(stored_event)
         try:
             state = self.transcoder.decode(body)
-        except ValueError:  # orjson's JSONDecodeError
-            state = None
+        except ValueError as error:  # orjson's JSONDecodeError
+            raise CorruptionError(where(stored_event), f"its body is not JSON ({error})") from None
         if not isinstance(state, dict):
             raise CorruptionError(where(stored_event), "its body is not a JSON object")
         return state

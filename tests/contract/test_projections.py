@@ -145,7 +145,8 @@ def test_poison_event_is_recorded_and_skipped(store: actae.Store, clock: actae.M
 
     (error,) = projector.errors()
     assert error["topic"] == "actae.domain.channel:Channel.Recorded"
-    assert "JSONDecodeError" in error["error"]
+    assert error["error"].startswith("CorruptionError: stored event of channel ")
+    assert "at cursor 1: its body is not JSON" in error["error"]
     assert str(after.run_id) in rows_by_run(projector)
     assert projector.position() == recorder.max_notification_id()
 
