@@ -424,7 +424,7 @@ class Worker:
         try:
             result = self._run_code(code, ctx)
             lease.ensure_held()
-            self.store.complete_run(run_id, run_result(result))
+            self._complete(ctx, run_result(result))
         except ValidationError as invalid:  # the same code fails the same way: final
             return self._fail(run_id, invalid), None
         except ActaeError as stop:
@@ -436,6 +436,18 @@ class Worker:
                 raise  # the store's database, not the run: the pass is tried again later
             return self._fail(run_id, error), None  # the workflow's own bug fails its run
         return "completed", None
+
+    def _complete(self, ctx: RunContext, result: dict[str, Any]) -> None:
+        """Complete the run; one paused or cancelled while its last step ran stops instead.
+
+        That step's result is recorded (``ctx.step``): the end of the workflow is a boundary
+        like any other, and the run waits there for ``unpause`` rather than cooling down.
+        """
+        try:
+            self.store.complete_run(ctx.run_id, result)
+        except IllegalTransitionError:
+            ctx.checkpoint()  # raises RunStoppedError for a run that may not go on
+            raise
 
     def _run_code(self, code: Workflow, ctx: RunContext) -> object:
         """The workflow's result: called with ``ctx``, or awaited with its async face."""
