@@ -857,7 +857,7 @@ MUTANTS = [
         "worker-config-fails-runs",
         "adapters/runtime/worker.py",
         """        except ActaeError as stop:
-            return describe_stop(stop), cooldown_for(stop, self.store.now())
+            return describe_stop(stop), cooldown_for(stop, self.store.now(), cursor=seen)
         ctx.lease, ctx.outage""",
         """        except ValidationError as stop:
             return self._fail(run_id, stop), None

@@ -36,8 +36,12 @@ def sample() -> dict[str, Any]:
     return {"text": "a sampled answer"}
 
 
+def after() -> str:
+    note("after")
+    return "done"
+
+
 @actae.workflow("pausable")
 def pausable(ctx: actae.RunContext) -> dict[str, Any]:
     answer = ctx.step("sample", sample, usage=USAGE)
-    after = ctx.step("after", lambda: note("after") or "done")
-    return {"answer": answer, "after": after}
+    return {"answer": answer, "after": ctx.step("after", after)}
