@@ -142,3 +142,18 @@ def test_a_worker_leaves_a_run_paused_in_its_last_step_paused_and_finishes_it_af
     assert (done.status, done.result) == (actae.RunStatus.COMPLETED, {"text": "a sampled answer"})
     assert calls == ["sample"]
     assert done.usage == USAGE
+
+
+def test_a_rivals_step_written_meanwhile_still_refuses_the_record(store: actae.Store) -> None:
+    """Only notes are moved past: another worker's step means it drives the run now."""
+    run = store.start_run("rival", agent_id="a", state={})
+    ctx = store.resume(run.run_id, worker="w")
+
+    def overtaken() -> str:
+        store.resume(run.run_id, worker="w2").step("rival", lambda: "theirs")
+        return "ours"
+
+    with pytest.raises(actae.ConflictError):
+        ctx.step("ours", overtaken)
+    names = [e.contents()["name"] for e in store.events(run.channel_id) if e.kind == "step.result"]
+    assert names == ["rival"]
