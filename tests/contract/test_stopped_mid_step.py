@@ -157,3 +157,37 @@ def test_a_rivals_step_written_meanwhile_still_refuses_the_record(store: actae.S
         ctx.step("ours", overtaken)
     names = [e.contents()["name"] for e in store.events(run.channel_id) if e.kind == "step.result"]
     assert names == ["rival"]
+
+
+async def test_an_awaited_step_paused_under_an_async_worker_runs_once(
+    store_url: str, clock: actae.ManualClock
+) -> None:
+    """The same with a coroutine step under ``AsyncWorker``: paused while it is awaited."""
+    calls: list[str] = []
+    workflows = actae.Registry()
+    async with actae.open_async(store_url, clock=clock) as store:
+        run = await store.start_run("awaited", agent_id="async-sampler", state={})
+
+        async def sample() -> dict[str, Any]:
+            calls.append("sample")
+            if len(calls) == 1:
+                await store.pause(run.run_id, actor="ops", reason="look")
+            return {"text": "a sampled answer"}
+
+        @workflows.workflow("async-sampler")
+        async def sampler(ctx: actae.AsyncRunContext) -> dict[str, Any]:
+            answer = await ctx.step("sample", sample, usage=USAGE)
+            return {"answer": answer, "after": await ctx.step("after", lambda: "done")}
+
+        worker = actae.AsyncWorker(store, name="w", registry=workflows)
+        await worker.run_until_idle()
+        assert (await store.run(run.run_id)).status is actae.RunStatus.PAUSED
+        await store.unpause(run.run_id, actor="ops", reason="fine")
+        await worker.run_once()
+        done = await store.run(run.run_id)
+    assert (done.status, done.result) == (
+        actae.RunStatus.COMPLETED,
+        {"answer": {"text": "a sampled answer"}, "after": "done"},
+    )
+    assert calls == ["sample"]
+    assert done.usage == USAGE
