@@ -77,6 +77,7 @@ def cooldown_for(stop: ActaeError, now: datetime, *, cursor: int | None) -> Cool
 
 
 def _cooldown_for(stop: ActaeError, now: datetime) -> Cooldown | None:
+    """The clocks' part of ``cooldown_for``: when the reason for ``stop`` can have ended."""
     if isinstance(stop, RunSuspended | RunStoppedError):
         return None
     if isinstance(stop, LeaseHeldError):

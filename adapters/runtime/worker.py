@@ -10,7 +10,8 @@ who should work on a run, and ``expected_cursor`` and fencing tokens refuse a st
 writes even if it comes back.
 
 A worker never spins and never stays silent: a run that cannot advance is left alone until
-the reason ends on the store's clock (a lease's expiry, a retry's due time); each worker
+the reason ends on the store's clock (a lease's expiry, a retry's due time) or a new event
+on its channel (an operator's override, unpause, approval, signal or retry); each worker
 advertises the agents it runs (``actae_worker_agents``), so run_status names a running run
 that no live worker serves, and the worker logs such a run once; a ``ValidationError`` from
 workflow code fails the run, since running the same code again fails the same way.
