@@ -159,6 +159,10 @@ class BlockingAsyncStore:
     def __getattr__(self, name: str) -> Any:
         return getattr(Blocking(self._loop, self.async_store, self.async_store.sync), name)
 
+    def on_loop(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Await ``coroutine`` on the store's loop (an ``AsyncWorker``'s pass); its result."""
+        return self._loop.run(coroutine)
+
     def subscribe(self, *args: Any, **kwargs: Any) -> BlockingSubscription:
         """Entered at once, so a bad argument fails here, as ``Store.subscribe`` does."""
         subscription = BlockingSubscription(self._loop, self.async_store.subscribe(*args, **kwargs))

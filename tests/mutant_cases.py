@@ -36,6 +36,11 @@ BODY_CHECKSUMS = (
     "tests/contract/test_body_checksums.py",
     "tests/property/test_body_checksums.py",
 )
+STOPPED_MID_STEP = ("tests/contract/test_stopped_mid_step.py",)
+COOLDOWNS = (
+    "tests/contract/test_cooldowns_end_on_events.py",
+    "tests/contract/test_worker_stalls.py",
+)
 MANY_RUNS = (
     "tests/contract/test_async_workflows.py"
     "::test_fifty_at_once_serve_two_hundred_sleeping_runs_in_seconds",
@@ -902,13 +907,72 @@ MUTANTS = [
         "worker-config-fails-runs",
         "adapters/runtime/worker.py",
         """        except ActaeError as stop:
-            return describe_stop(stop), cooldown_for(stop, self.store.now())
+            return describe_stop(stop), cooldown_for(stop, self.store.now(), cursor=seen)
         ctx.lease, ctx.outage""",
         """        except ValidationError as stop:
             return self._fail(run_id, stop), None
         ctx.lease, ctx.outage""",
         "a worker's own invalid pins must not fail the runs it touches",
         WORKER,
+    ),
+    # -- issue 28 items 5 and 6: a stop during a step; cooldowns that an event ends ----------
+    Mutant(
+        "step-result-dropped-after-a-pause",
+        "adapters/runtime/context.py",
+        "                if self._head.cursor <= seen:  # not moved past notes: a rival's write",
+        "                if True:",
+        "a step that finished after a pause or cancel must be recorded, not sampled again",
+        STOPPED_MID_STEP,
+    ),
+    Mutant(
+        "step-recorded-past-a-rival",
+        "adapters/runtime/context.py",
+        """                seen = self._head.cursor
+                self._adopt_notes()""",
+        """                seen = self._head.cursor
+                self._refresh()""",
+        "only notes are moved past: another worker's write means it drives the run now",
+        STOPPED_MID_STEP,
+    ),
+    Mutant(
+        "paused-last-step-cools-down",
+        "adapters/runtime/worker.py",
+        "            ctx.checkpoint()  # raises RunStoppedError for a run that may not go on",
+        "            pass",
+        "a run paused during its last step stops at the boundary, with no cooldown to wait out",
+        STOPPED_MID_STEP,
+    ),
+    Mutant(
+        "cooldown-outlives-new-events",
+        "adapters/runtime/outcomes.py",
+        "        return head is not None and self.cursor is not None and head > self.cursor",
+        "        return False",
+        "an operator's override, unpause, approval, signal or retry must end the cooldown",
+        COOLDOWNS,
+    ),
+    Mutant(
+        "cooldown-ends-on-its-own-head",
+        "adapters/runtime/outcomes.py",
+        "        return head is not None and self.cursor is not None and head > self.cursor",
+        "        return head is not None and self.cursor is not None and head >= self.cursor",
+        "without a new event the cooldown holds: a worker must not spin on a stuck run",
+        COOLDOWNS,
+    ),
+    Mutant(
+        "cooldown-blind-to-the-head",
+        "adapters/runtime/worker.py",
+        'next_retry_at, head_cursor "',
+        'next_retry_at "',
+        "the pass's candidates carry the head that ends a stale cooldown, at no extra trip",
+        COOLDOWNS,
+    ),
+    Mutant(
+        "cooldown-forgets-its-head",
+        "adapters/runtime/worker.py",
+        "            cursor = ctx.head.cursor",
+        "            cursor = 0",
+        "the cooldown remembers the head the context had seen: an older one ends it at once",
+        COOLDOWNS,
     ),
     Mutant(
         "dead-workers-still-serve",

@@ -21,6 +21,7 @@ from actae.adapters.runtime.context_retries import StepRetries
 from actae.adapters.telemetry.runs import RunTrace
 from actae.domain.effects import STEP_RESULT, Claim, RetryPolicy, workflow_result
 from actae.domain.errors import (
+    ConflictError,
     RunStoppedError,
     RunSuspended,
     ValidationError,
@@ -245,15 +246,17 @@ class RunContext(StepRetries, EffectSteps, Inherited):
                     )
                 )
                 self._refresh()
-            receipt = self._durably(
-                lambda: self.store.record(
-                    self.run.channel_id,
-                    kind=STEP_RESULT,
-                    payload={"name": name, "value": value},
-                    expected_cursor=self._head.cursor,
-                    operation_id=key,
-                    usage=usage,
-                    redact=self.redact,
+            receipt = self._past_notes(
+                lambda: self._durably(
+                    lambda: self.store.record(
+                        self.run.channel_id,
+                        kind=STEP_RESULT,
+                        payload={"name": name, "value": value},
+                        expected_cursor=self._head.cursor,
+                        operation_id=key,
+                        usage=usage,
+                        redact=self.redact,
+                    )
                 )
             )
         except ValidationError as error:
@@ -262,6 +265,24 @@ class RunContext(StepRetries, EffectSteps, Inherited):
             raise ValidationError(f"step {name!r}", reason) from error
         self._adopt(receipt)
         return receipt
+
+    def _past_notes(self, write: Callable[[], T]) -> T:
+        """``write()``, written again past the notes that others put on the channel meanwhile.
+
+        A step's result was paid for (a model sampled, tokens spent): a pause, a cancel, a
+        signal or an effect's settlement noted while ``fn`` ran must not throw it away, or
+        the step runs again after ``unpause``. The run then stops at the next boundary, with
+        the result and its usage in history. Anything else written after our head means
+        another worker drives the run, and the refusal stands.
+        """
+        while True:
+            try:
+                return write()
+            except ConflictError:
+                seen = self._head.cursor
+                self._adopt_notes()
+                if self._head.cursor <= seen:  # not moved past notes: a rival's write
+                    raise
 
     def record(self, kind: str, payload: dict[str, Any]) -> Receipt:
         """Record an event on the run's channel (once, also across re-runs)."""

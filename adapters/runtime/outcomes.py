@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -39,28 +39,45 @@ class Cooldown:
     ``until`` is on the store's clock, which leases and retry times are on (a virtual clock
     in tests and drills); ``or_after`` is a ``time.monotonic()`` moment that also ends a
     short pause whose reason is not tied to the store's clock (infinite when it is).
+    ``cursor`` is the run's channel head the worker had seen when the run stopped: any
+    later event (an operator's override, unpause, approval, signal or retry, a settled
+    effect) may be what the run waited for, so it ends the cooldown at once. The cooldown
+    only saves a turn; the store decides whether the run advances.
     """
 
     until: datetime
     or_after: float = math.inf
+    cursor: int | None = None
 
     @classmethod
     def short(cls, now: datetime, seconds: float) -> Cooldown:
         """A pause of ``seconds`` on whichever clock passes them first."""
         return cls(now + timedelta(seconds=seconds), time.monotonic() + seconds)
 
-    def over(self, now: datetime) -> bool:
-        """Whether the run may be tried again at ``now`` (store time)."""
-        return now >= self.until or time.monotonic() >= self.or_after
+    def over(self, now: datetime, head: int | None = None) -> bool:
+        """Whether the run may be tried again at ``now`` (store time), its head at ``head``."""
+        return now >= self.until or time.monotonic() >= self.or_after or self.moved_past(head)
+
+    def moved_past(self, head: int | None) -> bool:
+        """Whether the run's channel has an event the worker had not seen when it stopped."""
+        return head is not None and self.cursor is not None and head > self.cursor
 
 
-def cooldown_for(stop: ActaeError, now: datetime) -> Cooldown | None:
-    """How long a run that stopped with ``stop`` cannot advance (None: it moved on).
+def cooldown_for(stop: ActaeError, now: datetime, *, cursor: int | None) -> Cooldown | None:
+    """How long a run that stopped with ``stop`` at ``cursor`` cannot advance (None: it moved on).
 
     A suspended or stopped run left the runnable set: the read model stops offering it,
     and it must run as soon as it is woken or unpaused. Everything else would fail the same
-    way at once: a dead worker's effect lease until it expires, a retry until it is due.
+    way at once, until a new event on the run's channel (after ``cursor``, the head the
+    worker had seen) or: a dead worker's effect lease until it expires, a retry until it
+    is due.
     """
+    found = _cooldown_for(stop, now)
+    return None if found is None else replace(found, cursor=cursor)
+
+
+def _cooldown_for(stop: ActaeError, now: datetime) -> Cooldown | None:
+    """The clocks' part of ``cooldown_for``: when the reason for ``stop`` can have ended."""
     if isinstance(stop, RunSuspended | RunStoppedError):
         return None
     if isinstance(stop, LeaseHeldError):

@@ -10,7 +10,8 @@ who should work on a run, and ``expected_cursor`` and fencing tokens refuse a st
 writes even if it comes back.
 
 A worker never spins and never stays silent: a run that cannot advance is left alone until
-the reason ends on the store's clock (a lease's expiry, a retry's due time); each worker
+the reason ends on the store's clock (a lease's expiry, a retry's due time) or a new event
+on its channel (an operator's override, unpause, approval, signal or retry); each worker
 advertises the agents it runs (``actae_worker_agents``), so run_status names a running run
 that no live worker serves, and the worker logs such a run once; a ``ValidationError`` from
 workflow code fails the run, since running the same code again fails the same way.
@@ -30,7 +31,7 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
@@ -132,9 +133,10 @@ RETENTION_EVERY = 600.0
 """Seconds between a worker's retention passes, by default (few policies run out faster)."""
 workflow = REGISTRY.workflow
 CANDIDATES = (
-    "SELECT run_id, agent_id, lifecycle, status, unserved, wake_at, next_retry_at "
+    "SELECT run_id, agent_id, lifecycle, status, unserved, wake_at, next_retry_at, head_cursor "
     "FROM run_status WHERE lifecycle IN ('running', 'waiting') ORDER BY created_at"
 )
+"""The runs a pass may serve; ``head_cursor`` ends a cooldown that an event made stale."""
 
 
 class Worker:
@@ -286,7 +288,9 @@ class Worker:
             if is_transient(error):
                 raise  # the database, not the run: the whole pass waits for it
             run_id = str(row["run_id"])
-            self._cooldowns[run_id] = Cooldown.short(now, COOLDOWN)
+            self._cooldowns[run_id] = replace(
+                Cooldown.short(now, COOLDOWN), cursor=row.get("head_cursor")
+            )
             self._warn(f"run {run_id}: not advanced: {printable(repr(error))}", run_id=run_id)
             return 0
 
@@ -308,7 +312,7 @@ class Worker:
                     level=logging.WARNING,
                 )
             return woke
-        if self._runnable(row, now) and self._take(row["run_id"], code):
+        if self._runnable(row, now) and self._take(row, code):
             return woke + 1
         return woke
 
@@ -328,7 +332,7 @@ class Worker:
             return False
         cooldown = self._cooldowns.get(str(row["run_id"]))
         if cooldown is not None:
-            if not cooldown.over(now):
+            if not cooldown.over(now, row.get("head_cursor")):
                 return False
             del self._cooldowns[str(row["run_id"])]
         return row["status"] != "retrying" or is_due(row["next_retry_at"], now)
@@ -342,8 +346,9 @@ class Worker:
         self.store.projector().db.advertise(self.name, self.registry.names(), until)
         self._advertised_until = until
 
-    def _take(self, run_id: Any, code: Workflow) -> bool:
+    def _take(self, row: Mapping[str, Any], code: Workflow) -> bool:
         """Run the workflow under the run's lease; whether the run advanced."""
+        run_id = row["run_id"]
         db = self.store.projector().db
         sent = time.monotonic()  # first: the lease is never thought valid beyond its expiry
         now = self.store.now()
@@ -362,7 +367,7 @@ class Worker:
             on_beat=self._keep_advertising,
         ).start()
         try:
-            outcome, cooldown = self._execute(run_id, code, lease)
+            outcome, cooldown = self._execute(run_id, code, lease, row.get("head_cursor"))
         finally:
             lease.stop()
             self._release(run_id, token)
@@ -396,10 +401,13 @@ class Worker:
         for run_id, token in list(self._unreleased.values()):
             self._release(run_id, token)
 
-    def _execute(self, run_id: Any, code: Workflow, lease: RunLease) -> tuple[str, Cooldown | None]:
+    def _execute(
+        self, run_id: Any, code: Workflow, lease: RunLease, seen: int | None
+    ) -> tuple[str, Cooldown | None]:
         """Resume the run and run its workflow from the top, in the run's own trace.
 
-        Returns what happened, and how long to leave the run be.
+        Returns what happened, and how long to leave the run be (``seen``: the run's head as
+        the pass found it, the cooldown's cursor if the run cannot even be resumed).
         """
         try:  # a resume refused (say, this worker's pins are invalid) is not the run's fault
             ctx = self.store.resume(
@@ -410,7 +418,7 @@ class Worker:
                 redact=code.redact,
             )
         except ActaeError as stop:
-            return describe_stop(stop), cooldown_for(stop, self.store.now())
+            return describe_stop(stop), cooldown_for(stop, self.store.now(), cursor=seen)
         ctx.lease, ctx.outage = lease, self._outage_of(run_id)
         with taking(ctx.run, worker=self.name) as turn:
             outcome, cooldown = self._finish(run_id, code, ctx, lease)
@@ -424,11 +432,12 @@ class Worker:
         try:
             result = self._run_code(code, ctx)
             lease.ensure_held()
-            self.store.complete_run(run_id, run_result(result))
+            self._complete(ctx, run_result(result))
         except ValidationError as invalid:  # the same code fails the same way: final
             return self._fail(run_id, invalid), None
-        except ActaeError as stop:
-            return describe_stop(stop), cooldown_for(stop, self.store.now())
+        except ActaeError as stop:  # cooled down until an event the context had not seen
+            cursor = ctx.head.cursor
+            return describe_stop(stop), cooldown_for(stop, self.store.now(), cursor=cursor)
         except concurrent.futures.CancelledError:  # an async workflow's task was cancelled
             return "stopped: cancelled (left as a killed worker leaves it)", None
         except Exception as error:
@@ -436,6 +445,18 @@ class Worker:
                 raise  # the store's database, not the run: the pass is tried again later
             return self._fail(run_id, error), None  # the workflow's own bug fails its run
         return "completed", None
+
+    def _complete(self, ctx: RunContext, result: dict[str, Any]) -> None:
+        """Complete the run; one paused or cancelled while its last step ran stops instead.
+
+        That step's result is recorded (``ctx.step``): the end of the workflow is a boundary
+        like any other, and the run waits there for ``unpause`` rather than cooling down.
+        """
+        try:
+            self.store.complete_run(ctx.run_id, result)
+        except IllegalTransitionError:
+            ctx.checkpoint()  # raises RunStoppedError for a run that may not go on
+            raise
 
     def _run_code(self, code: Workflow, ctx: RunContext) -> object:
         """The workflow's result: called with ``ctx``, or awaited with its async face."""
