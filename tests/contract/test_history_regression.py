@@ -140,3 +140,27 @@ def test_a_fencing_token_below_the_one_granted_stops_the_process(durable_url: st
         )
         with pytest.raises(actae.HistoryRegressedError):
             here.complete(KEY, token=2, worker="w2", result={"charge_id": "ch_2"})
+
+
+def test_a_worker_that_meets_a_regressed_history_stops_and_says_so(
+    store: actae.Store, store_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Step a is recorded, then lost while step b runs: the worker stops, run_status says why."""
+    workflows = actae.Registry()
+
+    @workflows.workflow("lossy")
+    def lossy(ctx: actae.RunContext) -> None:
+        ctx.step("a", lambda: 1)
+        ctx.step("b", lambda: lose_events_after(store, store_url, ctx.run.channel_id, 1))
+
+    run = store.start_run("lossy", agent_id="lossy", state={})
+    worker = actae.Worker(store, name="w1", registry=workflows, retention_every=None)
+    with caplog.at_level(logging.ERROR), pytest.raises(actae.HistoryRegressedError) as caught:
+        worker.run()
+    assert (caught.value.channel, caught.value.found) == (run.channel_id, 1)
+    assert stored_versions(store, run.channel_id) == [1]
+    said = [r.getMessage() for r in caplog.records if r.name == "actae.worker"]
+    assert any("stopping: " in line and "history regressed" in line for line in said), said
+    rows = store.projector().query("SELECT run_id, next_action FROM run_status")
+    (action,) = [row["next_action"] for row in rows if str(row["run_id"]) == str(run.run_id)]
+    assert action.startswith("history regressed: "), action
