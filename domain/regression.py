@@ -29,6 +29,8 @@ from actae.domain.errors import HistoryRegressedError
 from actae.domain.operation import Operation
 from actae.domain.ports import EventLog, OperationRows, Request
 
+Floor = tuple[int, int]
+"""The highest version and fencing token seen of one aggregate (0: none)."""
 DEFAULT_MAX_AGGREGATES = 100_000
 """Aggregates remembered at once (an int each); the oldest entered are forgotten first."""
 
@@ -55,25 +57,32 @@ class SeenHistory:
                 if token > self._tokens.get(aggregate_id, 0):
                     self._remember(self._tokens, aggregate_id, token)
 
-    def ensure_not_behind(self, events: Sequence[DomainEvent]) -> None:
-        """Refuse a read that ends at an aggregate's newest event below what was seen.
+    def floor(self, aggregate_id: UUID) -> Floor:
+        """What was seen of ``aggregate_id`` so far: (version, fencing token), 0 for none.
+
+        Taken *before* a read is sent: a write this process commits while the read is on
+        its way may be newer than what the read returns, and is no regression.
+        """
+        return self._versions.get(aggregate_id, 0), self._tokens.get(aggregate_id, 0)
+
+    def ensure_not_behind(self, events: Sequence[DomainEvent], floor: Floor) -> None:
+        """Refuse a read that ends at an aggregate's newest event below ``floor``.
 
         ``events`` are one aggregate's, oldest first, up to its newest stored event (a
-        head read, or all of its history). The newest fencing token is only known from a
-        whole history.
+        head read, or all of its history); ``floor`` is :meth:`floor` from before the read.
+        The newest fencing token is only known from a whole history.
         """
         if not events:
             return
         newest = events[-1]
-        aggregate_id = newest.originator_id
-        seen = self._versions.get(aggregate_id, 0)
+        seen, granted = floor
         if newest.originator_version < seen:
             self._latch(events, seen, newest.originator_version, "cursor")
-        granted = self._tokens.get(aggregate_id, 0)
         if granted and events[0].originator_version == 1:
             token = max((e.token for e in events if isinstance(e, Operation.Claimed)), default=0)
             if token < granted:
-                self._latch(events, granted, token, f"fencing token of effect {aggregate_id}")
+                what = f"fencing token of effect {newest.originator_id}"
+                self._latch(events, granted, token, what)
         self.saw(events)
 
     def _latch(self, events: Sequence[DomainEvent], seen: int, found: int, what: str) -> None:
@@ -98,6 +107,11 @@ def channel_of(events: Sequence[DomainEvent]) -> UUID:
     return channel_id if isinstance(channel_id, UUID) else first.originator_id
 
 
+def aggregate_of(request: Request) -> UUID:
+    """The aggregate whose events a ``together`` request reads first."""
+    return request.aggregate_id if isinstance(request, OperationRows) else request[0]
+
+
 class WatchedLog:
     """An :class:`~actae.domain.ports.EventLog` whose reads are checked against what was seen.
 
@@ -119,25 +133,24 @@ class WatchedLog:
         limit: int | None = None,
     ) -> Iterator[DomainEvent]:
         """The log's ``stream``, checked when it reads up to the aggregate's newest event."""
+        newest = lte is None and (desc or limit is None)  # the read ends at the newest event
+        floor = self._seen.floor(originator_id)
         events = list(self._log.stream(originator_id, gt=gt, lte=lte, desc=desc, limit=limit))
-        if lte is None and (desc or limit is None):  # it ends at the newest event
-            self._seen.ensure_not_behind(events[::-1] if desc else events)
+        if newest:
+            self._seen.ensure_not_behind(events[::-1] if desc else events, floor)
         else:
             self._seen.saw(events)
         return iter(events)
 
     def together(self, requests: Sequence[Request]) -> list[list[DomainEvent]]:
         """The log's ``together``; each request reads up to its aggregate's newest event."""
+        floors = [self._seen.floor(aggregate_of(request)) for request in requests]
         found = self._log.together(requests)
-        for request, events in zip(requests, found, strict=True):
-            if (
-                isinstance(request, OperationRows)
-                and events[:1]
-                and isinstance(events[0], Channel.Event)
-            ):
-                self._seen.saw(events)  # a record's row, not its channel's head
+        for request, floor, events in zip(requests, floors, found, strict=True):
+            if events and events[-1].originator_id != aggregate_of(request):
+                self._seen.saw(events)  # a record's row on its channel: not that channel's head
             else:
-                self._seen.ensure_not_behind(events)
+                self._seen.ensure_not_behind(events, floor)
         return found
 
     def in_order(

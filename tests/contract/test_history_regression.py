@@ -10,6 +10,7 @@ more. Rows are deleted behind the store's back (``tests/history_loss.py``).
 from __future__ import annotations
 
 import logging
+import threading
 
 import pytest
 from eventsourcing.persistence import IntegrityError, StoredEvent
@@ -19,6 +20,8 @@ from actae.domain.operation import Operation
 from tests.history_loss import lose_events_after
 
 KEY = "invoice-42:charge"
+WATCHDOG = 30.0
+"""Seconds after which a worker that did not stop on its own is stopped (and the test fails)."""
 
 
 def stored_versions(store: actae.Store, aggregate_id: object) -> list[int]:
@@ -155,9 +158,15 @@ def test_a_worker_that_meets_a_regressed_history_stops_and_says_so(
 
     run = store.start_run("lossy", agent_id="lossy", state={})
     worker = actae.Worker(store, name="w1", registry=workflows, retention_every=None)
-    with caplog.at_level(logging.ERROR), pytest.raises(actae.HistoryRegressedError) as caught:
-        worker.run()
+    watchdog = threading.Timer(WATCHDOG, worker.request_stop)  # a worker that goes on
+    watchdog.start()
+    try:
+        with caplog.at_level(logging.ERROR), pytest.raises(actae.HistoryRegressedError) as caught:
+            worker.run()
+    finally:
+        watchdog.cancel()
     assert (caught.value.channel, caught.value.found) == (run.channel_id, 1)
+    assert worker.outcomes == []  # stopped inside the run, not after it as an outcome
     assert stored_versions(store, run.channel_id) == [1]
     said = [r.getMessage() for r in caplog.records if r.name == "actae.worker"]
     assert any("stopping: " in line and "history regressed" in line for line in said), said
