@@ -29,6 +29,7 @@ MIGRATION_TESTS = ("tests/integration/test_migrations.py",)
 DRILL = ("tests/integration/test_drill.py", "tests/unit/test_drill_outages.py")
 CLOCK = ("tests/unit/test_clock.py", "tests/integration/test_clock_skew.py")
 REGRESSION = ("tests/contract/test_history_regression.py",)
+REGRESSION_FLOOR = ("tests/unit/test_regression_floor.py",)
 
 FAULT_MUTANTS = [
     # -- processes that ride out outages --------------------------------------------------
@@ -770,5 +771,17 @@ FAULT_MUTANTS = [
         "            THEN 'continue'\n",
         "run_status must say that a run's history regressed",
         REGRESSION,
+    ),
+    Mutant(
+        "regression-floor-after-the-read",
+        "domain/regression.py",
+        "        floor = self._seen.floor(originator_id)\n"
+        "        events = list(self._log.stream(originator_id, gt=gt, lte=lte, desc=desc,"
+        " limit=limit))\n",
+        "        events = list(self._log.stream(originator_id, gt=gt, lte=lte, desc=desc,"
+        " limit=limit))\n        floor = self._seen.floor(originator_id)\n",
+        "a write this process commits while a read is on its way is newer than the read's"
+        " answer: taken after the read, the floor would stop racing writers for nothing",
+        REGRESSION_FLOOR,
     ),
 ]
