@@ -784,4 +784,12 @@ FAULT_MUTANTS = [
         " answer: taken after the read, the floor would stop racing writers for nothing",
         REGRESSION_FLOOR,
     ),
+    Mutant(
+        "async-worker-goes-on-after-regression",
+        "adapters/runtime/async_worker.py",
+        "if isinstance(error, HistoryRegressedError):  # the store lost history",
+        "if False:  # the store lost history",
+        "an AsyncWorker that meets a regressed store must stop as Worker does, not idle on",
+        REGRESSION,
+    ),
 ]

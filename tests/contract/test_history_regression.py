@@ -9,6 +9,7 @@ more. Rows are deleted behind the store's back (``tests/history_loss.py``).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 
@@ -173,3 +174,24 @@ def test_a_worker_that_meets_a_regressed_history_stops_and_says_so(
     rows = store.projector().query("SELECT run_id, next_action FROM run_status")
     (action,) = [row["next_action"] for row in rows if str(row["run_id"]) == str(run.run_id)]
     assert action.startswith("history regressed: "), action
+
+
+async def test_an_async_worker_that_meets_a_regressed_history_stops(store_url: str) -> None:
+    """``AsyncWorker.run`` raises the error, as ``Worker.run`` does, and run_status says why."""
+    workflows = actae.Registry()
+    async with actae.open_async(store_url) as store:
+
+        @workflows.workflow("lossy")
+        async def lossy(ctx: actae.AsyncRunContext) -> None:
+            await ctx.step("a", lambda: 1)
+            lose = lambda: lose_events_after(store.sync, store_url, ctx.run.channel_id, 1)  # noqa: E731
+            await ctx.step("b", lose)
+
+        run = await store.start_run("lossy", agent_id="lossy", state={})
+        worker = actae.AsyncWorker(store, name="w1", registry=workflows, retention_every=None)
+        with pytest.raises(actae.HistoryRegressedError) as caught:
+            await asyncio.wait_for(worker.run(), WATCHDOG)
+        assert (caught.value.channel, caught.value.found) == (run.channel_id, 1)
+        rows = store.sync.projector().query("SELECT run_id, next_action FROM run_status")
+        (action,) = [row["next_action"] for row in rows if str(row["run_id"]) == str(run.run_id)]
+        assert action.startswith("history regressed: "), action
