@@ -169,6 +169,32 @@ class CorruptionError(ActaeError):
         super().__init__(f"{what}: {detail}")
 
 
+class HistoryRegressedError(CorruptionError):
+    """The store holds less history than this process saw: committed events are gone.
+
+    ``channel`` is the channel (for an effect, its run's channel), ``seen`` the cursor (or
+    fencing token) this process wrote or read, ``found`` what the store holds now. After a
+    failover to a standby that was behind, the store no longer proves what it proved; the
+    process accepts no more writes on its store (docs/outages.md, "Failovers that lose
+    commits").
+    """
+
+    code = "history_regressed"
+
+    def __init__(self, channel: Any, *, seen: int, found: int, what: str = "cursor") -> None:
+        self.channel = channel
+        self.seen = seen
+        self.found = found
+        self.measure = what
+        super().__init__(
+            f"channel {channel}",
+            f"history regressed: this process saw {what} {seen}, the store holds {found}; "
+            "committed events are missing (a failover to a standby that was behind?). "
+            "This store accepts no more writes in this process: restore the missing events "
+            "or accept their loss, then restart the processes (docs/outages.md)",
+        )
+
+
 class RetryNotDueError(ActaeError):
     """An effect failed and its next attempt is scheduled later; claiming now is refused."""
 

@@ -31,6 +31,7 @@ from actae.domain.plan import Plan, RaceLost, ask
 from actae.domain.ports import Codec
 from actae.domain.reader import StoreReader
 from actae.domain.redaction import Redactor, chain
+from actae.domain.regression import SeenHistory
 from actae.domain.validation import DEFAULT_MAX_DOCUMENT_BYTES, Document, require_document
 
 T = TypeVar("T")
@@ -49,6 +50,7 @@ class Core:
 
     ``heads`` are this process's guesses of channel heads (:mod:`actae.domain.heads`),
     ``effects`` of the effects it holds (:mod:`actae.domain.known_effects`),
+    ``seen`` how far it saw each aggregate's history go (:mod:`actae.domain.regression`),
     ``draw`` the source of retry jitter (a test pins it to make backoffs exact).
     """
 
@@ -56,6 +58,8 @@ class Core:
     max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES
     heads: HeadCache = field(default_factory=HeadCache)
     effects: KnownEffects = field(default_factory=KnownEffects)
+    seen: SeenHistory = field(default_factory=SeenHistory)
+    """The history this process saw (:mod:`actae.domain.regression`): a floor, not a guess."""
     draw: Callable[[], float] = random.random
     redact: Redactor | None = None
     """The store's redactor (``actae.open(redact=)``): run on every record and effect result."""

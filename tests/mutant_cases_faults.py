@@ -28,6 +28,8 @@ POSITIONS = ("tests/integration/test_positions.py",)
 MIGRATION_TESTS = ("tests/integration/test_migrations.py",)
 DRILL = ("tests/integration/test_drill.py", "tests/unit/test_drill_outages.py")
 CLOCK = ("tests/unit/test_clock.py", "tests/integration/test_clock_skew.py")
+REGRESSION = ("tests/contract/test_history_regression.py",)
+REGRESSION_FLOOR = ("tests/unit/test_regression_floor.py",)
 
 FAULT_MUTANTS = [
     # -- processes that ride out outages --------------------------------------------------
@@ -675,5 +677,119 @@ FAULT_MUTANTS = [
         " every statement on the events table for as long",
         MIGRATION_TESTS,
         postgres=True,
+    ),
+    # -- history that regresses (issue 28, item 1) ----------------------------------------
+    Mutant(
+        "predecessor-unchecked-postgres",
+        "adapters/persistence/postgres.py",
+        '                    " WHERE NOT EXISTS ({orphans})), "\n',
+        '                    "), "\n',
+        "a process that remembers a head the store lost would write past the hole",
+        REGRESSION,
+        postgres=True,
+    ),
+    Mutant(
+        "predecessor-in-batch-ignored-postgres",
+        "adapters/persistence/postgres.py",
+        '    " AND NOT EXISTS (SELECT 1 FROM e q WHERE q.originator_id = e.originator_id"\n'
+        '    " AND q.originator_version = e.originator_version - 1)"\n',
+        "",
+        "a write of several versions of one aggregate (an effect and its note) must count its"
+        " own earlier rows as predecessors",
+        REGRESSION,
+        postgres=True,
+    ),
+    Mutant(
+        "predecessor-unchecked-sqlite",
+        "adapters/persistence/offloaded.py",
+        "        refuse_orphans(stored_events, lambda s: self._holds_version_before(c, s))\n",
+        "",
+        "a SQLite write past a lost cursor must be refused inside its transaction",
+        REGRESSION,
+    ),
+    Mutant(
+        "predecessor-unchecked-memory",
+        "adapters/persistence/offloaded.py",
+        "lambda s: s.originator_version - 1 in index.get(",
+        "lambda s: True or s.originator_version - 1 in index.get(",
+        "the memory store must refuse a gap as the databases do",
+        REGRESSION,
+    ),
+    Mutant(
+        "regressed-head-believed",
+        "domain/regression.py",
+        "        if newest.originator_version < seen:\n",
+        "        if False:\n",
+        "a head below a cursor this process wrote must stop it, not be written on",
+        REGRESSION,
+    ),
+    Mutant(
+        "regressed-token-believed",
+        "domain/regression.py",
+        "            if token < granted:\n",
+        "            if False:\n",
+        "an effect whose newest token is below the one granted here was taken again by"
+        " someone the store could not fence",
+        REGRESSION,
+    ),
+    Mutant(
+        "regression-not-latched",
+        "adapters/runtime/service.py",
+        "        regressed = self.core.seen.regressed\n        if regressed is not None:\n",
+        "        regressed = self.core.seen.regressed\n        if False:\n",
+        "a process that found the store behind must take no new work, on any channel",
+        REGRESSION,
+    ),
+    Mutant(
+        "regression-not-logged",
+        "adapters/runtime/service.py",
+        '        log.error("%s", error, extra={"channel": str(error.channel)})\n',
+        "",
+        "a regression is said at ERROR, never silently",
+        REGRESSION,
+    ),
+    Mutant(
+        "worker-goes-on-after-regression",
+        "adapters/runtime/worker.py",
+        "        except HistoryRegressedError as regressed:  # the store, not the run",
+        "        except ZeroDivisionError as regressed:  # the store, not the run",
+        "a worker that meets a regressed store must stop, not cool the run down and go on",
+        REGRESSION,
+    ),
+    Mutant(
+        "workflow-regression-described",
+        "adapters/runtime/worker.py",
+        "invalid), None\n        except HistoryRegressedError:\n",
+        "invalid), None\n        except ZeroDivisionError:\n",
+        "a regression inside a workflow is the store's, not the run's: it must reach the loop",
+        REGRESSION,
+    ),
+    Mutant(
+        "regression-not-in-run-status",
+        "adapters/readside/readmodels.py",
+        "            THEN 'history regressed: ' || (SELECT g.detail {regressed})\n",
+        "            THEN 'continue'\n",
+        "run_status must say that a run's history regressed",
+        REGRESSION,
+    ),
+    Mutant(
+        "regression-floor-after-the-read",
+        "domain/regression.py",
+        "        floor = self._seen.floor(originator_id)\n"
+        "        events = list(self._log.stream(originator_id, gt=gt, lte=lte, desc=desc,"
+        " limit=limit))\n",
+        "        events = list(self._log.stream(originator_id, gt=gt, lte=lte, desc=desc,"
+        " limit=limit))\n        floor = self._seen.floor(originator_id)\n",
+        "a write this process commits while a read is on its way is newer than the read's"
+        " answer: taken after the read, the floor would stop racing writers for nothing",
+        REGRESSION_FLOOR,
+    ),
+    Mutant(
+        "async-worker-goes-on-after-regression",
+        "adapters/runtime/async_worker.py",
+        "if isinstance(error, HistoryRegressedError):  # the store lost history",
+        "if False:  # the store lost history",
+        "an AsyncWorker that meets a regressed store must stop as Worker does, not idle on",
+        REGRESSION,
     ),
 ]

@@ -26,6 +26,7 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLite
 
 from actae.adapters.persistence import operation_ids
 from actae.adapters.persistence.awaiting import off_the_loop
+from actae.adapters.persistence.predecessors import refuse_orphans
 
 
 class OffTheLoop(ApplicationRecorder):
@@ -95,6 +96,10 @@ class ActaeSQLiteRecorder(OffTheLoop, SQLiteApplicationRecorder):
         super().__init__(datastore, events_table_name)
         self.insert_events_statement = operation_ids.sqlite_insert_statement(self.events_table_name)
         self._select_operation = operation_ids.sqlite_select_statement(self.events_table_name)
+        self._select_version = (
+            f"SELECT 1 FROM {self.events_table_name}"  # noqa: S608 - our own table's name
+            " WHERE originator_id = ? AND originator_version = ?"
+        )
 
     def create_table(self) -> None:
         """The table (eventsourcing's), then its operation ids and their unique index.
@@ -126,7 +131,19 @@ class ActaeSQLiteRecorder(OffTheLoop, SQLiteApplicationRecorder):
                 ),
             )
             positions.append(c.lastrowid)
+        refuse_orphans(stored_events, lambda s: self._holds_version_before(c, s))
         return positions
+
+    def _holds_version_before(self, c: SQLiteCursor, s: StoredEvent) -> bool:
+        """Whether the table holds the version before ``s``'s (asked inside the write).
+
+        Asked after the inserts, so the write lock is already taken: a read first would
+        start the transaction as a reader that another writer can overtake.
+        """
+        originator_id = s.originator_id
+        key = originator_id.hex if isinstance(originator_id, UUID) else originator_id
+        c.execute(self._select_version, (key, s.originator_version - 1))
+        return c.fetchone() is not None
 
     def select_operation_row(self, operation_id: str) -> StoredEvent | None:
         """The row that carries ``operation_id``, if one does."""
@@ -151,7 +168,8 @@ class ActaeMemoryRecorder(OffTheLoop, POPOApplicationRecorder):
 
     A deleted event (retention's purge) leaves a hole at its position, so that positions
     keep their meaning; reads in global order step over holes. Operation ids are kept
-    unique as the other backends' index keeps them.
+    unique as the other backends' index keeps them, and every version after the first
+    needs its predecessor (:mod:`actae.adapters.persistence.predecessors`).
     """
 
     def __init__(self) -> None:
@@ -160,6 +178,10 @@ class ActaeMemoryRecorder(OffTheLoop, POPOApplicationRecorder):
 
     def _assert_uniqueness(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
         super()._assert_uniqueness(stored_events, **kwargs)
+        index = self._stored_events_index
+        refuse_orphans(
+            stored_events, lambda s: s.originator_version - 1 in index.get(str(s.originator_id), ())
+        )
         keys = operation_ids.carried_ids(stored_events)
         if len(set(keys)) < len(keys) or any(key in self._operation_rows for key in keys):
             msg = f"operation ids already recorded: {keys}"

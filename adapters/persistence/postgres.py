@@ -20,6 +20,10 @@ statements are sent:
   ``NOTIFY`` inside the write (which would serialize every commit of the cluster). Every
   writer of a store must use this recorder (``actae.open`` always does): the position
   column has no default (schema version 3), so a stock eventsourcing writer's insert fails.
+* **A write proves its predecessor.** The statement inserts nothing, and draws no
+  positions, if any event's previous version is neither stored nor in the same write
+  (:mod:`actae.adapters.persistence.predecessors`): one index lookup per event, in the
+  same statement, so a process that remembers a head the store lost cannot write past it.
 * **A write whose reply was lost is recognised, not repeated.** After a connection error
   the write is sent again; if the store refuses it because the rows exist and they equal
   what this call sent byte for byte, the first attempt committed and its positions are
@@ -87,15 +91,27 @@ from actae.adapters.persistence.lost_replies import (
 from actae.adapters.persistence.notifier import Notifier
 from actae.adapters.persistence.operation_ids import add_to_postgres, operation_id_of
 from actae.adapters.persistence.positions import BLOCK, Horizon
+from actae.adapters.persistence.predecessors import PredecessorMissing, first_orphan
 from actae.domain.ports import OperationRows, Request
 
 MAX_VALUES_ROWS = 64
 """Inserts of up to this many events send scalars and keep their rendered statement."""
 VALUES_ROW: Final = "(%s::{id_type}, %s::bigint, %s::text, %s::bytea, %s::text, {ordinal})"
 UNNEST_ROWS: Final = (
-    "unnest(%s::{id_type}[], %s::bigint[], %s::text[], %s::bytea[], %s::text[]) WITH ORDINALITY"
+    "SELECT * FROM unnest(%s::{id_type}[], %s::bigint[], %s::text[], %s::bytea[], %s::text[])"
+    " WITH ORDINALITY"
 )
 
+ORPHANS: Final = (
+    "SELECT 1 FROM e WHERE e.originator_version > 1"
+    " AND NOT EXISTS (SELECT 1 FROM {table} p WHERE p.originator_id = e.originator_id"
+    " AND p.originator_version = e.originator_version - 1)"
+    " AND NOT EXISTS (SELECT 1 FROM e q WHERE q.originator_id = e.originator_id"
+    " AND q.originator_version = e.originator_version - 1)"
+)
+"""The rows of a write whose predecessor is neither stored nor in the write: any of them
+and the write draws no block, so it inserts nothing (:mod:`~actae.adapters.persistence.
+predecessors`). The lookups use the primary key's index, inside the one statement."""
 TOGETHER_WHERE: Final[dict[bool | None, tuple[LiteralString, ...]]] = {
     True: ("originator_id = %s ORDER BY originator_version DESC LIMIT 1",),
     False: ("originator_id = %s",),
@@ -267,6 +283,10 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         because the rows exist, and they are byte for byte the rows this call sent, the
         first attempt committed and its positions are returned as if the reply had arrived
         (:mod:`actae.adapters.persistence.lost_replies`, docs/lost-replies.md).
+
+        A version whose predecessor the store does not hold is refused by the statement
+        itself, which then writes nothing: :class:`~actae.adapters.persistence.
+        predecessors.PredecessorMissing`.
         """
         if not stored_events:
             return None
@@ -306,6 +326,9 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
             positions = self._insert_again(stored_events, statement, params)
         else:
             positions = [row[0] for row in rows]
+        if len(positions) != len(stored_events):  # the guard drew no block: nothing written
+            orphan = first_orphan(stored_events, lambda _: False) or stored_events[0]
+            raise PredecessorMissing(orphan.originator_id, orphan.originator_version)
         self.notifier.poke()
         return positions
 
@@ -593,21 +616,22 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
                     SQL(VALUES_ROW).format(id_type=id_type, ordinal=Literal(ordinal))
                     for ordinal in range(count)
                 ]
-                source = SQL("(VALUES {rows})").format(rows=SQL(", ").join(rows))
+                source = SQL("VALUES {rows}").format(rows=SQL(", ").join(rows))
             else:
                 source = SQL(UNNEST_ROWS).format(id_type=id_type)
             rendered = (
                 SQL(
-                    "WITH block AS MATERIALIZED"
-                    " (SELECT nextval({sequence}::regclass) * {size} AS first), "
+                    "WITH e (originator_id, originator_version, topic, state, operation_id,"
+                    " ordinal) AS MATERIALIZED ({source}), "
+                    "block AS MATERIALIZED"
+                    " (SELECT nextval({sequence}::regclass) * {size} AS first"
+                    " WHERE NOT EXISTS ({orphans})), "
                     "inserted AS ("
                     " INSERT INTO {table} (notification_id, originator_id,"
                     " originator_version, topic, state, operation_id)"
                     " SELECT block.first + e.ordinal{shift},"
                     " e.originator_id, e.originator_version, e.topic, e.state, e.operation_id"
-                    " FROM block, {source}"
-                    " AS e(originator_id, originator_version, topic, state, operation_id,"
-                    " ordinal)"
+                    " FROM block, e"
                     " RETURNING notification_id) "
                     "SELECT notification_id AS written_position FROM inserted"
                     " ORDER BY notification_id"
@@ -618,6 +642,7 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
                     table=self._table,
                     shift=SQL("" if count <= MAX_VALUES_ROWS else " - 1"),
                     source=source,
+                    orphans=SQL(ORPHANS).format(table=self._table),
                 )
                 .as_string()
             )

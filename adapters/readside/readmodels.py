@@ -32,6 +32,7 @@ from actae.adapters.persistence.clock import wall_clock
 from actae.adapters.readside.grants import regrant
 from actae.adapters.readside.schema import (
     ERRORS,
+    REGRESSIONS,
     TRACKING,
     PostgresSchema,
     SchemaMethods,
@@ -77,6 +78,8 @@ def _refresh_sql(effects: str, runs: str, where: str) -> str:
     ``in_doubt_effects`` counts what ``next_action`` would ask to reconcile. ``status`` is the
     run's lifecycle, or for a running run what its effects make it (the
     domain's rule, :func:`actae.domain.values.held_back_status`, rendered as SQL).
+    A run whose channel a process found behind what it saw (``actae_regressions``) says
+    ``history regressed: ...`` before anything else it might wait for.
     """
     mine = f"FROM {effects} e WHERE e.run_id = {runs}.run_id"
     review = _status_is(EffectStatus.NEEDS_REVIEW)
@@ -86,6 +89,7 @@ def _refresh_sql(effects: str, runs: str, where: str) -> str:
         f"AND replace(e.effect_key, '{STEP_ATTEMPTS}', '') = e.effect_key"
     )
     running = RunStatus.RUNNING
+    regressed = f"FROM {REGRESSIONS} g WHERE g.channel_id = {runs}.channel_id"
     return f"""
 UPDATE {runs} SET
     attempts = (SELECT coalesce(sum(e.attempts), 0) {mine}),
@@ -97,6 +101,8 @@ UPDATE {runs} SET
         ELSE '{running}' END,
     next_action = CASE
         WHEN forgotten_at IS NOT NULL THEN 'none'
+        WHEN EXISTS (SELECT 1 {regressed})
+            THEN 'history regressed: ' || (SELECT g.detail {regressed})
         WHEN lifecycle = 'waiting' AND escalated THEN 'escalated: ' || waiting_name
         WHEN lifecycle = 'waiting' THEN 'wait for ' || waiting_reason || ' ' || waiting_name
         WHEN lifecycle = 'paused' THEN 'unpause'

@@ -41,6 +41,7 @@ TRACKING = "actae_projection_tracking"
 ERRORS = "actae_projection_errors"
 LEASES = "actae_run_leases"
 WORKERS = "actae_worker_agents"
+REGRESSIONS = "actae_regressions"
 BOOKKEEPING_IDS = ((ERRORS, "originator_id"), (LEASES, "run_id"))
 """Id columns of the bookkeeping tables, typed as the read models' ids so that they join."""
 BACKFILL = {("effects", "claimed_in_doubt"): "in_doubt"}
@@ -62,6 +63,9 @@ BOOKKEEPING = {
     LEASES: "Which worker drives each run: run_id, worker, a fencing token raised at every "
     "take-over, expires_at on the store's clock.",
     WORKERS: "Which agents each live worker runs workflows for, seen_until renewed while it lives.",
+    REGRESSIONS: "Channels whose stored history went back behind what a process saw "
+    "(HistoryRegressedError): channel_id, detail, found_at; run_status says "
+    "'history regressed: ...' for their runs until the row is deleted (docs/outages.md).",
 }
 """What the tables beside the read models hold (described in psql like the read models)."""
 
@@ -138,6 +142,10 @@ class SchemaMethods(ABC):
             f"CREATE TABLE IF NOT EXISTS {LEASES} (run_id {types['uuid']} PRIMARY KEY, "
             f"worker TEXT NOT NULL, token {types['int']} NOT NULL, "
             f"expires_at {types['timestamp']} NOT NULL)"
+        )
+        self.execute(  # history found behind what a process saw (docs/outages.md)
+            f"CREATE TABLE IF NOT EXISTS {REGRESSIONS} (channel_id {types['uuid']} PRIMARY KEY, "
+            f"detail TEXT NOT NULL, found_at {types['timestamp']} NOT NULL)"
         )
         self.execute(  # which agents each live worker runs (adapters/readside/worker_tables.py)
             f"CREATE TABLE IF NOT EXISTS {WORKERS} (worker TEXT NOT NULL, agent_id TEXT NOT NULL, "

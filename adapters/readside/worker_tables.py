@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
-from actae.adapters.readside.schema import LEASES, WORKERS
+from actae.adapters.readside.schema import LEASES, REGRESSIONS, WORKERS
 
 
 class WorkerTables:
@@ -124,6 +124,27 @@ class WorkerTables:
                 )
             self.refresh_runs([run for run, _ in changed])
         return [run for run, _ in changed]
+
+    # -- history found behind what a process saw --------------------------------------------
+
+    def mark_regressed(self, channel_id: Any, detail: str, now: datetime) -> None:
+        """Say on run_status that ``channel_id``'s history went back (``detail``: how far).
+
+        Not an event: the channel's log is what regressed, and a note on it would be a
+        write past the loss. The row stays until an operator deletes it (docs/outages.md).
+        """
+        p, channel = self.mark, self.adapt(UUID(str(channel_id)))
+        with self.transaction():
+            self.execute(
+                f"INSERT INTO {REGRESSIONS} (channel_id, detail, found_at) VALUES ({p}, {p}, {p}) "
+                "ON CONFLICT (channel_id) DO UPDATE SET detail = excluded.detail, "
+                "found_at = excluded.found_at",
+                (channel, detail, self.adapt(now)),
+            )
+            rows = self.execute(
+                f"SELECT run_id FROM run_status WHERE channel_id = {p}", (channel,)
+            ).fetchall()
+            self.refresh_runs([row[0] for row in rows])
 
     # -- retention's lookups ----------------------------------------------------------------
 

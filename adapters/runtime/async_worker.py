@@ -22,6 +22,7 @@ from typing import Any, TextIO
 from actae.adapters.persistence.outages import ride_out
 from actae.adapters.runtime.async_store import AsyncStore
 from actae.adapters.runtime.worker import REGISTRY, RETENTION_EVERY, Registry, Worker
+from actae.domain.errors import HistoryRegressedError
 from actae.domain.validation import require_int
 
 log = logging.getLogger("actae.worker")
@@ -69,6 +70,7 @@ class AsyncWorker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
         self._changed: asyncio.Event | None = None
+        self._regressed: HistoryRegressedError | None = None
 
     @property
     def name(self) -> str:
@@ -107,6 +109,8 @@ class AsyncWorker:
             await self._drain()
             await self.withdraw()
             self._threads.shutdown(wait=False)
+        if self._regressed is not None:  # as Worker.run: the error ends the loop
+            raise self._regressed
 
     async def run_until_idle(self, *, timeout: float = 60.0) -> None:
         """Run passes until one advances nothing (scripts and tests); ``timeout`` seconds."""
@@ -163,7 +167,10 @@ class AsyncWorker:
             if done.cancelled():
                 return
             error = done.exception()
-            if error is not None:  # the database, not the run: a later pass serves it again
+            if isinstance(error, HistoryRegressedError):  # the store lost history: stop
+                self._regressed = error
+                self.request_stop()
+            elif error is not None:  # the database, not the run: a later pass serves it again
                 self._worker.outage.began(error)
             elif not done.result():  # could not move (another's lease): others go first
                 self._fruitless.add(run_id)

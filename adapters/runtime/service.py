@@ -17,6 +17,7 @@ caller unchanged.
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -29,13 +30,16 @@ from actae.adapters.persistence.operation_ids import stored_rows
 from actae.adapters.persistence.recorders import Backend
 from actae.domain.aggregate import DomainEvent
 from actae.domain.channel import Channel
+from actae.domain.errors import HistoryRegressedError
 from actae.domain.pipeline import Core
 from actae.domain.plan import Plan, RaceLost, Read, Save, pending_events
 from actae.domain.ports import Clock, Codec
 from actae.domain.reader import StoreReader
 from actae.domain.redaction import Redactor
+from actae.domain.regression import WatchedLog
 from actae.domain.validation import DEFAULT_MAX_DOCUMENT_BYTES
 
+log = logging.getLogger("actae.store")
 C = TypeVar("C")
 T = TypeVar("T")
 
@@ -62,11 +66,13 @@ class ActaeService:
         self.clock = clock
         self.max_document_bytes = max_document_bytes
         self.written = threading.Condition()
-        self.reader = StoreReader(self.event_log, codec, clock)
         self.core = Core(
             codec=codec, max_document_bytes=max_document_bytes, draw=draw, redact=redact
         )
+        self.reader = StoreReader(WatchedLog(self.event_log, self.core.seen), codec, clock)
         self.commit_listeners: list[Callable[[Sequence[DomainEvent]], None]] = []
+        self._regression_logged = threading.Lock()
+        self._regression_said = False
 
     def execute(self, decide: Callable[[C, Core], Plan[T]], command: C) -> T:
         """Decide ``command`` with ``decide`` and carry out its plan; the command's answer."""
@@ -90,8 +96,36 @@ class ActaeService:
                     answer = request.query(self.reader, *request.args, **request.kwargs)  # type: ignore[union-attr]
                 else:
                     answer = self.clock()
+            except HistoryRegressedError as error:
+                self._stopped_by(error)
+                failure = error
             except Exception as error:
                 failure = error
+
+    def ensure_not_regressed(self) -> None:
+        """Refuse to write once this process found the store behind what it saw.
+
+        Everything the process remembers may then describe history the store lost, and a
+        write would build a new history over it: the process stops taking work on this
+        store (docs/outages.md, "Failovers that lose commits"). A fresh process starts
+        from what the store holds.
+        """
+        regressed = self.core.seen.regressed
+        if regressed is not None:
+            raise HistoryRegressedError(
+                regressed.channel,
+                seen=regressed.seen,
+                found=regressed.found,
+                what=regressed.measure,
+            ) from regressed
+
+    def _stopped_by(self, error: HistoryRegressedError) -> None:
+        """Log the regression at ERROR, once: the first time it stops this process."""
+        with self._regression_logged:
+            if self._regression_said:
+                return
+            self._regression_said = True
+        log.error("%s", error, extra={"channel": str(error.channel)})
 
     def forget_guesses(self, ids: Iterable[UUID]) -> None:
         """Drop this process's guesses (heads, effects held) about the aggregates ``ids``."""
@@ -111,6 +145,7 @@ class ActaeService:
         The events go to the mapper and the recorder directly: there is no aggregate cache
         beyond those guesses, no snapshotting and no process application to keep up to date.
         """
+        self.ensure_not_regressed()
         events: list[Any] = pending_events(objs)  # eventsourcing types them as protocols
         channel_events = [event for event in events if isinstance(event, Channel.Event)]
         try:
@@ -120,6 +155,7 @@ class ActaeService:
             if isinstance(error, IntegrityError):
                 raise RaceLost from None
             raise
+        self.core.seen.saw(events)
         for event in channel_events:
             self.core.heads.put(event)
         self.core.effects.written(events)

@@ -54,6 +54,7 @@ from actae.adapters.telemetry.runs import taking
 from actae.adapters.telemetry.tracing import failed_here
 from actae.domain.errors import (
     ActaeError,
+    HistoryRegressedError,
     IllegalTransitionError,
     ValidationError,
 )
@@ -200,7 +201,8 @@ class Worker:
         """Work until ``request_stop()``; sleeps between passes that advanced nothing.
 
         A pass that fails because the database is unreachable is tried again with backoff
-        (logged once per outage); any other error ends the loop.
+        (logged once per outage); any other error ends the loop. ``HistoryRegressedError``
+        (the store lost events this process saw) ends it too, after the runs' rows say so.
         """
         try:
             while not self._stop.is_set():
@@ -284,6 +286,9 @@ class Worker:
         """
         try:
             return self._serve(row, now)
+        except HistoryRegressedError as regressed:  # the store, not the run: stop working
+            self._stop_for(regressed)
+            raise
         except Exception as error:  # one run must never stop the worker
             if is_transient(error):
                 raise  # the database, not the run: the whole pass waits for it
@@ -417,6 +422,8 @@ class Worker:
                 migrations=code.migrations,
                 redact=code.redact,
             )
+        except HistoryRegressedError:
+            raise
         except ActaeError as stop:
             return describe_stop(stop), cooldown_for(stop, self.store.now(), cursor=seen)
         ctx.lease, ctx.outage = lease, self._outage_of(run_id)
@@ -435,6 +442,8 @@ class Worker:
             self._complete(ctx, run_result(result))
         except ValidationError as invalid:  # the same code fails the same way: final
             return self._fail(run_id, invalid), None
+        except HistoryRegressedError:
+            raise
         except ActaeError as stop:  # cooled down until an event the context had not seen
             cursor = ctx.head.cursor
             return describe_stop(stop), cooldown_for(stop, self.store.now(), cursor=cursor)
@@ -472,6 +481,24 @@ class Worker:
         with contextlib.suppress(IllegalTransitionError):
             self.store.fail_run(run_id, message, actor=self.name)
         return f"failed: {message}"
+
+    def _stop_for(self, regressed: HistoryRegressedError) -> None:
+        """Take no more work: the store lost history this process saw (docs/outages.md).
+
+        Every write of this process's store is refused from now on anyway; the worker says
+        why at ERROR, marks the channel in run_status (``history regressed: ...``) and ends
+        its loop, so that ``Worker.run`` raises the error instead of idling.
+        """
+        self._stop.set()
+        self._lines.say(f"stopping: {regressed}", level=logging.ERROR)
+        detail = (
+            f"channel {regressed.channel}: saw {regressed.measure} {regressed.seen}, "
+            f"the store holds {regressed.found}; see docs/outages.md"
+        )
+        try:
+            self.store.projector().db.mark_regressed(regressed.channel, detail, self.store.now())
+        except Exception as error:  # the loss is already said; the mark is a courtesy
+            self._lines.say(f"could not mark it in run_status: {error!r}", level=logging.ERROR)
 
     def _say_once(self, run_id: Any, what: str, *, level: int = logging.INFO) -> None:
         """Log what holds a run, once for as long as the same thing holds it."""

@@ -1,0 +1,160 @@
+"""What this process saw of each aggregate's history, so it notices a store that holds less.
+
+A channel's cursor and an effect's fencing token only grow. If the store ever answers with
+a head below a cursor this process wrote or read, or an effect whose newest token is below
+one it was granted, committed events are gone: a failover to a standby that was behind, or
+a restore from an old backup. Writing on would build a new history over the lost one, and
+every answer the store gives about it (which steps ran, which effects were fenced) would be
+wrong without a word. So the reads and writes of a store pass through :class:`SeenHistory`,
+which remembers the highest version (and token) per aggregate, and the first read that
+finds less raises :class:`HistoryRegressedError` and latches: the store's shell then
+refuses every write of this process (``ActaeService.save``).
+
+The memory is a floor, never a guess used for an answer: it is only compared with what the
+store returns. An aggregate it forgot (oldest first, past ``maxsize``) is simply not
+checked. A read that returns nothing proves no regression (a purge deletes a run's channel
+and effects whole, and a missing aggregate is ``NotFoundError`` anyway); nor does a read of
+a bounded range, which need not reach the head.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from uuid import UUID
+
+from actae.domain.aggregate import DomainEvent
+from actae.domain.channel import Channel
+from actae.domain.errors import HistoryRegressedError
+from actae.domain.operation import Operation
+from actae.domain.ports import EventLog, OperationRows, Request
+
+Floor = tuple[int, int]
+"""The highest version and fencing token seen of one aggregate (0: none)."""
+DEFAULT_MAX_AGGREGATES = 100_000
+"""Aggregates remembered at once (an int each); the oldest entered are forgotten first."""
+
+
+class SeenHistory:
+    """The highest version, and fencing token, this process saw of each aggregate."""
+
+    def __init__(self, maxsize: int = DEFAULT_MAX_AGGREGATES) -> None:
+        self._maxsize = maxsize
+        self._versions: dict[UUID, int] = {}
+        self._tokens: dict[UUID, int] = {}
+        self._lock = threading.Lock()
+        self.regressed: HistoryRegressedError | None = None
+        """The first regression found: once set, this process writes nothing more."""
+
+    def saw(self, events: Iterable[DomainEvent]) -> None:
+        """Remember ``events`` as stored (written by this process, or read from the store)."""
+        with self._lock:
+            for event in events:
+                aggregate_id, version = event.originator_id, event.originator_version
+                if version > self._versions.get(aggregate_id, 0):
+                    self._remember(self._versions, aggregate_id, version)
+                token = event.token if isinstance(event, Operation.Claimed) else 0
+                if token > self._tokens.get(aggregate_id, 0):
+                    self._remember(self._tokens, aggregate_id, token)
+
+    def floor(self, aggregate_id: UUID) -> Floor:
+        """What was seen of ``aggregate_id`` so far: (version, fencing token), 0 for none.
+
+        Taken *before* a read is sent: a write this process commits while the read is on
+        its way may be newer than what the read returns, and is no regression.
+        """
+        return self._versions.get(aggregate_id, 0), self._tokens.get(aggregate_id, 0)
+
+    def ensure_not_behind(self, events: Sequence[DomainEvent], floor: Floor) -> None:
+        """Refuse a read that ends at an aggregate's newest event below ``floor``.
+
+        ``events`` are one aggregate's, oldest first, up to its newest stored event (a
+        head read, or all of its history); ``floor`` is :meth:`floor` from before the read.
+        The newest fencing token is only known from a whole history.
+        """
+        if not events:
+            return
+        newest = events[-1]
+        seen, granted = floor
+        if newest.originator_version < seen:
+            self._latch(events, seen, newest.originator_version, "cursor")
+        if granted and events[0].originator_version == 1:
+            token = max((e.token for e in events if isinstance(e, Operation.Claimed)), default=0)
+            if token < granted:
+                what = f"fencing token of effect {newest.originator_id}"
+                self._latch(events, granted, token, what)
+        self.saw(events)
+
+    def _latch(self, events: Sequence[DomainEvent], seen: int, found: int, what: str) -> None:
+        error = HistoryRegressedError(channel_of(events), seen=seen, found=found, what=what)
+        with self._lock:
+            if self.regressed is None:
+                self.regressed = error
+        raise error
+
+    def _remember(self, into: dict[UUID, int], key: UUID, value: int) -> None:
+        if key not in into and len(into) >= self._maxsize:
+            del into[next(iter(into))]
+        into[key] = value
+
+
+def channel_of(events: Sequence[DomainEvent]) -> UUID:
+    """The channel an aggregate's events belong to: its own id, or its run's channel."""
+    first = events[0]
+    if isinstance(first, Channel.Event):
+        return first.originator_id
+    channel_id = getattr(first, "channel_id", None)
+    return channel_id if isinstance(channel_id, UUID) else first.originator_id
+
+
+def aggregate_of(request: Request) -> UUID:
+    """The aggregate whose events a ``together`` request reads first."""
+    return request.aggregate_id if isinstance(request, OperationRows) else request[0]
+
+
+class WatchedLog:
+    """An :class:`~actae.domain.ports.EventLog` whose reads are checked against what was seen.
+
+    A read that reaches an aggregate's newest event (its head alone, or its whole history)
+    is compared with :class:`SeenHistory`; every read is remembered.
+    """
+
+    def __init__(self, log: EventLog, seen: SeenHistory) -> None:
+        self._log = log
+        self._seen = seen
+
+    def stream(
+        self,
+        originator_id: UUID,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Iterator[DomainEvent]:
+        """The log's ``stream``, checked when it reads up to the aggregate's newest event."""
+        newest = lte is None and (desc or limit is None)  # the read ends at the newest event
+        floor = self._seen.floor(originator_id)
+        events = list(self._log.stream(originator_id, gt=gt, lte=lte, desc=desc, limit=limit))
+        if newest:
+            self._seen.ensure_not_behind(events[::-1] if desc else events, floor)
+        else:
+            self._seen.saw(events)
+        return iter(events)
+
+    def together(self, requests: Sequence[Request]) -> list[list[DomainEvent]]:
+        """The log's ``together``; each request reads up to its aggregate's newest event."""
+        floors = [self._seen.floor(aggregate_of(request)) for request in requests]
+        found = self._log.together(requests)
+        for request, floor, events in zip(requests, floors, found, strict=True):
+            if events and events[-1].originator_id != aggregate_of(request):
+                self._seen.saw(events)  # a record's row on its channel: not that channel's head
+            else:
+                self._seen.ensure_not_behind(events, floor)
+        return found
+
+    def in_order(
+        self, *, after: int, limit: int, topics: Sequence[str]
+    ) -> list[tuple[DomainEvent, int]]:
+        """The log's ``in_order`` (global order: not a head of anything)."""
+        return self._log.in_order(after=after, limit=limit, topics=topics)

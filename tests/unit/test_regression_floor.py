@@ -1,0 +1,73 @@
+"""The floor a read is checked against is what was seen before the read was sent.
+
+In one process, one thread's write may commit while another thread's head read is on its
+way: the read then answers the head as it was when it started, below the cursor just
+written. That is no regression, and must not stop the process; a head below what was seen
+*before* the read is one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+from uuid import UUID, uuid4
+
+import pytest
+
+import actae
+from actae.domain.ports import EventLog, Request
+from actae.domain.regression import SeenHistory, WatchedLog
+
+
+@dataclass(frozen=True)
+class Stored:
+    """What the floor looks at of an event: its aggregate and version."""
+
+    originator_id: UUID
+    originator_version: int
+
+
+class HeadAsItWas:
+    """A log that answers the head ``version``; ``meanwhile`` runs while the read is away."""
+
+    def __init__(self, version: int, meanwhile: Any = None) -> None:
+        self.version = version
+        self.meanwhile = meanwhile
+
+    def stream(self, originator_id: UUID, **_: Any) -> Iterator[Any]:
+        if self.meanwhile is not None:
+            self.meanwhile()
+        return iter([Stored(originator_id, self.version)])
+
+    def together(self, requests: Sequence[Request]) -> list[list[Any]]:
+        raise NotImplementedError
+
+    def in_order(self, **_: Any) -> list[Any]:
+        raise NotImplementedError
+
+
+def watched(seen: SeenHistory, log: HeadAsItWas) -> WatchedLog:
+    return WatchedLog(cast(EventLog, log), seen)
+
+
+def test_a_write_committed_while_the_read_was_away_is_no_regression() -> None:
+    seen, channel = SeenHistory(), uuid4()
+    seen.saw([cast(Any, Stored(channel, 10))])
+
+    def another_thread_writes() -> None:
+        seen.saw([cast(Any, Stored(channel, 11))])
+
+    log = watched(seen, HeadAsItWas(10, meanwhile=another_thread_writes))
+    assert [e.originator_version for e in log.stream(channel, desc=True, limit=1)] == [10]
+    assert seen.regressed is None
+
+
+def test_a_head_below_what_was_seen_before_the_read_is_a_regression() -> None:
+    seen, channel = SeenHistory(), uuid4()
+    seen.saw([cast(Any, Stored(channel, 10))])
+
+    with pytest.raises(actae.HistoryRegressedError) as caught:
+        list(watched(seen, HeadAsItWas(9)).stream(channel, desc=True, limit=1))
+    assert (caught.value.channel, caught.value.seen, caught.value.found) == (channel, 10, 9)
+    assert seen.regressed is caught.value
