@@ -1,0 +1,118 @@
+"""Chaos: the server turns read-only under running processes, as after a failover to a standby.
+
+Two ``actae worker`` processes and one ``actae project`` process work through multi-step runs
+while the throwaway cluster's ``default_transaction_read_only`` is on (``ALTER SYSTEM`` and a
+reload: every session's next transaction is read-only, reads still work, every write fails
+with SQLSTATE 25006). Runs are started during the read-only spell through a session that
+overrides the setting, so that every process meets a write it cannot make: the workers
+take the new runs, the projector has their events to apply. Each process must ride the spell
+out as an outage (logged once, at its start and its end), nobody may exit, every run must
+complete once writes succeed again, and no step or payment may run twice.
+
+It used to end all three processes with ``ReadOnlySqlTransaction`` (exit status 1), leaving
+the runs ``running`` with nobody to serve them.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+import actae
+from tests.chaos.test_chaos import PROVIDER, STEPS, Chaos
+
+pytestmark = pytest.mark.postgres
+
+RUNS_BEFORE = 4
+RUNS_DURING = 4
+READ_ONLY_AT_LEAST = 5.0
+"""Seconds the server stays read-only at least (also until every process said so): long
+enough for the retries' backoff to reach its cap, well inside the workers' lease."""
+LEASE = 60.0
+"""The workers' run lease: longer than the spell, so no run changes hands because of it."""
+WRITABLE = "options=-c%20default_transaction_read_only%3Doff"
+"""A session setting wins over the server's: the test's own writer keeps writing."""
+OUTAGE_LINE = "database is read-only"
+
+
+@contextmanager
+def read_only(dsn: str) -> Iterator[None]:
+    """The cluster's sessions are read-only inside the block (and writable again after)."""
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute("ALTER SYSTEM SET default_transaction_read_only = on")
+        admin.execute("SELECT pg_reload_conf()")
+        try:
+            yield
+        finally:
+            admin.execute("ALTER SYSTEM RESET default_transaction_read_only")
+            admin.execute("SELECT pg_reload_conf()")
+
+
+def refuses_writes(dsn: str) -> bool:
+    """Whether a new session of the cluster is read-only (the reload has been applied)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SHOW default_transaction_read_only").fetchone()
+    return row == ("on",)
+
+
+def start_runs(store: actae.Store, names: list[str]) -> list[actae.RunInfo]:
+    return [
+        store.start_run(name, agent_id="chaos", state={}, operation_id=f"chaos:{name}")
+        for name in names
+    ]
+
+
+def test_processes_ride_out_a_read_only_server(
+    chaos_cluster: Any, chaos_url: str, tmp_path: Path
+) -> None:
+    with actae.open(chaos_url) as store:
+        store.projector()  # the read-model tables exist before three processes race for them
+        runs = start_runs(store, [f"before-{n}" for n in range(RUNS_BEFORE)])
+    chaos = Chaos(chaos_url, tmp_path, lease=LEASE)
+    try:
+        chaos.start()
+        with actae.open(chaos_url) as store, actae.open(f"{chaos_url}&{WRITABLE}") as writer:
+            chaos.wait_for(lambda: len(chaos.calls()) >= 2, "the first calls")
+            with read_only(chaos_cluster.dsn):
+                began = time.monotonic()
+                chaos.wait_for(lambda: refuses_writes(chaos_cluster.dsn), "a read-only server")
+                runs += start_runs(writer, [f"during-{n}" for n in range(RUNS_DURING)])
+
+                def everyone_waits() -> bool:
+                    said = [OUTAGE_LINE in p.log.read_text() for p in chaos.processes]
+                    return all(said) and time.monotonic() - began >= READ_ONLY_AT_LEAST
+
+                chaos.wait_for(everyone_waits, "every process to ride out the read-only server")
+            chaos.wait_for(lambda: chaos.check_runs(store, runs), "every run to complete")
+            target = store._service.recorder.max_notification_id()
+            chaos.wait_for(lambda: store.projector().position() == target, "read models")
+            chaos.check_alive()
+            for process in chaos.processes:
+                said = process.log.read_text()
+                assert OUTAGE_LINE in said, f"{process.name}:\n{process.tail()}"
+                assert "database back after" in said, f"{process.name}:\n{process.tail()}"
+                process.popen.send_signal(signal.SIGTERM)
+                assert process.popen.wait(20) == 0, f"{process.name}:\n{process.tail()}"
+    finally:
+        chaos.stop()
+
+    calls = chaos.calls()
+    counted = Counter((c["run"], c["call"]) for c in calls)
+    expected = {
+        (str(r.run_id), call)
+        for r in runs
+        for call in [*(f"step-{n}" for n in range(STEPS)), "charge"]
+    }
+    assert set(counted) == expected
+    twice = [c for c in calls if counted[c["run"], c["call"]] > 1]
+    assert twice == [], f"functions ran more than once: {twice}"
+    provider = PROVIDER.MockProvider(tmp_path / "provider.db")
+    assert (provider.charges(), provider.requests()) == (len(runs), len(runs))
