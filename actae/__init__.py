@@ -37,6 +37,7 @@ from actae.domain.errors import (
     RetryNotDueError,
     RunStoppedError,
     RunSuspended,
+    StoreBusyError,
     StoreNotFoundError,
     ValidationError,
 )
@@ -106,6 +107,7 @@ __all__ = [
     "SchemaVersionError",
     "StateVersion",
     "Store",
+    "StoreBusyError",
     "StoreNotFoundError",
     "Subscription",
     "ValidationError",
