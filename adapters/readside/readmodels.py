@@ -26,9 +26,11 @@ from uuid import UUID
 
 import psycopg
 from psycopg import sql
+from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 
 from actae.adapters.persistence.clock import wall_clock
+from actae.adapters.persistence.turns import DEFAULT_LOCK_WAIT
 from actae.adapters.readside.grants import regrant
 from actae.adapters.readside.schema import (
     ERRORS,
@@ -452,6 +454,10 @@ class PostgresReadModels(PostgresSchema, ReadModelDB):
     mark = "%s"
     lock_suffix = " FOR UPDATE"
 
+    def __init__(self, connect: Callable[[], Any], *, lock_wait: float = DEFAULT_LOCK_WAIT) -> None:
+        super().__init__(connect)
+        self.lock_wait = lock_wait
+
     def adapt(self, value: Any) -> Any:
         """A dict as jsonb; psycopg stores every other value as it is."""
         return Jsonb(value) if isinstance(value, dict) else value
@@ -513,11 +519,21 @@ class PostgresReadModels(PostgresSchema, ReadModelDB):
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """A transaction, or a savepoint inside one (psycopg nests them)."""
+        """A transaction, or a savepoint inside one (psycopg nests them).
+
+        A transaction the server refused as read-only ends its session: a session that
+        landed on a standby stays there, so the next attempt (an outage's retry) connects
+        anew, and finds the writable server once it is back.
+        """
         with self.lock:
             self._heal()
-            with self.conn.transaction():
-                yield
+            try:
+                with self.conn.transaction():
+                    yield
+            except psycopg.errors.ReadOnlySqlTransaction:
+                if self.conn.info.transaction_status == TransactionStatus.IDLE:  # outermost
+                    self.conn.close()
+                raise
 
 
 class SqliteReadModels(SqliteSchema, ReadModelDB):
@@ -605,15 +621,17 @@ class SqliteReadModels(SqliteSchema, ReadModelDB):
                 self._depth -= 1
 
 
-def postgres_db(conninfo: dict[str, str], schema: str) -> ReadModelDB:
-    """Read models in the store's PostgreSQL schema."""
+def postgres_db(
+    conninfo: dict[str, str], schema: str, *, lock_wait: float = DEFAULT_LOCK_WAIT
+) -> ReadModelDB:
+    """Read models in the store's PostgreSQL schema; creators wait ``lock_wait`` s for a turn."""
 
     def connect() -> psycopg.Connection[Any]:
         conn = psycopg.connect(**conninfo, autocommit=True)  # type: ignore[arg-type]
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
         return conn
 
-    return PostgresReadModels(connect)
+    return PostgresReadModels(connect, lock_wait=lock_wait)
 
 
 def sqlite_db(path: str) -> ReadModelDB:

@@ -3,11 +3,13 @@
 Two ``actae worker`` processes and one ``actae project`` process work through multi-step runs
 while the throwaway cluster's ``default_transaction_read_only`` is on (``ALTER SYSTEM`` and a
 reload: every session's next transaction is read-only, reads still work, every write fails
-with SQLSTATE 25006). Runs are started during the read-only spell through a session that
-overrides the setting, so that every process meets a write it cannot make: the workers
-take the new runs, the projector has their events to apply. Each process must ride the spell
-out as an outage (logged once, at its start and its end), nobody may exit, every run must
-complete once writes succeed again, and no step or payment may run twice.
+with SQLSTATE 25006), or as after a failover to a standby (every session ends, the new ones
+are read-only, and they stay so after the spell: only a process that connects anew after a
+refused write finds the writable server again). Runs are started during the spell through
+a session that overrides the setting, so that every process meets a write it cannot make:
+the workers take the new runs, the projector has their events to apply. Each process must
+ride the spell out as an outage (logged at its start and its end), nobody may exit, every
+run must complete once writes succeed again, and no step or payment may run twice.
 
 It used to end all three processes with ``ReadOnlySqlTransaction`` (exit status 1), leaving
 the runs ``running`` with nobody to serve them.
@@ -27,7 +29,9 @@ import psycopg
 import pytest
 
 import actae
-from tests.chaos.test_chaos import PROVIDER, STEPS, Chaos
+from actae.adapters.persistence.outages import Outage, ride_out
+from tests.chaos.conftest import DATABASE
+from tests.chaos.test_chaos import PROVIDER, STEPS, TIMEOUT, Chaos
 
 pytestmark = pytest.mark.postgres
 
@@ -45,7 +49,7 @@ OUTAGE_LINE = "database is read-only"
 
 @contextmanager
 def read_only(dsn: str) -> Iterator[None]:
-    """The cluster's sessions are read-only inside the block (and writable again after)."""
+    """Every session's next transaction is read-only inside the block, writable after it."""
     with psycopg.connect(dsn, autocommit=True) as admin:
         admin.execute("ALTER SYSTEM SET default_transaction_read_only = on")
         admin.execute("SELECT pg_reload_conf()")
@@ -56,6 +60,29 @@ def read_only(dsn: str) -> Iterator[None]:
             admin.execute("SELECT pg_reload_conf()")
 
 
+@contextmanager
+def on_a_standby(dsn: str) -> Iterator[None]:
+    """As a failover to a standby: every session ends, and the new ones are read-only.
+
+    After the block new sessions are writable again, but the read-only ones stay as they
+    are (as sessions still connected to a standby would): only a process that connects
+    anew after a refused write can write again.
+    """
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(f"ALTER DATABASE {DATABASE} SET default_transaction_read_only = on")
+        try:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            yield
+        finally:
+            admin.execute(f"ALTER DATABASE {DATABASE} RESET default_transaction_read_only")
+
+
+READ_ONLY_SPELLS = {"reloaded": read_only, "standby": on_a_standby}
+
+
 def refuses_writes(dsn: str) -> bool:
     """Whether a new session of the cluster is read-only (the reload has been applied)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -64,14 +91,22 @@ def refuses_writes(dsn: str) -> bool:
 
 
 def start_runs(store: actae.Store, names: list[str]) -> list[actae.RunInfo]:
+    """Start runs, waiting out terminated sessions like any client would (idempotent)."""
     return [
-        store.start_run(name, agent_id="chaos", state={}, operation_id=f"chaos:{name}")
+        ride_out(
+            lambda name=name: store.start_run(  # type: ignore[misc]
+                name, agent_id="chaos", state={}, operation_id=f"chaos:{name}"
+            ),
+            Outage("test client", lambda _: None),
+            within=TIMEOUT,
+        )
         for name in names
     ]
 
 
+@pytest.mark.parametrize("spell", sorted(READ_ONLY_SPELLS))
 def test_processes_ride_out_a_read_only_server(
-    chaos_cluster: Any, chaos_url: str, tmp_path: Path
+    chaos_cluster: Any, chaos_url: str, tmp_path: Path, spell: str
 ) -> None:
     with actae.open(chaos_url) as store:
         store.projector()  # the read-model tables exist before three processes race for them
@@ -81,7 +116,7 @@ def test_processes_ride_out_a_read_only_server(
         chaos.start()
         with actae.open(chaos_url) as store, actae.open(f"{chaos_url}&{WRITABLE}") as writer:
             chaos.wait_for(lambda: len(chaos.calls()) >= 2, "the first calls")
-            with read_only(chaos_cluster.dsn):
+            with READ_ONLY_SPELLS[spell](chaos_cluster.dsn):
                 began = time.monotonic()
                 chaos.wait_for(lambda: refuses_writes(chaos_cluster.dsn), "a read-only server")
                 runs += start_runs(writer, [f"during-{n}" for n in range(RUNS_DURING)])
