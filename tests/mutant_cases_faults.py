@@ -29,6 +29,9 @@ MIGRATION_TESTS = ("tests/integration/test_migrations.py",)
 DRILL = ("tests/integration/test_drill.py", "tests/unit/test_drill_outages.py")
 CLOCK = ("tests/unit/test_clock.py", "tests/integration/test_clock_skew.py")
 READ_ONLY = ("tests/unit/test_outages.py", "tests/chaos/test_read_only.py")
+ON_A_STANDBY = (
+    "tests/chaos/test_read_only.py::test_processes_ride_out_a_read_only_server[standby]",
+)
 TURNS = ("tests/integration/test_open_turns.py",)
 
 FAULT_MUTANTS = [
@@ -150,6 +153,24 @@ FAULT_MUTANTS = [
         'state = "unreachable"',
         "the log would send an operator looking for a network fault, not a standby",
         READ_ONLY,
+        postgres=True,
+    ),
+    Mutant(
+        "standby-session-kept-in-pool",
+        "adapters/persistence/postgres.py",
+        "                conn.close()  # perhaps a standby's session: the pool connects anew",
+        "                pass",
+        "a pooled session that landed on a standby would refuse writes after the failback",
+        ON_A_STANDBY,
+        postgres=True,
+    ),
+    Mutant(
+        "standby-session-kept-by-read-models",
+        "adapters/readside/readmodels.py",
+        "                    self.conn.close()\n                raise\n",
+        "                    pass\n                raise\n",
+        "the read models' session that landed on a standby would refuse writes after the failback",
+        ON_A_STANDBY,
         postgres=True,
     ),
     # -- schema changes take turns on a lock only the owner can take (item 12) -------------
