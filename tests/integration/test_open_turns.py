@@ -73,24 +73,6 @@ def analyst_holding_every_lock_it_can(pg_dsn: str, role: str, schema: str) -> It
         conn.execute("ROLLBACK")
 
 
-def test_an_analyst_cannot_hold_up_opening(
-    roles: Roles, pg_url: str, pg_dsn: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    opened_and_projected(pg_url)
-    role = roles()
-    assert cli(capsys, "grant-analyst", role, "--db", pg_url)[0] == 0
-    schema = schema_of(pg_url)
-    with psycopg.connect(pg_dsn, autocommit=True) as owner:  # a store one migration behind
-        owner.execute(f'DELETE FROM "{schema}".actae_migrations WHERE version >= 4')
-    with analyst_holding_every_lock_it_can(pg_dsn, role, schema):
-        ended, failure = outcome_within(lambda: opened_and_projected(pg_url), PATIENCE)
-        assert ended, "actae.open waited for the analyst's locks"
-        assert failure is None, failure
-    with psycopg.connect(pg_dsn, autocommit=True) as owner:
-        row = owner.execute(f'SELECT max(version) FROM "{schema}".actae_migrations').fetchone()
-    assert row == (4,)  # the migration ran meanwhile
-
-
 @contextmanager
 def turn_held(pg_dsn: str, table: sql.Identifier) -> Iterator[int]:
     """Another session of the store's owner in its turn on ``table``; its backend pid."""
@@ -130,6 +112,24 @@ def test_read_models_waiting_for_a_turn_give_up_naming_who_holds_it(
     assert isinstance(refused, actae.StoreBusyError), refused
     assert refused.pids == (pid,)
     assert TRACKING in refused.lock
+
+
+def test_an_analyst_cannot_hold_up_opening(
+    roles: Roles, pg_url: str, pg_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    opened_and_projected(pg_url)
+    role = roles()
+    assert cli(capsys, "grant-analyst", role, "--db", pg_url)[0] == 0
+    schema = schema_of(pg_url)
+    with psycopg.connect(pg_dsn, autocommit=True) as owner:  # a store one migration behind
+        owner.execute(f'DELETE FROM "{schema}".actae_migrations WHERE version >= 4')
+    with analyst_holding_every_lock_it_can(pg_dsn, role, schema):
+        ended, failure = outcome_within(lambda: opened_and_projected(pg_url), PATIENCE)
+        assert ended, "actae.open waited for the analyst's locks"
+        assert failure is None, failure
+    with psycopg.connect(pg_dsn, autocommit=True) as owner:
+        row = owner.execute(f'SELECT max(version) FROM "{schema}".actae_migrations').fetchone()
+    assert row == (4,)  # the migration ran meanwhile
 
 
 def test_lock_wait_is_checked(pg_url: str) -> None:
