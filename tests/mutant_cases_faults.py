@@ -164,15 +164,6 @@ FAULT_MUTANTS = [
         ON_A_STANDBY,
         postgres=True,
     ),
-    Mutant(
-        "standby-session-kept-by-read-models",
-        "adapters/readside/readmodels.py",
-        "                    self.conn.close()\n                raise\n",
-        "                    pass\n                raise\n",
-        "the read models' session that landed on a standby would refuse writes after the failback",
-        ON_A_STANDBY,
-        postgres=True,
-    ),
     # -- schema changes take turns on a lock only the owner can take (item 12) -------------
     Mutant(
         "turn-in-a-mode-others-can-hold-up",

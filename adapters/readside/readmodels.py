@@ -26,7 +26,6 @@ from uuid import UUID
 
 import psycopg
 from psycopg import sql
-from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 
 from actae.adapters.persistence.clock import wall_clock
@@ -519,21 +518,11 @@ class PostgresReadModels(PostgresSchema, ReadModelDB):
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """A transaction, or a savepoint inside one (psycopg nests them).
-
-        A transaction the server refused as read-only ends its session: a session that
-        landed on a standby stays there, so the next attempt (an outage's retry) connects
-        anew, and finds the writable server once it is back.
-        """
+        """A transaction, or a savepoint inside one (psycopg nests them)."""
         with self.lock:
             self._heal()
-            try:
-                with self.conn.transaction():
-                    yield
-            except psycopg.errors.ReadOnlySqlTransaction:
-                if self.conn.info.transaction_status == TransactionStatus.IDLE:  # outermost
-                    self.conn.close()
-                raise
+            with self.conn.transaction():
+                yield
 
 
 class SqliteReadModels(SqliteSchema, ReadModelDB):
