@@ -38,6 +38,7 @@ from actae.domain.errors import (
     RetryNotDueError,
     RunStoppedError,
     RunSuspended,
+    StoreBusyError,
     StoreNotFoundError,
     ValidationError,
 )
@@ -108,6 +109,7 @@ __all__ = [
     "SchemaVersionError",
     "StateVersion",
     "Store",
+    "StoreBusyError",
     "StoreNotFoundError",
     "Subscription",
     "ValidationError",

@@ -334,6 +334,33 @@ class StoreNotFoundError(NotFoundError):
         )
 
 
+class StoreBusyError(ActaeError):
+    """Opening gave up: another session held the lock that schema changes take turns with.
+
+    A migration or the read models' creation waits for its turn only so long (the store
+    URL's ``lock_wait``); ``pids`` are the backends that held the lock when it gave up
+    (empty if they let go meanwhile), ``lock`` names it and ``waited`` is the bound, in
+    seconds. Nothing was changed: opening again once they are done succeeds.
+    """
+
+    code = "store_busy"
+
+    def __init__(self, lock: str, pids: tuple[int, ...], waited: float) -> None:
+        self.lock = lock
+        self.pids = pids
+        self.waited = waited
+        held = (
+            "held by backend pid " + ", ".join(str(pid) for pid in pids)
+            if pids
+            else "held by a backend that has let go since"
+        )
+        super().__init__(
+            f"gave up after {waited:g} s waiting for the lock on {lock}, {held}; wait for it "
+            "to finish (pg_stat_activity shows what it runs), end it with "
+            "pg_terminate_backend(pid), or raise the store URL's lock_wait"
+        )
+
+
 class ForgottenError(ActaeError):
     """The run's contents were forgotten (its data key destroyed): they cannot be read.
 

@@ -30,6 +30,11 @@ DRILL = ("tests/integration/test_drill.py", "tests/unit/test_drill_outages.py")
 CLOCK = ("tests/unit/test_clock.py", "tests/integration/test_clock_skew.py")
 REGRESSION = ("tests/contract/test_history_regression.py",)
 REGRESSION_FLOOR = ("tests/unit/test_regression_floor.py",)
+READ_ONLY = ("tests/unit/test_outages.py", "tests/chaos/test_read_only.py")
+ON_A_STANDBY = (
+    "tests/chaos/test_read_only.py::test_processes_ride_out_a_read_only_server[standby]",
+)
+TURNS = ("tests/integration/test_open_turns.py",)
 
 FAULT_MUTANTS = [
     # -- processes that ride out outages --------------------------------------------------
@@ -123,6 +128,100 @@ FAULT_MUTANTS = [
         """        return True""",
         "a missing table would be retried forever instead of reported",
         OUTAGES,
+    ),
+    # -- a read-only server is an outage (issue 28, item 3) --------------------------------
+    Mutant(
+        "read-only-server-not-an-outage",
+        "adapters/persistence/outages.py",
+        "        READ_ONLY,\n    }",
+        "    }",
+        "a server refusing writes (a standby) would end every worker and the projector",
+        READ_ONLY,
+        postgres=True,
+    ),
+    Mutant(
+        "bad-input-waited-out",
+        "adapters/persistence/outages.py",
+        "        if isinstance(current, ValidationError):\n            return False\n",
+        "",
+        "an analyst's write refused in its read-only query would be retried as an outage",
+        READ_ONLY,
+        postgres=True,
+    ),
+    Mutant(
+        "read-only-logged-as-unreachable",
+        "adapters/persistence/outages.py",
+        'state = "is read-only" if refuses_writes(error) else "unreachable"',
+        'state = "unreachable"',
+        "the log would send an operator looking for a network fault, not a standby",
+        READ_ONLY,
+        postgres=True,
+    ),
+    Mutant(
+        "standby-session-kept-in-pool",
+        "adapters/persistence/postgres.py",
+        "                conn.close()  # perhaps a standby's session: the pool connects anew",
+        "                pass",
+        "a pooled session that landed on a standby would refuse writes after the failback",
+        ON_A_STANDBY,
+        postgres=True,
+    ),
+    # -- schema changes take turns on a lock only the owner can take (item 12) -------------
+    Mutant(
+        "turn-in-a-mode-others-can-hold-up",
+        "adapters/persistence/turns.py",
+        'TURN = "SHARE UPDATE EXCLUSIVE"',
+        'TURN = "SHARE ROW EXCLUSIVE"',
+        "a role without privileges holds ROW EXCLUSIVE with a prepared INSERT: opens would wait",
+        TURNS,
+        postgres=True,
+    ),
+    Mutant(
+        "turn-waits-for-ever",
+        "adapters/persistence/turns.py",
+        "    milliseconds = max(1, round(wait * 1000))",
+        "    milliseconds = 0",
+        "an open behind a stuck turn would wait for ever instead of naming who holds it",
+        TURNS,
+        postgres=True,
+    ),
+    Mutant(
+        "turn-holder-not-named",
+        "adapters/persistence/turns.py",
+        "raise StoreBusyError(name, holders(conn, name), wait) from error",
+        "raise StoreBusyError(name, (), wait) from error",
+        "the operator would not learn which backend to wait for or end",
+        TURNS,
+        postgres=True,
+    ),
+    Mutant(
+        "migrations-turn-advisory",
+        "adapters/persistence/migrations.py",
+        "            take_turn(conn, table, lock_wait)",
+        '            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (schema,))',
+        "any role may take an advisory key: migrations would not wait for the owner's turn",
+        TURNS,
+        postgres=True,
+    ),
+    Mutant(
+        "read-models-turn-advisory",
+        "adapters/readside/schema.py",
+        "        take_turn(self.conn, sql.Identifier(TRACKING), self.lock_wait)",
+        """        self.execute(
+            "SELECT pg_advisory_xact_lock(hashtext('actae-readmodels:' || current_schema()))"
+        )""",
+        "an analyst holding the advisory key would keep every worker and projector from starting",
+        TURNS,
+        postgres=True,
+    ),
+    Mutant(
+        "lock-wait-unchecked",
+        "adapters/persistence/url.py",
+        '"lock_wait", int(DEFAULT_LOCK_WAIT), minimum=1, maximum=MAX_LOCK_WAIT',
+        '"lock_wait", int(DEFAULT_LOCK_WAIT), minimum=0, maximum=10**9',
+        "lock_wait=0 would mean waiting for ever (PostgreSQL's lock_timeout 0)",
+        TURNS,
+        postgres=True,
     ),
     Mutant(
         "connection-loss-not-transient",

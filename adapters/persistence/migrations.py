@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -18,6 +17,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import sql
 
+from actae.adapters.persistence.turns import DEFAULT_LOCK_WAIT, create_once, take_turn
 from actae.domain.errors import ActaeError, ValidationError
 
 MIGRATIONS_TABLE = "actae_migrations"
@@ -129,55 +129,85 @@ def _refuse_newer(current: int) -> None:
 
 
 def open_postgres(
-    conninfo: dict[str, str], schema: str, build: ServiceFactory[S], *, create: bool = True
+    conninfo: dict[str, str],
+    schema: str,
+    build: ServiceFactory[S],
+    *,
+    create: bool = True,
+    lock_wait: float = DEFAULT_LOCK_WAIT,
 ) -> S | None:
-    """Create or upgrade the schema under an advisory lock, then build the service.
+    """Build the service, creating or upgrading the schema first, in turns with other openers.
 
-    With ``create=False`` a schema that holds no store is left alone (no DDL runs) and the
-    answer is ``None``, for the caller to report with the URL it knows.
+    A store already at this Actae's version opens without DDL or lock (also on a server
+    that is read-only). Otherwise the schema changes are made in a turn on the migrations
+    table (:mod:`actae.adapters.persistence.turns`), waited for at most ``lock_wait``
+    seconds (then :class:`~actae.domain.errors.StoreBusyError`). With ``create=False`` a
+    schema that holds no store is left alone (no DDL runs) and the answer is ``None``, for
+    the caller to report with the URL it knows.
+    """
+    table = sql.Identifier(schema, MIGRATIONS_TABLE)
+    with psycopg.connect(**conninfo, autocommit=True) as conn:  # type: ignore[arg-type]
+        current = _postgres_version(conn, table)
+        if current == 0 and not create and not _exists(conn, table):
+            return None
+        _refuse_newer(current)
+        if current == LATEST:
+            return build(False)
+        if create:
+            create_once(
+                conn, sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
+            )
+            create_once(conn, migrations_table(table))
+        with conn.transaction():
+            take_turn(conn, table, lock_wait)
+            return _migrate(conn, schema, build, create=create)
+
+
+def migrations_table(table: sql.Identifier) -> sql.Composed:
+    """The statement that creates the migrations table (if it is not there)."""
+    return sql.SQL(
+        "CREATE TABLE IF NOT EXISTS {} (version integer PRIMARY KEY, "
+        "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+    ).format(table)
+
+
+def _migrate(
+    conn: psycopg.Connection[Any], schema: str, build: ServiceFactory[S], *, create: bool
+) -> S | None:
+    """Apply the missing migrations in this turn, each in a savepoint.
+
+    The version is read again: a turn before this one may have applied them.
     """
     ident = sql.Identifier(schema)
     table = sql.Identifier(schema, MIGRATIONS_TABLE)
-    lock_key = zlib.crc32(f"actae:{schema}".encode())
-    with psycopg.connect(**conninfo, autocommit=True) as conn:  # type: ignore[arg-type]
-        conn.execute("SELECT pg_advisory_lock(%s)", (lock_key,))
-        try:
-            if create:
-                conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident))
+    current = _postgres_version(conn, table)
+    if current == 0 and not create:
+        return None
+    _refuse_newer(current)
+    service = build(current < LATEST)
+    for migration in MIGRATIONS:
+        if migration.version <= current:
+            continue
+        with conn.transaction():
+            for statement in migration.statements_for("postgresql"):
                 conn.execute(
-                    sql.SQL(
-                        "CREATE TABLE IF NOT EXISTS {} (version integer PRIMARY KEY, "
-                        "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
-                    ).format(table)
+                    sql.SQL(statement).format(schema=ident, lock_timeout=sql.Literal(LOCK_TIMEOUT))
                 )
-            current = _postgres_version(conn, table)
-            if current == 0 and not create:
-                return None
-            _refuse_newer(current)
-            service = build(current < LATEST)
-            for migration in MIGRATIONS:
-                if migration.version <= current:
-                    continue
-                with conn.transaction():
-                    for statement in migration.statements_for("postgresql"):
-                        conn.execute(
-                            sql.SQL(statement).format(
-                                schema=ident, lock_timeout=sql.Literal(LOCK_TIMEOUT)
-                            )
-                        )
-                    conn.execute(
-                        sql.SQL("INSERT INTO {} (version, name) VALUES (%s, %s)").format(table),
-                        (migration.version, migration.name),
-                    )
-            return service
-        finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (lock_key,))
+            conn.execute(
+                sql.SQL("INSERT INTO {} (version, name) VALUES (%s, %s)").format(table),
+                (migration.version, migration.name),
+            )
+    return service
+
+
+def _exists(conn: psycopg.Connection[Any], table: sql.Identifier) -> bool:
+    row = conn.execute("SELECT to_regclass(%s)", (table.as_string(conn),)).fetchone()
+    return row is not None and row[0] is not None
 
 
 def _postgres_version(conn: psycopg.Connection[Any], table: sql.Identifier) -> int:
     """The store's schema version; 0 when the migrations table is absent or empty."""
-    name = table.as_string(conn)
-    if conn.execute("SELECT to_regclass(%s)", (name,)).fetchone() == (None,):
+    if not _exists(conn, table):
         return 0
     row = conn.execute(sql.SQL("SELECT coalesce(max(version), 0) FROM {}").format(table))
     return int(row.fetchone()[0])  # type: ignore[index]

@@ -3,6 +3,9 @@
 A PostgreSQL restart, a failover, a pooler restart or a terminated backend drops connections
 for a few seconds. The long-running processes (worker, projector, subscriptions) must wait
 that out and carry on from their durable positions, and say so once, not once per attempt.
+A server that turns read-only (a failover to a standby, ``default_transaction_read_only``
+turned on) is an outage too: reads still work, but no write can succeed until a writable
+server is back, and ending the processes would leave their runs with nobody to serve them.
 Everything else must fail fast: retrying a missing table, a permission error or bad input
 forever hides the real problem behind a loop of log lines.
 
@@ -16,7 +19,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 import psycopg
@@ -34,8 +37,16 @@ from tenacity import (
 from tenacity.stop import stop_base
 
 from actae.adapters.persistence.awaiting import pause
+from actae.domain.errors import ValidationError
 
 T = TypeVar("T")
+
+READ_ONLY = "25006"
+"""read_only_sql_transaction: the server refuses writes (a standby, or read-only by default).
+
+An analyst's query that tries to write meets the same SQLSTATE inside the read-only
+transaction it is run in; that one is bad input, answered as a ``ValidationError`` (never
+waited out: see :func:`is_transient`)."""
 
 TRANSIENT_SQLSTATES = frozenset(
     {
@@ -45,6 +56,7 @@ TRANSIENT_SQLSTATES = frozenset(
         "57P02",  # crash_shutdown: another backend crashed, the server restarts
         "57P03",  # cannot_connect_now: the server is starting up or in recovery
         "53300",  # too_many_connections: a restart's reconnect storm
+        READ_ONLY,
     }
 )
 """SQLSTATEs that a later attempt can succeed after; class 08 (connection exception) too."""
@@ -70,20 +82,38 @@ few of these)."""
 def is_transient(error: BaseException) -> bool:
     """Whether ``error`` (or the error it was raised from) goes away by waiting.
 
-    SQLite's only transient error is a lock held too long by another process.
+    SQLite's only transient error is a lock held too long by another process. Bad input is
+    never waited out, whatever the database said when it was found out (a write in a
+    read-only query is refused with the SQLSTATE of a read-only server).
     """
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
+    for current in _chain(error):
+        if isinstance(current, ValidationError):
+            return False
         if isinstance(current, psycopg.Error):
             return _psycopg_transient(current)
         if isinstance(current, sqlite3.OperationalError):
             return "locked" in str(current) or "busy" in str(current)
         if isinstance(current, ConnectionError):
             return True
-        current = current.__cause__ or current.__context__
     return False
+
+
+def refuses_writes(error: BaseException) -> bool:
+    """Whether ``error`` (or the error it was raised from) is a server that is read-only."""
+    return any(
+        isinstance(current, psycopg.Error) and current.sqlstate == READ_ONLY
+        for current in _chain(error)
+    )
+
+
+def _chain(error: BaseException) -> Iterator[BaseException]:
+    """``error``, then the error it was raised from, and so on (each once)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
 
 
 def _psycopg_transient(error: psycopg.Error) -> bool:
@@ -154,7 +184,8 @@ class Outage:
                 self._since = time.monotonic()
                 self.count += 1
         if first:
-            self._say(f"{self._who}: database unreachable ({summary(error)}); retrying")
+            state = "is read-only" if refuses_writes(error) else "unreachable"
+            self._say(f"{self._who}: database {state} ({summary(error)}); retrying")
 
     def ended(self) -> None:
         """An attempt succeeded: log the recovery if there was an outage."""

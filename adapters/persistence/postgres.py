@@ -525,6 +525,8 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         except psycopg.Error as error:
             if conn.closed:  # the server dropped it: its idle siblings are most likely dead too
                 self._discard_dead_connections()
+            elif isinstance(error, psycopg.errors.ReadOnlySqlTransaction):
+                conn.close()  # perhaps a standby's session: the pool connects anew
             raise translated(error) from error
         finally:
             self.kept.give_back(conn)
@@ -562,7 +564,11 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         try:
             async with self.async_pool.connection() as conn:
                 cursor = conn.cursor(row_factory=tuple_row)
-                await cursor.execute(query, params, prepare=True)
+                try:
+                    await cursor.execute(query, params, prepare=True)
+                except psycopg.errors.ReadOnlySqlTransaction:
+                    await conn.close()  # perhaps a standby's session: the pool connects anew
+                    raise
                 rows: list[tuple[Any, ...]] = await cursor.fetchall()
                 return rows
         except psycopg.Error as error:

@@ -23,15 +23,17 @@ from actae.adapters.persistence.libpq import (
     check_parameter,
     refusal,
 )
+from actae.adapters.persistence.turns import DEFAULT_LOCK_WAIT
 from actae.domain.errors import ValidationError
 from actae.domain.validation import require_int, require_storable
 
 CUSTODY_OPTIONS = ("keyring", "inline_max", "artifacts")
 """Options of every backend: encryption at rest, and where large documents go."""
-ACTAE_OPTIONS = ("schema", "pool_size", "max_overflow", *CUSTODY_OPTIONS)
+ACTAE_OPTIONS = ("schema", "pool_size", "max_overflow", "lock_wait", *CUSTODY_OPTIONS)
 """Options of Actae itself; ``connect_timeout`` is libpq's and also bounds a pool wait."""
 IDENTIFIER_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_")
 MAX_POOL_SIZE = 1000
+MAX_LOCK_WAIT = 86400
 DEFAULT_INLINE_MAX = 256 * 1024
 """Documents up to this many bytes of JSON stay in the event row (docs/performance.md)."""
 MIN_INLINE_MAX = 1024
@@ -65,6 +67,8 @@ class StoreUrl:
     """Largest document kept in its event row; larger ones become artifacts."""
     artifacts: str | None = None
     """Where artifacts live: ``None`` in the database itself, or ``file:///path``."""
+    lock_wait: float = DEFAULT_LOCK_WAIT
+    """Seconds an open waits for its turn at changing the schema (``?lock_wait=``)."""
 
 
 def parse_store_url(url: str) -> StoreUrl:
@@ -179,6 +183,9 @@ def _postgres(url: str) -> StoreUrl:
         postgres_schema=schema,
         pool_size=_count(options, "pool_size", 5, minimum=1),
         max_overflow=_count(options, "max_overflow", 10, minimum=0),
+        lock_wait=float(
+            _count(options, "lock_wait", int(DEFAULT_LOCK_WAIT), minimum=1, maximum=MAX_LOCK_WAIT)
+        ),
         pool_timeout=float(libpq.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT)),
         **_custody(
             {name: value for name, value in options.items() if name in CUSTODY_OPTIONS},

@@ -29,6 +29,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from actae.adapters.persistence.clock import wall_clock
+from actae.adapters.persistence.turns import DEFAULT_LOCK_WAIT
 from actae.adapters.readside.grants import regrant
 from actae.adapters.readside.schema import (
     ERRORS,
@@ -458,6 +459,10 @@ class PostgresReadModels(PostgresSchema, ReadModelDB):
     mark = "%s"
     lock_suffix = " FOR UPDATE"
 
+    def __init__(self, connect: Callable[[], Any], *, lock_wait: float = DEFAULT_LOCK_WAIT) -> None:
+        super().__init__(connect)
+        self.lock_wait = lock_wait
+
     def adapt(self, value: Any) -> Any:
         """A dict as jsonb; psycopg stores every other value as it is."""
         return Jsonb(value) if isinstance(value, dict) else value
@@ -611,15 +616,17 @@ class SqliteReadModels(SqliteSchema, ReadModelDB):
                 self._depth -= 1
 
 
-def postgres_db(conninfo: dict[str, str], schema: str) -> ReadModelDB:
-    """Read models in the store's PostgreSQL schema."""
+def postgres_db(
+    conninfo: dict[str, str], schema: str, *, lock_wait: float = DEFAULT_LOCK_WAIT
+) -> ReadModelDB:
+    """Read models in the store's PostgreSQL schema; creators wait ``lock_wait`` s for a turn."""
 
     def connect() -> psycopg.Connection[Any]:
         conn = psycopg.connect(**conninfo, autocommit=True)  # type: ignore[arg-type]
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
         return conn
 
-    return PostgresReadModels(connect)
+    return PostgresReadModels(connect, lock_wait=lock_wait)
 
 
 def sqlite_db(path: str) -> ReadModelDB:

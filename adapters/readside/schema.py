@@ -25,6 +25,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import psycopg
+from psycopg import sql
+
+from actae.adapters.persistence.turns import DEFAULT_LOCK_WAIT, create_once, take_turn
 from actae.projections.tables import (
     COST_PER_DAY,
     OUTSTANDING_VIEW,
@@ -125,13 +129,17 @@ class SchemaMethods(ABC):
     def _take_turns(self) -> None:
         """Keep processes that create the tables at once apart (inside the transaction)."""
 
+    def _create_tracking(self) -> str:
+        """The statement that creates the projector's tracking table (if it is not there)."""
+        return (
+            f"CREATE TABLE IF NOT EXISTS {TRACKING} (name TEXT PRIMARY KEY, "
+            f"position {self.types['int']} NOT NULL)"
+        )
+
     def _create_bookkeeping(self) -> None:
         """The tracking, poison-event and worker-coordination tables (one set, never rebuilt)."""
         types = self.types
-        self.execute(
-            f"CREATE TABLE IF NOT EXISTS {TRACKING} (name TEXT PRIMARY KEY, "
-            f"position {types['int']} NOT NULL)"
-        )
+        self.execute(self._create_tracking())
         self.execute(
             f"CREATE TABLE IF NOT EXISTS {ERRORS} (name TEXT NOT NULL, "
             f"position {types['int']} NOT NULL, topic TEXT, "
@@ -287,16 +295,24 @@ class PostgresSchema(SchemaMethods):
     create_view = "CREATE OR REPLACE VIEW"
     utc_day = "({} AT TIME ZONE 'UTC')::date"
 
+    lock_wait: float = DEFAULT_LOCK_WAIT
+    """Seconds a creator waits for its turn before :class:`~actae.StoreBusyError`."""
+
+    if TYPE_CHECKING:  # provided by PostgresReadModels
+        conn: psycopg.Connection[Any]
+
     def _take_turns(self) -> None:
-        """A transaction-scoped advisory lock per schema makes creators take turns.
+        """Creators take turns on the tracking table, a lock only the store's owner can take.
 
         Processes that start at once (a worker and the projector) would otherwise race:
         ``CREATE TABLE IF NOT EXISTS`` is not safe against a concurrent creator (it fails on
-        the table's row type).
+        the table's row type). The turn is a table lock, not an advisory one, so that no
+        other role (an analyst's) can hold every process's start up
+        (:mod:`actae.adapters.persistence.turns`); the table is created first, for the turn
+        to be taken on.
         """
-        self.execute(
-            "SELECT pg_advisory_xact_lock(hashtext('actae-readmodels:' || current_schema()))"
-        )
+        create_once(self.conn, sql.SQL(self._create_tracking()))  # type: ignore[arg-type]
+        take_turn(self.conn, sql.Identifier(TRACKING), self.lock_wait)
 
     def _retype_to_uuid(self, table: str, column: str) -> None:
         """An older Actae kept some ids as text, which PostgreSQL will not join with a uuid."""

@@ -128,7 +128,11 @@ def open(
     try:
         if postgres:
             service = open_postgres(
-                parsed.postgres_conninfo, parsed.postgres_schema, build, create=create
+                parsed.postgres_conninfo,
+                parsed.postgres_schema,
+                build,
+                create=create,
+                lock_wait=parsed.lock_wait,
             )
         elif parsed.backend == "sqlite":
             service = open_sqlite(parsed.sqlite_path or "", build, create=create)
@@ -446,12 +450,20 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods, CustodyMethods, Rete
         batch_size = require_int("batch_size", batch_size, minimum=1)
         if self._projector is None:
             if self._url.backend == "postgresql":
-                db = postgres_db(self._url.postgres_conninfo, self._url.postgres_schema)
+                db = postgres_db(
+                    self._url.postgres_conninfo,
+                    self._url.postgres_schema,
+                    lock_wait=self._url.lock_wait,
+                )
             else:
                 db = sqlite_db(self._url.sqlite_path or ":memory:")
-            self._projector = Projector(
-                self._service, db, self._waiter, batch_size=batch_size, out=out
-            )
+            try:
+                self._projector = Projector(
+                    self._service, db, self._waiter, batch_size=batch_size, out=out
+                )
+            except BaseException:
+                db.close()  # the read models could not be made (a turn not given, say)
+                raise
         return self._projector
 
     def _waiter(self) -> Waiter:

@@ -84,8 +84,8 @@ class Process:
 class Chaos:
     """The processes, the server and the call log of one chaos test."""
 
-    def __init__(self, url: str, folder: Path) -> None:
-        self.url, self.folder = url, folder
+    def __init__(self, url: str, folder: Path, *, lease: float = LEASE) -> None:
+        self.url, self.folder, self.lease = url, folder, lease
         self.server = DatabaseServer(url)
         self.call_log = folder / "calls.jsonl"
         self.call_log.touch()
@@ -113,7 +113,7 @@ class Chaos:
                 "--name",
                 name,
                 "--lease",
-                str(LEASE),
+                str(self.lease),
                 "--poll-interval",
                 "0.05",
             ]

@@ -17,7 +17,7 @@ from eventsourcing.persistence import OperationalError, ProgrammingError
 from psycopg_pool import ConnectionPool
 
 import actae
-from actae.adapters.persistence.outages import Outage, is_transient, ride_out
+from actae.adapters.persistence.outages import Outage, is_transient, refuses_writes, ride_out
 
 
 def raised(call: object) -> BaseException:
@@ -53,6 +53,40 @@ def test_errors_from_a_real_server_are_told_apart(pg_dsn: str) -> None:
     assert is_transient(refused)
     assert not is_transient(no_database)  # a login refused for good is no outage
     assert not is_transient(no_tls)
+
+
+@pytest.mark.postgres
+def test_a_read_only_server_is_an_outage_but_a_write_in_a_read_only_query_is_bad_input(
+    pg_dsn: str,
+) -> None:
+    """SQLSTATE 25006 both ways: the server's refusal waits, the analyst's statement does not."""
+    with psycopg.connect(pg_dsn) as conn:
+        conn.execute("SET TRANSACTION READ ONLY")  # what a standby does to every transaction
+        refused = raised(lambda: conn.execute("CREATE TEMPORARY TABLE t (x int)"))
+        conn.rollback()
+    assert isinstance(refused, psycopg.errors.ReadOnlySqlTransaction)
+    assert is_transient(refused)
+    assert refuses_writes(refused)
+    assert not refuses_writes(psycopg.errors.AdminShutdown("bye"))
+    bad_input = actae.ValidationError("statement", "only reads")
+    bad_input.__cause__ = refused  # projector.query's refusal of a write: raised from it
+    assert not is_transient(bad_input)
+
+
+def test_a_read_only_server_is_logged_as_one() -> None:
+    lines: list[str] = []
+    attempts = iter([psycopg.errors.ReadOnlySqlTransaction("read-only transaction"), None])
+
+    def call() -> None:
+        failure = next(attempts)
+        if failure is not None:
+            raise failure
+
+    ride_out(call, Outage("worker w1", lines.append), sleep=lambda _: None)
+    assert lines[0] == (
+        "worker w1: database is read-only (ReadOnlySqlTransaction: read-only transaction); retrying"
+    )
+    assert lines[1].startswith("worker w1: database back after ")
 
 
 def test_errors_wrapped_by_eventsourcing_are_judged_by_their_cause() -> None:
