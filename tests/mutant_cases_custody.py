@@ -189,3 +189,51 @@ CUSTODY_MUTANTS = [
         ("tests/langgraph/test_saver.py",),
     ),
 ]
+
+# -- issue 28, item 14: retention and holds follow lineage --------------------------------
+LINEAGE = ("tests/custody/test_retention.py",)
+
+CUSTODY_MUTANTS += [
+    Mutant(
+        "purge-ignores-lineage",
+        "domain/keeping.py",
+        "        if why is None or not (yield from lineage_lets_go(kept, run, at)):",
+        "        if why is None:",
+        "the tombstone is decided on the stored lineage: a hold placed after a pass listed"
+        " the parent still keeps it",
+        LINEAGE,
+    ),
+    Mutant(
+        "retention-pass-ignores-lineage",
+        "adapters/runtime/store_retention.py",
+        "            return self._service.run(keeping.lineage_lets_go(kept, run, now))",
+        "            return True",
+        "a pass (and its dry run) lists a parent only once its descendants let it go",
+        LINEAGE,
+    ),
+    Mutant(
+        "hold-not-inherited",
+        "domain/keeping.py",
+        "        if descendant.purged_at is None and kept.due(descendant, at) is None:",
+        "        if descendant.purged_at is None and kept.due(descendant, at, ignoring_hold=True)"
+        " is None:",
+        "a hold on a fork or child protects the runs it inherits from",
+        LINEAGE,
+    ),
+    Mutant(
+        "grandchildren-unseen",
+        "domain/keeping.py",
+        "        waiting.extend(_inheritors(descendant))",
+        "        pass",
+        "a hold protects every ancestor, not only the parent",
+        LINEAGE,
+    ),
+    Mutant(
+        "delegated-children-unseen",
+        "domain/keeping.py",
+        "    return [fork.child_run_id for fork in run.forks] + list(run.children)",
+        "    return [fork.child_run_id for fork in run.forks]",
+        "a delegated child keeps its parent as a fork does",
+        LINEAGE,
+    ),
+]
