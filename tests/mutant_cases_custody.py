@@ -237,3 +237,25 @@ CUSTODY_MUTANTS += [
         LINEAGE,
     ),
 ]
+
+# -- issue 28, item 9: an approver's note is contents -------------------------------------
+NOTES = ("tests/custody/test_sealed_notes.py",)
+
+CUSTODY_MUTANTS += [
+    Mutant(
+        "approval-note-in-clear",
+        "domain/run.py",
+        '        contents: ClassVar[tuple[str, ...]] = ("decision.payload", "decision.note")',
+        '        contents: ClassVar[tuple[str, ...]] = ("decision.payload",)',
+        "a note is free text from the approver: sealed with the decision, gone with forget",
+        NOTES,
+    ),
+    Mutant(
+        "approval-note-presence-lost",
+        "domain/lifecycle.py",
+        "            noted=note is not None,",
+        "            noted=False,",
+        "the audit keeps that a note was given where the note itself is sealed",
+        NOTES,
+    ),
+]
