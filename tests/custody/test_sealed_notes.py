@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,10 +44,10 @@ def decided_run(store: actae.Store) -> actae.RunInfo:
     return run
 
 
-def audit_of(store: actae.Store, run: actae.RunInfo) -> dict[str, dict[str, object]]:
+def audit_of(store: actae.Store, run: actae.RunInfo) -> dict[str, dict[str, Any]]:
     """The run's decisions in the audit read model, by approval name (through SQL)."""
     rows = store.projector().query("SELECT run_id, action, reason, detail FROM audit")
-    found = {}
+    found: dict[str, dict[str, Any]] = {}
     for row in rows:
         detail = row["detail"] if isinstance(row["detail"], dict) else json.loads(row["detail"])
         if str(row["run_id"]) == str(run.run_id) and row["action"] in ("approve", "deny"):
