@@ -259,3 +259,79 @@ CUSTODY_MUTANTS += [
         NOTES,
     ),
 ]
+
+# -- issue 28, item 8: a forget is seen by every process at once ---------------------------
+EVERYWHERE = ("tests/custody/test_forget_everywhere.py",)
+
+CUSTODY_MUTANTS += [
+    Mutant(
+        "postgres-write-past-a-forget",
+        "adapters/persistence/postgres.py",
+        '                    " AND wrapped IS NULL)), "',
+        '                    " AND FALSE)), "',
+        "a write whose process still caches the key of a run forgotten elsewhere is refused"
+        " by its own statement",
+        EVERYWHERE,
+        postgres=True,
+    ),
+    Mutant(
+        "postgres-forgotten-refusal-silent",
+        "adapters/persistence/postgres.py",
+        "            refuse_forgotten(row[0] for row in self._execute(self._forgotten_query(),"
+        " [owners]))",
+        "            pass",
+        "a write the guard refused raises ForgottenError, never returns as if written",
+        EVERYWHERE,
+        postgres=True,
+    ),
+    Mutant(
+        "sqlite-write-past-a-forget",
+        "adapters/persistence/offloaded.py",
+        "            refuse_forgotten(row[0] for row in c.fetchall())",
+        "            c.fetchall()",
+        "SQLite's write transaction refuses a run whose key another process destroyed",
+        EVERYWHERE,
+    ),
+    Mutant(
+        "postgres-reads-ignore-forgets",
+        "adapters/persistence/postgres.py",
+        "            self.forgets.observe(rows[0][-1])",
+        "            pass",
+        "a read brings back the forget token: a key cached before a forget elsewhere is"
+        " looked up again",
+        EVERYWHERE,
+        postgres=True,
+    ),
+    Mutant(
+        "sqlite-reads-ignore-forgets",
+        "adapters/persistence/offloaded.py",
+        '        self.forgets.observe(None if row is None else row["value"])',
+        "        del row",
+        "a SQLite read looks at the forget token before its rows",
+        EVERYWHERE,
+    ),
+    Mutant(
+        "cached-key-outlives-a-forget",
+        "adapters/custody/datakeys.py",
+        "cached[0] >= time.monotonic() and cached[1] == version:",
+        "cached[0] >= time.monotonic():",
+        "a key cached before a forget token changed is not trusted",
+        EVERYWHERE,
+    ),
+    Mutant(
+        "forget-leaves-the-token",
+        "adapters/custody/datakeys.py",
+        "                cursor.execute(self._sql(token), (TOKEN_NAME, new_token()))",
+        "                pass",
+        "destroying a key replaces the forget token in the same transaction",
+        EVERYWHERE,
+    ),
+    Mutant(
+        "artifact-key-from-the-cache",
+        "adapters/custody/holding.py",
+        "self.keys.for_read(ref.run_id, fresh=True) if ref.sealed",
+        "self.keys.for_read(ref.run_id) if ref.sealed",
+        "opening an artifact asks the key table: no event read brings the token back first",
+        EVERYWHERE,
+    ),
+]

@@ -26,6 +26,14 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLite
 
 from actae.adapters.persistence import operation_ids
 from actae.adapters.persistence.awaiting import off_the_loop
+from actae.adapters.persistence.forgets import (
+    KEYS_TABLE,
+    SECRETS_TABLE,
+    TOKEN_NAME,
+    ForgetWatch,
+    owners_of,
+    refuse_forgotten,
+)
 
 
 class OffTheLoop(ApplicationRecorder):
@@ -95,6 +103,8 @@ class ActaeSQLiteRecorder(OffTheLoop, SQLiteApplicationRecorder):
         super().__init__(datastore, events_table_name)
         self.insert_events_statement = operation_ids.sqlite_insert_statement(self.events_table_name)
         self._select_operation = operation_ids.sqlite_select_statement(self.events_table_name)
+        self.forgets = ForgetWatch()
+        """The forget token read before each read (:mod:`~actae.adapters.persistence.forgets`)."""
 
     def create_table(self) -> None:
         """The table (eventsourcing's), then its operation ids and their unique index.
@@ -108,10 +118,57 @@ class ActaeSQLiteRecorder(OffTheLoop, SQLiteApplicationRecorder):
         with self.datastore.transaction(commit=True) as cursor:
             operation_ids.add_to_sqlite(cursor, self.events_table_name)
 
+    def select_events(
+        self,
+        originator_id: UUID | str,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Sequence[StoredEvent]:
+        """Events of one aggregate, read after the forget token (no cached key outlives it)."""
+        off_the_loop(self._observe_forgets)
+        return super().select_events(originator_id, gt=gt, lte=lte, desc=desc, limit=limit)
+
+    def select_notifications(
+        self,
+        start: int | None,
+        limit: int,
+        stop: int | None = None,
+        topics: Sequence[str] = (),
+        *,
+        inclusive_of_start: bool = True,
+    ) -> Sequence[Notification]:
+        """Events in global order, read after the forget token."""
+        off_the_loop(self._observe_forgets)
+        return super().select_notifications(
+            start, limit, stop, topics, inclusive_of_start=inclusive_of_start
+        )
+
+    def _observe_forgets(self) -> None:
+        """Tell :attr:`forgets` the token the last forget left (in process: no round trip)."""
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(f"SELECT value FROM {SECRETS_TABLE} WHERE name = ?", (TOKEN_NAME,))  # noqa: S608
+            row = c.fetchone()
+        self.forgets.observe(None if row is None else row["value"])
+
     def _insert_events(
-        self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **_: Any
+        self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        """Insert each row with its operation id; their positions (rowids)."""
+        """Insert each row with its operation id; their positions (rowids).
+
+        Refused first, in the same transaction, if a run whose contents the rows hold was
+        forgotten (its data key destroyed): ``ForgottenError``, nothing written.
+        """
+        owners = owners_of(kwargs)
+        if owners:
+            marks = ", ".join("?" * len(owners))
+            c.execute(
+                f"SELECT run_id FROM {KEYS_TABLE} WHERE wrapped IS NULL AND run_id IN ({marks})",  # noqa: S608
+                [str(owner) for owner in owners],
+            )
+            refuse_forgotten(row[0] for row in c.fetchall())
         positions = []
         for s in stored_events:
             originator_id = s.originator_id
