@@ -33,7 +33,9 @@ from actae.adapters.persistence.forgets import (
     ForgetWatch,
     owners_of,
     refuse_forgotten,
+    tables_read,
 )
+from actae.adapters.persistence.migrations import SQLITE_CUSTODY_TABLES
 
 
 class OffTheLoop(ApplicationRecorder):
@@ -112,6 +114,9 @@ class ActaeSQLiteRecorder(OffTheLoop, SQLiteApplicationRecorder):
         SQLite opens create tables every time: a table already migrated is only read.
         """
         super().create_table()
+        with self.datastore.transaction(commit=True) as cursor:
+            for statement in tables_read(SQLITE_CUSTODY_TABLES):  # the forget guards read them
+                cursor.execute(statement)
         with self.datastore.transaction(commit=False) as cursor:
             if operation_ids.sqlite_has_them(cursor, self.events_table_name):
                 return

@@ -86,12 +86,14 @@ from actae.adapters.persistence.forgets import (
     ForgetWatch,
     owners_of,
     refuse_forgotten,
+    tables_read,
 )
 from actae.adapters.persistence.lost_replies import (
     TRANSIENT_ERRORS,
     RecognisesOwnCommits,
     retried_on_connection_errors,
 )
+from actae.adapters.persistence.migrations import CUSTODY_TABLES
 from actae.adapters.persistence.notifier import Notifier
 from actae.adapters.persistence.operation_ids import add_to_postgres, operation_id_of
 from actae.adapters.persistence.positions import BLOCK, Horizon
@@ -607,6 +609,8 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         super().create_table()
         with self.datastore.get_connection() as conn:
             add_to_postgres(conn, self.datastore.schema, self.events_table_name)
+            for statement in tables_read(CUSTODY_TABLES):  # the forget guards read them
+                conn.execute(SQL(statement).format(schema=Identifier(self.datastore.schema)))
 
     def close(self) -> None:
         """Stop the notifier, hand the kept connection back and close the pool."""
