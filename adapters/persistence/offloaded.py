@@ -163,17 +163,13 @@ class ActaeSQLiteRecorder(OffTheLoop, SQLiteApplicationRecorder):
     ) -> Sequence[int] | None:
         """Insert each row with its operation id; their positions (rowids).
 
-        Refused first, in the same transaction, if a run whose contents the rows hold was
-        forgotten (its data key destroyed): ``ForgottenError``, nothing written.
+        Refused, in the same transaction, if a run whose contents the rows hold was
+        forgotten (its data key destroyed): ``ForgottenError``, and the transaction rolls
+        back, nothing written. Checked after the inserts: by then the transaction holds
+        the write lock, so it reads the latest commit; a read first would make the insert
+        upgrade a read transaction, which SQLite refuses at once ("database is locked")
+        instead of waiting for another writer.
         """
-        owners = owners_of(kwargs)
-        if owners:
-            marks = ", ".join("?" * len(owners))
-            c.execute(
-                f"SELECT run_id FROM {KEYS_TABLE} WHERE wrapped IS NULL AND run_id IN ({marks})",  # noqa: S608
-                [str(owner) for owner in owners],
-            )
-            refuse_forgotten(row[0] for row in c.fetchall())
         positions = []
         for s in stored_events:
             originator_id = s.originator_id
@@ -188,6 +184,14 @@ class ActaeSQLiteRecorder(OffTheLoop, SQLiteApplicationRecorder):
                 ),
             )
             positions.append(c.lastrowid)
+        owners = owners_of(kwargs)
+        if owners:
+            marks = ", ".join("?" * len(owners))
+            c.execute(
+                f"SELECT run_id FROM {KEYS_TABLE} WHERE wrapped IS NULL AND run_id IN ({marks})",  # noqa: S608
+                [str(owner) for owner in owners],
+            )
+            refuse_forgotten(row[0] for row in c.fetchall())
         return positions
 
     def select_operation_row(self, operation_id: str) -> StoredEvent | None:
