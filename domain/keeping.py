@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from uuid import UUID
 
 from actae.domain.commands import Forget, Hold, OperatorAction, Purge, Release, SetRetention
 from actae.domain.errors import NotFoundError
@@ -102,7 +103,7 @@ def purge(command: Purge, core: Core) -> Plan[Run.Purged | None]:
         run = yield from ask(StoreReader.run_aggregate, command.run_id)
         at: datetime = yield from now()
         why = kept.due(run, at)
-        if why is None:
+        if why is None or not (yield from lineage_lets_go(kept, run, at)):
             return None
         head = yield from ask(StoreReader.head_event, run.channel_id)
         run.purge(
@@ -118,3 +119,31 @@ def purge(command: Purge, core: Core) -> Plan[Run.Purged | None]:
         return run.tombstone
 
     return (yield from retried(attempt, lambda: f"run {command.run_id}"))
+
+
+def lineage_lets_go(kept: Retention, run: Run, at: datetime) -> Plan[bool]:
+    """Whether every run that inherits from ``run`` lets it be purged now.
+
+    Its forks and delegated children, and theirs, read from the store: a hold on any of
+    them protects the runs it inherits from, and a parent goes only once each descendant
+    has ended and passed its own window (is due itself, or purged already). A fork
+    replays the prefix it inherited and a child's result is its parent's to keep, so the
+    parent must outlive them.
+    """
+    seen: set[UUID] = {run.id}
+    waiting = [*_inheritors(run)]
+    while waiting:
+        run_id = waiting.pop()
+        if run_id in seen:
+            continue
+        seen.add(run_id)
+        descendant = yield from ask(StoreReader.run_or_tombstone, run_id)
+        if descendant.purged_at is None and kept.due(descendant, at) is None:
+            return False
+        waiting.extend(_inheritors(descendant))
+    return True
+
+
+def _inheritors(run: Run) -> list[UUID]:
+    """The runs made from ``run``: its forks, then its delegated children."""
+    return [fork.child_run_id for fork in run.forks] + list(run.children)

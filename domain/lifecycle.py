@@ -97,7 +97,15 @@ def answer(command: Answer, core: Core) -> Plan[RunInfo]:
     kind = command.kind
 
     def decide(run: Run, at: datetime) -> list[Note]:
-        decision = Decision(name=name, kind=kind, actor=actor, note=note, payload=body.value, at=at)
+        decision = Decision(
+            name=name,
+            kind=kind,
+            actor=actor,
+            note=note,  # free text from the approver: contents, sealed with the payload
+            noted=note is not None,
+            payload=body.value,
+            at=at,
+        )
         woke = run.decide(decision, at=at)
         return [(f"run.{kind}", {"name": name, "actor": actor, "note": note, "woke": woke})]
 

@@ -127,7 +127,7 @@ class Run(Aggregate):
     class Decided(Aggregate.Event):
         """A decision for ``decision.name`` arrived; ``wakes`` if the run waited for it."""
 
-        contents: ClassVar[tuple[str, ...]] = ("decision.payload",)
+        contents: ClassVar[tuple[str, ...]] = ("decision.payload", "decision.note")
         content_owner: ClassVar[str] = "originator_id"
 
         decision: Decision

@@ -40,6 +40,8 @@ class Decision(BaseModel):
     kind: str
     actor: str | None = None
     note: str | None = None
+    noted: bool = False
+    """Whether a note was given: metadata, in clear where the note itself is sealed."""
     payload: dict[str, Any] = {}
     at: datetime
 

@@ -365,8 +365,10 @@ def _decided(event: Any) -> list[Change]:
     if action is None:
         return changes
     payload = _readable(event, decision.payload)
-    detail = {"name": decision.name, "payload": payload, "woke": event.wakes}
-    return [*changes, _run_audit(event, action, decision.actor, decision.note, **detail)]
+    noted = decision.noted or decision.note is not None  # older events have no ``noted``
+    detail = {"name": decision.name, "payload": payload, "woke": event.wakes, "noted": noted}
+    note = _readable(event, decision.note)  # sealed on an encrypted store: only its presence
+    return [*changes, _run_audit(event, action, decision.actor, note, **detail)]
 
 
 def _paused(event: Any) -> list[Change]:

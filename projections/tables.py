@@ -275,12 +275,15 @@ AUDIT = Table(
         Column(
             "reason",
             "text",
-            "why: the reason or note given (a failure's error, an override's reason)",
+            "why: the reason or note given (a failure's error, an override's reason); an "
+            "approval's or denial's note only on a store in clear: on an encrypted store the "
+            "note is sealed with the decision, this is null and detail.noted says one was given",
         ),
         Column(
             "detail",
             "json",
-            "what else it said: approval or signal name, payload and whether it woke the run; "
+            "what else it said: approval or signal name, payload, whether it woke the run and "
+            "whether a note was given (noted); "
             "the status an unpause returned to; a reconciliation's outcome, evidence and result; "
             "the events a purge deleted; a retention policy's agent and durations (emptied "
             "when the run is purged; contents stay out when the store encrypts)",

@@ -189,3 +189,149 @@ CUSTODY_MUTANTS = [
         ("tests/langgraph/test_saver.py",),
     ),
 ]
+
+# -- issue 28, item 14: retention and holds follow lineage --------------------------------
+LINEAGE = ("tests/custody/test_retention.py",)
+
+CUSTODY_MUTANTS += [
+    Mutant(
+        "purge-ignores-lineage",
+        "domain/keeping.py",
+        "        if why is None or not (yield from lineage_lets_go(kept, run, at)):",
+        "        if why is None:",
+        "the tombstone is decided on the stored lineage: a hold placed after a pass listed"
+        " the parent still keeps it",
+        LINEAGE,
+    ),
+    Mutant(
+        "retention-pass-ignores-lineage",
+        "adapters/runtime/store_retention.py",
+        "            return self._service.run(keeping.lineage_lets_go(kept, run, now))",
+        "            return True",
+        "a pass (and its dry run) lists a parent only once its descendants let it go",
+        LINEAGE,
+    ),
+    Mutant(
+        "hold-not-inherited",
+        "domain/keeping.py",
+        "        if descendant.purged_at is None and kept.due(descendant, at) is None:",
+        "        if descendant.purged_at is None and kept.due(descendant, at, ignoring_hold=True)"
+        " is None:",
+        "a hold on a fork or child protects the runs it inherits from",
+        LINEAGE,
+    ),
+    Mutant(
+        "grandchildren-unseen",
+        "domain/keeping.py",
+        "        waiting.extend(_inheritors(descendant))",
+        "        pass",
+        "a hold protects every ancestor, not only the parent",
+        LINEAGE,
+    ),
+    Mutant(
+        "delegated-children-unseen",
+        "domain/keeping.py",
+        "    return [fork.child_run_id for fork in run.forks] + list(run.children)",
+        "    return [fork.child_run_id for fork in run.forks]",
+        "a delegated child keeps its parent as a fork does",
+        LINEAGE,
+    ),
+]
+
+# -- issue 28, item 9: an approver's note is contents -------------------------------------
+NOTES = ("tests/custody/test_sealed_notes.py",)
+
+CUSTODY_MUTANTS += [
+    Mutant(
+        "approval-note-in-clear",
+        "domain/run.py",
+        '        contents: ClassVar[tuple[str, ...]] = ("decision.payload", "decision.note")',
+        '        contents: ClassVar[tuple[str, ...]] = ("decision.payload",)',
+        "a note is free text from the approver: sealed with the decision, gone with forget",
+        NOTES,
+    ),
+    Mutant(
+        "approval-note-presence-lost",
+        "domain/lifecycle.py",
+        "            noted=note is not None,",
+        "            noted=False,",
+        "the audit keeps that a note was given where the note itself is sealed",
+        NOTES,
+    ),
+]
+
+# -- issue 28, item 8: a forget is seen by every process at once ---------------------------
+EVERYWHERE = ("tests/custody/test_forget_everywhere.py",)
+
+CUSTODY_MUTANTS += [
+    Mutant(
+        "postgres-write-past-a-forget",
+        "adapters/persistence/postgres.py",
+        '                    " AND wrapped IS NULL)), "',
+        '                    " AND FALSE)), "',
+        "a write whose process still caches the key of a run forgotten elsewhere is refused"
+        " by its own statement",
+        EVERYWHERE,
+        postgres=True,
+    ),
+    Mutant(
+        "postgres-forgotten-refusal-silent",
+        "adapters/persistence/postgres.py",
+        "            refuse_forgotten(row[0] for row in self._execute(self._forgotten_query(),"
+        " [owners]))",
+        "            pass",
+        "a write the guard refused raises ForgottenError, never returns as if written",
+        EVERYWHERE,
+        postgres=True,
+    ),
+    Mutant(
+        "sqlite-write-past-a-forget",
+        "adapters/persistence/offloaded.py",
+        "            refuse_forgotten(row[0] for row in c.fetchall())",
+        "            c.fetchall()",
+        "SQLite's write transaction refuses a run whose key another process destroyed",
+        EVERYWHERE,
+    ),
+    Mutant(
+        "postgres-reads-ignore-forgets",
+        "adapters/persistence/postgres.py",
+        "            self.forgets.observe(rows[0][-1])",
+        "            pass",
+        "a read brings back the forget token: a key cached before a forget elsewhere is"
+        " looked up again",
+        EVERYWHERE,
+        postgres=True,
+    ),
+    Mutant(
+        "sqlite-reads-ignore-forgets",
+        "adapters/persistence/offloaded.py",
+        '        self.forgets.observe(None if row is None else row["value"])',
+        "        del row",
+        "a SQLite read looks at the forget token before its rows",
+        EVERYWHERE,
+    ),
+    Mutant(
+        "cached-key-outlives-a-forget",
+        "adapters/custody/datakeys.py",
+        "cached[0] >= time.monotonic() and cached[1] == version:",
+        "cached[0] >= time.monotonic():",
+        "a key cached before a forget token changed is not trusted",
+        EVERYWHERE,
+    ),
+    Mutant(
+        "forget-leaves-the-token",
+        "adapters/custody/datakeys.py",
+        "                cursor.execute(self._sql(token), (TOKEN_NAME, new_token()))",
+        "                pass",
+        "destroying a key replaces the forget token in the same transaction",
+        EVERYWHERE,
+    ),
+    Mutant(
+        "artifact-key-from-the-cache",
+        "adapters/custody/holding.py",
+        "self.keys.for_read(ref.run_id, fresh=True) if ref.sealed",
+        "self.keys.for_read(ref.run_id) if ref.sealed",
+        "opening an artifact asks the key table: no event read brings the token back first",
+        EVERYWHERE,
+    ),
+]

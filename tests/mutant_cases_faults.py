@@ -781,8 +781,8 @@ FAULT_MUTANTS = [
     Mutant(
         "predecessor-unchecked-postgres",
         "adapters/persistence/postgres.py",
-        '                    " WHERE NOT EXISTS ({orphans})), "\n',
-        '                    "), "\n',
+        '                    " WHERE NOT EXISTS ({orphans})"\n',
+        '                    " WHERE TRUE"\n',
         "a process that remembers a head the store lost would write past the hole",
         REGRESSION,
         postgres=True,

@@ -7,8 +7,11 @@ the keys under a new master key and touches nothing else.
 
 A key is created outside the transaction that writes the run's first event, by an insert
 that keeps an existing row (two writers racing agree on the first one's key); a key whose
-run never got written is harmless. Unwrapped keys are cached for ``CACHE_SECONDS``, so a
-forget made by another process takes effect here within that time (at once in this one).
+run never got written is harmless. Unwrapped keys are cached for ``CACHE_SECONDS``, but
+no cached key outlives a forget, whichever process made it: every read brings back the
+token each forget replaces, and a new token sends every key back to the table
+(:mod:`actae.adapters.persistence.forgets`); every write refuses a forgotten run in its own
+statement.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from actae.adapters.custody.keyring import KEY_BYTES, Keyring, load_keyring
 from actae.adapters.persistence.awaiting import off_the_loop
+from actae.adapters.persistence.forgets import TOKEN_NAME, ForgetWatch, new_token
 from actae.domain.errors import CorruptionError, ForgottenError, KeyringError
 
 NONCE_BYTES = 12
@@ -98,14 +102,18 @@ class DataKeys:
     rotation reaches running processes without a restart.
     """
 
-    def __init__(self, table: KeyTable, keyring: Keyring | None) -> None:
+    def __init__(
+        self, table: KeyTable, keyring: Keyring | None, watch: ForgetWatch | None = None
+    ) -> None:
         self.table = table
         self.keyring = keyring
+        self._watch = watch if watch is not None else ForgetWatch()
         self._encrypted_before: bool | None = None
         self._asked_at = float("-inf")
         self._keyring_checked_at = time.monotonic()
         self._keyring_stamp = _stamp_of(keyring)
-        self._cache: OrderedDict[UUID, tuple[float, bytes | str]] = OrderedDict()
+        self._cache: OrderedDict[UUID, tuple[float, int, bytes | str]] = OrderedDict()
+        """Per run: until when, under which forget version (:class:`ForgetWatch`), the entry."""
         self._lock = threading.Lock()
 
     @property
@@ -125,12 +133,15 @@ class DataKeys:
         entry = self._entry(run_id, create=born and self.keyring is not None)
         return None if entry == CLEAR else self._usable(run_id, entry)
 
-    def for_read(self, run_id: UUID) -> bytes:
-        """The key that opens the run's sealed contents.
+    def for_read(self, run_id: UUID, *, fresh: bool = False) -> bytes:
+        """The key that opens the run's sealed contents (``fresh``: asked of the table now).
 
         ``ForgottenError`` once it was forgotten; ``KeyringError`` when the store has no
         keyring, or not the master key that wraps it.
         """
+        if fresh:
+            with self._lock:
+                self._cache.pop(run_id, None)
         entry = self._entry(run_id, create=False)
         if entry == CLEAR:
             raise CorruptionError(f"run {run_id}", "sealed contents but no data key")
@@ -233,11 +244,12 @@ class DataKeys:
 
     def _entry(self, run_id: UUID, *, create: bool) -> bytes | str:
         """The run's cached entry, else read (and made, with ``create``) and cached."""
+        version = self._watch.version  # before the lookup: a forget seen later voids it
         with self._lock:
             cached = self._cache.get(run_id)
-            if cached is not None and cached[0] >= time.monotonic():
+            if cached is not None and cached[0] >= time.monotonic() and cached[1] == version:
                 self._cache.move_to_end(run_id)
-                return cached[1]
+                return cached[2]
         stored = off_the_loop(self.table.get, run_id)
         if stored is None and create:
             keyring = self._keyring()
@@ -254,7 +266,7 @@ class DataKeys:
             entry = KEYED
         else:
             entry = self._unwrapped(run_id, stored)
-        self._remember(run_id, entry)
+        self._remember(run_id, entry, version)
         return entry
 
     def _unwrapped(self, run_id: UUID, stored: StoredKey) -> bytes:
@@ -265,9 +277,10 @@ class DataKeys:
             keyring = self._keyring()
         return unwrap(keyring, run_id, stored)
 
-    def _remember(self, run_id: UUID, entry: bytes | str) -> None:
+    def _remember(self, run_id: UUID, entry: bytes | str, version: int | None = None) -> None:
+        seen = self._watch.version if version is None else version
         with self._lock:
-            self._cache[run_id] = (time.monotonic() + CACHE_SECONDS, entry)
+            self._cache[run_id] = (time.monotonic() + CACHE_SECONDS, seen, entry)
             self._cache.move_to_end(run_id)
             while len(self._cache) > CACHE_SIZE:
                 self._cache.popitem(last=False)
@@ -379,9 +392,12 @@ class SqlKeyTable:
     ids are stored as text on SQLite and as ``uuid`` on PostgreSQL (the driver converts).
     """
 
-    def __init__(self, transaction: Transaction, *, table: str, mark: str, text_ids: bool):
+    def __init__(
+        self, transaction: Transaction, *, table: str, mark: str, text_ids: bool, secrets: str
+    ):
         self._transaction = transaction
         self._table = table
+        self._secrets = secrets
         self._mark = mark
         self._text_ids = text_ids
 
@@ -438,12 +454,25 @@ class SqlKeyTable:
         return found
 
     def destroy(self, run_id: UUID) -> bool:
-        """See :class:`KeyTable`."""
+        """See :class:`KeyTable`; a new forget token in the same transaction.
+
+        Every read of another process brings the token back and so stops trusting the
+        keys it cached (:mod:`actae.adapters.persistence.forgets`).
+        """
         statement = (
             "UPDATE {table} SET wrapped = NULL, forgotten_at = CURRENT_TIMESTAMP "
             "WHERE run_id = ? AND wrapped IS NOT NULL RETURNING run_id"
         )
-        return bool(list(self._rows(statement, self._id(run_id))))
+        token = (
+            f"INSERT INTO {self._secrets} (name, value) VALUES (?, ?) "  # noqa: S608
+            "ON CONFLICT (name) DO UPDATE SET value = excluded.value"
+        )
+        with self._transaction() as cursor:
+            cursor.execute(self._sql(statement), (self._id(run_id),))
+            destroyed = bool(cursor.fetchall())
+            if destroyed:
+                cursor.execute(self._sql(token), (TOKEN_NAME, new_token()))
+        return destroyed
 
     def stale(self, current: str, limit: int) -> list[tuple[UUID, StoredKey]]:
         """See :class:`KeyTable`."""

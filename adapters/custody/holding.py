@@ -26,12 +26,11 @@ from actae.adapters.custody.datakeys import (
 from actae.adapters.custody.keyring import KEY_BYTES, Keyring, load_keyring
 from actae.adapters.custody.sealing import SealingMapper
 from actae.adapters.persistence.awaiting import off_the_loop
+from actae.adapters.persistence.forgets import KEYS_TABLE, SECRETS_TABLE
 from actae.adapters.persistence.url import StoreUrl
 from actae.domain.artifacts import ArtifactRef
 from actae.domain.errors import ValidationError
 
-KEYS_TABLE = "actae_data_keys"
-SECRETS_TABLE = "actae_secrets"
 STORE_KEY = "store"
 """The id of the store's own reference key, used when there is no keyring."""
 REFERENCE_SECRET = "artifact-references"  # noqa: S105 - a name, not a secret
@@ -72,8 +71,12 @@ class Holding:
         self.metadata_mapper.offloader = documents
 
     def data_key_for_reading(self, ref: ArtifactRef) -> bytes | None:
-        """The key that opens ``ref``'s bytes (``None`` for clear ones)."""
-        return self.keys.for_read(ref.run_id) if ref.sealed else None
+        """The key that opens ``ref``'s bytes (``None`` for clear ones).
+
+        Asked of the key table, not the cache: opening an artifact reads no event that
+        would bring the forget token back, and one key lookup is small beside its chunks.
+        """
+        return self.keys.for_read(ref.run_id, fresh=True) if ref.sealed else None
 
     def close(self) -> None:
         """Release the artifacts' connections."""
@@ -144,12 +147,16 @@ def holding_for(recorder: Any, url: StoreUrl, keyring: Keyring | None) -> Holdin
     if isinstance(datastore, PostgresDatastore):
         begin: Transaction = lambda: datastore.transaction(commit=True)  # noqa: E731
         schema = f'"{url.postgres_schema}"'
-        keys = SqlKeyTable(begin, table=f"{schema}.{KEYS_TABLE}", mark="%s", text_ids=False)
-        secrets = SecretTable(begin, table=f"{schema}.{SECRETS_TABLE}", mark="%s")
+        secrets_table = f"{schema}.{SECRETS_TABLE}"
+        keys = SqlKeyTable(
+            begin, table=f"{schema}.{KEYS_TABLE}", mark="%s", text_ids=False, secrets=secrets_table
+        )
+        secrets = SecretTable(begin, table=secrets_table, mark="%s")
     elif isinstance(datastore, SQLiteDatastore):
         begin = lambda: datastore.transaction(commit=True)  # noqa: E731
-        keys = SqlKeyTable(begin, table=KEYS_TABLE, mark="?", text_ids=True)
+        keys = SqlKeyTable(begin, table=KEYS_TABLE, mark="?", text_ids=True, secrets=SECRETS_TABLE)
         secrets = SecretTable(begin, table=SECRETS_TABLE, mark="?")
     else:
         keys, secrets = MemoryKeyTable(), SecretTable(None, table="", mark="")
-    return Holding(url, DataKeys(keys, keyring), secrets)
+    watch = getattr(recorder, "forgets", None)  # what the recorder's reads saw of forgets
+    return Holding(url, DataKeys(keys, keyring, watch), secrets)

@@ -26,6 +26,16 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLite
 
 from actae.adapters.persistence import operation_ids
 from actae.adapters.persistence.awaiting import off_the_loop
+from actae.adapters.persistence.forgets import (
+    KEYS_TABLE,
+    SECRETS_TABLE,
+    TOKEN_NAME,
+    ForgetWatch,
+    owners_of,
+    refuse_forgotten,
+    tables_read,
+)
+from actae.adapters.persistence.migrations import SQLITE_CUSTODY_TABLES
 from actae.adapters.persistence.predecessors import refuse_orphans
 
 
@@ -100,6 +110,8 @@ class ActaeSQLiteRecorder(OffTheLoop, SQLiteApplicationRecorder):
             f"SELECT 1 FROM {self.events_table_name}"  # noqa: S608 - our own table's name
             " WHERE originator_id = ? AND originator_version = ?"
         )
+        self.forgets = ForgetWatch()
+        """The forget token read before each read (:mod:`~actae.adapters.persistence.forgets`)."""
 
     def create_table(self) -> None:
         """The table (eventsourcing's), then its operation ids and their unique index.
@@ -107,16 +119,62 @@ class ActaeSQLiteRecorder(OffTheLoop, SQLiteApplicationRecorder):
         SQLite opens create tables every time: a table already migrated is only read.
         """
         super().create_table()
+        with self.datastore.transaction(commit=True) as cursor:
+            for statement in tables_read(SQLITE_CUSTODY_TABLES):  # the forget guards read them
+                cursor.execute(statement)
         with self.datastore.transaction(commit=False) as cursor:
             if operation_ids.sqlite_has_them(cursor, self.events_table_name):
                 return
         with self.datastore.transaction(commit=True) as cursor:
             operation_ids.add_to_sqlite(cursor, self.events_table_name)
 
+    def select_events(
+        self,
+        originator_id: UUID | str,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Sequence[StoredEvent]:
+        """Events of one aggregate, read after the forget token (no cached key outlives it)."""
+        off_the_loop(self._observe_forgets)
+        return super().select_events(originator_id, gt=gt, lte=lte, desc=desc, limit=limit)
+
+    def select_notifications(
+        self,
+        start: int | None,
+        limit: int,
+        stop: int | None = None,
+        topics: Sequence[str] = (),
+        *,
+        inclusive_of_start: bool = True,
+    ) -> Sequence[Notification]:
+        """Events in global order, read after the forget token."""
+        off_the_loop(self._observe_forgets)
+        return super().select_notifications(
+            start, limit, stop, topics, inclusive_of_start=inclusive_of_start
+        )
+
+    def _observe_forgets(self) -> None:
+        """Tell :attr:`forgets` the token the last forget left (in process: no round trip)."""
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(f"SELECT value FROM {SECRETS_TABLE} WHERE name = ?", (TOKEN_NAME,))  # noqa: S608
+            row = c.fetchone()
+        self.forgets.observe(None if row is None else row["value"])
+
     def _insert_events(
-        self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **_: Any
+        self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        """Insert each row with its operation id; their positions (rowids)."""
+        """Insert each row with its operation id; their positions (rowids).
+
+        Refused, in the same transaction, if a run whose contents the rows hold was
+        forgotten (its data key destroyed): ``ForgottenError``, and the transaction rolls
+        back, nothing written. Checked after the inserts: by then the transaction holds
+        the write lock, so it reads the latest commit; a read first would make the insert
+        upgrade a read transaction, which SQLite refuses at once ("database is locked")
+        instead of waiting for another writer.
+        """
         positions = []
         for s in stored_events:
             originator_id = s.originator_id
@@ -132,6 +190,14 @@ class ActaeSQLiteRecorder(OffTheLoop, SQLiteApplicationRecorder):
             )
             positions.append(c.lastrowid)
         refuse_orphans(stored_events, lambda s: self._holds_version_before(c, s))
+        owners = owners_of(kwargs)
+        if owners:
+            marks = ", ".join("?" * len(owners))
+            c.execute(
+                f"SELECT run_id FROM {KEYS_TABLE} WHERE wrapped IS NULL AND run_id IN ({marks})",  # noqa: S608
+                [str(owner) for owner in owners],
+            )
+            refuse_forgotten(row[0] for row in c.fetchall())
         return positions
 
     def _holds_version_before(self, c: SQLiteCursor, s: StoredEvent) -> bool:

@@ -83,11 +83,21 @@ from psycopg.sql import SQL, Composable, Identifier, Literal
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
 from actae.adapters.persistence.awaiting import awaiting, in_portal
+from actae.adapters.persistence.forgets import (
+    KEYS_TABLE,
+    SECRETS_TABLE,
+    TOKEN_NAME,
+    ForgetWatch,
+    owners_of,
+    refuse_forgotten,
+    tables_read,
+)
 from actae.adapters.persistence.lost_replies import (
     TRANSIENT_ERRORS,
     RecognisesOwnCommits,
     retried_on_connection_errors,
 )
+from actae.adapters.persistence.migrations import CUSTODY_TABLES
 from actae.adapters.persistence.notifier import Notifier
 from actae.adapters.persistence.operation_ids import add_to_postgres, operation_id_of
 from actae.adapters.persistence.positions import BLOCK, Horizon
@@ -214,6 +224,16 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         self._table = SQL("{schema}.{table}").format(
             schema=Identifier(datastore.schema), table=Identifier(self.events_table_name)
         )
+        self._keys = SQL("{schema}.{table}").format(
+            schema=Identifier(datastore.schema), table=Identifier(KEYS_TABLE)
+        )
+        self._token = SQL("(SELECT value FROM {schema}.{table} WHERE name = {name})").format(
+            schema=Identifier(datastore.schema),
+            table=Identifier(SECRETS_TABLE),
+            name=Literal(TOKEN_NAME),
+        )
+        self.forgets = ForgetWatch()
+        """The forget token each read brings back (:mod:`~actae.adapters.persistence.forgets`)."""
         self._writes: dict[int, str] = {}
         self._reads: dict[ReadShape, str] = {}
         self._together: dict[tuple[bool | None, ...], str] = {}
@@ -316,6 +336,8 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
                 [e.state for e in stored_events],
                 [operation_id_of(e) for e in stored_events],
             ]
+        owners = owners_of(kwargs)
+        params = [*params, owners]  # the forgotten-key guard's, after the rows in the statement
         statement = self.insert_statement(len(stored_events))
         try:
             if self.before_commit is None:
@@ -326,11 +348,21 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
             positions = self._insert_again(stored_events, statement, params)
         else:
             positions = [row[0] for row in rows]
+        if owners and not positions:  # a guard refused: was it for a forgotten run?
+            refuse_forgotten(row[0] for row in self._execute(self._forgotten_query(), [owners]))
         if len(positions) != len(stored_events):  # the guard drew no block: nothing written
             orphan = first_orphan(stored_events, lambda _: False) or stored_events[0]
             raise PredecessorMissing(orphan.originator_id, orphan.originator_version)
         self.notifier.poke()
         return positions
+
+    def _forgotten_query(self) -> LiteralString:
+        """Which of the runs given (an array) have had their data key destroyed."""
+        return (
+            SQL("SELECT run_id FROM {keys} WHERE run_id = ANY(%s::uuid[]) AND wrapped IS NULL")
+            .format(keys=self._keys)
+            .as_string()
+        )
 
     @retried_on_connection_errors
     def select_events(
@@ -345,7 +377,8 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         """Events of one aggregate, as eventsourcing's recorder selects them."""
         shape = (gt is not None, lte is not None, desc, limit is not None)
         params = [originator_id, *(p for p in (gt, lte, limit) if p is not None)]
-        return [stored_event(*row) for row in self._execute(self._read_query(shape), params)]
+        rows = self._execute(self._read_query(shape), params)
+        return [stored_event(*row[:4]) for row in self._observed(rows)]
 
     @retried_on_connection_errors
     def select_together(self, requests: Sequence[Request]) -> list[list[StoredEvent]]:
@@ -366,11 +399,17 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
                 params += [request.aggregate_id, request.operation_id, request.aggregate_id]
             else:
                 params.append(request[0])
-        rows = self._execute(self._together_query(shape), params)
+        rows = self._observed(self._execute(self._together_query(shape), params))
         found: list[list[StoredEvent]] = [[] for _ in requests]
         for index, *row in sorted(rows, key=lambda row: (row[0], row[2])):
-            found[index].append(stored_event(*row))
+            found[index].append(stored_event(*row[:4]))
         return found
+
+    def _observed(self, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """``rows``, whose last column is the forget token: told to :attr:`forgets`."""
+        if rows:
+            self.forgets.observe(rows[0][-1])
+        return rows
 
     @retried_on_connection_errors
     def select_notifications(
@@ -414,7 +453,7 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         if topics:
             params.append(list(topics))
         params.append(limit)
-        rows = self._execute(self._notifications_query(bool(topics)), params)
+        rows = self._observed(self._execute(self._notifications_query(bool(topics)), params))
         return [
             Notification(
                 id=row[0],
@@ -472,9 +511,9 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         rendered = self._notifications.get(has_topics)
         if rendered is None:
             statement = SQL(
-                "SELECT notification_id, originator_id, originator_version, topic, state"
+                "SELECT notification_id, originator_id, originator_version, topic, state, {token}"
                 " FROM {table} WHERE notification_id >= %s AND notification_id <= %s"
-            ).format(table=self._table)
+            ).format(table=self._table, token=self._token)
             if has_topics:
                 statement += SQL(" AND topic = ANY(%s)")
             statement += SQL(" ORDER BY notification_id LIMIT %s")
@@ -490,11 +529,13 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         rendered = self._together.get(shape)
         if rendered is None:
             branch = SQL(
-                "(SELECT {index}, originator_id, originator_version, topic, state FROM {table}"
-                " WHERE {where})"
+                "(SELECT {index}, originator_id, originator_version, topic, state, {token}"
+                " FROM {table} WHERE {where})"
             )
             branches = [
-                branch.format(index=Literal(index), table=self._table, where=SQL(where))
+                branch.format(
+                    index=Literal(index), table=self._table, where=SQL(where), token=self._token
+                )
                 for index, last in enumerate(shape)
                 for where in TOGETHER_WHERE[last]
             ]
@@ -597,6 +638,8 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         super().create_table()
         with self.datastore.get_connection() as conn:
             add_to_postgres(conn, self.datastore.schema, self.events_table_name)
+            for statement in tables_read(CUSTODY_TABLES):  # the forget guards read them
+                conn.execute(SQL(statement).format(schema=Identifier(self.datastore.schema)))
 
     def close(self) -> None:
         """Stop the notifier, hand the kept connection back and close the pool."""
@@ -631,7 +674,9 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
                     " ordinal) AS MATERIALIZED ({source}), "
                     "block AS MATERIALIZED"
                     " (SELECT nextval({sequence}::regclass) * {size} AS first"
-                    " WHERE NOT EXISTS ({orphans})), "
+                    " WHERE NOT EXISTS ({orphans})"
+                    " AND NOT EXISTS (SELECT FROM {keys} WHERE run_id = ANY(%s::uuid[])"
+                    " AND wrapped IS NULL)), "
                     "inserted AS ("
                     " INSERT INTO {table} (notification_id, originator_id,"
                     " originator_version, topic, state, operation_id)"
@@ -645,6 +690,7 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
                 .format(
                     sequence=Literal(self.sequence()),
                     size=Literal(BLOCK),
+                    keys=self._keys,
                     table=self._table,
                     shift=SQL("" if count <= MAX_VALUES_ROWS else " - 1"),
                     source=source,
@@ -662,9 +708,9 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         if rendered is None:
             has_gt, has_lte, desc, has_limit = shape
             statement = SQL(
-                "SELECT originator_id, originator_version, topic, state FROM {table}"
+                "SELECT originator_id, originator_version, topic, state, {token} FROM {table}"
                 " WHERE originator_id = %s"
-            ).format(table=self._table)
+            ).format(table=self._table, token=self._token)
             if has_gt:
                 statement += SQL(" AND originator_version > %s")
             if has_lte:

@@ -26,6 +26,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
 
+from actae.adapters.persistence.forgets import content_owners
 from actae.adapters.persistence.operation_ids import stored_rows
 from actae.adapters.persistence.recorders import Backend
 from actae.domain.aggregate import DomainEvent
@@ -149,7 +150,9 @@ class ActaeService:
         events: list[Any] = pending_events(objs)  # eventsourcing types them as protocols
         channel_events = [event for event in events if isinstance(event, Channel.Event)]
         try:
-            positions = self.recorder.insert_events(stored_rows(self.mapper, events), **kwargs)
+            rows = stored_rows(self.mapper, events)
+            owners = content_owners(events)  # the insert refuses a forgotten one's
+            positions = self.recorder.insert_events(rows, owners=owners, **kwargs)
         except BaseException as error:  # a lost race, or an outcome unknown: guesses go
             self.forget_guesses(event.originator_id for event in events)
             if isinstance(error, IntegrityError):

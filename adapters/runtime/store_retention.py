@@ -99,10 +99,11 @@ class RetentionMethods:
         A purge keeps the run's tombstone (``store.run`` reports ``purged_at``, its
         workflow, dates, counts, the policy and ``actor``) and its lineage; it deletes its
         events, its data key and the artifacts no other run references. A run on hold is
-        never purged, nor one a live fork still replays from; a fork keeps its own copy of
-        the state it started from. At most ``limit`` runs per call (workers call it
-        periodically); ``dry_run`` says what would go and changes nothing. ``progress`` is
-        told how many were purged after each batch. A purge or a forget that a crash
+        never purged, nor one whose forks or delegated children (and theirs) are held, live
+        or within their own window; a fork keeps its own copy of the state it started
+        from. At most ``limit`` runs per call (workers call it periodically); ``dry_run``
+        says what would go and changes nothing. ``progress`` is told how many were purged
+        after each batch. A purge or a forget that a crash
         interrupted (its event written, its deletes not) is finished first.
         """
         started = time.monotonic()
@@ -137,15 +138,18 @@ class RetentionMethods:
     # -- internals ------------------------------------------------------------------------
 
     def _is_due(self, kept: Retention, run_id: UUID, now: datetime) -> bool:
-        """Whether the stored run is due, and no live fork of it still replays from it."""
+        """Whether the stored run is due, and every run inheriting from it lets it go.
+
+        The same decision the purge makes (:func:`keeping.lineage_lets_go`), so a dry run
+        lists what a pass would purge.
+        """
         try:
             run = self._service.reader.run_aggregate(run_id)
+            if kept.due(run, now) is None:
+                return False
+            return self._service.run(keeping.lineage_lets_go(kept, run, now))
         except NotFoundError:
             return False
-        if kept.due(run, now) is None:
-            return False
-        reader = self._service.reader
-        return not any(reader.run_or_tombstone(f.child_run_id).is_live for f in run.forks)
 
     def _tombstone(self, run_id: UUID, actor: str) -> bool:
         """Write the run's tombstone if it is (still) due; whether it was."""

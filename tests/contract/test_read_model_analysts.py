@@ -204,8 +204,13 @@ def test_every_operator_action_is_in_the_audit_log(
         r["action"]: r["detail"] if isinstance(r["detail"], dict) else json_of(r["detail"])
         for r in rows(store, "SELECT action, detail FROM audit")
     }
-    assert details["approve"] == {"name": "manager", "payload": {}, "woke": True}
-    assert details["signal"] == {"name": "nudge", "payload": {"why": "hurry"}, "woke": False}
+    assert details["approve"] == {"name": "manager", "payload": {}, "woke": True, "noted": True}
+    assert details["signal"] == {
+        "name": "nudge",
+        "payload": {"why": "hurry"},
+        "woke": False,
+        "noted": False,
+    }
     assert details["unpause"] == {"resumes_to": "running"}
     assert details["override"] == {
         "outcome": "completed",

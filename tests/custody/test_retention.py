@@ -18,6 +18,8 @@ import pytest
 import actae
 from actae.adapters.cli.main import main
 from actae.adapters.runtime.worker import run_until_idle
+from actae.domain import keeping
+from actae.domain.commands import Purge
 from tests.custody.sealed import keyring_file, with_option
 
 DAY = 86400.0
@@ -151,7 +153,9 @@ def test_a_fork_keeps_its_state_and_its_receipt_when_its_parent_is_purged(
         clock.advance(2 * DAY)
         assert store.apply_retention(actor="ops").purged == []  # the live fork replays from it
         store.complete_run(fork.child_run_id, {})
-        report = store.apply_retention(actor="ops")
+        assert store.apply_retention(actor="ops").purged == []  # the fork's own window
+        clock.advance(2 * DAY)
+        report = store.apply_retention(actor="ops", limit=1)  # the parent, which ended first
         assert report.purged == [parent.run_id]
         assert report.artifacts_deleted == 0  # the fork still references the big state
         child = store.run(fork.child_run_id)
@@ -163,7 +167,6 @@ def test_a_fork_keeps_its_state_and_its_receipt_when_its_parent_is_purged(
         assert [r.child_run_id for r in store.lineage(parent.run_id).descendants] == [
             fork.child_run_id
         ]
-        clock.advance(2 * DAY)
         assert store.apply_retention(actor="ops").artifacts_deleted == 1
 
 
@@ -231,3 +234,109 @@ def test_a_purged_runs_records_go_with_it(store: actae.Store, clock: actae.Manua
 
     assert store.apply_retention(actor="ops").purged == [run.run_id]
     assert store.operation("step-1") is None
+
+
+def lineage(store: actae.Store, kind: str) -> tuple[actae.RunInfo, actae.RunInfo]:
+    """A parent that ended and a run inheriting from it: a fork, or a delegated child."""
+    parent = store.start_run(f"parent-{kind}", agent_id="agent", state={"n": 0})
+    if kind == "fork":
+        child_id = store.fork(parent.channel_id, at=1, reason="what if").child_run_id
+    else:
+        child_id = store.start_run(
+            f"child-{kind}", agent_id="agent", state={}, parent_run_id=parent.run_id
+        ).run_id
+    return store.complete_run(parent.run_id, {}), store.run(child_id)
+
+
+def decided(store: actae.Store) -> list[actae.RunInfo]:
+    """What a dry run would purge, checked against what the pass then purges."""
+    dry = store.apply_retention(actor="ops", dry_run=True).purged
+    purged = store.apply_retention(actor="ops").purged
+    assert sorted(dry) == sorted(purged)
+    return [store.run(run_id) for run_id in purged]
+
+
+@pytest.mark.parametrize("kind", ["fork", "delegated"])
+def test_a_hold_on_a_descendant_keeps_the_runs_it_inherits_from(
+    store: actae.Store, clock: actae.ManualClock, kind: str
+) -> None:
+    store.set_retention({"completed": "1d"}, actor="ops")
+    parent, child = lineage(store, kind)
+    grandchild = store.start_run(
+        "grandchild", agent_id="agent", state={}, parent_run_id=child.run_id
+    )
+    store.complete_run(child.run_id, {})
+    store.complete_run(grandchild.run_id, {})
+    store.hold(grandchild.run_id, actor="legal", reason="case 2026-17")
+    clock.advance(2 * DAY)
+    assert decided(store) == []  # the hold reaches the child and, through it, the parent
+    store.release(grandchild.run_id, actor="legal", reason="case closed")
+    assert {run.run_id for run in decided(store)} == {
+        parent.run_id,
+        child.run_id,
+        grandchild.run_id,
+    }
+
+
+@pytest.mark.parametrize("kind", ["fork", "delegated"])
+def test_a_parent_outlives_its_children_and_their_windows(
+    store: actae.Store, clock: actae.ManualClock, kind: str
+) -> None:
+    store.set_retention({"completed": "1d"}, actor="ops")
+    parent, child = lineage(store, kind)
+    clock.advance(2 * DAY)
+    assert decided(store) == []  # the child is still running
+    store.complete_run(child.run_id, {})
+    clock.advance(DAY - 1)
+    assert decided(store) == []  # the child ended, but is within its own window
+    clock.advance(1)
+    purged = decided(store)
+    assert {run.run_id for run in purged} == {parent.run_id, child.run_id}
+    assert all(run.purged_at is not None for run in purged)
+
+
+def test_a_child_kept_forever_keeps_its_parent(
+    store: actae.Store, clock: actae.ManualClock
+) -> None:
+    store.set_retention({"completed": "1d"}, actor="ops")
+    store.set_retention(None, agent="archive", actor="ops")
+    parent = store.start_run("parent", agent_id="agent", state={})
+    child = store.start_run("child", agent_id="archive", state={}, parent_run_id=parent.run_id)
+    store.complete_run(child.run_id, {})
+    store.complete_run(parent.run_id, {})
+    clock.advance(400 * DAY)
+    assert decided(store) == []
+
+
+def test_actae_retention_dry_run_sees_the_lineage(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    long_ago = actae.ManualClock(datetime(2026, 1, 1, tzinfo=UTC))  # the CLI runs on real time
+    with actae.open(url, clock=long_ago) as store:
+        store.set_retention({"completed": "30d"}, actor="ops")
+        parent, child = lineage(store, "delegated")
+        lonely = finished(store, "lonely")
+        store.complete_run(child.run_id, {})
+        store.hold(child.run_id, actor="legal", reason="case 9")
+    assert main(["retention", "--db", url, "--dry-run", "--json"]) == 0
+    dry = json.loads(capsys.readouterr().out)
+    assert dry["purged"] == [str(lonely.run_id)]  # not the parent of the held child
+    assert main(["retention", "--db", url, "--json", "--as", "cron"]) == 0
+    assert json.loads(capsys.readouterr().out)["purged"] == dry["purged"]
+    with actae.open(url) as store:
+        assert store.run(parent.run_id).purged_at is None
+
+
+def test_the_purge_itself_decides_on_the_stored_lineage(
+    store: actae.Store, clock: actae.ManualClock
+) -> None:
+    """A hold placed after a pass listed the parent still wins: the tombstone checks again."""
+    store.set_retention({"completed": "1d"}, actor="ops")
+    parent, child = lineage(store, "fork")
+    store.complete_run(child.run_id, {})
+    clock.advance(2 * DAY)
+    store.hold(child.run_id, actor="legal", reason="case 12")
+    purge = Purge(run_id=parent.run_id, actor="ops")
+    assert store._service.execute(keeping.purge, purge) is None
+    assert store.run(parent.run_id).purged_at is None

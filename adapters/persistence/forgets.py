@@ -1,0 +1,96 @@
+"""What every read and write asks of a forget, so that no process outlives one.
+
+A process keeps runs' unwrapped data keys in memory (``adapters/custody/datakeys.py``),
+which saves a key lookup per event. A cache may save a read, but the database decides:
+
+* **Writes** carry the runs whose contents they hold, and the insert refuses, in the same
+  statement (PostgreSQL) or transaction (SQLite), when one of those runs' data key was
+  destroyed: nothing is written, and the caller gets ``ForgottenError``.
+* **Reads** bring back a token that every ``forget`` replaces in the transaction that
+  destroys the key (the row ``forget-generation`` of ``actae_secrets``): in the read's own
+  statement on PostgreSQL, just before the rows on SQLite (in process, no round trip).
+  When a read brings a token this process has not seen, no cached key is trusted any more:
+  each is read again from ``actae_data_keys`` before it opens anything (:class:`ForgetWatch`).
+
+Why the token is enough: a read that starts after a forget committed sees the new token
+(read before or with its rows), so every key it uses is looked up after the forget, and
+the forgotten one is found destroyed. A read that started before the forget committed
+overlaps it, and may see either side. The row lives in ``actae_secrets`` so that no schema
+change is needed; it holds 16 random bytes and no secret.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable
+from typing import Any
+from uuid import UUID
+
+from actae.domain.errors import ForgottenError
+
+KEYS_TABLE = "actae_data_keys"
+SECRETS_TABLE = "actae_secrets"
+TOKEN_NAME = "forget-generation"  # noqa: S105 - a row name, not a secret
+"""The row of ``actae_secrets`` whose value every forget replaces."""
+TOKEN_BYTES = 16
+
+
+def tables_read(statements: Iterable[str]) -> tuple[str, ...]:
+    """Of the custody tables' ``CREATE`` statements, those of the two tables named above.
+
+    The recorders read them in every write and read, so they make sure they exist (as
+    migration 2 made them: the same statements, which keep a table that is there).
+    """
+    names = (f".{KEYS_TABLE} ", f" {KEYS_TABLE} ", f".{SECRETS_TABLE} ", f" {SECRETS_TABLE} ")
+    return tuple(
+        s for s in statements if s.startswith("CREATE TABLE") and any(n in s for n in names)
+    )
+
+
+def new_token() -> bytes:
+    """A fresh forget token (random: equal tokens mean no forget in between)."""
+    return os.urandom(TOKEN_BYTES)
+
+
+class ForgetWatch:
+    """The forget token this process's reads saw last, and how often it changed.
+
+    ``version`` grows each time a read brings another token: a key cached under an older
+    version is looked up again before use.
+    """
+
+    def __init__(self) -> None:
+        self.version = 0
+        self._token: bytes | None = None
+        self._lock = threading.Lock()
+
+    def observe(self, token: Any) -> None:
+        """A read saw ``token`` (``None``: no forget ever happened in this store)."""
+        seen = None if token is None else bytes(token)
+        with self._lock:
+            if seen != self._token:
+                self._token = seen
+                self.version += 1
+
+
+def refuse_forgotten(forgotten: Iterable[Any]) -> None:
+    """``ForgottenError`` for the first of ``forgotten`` (run ids found destroyed), if any."""
+    for run_id in forgotten:
+        raise ForgottenError(run_id if isinstance(run_id, UUID) else UUID(str(run_id)))
+
+
+def owners_of(kwargs: dict[str, Any]) -> list[UUID]:
+    """The runs whose contents a write holds, as the service passed them (``owners=``)."""
+    return sorted(set(kwargs.get("owners", ())))
+
+
+def content_owners(events: Iterable[Any]) -> list[UUID]:
+    """The runs whose contents ``events`` hold (each class names its ``content_owner``)."""
+    found = set()
+    for event in events:
+        cls = type(event)
+        owner = getattr(event, cls.content_owner, None) if getattr(cls, "contents", ()) else None
+        if isinstance(owner, UUID):
+            found.add(owner)
+    return sorted(found)
