@@ -857,7 +857,7 @@ MUTANTS = [
         "worker-config-fails-runs",
         "adapters/runtime/worker.py",
         """        except ActaeError as stop:
-            return describe_stop(stop), cooldown_for(stop, self.store.now())
+            return self._describe_stop(stop, run_id), cooldown_for(stop, self.store.now())
         ctx.lease, ctx.outage""",
         """        except ValidationError as stop:
             return self._fail(run_id, stop), None

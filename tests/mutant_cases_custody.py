@@ -13,6 +13,7 @@ ARTIFACTS = ("tests/custody/test_artifacts.py", "tests/custody/test_store_artifa
 REDACTION = ("tests/custody/test_redaction_store.py",)
 RETENTION = ("tests/custody/test_retention.py", "tests/unit/test_retention_policy.py")
 EDGES = ("tests/custody/test_custody_edges.py",)
+DISCLOSURE = ("tests/telemetry/test_sealed_errors.py",)
 
 CUSTODY_MUTANTS = [
     Mutant(
@@ -187,5 +188,38 @@ CUSTODY_MUTANTS = [
         "Store.run, ref.run_id",
         "LangGraph's delete_thread crypto-shreds an encrypted thread, as store.forget does",
         ("tests/langgraph/test_saver.py",),
+    ),
+    # -- contents that leak: logs, spans, LangGraph blobs, the redactor (issue 28) ------------
+    Mutant(
+        "sealed-error-message-in-logs",
+        "domain/disclosure.py",
+        "    if not sealed:\n",
+        "    if True:\n",
+        "on an encrypted store a log line or span names an error by type, never by its message",
+        DISCLOSURE,
+    ),
+    Mutant(
+        "sealed-exception-recorded-whole",
+        "adapters/telemetry/tracing.py",
+        "            if sealed:\n",
+        "            if False:\n",
+        "on an encrypted store a span's exception event carries no message and no traceback",
+        DISCLOSURE,
+    ),
+    Mutant(
+        "call-spans-not-sealed",
+        "adapters/runtime/context.py",
+        "RunTrace(run, sealed=store.encrypting)",
+        "RunTrace(run)",
+        "a step's span on an encrypted store says its error's type only",
+        DISCLOSURE,
+    ),
+    Mutant(
+        "start-span-named-by-workflow-id",
+        "adapters/runtime/store.py",
+        "tracing.span_name(START_SPAN, agent_id)",
+        "tracing.span_name(START_SPAN, workflow_id)",
+        "span names carry the agent, never a workflow id",
+        DISCLOSURE,
     ),
 ]
