@@ -14,6 +14,7 @@ REDACTION = ("tests/custody/test_redaction_store.py",)
 RETENTION = ("tests/custody/test_retention.py", "tests/unit/test_retention_policy.py")
 EDGES = ("tests/custody/test_custody_edges.py",)
 DISCLOSURE = ("tests/telemetry/test_sealed_errors.py",)
+LANGGRAPH_REDACTION = ("tests/langgraph/test_redaction.py",)
 
 CUSTODY_MUTANTS = [
     Mutant(
@@ -221,5 +222,45 @@ CUSTODY_MUTANTS = [
         "tracing.span_name(START_SPAN, workflow_id)",
         "span names carry the agent, never a workflow id",
         DISCLOSURE,
+    ),
+    Mutant(
+        "langgraph-writes-packed-unredacted",
+        "adapters/langgraph/writing.py",
+        "    indexed, found = _redacted_writes(ctx, indexed)",
+        "    found: Found = {}",
+        "redact= reaches inside the serde blobs of a task's pending writes",
+        LANGGRAPH_REDACTION,
+    ),
+    Mutant(
+        "langgraph-checkpoint-packed-unredacted",
+        "adapters/langgraph/writing.py",
+        "    checkpoint, stored, found = _redacted_checkpoint(ctx, checkpoint, stored)",
+        "    found: Found = {}",
+        "redact= reaches inside the serde blobs of a checkpoint's channel values",
+        LANGGRAPH_REDACTION,
+    ),
+    Mutant(
+        "langgraph-writes-counts-dropped",
+        "adapters/langgraph/writing.py",
+        "                redact=reporting(found),",
+        "                redact=None,",
+        "a langgraph.writes record counts what was redacted, like any record",
+        LANGGRAPH_REDACTION,
+    ),
+    Mutant(
+        "langgraph-checkpoint-counts-dropped",
+        "adapters/langgraph/encoding.py",
+        "    if redacted:",
+        "    if False:",
+        "a checkpoint's payload counts what was redacted from it",
+        LANGGRAPH_REDACTION,
+    ),
+    Mutant(
+        "langgraph-opaque-blob-kept",
+        "adapters/langgraph/redacting.py",
+        "        raise _unredactable(value, where)",
+        "        return value",
+        "a value the redactor cannot look inside is refused under redact=, never stored",
+        LANGGRAPH_REDACTION,
     ),
 ]
