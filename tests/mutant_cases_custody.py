@@ -15,6 +15,7 @@ RETENTION = ("tests/custody/test_retention.py", "tests/unit/test_retention_polic
 EDGES = ("tests/custody/test_custody_edges.py",)
 DISCLOSURE = ("tests/telemetry/test_sealed_errors.py",)
 LANGGRAPH_REDACTION = ("tests/langgraph/test_redaction.py",)
+REDACTION_PATTERNS = ("tests/unit/test_redaction_patterns.py",)
 
 CUSTODY_MUTANTS = [
     Mutant(
@@ -262,5 +263,85 @@ CUSTODY_MUTANTS = [
         "        return value",
         "a value the redactor cannot look inside is refused under redact=, never stored",
         LANGGRAPH_REDACTION,
+    ),
+    Mutant(
+        "redactor-misses-passwd-key",
+        "domain/redaction.py",
+        '        "passwd",\n',
+        "",
+        "a value under a key named passwd is a secret",
+        REDACTION_PATTERNS,
+    ),
+    Mutant(
+        "pem-blocks-kept",
+        "domain/redaction.py",
+        '    "private_key": re.compile(_PRIVATE_KEY),\n',
+        "",
+        "a PEM private key block is redacted",
+        REDACTION_PATTERNS,
+    ),
+    Mutant(
+        "raw-jwts-kept",
+        "domain/redaction.py",
+        '    "jwt": re.compile(_JWT),\n',
+        "",
+        "a raw JWT (not after Bearer) is redacted",
+        REDACTION_PATTERNS,
+    ),
+    Mutant(
+        "url-passwords-kept",
+        "domain/redaction.py",
+        '    "url_password": re.compile(_URL_USERINFO),\n',
+        "",
+        "the password of a URL's user information is redacted",
+        REDACTION_PATTERNS,
+    ),
+    Mutant(
+        "hf-tokens-not-looked-for",
+        "domain/redaction.py",
+        '|(?<=hf_))"',
+        ')"',
+        "a Hugging Face token is found: its hint must point at it",
+        REDACTION_PATTERNS,
+    ),
+    Mutant(
+        "dotted-cards-not-looked-for",
+        "domain/redaction.py",
+        '        *_found(zeros, "0000.0000"),\n',
+        "",
+        "a card number written with dots is found",
+        REDACTION_PATTERNS,
+    ),
+    Mutant(
+        "partial-secret-takes-its-name",
+        "domain/redaction.py",
+        '            start, end = match.span("secret")',
+        "            pass",
+        "only the secret goes: the URL's scheme, user and host, the header's name stay",
+        REDACTION_PATTERNS,
+    ),
+    Mutant(
+        "cookie-prose-redacted",
+        "domain/redaction.py",
+        r"(?P<secret>[^\s;=]++=[^\r\n\x00]*+)",
+        r"(?P<secret>[^\r\n\x00]++)",
+        "prose about cookies is no cookie header (a false positive)",
+        REDACTION_PATTERNS,
+    ),
+    Mutant(
+        "assignment-colon-in-prose",
+        "domain/redaction.py",
+        r"(?:=|:(?=[ \t]*+[\"" + "'" + r"]))",
+        r"(?:=|:)",
+        "'password: required' in prose is kept: ':' counts only before a quoted value",
+        REDACTION_PATTERNS,
+    ),
+    Mutant(
+        "digit-values-redacted",
+        "domain/redaction.py",
+        r"""|(?![0-9]++(?![^\s\"',;&]))[^\s\"',;&]++)))""",
+        r"""|[^\s\"',;&]++)))""",
+        "a telling name holding only digits (a limit, a port) is kept",
+        REDACTION_PATTERNS,
     ),
 ]
