@@ -217,6 +217,14 @@ CUSTODY_MUTANTS = [
         DISCLOSURE,
     ),
     Mutant(
+        "sealed-stop-said-whole",
+        "adapters/runtime/worker.py",
+        "        if self.store.encrypting and not explained(stop):",
+        "        if False:",
+        "an unexplained stop on an encrypted store is named by its type, not its message",
+        DISCLOSURE,
+    ),
+    Mutant(
         "start-span-named-by-workflow-id",
         "adapters/runtime/store.py",
         "tracing.span_name(START_SPAN, agent_id)",

@@ -150,3 +150,35 @@ def test_a_clear_store_still_says_the_message_but_never_names_a_span_by_workflow
     assert (event.attributes or {})["exception.message"] == SECRET_MESSAGE
     assert not [span.name for span in spans.all() if WORKFLOW_ID in span.name]
     assert spans.named(f"actae.start {agent}")
+
+
+def unrecordable(ctx: actae.RunContext) -> None:
+    """A step whose result is no JSON: the refusal quotes the value it could not store."""
+    ctx.step("look up", lambda: {"cards": {SECRET_RESULT}})
+
+
+def refused_by_actae(ctx: actae.RunContext) -> None:
+    """An error of Actae's own kind, not one the worker explains: its message is said."""
+    raise actae.ActaeError(f"upstream refused {SECRET_MESSAGE}")
+
+
+@pytest.mark.parametrize(
+    ("code", "line"),
+    [
+        (unrecordable, "failed: ValidationError (sealed: read run"),
+        (refused_by_actae, "not advanced: ActaeError (sealed: read run"),
+    ],
+)
+def test_every_way_a_run_stops_is_said_without_its_message_on_an_encrypted_store(
+    durable_url: str, tmp_path: Path, spans: Spans, said: Said, code: Any, line: str
+) -> None:
+    registry, agent = actae.Registry(), f"payer-{uuid.uuid4().hex[:8]}"
+    registry.workflow(agent)(code)
+    with actae.open(durable_url, keyring=str(keyring_file(tmp_path))) as store:
+        run = store.start_run(WORKFLOW_ID, agent_id=agent, state={})
+        actae.Worker(store, name="w1", registry=registry, out=said.out).run_once()
+
+    for text in [*said.everything(), *span_texts(spans)]:
+        assert SECRET_MESSAGE not in text
+        assert SECRET_RESULT not in text
+    assert f"run {run.run_id}: {line}" in said.out.getvalue()
