@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 import re
+import string
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
@@ -236,22 +237,19 @@ _URL_USERINFO = (
 
 # A cookie header's value ("Cookie: session=...", "Set-Cookie: id=...; Path=/"), to the end
 # of its line; only with a name=value pair after it, so prose about cookies stays.
-_COOKIE = (
-    r"(?<![A-Za-z0-9_-])(?i:set-)?(?i:cookie):[ \t]*+"
+_COOKIE = (  # from "cookie": a "Set-" before it stays
+    r"(?<![A-Za-z0-9_])(?i:cookie):[ \t]*+"
     r"(?!\[redacted:)(?P<secret>[^\s;=]++=[^\r\n\x00]*+)"
 )
 
 # A secret written as an assignment in text: PASSWORD=..., db_passwd: "...", an .env line,
-# a query string. A name that ends like a secret's, then "=" or ":" before a quoted value
+# a query string. A name that ends like a secret's (its last word is password, passwd, pass,
+# pwd, secret, token, apikey, or key after "_" or "-"), then "=" or ":" before a quoted value
 # (so "password: required" in prose is kept); the value goes, quotes and name stay. Values
-# that are only digits are kept (a port, a count).
-_TELLING_NAMES = (
-    r"pass(?:word|wd)?|pwd|secret|secret_access_key|private_key|api_?key|access_token"
-    r"|refresh_token|auth_token|session_token|token"
-)
-_ASSIGNMENT = (  # starts a word, or a flag's name (--pwd=)
-    r"(?<![A-Za-z0-9_])(?<![A-Za-z0-9_]-)(?:[A-Za-z0-9]++[_-])*"
-    rf"(?i:{_TELLING_NAMES})"
+# that are only digits are kept (a port, a count). The match starts at that last word: it is
+# tried only where one is (:data:`_ANCHORED`), never scanned for.
+_ASSIGNMENT = (
+    r"(?:(?<![A-Za-z0-9])(?i:pass(?:word|wd)?|pwd|secret|token|apikey)|(?<=[_-])(?i:key))"
     r"[\"']?+[ \t]*+(?:=|:(?=[ \t]*+[\"']))[ \t]*+"
     r"(?:(?P<dq>\")|(?P<sq>'))?+(?!\[redacted:)(?P<secret>"
     r"(?(dq)[^\"\n\x00]++|(?(sq)[^'\n\x00]++"
@@ -313,22 +311,19 @@ The ``card_number`` regex finds candidate digit runs only; the redactor applies 
 _PARTIAL = frozenset({"url_password", "cookie", "secret_assignment"})
 """Patterns whose ``secret`` group is replaced; the rest of the match says what it was."""
 
-
-def _any_case(word: str) -> str:
-    """A regex for ``word`` in any case, led by a character class (as fast as a literal)."""
-    return "".join(f"[{char.lower()}{char.upper()}]" if char.isalpha() else char for char in word)
-
-
-_WORD_HINTS: Mapping[str, re.Pattern[str]] = {
-    "private_key": re.compile("PRIVATE KEY-----"),
-    "jwt": re.compile(r"eyJ[A-Za-z0-9_-]{8}"),
-    "url_password": re.compile("://"),
-    "cookie": re.compile(_any_case("cookie:")),
-    "secret_assignment": re.compile(
-        "|".join(map(_any_case, ["pass", "pwd", "secret", "key", "token"]))
-    ),
+_WORD_HINTS: Mapping[str, tuple[bool, tuple[str, ...]]] = {
+    "private_key": (False, ("PRIVATE KEY-----",)),
+    "jwt": (False, ("eyJ",)),
+    "url_password": (False, ("://",)),
+    "cookie": (True, ("cookie",)),
+    "secret_assignment": (True, ("pass", "pwd", "secret", "token", "apikey", "key")),
 }
-"""Where the patterns led by words may match: every match holds its hint."""
+"""Where the patterns led by words may match: (in any case?, the words); found by ``find``."""
+
+_ANCHORED = frozenset({"cookie", "secret_assignment"})
+"""Patterns whose matches start at their hints: tried there, not searched for."""
+
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 _MIN_LENGTH = 6
 """The shortest text any built-in pattern can match (``a@b.io``); shorter strings skip."""
@@ -351,7 +346,13 @@ def _hints(name: str, text: str) -> list[int]:
     if name == "api_key":
         return [match.start() for hint in _API_KEY_HINTS for match in hint.finditer(text)]
     if name in _WORD_HINTS:
-        return [match.start() for match in _WORD_HINTS[name].finditer(text)]
+        any_case, words = _WORD_HINTS[name]
+        if any_case:
+            lowered = text.lower()
+            if len(lowered) != len(text):  # a character that lowers to two: keep positions
+                lowered = text.translate(_ASCII_LOWER)
+            text = lowered
+        return [place for word in words for place in _found(text, word)]
     # A card is 13 digits in a row, or a group of 4 and a group of 3+ after a separator.
     zeros = text.translate(_DIGITS_AS_ZERO)  # keeps positions
     return [
@@ -387,7 +388,8 @@ def _replace(name: str, text: str, hints: list[int], counts: dict[str, int]) -> 
     pieces: list[str] = []
     done = found = 0
     replacement = marker(name)
-    for match in _matches(PATTERNS[name], text, hints):
+    matches = _anchored if name in _ANCHORED else _matches
+    for match in matches(PATTERNS[name], text, hints):
         start, end = match.span()
         if name == "card_number":
             run = match.group()
@@ -429,6 +431,21 @@ def _matches(pattern: re.Pattern[str], text: str, hints: list[int]) -> Iterator[
         if end < 0:
             end = len(text)
         yield from pattern.finditer(text, start, end)
+
+
+def _anchored(pattern: re.Pattern[str], text: str, hints: list[int]) -> Iterator[re.Match[str]]:
+    """``pattern``'s matches that start at a hint, in order, none overlapping the one before."""
+    end = part_end = 0
+    for hint in sorted(set(hints)):
+        if hint < end:
+            continue
+        if hint >= part_end:  # a match never runs into the next text
+            part_end = text.find("\x00", hint)
+            part_end = len(text) if part_end < 0 else part_end
+        match = pattern.match(text, hint, part_end)
+        if match is not None:
+            end = match.end()
+            yield match
 
 
 def _card_numbers(run: str) -> tuple[str, int]:
