@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 import re
+import string
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
@@ -96,6 +97,15 @@ SECRET_KEYS = frozenset(
         "access_token",
         "refresh_token",
         "client_secret",
+        "passwd",
+        "pwd",
+        "db_password",
+        "aws_secret_access_key",
+        "secret_access_key",
+        "private_key",
+        "secret_key",
+        "cookie",
+        "set-cookie",
     }
 )
 """Keys whose string value is a secret whatever it looks like (random passwords and opaque
@@ -163,13 +173,17 @@ _API_KEY = (
     r"|xox(?<![A-Za-z0-9_-]xox)[abpr]-(?=[A-Za-z0-9-]*[0-9])[A-Za-z0-9-]{10,}+"
     # Google API keys: AIza and exactly 35 more characters.
     r"|AIza(?<![A-Za-z0-9]AIza)[A-Za-z0-9_-]{35}(?![A-Za-z0-9_-])"
+    # Hugging Face access tokens: hf_ and 34 letters (30 or more, letters and digits).
+    r"|hf_(?<![A-Za-z0-9_]hf_)[A-Za-z0-9]{30,}+"
+    # SendGrid API keys: SG., a 22-character id, a dot, a 43-character secret.
+    r"|SG\.(?<![A-Za-z0-9_.-]SG\.)[A-Za-z0-9_-]{16,}+\.[A-Za-z0-9_-]{30,}+"
 )
 # Where an api_key match can be (a superset of the matches above): each search has a literal
 # first character, which the regex engine finds fast, and the rarest one of each prefix.
 _API_KEY_HINTS = (
     re.compile(r"-(?:(?<=sk-)|(?<=xox[abpr]-))"),
-    re.compile(r"_(?:(?<=[sr]k_live_)|(?<=[sr]k_test_)|(?<=gh[pousr]_)|(?<=github_pat_))"),
-    re.compile(r"A(?:KIA|SIA|Iza)"),
+    re.compile(r"_(?:(?<=[sr]k_live_)|(?<=[sr]k_test_)|(?<=gh[pousr]_)|(?<=github_pat_)|(?<=hf_))"),
+    re.compile(r"A(?:KIA|SIA|Iza)|SG\."),
 )
 
 _BEARER_WORD = re.compile("[bB][eE][aA][rR][eE][rR]")
@@ -187,7 +201,12 @@ _BEARER = (
 # candidate is never scanned again), not inside a word, a decimal fraction ("0.4111…") or an
 # e-mail's local part. Which part of it is a card number
 # is decided in Python (:func:`_card_numbers`): grouping, issuer digit and Luhn.
-_CARD_RUN = r"[0-9](?<![\w.,][0-9])(?:[ -]?[0-9]){12,}+"
+_CARD_RUN = (
+    r"[0-9](?<![\w.,][0-9])(?:[ -]?[0-9]){12,}+"
+    # Or written with dots, in groups of four ("4111.1111.1111.1111"): a dotted run of
+    # other groups is a version, an address or a decimal, never a card.
+    r"|[0-9](?<![\w.,][0-9])[0-9]{3}(?:\.[0-9]{4}){2,}+(?:\.[0-9]{1,3})?+"
+)
 _NOT_AFTER_CARD = re.compile(r"[\w@]|[.,][0-9]")  # checked in Python, so the run stays whole
 _DIGITS_AS_ZERO = str.maketrans("123456789", "000000000")
 
@@ -199,13 +218,71 @@ _EMAIL = (
     r"(?!(?i:png|jpe?g|gif|svg|webp)(?![A-Za-z0-9-]))[A-Za-z]{2,63}(?![A-Za-z0-9-])"
 )
 
+# A PEM private key block (RSA, EC, OpenSSH, PKCS #8, encrypted), header to footer; one cut
+# short (no footer) still goes whole. The body's characters are taken possessively and a
+# dash only when no footer starts there, so the search stays linear.
+_PRIVATE_KEY = (
+    r"-----BEGIN (?:[A-Z0-9]++ )*PRIVATE KEY-----"
+    r"(?:[A-Za-z0-9+/=\s:,.]|-(?!----END ))*+"
+    r"(?:-----END (?:[A-Z0-9]++ )*PRIVATE KEY-----)?+"
+)
+
+# A JSON Web Token: three base64url parts, the first two JSON objects ("eyJ" is '{"').
+_JWT = r"eyJ(?<![A-Za-z0-9_-]eyJ)[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]*+"
+
+# The password of a URL's user information: scheme://user:password@host.
+_URL_USERINFO = (
+    r"[A-Za-z][A-Za-z0-9+.-]*+://[^\s:/?#@\[\]]*+:(?!\[redacted:)(?P<secret>[^\s/?#@]++)@"
+)
+
+# A cookie header's value ("Cookie: session=...", "Set-Cookie: id=...; Path=/"), to the end
+# of its line; only with a name=value pair after it, so prose about cookies stays.
+_COOKIE = (  # from "cookie": a "Set-" before it stays
+    r"(?<![A-Za-z0-9_])(?i:cookie):[ \t]*+"
+    r"(?!\[redacted:)(?P<secret>[^\s;=]++=[^\r\n\x00]*+)"
+)
+
+# A secret written as an assignment in text: PASSWORD=..., db_passwd: "...", an .env line,
+# a query string. A name that ends like a secret's (its last word is password, passwd, pass,
+# pwd, secret, token, apikey, or key after "_" or "-"), then "=" or ":" before a quoted value
+# (so "password: required" in prose is kept); the value goes, quotes and name stay. Values
+# that are only digits are kept (a port, a count). The match starts at that last word: it is
+# tried only where one is (:data:`_ANCHORED`), never scanned for.
+_ASSIGNMENT = (
+    r"(?:(?<![A-Za-z0-9])(?i:pass(?:word|wd)?|pwd|secret|token|apikey)|(?<=[_-])(?i:key))"
+    r"[\"']?+[ \t]*+(?:=|:(?=[ \t]*+[\"']))[ \t]*+"
+    r"(?:(?P<dq>\")|(?P<sq>'))?+(?!\[redacted:)(?P<secret>"
+    r"(?(dq)[^\"\n\x00]++|(?(sq)[^'\n\x00]++"
+    r"|(?![0-9]++(?![^\s\"',;&]))[^\s\"',;&]++)))"
+)
+
 PATTERNS: Mapping[str, re.Pattern[str]] = {
+    "private_key": re.compile(_PRIVATE_KEY),
     "bearer_token": re.compile(_BEARER),
+    "jwt": re.compile(_JWT),
     "api_key": re.compile(_API_KEY),
+    "url_password": re.compile(_URL_USERINFO),
+    "cookie": re.compile(_COOKIE),
+    "secret_assignment": re.compile(_ASSIGNMENT),
     "email": re.compile(_EMAIL),
     "card_number": re.compile(_CARD_RUN),
 }
 """The built-in patterns by name, in the order they apply.
+
+- ``private_key``: a PEM private key block (``-----BEGIN ... PRIVATE KEY-----`` to its
+  footer, or to the end of its body when cut short); public keys and certificates stay.
+- ``jwt``: a raw JSON Web Token, three base64url parts of which the first two start with
+  ``eyJ`` (a JSON object); one after ``Bearer`` counts as ``bearer_token``.
+- ``url_password``: the password in a URL's user information (``scheme://user:pw@host``);
+  the scheme, user and host stay.
+- ``cookie``: the value of a ``Cookie:`` or ``Set-Cookie:`` header line, when it holds a
+  ``name=value`` pair ("the cookie: chocolate" stays).
+- ``secret_assignment``: the value of ``NAME=value``, ``--name=value`` or ``"name": "value"``
+  in text, where the name is or ends in ``password``, ``passwd``, ``pass``, ``pwd``,
+  ``secret``, ``secret_access_key``, ``private_key``, ``api_key``, ``apikey`` or a ``token``
+  (``db_password``, ``AWS_SECRET_ACCESS_KEY``, ``HF_TOKEN``); ``:`` counts only before a
+  quoted value, so prose such as "password: required" stays, and a value of digits alone
+  (``port=5432``) is kept.
 
 - ``bearer_token``: ``Bearer <token>``, any case; the word stays, the token goes. The token
   (RFC 6750 characters) has 8+ characters and a digit or punctuation, or 20+ characters.
@@ -214,19 +291,39 @@ PATTERNS: Mapping[str, re.Pattern[str]] = {
   ``rk_live_`` / ``sk_test_`` / ``rk_test_`` (20+ more), AWS ``AKIA`` / ``ASIA`` (exactly 16
   more), GitHub ``ghp_`` / ``gho_`` / ``ghu_`` / ``ghs_`` / ``ghr_`` (36+) and
   ``github_pat_`` (22+), Slack ``xoxa-`` / ``xoxb-`` / ``xoxp-`` / ``xoxr-`` (10+, a digit),
-  Google ``AIza`` (exactly 35 more). Never inside a longer word.
+  Google ``AIza`` (exactly 35 more), Hugging Face ``hf_`` (30+), SendGrid ``SG.<id>.<secret>``
+  (16+ and 30+). Never inside a longer word.
 - ``email``: ``local@domain.tld`` with an alphabetic top-level domain; ``pkg@1.2.3``,
   ``@decorator``, ``user@localhost`` and ``icon@2x.png`` are not addresses.
 - ``card_number``: 13 to 19 digits, contiguous or grouped by single spaces or dashes (a
-  first group of 4, the others 3 to 6: 4-4-4-4, 4-6-5, 4-3-3-3, 4-4-4-4-3), starting with 2
-  to 9 and passing the Luhn checksum. Luhn refuses 9 in 10 order numbers; the first digit
-  refuses epoch timestamps in ms, µs and ns (they start with 1 until 2033) and zero-padded
-  ids (no card starts with 0; only airline UATP cards start with 1). Digit runs inside words,
-  hex strings, UUIDs or decimal fractions are never looked at; a number followed or preceded
-  by more digit groups (an expiry date, a quantity) is found within them.
+  first group of 4, the others 3 to 6: 4-4-4-4, 4-6-5, 4-3-3-3, 4-4-4-4-3) or by dots in
+  groups of 4 (``4111.1111.1111.1111``; other dotted runs are versions or addresses),
+  starting with 2 to 9 and passing the Luhn checksum. Luhn refuses 9 in 10 order numbers;
+  the first digit refuses epoch timestamps in ms, µs and ns (they start with 1 until 2033)
+  and zero-padded ids (no card starts with 0; only airline UATP cards start with 1). Digit
+  runs inside words, hex strings, UUIDs or decimal fractions are never looked at; a number
+  followed or preceded by more digit groups (an expiry date, a quantity) is found within
+  them.
 
 The ``card_number`` regex finds candidate digit runs only; the redactor applies the checks.
 """
+
+_PARTIAL = frozenset({"url_password", "cookie", "secret_assignment"})
+"""Patterns whose ``secret`` group is replaced; the rest of the match says what it was."""
+
+_WORD_HINTS: Mapping[str, tuple[bool, tuple[str, ...]]] = {
+    "private_key": (False, ("PRIVATE KEY-----",)),
+    "jwt": (False, ("eyJ",)),
+    "url_password": (False, ("://",)),
+    "cookie": (True, ("cookie",)),
+    "secret_assignment": (True, ("pass", "pwd", "secret", "token", "apikey", "key")),
+}
+"""Where the patterns led by words may match: (in any case?, the words); found by ``find``."""
+
+_ANCHORED = frozenset({"cookie", "secret_assignment"})
+"""Patterns whose matches start at their hints: tried there, not searched for."""
+
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 _MIN_LENGTH = 6
 """The shortest text any built-in pattern can match (``a@b.io``); shorter strings skip."""
@@ -248,9 +345,22 @@ def _hints(name: str, text: str) -> list[int]:
         return [match.start() for match in _BEARER_WORD.finditer(text)]
     if name == "api_key":
         return [match.start() for hint in _API_KEY_HINTS for match in hint.finditer(text)]
+    if name in _WORD_HINTS:
+        any_case, words = _WORD_HINTS[name]
+        if any_case:
+            lowered = text.lower()
+            if len(lowered) != len(text):  # a character that lowers to two: keep positions
+                lowered = text.translate(_ASCII_LOWER)
+            text = lowered
+        return [place for word in words for place in _found(text, word)]
     # A card is 13 digits in a row, or a group of 4 and a group of 3+ after a separator.
     zeros = text.translate(_DIGITS_AS_ZERO)  # keeps positions
-    return [*_found(zeros, "0000000000000"), *_found(zeros, "0000 000"), *_found(zeros, "0000-000")]
+    return [
+        *_found(zeros, "0000000000000"),
+        *_found(zeros, "0000 000"),
+        *_found(zeros, "0000-000"),
+        *_found(zeros, "0000.0000"),
+    ]
 
 
 def _found(text: str, part: str) -> list[int]:
@@ -278,12 +388,13 @@ def _replace(name: str, text: str, hints: list[int], counts: dict[str, int]) -> 
     pieces: list[str] = []
     done = found = 0
     replacement = marker(name)
-    for match in _matches(PATTERNS[name], text, hints):
+    matches = _anchored if name in _ANCHORED else _matches
+    for match in matches(PATTERNS[name], text, hints):
         start, end = match.span()
         if name == "card_number":
             run = match.group()
             if _NOT_AFTER_CARD.match(text, end):  # the last group belongs to what follows
-                end = start + max(run.rfind(" "), run.rfind("-"))
+                end = start + max(run.rfind(" "), run.rfind("-"), run.rfind("."))
                 if end < start:
                     continue
                 run = text[start:end]
@@ -293,6 +404,8 @@ def _replace(name: str, text: str, hints: list[int], counts: dict[str, int]) -> 
             found += cards - 1
         elif name == "bearer_token":
             start = match.start("token")
+        elif name in _PARTIAL:  # the secret goes, what names it stays
+            start, end = match.span("secret")
         pieces += (text[done:start], replacement)
         done = end
         found += 1
@@ -320,6 +433,21 @@ def _matches(pattern: re.Pattern[str], text: str, hints: list[int]) -> Iterator[
         yield from pattern.finditer(text, start, end)
 
 
+def _anchored(pattern: re.Pattern[str], text: str, hints: list[int]) -> Iterator[re.Match[str]]:
+    """``pattern``'s matches that start at a hint, in order, none overlapping the one before."""
+    end = part_end = 0
+    for hint in sorted(set(hints)):
+        if hint < end:
+            continue
+        if hint >= part_end:  # a match never runs into the next text
+            part_end = text.find("\x00", hint)
+            part_end = len(text) if part_end < 0 else part_end
+        match = pattern.match(text, hint, part_end)
+        if match is not None:
+            end = match.end()
+            yield match
+
+
 def _card_numbers(run: str) -> tuple[str, int]:
     """``run`` (a digit run) with its card numbers replaced, and how many there were.
 
@@ -329,7 +457,7 @@ def _card_numbers(run: str) -> tuple[str, int]:
     groups: list[tuple[int, int]] = []
     start = 0
     for index, char in enumerate(run):
-        if char in " -":
+        if char in " -.":
             groups.append((start, index))
             start = index + 1
     groups.append((start, len(run)))

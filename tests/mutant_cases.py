@@ -907,7 +907,8 @@ MUTANTS = [
         "worker-config-fails-runs",
         "adapters/runtime/worker.py",
         """        except ActaeError as stop:
-            return describe_stop(stop), cooldown_for(stop, self.store.now(), cursor=seen)
+            said = self._describe_stop(stop, run_id)
+            return said, cooldown_for(stop, self.store.now(), cursor=seen)
         ctx.lease, ctx.outage""",
         """        except ValidationError as stop:
             return self._fail(run_id, stop), None

@@ -139,11 +139,14 @@ def checkpoint_payload(
     packed: Packed,
     *,
     revised: bool = False,
+    redacted: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """The event of a checkpoint: where it belongs, its parent, and its metadata.
 
     The packed metadata is exact; ``source``, ``step`` and ``run_id`` are repeated as plain
     JSON when they are plain, for readers of the log that do not run LangGraph.
+    ``redacted`` counts what the store's redactor removed from the checkpoint and its
+    metadata before they were packed (a transition has no ``redacted`` field of its own).
     """
     thread_id, checkpoint_ns = address
     payload: dict[str, Any] = {
@@ -159,6 +162,8 @@ def checkpoint_payload(
             payload[key] = value
     if revised:
         payload["revised"] = True
+    if redacted:
+        payload["redacted"] = redacted
     return payload
 
 

@@ -35,6 +35,7 @@ from actae.adapters.langgraph.encoding import thread_id_of
 from actae.adapters.langgraph.threads import Context, Ref, thread_run
 from actae.adapters.runtime.async_store import AsyncStore, open_async
 from actae.adapters.runtime.store import Store, open
+from actae.domain.redaction import Redactor
 from actae.domain.validation import require_text
 from actae.domain.values import RunInfo
 
@@ -50,8 +51,11 @@ class _Translating(BaseCheckpointSaver[int]):
         serde: SerializerProtocol | None = None,
         workflow_id: str = "langgraph",
         agent_id: str = "langgraph",
+        redact: Redactor | None = None,
     ) -> None:
         super().__init__(serde=serde)
+        self.redact = redact
+        """The store's redactor (``actae.open(redact=)``), run on what the serde blobs hold."""
         self.workflow_id = require_text("workflow_id", workflow_id, max_length=100)
         self.agent_id = require_text("agent_id", agent_id)
         self._runs: dict[str, Ref] = {}
@@ -60,7 +64,13 @@ class _Translating(BaseCheckpointSaver[int]):
 
     def _context(self) -> Context:
         return Context(
-            self.serde, self.workflow_id, self.agent_id, self._runs, self._stored, self._early
+            self.serde,
+            self.workflow_id,
+            self.agent_id,
+            self._runs,
+            self._stored,
+            self._early,
+            self.redact,
         )
 
     def _get_tuple(self, config: RunnableConfig) -> Op[CheckpointTuple | None]:
@@ -120,7 +130,9 @@ class ActaeSaver(_Translating):
         workflow_id: str = "langgraph",
         agent_id: str = "langgraph",
     ) -> None:
-        super().__init__(serde=serde, workflow_id=workflow_id, agent_id=agent_id)
+        super().__init__(
+            serde=serde, workflow_id=workflow_id, agent_id=agent_id, redact=store.redactor
+        )
         self.store = store
 
     @classmethod
@@ -271,7 +283,9 @@ class AsyncActaeSaver(_Translating):
         workflow_id: str = "langgraph",
         agent_id: str = "langgraph",
     ) -> None:
-        super().__init__(serde=serde, workflow_id=workflow_id, agent_id=agent_id)
+        super().__init__(
+            serde=serde, workflow_id=workflow_id, agent_id=agent_id, redact=store.sync.redactor
+        )
         self.store = store
         self.loop: asyncio.AbstractEventLoop | None = None
         self._remember_loop()

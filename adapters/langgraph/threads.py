@@ -37,6 +37,7 @@ from actae.adapters.langgraph.encoding import (
 )
 from actae.adapters.runtime.store import Store
 from actae.domain.errors import OperationConflictError
+from actae.domain.redaction import Redactor
 from actae.domain.values import RunInfo
 
 K = TypeVar("K", bound=Hashable)
@@ -68,6 +69,8 @@ class Context:
     early: dict[tuple[UUID, str], int] = field(default_factory=dict)
     """Checkpoints that writes were recorded for before the checkpoint was: the first
     cursor such a write can be at (see :mod:`~actae.adapters.langgraph.writing`)."""
+    redact: Redactor | None = None
+    """The store's redactor: what the serde blobs hold is redacted before it is packed."""
 
     def thread_operation(self, thread_id: str) -> str:
         """The operation id that starts (and so names) the run of ``thread_id``."""

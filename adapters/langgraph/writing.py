@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 from langchain_core.runnables import RunnableConfig
@@ -55,9 +55,16 @@ from actae.adapters.langgraph.encoding import (
 )
 from actae.adapters.langgraph.history import hidden_since
 from actae.adapters.langgraph.reading import address_of, config_of
+from actae.adapters.langgraph.redacting import (
+    Found,
+    redacted_channel_values,
+    redacted_value,
+    reporting,
+)
 from actae.adapters.langgraph.threads import Context, ensure_namespace, remember
 from actae.adapters.runtime.store import Store
 from actae.domain.errors import ConflictError, OperationConflictError
+from actae.domain.redaction import merge_counts
 from actae.domain.values import Receipt
 
 MAX_ATTEMPTS = 1000
@@ -94,6 +101,7 @@ def put(
     checkpoint_id = checkpoint["id"]
     parent = get_checkpoint_id(config)
     stored = get_serializable_checkpoint_metadata(config, metadata)
+    checkpoint, stored, found = _redacted_checkpoint(ctx, checkpoint, stored)
     packed_metadata = pack(ctx.serde, stored)
     packed = pack(ctx.serde, checkpoint)
     ref = yield from ensure_namespace(ctx, *address, agent_of(ctx, config))
@@ -111,7 +119,13 @@ def put(
                 ref.channel_id,
                 kind=CHECKPOINT,
                 payload=checkpoint_payload(
-                    address, checkpoint_id, parent, stored, packed_metadata, revised=revised
+                    address,
+                    checkpoint_id,
+                    parent,
+                    stored,
+                    packed_metadata,
+                    revised=revised,
+                    redacted=found,
                 ),
                 state=checkpoint_state(
                     checkpoint_id,
@@ -154,6 +168,7 @@ def put_writes(
     if checkpoint_id is None:
         raise ValueError("put_writes needs the config of a checkpoint (checkpoint_id)")
     indexed, special = indexed_writes(list(writes))
+    indexed, found = _redacted_writes(ctx, indexed)
     payload = writes_payload(ctx.serde, address, checkpoint_id, task, indexed)
     ref = yield from ensure_namespace(ctx, *address, agent_of(ctx, config))
 
@@ -166,6 +181,7 @@ def put_writes(
                 payload=payload,
                 expected_cursor=head.cursor,
                 operation_id=attempt.operation,
+                redact=reporting(found),
             )
         )
 
@@ -179,6 +195,37 @@ def put_writes(
     yield from _appended(
         ref.channel_id, checkpoint_id, base, append, lambda _: False, guard=False, head=head
     )
+
+
+def _redacted_checkpoint(
+    ctx: Context, checkpoint: Checkpoint, metadata: CheckpointMetadata
+) -> tuple[Checkpoint, CheckpointMetadata, Found]:
+    """The checkpoint and its metadata as they may be stored, and what redaction removed.
+
+    On a store with ``redact=`` both are redacted before they are packed (the serde blob
+    hides them from the store's own redactor); a value it cannot look inside is refused
+    with a ``ValidationError`` naming its channel, before anything is written.
+    """
+    if ctx.redact is None:
+        return checkpoint, metadata, {}
+    checkpoint, in_values = redacted_channel_values(checkpoint, ctx.redact)
+    cleaned, in_metadata = redacted_value(metadata, ctx.redact, "langgraph.checkpoint.metadata")
+    return checkpoint, cast(CheckpointMetadata, cleaned), merge_counts(in_values, in_metadata)
+
+
+def _redacted_writes(
+    ctx: Context, writes: list[tuple[int, str, object]]
+) -> tuple[list[tuple[int, str, object]], Found]:
+    """A task's writes as they may be stored, and what redaction removed (see above)."""
+    if ctx.redact is None:
+        return writes, {}
+    cleaned: list[tuple[int, str, object]] = []
+    found: list[Found] = []
+    for idx, channel, value in writes:
+        kept, counts = redacted_value(value, ctx.redact, f"langgraph.writes.{channel}")
+        cleaned.append((idx, channel, kept))
+        found.append(counts)
+    return cleaned, merge_counts(*found)
 
 
 def _noted_if_early(ctx: Context, channel_id: UUID, checkpoint_id: str) -> Op[Receipt | None]:

@@ -83,7 +83,7 @@ class RunContext(StepRetries, EffectSteps, Inherited):
         self._occurrences: Counter[tuple[str, str]] = Counter()
         self._head = store.head(run.channel_id)
         self.outage = Outage(f"run {run.run_id}", log.warning)
-        self.trace = RunTrace(run)
+        self.trace = RunTrace(run, sealed=store.encrypting)
 
     @property
     def run_id(self) -> Any:

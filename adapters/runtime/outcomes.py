@@ -102,6 +102,11 @@ EXPLANATIONS: tuple[tuple[type[ActaeError], Callable[[Any], str]], ...] = (
 """How the log explains each kind of stop, first match wins (``describe_stop``)."""
 
 
+def explained(stop: ActaeError) -> bool:
+    """Whether ``stop`` is a kind the log explains from its fields (``EXPLANATIONS``)."""
+    return any(isinstance(stop, kind) for kind, _ in EXPLANATIONS)
+
+
 def describe_stop(stop: ActaeError) -> str:
     """Why a workflow did not finish in this pass."""
     for kind, describe in EXPLANATIONS:

@@ -162,6 +162,23 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods, CustodyMethods, Rete
         return f"<actae.Store {self._url.display}>"
 
     @property
+    def redactor(self) -> Redactor | None:
+        """The redactor given as ``actae.open(redact=)``, run on every record and result.
+
+        LangGraph's saver runs it on what it packs into serde blobs (docs/langgraph.md).
+        """
+        return self._service.core.redact
+
+    @property
+    def encrypting(self) -> bool:
+        """Whether this store encrypts what agents produce (it was opened with a keyring).
+
+        Its workers' log lines and its spans then name an error by its type and where to read
+        it, never by its message (docs/logging.md, docs/telemetry.md).
+        """
+        return self._holding.keys.encrypting
+
+    @property
     def url(self) -> str:
         """The store URL, password masked."""
         return self._url.display
@@ -186,8 +203,12 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods, CustodyMethods, Rete
         :class:`RunInfo` with ``replayed=True``. The run keeps the trace it was started in
         (the current span, else a short ``actae.start`` span): see docs/telemetry.md.
         """
-        span_name = tracing.span_name(START_SPAN, workflow_id)
-        with tracing.starting(span_name, lambda: self._ran(operation_id)) as start:
+        # The agent names the span, never the workflow id: span names are what trace backends
+        # index and group by, and a workflow id is the application's (a customer's, an order's).
+        span_name = tracing.span_name(START_SPAN, agent_id)
+        with tracing.starting(
+            span_name, lambda: self._ran(operation_id), sealed=self.encrypting
+        ) as start:
             command = StartRun(
                 workflow_id=workflow_id,
                 agent_id=agent_id,
@@ -287,7 +308,9 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods, CustodyMethods, Rete
         The child keeps a trace of its own, as ``start_run`` does (the current span, else a
         short ``actae.fork`` span): a fork is a new attempt, not more of the parent's.
         """
-        with tracing.starting(FORK_SPAN, lambda: self._ran(operation_id)) as start:
+        with tracing.starting(
+            FORK_SPAN, lambda: self._ran(operation_id), sealed=self.encrypting
+        ) as start:
             command = Fork(
                 channel_id=channel_id,
                 at=at,

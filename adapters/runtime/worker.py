@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import inspect
 import logging
 import threading
@@ -45,6 +44,7 @@ from actae.adapters.runtime.outcomes import (
     Cooldown,
     cooldown_for,
     describe_stop,
+    explained,
     is_due,
     printable,
     run_result,
@@ -52,6 +52,7 @@ from actae.adapters.runtime.outcomes import (
 from actae.adapters.runtime.run_lease import RunLease
 from actae.adapters.telemetry.runs import taking
 from actae.adapters.telemetry.tracing import failed_here
+from actae.domain.disclosure import error_text
 from actae.domain.errors import (
     ActaeError,
     HistoryRegressedError,
@@ -296,7 +297,8 @@ class Worker:
             self._cooldowns[run_id] = replace(
                 Cooldown.short(now, COOLDOWN), cursor=row.get("head_cursor")
             )
-            self._warn(f"run {run_id}: not advanced: {printable(repr(error))}", run_id=run_id)
+            said = self._error_text(error, run_id) if self.store.encrypting else repr(error)
+            self._warn(f"run {run_id}: not advanced: {printable(said)}", run_id=run_id)
             return 0
 
     def _serve(self, row: Mapping[str, Any], now: datetime) -> int:
@@ -425,9 +427,10 @@ class Worker:
         except HistoryRegressedError:
             raise
         except ActaeError as stop:
-            return describe_stop(stop), cooldown_for(stop, self.store.now(), cursor=seen)
+            said = self._describe_stop(stop, run_id)
+            return said, cooldown_for(stop, self.store.now(), cursor=seen)
         ctx.lease, ctx.outage = lease, self._outage_of(run_id)
-        with taking(ctx.run, worker=self.name) as turn:
+        with taking(ctx.run, worker=self.name, sealed=self.store.encrypting) as turn:
             outcome, cooldown = self._finish(run_id, code, ctx, lease)
             turn.ended(outcome)
         return outcome, cooldown
@@ -446,7 +449,8 @@ class Worker:
             raise
         except ActaeError as stop:  # cooled down until an event the context had not seen
             cursor = ctx.head.cursor
-            return describe_stop(stop), cooldown_for(stop, self.store.now(), cursor=cursor)
+            said = self._describe_stop(stop, run_id)
+            return said, cooldown_for(stop, self.store.now(), cursor=cursor)
         except concurrent.futures.CancelledError:  # an async workflow's task was cancelled
             return "stopped: cancelled (left as a killed worker leaves it)", None
         except Exception as error:
@@ -475,12 +479,32 @@ class Worker:
         return cast(Callable[[RunContext], object], code.code)(ctx)
 
     def _fail(self, run_id: Any, error: Exception) -> str:
-        """Fail the run with ``error`` unless it failed already (``ctx.step`` does that)."""
+        """Fail the run with ``error`` unless it failed already (``ctx.step`` does that).
+
+        The run records the whole message; the outcome (logged, and ``actae.run.outcome``)
+        and the span say what :func:`error_text` lets them: on an encrypted store the type
+        and where the record is, since the message is contents.
+        """
         message = printable(f"{type(error).__name__}: {error}")
-        failed_here(error)  # on the worker's span of the run: the run fails here
-        with contextlib.suppress(IllegalTransitionError):
-            self.store.fail_run(run_id, message, actor=self.name)
-        return f"failed: {message}"
+        try:
+            cursor = self.store.fail_run(run_id, message, actor=self.name).cursor
+        except IllegalTransitionError:  # failed already: its failure is the run's last record
+            cursor = self.store.run(run_id).cursor
+        sealed = self.store.encrypting
+        # on the worker's span of the run: the run fails here
+        failed_here(error, sealed=sealed, run_id=run_id, cursor=cursor)
+        return f"failed: {printable(self._error_text(error, run_id, cursor))}"
+
+    def _error_text(self, error: BaseException, run_id: Any, cursor: int | None = None) -> str:
+        """What this worker may say of ``error`` (its type alone when the store encrypts)."""
+        sealed = self.store.encrypting
+        return error_text(error, sealed=sealed, run_id=run_id, cursor=cursor)
+
+    def _describe_stop(self, stop: ActaeError, run_id: Any) -> str:
+        """Why the run did not finish in this pass; an unexplained stop by its type when sealed."""
+        if self.store.encrypting and not explained(stop):
+            return f"not advanced: {self._error_text(stop, run_id)}"
+        return describe_stop(stop)
 
     def _stop_for(self, regressed: HistoryRegressedError) -> None:
         """Take no more work: the store lost history this process saw (docs/outages.md).

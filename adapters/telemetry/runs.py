@@ -104,11 +104,12 @@ class TakenRun(Opened):
         self.describe({RUN_OUTCOME: outcome})
 
 
-def taking(run: RunInfo, *, worker: str) -> TakenRun:
+def taking(run: RunInfo, *, worker: str, sealed: bool = False) -> TakenRun:
     """The ``actae.run`` span of one worker's turn with ``run``, in the run's own trace.
 
     It is a child of the context the run recorded at its start, whatever span is current:
-    a worker that takes over a run killed mid-way reports into the same trace.
+    a worker that takes over a run killed mid-way reports into the same trace. On a
+    ``sealed`` store it names a failure by its type only (``tracing.failed``).
     """
     tracer = active_tracer()
     if tracer is None:
@@ -119,7 +120,8 @@ def taking(run: RunInfo, *, worker: str) -> TakenRun:
         CURSOR: run.cursor,
         STATE_VERSION: run.state_version,
     }
-    return TakenRun(tracer, RUN_SPAN, attributes, parent_context(run.trace_context, run.run_id))
+    parent = parent_context(run.trace_context, run.run_id)
+    return TakenRun(tracer, RUN_SPAN, attributes, parent, sealed=sealed, run_id=run.run_id)
 
 
 class Call(Opened):
@@ -161,7 +163,9 @@ class StepCall(Call):
     """``actae.step {name}``; a step that returns is counted and timed, replayed or not."""
 
     def __init__(self, run: RunTrace, name: str, attributes: Attributes | None) -> None:
-        super().__init__(run.tracer, name, attributes, run.parent())
+        super().__init__(
+            run.tracer, name, attributes, run.parent(), sealed=run.sealed, run_id=run.run_id
+        )
         self._run = run
         self._began = 0.0
 
@@ -184,7 +188,9 @@ class EffectCall(Call):
     """``actae.effect {name}``, with its claim (attempt, fencing token) and its outcome."""
 
     def __init__(self, run: RunTrace, name: str, attributes: Attributes | None) -> None:
-        super().__init__(run.tracer, name, attributes, run.parent())
+        super().__init__(
+            run.tracer, name, attributes, run.parent(), sealed=run.sealed, run_id=run.run_id
+        )
         self._run = run
         self.outcome: str | None = None
 
@@ -255,11 +261,14 @@ class WaitCall(Opened):
 class RunTrace:
     """The spans and step metrics of one run's workflow calls (a ``RunContext`` holds one).
 
-    The tracer and the instruments are looked up once, when the run's context is made.
+    The tracer and the instruments are looked up once, when the run's context is made. On
+    a ``sealed`` store (opened with a keyring) the spans name a failure by its type only.
     """
 
-    def __init__(self, run: RunInfo) -> None:
+    def __init__(self, run: RunInfo, *, sealed: bool = False) -> None:
         self.tracer = active_tracer()
+        self.sealed = sealed
+        self.run_id = run.run_id
         self.attributes = run_attributes(run)
         self._recorded = parent_context(run.trace_context, run.run_id) if self.tracer else None
         self._instruments: Instruments = instruments()
@@ -288,12 +297,26 @@ class RunTrace:
 
     def transition(self, operation_id: str) -> Call:
         """The span of a transition (``actae.transition``)."""
-        return Call(self.tracer, TRANSITION_SPAN, self._attributes(operation_id), self.parent())
+        return Call(
+            self.tracer,
+            TRANSITION_SPAN,
+            self._attributes(operation_id),
+            self.parent(),
+            sealed=self.sealed,
+            run_id=self.run_id,
+        )
 
     def wait(self, reason: str, name: str) -> WaitCall:
         """The span of a wait (``actae.wait {reason}``) for ``name``."""
         attributes = None if self.tracer is None else {**self.attributes, WAIT_NAME: name}
-        return WaitCall(self.tracer, f"{WAIT_SPAN} {reason}", attributes, self.parent())
+        return WaitCall(
+            self.tracer,
+            f"{WAIT_SPAN} {reason}",
+            attributes,
+            self.parent(),
+            sealed=self.sealed,
+            run_id=self.run_id,
+        )
 
     @contextmanager
     def joined(self) -> Iterator[None]:

@@ -50,6 +50,7 @@ from actae.adapters.telemetry.guard import (
     SPAN_START,
 )
 from actae.adapters.telemetry.names import REPLAYED, RUN_SPAN, SCOPE, SCOPE_VERSION
+from actae.domain.disclosure import error_text
 from actae.domain.errors import RunSuspended
 from actae.domain.validation import MAX_TEXT_LENGTH
 
@@ -83,7 +84,9 @@ class Opened:
     """A span, current while the ``with`` block runs (none at all without a ``tracer``).
 
     An exception leaving the block marks the span failed (:func:`failed`) and goes on. A
-    span the SDK fails to start is left out: the block runs in no span of its own.
+    span the SDK fails to start is left out: the block runs in no span of its own. A span
+    of a ``sealed`` store (of run ``run_id``, when it is about one) names an error by its
+    type only (:func:`failed`).
     """
 
     def __init__(
@@ -92,8 +95,13 @@ class Opened:
         name: str,
         attributes: Attributes,
         parent: Context | None = None,
+        *,
+        sealed: bool = False,
+        run_id: UUID | None = None,
     ) -> None:
         self._tracer = tracer
+        self._sealed = sealed
+        self._run_id = run_id
         self._name = name
         self._attributes = attributes
         self._parent = parent
@@ -124,7 +132,7 @@ class Opened:
         if not self._opened:
             return
         if isinstance(error, Exception):
-            failed(self.span, error)
+            failed(self.span, error, sealed=self._sealed, run_id=self._run_id)
         if self._token is not None:
             with SPAN_CONTEXT:
                 otel_context.detach(self._token)  # type: ignore[arg-type]
@@ -138,23 +146,55 @@ class Opened:
                 self.span.set_attributes(attributes)
 
 
-def failed(target: Span, error: BaseException) -> None:
+def failed(
+    target: Span,
+    error: BaseException,
+    *,
+    sealed: bool = False,
+    run_id: UUID | None = None,
+    cursor: int | None = None,
+) -> None:
     """Record ``error`` on ``target`` and set its status to ERROR.
 
+    What the status and the exception event say of it is :func:`error_text`'s: on a
+    ``sealed`` store (opened with a keyring) its type and where to read it, never its
+    message nor a traceback (whose last line is the message): a span outlives ``forget``.
     A ``RunSuspended`` is how a workflow says it waits: it is no failure of anything.
     """
     if isinstance(error, RunSuspended):
         return
     with SPAN_ERROR:
         if target.is_recording():
-            target.record_exception(error)
-            target.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+            text = error_text(error, sealed=sealed, run_id=run_id, cursor=cursor)
+            if sealed:
+                target.add_event(EXCEPTION_EVENT, {"exception.type": _type_name(error)})
+            else:
+                target.record_exception(error)
+            target.set_status(Status(StatusCode.ERROR, text))
 
 
-def failed_here(error: BaseException) -> None:
+EXCEPTION_EVENT = "exception"
+"""The event OpenTelemetry's ``record_exception`` adds; a sealed store's carries the type only."""
+
+
+def _type_name(error: BaseException) -> str:
+    """The error's type as ``record_exception`` names it (module-qualified but for builtins)."""
+    kind = type(error)
+    if kind.__module__ in ("__main__", "builtins"):
+        return kind.__qualname__
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def failed_here(
+    error: BaseException,
+    *,
+    sealed: bool = False,
+    run_id: UUID | None = None,
+    cursor: int | None = None,
+) -> None:
     """:func:`failed` on the current span."""
     with SPAN_ERROR:
-        failed(trace.get_current_span(), error)
+        failed(trace.get_current_span(), error, sealed=sealed, run_id=run_id, cursor=cursor)
 
 
 def in_a_span() -> bool:
@@ -233,14 +273,17 @@ def never() -> bool:
 
 
 @contextmanager
-def starting(span_name: str, repeated: Callable[[], bool] = never) -> Iterator[Start]:
+def starting(
+    span_name: str, repeated: Callable[[], bool] = never, *, sealed: bool = False
+) -> Iterator[Start]:
     """The trace context for a run started in the block.
 
     Inside a span, that span's context; otherwise a short span named ``span_name`` of its
-    own, so that a run started by a plain script still has a trace to join when tracing is
-    configured, unless ``repeated()`` says the start already ran (its repeat keeps the first
-    one's context, so a span of its own would be a stray trace). Without an SDK the context
-    is empty, and nothing is recorded.
+    own (naming a failure by its type alone on a ``sealed`` store), so that a run started by
+    a plain script still has a trace to join when tracing is configured, unless
+    ``repeated()`` says the start already ran (its repeat keeps the first one's context, so
+    a span of its own would be a stray trace). Without an SDK the context is empty, and
+    nothing is recorded.
     """
     if in_a_span():
         yield Start(current_trace_context())
@@ -249,5 +292,5 @@ def starting(span_name: str, repeated: Callable[[], bool] = never) -> Iterator[S
     if tracer is None or repeated():
         yield Start({})
         return
-    with Opened(tracer, span_name, None) as own:
+    with Opened(tracer, span_name, None, sealed=sealed) as own:
         yield Start(current_trace_context(), own)

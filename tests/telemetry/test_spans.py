@@ -52,7 +52,7 @@ def test_a_worker_turn_is_a_tree_of_spans_in_the_trace_the_run_started_in(
         worker = actae.Worker(store, name="w1", registry=registry)
         worker.run_once()
 
-        start = spans.one("actae.start wf-1")
+        start = spans.one(f"actae.start {agent}")  # the agent names it, never the workflow id
         assert run.trace_context["traceparent"] == traceparent_of(start)
         assert attributes(start)["actae.run_id"] == str(run.run_id)
         turn = spans.one("actae.run")
@@ -148,12 +148,13 @@ def test_calls_of_a_context_outside_any_span_join_the_trace_the_run_started_in(
     durable_url: str, clock: actae.ManualClock, spans: Spans
 ) -> None:
     with actae.open(durable_url, clock=clock) as store:
-        run = store.start_run("wf-3", agent_id=agent_name(), state={})
+        agent = agent_name()
+        run = store.start_run("wf-3", agent_id=agent, state={})
         ctx = store.resume(run.run_id, worker="script")
         ctx.step("one", lambda: 1)
         ctx.transition(state={"one": 1})
 
-    start = spans.one("actae.start wf-3")
+    start = spans.one(f"actae.start {agent}")
     assert spans.names_under(start) == ["actae.step one", "actae.transition"]
 
 
@@ -230,7 +231,7 @@ def test_an_async_workflow_on_an_async_worker_is_the_same_tree(
     done = asyncio.run(main())
     assert done.status is actae.RunStatus.COMPLETED
     first, second = spans.named("actae.run")
-    start = spans.one("actae.start wf-6")
+    start = spans.one(f"actae.start {agent}")
     assert is_child(first, start)
     assert is_child(second, start)
     assert sorted(spans.names_under(first)) == [

@@ -99,7 +99,7 @@ def test_a_child_run_continues_from_where_its_parent_started_it(
         if attributes(span)["actae.run_id"] == str(child_id)
     )
     assert is_child(child_turn, parent_turn)
-    start = spans.one("actae.start purchase")
+    start = spans.one(f"actae.start {parent_agent}")
     assert {context_of(span).trace_id for span in spans.all()} == {context_of(start).trace_id}
 
 
@@ -197,7 +197,7 @@ def test_a_repeated_start_or_fork_outside_any_span_opens_no_span_of_its_own(
         fork_again = store.fork(run.channel_id, at=1, operation_id="fork:wf")
 
     assert (again.replayed, fork_again.replayed) == (True, True)
-    assert [span.name for span in spans.all()] == ["actae.start wf", "actae.fork"]
+    assert [span.name for span in spans.all()] == ["actae.start a", "actae.fork"]
     assert again.trace_context == run.trace_context
 
 
@@ -210,7 +210,7 @@ def test_a_repeated_start_that_got_past_the_look_says_it_replayed(
         monkeypatch.setattr(store, "operation", lambda operation_id: None)
         again = store.start_run("wf", agent_id="a", state={}, operation_id="start:wf")
 
-    first, echo = spans.named("actae.start wf")
+    first, echo = spans.named("actae.start a")
     assert again.replayed
     assert "actae.replayed" not in attributes(first)
     assert attributes(echo)["actae.replayed"] is True

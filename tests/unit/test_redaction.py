@@ -398,7 +398,17 @@ def test_built_in_patterns_can_be_chosen() -> None:
         builtin_redactor(["phone"])
     with pytest.raises(ValidationError, match="collection of key names"):
         builtin_redactor(secret_keys="pin")  # noqa: S106 - a key name, given the wrong way
-    assert list(PATTERNS) == ["bearer_token", "api_key", "email", "card_number"]
+    assert list(PATTERNS) == [
+        "private_key",
+        "bearer_token",
+        "jwt",
+        "api_key",
+        "url_password",
+        "cookie",
+        "secret_assignment",
+        "email",
+        "card_number",
+    ]
 
 
 # --- user patterns and chains ---------------------------------------------------------------

@@ -1,0 +1,241 @@
+"""Redaction of what the saver stores: the values inside LangGraph's serde blobs.
+
+A checkpoint's channel values, its metadata and a task's pending writes are stored packed
+(:mod:`.encoding`): base64 of ``serde.dumps_typed``, which no redactor can read. So on a
+store opened with ``redact=`` the saver redacts each value *before* it is packed, with the
+store's own redactor, and reports what it removed: a ``langgraph.writes`` record counts it
+in its ``redacted`` field like any record, a checkpoint (a transition, which has no such
+field) under ``redacted`` in its event's payload.
+
+A value is walked the way the graph holds it: plain JSON goes to the redactor whole (so a
+``password`` key still empties its value), and inside dicts, lists, tuples, sets, pydantic
+models (LangChain's messages), dataclasses (``Interrupt``, ``Command``), ``Send`` and
+exceptions each part is walked in turn and the object rebuilt only when something changed.
+Numbers, dates, UUIDs and enums hold no free text and are kept. Anything else (bytes, an
+object of unknown shape) cannot be looked inside, so it is refused with a
+``ValidationError`` naming where it is, and nothing is written: storing it would keep
+whatever secret it holds, and say ``redacted={}``.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import datetime
+import decimal
+import enum
+import math
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from langgraph.checkpoint.base import Checkpoint
+from langgraph.types import Send
+from pydantic import BaseModel
+
+from actae.domain.errors import ValidationError
+from actae.domain.redaction import Redacted, Redactor, checked, merge_counts
+from actae.domain.validation import MAX_DEPTH
+
+__all__ = ["Found", "redacted_channel_values", "redacted_value", "reporting"]
+
+Found = dict[str, int]
+"""Counts by pattern name of what a redaction removed (only non-zero ones)."""
+
+_KEPT = (
+    int,
+    float,
+    decimal.Decimal,
+    datetime.date,
+    datetime.time,
+    datetime.timedelta,
+    uuid.UUID,
+    enum.Enum,
+)
+"""Values without free text (``bool`` is an ``int``, a ``datetime`` a ``date``; an enum's
+value is the code's)."""
+
+
+def redacted_value(value: object, redact: Redactor, where: str) -> tuple[Any, Found]:
+    """``value`` with ``redact`` applied to every text it holds, and the counts.
+
+    ``where`` names the value in a refusal (``langgraph.writes.messages``, say).
+    """
+    walk = _Walk(redact)
+    return walk.value(value, where, 0), merge_counts(walk.counts)
+
+
+def redacted_channel_values(checkpoint: Checkpoint, redact: Redactor) -> tuple[Checkpoint, Found]:
+    """``checkpoint`` with its channel values redacted (the rest is ids and versions)."""
+    values, found = redacted_value(
+        checkpoint["channel_values"], redact, "langgraph.checkpoint.channel_values"
+    )
+    if values is checkpoint["channel_values"]:
+        return checkpoint, found
+    return {**checkpoint, "channel_values": values}, found
+
+
+def reporting(found: Found) -> Redactor | None:
+    """A redactor that removes nothing and reports ``found``, for ``store.record(redact=)``.
+
+    What the saver removed before packing is then counted in the record's ``redacted``
+    field, with whatever the store's own redactor finds in the rest of the payload.
+    """
+    if not found:
+        return None
+
+    def report(document: Any) -> Redacted:
+        return Redacted(document, dict(found))
+
+    return report
+
+
+class _Walk:
+    """One value's walk: the redactor, and the counts summed over every part redacted."""
+
+    def __init__(self, redact: Redactor) -> None:
+        self.redact = redact
+        self.counts: Found = {}
+
+    def value(self, value: object, where: str, depth: int) -> Any:
+        """``value`` redacted; the very same object when nothing in it changed."""
+        if depth > MAX_DEPTH:
+            raise ValidationError(where, f"nests deeper than {MAX_DEPTH} levels")
+        if value is None or isinstance(value, _KEPT):
+            return value
+        if _plain(value, depth):
+            return self.plain(value, where)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return self.dataclass(value, where, depth + 1)
+        for kind, walk in _WALKS:
+            if isinstance(value, kind):
+                return walk(self, value, where, depth + 1)
+        raise _unredactable(value, where)
+
+    def plain(self, value: object, where: str) -> Any:
+        """Plain JSON, redacted whole (so a key named like a secret empties its value)."""
+        result = checked(self.redact(value), where=where)
+        if not result.counts and result.value == value:
+            return value  # the original object: a str subclass stays one
+        self.counts = merge_counts(self.counts, result.counts)
+        return result.value
+
+    def mapping(self, value: dict[Any, Any], where: str, depth: int) -> dict[Any, Any]:
+        """A dict: its plain JSON entries redacted together, the others one by one."""
+        plain = {k: v for k, v in value.items() if isinstance(k, str) and _plain(v, depth)}
+        cleaned = self.plain(plain, where) if plain else plain
+        rest = {
+            key: (
+                self.value(key, f"{where}.<key>", depth),
+                self.value(item, f"{where}.{key}", depth),
+            )
+            for key, item in value.items()
+            if not (isinstance(key, str) and key in plain)
+        }
+        if cleaned is plain and all(k is n and value[k] is v for k, (n, v) in rest.items()):
+            return value
+        if list(cleaned) != list(plain):  # a key was redacted: its entry moves, none is lost
+            return {**cleaned, **dict(rest.values())}
+        out: dict[Any, Any] = {}
+        for key in value:  # in the dict's own order
+            if key in rest:
+                name, item = rest[key]
+                out[name] = item
+            else:
+                out[key] = cleaned[key]
+        return out
+
+    def sequence(self, value: list[Any] | tuple[Any, ...], where: str, depth: int) -> Any:
+        items = [self.value(item, f"{where}[{n}]", depth) for n, item in enumerate(value)]
+        if all(new is old for new, old in zip(items, value, strict=True)):
+            return value
+        if isinstance(value, list):
+            return items
+        return type(value)(items) if type(value) is tuple else type(value)(*items)
+
+    def set(self, value: set[Any] | frozenset[Any], where: str, depth: int) -> Any:
+        items = [self.value(item, f"{where}[]", depth) for item in value]
+        if all(new is old for new, old in zip(items, value, strict=True)):
+            return value
+        return type(value)(items)
+
+    def model(self, value: BaseModel, where: str, depth: int) -> BaseModel:
+        """A pydantic model (a LangChain message): its fields, and any extra ones."""
+        fields = {name: getattr(value, name) for name in type(value).model_fields}
+        fields.update(value.model_extra or {})
+        changed = self._changed(fields, where, depth)
+        return value.model_copy(update=changed) if changed else value
+
+    def dataclass(self, value: Any, where: str, depth: int) -> Any:
+        fields = {field.name: getattr(value, field.name) for field in dataclasses.fields(value)}
+        changed = self._changed(fields, where, depth)
+        if not changed:
+            return value
+        init = {field.name for field in dataclasses.fields(value) if field.init}
+        if not changed.keys() <= init:
+            raise _unredactable(value, where, " (a field it is not built with holds a secret)")
+        return dataclasses.replace(value, **changed)
+
+    def send(self, value: Send, where: str, depth: int) -> Send:
+        arg = self.value(value.arg, f"{where}.arg", depth)
+        return value if arg is value.arg else Send(value.node, arg, timeout=value.timeout)
+
+    def exception(self, value: BaseException, where: str, depth: int) -> BaseException:
+        """An error a node raised (the ``__error__`` write): its arguments and attributes."""
+        args = self.value(value.args, f"{where}.args", depth)
+        attributes = self._changed(dict(vars(value)), where, depth)
+        if args is value.args and not attributes:
+            return value
+        cleaned = copy.copy(value)
+        cleaned.args = args
+        for name, item in attributes.items():
+            setattr(cleaned, name, item)
+        return cleaned
+
+    def _changed(self, fields: dict[str, Any], where: str, depth: int) -> dict[str, Any]:
+        """The fields whose redacted value differs, redacted."""
+        out = {}
+        for name, item in fields.items():
+            new = self.value(item, f"{where}.{name}", depth)
+            if new is not item:
+                out[name] = new
+        return out
+
+
+def _plain(value: object, depth: int) -> bool:
+    """Whether ``value`` is plain JSON a redactor takes as it is (a tuple is not: kept one)."""
+    if isinstance(value, str) or value is None or isinstance(value, bool | int):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if depth > MAX_DEPTH:
+        return False
+    if type(value) is list:
+        return all(_plain(item, depth + 1) for item in value)
+    if type(value) is dict:
+        return all(isinstance(k, str) and _plain(v, depth + 1) for k, v in value.items())
+    return False
+
+
+def _unredactable(value: object, where: str, why: str = "") -> ValidationError:
+    kind = type(value)
+    return ValidationError(
+        where,
+        f"holds a {kind.__module__}.{kind.__qualname__}{why}, which the store's redactor "
+        "cannot look inside (redact= walks JSON values, dicts, lists, tuples, sets, pydantic "
+        "models, dataclasses, Send and exceptions); nothing was written. Keep such values "
+        "(bytes, opaque objects) out of the graph's state and writes, or open the store "
+        "without redact= (docs/langgraph.md)",
+    )
+
+
+_Walker = Callable[[_Walk, Any, str, int], Any]
+_WALKS: tuple[tuple[Any, _Walker], ...] = (
+    (dict, _Walk.mapping),
+    (list, _Walk.sequence),
+    (tuple, _Walk.sequence),
+    (set | frozenset, _Walk.set),
+    (BaseModel, _Walk.model),
+    (Send, _Walk.send),
+    (BaseException, _Walk.exception),
+)
