@@ -28,6 +28,8 @@ POSITIONS = ("tests/integration/test_positions.py",)
 MIGRATION_TESTS = ("tests/integration/test_migrations.py",)
 DRILL = ("tests/integration/test_drill.py", "tests/unit/test_drill_outages.py")
 CLOCK = ("tests/unit/test_clock.py", "tests/integration/test_clock_skew.py")
+BODY_LIMIT = ("tests/console/test_body_limit.py",)
+CONSOLE_AUTH = ("tests/console/test_auth.py",)
 
 FAULT_MUTANTS = [
     # -- processes that ride out outages --------------------------------------------------
@@ -675,5 +677,30 @@ FAULT_MUTANTS = [
         " every statement on the events table for as long",
         MIGRATION_TESTS,
         postgres=True,
+    ),
+    # -- the console's guards against hostile clients (issue 28, items 11 and 15) -----------
+    Mutant(
+        "console-body-uncapped",
+        "adapters/console/app.py",
+        "    app.add_middleware(BodyLimit, max_body=max_body)  # before any route reads a body\n",
+        "",
+        "an unauthenticated 200 MB POST must not be read to be told 401",
+        BODY_LIMIT,
+    ),
+    Mutant(
+        "console-body-declared-length-believed",
+        "adapters/console/limits.py",
+        "        if declared is not None and declared > self.max_body:",
+        "        if False:",
+        "a Content-Length over the cap is refused before a byte of the body is read",
+        BODY_LIMIT,
+    ),
+    Mutant(
+        "console-body-chunked-unbounded",
+        "adapters/console/limits.py",
+        "            if size > self.max_body:",
+        "            if False:",
+        "a chunked body is read only until it passes the cap",
+        BODY_LIMIT,
     ),
 ]

@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from actae.adapters.console import api, errors, metrics, pages
 from actae.adapters.console.auth import Users
+from actae.adapters.console.limits import MAX_BODY, BodyLimit
 from actae.adapters.console.state import Console
 from actae.adapters.runtime.store import Store
 
@@ -81,8 +82,13 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         await console.close()
 
 
-def create_app(store: Store, users: Users) -> FastAPI:
-    """The console over ``store`` (which it closes when it stops), for ``users``."""
+def create_app(store: Store, users: Users, *, max_body: int = MAX_BODY) -> FastAPI:
+    """The console over ``store`` (which it closes when it stops), for ``users``.
+
+    A request body over ``max_body`` bytes is answered 413 before anything reads it
+    (:class:`~actae.adapters.console.limits.BodyLimit`, outside every route and so before
+    authentication).
+    """
     app = FastAPI(
         title="Actae console",
         version=_version(),
@@ -102,5 +108,6 @@ def create_app(store: Store, users: Users) -> FastAPI:
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_middleware(errors.Failures)  # inner: its answers still pass SecurityHeaders
-    app.add_middleware(SecurityHeaders)  # added last: the outermost of the two
+    app.add_middleware(BodyLimit, max_body=max_body)  # before any route reads a body
+    app.add_middleware(SecurityHeaders)  # added last: the outermost
     return app

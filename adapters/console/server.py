@@ -24,11 +24,13 @@ import uvicorn
 
 from actae.adapters.console.app import create_app
 from actae.adapters.console.auth import load_users
+from actae.adapters.console.limits import MAX_BODY
 from actae.adapters.console.state import Console
 from actae.adapters.logs import ROOT, configure
 from actae.adapters.persistence.outages import summary
 from actae.adapters.runtime.store import open as open_store
 from actae.domain.errors import ActaeError, ValidationError
+from actae.domain.validation import require_int
 
 log = logging.getLogger("actae.console")
 
@@ -108,13 +110,16 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8080,
     auth_file: Path,
+    max_body: int = MAX_BODY,
 ) -> None:
     """Serve the console for the store at ``url`` until SIGINT or SIGTERM.
 
     Refuses to start without an auth file that names at least one user. The store must
     exist (it is opened with ``create=False``). ``port=0`` takes a free port (the log line
-    ``serving http://...`` says which).
+    ``serving http://...`` says which). A request body over ``max_body`` bytes is answered
+    413 before it is read (or authenticated).
     """
+    max_body = require_int("max_body", max_body, minimum=1)
     if auth_file is None:
         raise ValidationError(
             "auth_file",
@@ -134,7 +139,7 @@ def serve(
     except BaseException:
         sock.close()
         raise
-    app = create_app(store, users)
+    app = create_app(store, users, max_body=max_body)
     config = uvicorn.Config(
         app,
         log_level="warning",
