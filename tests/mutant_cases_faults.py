@@ -30,6 +30,7 @@ DRILL = ("tests/integration/test_drill.py", "tests/unit/test_drill_outages.py")
 CLOCK = ("tests/unit/test_clock.py", "tests/integration/test_clock_skew.py")
 BODY_LIMIT = ("tests/console/test_body_limit.py",)
 CONSOLE_AUTH = ("tests/console/test_auth.py",)
+CONSOLE_ORIGIN = ("tests/console/test_origin.py",)
 
 FAULT_MUTANTS = [
     # -- processes that ride out outages --------------------------------------------------
@@ -702,5 +703,21 @@ FAULT_MUTANTS = [
         "            if False:",
         "a chunked body is read only until it passes the cap",
         BODY_LIMIT,
+    ),
+    Mutant(
+        "console-auth-folder-unchecked",
+        "adapters/console/auth.py",
+        "    _refuse_shared_folders(path)\n",
+        "",
+        "whoever may write the auth file's folder may replace the file and become an operator",
+        CONSOLE_AUTH,
+    ),
+    Mutant(
+        "console-origin-believes-host",
+        "adapters/console/guards.py",
+        "    own = console_of(request).origins\n",
+        '    own = {_origin(request.url.scheme, request.headers.get("host") or "")}\n',
+        "a forged Host that matches a forged Origin (DNS rebinding) must not pass as our own",
+        CONSOLE_ORIGIN,
     ),
 ]

@@ -63,6 +63,14 @@ def _room(module: str) -> ModuleType:
     show_default=True,
     help="largest request body in bytes; a larger one is answered 413 before it is read",
 )
+@click.option(
+    "--origin",
+    "origins",
+    multiple=True,
+    metavar="URL",
+    help="an address browsers reach the console at besides its own (behind a reverse "
+    "proxy: https://console.example.com); repeatable",
+)
 @log_format
 @click.pass_context
 def console(
@@ -73,6 +81,7 @@ def console(
     port: int,
     auth_file: Path | None,
     max_body: int,
+    origins: tuple[str, ...],
     log_format: str,
 ) -> int:
     """``actae console``, or its subcommand."""
@@ -86,7 +95,9 @@ def console(
             "`actae console add-user NAME --role operator --auth-file FILE`",
         )
     configure(json=log_format == "json")
-    _room("server").serve(url, host=host, port=port, auth_file=auth_file, max_body=max_body)
+    _room("server").serve(
+        url, host=host, port=port, auth_file=auth_file, max_body=max_body, origins=origins
+    )
     return 0
 
 
