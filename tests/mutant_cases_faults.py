@@ -35,6 +35,9 @@ ON_A_STANDBY = (
     "tests/chaos/test_read_only.py::test_processes_ride_out_a_read_only_server[standby]",
 )
 TURNS = ("tests/integration/test_open_turns.py",)
+BODY_LIMIT = ("tests/console/test_body_limit.py",)
+CONSOLE_AUTH = ("tests/console/test_auth.py",)
+CONSOLE_ORIGIN = ("tests/console/test_origin.py",)
 
 FAULT_MUTANTS = [
     # -- processes that ride out outages --------------------------------------------------
@@ -890,5 +893,46 @@ FAULT_MUTANTS = [
         "if False:  # the store lost history",
         "an AsyncWorker that meets a regressed store must stop as Worker does, not idle on",
         REGRESSION,
+    ),
+    # -- the console's guards against hostile clients (issue 28, items 11 and 15) -----------
+    Mutant(
+        "console-body-uncapped",
+        "adapters/console/app.py",
+        "    app.add_middleware(BodyLimit, max_body=max_body)  # before any route reads a body\n",
+        "",
+        "an unauthenticated 200 MB POST must not be read to be told 401",
+        BODY_LIMIT,
+    ),
+    Mutant(
+        "console-body-declared-length-believed",
+        "adapters/console/limits.py",
+        "        if declared is not None and declared > self.max_body:",
+        "        if False:",
+        "a Content-Length over the cap is refused before a byte of the body is read",
+        BODY_LIMIT,
+    ),
+    Mutant(
+        "console-body-chunked-unbounded",
+        "adapters/console/limits.py",
+        "            if size > self.max_body:",
+        "            if False:",
+        "a chunked body is read only until it passes the cap",
+        BODY_LIMIT,
+    ),
+    Mutant(
+        "console-auth-folder-unchecked",
+        "adapters/console/auth.py",
+        "    _refuse_shared_folders(path)\n",
+        "",
+        "whoever may write the auth file's folder may replace the file and become an operator",
+        CONSOLE_AUTH,
+    ),
+    Mutant(
+        "console-origin-believes-host",
+        "adapters/console/guards.py",
+        "    own = console_of(request).origins\n",
+        '    own = {_origin(request.url.scheme, request.headers.get("host") or "")}\n',
+        "a forged Host that matches a forged Origin (DNS rebinding) must not pass as our own",
+        CONSOLE_ORIGIN,
     ),
 ]

@@ -20,6 +20,8 @@ from actae.adapters.logs import configure
 from actae.domain.errors import ValidationError
 
 EXTRA = "pip install 'actae[console]'"
+MAX_BODY = 1024 * 1024
+"""``--max-body``'s default, 1 MiB (the console's own, ``limits.MAX_BODY``, needs the extra)."""
 STACK = {
     "fastapi": "fastapi",
     "uvicorn": "uvicorn",
@@ -54,6 +56,21 @@ def _room(module: str) -> ModuleType:
     type=click.Path(dir_okay=False, path_type=Path),
     help="JSON file of users and their token hashes (made by `actae console add-user`)",
 )
+@click.option(
+    "--max-body",
+    type=whole(1),
+    default=MAX_BODY,
+    show_default=True,
+    help="largest request body in bytes; a larger one is answered 413 before it is read",
+)
+@click.option(
+    "--origin",
+    "origins",
+    multiple=True,
+    metavar="URL",
+    help="an address browsers reach the console at besides its own (behind a reverse "
+    "proxy: https://console.example.com); repeatable",
+)
 @log_format
 @click.pass_context
 def console(
@@ -63,6 +80,8 @@ def console(
     host: str,
     port: int,
     auth_file: Path | None,
+    max_body: int,
+    origins: tuple[str, ...],
     log_format: str,
 ) -> int:
     """``actae console``, or its subcommand."""
@@ -76,7 +95,9 @@ def console(
             "`actae console add-user NAME --role operator --auth-file FILE`",
         )
     configure(json=log_format == "json")
-    _room("server").serve(url, host=host, port=port, auth_file=auth_file)
+    _room("server").serve(
+        url, host=host, port=port, auth_file=auth_file, max_body=max_body, origins=origins
+    )
     return 0
 
 

@@ -14,7 +14,7 @@ headers, and Starlette's plain-text last resort is never reached.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -25,6 +25,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from actae.adapters.console import api, errors, metrics, pages
 from actae.adapters.console.auth import Users
+from actae.adapters.console.guards import own_origins, parse_origin
+from actae.adapters.console.limits import MAX_BODY, BodyLimit
 from actae.adapters.console.state import Console
 from actae.adapters.runtime.store import Store
 
@@ -81,8 +83,24 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         await console.close()
 
 
-def create_app(store: Store, users: Users) -> FastAPI:
-    """The console over ``store`` (which it closes when it stops), for ``users``."""
+def create_app(
+    store: Store,
+    users: Users,
+    *,
+    max_body: int = MAX_BODY,
+    origins: Iterable[str] | None = None,
+) -> FastAPI:
+    """The console over ``store`` (which it closes when it stops), for ``users``.
+
+    ``origins`` are the addresses browsers reach it at (``http://127.0.0.1:8080``, the
+    default, and its other loopback names, as ``actae console`` with its defaults): a
+    browser's change or sign-in from any other origin is refused, whatever ``Host`` the
+    request names.
+
+    A request body over ``max_body`` bytes is answered 413 before anything reads it
+    (:class:`~actae.adapters.console.limits.BodyLimit`, outside every route and so before
+    authentication).
+    """
     app = FastAPI(
         title="Actae console",
         version=_version(),
@@ -93,7 +111,8 @@ def create_app(store: Store, users: Users) -> FastAPI:
         redoc_url=None,
         lifespan=_lifespan,
     )
-    console = Console(store=store, users=users)
+    own = own_origins("127.0.0.1", 8080) if origins is None else map(parse_origin, origins)
+    console = Console(store=store, users=users, origins=frozenset(own))
     app.state.console = console
     app.state.metrics = metrics.registry_for(console)
     errors.install(app)
@@ -102,5 +121,6 @@ def create_app(store: Store, users: Users) -> FastAPI:
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_middleware(errors.Failures)  # inner: its answers still pass SecurityHeaders
-    app.add_middleware(SecurityHeaders)  # added last: the outermost of the two
+    app.add_middleware(BodyLimit, max_body=max_body)  # before any route reads a body
+    app.add_middleware(SecurityHeaders)  # added last: the outermost
     return app

@@ -6,7 +6,8 @@ copy of the file signs no one in. Tokens are 256 random bits, so one unsalted ha
 (nothing to guess from it). The file is written whole, atomically, readable by its owner only.
 
 Whoever can write the file can make themselves an operator, so ``load_users`` refuses one
-that its group or others may write. ``add_user`` holds an exclusive lock (``flock``) on a
+that its group or others may write, or whose folder (or its symlink target's folder) they
+may write: they could replace the file. ``add_user`` holds an exclusive lock (``flock``) on a
 lock file beside it, ``.NAME.lock`` (kept: removing it would let two writers lock two
 different files), from reading the file to replacing it, so two at once lose no user. A
 symlinked auth file is written through: the file it points to is replaced, the link stays.
@@ -123,16 +124,12 @@ def load_users(path: Path) -> Users:
         )
     mode = stat.S_IMODE(path.stat().st_mode)
     if mode & SHARED_WRITE:
-        who = " and ".join(
-            name
-            for bit, name in ((stat.S_IWGRP, "its group"), (stat.S_IWOTH, "others"))
-            if mode & bit
-        )
         raise _problem(
             path,
-            f"is writable by {who} (mode {mode:04o}): whoever can write it can make themselves "
-            f"an operator; make it the owner's only with `chmod 600 {path}`",
+            f"is writable by {_writers(mode)} (mode {mode:04o}): whoever can write it can make "
+            f"themselves an operator; make it the owner's only with `chmod 600 {path}`",
         )
+    _refuse_shared_folders(path)
     entries = _entries(path)
     if not entries:
         raise _problem(path, "has no users; add one with `actae console add-user`")
@@ -142,6 +139,32 @@ def load_users(path: Path) -> Users:
             for entry in entries
         )
     )
+
+
+def _writers(mode: int) -> str:
+    """Who besides the owner ``mode`` lets write: "its group", "others" or both."""
+    return " and ".join(
+        name for bit, name in ((stat.S_IWGRP, "its group"), (stat.S_IWOTH, "others")) if mode & bit
+    )
+
+
+def _refuse_shared_folders(path: Path) -> None:
+    """Refuse an auth file whose folder (or its symlink target's) others may write.
+
+    Whoever may write the folder may replace the file (or the link) with one of their own,
+    however the file's own mode is set, and so make themselves an operator.
+    """
+    folders = {path.absolute().parent, Path(os.path.realpath(path)).parent}
+    for folder in sorted(folders):
+        mode = stat.S_IMODE(folder.stat().st_mode)
+        if mode & SHARED_WRITE:
+            raise _problem(
+                path,
+                f"its folder {folder} is writable by {_writers(mode)} (mode {mode:04o}): "
+                "whoever can write the folder can replace the file and make themselves an "
+                f"operator; keep the file in a folder only its owner may write "
+                f"(`chmod go-w {folder}`)",
+            )
 
 
 def add_user(auth_file: Path, name: str, role: str) -> str:

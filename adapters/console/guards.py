@@ -11,6 +11,10 @@
    layer, and the only one for signing in (no session, so no CSRF token yet, and a forged
    sign-in would act as the forger's user): a browser's ``POST`` whose ``Origin`` is another
    origin, or whose ``Sec-Fetch-Site`` says another site, is refused (403 ``cross_origin``).
+   "Another origin" is decided against the console's configured address (its host and port,
+   and ``--origin``), never against the request's ``Host`` header: a page that had a
+   browser reach the console under its own name (DNS rebinding) sends a ``Host`` that
+   matches its ``Origin``.
 3. **Role.** Only an operator acts; a viewer's change is refused with 403.
 
 The actor recorded for every action is the user these rules found, never anything the
@@ -20,7 +24,10 @@ request says about itself.
 from __future__ import annotations
 
 import hmac
+import ipaddress
+from collections.abc import Iterable
 from typing import Annotated
+from urllib.parse import urlsplit
 
 from fastapi import Depends, Request
 
@@ -28,10 +35,13 @@ from actae.adapters.console.auth import User
 from actae.adapters.console.errors import Refused, SignInFirst
 from actae.adapters.console.sessions import COOKIE, Session
 from actae.adapters.console.state import console_of
+from actae.domain.errors import ValidationError
 
 CSRF_HEADER = "X-CSRF-Token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 DEFAULT_PORTS = {"http": ":80", "https": ":443"}
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+"""What a browser on the console's own machine may call a console bound to loopback."""
 
 
 def _origin(scheme: str, host: str) -> str:
@@ -43,14 +53,64 @@ def _origin(scheme: str, host: str) -> str:
     return f"{scheme}://{host}"
 
 
+def parse_origin(text: str) -> str:
+    """``scheme://host[:port]`` of an origin given by the operator (``--origin``), normalised."""
+    parts = urlsplit(text.strip())
+    if (
+        parts.scheme not in DEFAULT_PORTS
+        or not parts.hostname
+        or parts.username is not None
+        or parts.path not in ("", "/")
+        or parts.query
+        or parts.fragment
+    ):
+        raise ValidationError(
+            "origin",
+            f"expected the address browsers use, as http(s)://HOST[:PORT], got {text!r}",
+        )
+    return _origin(parts.scheme, parts.netloc)
+
+
+def own_origins(host: str, port: int, extra: Iterable[str] = ()) -> frozenset[str]:
+    """The origins of a console listening on ``host``:``port``, plus ``extra`` (``--origin``).
+
+    A loopback address may be reached under any of :data:`LOOPBACK_NAMES`; an address that
+    listens on every interface (``0.0.0.0``, ``::``) has no name a browser is known to use,
+    so only its loopback names and ``extra`` count.
+    """
+    shown = f"[{host}]" if ":" in host else host
+    names = [shown]
+    if _wildcard(host):
+        names = list(LOOPBACK_NAMES)
+    elif _loopback(host):
+        names = [shown, *LOOPBACK_NAMES]
+    found = {_origin("http", f"{name}:{port}") for name in names}
+    return frozenset(found | {parse_origin(origin) for origin in extra})
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host.lower() == "localhost"
+
+
+def _wildcard(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
+
+
 def require_same_origin(request: Request) -> None:
     """Refuse (403) a browser's change that another site's page made it send.
 
     Refused: ``Sec-Fetch-Site`` other than ``same-origin`` or ``none`` (a browser says so,
-    and no script can forge it), or an ``Origin`` that is not this console's (the scheme and
-    the ``Host`` the request came to). ``Origin: null`` passes only with ``Sec-Fetch-Site:
-    same-origin`` (a privacy setting may hide a page's own origin). A request with neither
-    header (curl, a script) is let through: browsers send them with every ``POST``.
+    and no script can forge it), or an ``Origin`` that is not one of this console's (its
+    configured host and port, or an ``--origin``; never the request's ``Host`` header).
+    ``Origin: null`` passes only with ``Sec-Fetch-Site: same-origin`` (a privacy setting may
+    hide a page's own origin). A request with neither header (curl, a script) is let
+    through: browsers send them with every ``POST``.
     """
     site = request.headers.get("sec-fetch-site", "").strip().lower()
     if site and site not in ("same-origin", "none"):
@@ -59,10 +119,13 @@ def require_same_origin(request: Request) -> None:
     if origin is None or (origin.strip() == "null" and site == "same-origin"):
         return
     scheme, _, host = origin.strip().partition("://")
-    own = _origin(request.url.scheme, request.headers.get("host") or request.url.netloc)
-    if not host or _origin(scheme, host) != own:
+    own = console_of(request).origins
+    if not host or _origin(scheme, host) not in own:
         raise Refused(
-            403, "cross_origin", f"a change from origin {origin!r} is refused; this is {own}"
+            403,
+            "cross_origin",
+            f"a change from origin {origin!r} is refused; this console is "
+            f"{', '.join(sorted(own))} (actae console --origin adds the one browsers use)",
         )
 
 

@@ -16,7 +16,7 @@ import logging
 import signal
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import FrameType
 
@@ -24,11 +24,14 @@ import uvicorn
 
 from actae.adapters.console.app import create_app
 from actae.adapters.console.auth import load_users
+from actae.adapters.console.guards import own_origins, parse_origin
+from actae.adapters.console.limits import MAX_BODY
 from actae.adapters.console.state import Console
 from actae.adapters.logs import ROOT, configure
 from actae.adapters.persistence.outages import summary
 from actae.adapters.runtime.store import open as open_store
 from actae.domain.errors import ActaeError, ValidationError
+from actae.domain.validation import require_int
 
 log = logging.getLogger("actae.console")
 
@@ -108,13 +111,19 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8080,
     auth_file: Path,
+    max_body: int = MAX_BODY,
+    origins: Sequence[str] = (),
 ) -> None:
     """Serve the console for the store at ``url`` until SIGINT or SIGTERM.
 
     Refuses to start without an auth file that names at least one user. The store must
     exist (it is opened with ``create=False``). ``port=0`` takes a free port (the log line
-    ``serving http://...`` says which).
+    ``serving http://...`` says which). A request body over ``max_body`` bytes is answered
+    413 before it is read (or authenticated). A browser's change is accepted only from this
+    address (``host`` and the port listened on) or one of ``origins`` (the address browsers
+    use behind a reverse proxy), never from what a request's ``Host`` header says.
     """
+    max_body = require_int("max_body", max_body, minimum=1)
     if auth_file is None:
         raise ValidationError(
             "auth_file",
@@ -122,6 +131,7 @@ def serve(
             "`actae console add-user NAME --role operator --auth-file FILE`",
         )
     users = load_users(Path(auth_file))
+    extra = [parse_origin(origin) for origin in origins]  # a bad --origin: before binding
     if not logging.getLogger(ROOT).handlers and not logging.getLogger().handlers:
         configure()  # run without the CLI: the lines still go somewhere
     sock = _listen(host, port)
@@ -134,7 +144,8 @@ def serve(
     except BaseException:
         sock.close()
         raise
-    app = create_app(store, users)
+    allowed = own_origins(host, sock.getsockname()[1], extra)
+    app = create_app(store, users, max_body=max_body, origins=allowed)
     config = uvicorn.Config(
         app,
         log_level="warning",

@@ -57,6 +57,8 @@ class Console:
     sessions: Sessions = field(default_factory=Sessions)
     live: AsyncStore | None = None
     """The store's asyncio face, for event streams (while the app runs)."""
+    origins: frozenset[str] = frozenset()
+    """The origins browsers may change things from (``guards.own_origins``), normalised."""
     streams_per_user: int = STREAMS_PER_USER
     """How many event streams one user may have open at once."""
     _streams: Counter[str] = field(default_factory=Counter, init=False, repr=False)

@@ -36,7 +36,6 @@ from actae.adapters.persistence.postgres import ActaePostgresRecorder
 from actae.adapters.readside.read_ahead import ReadAhead
 from actae.adapters.readside.readmodels import ReadModelDB
 from actae.adapters.readside.subscription import Waiter
-from actae.domain.errors import ValidationError
 from actae.projections.changes import Change, Upsert
 from actae.projections.project import project
 from actae.projections.tables import EFFECTS
@@ -323,14 +322,11 @@ class Projector:
     def query(self, statement: str, params: Any = None) -> list[dict[str, Any]]:
         """Run a read-only SQL query against the read models.
 
-        The query runs where it cannot write: a statement that would change or drop
-        anything is refused with ``ValidationError`` and changes nothing.
+        Exactly one statement, run where it cannot write, on a connection that keeps nothing
+        of it (no setting, temporary table, prepared statement or lock outlives the call):
+        more than one statement, or one that would change or drop anything, is refused with
+        ``ValidationError`` (field ``statement``) and nothing runs. On PostgreSQL it runs as
+        the store's role, whose functions it may call: give people SQL through a role of
+        their own (``actae grant-analyst``).
         """
-        try:
-            return self.db.read_only_query(statement, params)
-        except Exception as error:
-            if not self.db.refuses_write(error):  # each backend knows its driver's refusal
-                raise
-            raise ValidationError(
-                "statement", "projector.query only reads; use SELECT (or WITH ... SELECT)"
-            ) from error
+        return self.db.read_only_query(statement, params)

@@ -30,6 +30,7 @@ from psycopg.types.json import Jsonb
 
 from actae.adapters.persistence.clock import wall_clock
 from actae.adapters.persistence.turns import DEFAULT_LOCK_WAIT
+from actae.adapters.readside.analyst_sql import PostgresQueries, SqliteQueries, read_only_file
 from actae.adapters.readside.grants import regrant
 from actae.adapters.readside.schema import (
     ERRORS,
@@ -193,24 +194,13 @@ class ReadModelDB(SchemaMethods, WorkerTables):
             names = [d[0] for d in cursor.description]
             return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
+    @abstractmethod
     def read_only_query(self, statement: str, params: Any = None) -> list[dict[str, Any]]:
-        """Rows of an analyst's query, run where it cannot write.
+        """Rows of an analyst's one statement, run where it cannot write and keeps nothing.
 
-        A statement that would change anything fails (see :meth:`refuses_write`) instead of
-        quietly committing.
+        More than one statement, or one that would change anything, raises
+        ``ValidationError`` (field ``statement``) having run nothing (``analyst_sql``).
         """
-        with self.lock:
-            self._heal()
-            return self._read_only(statement, params)
-
-    @abstractmethod
-    def _read_only(self, statement: str, params: Any) -> list[dict[str, Any]]:
-        """``query``, run so that it cannot write (under the lock)."""
-
-    @staticmethod
-    @abstractmethod
-    def refuses_write(error: Exception) -> bool:
-        """Whether ``error`` is this backend refusing a write in :meth:`read_only_query`."""
 
     @abstractmethod
     def transaction(self) -> AbstractContextManager[None]:
@@ -458,6 +448,8 @@ class PostgresReadModels(PostgresSchema, ReadModelDB):
     name = "postgresql"
     mark = "%s"
     lock_suffix = " FOR UPDATE"
+    analysts: PostgresQueries
+    """Where ``projector.query`` runs: a connection of its own (set by ``postgres_db``)."""
 
     def __init__(self, connect: Callable[[], Any], *, lock_wait: float = DEFAULT_LOCK_WAIT) -> None:
         super().__init__(connect)
@@ -511,16 +503,16 @@ class PostgresReadModels(PostgresSchema, ReadModelDB):
             binary=True,
         )
 
-    def _read_only(self, statement: str, params: Any) -> list[dict[str, Any]]:
-        """In a read-only transaction."""
-        with self.conn.transaction():
-            self.conn.execute("SET TRANSACTION READ ONLY")
-            return self.query(statement, params)
+    def read_only_query(self, statement: str, params: Any = None) -> list[dict[str, Any]]:
+        """On the analysts' own connection, never this one (``PostgresQueries``)."""
+        return self.analysts.run(statement, params)
 
-    @staticmethod
-    def refuses_write(error: Exception) -> bool:
-        """Whether ``error`` is PostgreSQL refusing a write in a read-only transaction."""
-        return isinstance(error, psycopg.errors.ReadOnlySqlTransaction)
+    def close(self) -> None:
+        """Close both connections."""
+        try:
+            self.analysts.close()
+        finally:
+            super().close()
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -537,6 +529,8 @@ class SqliteReadModels(SqliteSchema, ReadModelDB):
     name = "sqlite"
     mark = "?"
     lock_suffix = ""  # BEGIN IMMEDIATE (``transaction``) already holds the database's lock
+    analysts: SqliteQueries | None = None
+    """Where ``projector.query`` runs on a file (``sqlite_db``); None in memory."""
 
     def __init__(self, connect: Callable[[], Any]) -> None:
         super().__init__(connect)
@@ -579,18 +573,16 @@ class SqliteReadModels(SqliteSchema, ReadModelDB):
             list(rows),
         )
 
-    def _read_only(self, statement: str, params: Any) -> list[dict[str, Any]]:
-        """With ``PRAGMA query_only`` on for the query's length."""
-        self.conn.execute("PRAGMA query_only = ON")
-        try:
-            return self.query(statement, params)
-        finally:
-            self.conn.execute("PRAGMA query_only = OFF")
+    def read_only_query(self, statement: str, params: Any = None) -> list[dict[str, Any]]:
+        """On a read-only connection of the call's own; in memory, on this one, under the lock.
 
-    @staticmethod
-    def refuses_write(error: Exception) -> bool:
-        """Whether ``error`` is SQLite refusing a write under ``PRAGMA query_only``."""
-        return isinstance(error, sqlite3.OperationalError) and "readonly" in str(error)
+        An in-memory database has no second connection; the authorizer that allows only
+        reads (``SqliteQueries``) leaves nothing behind on it.
+        """
+        if self.analysts is not None:
+            return self.analysts.run(statement, params)
+        with self.lock:
+            return SqliteQueries(lambda: self.conn, lambda _: None).run(statement, params)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -626,7 +618,9 @@ def postgres_db(
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
         return conn
 
-    return PostgresReadModels(connect, lock_wait=lock_wait)
+    db = PostgresReadModels(connect, lock_wait=lock_wait)
+    db.analysts = PostgresQueries(conninfo, schema)
+    return db
 
 
 def sqlite_db(path: str) -> ReadModelDB:
@@ -638,4 +632,6 @@ def sqlite_db(path: str) -> ReadModelDB:
             conn.execute("PRAGMA journal_mode=WAL")
         return conn
 
-    return SqliteReadModels(connect)
+    db = SqliteReadModels(connect)
+    db.analysts = None if path == ":memory:" else read_only_file(path)
+    return db

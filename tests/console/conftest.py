@@ -49,6 +49,7 @@ def console(console_url: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
     store = actae.open(console_url, clock=clock)
     scenario = Scenario(store, clock)
     made = scenario.populate()
-    app = create_app(store, load_users(auth_file))  # the app closes the store when it stops
+    # the app closes the store when it stops; it is reached at the test client's address
+    app = create_app(store, load_users(auth_file), origins=["http://127.0.0.1"])
     with TestClient(app, base_url="http://127.0.0.1") as client:
         yield Console(client, store, scenario, made, tokens, auth_file)

@@ -33,7 +33,7 @@ def free_port() -> int:
 class ConsoleProcess:
     """``actae console --db URL --port P --auth-file F`` until :meth:`stop` (or the block ends)."""
 
-    def __init__(self, url: str, auth_file: Path) -> None:
+    def __init__(self, url: str, auth_file: Path, *extra: str) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.lines: list[str] = []
@@ -49,6 +49,7 @@ class ConsoleProcess:
             str(self.port),
             "--auth-file",
             str(auth_file),
+            *extra,
         ]
         self.process = subprocess.Popen(
             command,

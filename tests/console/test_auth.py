@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import socket
 import stat
 import threading
 from collections.abc import Callable
@@ -175,3 +176,67 @@ def test_a_symlinked_auth_file_is_written_through(tmp_path: Path) -> None:
     assert users.find(victor) is not None
     assert sorted(p.name for p in tmp_path.iterdir()) == ["secrets", "users.json"]
     assert (secrets / ".console-users.json.lock").exists()  # the lock is beside the target
+
+
+@pytest.mark.parametrize(
+    "mode", [0o770, 0o707, 0o777, 0o1777], ids=["group", "others", "both", "sticky"]
+)
+def test_an_auth_file_in_a_folder_others_may_write_is_refused(tmp_path: Path, mode: int) -> None:
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    auth_file = folder / "users.json"
+    add_user(auth_file, "alice", "operator")
+    folder.chmod(mode)
+    try:
+        with pytest.raises(actae.ValidationError, match="its folder") as refused:
+            load_users(auth_file)
+        assert refused.value.field == "auth_file"
+        assert f"mode {mode:04o}" in str(refused.value)
+        assert "chmod go-w" in str(refused.value)
+    finally:
+        folder.chmod(0o750)  # a folder its group may read is fine
+    assert len(load_users(auth_file)) == 1
+
+
+def test_a_symlinked_auth_file_whose_target_folder_others_may_write_is_refused(
+    tmp_path: Path,
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    link = tmp_path / "users.json"
+    link.symlink_to(shared / "console-users.json")
+    add_user(link, "alice", "operator")
+    shared.chmod(0o777)
+    try:
+        with pytest.raises(actae.ValidationError, match=f"its folder {shared} is writable"):
+            load_users(link)
+    finally:
+        shared.chmod(0o700)
+    assert len(load_users(link)) == 1
+
+
+def test_the_console_refuses_a_shared_folder_in_one_line_with_exit_status_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from actae.adapters.cli.main import main
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    actae.open(url).close()
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    add_user(shared / "users.json", "alice", "operator")
+    shared.chmod(0o777)
+    with socket.socket() as taken:  # were the folder let through, serving would stop here
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        try:
+            code = main(
+                ["console", "--db", url, "--port", port, "--auth-file", str(shared / "users.json")]
+            )
+        finally:
+            shared.chmod(0o700)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1, err
+    assert "its folder" in err

@@ -1,0 +1,159 @@
+"""Analysts' SQL (``projector.query``): one statement that only reads, keeping nothing.
+
+Each guard is the database's own, not a parse of the SQL here:
+
+- **one statement**: PostgreSQL parses a statement sent with the extended protocol (psycopg's
+  pipeline mode always uses it) as exactly one, and refuses more before running any; sqlite3
+  refuses a second statement in ``execute`` before running the first;
+- **reads only**: PostgreSQL runs the statement inside a ``BEGIN READ ONLY`` transaction that
+  the client opened and always rolls back (a lone ``COMMIT`` can only end it, never be
+  followed by a write); SQLite has ``PRAGMA query_only`` and an authorizer that allows only
+  reading (SELECT, reads of columns, functions, recursive CTEs), so a DELETE, a PRAGMA, an
+  ATTACH, a temporary table or a BEGIN is refused when the statement is prepared;
+- **nothing kept**: PostgreSQL's connection is the analysts' own (never the projector's),
+  its transaction is rolled back (which undoes ``set_config``, ``SET`` and temporary tables)
+  and then ``DISCARD ALL`` drops prepared statements, advisory locks and every other session
+  setting; its ``search_path`` comes from the connection's startup options, which
+  ``DISCARD ALL`` restores. A SQLite file gets a connection of its own, opened read-only, for
+  each call (a fraction of a millisecond), closed after it; ``memory://`` has only the one
+  in-memory database, and its authorizer leaves nothing to keep.
+
+What none of this stops is a function the store's role may call: on PostgreSQL a read-only
+transaction still runs ``pg_terminate_backend`` or ``pg_read_file`` if the store's role is
+privileged. The guard for people is a login role of their own (``actae grant-analyst``):
+see docs/data.md, "An analyst role".
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from actae.domain.errors import ValidationError
+
+ONE_READ = "expected exactly one SQL statement that only reads (SELECT, or WITH ... SELECT)"
+"""What ``projector.query`` takes, said in every refusal."""
+READS = frozenset(
+    {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
+)
+"""The SQLite authorizer's actions that only read; every other one is denied."""
+
+Rows = list[dict[str, Any]]
+
+
+def _rows(cursor: Any) -> Rows:
+    """A cursor's rows as dicts (none for a statement that returns no rows)."""
+    if cursor.description is None:
+        return []
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def _refused(found: str) -> ValidationError:
+    return ValidationError("statement", f"{ONE_READ}; {found}. Nothing was run or changed")
+
+
+class PostgresQueries:
+    """Analysts' statements on a PostgreSQL connection of their own (opened on first use)."""
+
+    def __init__(self, conninfo: dict[str, str], schema: str) -> None:
+        options = f"{conninfo.get('options', '')} -c search_path={schema}".strip()
+        self._conninfo = {**conninfo, "options": options}
+        self._conn: psycopg.Connection[Any] | None = None
+        self._lock = threading.Lock()  # one statement at a time on the one connection
+
+    def run(self, statement: str, params: Any) -> Rows:
+        """``statement``'s rows, read in a read-only transaction that is then undone."""
+        with self._lock:
+            conn = self._connection()
+            try:
+                conn.execute("BEGIN READ ONLY")
+                try:
+                    with conn.pipeline():  # the extended protocol: one statement only
+                        cursor = conn.execute(statement, params)
+                    return _rows(cursor)
+                finally:
+                    self._reset(conn)
+            except psycopg.errors.ReadOnlySqlTransaction as error:
+                raise _refused(f"PostgreSQL refused a write: {error}") from error
+            except psycopg.errors.SyntaxError as error:
+                raise _refused(f"PostgreSQL refused it: {error}") from error
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        if self._conn is None or self._conn.closed:
+            self._conn = psycopg.connect(
+                **self._conninfo,  # type: ignore[arg-type]
+                autocommit=True,
+                prepare_threshold=None,  # psycopg keeps no prepared statement here
+            )
+        return self._conn
+
+    def _reset(self, conn: psycopg.Connection[Any]) -> None:
+        """Undo what the statement did to the session; a connection that cannot is closed."""
+        try:
+            conn.execute("ROLLBACK")
+            conn.execute("DISCARD ALL")
+        except psycopg.Error:
+            conn.close()  # the next call opens a new one
+            raise
+
+    def close(self) -> None:
+        """Close the connection, if one was opened."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+
+
+class SqliteQueries:
+    """Analysts' statements on SQLite: read-only, under an authorizer that allows only reads.
+
+    ``connect`` opens the connection a call uses and ``done`` gives it back (for a file: a
+    read-only connection of the call's own, closed).
+    """
+
+    def __init__(
+        self, connect: Callable[[], sqlite3.Connection], done: Callable[[sqlite3.Connection], None]
+    ) -> None:
+        self._connect = connect
+        self._done = done
+
+    def run(self, statement: str, params: Any) -> Rows:
+        """``statement``'s rows; one that would do anything but read is refused unprepared."""
+        denied: list[int] = []
+
+        def only_reads(action: int, *_: Any) -> int:
+            if action in READS:
+                return sqlite3.SQLITE_OK
+            denied.append(action)
+            return sqlite3.SQLITE_DENY
+
+        conn = self._connect()
+        try:
+            conn.execute("PRAGMA query_only = ON")
+            conn.set_authorizer(only_reads)
+            return _rows(conn.execute(statement, params or ()))
+        except sqlite3.ProgrammingError as error:  # more than one statement, or bad bindings
+            raise _refused(f"SQLite refused it: {error}") from error
+        except sqlite3.DatabaseError as error:
+            if denied or getattr(error, "sqlite_errorcode", None) == sqlite3.SQLITE_READONLY:
+                raise _refused("SQLite refused something other than reading") from error
+            raise
+        finally:
+            conn.set_authorizer(None)
+            conn.execute("PRAGMA query_only = OFF")
+            self._done(conn)
+
+
+def read_only_file(path: str) -> SqliteQueries:
+    """Analysts' statements on a SQLite file: each on a read-only connection of its own."""
+    uri = f"{Path(path).absolute().as_uri()}?mode=ro"
+
+    def connect() -> sqlite3.Connection:
+        return sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)
+
+    return SqliteQueries(connect, lambda conn: conn.close())
