@@ -172,6 +172,8 @@ class Attempt(BaseModel):
     claimed_at: datetime
     outcome: str | None = None
     detail: str | None = None
+    deadline: datetime | None = None
+    """When the attempt must be over (claim time plus its timeout; ``None`` before it was kept)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -190,6 +192,8 @@ class Claim:
     in_doubt: bool
     expires_at: datetime | None
     result: dict[str, Any] | None
+    deadline: datetime | None = None
+    """When this attempt must be over, on the store's clock (``actae.current_deadline()``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -209,3 +213,5 @@ class EffectInfo:
     result: dict[str, Any] | None
     request: dict[str, Any]
     attempts: list[Attempt]
+    deadline: datetime | None = None
+    """The current attempt's deadline: nobody takes the effect over before it passes."""
