@@ -1,9 +1,10 @@
 """The black-hole test's workflow, run by ``actae worker --import <this file>``.
 
-``partitioned`` makes one payment through the mock provider (``PARTITION_PROVIDER``) with an
-effect lease far shorter than the attempt's deadline. The provider call honours its
-deadline, as the guarantee requires: it waits for the test to let it land
-(``PARTITION_LAND`` appears), and charges only if that happens before
+``partitioned`` waits in a first step until the test says go (``PARTITION_GO`` appears: the
+second worker is up by then), then makes one payment through the mock provider
+(``PARTITION_PROVIDER``) with an effect lease far shorter than the attempt's deadline. The
+provider call honours its deadline, as the guarantee requires: it waits for the test to let
+it land (``PARTITION_LAND`` appears), and charges only if that happens before
 ``actae.current_deadline()`` on the store's clock; past the deadline it gives up without
 charging. Each call appends one line to ``PARTITION_CALL_LOG``, so the test counts what
 ran from the outside.
@@ -22,6 +23,7 @@ import actae
 
 CALL_LOG = Path(os.environ.get("PARTITION_CALL_LOG", "/nonexistent"))
 LAND = Path(os.environ.get("PARTITION_LAND", "/nonexistent"))
+GO = Path(os.environ.get("PARTITION_GO", "/nonexistent"))
 EFFECT_LEASE = float(os.environ.get("PARTITION_EFFECT_LEASE", "1"))
 TIMEOUT = float(os.environ.get("PARTITION_TIMEOUT", "10"))
 
@@ -53,8 +55,21 @@ def within_deadline(store: actae.Store) -> bool:
     return False
 
 
+def until_go(ctx: actae.RunContext) -> bool:
+    """Wait for the test's go (at most a minute)."""
+    logged(ctx, "waiting for go")
+    given_up = time.monotonic() + 60
+    while not GO.exists():
+        if time.monotonic() > given_up:
+            raise TimeoutError("the test never said go")
+        time.sleep(0.02)  # polling the test's signal
+    return True
+
+
 @actae.workflow("partitioned")
 def partitioned(ctx: actae.RunContext) -> dict[str, Any]:
+    ctx.step("go", lambda: until_go(ctx))
+
     def charge(key: str, token: int) -> dict[str, Any]:
         logged(ctx, "calling", token=token)
         if not within_deadline(ctx.store):

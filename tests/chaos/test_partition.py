@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,6 @@ import pytest
 
 import actae
 from tests.helpers import wait_for
-from tests.integration.lines import Lines
 from tests.integration.provider import MockProvider
 from tests.integration.wire_proxy import WireProxy
 
@@ -50,9 +50,9 @@ def calls(log: Path) -> list[dict[str, Any]]:
 def test_a_takeover_waits_for_the_cut_off_attempts_deadline(
     chaos_cluster: Any, chaos_url: str, tmp_path: Path
 ) -> None:
-    log, land = tmp_path / "calls.jsonl", tmp_path / "land"
+    log, land, go = tmp_path / "calls.jsonl", tmp_path / "land", tmp_path / "go"
     provider = MockProvider(tmp_path / "provider.db")
-    env = {"PARTITION_CALL_LOG": str(log), "PARTITION_LAND": str(land),
+    env = {"PARTITION_CALL_LOG": str(log), "PARTITION_LAND": str(land), "PARTITION_GO": str(go),
            "PARTITION_PROVIDER": str(provider.path), "PARTITION_TIMEOUT": str(TIMEOUT),
            "PARTITION_EFFECT_LEASE": str(EFFECT_LEASE)}  # fmt: skip
     with WireProxy(("127.0.0.1", chaos_cluster.port)) as proxy, actae.open(chaos_url) as store:
@@ -60,12 +60,20 @@ def test_a_takeover_waits_for_the_cut_off_attempts_deadline(
         first = worker(proxy.url(chaos_url), "w1", env)
         second = None
         try:
+            wait_for(lambda: any(c["call"] == "waiting for go" for c in calls(log)), "w1's run")
+            second = worker(chaos_url, "w2", env)  # w1 holds the run's lease meanwhile
+            said = lines_of(second)
+            wait_for(lambda: any("working on" in line for line in said), "w2 to be up")
+            go.touch()  # w1 claims the effect now; w2 is polling, w1 holds the run's lease
             wait_for(lambda: any(c["call"] == "calling" for c in calls(log)), "w1's call")
-            second = worker(chaos_url, "w2", env)  # ready, while w1 holds the run's lease
             proxy.stall()  # w1 is cut off inside its provider call: no RST, no answer
-            assert waited_for_the_deadline(Lines(second.stderr), store, run)  # type: ignore[arg-type]
+            wait_for(
+                lambda: any(REFUSED in line for line in said) or called_by(log, "w2"),
+                "w2 to try the effect",
+                within=WITHIN,
+            )
             land.touch()  # w1's call lands now, before its deadline
-            wait_for(lambda: any(c["call"] == "charged" for c in calls(log)), "w1's charge")
+            wait_for(lambda: charged_by(log, "w1"), "w1's charge")
             wait_for(
                 lambda: store.run(run.run_id).status is actae.RunStatus.COMPLETED,
                 "w2 to finish the run",
@@ -82,19 +90,34 @@ def test_a_takeover_waits_for_the_cut_off_attempts_deadline(
         effect = store.effect(key)
         done = store.run(run.run_id)
 
-    assert (provider.requests(), provider.charges()) == (1, 1)  # executed once
+    assert (provider.requests(), provider.charges()) == (1, 1), calls(log)  # executed once
+    assert any(REFUSED in line for line in said)  # w2 tried before the deadline, and waited
     assert [c["worker"] for c in calls(log) if c["call"] == "calling"] == ["w1"]
+    assert [c["worker"] for c in calls(log) if c["call"] == "waiting for go"] == ["w1"]
     assert done.result["charge"]["token"] == 1  # w2 reconciled: w1's charge, not its own
     first_attempt, takeover = effect.attempts
     assert first_attempt.deadline == first_attempt.claimed_at + timedelta(seconds=TIMEOUT)
     assert takeover.claimed_at >= first_attempt.deadline  # on the store's clock
 
 
-def waited_for_the_deadline(lines: Lines, store: actae.Store, run: actae.RunInfo) -> bool:
-    """Whether w2 said it may not take the effect over yet (False: it finished the run)."""
-    while store.run(run.run_id).status is not actae.RunStatus.COMPLETED:
-        line = lines.next(WITHIN)
-        assert line, "worker 2 exited"
-        if REFUSED in line:
-            return True
-    return False
+def called_by(log: Path, name: str) -> bool:
+    """Whether worker ``name`` called the provider."""
+    return any(c["call"] == "calling" and c["worker"] == name for c in calls(log))
+
+
+def charged_by(log: Path, name: str) -> bool:
+    """Whether the provider charged worker ``name``'s call."""
+    return any(c["call"] == "charged" and c["worker"] == name for c in calls(log))
+
+
+def lines_of(process: subprocess.Popen[str]) -> list[str]:
+    """The lines ``process`` writes to its stderr, collected as they come (by a thread)."""
+    said: list[str] = []
+
+    def collect() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            said.append(line)
+
+    threading.Thread(target=collect, daemon=True).start()
+    return said
