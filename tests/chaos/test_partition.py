@@ -94,6 +94,7 @@ def test_a_takeover_waits_for_the_cut_off_attempts_deadline(
     assert any(REFUSED in line for line in said)  # w2 tried before the deadline, and waited
     assert [c["worker"] for c in calls(log) if c["call"] == "calling"] == ["w1"]
     assert [c["worker"] for c in calls(log) if c["call"] == "waiting for go"] == ["w1"]
+    assert done.result is not None
     assert done.result["charge"]["token"] == 1  # w2 reconciled: w1's charge, not its own
     first_attempt, takeover = effect.attempts
     assert first_attempt.deadline == first_attempt.claimed_at + timedelta(seconds=TIMEOUT)
