@@ -132,8 +132,8 @@ class EffectSteps:
                         return cast(T, workflow_value(settled))
                 call.attempting()
                 done = self._attempt(key, claim, fn, lease)
-            except (EffectBlockedError, RetryNotDueError, DeadlinePassedError):  # noted
-                call.noted(self.head)
+            except (EffectBlockedError, RetryNotDueError, DeadlinePassedError):
+                call.noted(self.head)  # noted as failed, for review, or in doubt
                 raise
             call.ran(self.head)
             return done
