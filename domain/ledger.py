@@ -31,7 +31,13 @@ from actae.domain.commands import (
     Reconcile,
 )
 from actae.domain.custody import FORGOTTEN
-from actae.domain.effects import Claim, EffectInfo, RetryPolicy, workflow_result
+from actae.domain.effects import (
+    Claim,
+    EffectInfo,
+    RetryPolicy,
+    counts_step_attempts,
+    workflow_result,
+)
 from actae.domain.errors import (
     ActaeError,
     ForgottenError,
@@ -75,7 +81,7 @@ def claim_effect(command: ClaimEffect, core: Core) -> Plan[Claim]:
     run = require_uuid("run_id", command.run_id)
     worker = require_text("worker", command.worker)
     lease = _lease(command.lease)
-    timeout = lease if command.timeout is None else _seconds("timeout", command.timeout)
+    timeout = _timeout(key, lease, command.timeout)
     body = core.document("request", {} if command.request is None else command.request)
     policy = _policy(command.retry)
     # The policy is not part of the effect's identity: the first claim's policy applies.
@@ -379,6 +385,12 @@ def _policy(retry: RetryPolicy | Mapping[str, Any] | None) -> RetryPolicy:
 
 def _lease(lease: float) -> float:
     return _seconds("lease", lease)
+
+
+def _timeout(key: str, lease: float, timeout: float | None) -> float | None:
+    """Seconds the attempt may take: ``timeout``, or the lease; none for a step's counter."""
+    seconds = lease if timeout is None else _seconds("timeout", timeout)
+    return None if counts_step_attempts(key) else seconds
 
 
 def _seconds(field: str, value: float) -> float:

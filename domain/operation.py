@@ -393,11 +393,12 @@ class Operation(Aggregate):
 
     # -- ledger commands ------------------------------------------------------------------
 
-    def claim(self, *, worker: str, lease: float, timeout: float, now: datetime) -> bool:
+    def claim(self, *, worker: str, lease: float, timeout: float | None, now: datetime) -> bool:
         """Grant a claim, or refuse it with the reason. ``False``: already completed.
 
         The attempt granted must be over ``timeout`` seconds from ``now``: its deadline. An
         earlier attempt whose lease ran out is taken over only once its deadline has passed.
+        ``timeout=None``: no deadline (a retried step's attempt counter guards no effect).
         """
         status = self.status(now)
         if status is EffectStatus.COMPLETED:
@@ -419,7 +420,7 @@ class Operation(Aggregate):
             token=self.token + 1,
             expires_at=now + timedelta(seconds=lease),
             in_doubt=status is EffectStatus.IN_DOUBT,
-            deadline=now + timedelta(seconds=timeout),
+            deadline=None if timeout is None else now + timedelta(seconds=timeout),
         )
         return True
 

@@ -237,3 +237,27 @@ async def test_an_async_fn_is_cancelled_at_its_deadline(
         info = await store.effect(f"{run.run_id}:effect:charge:1")
         assert (info.status, info.result) == (actae.EffectStatus.IN_DOUBT, None)
         assert info.attempts[-1].outcome == "in_doubt"
+
+
+def test_a_retried_steps_attempt_counter_has_no_deadline(
+    store: actae.Store, run: actae.RunInfo, clock: actae.ManualClock
+) -> None:
+    """Not a side effect: a slow model call may outlast the counter's lease and still count."""
+    calls: list[int] = []
+
+    def flaky_then_slow_model() -> str:
+        calls.append(len(calls))
+        if len(calls) == 1:
+            raise TimeoutError("the model is busy")  # the ledger counts attempts from now on
+        clock.advance(3600)  # the second attempt takes far longer than the counter's lease
+        return "plan"
+
+    policy = actae.RetryPolicy(initial_delay=1.0)
+    with pytest.raises(actae.RetryNotDueError):
+        store.resume(run.run_id, worker="w1").step("plan", flaky_then_slow_model, retry=policy)
+    clock.advance(2)
+    ctx = store.resume(run.run_id, worker="w1")
+    assert ctx.step("plan", flaky_then_slow_model, retry=policy) == "plan"
+
+    assert calls == [0, 1]
+    assert store.recover(run.channel_id).outstanding == []  # counted, not left in doubt
