@@ -12,6 +12,7 @@ from actae.adapters.runtime.async_context import AsyncRunContext
 from actae.adapters.runtime.async_store import AsyncStore, open_async
 from actae.adapters.runtime.async_worker import AsyncWorker
 from actae.adapters.runtime.context import RunContext
+from actae.adapters.runtime.deadlines import current_deadline
 from actae.adapters.runtime.store import Store, open
 from actae.adapters.runtime.worker import Registry, Worker, Workflow, workflow
 from actae.adapters.telemetry.metrics import observe
@@ -22,6 +23,8 @@ from actae.domain.errors import (
     ConflictError,
     ContentionError,
     CorruptionError,
+    DeadlineNotPassedError,
+    DeadlinePassedError,
     EffectBlockedError,
     FencingError,
     ForgottenError,
@@ -71,6 +74,8 @@ __all__ = [
     "ConflictError",
     "ContentionError",
     "CorruptionError",
+    "DeadlineNotPassedError",
+    "DeadlinePassedError",
     "Decision",
     "EffectBlockedError",
     "EffectInfo",
@@ -116,6 +121,7 @@ __all__ = [
     "Wait",
     "Worker",
     "Workflow",
+    "current_deadline",
     "observe",
     "open",
     "open_async",

@@ -238,6 +238,8 @@ class ClaimEffect:
     lease: float
     request: dict[str, Any] | None = None
     retry: RetryPolicy | Mapping[str, Any] | None = None
+    timeout: float | None = None
+    """Seconds the attempt may take, from the claim: its deadline (``None``: the lease)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -260,6 +262,16 @@ class CompleteEffect:
     result: dict[str, Any]
     redact: Redactor | None = None
     """Run on ``result`` before the store's own redactor (a workflow's, say)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DoubtEffect:
+    """The holder cannot say whether its attempt happened (it answered past its deadline)."""
+
+    effect_key: str
+    token: int
+    worker: str
+    reason: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

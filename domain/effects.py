@@ -108,6 +108,16 @@ def step_attempts_key(step_key: str, retry_round: int) -> str:
     return step_key + STEP_ATTEMPTS + (f":round{retry_round}" if retry_round else "")
 
 
+def counts_step_attempts(effect_key: str) -> bool:
+    """Whether ``effect_key`` is a retried step's attempt counter (:func:`step_attempts_key`).
+
+    Such an entry guards no side effect: a step whose worker died is simply made again, and
+    a slow model call may outlast the counter's lease. So its attempts have no deadline.
+    """
+    head, marker, rest = effect_key.rpartition(STEP_ATTEMPTS)
+    return bool(head) and bool(marker) and (rest == "" or rest.startswith(":round"))
+
+
 def retry_after_of(error: BaseException) -> float | str | None:
     """An exception's ``retry_after``: seconds, or a Retry-After header's value as it came.
 
@@ -172,6 +182,8 @@ class Attempt(BaseModel):
     claimed_at: datetime
     outcome: str | None = None
     detail: str | None = None
+    deadline: datetime | None = None
+    """When the attempt must be over (claim time plus its timeout; ``None`` before it was kept)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -190,6 +202,8 @@ class Claim:
     in_doubt: bool
     expires_at: datetime | None
     result: dict[str, Any] | None
+    deadline: datetime | None = None
+    """When this attempt must be over, on the store's clock (``actae.current_deadline()``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -209,3 +223,5 @@ class EffectInfo:
     result: dict[str, Any] | None
     request: dict[str, Any]
     attempts: list[Attempt]
+    deadline: datetime | None = None
+    """The current attempt's deadline: nobody takes the effect over before it passes."""

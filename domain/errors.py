@@ -143,6 +143,54 @@ class LeaseHeldError(ActaeError):
         )
 
 
+class DeadlineNotPassedError(LeaseHeldError):
+    """An attempt's lease ran out, but its deadline has not passed: it may still be running.
+
+    A worker cut off from the database stops renewing its lease while its provider call
+    goes on. Until the attempt's deadline (its claim time plus ``timeout``, on the store's
+    clock) nobody may take the effect over, reconcile it or run it again: the provider may
+    yet execute that call. A ``LeaseHeldError`` whose ``expires_at`` is the deadline, so
+    a worker tries the run again then.
+    """
+
+    code = "deadline_not_passed"
+
+    def __init__(self, effect_key: str, *, holder: str, token: int, deadline: datetime) -> None:
+        ActaeError.__init__(
+            self,
+            f"effect {effect_key!r}: the attempt of token {token} by {holder!r} may still be "
+            f"running until its deadline {deadline.isoformat()}; it cannot be taken over, "
+            "reconciled or retried before then: try again after it",
+        )
+        self.effect_key = effect_key
+        self.holder = holder
+        self.expires_at = deadline
+        self.token = token
+
+
+class DeadlinePassedError(ActaeError):
+    """An attempt answered after its deadline: whether the effect happened is in doubt.
+
+    The deadline is the promise to everyone else that the attempt is over by then; an
+    answer that comes later is not recorded as completed. ``ctx.effect`` records the
+    attempt as in doubt (``store.doubt_effect``), and the next claim settles it through
+    ``reconcile``, an idempotent retry, or review.
+    """
+
+    code = "deadline_passed"
+
+    def __init__(self, effect_key: str, *, token: int, deadline: datetime, now: datetime) -> None:
+        self.effect_key = effect_key
+        self.token = token
+        self.deadline = deadline
+        late = (now - deadline).total_seconds()
+        super().__init__(
+            f"effect {effect_key!r}: the attempt of token {token} answered {late:.3f} s after "
+            f"its deadline {deadline.isoformat()}; it is in doubt, not completed: settle it "
+            "with reconcile (the next claim does) or store.override()"
+        )
+
+
 class IncompatibleResumeError(ActaeError):
     """A run's pins differ from the resuming worker's and no migration bridges them."""
 

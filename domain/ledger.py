@@ -1,4 +1,4 @@
-"""The tool-execution ledger's commands: claim, heartbeat, complete, fail, reconcile, abandon.
+"""The tool-execution ledger's commands: claim, heartbeat, complete, doubt, fail, reconcile.
 
 Every verb loads the effect's Operation aggregate, lets it decide (it raises the contract's
 errors: ``LeaseHeldError``, ``FencingError``, ``RetryNotDueError``, ``EffectBlockedError``)
@@ -24,13 +24,20 @@ from actae.domain.commands import (
     Abandon,
     ClaimEffect,
     CompleteEffect,
+    DoubtEffect,
     FailEffect,
     Heartbeat,
     Override,
     Reconcile,
 )
 from actae.domain.custody import FORGOTTEN
-from actae.domain.effects import Claim, EffectInfo, RetryPolicy, workflow_result
+from actae.domain.effects import (
+    Claim,
+    EffectInfo,
+    RetryPolicy,
+    counts_step_attempts,
+    workflow_result,
+)
 from actae.domain.errors import (
     ActaeError,
     ForgottenError,
@@ -74,6 +81,7 @@ def claim_effect(command: ClaimEffect, core: Core) -> Plan[Claim]:
     run = require_uuid("run_id", command.run_id)
     worker = require_text("worker", command.worker)
     lease = _lease(command.lease)
+    timeout = _timeout(key, lease, command.timeout)
     body = core.document("request", {} if command.request is None else command.request)
     policy = _policy(command.retry)
     # The policy is not part of the effect's identity: the first claim's policy applies.
@@ -82,13 +90,14 @@ def claim_effect(command: ClaimEffect, core: Core) -> Plan[Claim]:
     def attempt(number: int) -> Plan[Claim]:
         at = yield from now()
         effect = yield from _load_or_register(core, key, run, body.value, content, policy, number)
-        if not effect.claim(worker=worker, lease=lease, now=at):
+        if not effect.claim(worker=worker, lease=lease, timeout=timeout, now=at):
             return _claim_of(effect, status="completed")
         payload = {
             "effect_key": key,
             "token": effect.token,
             "worker": worker,
             "in_doubt": effect.in_doubt,
+            "deadline": effect.deadline.isoformat() if effect.deadline else None,
         }
         yield from _commit(core, effect, ("effect.claimed", payload, False))
         return _claim_of(effect, status="granted")
@@ -136,6 +145,23 @@ def complete_effect(command: CompleteEffect, core: Core) -> Plan[EffectInfo]:
 
     note = ("effect.completed", {"token": token, "result": value}, True)
     return (yield from _decide(core, key, note, move, recorded=recorded))
+
+
+def doubt_effect(command: DoubtEffect, core: Core) -> Plan[EffectInfo]:
+    """The holder records that its attempt is in doubt: it may or may not have happened.
+
+    Its answer came after the attempt's deadline, or its call was cancelled at it. The
+    lease ends at once; the next claim (once the deadline has passed) settles the doubt.
+    """
+    token = _token(command.token)
+    worker = require_text("worker", command.worker)
+    reason = require_text("reason", command.reason, max_length=MAX_REASON_LENGTH)
+
+    def move(effect: Operation, at: datetime) -> None:
+        effect.doubt(token=token, worker=worker, reason=reason, now=at)
+
+    note = ("effect.in_doubt", {"token": token, "reason": reason}, False)
+    return (yield from _decide(core, command.effect_key, note, move))
 
 
 def fail_effect(command: FailEffect, core: Core) -> Plan[EffectInfo]:
@@ -358,7 +384,18 @@ def _policy(retry: RetryPolicy | Mapping[str, Any] | None) -> RetryPolicy:
 
 
 def _lease(lease: float) -> float:
-    return require_number("lease", lease, minimum=0.001, maximum=MAX_LEASE_SECONDS)
+    return _seconds("lease", lease)
+
+
+def _timeout(key: str, lease: float, timeout: float | None) -> float | None:
+    """Seconds the attempt may take: ``timeout``, or the lease; none for a step's counter."""
+    seconds = lease if timeout is None else _seconds("timeout", timeout)
+    return None if counts_step_attempts(key) else seconds
+
+
+def _seconds(field: str, value: float) -> float:
+    """A lease or a timeout: a positive number of seconds, at most a week."""
+    return require_number(field, value, minimum=0.001, maximum=MAX_LEASE_SECONDS)
 
 
 def _token(token: int) -> int:
@@ -374,4 +411,5 @@ def _claim_of(effect: Operation, *, status: str) -> Claim:
         in_doubt=effect.in_doubt,
         expires_at=effect.expires_at if status == "granted" else None,
         result=effect.result,
+        deadline=effect.deadline if status == "granted" else None,
     )

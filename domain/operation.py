@@ -31,6 +31,8 @@ from actae.domain.effects import (
     effect_status_at,
 )
 from actae.domain.errors import (
+    DeadlineNotPassedError,
+    DeadlinePassedError,
     EffectBlockedError,
     FencingError,
     LeaseHeldError,
@@ -58,6 +60,7 @@ class Operation(Aggregate):
         token: int
         holder: str | None
         expires_at: datetime | None
+        deadline: datetime | None
         in_doubt: bool
         retry_at: datetime | None
         needs_review: bool
@@ -117,6 +120,7 @@ class Operation(Aggregate):
             aggregate.token = 0
             aggregate.holder = None
             aggregate.expires_at = None
+            aggregate.deadline = None
             aggregate.in_doubt = False
             aggregate.retry_at = None
             aggregate.needs_review = False
@@ -133,6 +137,9 @@ class Operation(Aggregate):
         token: int
         expires_at: datetime
         in_doubt: bool
+        deadline: datetime | None = None
+        """When the attempt must be over: claim time plus its timeout, on the store's clock
+        (``None`` before it was kept). Heartbeats move the lease, never this."""
 
         def apply(self, aggregate: Any) -> None:
             """Hand the effect to the worker; an unanswered earlier attempt counts as expired."""
@@ -141,6 +148,7 @@ class Operation(Aggregate):
             aggregate.token = self.token
             aggregate.holder = self.worker
             aggregate.expires_at = self.expires_at
+            aggregate.deadline = self.deadline
             aggregate.in_doubt = self.in_doubt
             aggregate.retry_at = None
             aggregate.first_claimed_at = aggregate.first_claimed_at or self.timestamp
@@ -149,6 +157,7 @@ class Operation(Aggregate):
                 token=self.token,
                 worker=self.worker,
                 claimed_at=self.timestamp,
+                deadline=self.deadline,
             )
             aggregate.attempts.append(attempt)
 
@@ -160,6 +169,22 @@ class Operation(Aggregate):
 
         def apply(self, aggregate: Any) -> None:
             """Move the lease's expiry."""
+            aggregate.expires_at = self.expires_at
+
+    class Doubted(Aggregate.Event):
+        """The holder cannot say whether its attempt happened; its lease ends at once.
+
+        Its answer came after the attempt's deadline, or its call was cancelled at it. The
+        effect is in doubt, and the next claim settles it (reconcile, idempotent retry, review).
+        """
+
+        token: int
+        expires_at: datetime
+        reason: str
+
+        def apply(self, aggregate: Any) -> None:
+            """Close the attempt as in doubt; its lease ends now."""
+            aggregate.settle_attempt("in_doubt", self.reason)
             aggregate.expires_at = self.expires_at
 
     class Completed(Aggregate.Event):
@@ -357,6 +382,7 @@ class Operation(Aggregate):
             result=self.result,
             request=self.request,
             attempts=list(self.attempts),
+            deadline=self.deadline,
         )
 
     def settle_attempt(self, outcome: str, detail: str | None) -> None:
@@ -367,8 +393,13 @@ class Operation(Aggregate):
 
     # -- ledger commands ------------------------------------------------------------------
 
-    def claim(self, *, worker: str, lease: float, now: datetime) -> bool:
-        """Grant a claim, or refuse it with the reason. ``False``: already completed."""
+    def claim(self, *, worker: str, lease: float, timeout: float | None, now: datetime) -> bool:
+        """Grant a claim, or refuse it with the reason. ``False``: already completed.
+
+        The attempt granted must be over ``timeout`` seconds from ``now``: its deadline. An
+        earlier attempt whose lease ran out is taken over only once its deadline has passed.
+        ``timeout=None``: no deadline (a retried step's attempt counter guards no effect).
+        """
         status = self.status(now)
         if status is EffectStatus.COMPLETED:
             return False
@@ -377,6 +408,8 @@ class Operation(Aggregate):
             raise EffectBlockedError(self.operation_id, status=status.value, detail=detail)
         if status is EffectStatus.CLAIMED:
             raise self._lease_held(now)
+        if status is EffectStatus.IN_DOUBT:
+            self.ensure_deadline_passed(now)
         if self.retry_at is not None and now < self.retry_at:
             wait = (self.retry_at - now).total_seconds()
             raise RetryNotDueError(self.operation_id, retry_at=self.retry_at, wait=wait)
@@ -387,8 +420,24 @@ class Operation(Aggregate):
             token=self.token + 1,
             expires_at=now + timedelta(seconds=lease),
             in_doubt=status is EffectStatus.IN_DOUBT,
+            deadline=None if timeout is None else now + timedelta(seconds=timeout),
         )
         return True
+
+    def ensure_deadline_passed(self, now: datetime) -> None:
+        """Refuse to act over the open attempt before its deadline: it may still be running.
+
+        Its lease ran out (its worker may be cut off from the database), but its provider
+        call may still land until the deadline: a takeover, reconciliation or retry before
+        then could make the effect happen twice.
+        """
+        if self.deadline is not None and now < self.deadline:
+            raise DeadlineNotPassedError(
+                self.operation_id,
+                holder=self.holder or "unknown",
+                token=self.token,
+                deadline=self.deadline,
+            )
 
     def _lease_held(self, now: datetime) -> LeaseHeldError:
         return LeaseHeldError(
@@ -438,8 +487,16 @@ class Operation(Aggregate):
         now: datetime,
         redacted: dict[str, int] | None = None,
     ) -> None:
-        """Record that the effect happened (``redacted``: what redaction removed from it)."""
+        """Record that the effect happened (``redacted``: what redaction removed from it).
+
+        Not after the attempt's deadline: others may by then take it over, so a late answer
+        is in doubt (``DeadlinePassedError``; the holder records it with :meth:`doubt`).
+        """
         self.ensure_held(token, now, worker=worker)
+        if self.deadline is not None and now >= self.deadline:
+            raise DeadlinePassedError(
+                self.operation_id, token=token, deadline=self.deadline, now=now
+            )
         self.trigger_event(
             self.Completed,
             timestamp=now,
@@ -448,6 +505,11 @@ class Operation(Aggregate):
             run_id=self.run_id,
             redacted=redacted or {},
         )
+
+    def doubt(self, *, token: int, worker: str, reason: str, now: datetime) -> None:
+        """The holder cannot say whether its attempt happened: in doubt from ``now`` on."""
+        self.ensure_held(token, now, worker=worker)
+        self.trigger_event(self.Doubted, timestamp=now, token=token, expires_at=now, reason=reason)
 
     def fail(
         self,
@@ -508,6 +570,8 @@ class Operation(Aggregate):
     ) -> None:
         """Settle a doubtful or blocked effect from what the provider says happened."""
         status = self.status(now)
+        if status is EffectStatus.IN_DOUBT:
+            self.ensure_deadline_passed(now)
         if token is not None:
             self.ensure_held(token, now, worker=None)
         elif status is EffectStatus.CLAIMED:

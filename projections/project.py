@@ -210,6 +210,7 @@ def _claimed(event: Any) -> list[Change]:
         "claimed_in_doubt": event.in_doubt,
         "claimed_at": event.timestamp,
         "expires_at": event.expires_at,
+        "deadline": event.deadline,
         "retry_at": None,
     }
     if event.token == 1:
@@ -493,6 +494,7 @@ HANDLERS: tuple[tuple[type, Callable[[Any], list[Change]]], ...] = (
     (Operation.Registered, _registered),
     (Operation.Claimed, _claimed),
     (Operation.Renewed, _renewed),
+    (Operation.Doubted, _renewed),  # its lease ends at once: in doubt from then on
     (Operation.Completed, _completed),
     (Operation.Failed, _failed),
     (Operation.Reconciled, _reconciled),

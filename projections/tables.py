@@ -221,6 +221,11 @@ EFFECTS = Table(
         Column("first_claimed_at", "timestamp", "first claim"),
         Column("claimed_at", "timestamp", "current claim"),
         Column("expires_at", "timestamp", "lease expiry of the current claim"),
+        Column(
+            "deadline",
+            "timestamp",
+            "when the current attempt must be over (claim time + timeout): no takeover before",
+        ),
         Column("retry_at", "timestamp", "when the next attempt may start"),
         Column("last_error", "text", "error of the last failed attempt"),
         Column("settled_by", "text", "completed, reconciled by <actor>, or abandoned by <actor>"),

@@ -41,6 +41,7 @@ COOLDOWNS = (
     "tests/contract/test_cooldowns_end_on_events.py",
     "tests/contract/test_worker_stalls.py",
 )
+DEADLINES = ("tests/contract/test_effect_deadlines.py",)
 MANY_RUNS = (
     "tests/contract/test_async_workflows.py"
     "::test_fifty_at_once_serve_two_hundred_sleeping_runs_in_seconds",
@@ -360,8 +361,8 @@ MUTANTS = [
         "domain/operation.py",
         "        if status is EffectStatus.CLAIMED:\n"
         "            raise self._lease_held(now)\n"
-        "        if self.retry_at",
-        "        if self.retry_at",
+        "        if status is EffectStatus.IN_DOUBT:",
+        "        if status is EffectStatus.IN_DOUBT:",
         "a live claim keeps every other worker out",
         LEDGER,
     ),
@@ -460,6 +461,103 @@ MUTANTS = [
         "if status is EffectStatus.ABANDONED:",
         "an effect that happened cannot be declared abandoned",
         LEDGER,
+    ),
+    # -- ledger: every attempt's deadline (issue 28, item 2) ------------------------------
+    Mutant(
+        "deadline-takeover",
+        "domain/operation.py",
+        "        if status is EffectStatus.IN_DOUBT:\n"
+        "            self.ensure_deadline_passed(now)\n"
+        "        if self.retry_at",
+        "        if self.retry_at",
+        "a lapsed lease is no proof the attempt is over: no takeover before its deadline",
+        DEADLINES,
+    ),
+    Mutant(
+        "deadline-reconcile",
+        "domain/operation.py",
+        "        status = self.status(now)\n"
+        "        if status is EffectStatus.IN_DOUBT:\n"
+        "            self.ensure_deadline_passed(now)\n"
+        "        if token is not None:",
+        "        status = self.status(now)\n        if token is not None:",
+        "the provider's word before the deadline may change: nobody reconciles until it passed",
+        DEADLINES,
+    ),
+    Mutant(
+        "deadline-boundary",
+        "domain/operation.py",
+        "if self.deadline is not None and now < self.deadline:",
+        "if self.deadline is not None and now <= self.deadline:",
+        "an attempt is over at its deadline, as a lease is at its expiry",
+        DEADLINES,
+    ),
+    Mutant(
+        "late-completion",
+        "domain/operation.py",
+        "if self.deadline is not None and now >= self.deadline:",
+        "if False:",
+        "an answer after the deadline may race a takeover: in doubt, never completed",
+        DEADLINES,
+    ),
+    Mutant(
+        "heartbeat-moves-deadline",
+        "domain/operation.py",
+        '            """Move the lease\'s expiry."""\n'
+        "            aggregate.expires_at = self.expires_at\n",
+        '            """Move the lease\'s expiry."""\n'
+        "            aggregate.expires_at = self.expires_at\n"
+        "            aggregate.deadline = self.expires_at\n",
+        "heartbeats extend the lease, never the deadline others wait for",
+        DEADLINES,
+    ),
+    Mutant(
+        "deadline-default-not-lease",
+        "domain/ledger.py",
+        'seconds = lease if timeout is None else _seconds("timeout", timeout)',
+        'seconds = 2 * lease if timeout is None else _seconds("timeout", timeout)',
+        "the default deadline is the lease, as documented",
+        DEADLINES,
+    ),
+    Mutant(
+        "timeout-unchecked",
+        "domain/ledger.py",
+        'seconds = lease if timeout is None else _seconds("timeout", timeout)',
+        "seconds = lease if timeout is None else float(timeout)",
+        "a bad timeout is a ValidationError naming it, and nothing is written",
+        DEADLINES,
+    ),
+    Mutant(
+        "step-counter-deadline",
+        "domain/ledger.py",
+        "return None if counts_step_attempts(key) else seconds",
+        "return seconds",
+        "a retried step's attempt counter guards no effect: a slow step still counts",
+        DEADLINES,
+    ),
+    Mutant(
+        "deadline-not-given-to-fn",
+        "adapters/runtime/context_effects.py",
+        "with attempt_deadline(claim.deadline):",
+        "with attempt_deadline(None):",
+        "fn reads its attempt's deadline, to give the provider call as its timeout",
+        DEADLINES,
+    ),
+    Mutant(
+        "late-answer-not-doubted",
+        "adapters/runtime/context_effects.py",
+        'raise self._in_doubt(key, token, "it answered after its deadline") from None',
+        "raise",
+        "a late answer is recorded as in doubt at once, not left to a lease that may run long",
+        DEADLINES,
+    ),
+    Mutant(
+        "async-fn-not-cancelled",
+        "adapters/runtime/async_context.py",
+        "        if deadline is None:\n            return awaitable\n",
+        "        if True:\n            return awaitable\n",
+        "an async fn is cancelled at its deadline: nothing of it may land after a takeover",
+        DEADLINES,
     ),
     # -- input limits ---------------------------------------------------------------------
     Mutant(
@@ -1077,16 +1175,20 @@ MUTANTS = [
         "            turn.held = False\n"
         "            try:\n"
         "                if inspect.iscoroutinefunction(fn):\n"
-        "                    return awaiting(fn(*args))\n"
+        "                    return awaiting(self._by_deadline(fn(*args)))\n"
         "                result = awaiting(_in_a_thread(fn, *args))\n"
-        "                return awaiting(result) if inspect.isawaitable(result) else result\n"
+        "                if inspect.isawaitable(result):\n"
+        "                    return awaiting(self._by_deadline(result))\n"
+        "                return result\n"
         "            finally:\n"
         "                awaiting(self._turn.acquire())\n",
         "            try:\n"
         "                if inspect.iscoroutinefunction(fn):\n"
-        "                    return awaiting(fn(*args))\n"
+        "                    return awaiting(self._by_deadline(fn(*args)))\n"
         "                result = awaiting(_in_a_thread(fn, *args))\n"
-        "                return awaiting(result) if inspect.isawaitable(result) else result\n"
+        "                if inspect.isawaitable(result):\n"
+        "                    return awaiting(self._by_deadline(result))\n"
+        "                return result\n"
         "            finally:\n",
         "the calls of a fan-out must run at once, not one after another",
         ASYNC_WORKFLOWS,

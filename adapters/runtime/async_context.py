@@ -32,6 +32,7 @@ from typing import Any, TypeVar, overload
 from actae.adapters.persistence.awaiting import awaiting, run_in_portal
 from actae.adapters.runtime.context import RunContext
 from actae.adapters.runtime.context_effects import Reconcile
+from actae.adapters.runtime.deadlines import by_deadline, current_deadline
 from actae.domain.effects import RetryPolicy
 from actae.domain.values import Receipt, RunInfo
 from actae.domain.waits import Decision
@@ -110,6 +111,7 @@ class AsyncRunContext:
         lease: float = 30.0,
         retry: RetryPolicy | None = None,
         request: dict[str, Any] | None = None,
+        timeout: float | None = None,
     ) -> T: ...
 
     @overload
@@ -123,6 +125,7 @@ class AsyncRunContext:
         lease: float = 30.0,
         retry: RetryPolicy | None = None,
         request: dict[str, Any] | None = None,
+        timeout: float | None = None,
     ) -> T: ...
 
     async def effect(
@@ -135,10 +138,12 @@ class AsyncRunContext:
         lease: float = 30.0,
         retry: RetryPolicy | None = None,
         request: dict[str, Any] | None = None,
+        timeout: float | None = None,
     ) -> Any:
         """``RunContext.effect``: ``fn(key, token)`` at most once, guarded by the ledger.
 
-        ``reconcile`` may be async too.
+        ``reconcile`` may be async too. An async ``fn`` is cancelled when the store's clock
+        reaches the attempt's deadline (``timeout`` after the claim, default ``lease``).
         """
         settle: Reconcile | None = None if reconcile is None else self._released(reconcile)
         return await self._in_turn(
@@ -150,6 +155,7 @@ class AsyncRunContext:
             lease=lease,
             retry=retry,
             request=request,
+            timeout=timeout,
         )
 
     async def record(self, kind: str, payload: dict[str, Any]) -> Receipt:
@@ -247,6 +253,7 @@ class AsyncRunContext:
 
         A plain function runs in a thread of the context's pool (not the loop's default
         executor, which is small and which the store's own calls must never wait behind).
+        An awaitable is cancelled at the deadline of the effect attempt it serves, if any.
         """
 
         def call(*args: Any) -> Any:
@@ -255,14 +262,23 @@ class AsyncRunContext:
             turn.held = False
             try:
                 if inspect.iscoroutinefunction(fn):
-                    return awaiting(fn(*args))
+                    return awaiting(self._by_deadline(fn(*args)))
                 result = awaiting(_in_a_thread(fn, *args))
-                return awaiting(result) if inspect.isawaitable(result) else result
+                if inspect.isawaitable(result):
+                    return awaiting(self._by_deadline(result))
+                return result
             finally:
                 awaiting(self._turn.acquire())
                 turn.held = True
 
         return call
+
+    def _by_deadline(self, awaitable: Awaitable[T]) -> Awaitable[T]:
+        """``awaitable``, cancelled at the current effect attempt's deadline (if in one)."""
+        deadline = current_deadline()
+        if deadline is None:
+            return awaitable
+        return by_deadline(awaitable, deadline, self.sync.store.now)
 
 
 class _Turn:

@@ -198,6 +198,7 @@ class AsyncStore:
     heartbeat = _awaited(Store.heartbeat)
     complete_effect = _awaited(Store.complete_effect)
     complete = _awaited(Store.complete)
+    doubt_effect = _awaited(Store.doubt_effect)
     fail_effect = _awaited(Store.fail_effect)
     fail = _awaited(Store.fail)
     reconcile = _awaited(Store.reconcile)

@@ -4,6 +4,11 @@ An effect is claimed under a lease before ``fn`` runs, heartbeated while it runs
 recorded as completed or failed afterwards. An attempt that may have happened (its worker
 died inside it) is in doubt: a ``reconcile`` callback decides, an idempotent effect is
 retried under the same key, anything else stops for review.
+
+Every attempt has a deadline (``timeout``, the lease by default), recorded with its claim
+and readable inside ``fn`` as ``actae.current_deadline()``. Nobody takes the effect over
+before it has passed; an answer that comes after it is recorded as in doubt, never as
+completed (an async ``fn`` is cancelled at it; a plain one cannot be stopped).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from actae.adapters.persistence.awaiting import in_portal, run_in_portal
 from actae.adapters.persistence.outages import is_transient
+from actae.adapters.runtime.deadlines import DeadlineReachedError, attempt_deadline
 from actae.domain.effects import (
     Claim,
     EffectStatus,
@@ -24,6 +30,7 @@ from actae.domain.effects import (
     workflow_value,
 )
 from actae.domain.errors import (
+    DeadlinePassedError,
     EffectBlockedError,
     FencingError,
     RetryNotDueError,
@@ -78,6 +85,7 @@ class EffectSteps:
         lease: float = 30.0,
         retry: RetryPolicy | None = None,
         request: dict[str, Any] | None = None,
+        timeout: float | None = None,
     ) -> T:
         """Run a side effect at most once, guarded by the ledger.
 
@@ -87,6 +95,12 @@ class EffectSteps:
         retried under the same key if ``idempotent``; otherwise the effect (and the run)
         stops for review with ``EffectBlockedError``. A failure raises ``RetryNotDueError``
         (retry later, by policy and the error's ``retry_after``) or ``EffectBlockedError``.
+
+        The attempt must be over ``timeout`` seconds after its claim (default: ``lease``):
+        ``actae.current_deadline()`` inside ``fn``. Heartbeats renew the lease, never the
+        deadline; no other worker takes the effect over before it. An answer after it is
+        recorded as in doubt and raises ``DeadlinePassedError`` (an async ``fn`` is
+        cancelled at it), and the next claim settles the doubt as above.
         """
         self.checkpoint()
         key = self._key("effect", name)
@@ -102,6 +116,7 @@ class EffectSteps:
                 lease=lease,
                 request=request or {"name": name},
                 retry=retry,
+                timeout=timeout,
             )
             call.claimed(claim)
             if claim.status == "completed":
@@ -117,8 +132,8 @@ class EffectSteps:
                         return cast(T, workflow_value(settled))
                 call.attempting()
                 done = self._attempt(key, claim, fn, lease)
-            except (EffectBlockedError, RetryNotDueError):  # noted as failed, or for review
-                call.noted(self.head)
+            except (EffectBlockedError, RetryNotDueError, DeadlinePassedError):
+                call.noted(self.head)  # noted as failed, for review, or in doubt
                 raise
             call.ran(self.head)
             return done
@@ -157,9 +172,12 @@ class EffectSteps:
         )
 
     def _attempt(self, key: str, claim: Claim, fn: Callable[[str, int], T], lease: float) -> T:
-        """Call ``fn`` while heartbeating; record completion or failure."""
+        """Call ``fn`` while heartbeating; record completion, failure, or a late answer's doubt."""
         try:
-            value = self._with_heartbeats(key, claim.token, lease, lambda: fn(key, claim.token))
+            with attempt_deadline(claim.deadline):
+                value = self._with_heartbeats(key, claim.token, lease, lambda: fn(key, claim.token))
+        except DeadlineReachedError:
+            raise self._in_doubt(key, claim.token, "cancelled at its deadline") from None
         except Exception as error:
             retry_after = retry_after_of(error)
             message = f"{type(error).__name__}: {error}"
@@ -182,12 +200,23 @@ class EffectSteps:
         self._complete(key, claim.token, value)
         return value
 
+    def _in_doubt(self, key: str, token: int, why: str) -> DeadlinePassedError:
+        """Record the attempt of ``token`` as in doubt (answered late); the error to raise."""
+        reason = f"in doubt: {why}; it may or may not have happened"
+        info = self._durably(
+            lambda: self.store.doubt_effect(key, token=token, worker=self.worker, reason=reason)
+        )
+        self._refresh()
+        deadline = info.deadline or self.store.now()
+        return DeadlinePassedError(key, token=token, deadline=deadline, now=self.store.now())
+
     def _complete(self, key: str, token: int, value: Any) -> None:
         """Record the effect's outcome; a result that cannot be recorded stops everything.
 
         The effect happened, so it must never run again on its own: the attempt is failed
         for review (an operator's ``store.override`` gives the result the workflow will see)
-        and the run fails with a ``ValidationError`` naming the effect.
+        and the run fails with a ``ValidationError`` naming the effect. An answer after the
+        attempt's deadline is refused by the ledger and recorded as in doubt instead.
         """
         try:
             self._durably(
@@ -199,6 +228,8 @@ class EffectSteps:
                     redact=self.redact,
                 )
             )
+        except DeadlinePassedError:
+            raise self._in_doubt(key, token, "it answered after its deadline") from None
         except ValidationError as error:
             reason = f"it ran, but its result cannot be recorded: {error.reason}"
             self.store.fail(

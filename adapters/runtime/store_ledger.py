@@ -17,6 +17,7 @@ from actae.domain.commands import (
     Abandon,
     ClaimEffect,
     CompleteEffect,
+    DoubtEffect,
     FailEffect,
     Heartbeat,
     Override,
@@ -41,8 +42,15 @@ class LedgerMethods:
         lease: float,
         request: dict[str, Any] | None = None,
         retry: RetryPolicy | Mapping[str, Any] | None = None,
+        timeout: float | None = None,
     ) -> Claim:
         """Claim a side effect under a lease of ``lease`` seconds.
+
+        The attempt must be over ``timeout`` seconds after the claim (default: the lease):
+        its ``deadline``, on the store's clock, recorded with the claim. Heartbeats extend
+        the lease, never the deadline; nobody takes the effect over (claims, reconciles,
+        retries it) before it has passed, and a completion after it is refused
+        (``DeadlinePassedError``): record it with :meth:`doubt_effect`.
 
         Returns a granted :class:`Claim` with a fencing token (pass it to the provider and
         to heartbeat/complete/fail), or ``status="completed"`` with the recorded result.
@@ -57,6 +65,7 @@ class LedgerMethods:
             lease=lease,
             request=request,
             retry=retry,
+            timeout=timeout,
         )
         return self._service.execute(ledger.claim_effect, command)
 
@@ -85,6 +94,16 @@ class LedgerMethods:
             effect_key=effect_key, token=token, worker=worker, result=result, redact=redact
         )
         return self._service.execute(ledger.complete_effect, command)
+
+    def doubt_effect(self, effect_key: str, *, token: int, worker: str, reason: str) -> EffectInfo:
+        """The holder records that its attempt may or may not have happened: in doubt now.
+
+        For an answer that came after the attempt's deadline, or a call cancelled at it.
+        Nobody may run the effect again before the deadline; after it, the next claim is in
+        doubt and settles it (reconcile, idempotent retry or review).
+        """
+        command = DoubtEffect(effect_key=effect_key, token=token, worker=worker, reason=reason)
+        return self._service.execute(ledger.doubt_effect, command)
 
     def fail_effect(
         self,

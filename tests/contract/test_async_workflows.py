@@ -87,7 +87,8 @@ async def test_an_async_effect_is_claimed_heartbeated_by_a_task_and_completed(
             renewed.append(first)
             return {"charged": token}
 
-        result = await ctx.effect("charge", charge, lease=0.6)
+        # Longer than its lease on purpose: the deadline must outlast the renewal it waits for.
+        result = await ctx.effect("charge", charge, lease=0.6, timeout=60)
         info = await store.effect(key)
     assert result == {"charged": 1}
     assert renewed

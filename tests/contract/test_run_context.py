@@ -191,6 +191,7 @@ def test_effect_heartbeats_while_the_provider_is_slow(store_url: str) -> None:
                 time.sleep(0.01)
             return {"renewed": False}
 
-        result = wall.resume(run.run_id, worker="w").effect("charge", slow_provider, lease=0.3)
+        resumed = wall.resume(run.run_id, worker="w")  # a deadline past the renewal it waits for
+        result = resumed.effect("charge", slow_provider, lease=0.3, timeout=60)
 
     assert result == {"renewed": True}

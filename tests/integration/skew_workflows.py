@@ -50,7 +50,9 @@ def holder(ctx: actae.RunContext) -> dict[str, object]:
             time.sleep(0.02)  # the tool is busy until the test lets it go
         return {"charge_id": key, "token": token}
 
-    return ctx.effect("charge", charge, idempotent=True, lease=2.0)
+    # Held for longer than its lease on purpose (heartbeats keep the claim): its deadline
+    # must outlast the hold, or its late answer would be in doubt.
+    return ctx.effect("charge", charge, idempotent=True, lease=2.0, timeout=HOLD_AT_MOST + 60)
 
 
 @actae.workflow("sleeper")

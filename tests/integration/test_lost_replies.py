@@ -174,6 +174,13 @@ CASES: dict[str, Case] = {
             or pytest.fail("a completed effect was granted again")
         ),
     ),
+    "doubt_effect": Case(
+        setup=claimed,
+        call=lambda store, ctx: store.doubt_effect(
+            KEY, token=ctx["claim"].token, worker="w1", reason="answered after its deadline"
+        ),
+        after=lambda store, ctx, info: store.abandon(KEY, actor="ops", reason="gave up"),
+    ),
     "fail": Case(
         setup=claimed,
         call=lambda store, ctx: store.fail(

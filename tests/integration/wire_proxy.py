@@ -8,6 +8,10 @@ told otherwise:
   connection are cut. The client sees exactly what a network failure after the commit
   looks like: a connection error, with no way to know the write happened.
 * :meth:`WireProxy.cut_all` — every open connection is cut at once (a network blip).
+* :meth:`WireProxy.stall` — a black hole: from now on nothing is forwarded either way, on
+  open connections and new ones, and nobody is told (no RST, no FIN): each side waits for
+  an answer that never comes, as behind a partition. :meth:`WireProxy.heal` ends it; the
+  connections that lost bytes to it are cut then (their streams have holes).
 
 A write is recognised by its reply, not by its statement text (prepared statements are
 sent by name after their first use): the recorder's insert returns a column named
@@ -61,9 +65,11 @@ class Link:
         self.proxy.forget(self)
 
     def _pump_up(self) -> None:
-        """Client to server: every byte, as it comes."""
+        """Client to server: every byte, as it comes (into the void while stalled)."""
         try:
             while data := self.client.recv(CHUNK):
+                if self.proxy.swallowed_by_stall(self):
+                    continue
                 self.server.sendall(data)
         except OSError:
             pass
@@ -73,6 +79,8 @@ class Link:
         """Server to client: every byte, unless this link was chosen to lose a write's reply."""
         try:
             while data := self.server.recv(CHUNK):
+                if self.proxy.swallowed_by_stall(self):
+                    continue
                 if not self.dropping and WRITE_MARKER in data and self.proxy.take_fault():
                     self.dropping = True
                 if not self.dropping:
@@ -99,6 +107,8 @@ class WireProxy:
         self._changed = threading.Condition()
         self._links: set[Link] = set()
         self._armed = False
+        self._stalled = False
+        self._holed: set[Link] = set()  # links that lost bytes to a stall
         self.dropped_replies = 0
         self.connections = 0
         threading.Thread(target=self._accept, daemon=True).start()
@@ -142,6 +152,26 @@ class WireProxy:
         for link in links:
             link.cut()
         return len(links)
+
+    def stall(self) -> None:
+        """Stop forwarding anything, silently, until :meth:`heal` (a black hole)."""
+        with self._changed:
+            self._stalled = True
+
+    def heal(self) -> None:
+        """Forward again; the connections the stall took bytes from are cut."""
+        with self._changed:
+            self._stalled = False
+            holed, self._holed = list(self._holed), set()
+        for link in holed:
+            link.cut()
+
+    def swallowed_by_stall(self, link: Link) -> bool:
+        """Whether ``link``'s bytes fall into the black hole now (then it has a hole)."""
+        with self._changed:
+            if self._stalled:
+                self._holed.add(link)
+            return self._stalled
 
     def take_fault(self) -> bool:
         """Claim the armed fault for one link (at most one link gets it)."""

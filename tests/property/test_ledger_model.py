@@ -1,7 +1,9 @@
 """Property: random ledger sequences agree with a plain model of one effect.
 
 Claims by several workers, heartbeats, completions and failures with current and stale
-tokens, lease expiry on a manual clock, reconciliation with and without a token, abandon.
+tokens, lease expiry on a manual clock, attempts' deadlines (no takeover nor reconciliation
+before one passes, no completion after it; an attempt recorded in doubt), reconciliation with
+and without a token, abandon.
 After every step the store's view of the effect equals the model's, and the run's channel
 holds exactly one note per ledger outcome.
 """
@@ -33,6 +35,7 @@ class Model:
     token: int = 0
     holder: str | None = None
     expires: float = 0.0
+    deadline: float = 0.0
     retry_at: float | None = None
     in_doubt: bool = False
     review: bool = False
@@ -58,6 +61,10 @@ class Model:
         if self.status() not in (S.CLAIMED, S.IN_DOUBT):
             return actae.EffectBlockedError
         return None
+
+    def before_deadline(self) -> bool:
+        """Whether the open attempt's lease ran out before its deadline passed."""
+        return self.status() is S.IN_DOUBT and self.now < self.deadline
 
 
 class LedgerMachine(RuleBasedStateMachine):
@@ -88,8 +95,8 @@ class LedgerMachine(RuleBasedStateMachine):
             call()
         return False
 
-    @rule(worker=st.sampled_from(["w1", "w2", "w3"]))
-    def claim(self, worker: str) -> None:
+    @rule(worker=st.sampled_from(["w1", "w2", "w3"]), timeout=st.sampled_from([None, 5.0, 25.0]))
+    def claim(self, worker: str, timeout: float | None) -> None:
         m = self.model
         status = m.status() if self.registered else S.PENDING
         if status is S.COMPLETED:
@@ -105,12 +112,19 @@ class LedgerMachine(RuleBasedStateMachine):
             S.NEEDS_REVIEW: actae.EffectBlockedError,
             S.CLAIMED: actae.LeaseHeldError,
         }.get(status)
+        if error is None and self.registered and m.before_deadline():
+            error = actae.DeadlineNotPassedError
         if error is None and m.retry_at is not None and m.now < m.retry_at:
             error = actae.RetryNotDueError
         claimed = self.expect(
             error,
             lambda: self.store.claim(
-                self.key, run_id=self.run.run_id, worker=worker, lease=LEASE, retry=POLICY
+                self.key,
+                run_id=self.run.run_id,
+                worker=worker,
+                lease=LEASE,
+                retry=POLICY,
+                timeout=timeout,
             ),
         )
         self.registered = True
@@ -118,6 +132,7 @@ class LedgerMachine(RuleBasedStateMachine):
             m.in_doubt = status is S.IN_DOUBT
             m.token += 1
             m.holder, m.expires, m.retry_at = worker, m.now + LEASE, None
+            m.deadline = m.now + (LEASE if timeout is None else timeout)
             self.holders[m.token] = worker
             m.attempts += 1
             m.first_claim = m.now if m.first_claim is None else m.first_claim
@@ -151,13 +166,30 @@ class LedgerMachine(RuleBasedStateMachine):
                 self.key, token=token, worker=self.holders.get(token, "w1"), result={"ok": True}
             )
             return
+        error = m.held_error(token)
+        if error is None and m.now >= m.deadline:
+            error = actae.DeadlinePassedError
         if self.expect(
-            m.held_error(token),
+            error,
             lambda: self.store.complete(
                 self.key, token=token, worker=self.holders.get(token, "w1"), result={"ok": True}
             ),
         ):
             m.completed, m.holder, m.in_doubt = True, None, False
+
+    @rule(stale=st.booleans())
+    def doubt(self, stale: bool) -> None:
+        if not self.registered:
+            return
+        m = self.model
+        token = m.token - 1 if stale and m.token > 1 else m.token
+        if self.expect(
+            m.held_error(token),
+            lambda: self.store.doubt_effect(
+                self.key, token=token, worker=self.holders.get(token, "w1"), reason="late"
+            ),
+        ):
+            m.expires = m.now  # the lease ends at once: in doubt
 
     @rule(stale=st.booleans())
     def fail(self, stale: bool) -> None:
@@ -189,7 +221,9 @@ class LedgerMachine(RuleBasedStateMachine):
             return
         m = self.model
         status = m.status()
-        if with_token:
+        if m.before_deadline():
+            error: type[Exception] | None = actae.DeadlineNotPassedError
+        elif with_token:
             error = m.held_error(m.token)
         elif status is S.CLAIMED:
             error = actae.LeaseHeldError
