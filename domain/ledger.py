@@ -157,11 +157,19 @@ def doubt_effect(command: DoubtEffect, core: Core) -> Plan[EffectInfo]:
     worker = require_text("worker", command.worker)
     reason = require_text("reason", command.reason, max_length=MAX_REASON_LENGTH)
 
+    def recorded(effect: Operation, at: datetime) -> EffectInfo | None:
+        """A repeat of this very doubt: what is recorded (its first reply was lost)."""
+        last = effect.attempts[-1] if effect.attempts else None
+        if last is None or last.token != token or last.outcome != "in_doubt":
+            return None
+        effect.ensure_holder(token, worker)
+        return effect.info(at)
+
     def move(effect: Operation, at: datetime) -> None:
         effect.doubt(token=token, worker=worker, reason=reason, now=at)
 
     note = ("effect.in_doubt", {"token": token, "reason": reason}, False)
-    return (yield from _decide(core, command.effect_key, note, move))
+    return (yield from _decide(core, command.effect_key, note, move, recorded=recorded))
 
 
 def fail_effect(command: FailEffect, core: Core) -> Plan[EffectInfo]:

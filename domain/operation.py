@@ -522,8 +522,18 @@ class Operation(Aggregate):
         draw: float,
         now: datetime,
     ) -> None:
-        """Record a failed attempt and when to try again, by policy and ``retry_after``."""
+        """Record a failed attempt and when to try again, by policy and ``retry_after``.
+
+        A failure to be retried is refused at or after the attempt's deadline, as a late
+        answer is: a client that gave up at the deadline cannot say whether its call landed,
+        so a retry could execute it twice (``DeadlinePassedError``; the holder records the
+        attempt as in doubt). A ``final`` failure is kept: it leaves the effect for review.
+        """
         self.ensure_held(token, now, worker=worker)
+        if not final and self.deadline is not None and now >= self.deadline:
+            raise DeadlinePassedError(
+                self.operation_id, token=token, deadline=self.deadline, now=now
+            )
         retry_at, why_not = (None, None) if final else self._next_attempt_at(retry_after, draw, now)
         if why_not is not None:
             error = f"{error} (not retried: {why_not})"

@@ -85,6 +85,18 @@ class SeenHistory:
                 self._latch(events, granted, token, what)
         self.saw(events)
 
+    def forget(self, ids: Iterable[UUID]) -> None:
+        """Drop what was seen of aggregates this process deleted on purpose (a purge).
+
+        Their ids may be used again from version 1 (an effect key of the caller's choosing):
+        that is a new history, not a lost one. Only the process that purges knows it;
+        docs/outages.md says what another process that saw them concludes.
+        """
+        with self._lock:
+            for aggregate_id in ids:
+                self._versions.pop(aggregate_id, None)
+                self._tokens.pop(aggregate_id, None)
+
     def _latch(self, events: Sequence[DomainEvent], seen: int, found: int, what: str) -> None:
         error = HistoryRegressedError(channel_of(events), seen=seen, found=found, what=what)
         with self._lock:

@@ -495,9 +495,35 @@ MUTANTS = [
     Mutant(
         "late-completion",
         "domain/operation.py",
-        "if self.deadline is not None and now >= self.deadline:",
-        "if False:",
+        "worker=worker)\n        if self.deadline is not None and now >= self.deadline:",
+        "worker=worker)\n        if False:",
         "an answer after the deadline may race a takeover: in doubt, never completed",
+        DEADLINES,
+    ),
+    Mutant(
+        "repeated-doubt-written-twice",
+        "domain/ledger.py",
+        "    return (yield from _decide(core, command.effect_key, note, move, recorded=recorded))",
+        "    return (yield from _decide(core, command.effect_key, note, move))",
+        "a doubt repeated after a lost reply is answered from the store, never written twice",
+        DEADLINES,
+    ),
+    Mutant(
+        "late-failure-retried",
+        "domain/operation.py",
+        "if not final and self.deadline is not None and now >= self.deadline:",
+        "if False:",
+        "a client that gave up at the deadline cannot say the call did not land: in doubt,"
+        " never retried without asking the provider",
+        DEADLINES,
+    ),
+    Mutant(
+        "late-failure-not-doubted",
+        "adapters/runtime/context_effects.py",
+        '            raise self._in_doubt(key, token, "it failed at or after its deadline")'
+        " from error",
+        "            raise",
+        "a failure the ledger refused as late must leave the attempt in doubt, not unsettled",
         DEADLINES,
     ),
     Mutant(
@@ -1163,8 +1189,10 @@ MUTANTS = [
     Mutant(
         "cancelled-effect-recorded-as-failed",
         "adapters/runtime/context_effects.py",
-        "        except Exception as error:\n            retry_after = retry_after_of(error)",
-        "        except BaseException as error:\n            retry_after = retry_after_of(error)",
+        "        except Exception as error:\n"
+        "            info = self._failed(key, claim.token, error)",
+        "        except BaseException as error:\n"
+        "            info = self._failed(key, claim.token, error)",
         "a cancelled effect may have happened: it is in doubt, not a failure to retry",
         ASYNC_WORKFLOWS,
     ),

@@ -299,8 +299,8 @@ FAULT_MUTANTS = [
     Mutant(
         "completed-answers-anyone",
         "domain/ledger.py",
-        "        effect.ensure_holder(token, worker)\n",
-        "",
+        "        effect.ensure_holder(token, worker)\n        if effect.result != value:",
+        "        if effect.result != value:",
         "a repeated complete would answer a worker that never held the claim",
         HOLDERS,
     ),
@@ -875,6 +875,14 @@ FAULT_MUTANTS = [
         REGRESSION,
     ),
     Mutant(
+        "purged-floors-kept",
+        "adapters/runtime/store_retention.py",
+        "        self._service.core.seen.forget(everything)",
+        "",
+        "an effect key used again after its run was purged is a new history, not a lost one",
+        ("tests/custody/test_retention.py",),
+    ),
+    Mutant(
         "regression-floor-after-the-read",
         "domain/regression.py",
         "        floor = self._seen.floor(originator_id)\n"
@@ -925,6 +933,14 @@ FAULT_MUTANTS = [
         "    _refuse_shared_folders(path)\n",
         "",
         "whoever may write the auth file's folder may replace the file and become an operator",
+        CONSOLE_AUTH,
+    ),
+    Mutant(
+        "console-auth-ancestors-unchecked",
+        "adapters/console/auth.py",
+        "        _refuse_shared_ancestors(path, folder)\n",
+        "",
+        "whoever may write a folder above the auth file's may swap in a folder of their own",
         CONSOLE_AUTH,
     ),
     Mutant(

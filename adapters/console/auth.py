@@ -165,6 +165,25 @@ def _refuse_shared_folders(path: Path) -> None:
                 f"operator; keep the file in a folder only its owner may write "
                 f"(`chmod go-w {folder}`)",
             )
+        _refuse_shared_ancestors(path, folder)
+
+
+def _refuse_shared_ancestors(path: Path, folder: Path) -> None:
+    """Refuse a folder above ``folder`` that others may write and rename its entries in.
+
+    Whoever may write an ancestor may rename the folder below it and put one of their own,
+    with their own auth file, in its place. A sticky ancestor (``/tmp``) is fine: only an
+    entry's owner may rename it there.
+    """
+    for ancestor in folder.parents:
+        mode = stat.S_IMODE(ancestor.stat().st_mode)
+        if mode & SHARED_WRITE and not mode & stat.S_ISVTX:
+            raise _problem(
+                path,
+                f"the folder {ancestor} above it is writable by {_writers(mode)} "
+                f"(mode {mode:04o}): whoever can write it can move the auth file's folder "
+                f"aside and put their own in its place; `chmod go-w {ancestor}`",
+            )
 
 
 def add_user(auth_file: Path, name: str, role: str) -> str:

@@ -59,11 +59,13 @@ class VirtualTime:
         projector.catch_up()
         found = [
             (row["wake_at"], "timer")
-            for row in projector.query("SELECT wake_at FROM run_status WHERE wake_at IS NOT NULL")
+            for row in projector.db.query(
+                "SELECT wake_at FROM run_status WHERE wake_at IS NOT NULL"
+            )
         ]
         found += [
             (row["next_retry_at"], "retry")
-            for row in projector.query(
+            for row in projector.db.query(
                 "SELECT next_retry_at FROM run_status WHERE next_retry_at IS NOT NULL"
             )
         ]
@@ -71,12 +73,12 @@ class VirtualTime:
         # while it is inside a step would hand its run to another worker mid-step.
         found += [
             (row["expires_at"], "lease")
-            for row in projector.query("SELECT worker, expires_at FROM actae_run_leases")
+            for row in projector.db.query("SELECT worker, expires_at FROM actae_run_leases")
             if row["worker"] in self._dead
         ]
         found += [
             (row["expires_at"], "lease")
-            for row in projector.query(
+            for row in projector.db.query(
                 "SELECT holder, expires_at FROM outstanding_effects WHERE status = 'claimed'"
             )
             if row["holder"] in self._dead

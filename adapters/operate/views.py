@@ -84,7 +84,7 @@ def select(
     """Typed rows of a read-only ``statement`` over the table ``of``."""
     projector = store.projector()
     db = projector.db
-    rows = projector.query(statement(db.mark), [db.adapt(value) for value in params])
+    rows = db.query(statement(db.mark), [db.adapt(value) for value in params])
     return [typed(table(of), row) for row in rows]
 
 
@@ -142,7 +142,9 @@ def run_status(status: str) -> str:
 
 def status_counts(store: Store) -> dict[str, int]:
     """How many runs have each status (every status listed, zeros included)."""
-    rows = store.projector().query("SELECT status, count(*) AS n FROM run_status GROUP BY status")
+    rows = store.projector().db.query(
+        "SELECT status, count(*) AS n FROM run_status GROUP BY status"
+    )
     counts = {status.value: 0 for status in RunStatus}
     counts.update({str(row["status"]): int(row["n"]) for row in rows})
     return counts

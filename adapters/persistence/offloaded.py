@@ -189,15 +189,15 @@ class ActaeSQLiteRecorder(OffTheLoop, SQLiteApplicationRecorder):
                 ),
             )
             positions.append(c.lastrowid)
-        refuse_orphans(stored_events, lambda s: self._holds_version_before(c, s))
         owners = owners_of(kwargs)
-        if owners:
+        if owners:  # first, as on PostgreSQL: a forgotten run is refused as forgotten
             marks = ", ".join("?" * len(owners))
             c.execute(
                 f"SELECT run_id FROM {KEYS_TABLE} WHERE wrapped IS NULL AND run_id IN ({marks})",  # noqa: S608
                 [str(owner) for owner in owners],
             )
             refuse_forgotten(row[0] for row in c.fetchall())
+        refuse_orphans(stored_events, lambda s: self._holds_version_before(c, s))
         return positions
 
     def _holds_version_before(self, c: SQLiteCursor, s: StoredEvent) -> bool:

@@ -351,10 +351,19 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         if owners and not positions:  # a guard refused: was it for a forgotten run?
             refuse_forgotten(row[0] for row in self._execute(self._forgotten_query(), [owners]))
         if len(positions) != len(stored_events):  # the guard drew no block: nothing written
-            orphan = first_orphan(stored_events, lambda _: False) or stored_events[0]
+            orphan = first_orphan(stored_events, self._holds_version_before) or stored_events[0]
             raise PredecessorMissing(orphan.originator_id, orphan.originator_version)
         self.notifier.poke()
         return positions
+
+    def _holds_version_before(self, event: StoredEvent) -> bool:
+        """Whether the table holds the version before ``event``'s (asked after a refusal)."""
+        query = (
+            SQL("SELECT 1 FROM {table} WHERE originator_id = %s AND originator_version = %s")
+            .format(table=self._table)
+            .as_string()
+        )
+        return bool(self._execute(query, [event.originator_id, event.originator_version - 1]))
 
     def _forgotten_query(self) -> LiteralString:
         """Which of the runs given (an array) have had their data key destroyed."""

@@ -187,7 +187,12 @@ class ReadModelDB(SchemaMethods, WorkerTables):
         """Run one statement (written with this backend's parameter ``mark``) for many rows."""
 
     def query(self, statement: str, params: Any = None) -> list[dict[str, Any]]:
-        """Rows of a read-only query as dicts (analyst access, in the driver's own style)."""
+        """Rows of one of Actae's own statements, as dicts, on the read models' connection.
+
+        Trusted SQL only (the worker's candidates, operator views, metrics): an analyst's
+        statement goes through :meth:`read_only_query`, whose guards cost a transaction and
+        a reset per call on a connection of its own.
+        """
         with self.lock:
             self._heal()
             cursor = self.conn.execute(statement, params or ())

@@ -23,6 +23,7 @@ from actae.adapters.persistence.outages import is_transient
 from actae.adapters.runtime.deadlines import DeadlineReachedError, attempt_deadline
 from actae.domain.effects import (
     Claim,
+    EffectInfo,
     EffectStatus,
     RetryPolicy,
     retry_after_of,
@@ -179,18 +180,7 @@ class EffectSteps:
         except DeadlineReachedError:
             raise self._in_doubt(key, claim.token, "cancelled at its deadline") from None
         except Exception as error:
-            retry_after = retry_after_of(error)
-            message = f"{type(error).__name__}: {error}"
-            info = self._durably(
-                lambda: self.store.fail(
-                    key,
-                    token=claim.token,
-                    worker=self.worker,
-                    error=message,
-                    retry_after=retry_after,
-                )
-            )
-            self._refresh()
+            info = self._failed(key, claim.token, error)
             if info.retry_at is None:
                 raise EffectBlockedError(
                     key, status=info.status.value, detail=info.last_error or "retries exhausted"
@@ -199,6 +189,28 @@ class EffectSteps:
             raise RetryNotDueError(key, retry_at=info.retry_at, wait=wait) from error
         self._complete(key, claim.token, value)
         return value
+
+    def _failed(self, key: str, token: int, error: Exception) -> EffectInfo:
+        """Record ``fn``'s failure; one raised at or after the deadline is in doubt instead.
+
+        A provider client that timed out at the deadline cannot say whether the call landed,
+        so the ledger refuses to schedule a retry of it (``DeadlinePassedError``).
+        """
+        message = f"{type(error).__name__}: {error}"
+        try:
+            info = self._durably(
+                lambda: self.store.fail(
+                    key,
+                    token=token,
+                    worker=self.worker,
+                    error=message,
+                    retry_after=retry_after_of(error),
+                )
+            )
+        except DeadlinePassedError:
+            raise self._in_doubt(key, token, "it failed at or after its deadline") from error
+        self._refresh()
+        return info
 
     def _in_doubt(self, key: str, token: int, why: str) -> DeadlinePassedError:
         """Record the attempt of ``token`` as in doubt (answered late); the error to raise."""

@@ -180,6 +180,7 @@ class RetentionMethods:
             keep_topic=PURGED_TOPIC,
         )
         self._service.forget_guesses(everything)  # a write on them would collide with nothing
+        self._service.core.seen.forget(everything)  # a key used again starts a new history
         artifacts = sum(self._holding.artifacts.purge(run) for run in runs)
         self._holding.keys.drop(runs)
         return deleted, artifacts

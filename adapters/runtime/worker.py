@@ -264,7 +264,7 @@ class Worker:
         self._release_pending()
         self._advertise(now)
         projector.db.mark_unserved(now)
-        return list(projector.query(CANDIDATES)), now
+        return list(projector.db.query(CANDIDATES)), now
 
     def end_pass(self) -> None:
         """Catch the read models up, so what the pass did shows in run_status at once.

@@ -138,7 +138,9 @@ def observe(store: Store, *, meter_provider: MeterProvider | None = None) -> Obs
         with GAUGE:
             if observing.stopped:
                 return []
-            counted = {row["status"]: row["n"] for row in store.projector().query(RUNS_BY_STATUS)}
+            counted = {
+                row["status"]: row["n"] for row in store.projector().db.query(RUNS_BY_STATUS)
+            }
             return [Observation(int(counted.get(s.value, 0)), {STATUS: s.value}) for s in RunStatus]
         return []
 
@@ -146,7 +148,7 @@ def observe(store: Store, *, meter_provider: MeterProvider | None = None) -> Obs
         with GAUGE:
             if observing.stopped:
                 return []
-            (row,) = store.projector().query(IN_DOUBT_COUNT)
+            (row,) = store.projector().db.query(IN_DOUBT_COUNT)
             return [Observation(int(row["n"]))]
         return []
 

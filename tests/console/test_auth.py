@@ -198,6 +198,24 @@ def test_an_auth_file_in_a_folder_others_may_write_is_refused(tmp_path: Path, mo
     assert len(load_users(auth_file)) == 1
 
 
+def test_an_auth_file_below_a_folder_others_may_write_is_refused(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    private = shared / "private"
+    private.mkdir(parents=True, mode=0o700)
+    auth_file = private / "users.json"
+    add_user(auth_file, "alice", "operator")
+    shared.chmod(0o777)  # not sticky: anyone may rename "private" and put their own there
+    try:
+        with pytest.raises(actae.ValidationError, match="above it") as refused:
+            load_users(auth_file)
+        assert refused.value.field == "auth_file"
+        assert f"chmod go-w {shared}" in str(refused.value)
+        shared.chmod(0o1777)  # sticky, as /tmp: only an entry's owner may rename it
+        assert len(load_users(auth_file)) == 1
+    finally:
+        shared.chmod(0o755)
+
+
 def test_a_symlinked_auth_file_whose_target_folder_others_may_write_is_refused(
     tmp_path: Path,
 ) -> None:

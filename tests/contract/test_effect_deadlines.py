@@ -206,9 +206,26 @@ def test_a_bad_timeout_is_refused_and_writes_nothing(
     assert store.events(run.channel_id) == before
 
 
-async def test_an_async_fn_is_cancelled_at_its_deadline(
-    store_url: str, clock: actae.ManualClock
-) -> None:
+class CountedClock(actae.ManualClock):
+    """A manual clock that counts how often it was read (the deadline's watcher reads it)."""
+
+    reads = 0
+
+    def __call__(self) -> Any:
+        self.reads += 1
+        return super().__call__()
+
+
+async def read_twice_more(clock: CountedClock) -> None:
+    """Until the clock was read twice from now: a look at it, and the wait that followed."""
+    target, deadline = clock.reads + 2, asyncio.get_running_loop().time() + 30
+    while clock.reads < target:
+        assert asyncio.get_running_loop().time() < deadline, "the watcher never looked"
+        await asyncio.sleep(0.01)  # polling a condition (the watcher's reads), bounded
+
+
+async def test_an_async_fn_is_cancelled_at_its_deadline(store_url: str) -> None:
+    clock = CountedClock()
     async with actae.open_async(store_url, clock=clock) as store:
         run = await store.start_run("wf", agent_id="agent", state={})
         ctx = await store.resume(run.run_id, worker="w1")
@@ -227,7 +244,7 @@ async def test_an_async_fn_is_cancelled_at_its_deadline(
         attempt = asyncio.create_task(ctx.effect("charge", charge, lease=30, timeout=TIMEOUT))
         await started.wait()
         clock.advance(TIMEOUT - 1)
-        await asyncio.sleep(0.2)  # let the watcher look at the clock: not yet
+        await read_twice_more(clock)  # the watcher saw the clock short of the deadline
         assert not cancelled.is_set()
         assert not attempt.done()
         clock.advance(1)
@@ -261,3 +278,58 @@ def test_a_retried_steps_attempt_counter_has_no_deadline(
 
     assert calls == [0, 1]
     assert store.recover(run.channel_id).outstanding == []  # counted, not left in doubt
+
+
+def test_a_failure_at_the_deadline_is_in_doubt_and_never_retried_blind(
+    store: actae.Store, run: actae.RunInfo, clock: actae.ManualClock
+) -> None:
+    key = f"{run.run_id}:effect:charge:1"
+
+    def timing_out(found_key: str, token: int) -> dict[str, Any]:
+        clock.advance(TIMEOUT)  # the client gave up at the deadline: the call may have landed
+        raise TimeoutError("read timed out")
+
+    with pytest.raises(actae.DeadlinePassedError):
+        store.resume(run.run_id, worker="w1").effect(
+            "charge", timing_out, lease=LEASE, timeout=TIMEOUT
+        )
+
+    info = store.effect(key)
+    assert (info.status, info.attempts[-1].outcome) == (actae.EffectStatus.IN_DOUBT, "in_doubt")
+    asked: list[str] = []
+
+    def reconcile(found_key: str) -> dict[str, Any]:
+        asked.append(found_key)
+        return {"charge_id": "ch_1"}
+
+    settled = store.resume(run.run_id, worker="w2").effect(
+        "charge", must_not_run, reconcile=reconcile
+    )
+    assert (settled, asked) == ({"charge_id": "ch_1"}, [key])  # the provider was asked first
+
+
+def test_a_failure_to_retry_is_refused_at_the_deadline_but_a_final_one_is_kept(
+    store: actae.Store, run: actae.RunInfo, clock: actae.ManualClock
+) -> None:
+    granted = claim(store, run, timeout=TIMEOUT)
+    clock.advance(TIMEOUT)
+
+    with pytest.raises(actae.DeadlinePassedError):
+        store.fail(KEY, token=granted.token, worker="w1", error="timed out")
+    assert store.effect(KEY).attempts[-1].outcome != "failed"  # nothing written
+
+    info = store.fail(KEY, token=granted.token, worker="w1", error="gave up", final=True)
+    assert info.status is actae.EffectStatus.NEEDS_REVIEW
+
+
+def test_a_repeated_doubt_is_answered_from_the_store_and_written_once(
+    store: actae.Store, run: actae.RunInfo
+) -> None:
+    granted = claim(store, run, timeout=TIMEOUT)
+    first = store.doubt_effect(KEY, token=granted.token, worker="w1", reason="answered late")
+    written = len(store.events(run.channel_id))
+
+    again = store.doubt_effect(KEY, token=granted.token, worker="w1", reason="answered late")
+
+    assert (again.status, again.attempts) == (first.status, first.attempts)
+    assert len(store.events(run.channel_id)) == written  # no second note, no second Doubted

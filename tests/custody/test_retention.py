@@ -340,3 +340,25 @@ def test_the_purge_itself_decides_on_the_stored_lineage(
     purge = Purge(run_id=parent.run_id, actor="ops")
     assert store._service.execute(keeping.purge, purge) is None
     assert store.run(parent.run_id).purged_at is None
+
+
+def test_an_effect_key_used_again_after_its_run_was_purged_is_a_new_history(
+    store: actae.Store, clock: actae.ManualClock
+) -> None:
+    """The purging process knows the key's old history is gone on purpose: no regression."""
+    store.set_retention({"completed": "7d"}, actor="ops")
+    first = store.start_run("invoice-42", agent_id="agent", state={})
+    claim = store.claim("invoice-42:charge", run_id=first.run_id, worker="w", lease=30)
+    for _ in range(3):  # a longer history than the new one will have
+        store.heartbeat("invoice-42:charge", token=claim.token, worker="w", lease=30)
+    store.complete_effect("invoice-42:charge", token=claim.token, worker="w", result={"n": 1})
+    assert store.effect("invoice-42:charge").result == {"n": 1}
+    store.complete_run(first.run_id, {})
+    clock.advance(7 * DAY)
+    assert store.apply_retention(actor="ops").purged == [first.run_id]
+
+    again = store.start_run("invoice-42 again", agent_id="agent", state={})
+    claim = store.claim("invoice-42:charge", run_id=again.run_id, worker="w", lease=30)
+    store.complete_effect("invoice-42:charge", token=claim.token, worker="w", result={"n": 2})
+
+    assert store.effect("invoice-42:charge").result == {"n": 2}  # read whole: no regression
