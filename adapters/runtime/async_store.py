@@ -123,6 +123,16 @@ class AsyncStore:
         """The store URL, password masked."""
         return self.sync.url
 
+    @property
+    def redactor(self) -> Redactor | None:
+        """``Store.redactor``: the redactor given as ``actae.open_async(redact=)``."""
+        return self.sync.redactor
+
+    @property
+    def encrypting(self) -> bool:
+        """``Store.encrypting``: whether this store encrypts what agents produce."""
+        return self.sync.encrypting
+
     def now(self) -> datetime:
         """The store's clock (no IO: the database's is sampled in the background)."""
         return self.sync.now()

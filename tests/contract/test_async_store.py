@@ -24,6 +24,8 @@ T = TypeVar("T")
 
 NOT_COROUTINES = {
     "url": "a property",
+    "redactor": "a property",
+    "encrypting": "a property",
     "now": "the clock does no IO (the database's is sampled in the background)",
     "clock_skew": "no IO, as now()",
     "on_commit": "registers a listener",

@@ -296,7 +296,7 @@ CASES["fail_effect"] = CASES["fail"]
 NOT_WRITES = {
     "close", "effect", "events", "find_effect", "head", "lineage", "now", "operation",
     "projector", "recover", "run", "state_at", "subscribe", "url", "clock_skew", "position",
-    "on_commit", "open_artifact", "retention",
+    "on_commit", "open_artifact", "retention", "redactor", "encrypting",
     "resume",  # writes only through the commands above (a pin migration is a lifecycle move)
     "put_artifact",  # writes no event: its bytes are named by their digest, so an
     # interrupted put is simply made again and gives the same reference
