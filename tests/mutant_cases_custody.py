@@ -447,6 +447,10 @@ CUSTODY_MUTANTS += [
         "a write the guard refused raises ForgottenError, never returns as if written",
         EVERYWHERE,
         postgres=True,
+        survives="equivalent for correctness: a refused write draws no positions, so it can no "
+        "longer return as if written (the predecessor check raises on too few positions); "
+        "the refusal is then a lost race, and the command's re-read meets the new forget "
+        "token and raises ForgottenError; the lookup spares that round trip",
     ),
     Mutant(
         "sqlite-write-past-a-forget",
