@@ -34,6 +34,7 @@ from actae.domain.custody import FORGOTTEN
 from actae.domain.effects import (
     Claim,
     EffectInfo,
+    EffectStatus,
     RetryPolicy,
     counts_step_attempts,
     workflow_result,
@@ -161,6 +162,8 @@ def doubt_effect(command: DoubtEffect, core: Core) -> Plan[EffectInfo]:
         """A repeat of this very doubt: what is recorded (its first reply was lost)."""
         last = effect.attempts[-1] if effect.attempts else None
         if last is None or last.token != token or last.outcome != "in_doubt":
+            return None
+        if effect.status(at) is not EffectStatus.IN_DOUBT:  # moved on since: not a repeat
             return None
         effect.ensure_holder(token, worker)
         return effect.info(at)

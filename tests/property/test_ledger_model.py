@@ -36,6 +36,7 @@ class Model:
     holder: str | None = None
     expires: float = 0.0
     deadline: float = 0.0
+    doubted: int | None = None  # the token whose attempt was last recorded as in doubt
     retry_at: float | None = None
     in_doubt: bool = False
     review: bool = False
@@ -183,13 +184,18 @@ class LedgerMachine(RuleBasedStateMachine):
             return
         m = self.model
         token = m.token - 1 if stale and m.token > 1 else m.token
+        if m.doubted == token == m.token and m.status() is S.IN_DOUBT:  # a repeat: answered
+            self.store.doubt_effect(
+                self.key, token=token, worker=self.holders.get(token, "w1"), reason="late"
+            )
+            return
         if self.expect(
             m.held_error(token),
             lambda: self.store.doubt_effect(
                 self.key, token=token, worker=self.holders.get(token, "w1"), reason="late"
             ),
         ):
-            m.expires = m.now  # the lease ends at once: in doubt
+            m.expires, m.doubted = m.now, token  # the lease ends at once: in doubt
 
     @rule(stale=st.booleans())
     def fail(self, stale: bool) -> None:
@@ -197,8 +203,11 @@ class LedgerMachine(RuleBasedStateMachine):
             return
         m = self.model
         token = m.token - 1 if stale and m.token > 1 else m.token
+        error = m.held_error(token)
+        if error is None and m.now >= m.deadline:  # a late failure is in doubt, not retried
+            error = actae.DeadlinePassedError
         if self.expect(
-            m.held_error(token),
+            error,
             lambda: self.store.fail(
                 self.key,
                 token=token,
