@@ -201,6 +201,21 @@ class Chaos:
                 process.popen.wait()
 
 
+def each_function_ran_once(
+    calls: list[dict[str, Any]], runs: list[actae.RunInfo], *, context: str = ""
+) -> None:
+    """Every step and the charge of every run was called, and none more than once."""
+    counted = Counter((c["run"], c["call"]) for c in calls)
+    expected = {
+        (str(r.run_id), call)
+        for r in runs
+        for call in [*(f"step-{n}" for n in range(STEPS)), "charge"]
+    }
+    assert set(counted) == expected
+    twice = [c for c in calls if counted[c["run"], c["call"]] > 1]
+    assert twice == [], f"functions ran more than once: {twice}; {context}"
+
+
 def first_call_after(calls: list[dict[str, Any]], worker: str, moment: float) -> float | None:
     later = [c["at"] for c in calls if c["worker"] == worker and c["at"] >= moment]
     return round(min(later) - moment, 3) if later else None
@@ -247,15 +262,7 @@ def test_processes_ride_out_restarts_crashes_and_terminated_sessions(
         chaos.stop()
 
     calls = chaos.calls()
-    counted = Counter((c["run"], c["call"]) for c in calls)
-    expected = {
-        (str(r.run_id), call)
-        for r in runs
-        for call in [*(f"step-{n}" for n in range(STEPS)), "charge"]
-    }
-    assert set(counted) == expected
-    twice = [c for c in calls if counted[c["run"], c["call"]] > 1]
-    assert twice == [], f"functions ran more than once: {twice}; faults: {faults}"
+    each_function_ran_once(calls, runs, context=f"faults: {faults}")
     provider = PROVIDER.MockProvider(tmp_path / "provider.db")
     assert (provider.charges(), provider.requests()) == (RUNS, RUNS), "a payment ran twice"
     assert live == rebuilt

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import signal
 import time
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,7 +30,7 @@ import pytest
 import actae
 from actae.adapters.persistence.outages import Outage, ride_out
 from tests.chaos.conftest import DATABASE
-from tests.chaos.test_chaos import PROVIDER, STEPS, TIMEOUT, Chaos
+from tests.chaos.test_chaos import PROVIDER, TIMEOUT, Chaos, each_function_ran_once
 
 pytestmark = pytest.mark.postgres
 
@@ -149,14 +148,6 @@ def test_processes_ride_out_a_read_only_server(
         chaos.stop()
 
     calls = chaos.calls()
-    counted = Counter((c["run"], c["call"]) for c in calls)
-    expected = {
-        (str(r.run_id), call)
-        for r in runs
-        for call in [*(f"step-{n}" for n in range(STEPS)), "charge"]
-    }
-    assert set(counted) == expected
-    twice = [c for c in calls if counted[c["run"], c["call"]] > 1]
-    assert twice == [], f"functions ran more than once: {twice}"
+    each_function_ran_once(calls, runs)
     provider = PROVIDER.MockProvider(tmp_path / "provider.db")
     assert (provider.charges(), provider.requests()) == (len(runs), len(runs))
