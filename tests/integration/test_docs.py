@@ -102,6 +102,7 @@ def broken_links(text: str, folder: Path) -> list[str]:
 @pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(ROOT)))
 def test_every_relative_link_and_anchor_resolves(page: Path) -> None:
     assert broken_links(page.read_text(), page.parent) == []
+    assert "../shared/" not in page.read_text(), "cite nothing outside the repository"
 
 
 def test_the_link_check_notices_a_missing_file_a_missing_heading_and_a_way_out() -> None:
