@@ -182,6 +182,7 @@ MODULES = [
     "actae.projections.changes",
     "actae.projections.project",
     "actae.projections.queries",
+    "actae.projections.reference",
     "actae.projections.tables",
     "actae.redaction",
 ]
