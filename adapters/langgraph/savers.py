@@ -317,6 +317,7 @@ class AsyncActaeSaver(_Saver):
         return super()._context()
 
     def _on_the_loop(self) -> bool:
+        """Whether this thread runs the saver's loop (or any loop, before it knows its own)."""
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
