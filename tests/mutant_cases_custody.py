@@ -110,7 +110,7 @@ CUSTODY_MUTANTS = [
     ),
     Mutant(
         "forgotten-run-goes-on",
-        "adapters/runtime/context.py",
+        "adapters/runtime/boundary.py",
         "        RunStatus.FORGOTTEN,\n",
         "",
         "a live run that is forgotten stops at its next step boundary",
@@ -174,7 +174,7 @@ CUSTODY_MUTANTS = [
     ),
     Mutant(
         "step-error-in-clear",
-        "adapters/runtime/context_retries.py",
+        "adapters/runtime/run_ledger.py",
         "reason=gave_up[:MAX_REASON_LENGTH]",
         "reason=reason[:MAX_REASON_LENGTH]",
         "an abandonment's reason is metadata: a step's error must not be copied into it",

@@ -31,8 +31,8 @@ from typing import Any, TypeVar, overload
 
 from actae.adapters.persistence.awaiting import awaiting, run_in_portal
 from actae.adapters.runtime.context import RunContext
-from actae.adapters.runtime.context_effects import Reconcile
 from actae.adapters.runtime.deadlines import by_deadline, current_deadline
+from actae.adapters.runtime.run_ledger import Reconcile
 from actae.domain.effects import RetryPolicy
 from actae.domain.values import Receipt, RunInfo
 from actae.domain.waits import Decision
