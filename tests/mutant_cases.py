@@ -1079,19 +1079,19 @@ MUTANTS = [
     # -- issue 28 items 5 and 6: a stop during a step; cooldowns that an event ends ----------
     Mutant(
         "step-result-dropped-after-a-pause",
-        "adapters/runtime/context.py",
-        "                if self._head.cursor <= seen:  # not moved past notes: a rival's write",
+        "adapters/runtime/channel_head.py",
+        "                if self.receipt.cursor <= seen:  # not moved past notes: a rival's write",
         "                if True:",
         "a step that finished after a pause or cancel must be recorded, not sampled again",
         STOPPED_MID_STEP,
     ),
     Mutant(
         "step-recorded-past-a-rival",
-        "adapters/runtime/context.py",
-        """                seen = self._head.cursor
-                self._adopt_notes()""",
-        """                seen = self._head.cursor
-                self._refresh()""",
+        "adapters/runtime/channel_head.py",
+        """                seen = self.receipt.cursor
+                self.adopt_notes()""",
+        """                seen = self.receipt.cursor
+                self.refresh()""",
         "only notes are moved past: another worker's write means it drives the run now",
         STOPPED_MID_STEP,
     ),

@@ -160,8 +160,7 @@ class AsyncRunContext:
 
     async def record(self, kind: str, payload: dict[str, Any]) -> Receipt:
         """``RunContext.record``: record an event on the run's channel, once."""
-        receipt: Receipt = await self._in_turn(self.sync.record, kind, payload)
-        return receipt
+        return await self._in_turn(self.sync.record, kind, payload)
 
     async def transition(
         self,
@@ -171,20 +170,15 @@ class AsyncRunContext:
         payload: dict[str, Any] | None = None,
     ) -> Receipt:
         """``RunContext.transition``: commit the next state version, once."""
-        receipt: Receipt = await self._in_turn(
-            self.sync.transition, state=state, kind=kind, payload=payload
-        )
-        return receipt
+        return await self._in_turn(self.sync.transition, state=state, kind=kind, payload=payload)
 
     async def state(self) -> dict[str, Any]:
         """The state version in force at this context's head."""
-        state: dict[str, Any] = await self._in_turn(self.sync.state)
-        return state
+        return await self._in_turn(self.sync.state)
 
     async def checkpoint(self) -> RunInfo:
         """``RunContext.checkpoint``: a step boundary; raises unless the run may go on."""
-        info: RunInfo = await self._in_turn(self.sync.checkpoint)
-        return info
+        return await self._in_turn(self.sync.checkpoint)
 
     async def sleep(self, seconds: float) -> None:
         """``RunContext.sleep``: wait durably on the store's clock (raises ``RunSuspended``)."""
@@ -194,15 +188,13 @@ class AsyncRunContext:
         self, name: str, *, expires_in: float | None = None, on_expiry: str = "fail"
     ) -> Decision:
         """``RunContext.wait_for_approval``: the decision, once someone approves or denies."""
-        decision: Decision = await self._in_turn(
+        return await self._in_turn(
             self.sync.wait_for_approval, name, expires_in=expires_in, on_expiry=on_expiry
         )
-        return decision
 
     async def wait_for_signal(self, name: str, *, timeout: float | None = None) -> Decision:
         """``RunContext.wait_for_signal``: the decision, once ``store.signal`` names ``name``."""
-        decision: Decision = await self._in_turn(self.sync.wait_for_signal, name, timeout=timeout)
-        return decision
+        return await self._in_turn(self.sync.wait_for_signal, name, timeout=timeout)
 
     async def start_child(
         self,
@@ -213,15 +205,13 @@ class AsyncRunContext:
         pins: dict[str, Any] | None = None,
     ) -> RunInfo:
         """``RunContext.start_child``: start a child run, once."""
-        child: RunInfo = await self._in_turn(
+        return await self._in_turn(
             self.sync.start_child, workflow_id, agent_id=agent_id, state=state, pins=pins
         )
-        return child
 
     async def wait_for_child(self, child: RunInfo) -> Decision:
         """``RunContext.wait_for_child``: the decision once the child completes or fails."""
-        decision: Decision = await self._in_turn(self.sync.wait_for_child, child)
-        return decision
+        return await self._in_turn(self.sync.wait_for_child, child)
 
     async def gather(self, *calls: Awaitable[Any]) -> list[Any]:
         """Await ``calls`` concurrently (fan-out); their results, in order.

@@ -17,12 +17,12 @@ from uuid import UUID
 
 from actae.adapters.persistence.outages import Outage, ride_out
 from actae.adapters.runtime.boundary import STOPPED, ensure_may_go_on
+from actae.adapters.runtime.channel_head import ChannelHead
 from actae.adapters.runtime.inheritance import Inheritance
 from actae.adapters.runtime.run_ledger import Reconcile, RunLedger
 from actae.adapters.telemetry.runs import RunTrace
 from actae.domain.effects import STEP_RESULT, Claim, RetryPolicy
 from actae.domain.errors import (
-    ConflictError,
     RunStoppedError,
     RunSuspended,
     ValidationError,
@@ -32,9 +32,6 @@ from actae.domain.redaction import Redactor
 from actae.domain.validation import require_text
 from actae.domain.values import OperationRecord, Receipt, RunInfo
 from actae.domain.waits import Decision
-
-NOTE_KINDS = ("run.", "effect.")
-"""Kinds of the notes others write on a run's channel, which its context moves past."""
 
 PATIENCE = 60.0
 """Seconds a context outside a worker (no run lease) waits out an outage to record a result."""
@@ -74,12 +71,12 @@ class RunContext:
         """The workflow's redactor: run on what its steps, records and effects return."""
         self._reader = reader
         self._occurrences: Counter[tuple[str, str]] = Counter()
-        self._head = store.head(run.channel_id)
+        self._head = ChannelHead(store, run.channel_id)
         self.outage = Outage(f"run {run.run_id}", log.warning)
         self.trace = RunTrace(run, sealed=store.encrypting)
         self._inherited = Inheritance(store, reader, run)
         self._ledger = RunLedger(
-            self, self._inherited, refresh=self._refresh, durably=self._durably
+            self, self._inherited, refresh=self._head.refresh, durably=self._durably
         )
 
     @property
@@ -90,29 +87,18 @@ class RunContext:
     @property
     def head(self) -> Receipt:
         """The last channel event this context knows of."""
-        return self._head
+        return self._head.receipt
 
     def _key(self, kind: str, name: str) -> str:
-        self._occurrences[(kind, _named(kind, name))] += 1
-        return f"{self.run.run_id}:{kind}:{name}:{self._occurrences[(kind, name)]}"
+        """The operation id of this call: run, kind, name and occurrence (now counted)."""
+        key = self._next_key(kind, name)
+        self._occurrences[(kind, name)] += 1
+        return key
 
     def _next_key(self, kind: str, name: str) -> str:
         """The key the next ``_key(kind, name)`` returns (nothing is counted yet)."""
         count = self._occurrences[(kind, _named(kind, name))] + 1
         return f"{self.run.run_id}:{kind}:{name}:{count}"
-
-    def _refresh(self) -> None:
-        """Adopt the channel head after ledger notes this context wrote itself."""
-        self._head = self.store.head(self.run.channel_id)
-
-    def _adopt(self, receipt: Receipt) -> None:
-        """Move the head to a write of this context's, also one recognised as a replay.
-
-        After a lost reply the retried write replays the committed one; its cursor is still
-        this context's newest, and the next write must expect it.
-        """
-        if receipt.cursor > self._head.cursor:
-            self._head = receipt
 
     def _durably(self, write: Callable[[], T]) -> T:
         """``write()``, waited through a database outage while this worker holds the run.
@@ -142,19 +128,9 @@ class RunContext:
             self.lease.ensure_held()
         info, found = self._reader.run_and_operation(self.run.run_id, self.run.channel_id, key)
         ensure_may_go_on(self.store, info, self.worker)
-        if info.cursor != self._head.cursor:
-            self._adopt_notes()
+        if info.cursor != self._head.receipt.cursor:
+            self._head.adopt_notes()
         return info, operation_record_of(found)
-
-    def _adopt_notes(self) -> None:
-        """Move past lifecycle and ledger notes that others wrote on the channel.
-
-        Anything else written after our head means another worker drives this run: we keep
-        our stale head, and our next write is refused by ``expected_cursor``.
-        """
-        newer = self.store.events(self.run.channel_id, after=self._head.cursor)
-        if all(event.kind.startswith(NOTE_KINDS) for event in newer):
-            self._refresh()
 
     def step(
         self,
@@ -207,13 +183,13 @@ class RunContext:
         try:
             if claim is not None:  # the ledger holds it first: a crash now still replays it
                 self._ledger.complete(self._ledger.attempts_key(key), claim.token, value)
-            receipt = self._past_notes(
+            receipt = self._head.past_notes(
                 lambda: self._durably(
                     lambda: self.store.record(
                         self.run.channel_id,
                         kind=STEP_RESULT,
                         payload={"name": name, "value": value},
-                        expected_cursor=self._head.cursor,
+                        expected_cursor=self._head.receipt.cursor,
                         operation_id=key,
                         usage=usage,
                         redact=self.redact,
@@ -224,26 +200,8 @@ class RunContext:
             reason = f"its result cannot be recorded: {error.reason}"
             self.store.fail_run(self.run.run_id, f"step {name!r}: {reason}", actor=self.worker)
             raise ValidationError(f"step {name!r}", reason) from error
-        self._adopt(receipt)
+        self._head.adopt(receipt)
         return receipt
-
-    def _past_notes(self, write: Callable[[], T]) -> T:
-        """``write()``, written again past the notes that others put on the channel meanwhile.
-
-        A step's result was paid for (a model sampled, tokens spent): a pause, a cancel, a
-        signal or an effect's settlement noted while ``fn`` ran must not throw it away, or
-        the step runs again after ``unpause``. The run then stops at the next boundary, with
-        the result and its usage in history. Anything else written after our head means
-        another worker drives the run, and the refusal stands.
-        """
-        while True:
-            try:
-                return write()
-            except ConflictError:
-                seen = self._head.cursor
-                self._adopt_notes()
-                if self._head.cursor <= seen:  # not moved past notes: a rival's write
-                    raise
 
     def effect(
         self,
@@ -257,20 +215,16 @@ class RunContext:
         request: dict[str, Any] | None = None,
         timeout: float | None = None,
     ) -> T:
-        """Run a side effect at most once, guarded by the ledger.
+        """Run a side effect at most once, guarded by the ledger (``run_ledger``).
 
         ``fn(idempotency_key, fencing_token)`` does the effect; pass both to the provider.
-        A completed effect returns its recorded result without calling ``fn``. If an earlier
-        attempt is in doubt: ``reconcile(key)`` decides when given; otherwise ``fn`` is
-        retried under the same key if ``idempotent``; otherwise the effect (and the run)
-        stops for review with ``EffectBlockedError``. A failure raises ``RetryNotDueError``
-        (retry later, by policy and the error's ``retry_after``) or ``EffectBlockedError``.
-
-        The attempt must be over ``timeout`` seconds after its claim (default: ``lease``):
-        ``actae.current_deadline()`` inside ``fn``. Heartbeats renew the lease, never the
-        deadline; no other worker takes the effect over before it. An answer after it is
-        recorded as in doubt and raises ``DeadlinePassedError`` (an async ``fn`` is
-        cancelled at it), and the next claim settles the doubt as above.
+        A completed effect returns its recorded result without calling ``fn``. An earlier
+        attempt in doubt is settled by ``reconcile(key)``, else retried if ``idempotent``,
+        else stopped for review (``EffectBlockedError``). A failure raises
+        ``RetryNotDueError`` (by policy and the error's ``retry_after``) or
+        ``EffectBlockedError``. The attempt must be over ``timeout`` seconds after its claim
+        (default ``lease``; ``actae.current_deadline()`` in ``fn``): an answer after it is
+        recorded as in doubt and raises ``DeadlinePassedError``.
         """
         self.checkpoint()
         return self._ledger.effect(
@@ -295,11 +249,11 @@ class RunContext:
             self.run.channel_id,
             kind=kind,
             payload=payload,
-            expected_cursor=self._head.cursor,
+            expected_cursor=self._head.receipt.cursor,
             operation_id=key,
             redact=self.redact,
         )
-        self._adopt(receipt)
+        self._head.adopt(receipt)
         return receipt
 
     def transition(
@@ -325,11 +279,11 @@ class RunContext:
                     kind=kind,
                     payload=payload or {},
                     state=state,
-                    expected_version=self._head.state_version,
-                    expected_cursor=self._head.cursor,
+                    expected_version=self._head.receipt.state_version,
+                    expected_cursor=self._head.receipt.cursor,
                     operation_id=key,
                 )
-                self._adopt(receipt)
+                self._head.adopt(receipt)
             call.recorded(receipt)
         return receipt
 
@@ -347,7 +301,7 @@ class RunContext:
 
     def state(self) -> dict[str, Any]:
         """The state version in force at this context's head."""
-        return self.store.state_at(self.run.channel_id, cursor=self._head.cursor).state
+        return self.store.state_at(self.run.channel_id, cursor=self._head.receipt.cursor).state
 
     def _value_at(self, cursor: int) -> Any:
         (event,) = self.store.events(self.run.channel_id, after=cursor - 1, limit=1)
@@ -432,7 +386,7 @@ class RunContext:
             seconds=seconds,
             on_expiry=on_expiry if reason == "approval" else None,
         )
-        self._refresh()
+        self._head.refresh()
         until = info.waiting.until if info.waiting else None
         raise RunSuspended(info.run_id, reason=reason, name=name, until=until)
 

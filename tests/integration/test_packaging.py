@@ -130,6 +130,7 @@ MODULES = [
     "actae.adapters.runtime.async_store",
     "actae.adapters.runtime.async_worker",
     "actae.adapters.runtime.boundary",
+    "actae.adapters.runtime.channel_head",
     "actae.adapters.runtime.context",
     "actae.adapters.runtime.deadlines",
     "actae.adapters.runtime.inheritance",
