@@ -81,6 +81,9 @@ def texts_of(value: Any) -> list[str]:
     return []
 
 
+_KEPT: list[object] = []
+
+
 def detect_secrets_engines() -> dict[str, Callable[[Any], object]]:
     """detect-secrets' default plugins over a document's texts, if it is installed."""
     try:
@@ -88,7 +91,9 @@ def detect_secrets_engines() -> dict[str, Callable[[Any], object]]:
         from detect_secrets.settings import default_settings
     except ImportError:
         return {}
-    default_settings().__enter__()  # its plugins and filters live in global settings
+    settings = default_settings()  # its plugins and filters live in global settings
+    settings.__enter__()
+    _KEPT.append(settings)  # left open for the run: closing it empties the settings
 
     def each(document: Any) -> object:
         return copy.deepcopy(document), [s for t in texts_of(document) for s in scan_line(t)]
@@ -133,6 +138,8 @@ def main() -> None:
     for key, value in results.items():
         print(f"{key}: {value}")
     save("redaction", results)
+    for settings in _KEPT:
+        settings.__exit__(None, None, None)  # type: ignore[attr-defined]
 
 
 def _findings(engine: Callable[[Any], object], text: str) -> object:
