@@ -76,6 +76,14 @@ CUSTODY_MUTANTS = [
         REDACTION,
     ),
     Mutant(
+        "uncallable-redactor-called",
+        "domain/redaction.py",
+        "        if not callable(redactor):\n",
+        "        if False:\n",
+        "a per-call redact= that is no callable is a ValidationError, not a TypeError",
+        REDACTION,
+    ),
+    Mutant(
         "hold-ignored",
         "domain/retention.py",
         "        if run.held and not ignoring_hold:",
