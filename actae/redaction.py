@@ -8,16 +8,14 @@ addresses, and the values of fields named like secrets (``password``, ``api_key`
 secrets. See docs/data.md.
 """
 
-from actae.domain.redaction import (
-    PATTERNS,
-    SECRET_KEYS,
-    Redacted,
-    Redactor,
+from actae.adapters.redaction.patterns import PATTERNS, SECRET_KEYS
+from actae.adapters.redaction.redactors import (
     builtin_redactor,
     chain,
     redact_secrets,
     redactor_from,
 )
+from actae.domain.redaction import Redacted, Redactor
 
 __all__ = [
     "PATTERNS",

@@ -30,7 +30,7 @@ from actae.domain.operation import Operation
 from actae.domain.plan import Plan, RaceLost, ask
 from actae.domain.ports import Codec
 from actae.domain.reader import StoreReader
-from actae.domain.redaction import Redactor, chain
+from actae.domain.redaction import Redactor, in_turn
 from actae.domain.regression import SeenHistory
 from actae.domain.validation import DEFAULT_MAX_DOCUMENT_BYTES, Document, require_document
 
@@ -80,7 +80,7 @@ class Core:
         redactors = [r for r in (first, self.redact) if r is not None]
         if not redactors:
             return document, {}
-        cleaned = chain(*redactors)(document.value)
+        cleaned = in_turn(redactors, document.value, where="chain")
         if not cleaned.counts and cleaned.value == document.value:
             return document, {}
         return self.document(name, cleaned.value), cleaned.counts

@@ -519,7 +519,7 @@ MUTANTS = [
     ),
     Mutant(
         "late-failure-not-doubted",
-        "adapters/runtime/context_effects.py",
+        "adapters/runtime/run_ledger.py",
         '            raise self._in_doubt(key, token, "it failed at or after its deadline")'
         " from error",
         "            raise",
@@ -563,7 +563,7 @@ MUTANTS = [
     ),
     Mutant(
         "deadline-not-given-to-fn",
-        "adapters/runtime/context_effects.py",
+        "adapters/runtime/run_ledger.py",
         "with attempt_deadline(claim.deadline):",
         "with attempt_deadline(None):",
         "fn reads its attempt's deadline, to give the provider call as its timeout",
@@ -571,7 +571,7 @@ MUTANTS = [
     ),
     Mutant(
         "late-answer-not-doubted",
-        "adapters/runtime/context_effects.py",
+        "adapters/runtime/run_ledger.py",
         'raise self._in_doubt(key, token, "it answered after its deadline") from None',
         "raise",
         "a late answer is recorded as in doubt at once, not left to a lease that may run long",
@@ -719,7 +719,7 @@ MUTANTS = [
     # -- forks replay their prefix ---------------------------------------------------------
     Mutant(
         "fork-replays-no-calls",
-        "adapters/runtime/context_replay.py",
+        "adapters/runtime/inheritance.py",
         "return self._inheritance().calls.get(self._suffix(key))",
         "return None",
         "a fork's child would sample its parent's recorded model calls again",
@@ -727,15 +727,15 @@ MUTANTS = [
     ),
     Mutant(
         "fork-replays-no-effects",
-        "adapters/runtime/context_replay.py",
-        "        if found is None or self.store.find_effect(key) is not None:",
+        "adapters/runtime/inheritance.py",
+        "        if found is None or self._store.find_effect(key) is not None:",
         "        if True:",
         "a fork's child would send its parent's completed effects again, under a new key",
         FORK_REPLAY,
     ),
     Mutant(
         "fork-restarts-unfinished-effects",
-        "adapters/runtime/context_replay.py",
+        "adapters/runtime/inheritance.py",
         "        if parent.status is EffectStatus.ABANDONED:",
         "        if parent.status is not EffectStatus.COMPLETED:",
         "an unfinished parent effect may still happen: the child must not start its own",
@@ -743,7 +743,7 @@ MUTANTS = [
     ),
     Mutant(
         "fork-forgets-decisions",
-        "adapters/runtime/context_replay.py",
+        "adapters/runtime/inheritance.py",
         "return self._inheritance().decisions.get(self._suffix(name))",
         "return None",
         "a fork's child would wait again for an approval its parent already received",
@@ -809,7 +809,7 @@ MUTANTS = [
     ),
     Mutant(
         "step-retries-ignore-the-ledger",
-        "adapters/runtime/context_retries.py",
+        "adapters/runtime/run_ledger.py",
         "        claim = None\n        if info is not None:",
         "        claim = None\n        if False:",
         "a step would be retried before its Retry-After, with no budget",
@@ -833,7 +833,7 @@ MUTANTS = [
     ),
     Mutant(
         "give-up-not-finished-after-a-crash",
-        "adapters/runtime/context_retries.py",
+        "adapters/runtime/run_ledger.py",
         "            if info.status in GIVEN_UP:",
         "            if False:",
         "a worker killed while giving up a step would leave the run blocked, not failed",
@@ -842,7 +842,8 @@ MUTANTS = [
     Mutant(
         "earlier-rounds-left-open",
         "adapters/runtime/context.py",
-        "            if self.run.retries:\n                self._close_earlier_rounds(key)\n",
+        "            if self.run.retries:\n"
+        "                self._ledger.close_earlier_rounds(key)\n",
         "",
         "a run retried while a step was retrying would show 'retrying' forever",
         STEPS,
@@ -873,7 +874,7 @@ MUTANTS = [
     ),
     Mutant(
         "unrecordable-effect-result-lost",
-        "adapters/runtime/context_effects.py",
+        "adapters/runtime/run_ledger.py",
         '        except ValidationError as error:\n            reason = f"it ran',
         '        except KeyError as error:\n            reason = f"it ran',
         "an effect that ran must be held for review, not left to run again",
@@ -1078,19 +1079,19 @@ MUTANTS = [
     # -- issue 28 items 5 and 6: a stop during a step; cooldowns that an event ends ----------
     Mutant(
         "step-result-dropped-after-a-pause",
-        "adapters/runtime/context.py",
-        "                if self._head.cursor <= seen:  # not moved past notes: a rival's write",
+        "adapters/runtime/channel_head.py",
+        "                if self.receipt.cursor <= seen:  # not moved past notes: a rival's write",
         "                if True:",
         "a step that finished after a pause or cancel must be recorded, not sampled again",
         STOPPED_MID_STEP,
     ),
     Mutant(
         "step-recorded-past-a-rival",
-        "adapters/runtime/context.py",
-        """                seen = self._head.cursor
-                self._adopt_notes()""",
-        """                seen = self._head.cursor
-                self._refresh()""",
+        "adapters/runtime/channel_head.py",
+        """                seen = self.receipt.cursor
+                self.adopt_notes()""",
+        """                seen = self.receipt.cursor
+                self.refresh()""",
         "only notes are moved past: another worker's write means it drives the run now",
         STOPPED_MID_STEP,
     ),
@@ -1180,7 +1181,7 @@ MUTANTS = [
     ),
     Mutant(
         "async-effect-never-heartbeats",
-        "adapters/runtime/context_effects.py",
+        "adapters/runtime/run_ledger.py",
         "create_task(_beat_as_task(beat, lease / 3))",
         "create_task(asyncio.sleep(0))",
         "an async effect longer than its lease would fall in doubt while it runs",
@@ -1188,7 +1189,7 @@ MUTANTS = [
     ),
     Mutant(
         "cancelled-effect-recorded-as-failed",
-        "adapters/runtime/context_effects.py",
+        "adapters/runtime/run_ledger.py",
         "        except Exception as error:\n"
         "            info = self._failed(key, claim.token, error)",
         "        except BaseException as error:\n"

@@ -76,6 +76,14 @@ CUSTODY_MUTANTS = [
         REDACTION,
     ),
     Mutant(
+        "uncallable-redactor-called",
+        "domain/redaction.py",
+        "        if not callable(redactor):\n",
+        "        if False:\n",
+        "a per-call redact= that is no callable is a ValidationError, not a TypeError",
+        REDACTION,
+    ),
+    Mutant(
         "hold-ignored",
         "domain/retention.py",
         "        if run.held and not ignoring_hold:",
@@ -110,7 +118,7 @@ CUSTODY_MUTANTS = [
     ),
     Mutant(
         "forgotten-run-goes-on",
-        "adapters/runtime/context.py",
+        "adapters/runtime/boundary.py",
         "        RunStatus.FORGOTTEN,\n",
         "",
         "a live run that is forgotten stops at its next step boundary",
@@ -174,7 +182,7 @@ CUSTODY_MUTANTS = [
     ),
     Mutant(
         "step-error-in-clear",
-        "adapters/runtime/context_retries.py",
+        "adapters/runtime/run_ledger.py",
         "reason=gave_up[:MAX_REASON_LENGTH]",
         "reason=reason[:MAX_REASON_LENGTH]",
         "an abandonment's reason is metadata: a step's error must not be copied into it",
@@ -274,7 +282,7 @@ CUSTODY_MUTANTS = [
     ),
     Mutant(
         "redactor-misses-passwd-key",
-        "domain/redaction.py",
+        "adapters/redaction/patterns.py",
         '        "passwd",\n',
         "",
         "a value under a key named passwd is a secret",
@@ -282,7 +290,7 @@ CUSTODY_MUTANTS = [
     ),
     Mutant(
         "pem-blocks-kept",
-        "domain/redaction.py",
+        "adapters/redaction/patterns.py",
         '    "private_key": re.compile(_PRIVATE_KEY),\n',
         "",
         "a PEM private key block is redacted",
@@ -290,7 +298,7 @@ CUSTODY_MUTANTS = [
     ),
     Mutant(
         "raw-jwts-kept",
-        "domain/redaction.py",
+        "adapters/redaction/patterns.py",
         '    "jwt": re.compile(_JWT),\n',
         "",
         "a raw JWT (not after Bearer) is redacted",
@@ -298,7 +306,7 @@ CUSTODY_MUTANTS = [
     ),
     Mutant(
         "url-passwords-kept",
-        "domain/redaction.py",
+        "adapters/redaction/patterns.py",
         '    "url_password": re.compile(_URL_USERINFO),\n',
         "",
         "the password of a URL's user information is redacted",
@@ -306,7 +314,7 @@ CUSTODY_MUTANTS = [
     ),
     Mutant(
         "hf-tokens-not-looked-for",
-        "domain/redaction.py",
+        "adapters/redaction/patterns.py",
         '|(?<=hf_))"',
         ')"',
         "a Hugging Face token is found: its hint must point at it",
@@ -314,7 +322,7 @@ CUSTODY_MUTANTS = [
     ),
     Mutant(
         "dotted-cards-not-looked-for",
-        "domain/redaction.py",
+        "adapters/redaction/patterns.py",
         '        *_found(zeros, "0000.0000"),\n',
         "",
         "a card number written with dots is found",
@@ -322,7 +330,7 @@ CUSTODY_MUTANTS = [
     ),
     Mutant(
         "partial-secret-takes-its-name",
-        "domain/redaction.py",
+        "adapters/redaction/patterns.py",
         '            start, end = match.span("secret")',
         "            pass",
         "only the secret goes: the URL's scheme, user and host, the header's name stay",
@@ -330,7 +338,7 @@ CUSTODY_MUTANTS = [
     ),
     Mutant(
         "cookie-prose-redacted",
-        "domain/redaction.py",
+        "adapters/redaction/patterns.py",
         r"(?P<secret>[^\s;=]++=[^\r\n\x00]*+)",
         r"(?P<secret>[^\r\n\x00]++)",
         "prose about cookies is no cookie header (a false positive)",
@@ -338,7 +346,7 @@ CUSTODY_MUTANTS = [
     ),
     Mutant(
         "assignment-colon-in-prose",
-        "domain/redaction.py",
+        "adapters/redaction/patterns.py",
         r"(?:=|:(?=[ \t]*+[\"" + "'" + r"]))",
         r"(?:=|:)",
         "'password: required' in prose is kept: ':' counts only before a quoted value",
@@ -346,7 +354,7 @@ CUSTODY_MUTANTS = [
     ),
     Mutant(
         "digit-values-redacted",
-        "domain/redaction.py",
+        "adapters/redaction/patterns.py",
         r"""|(?![0-9]++(?![^\s\"',;&]))[^\s\"',;&]++)))""",
         r"""|[^\s\"',;&]++)))""",
         "a telling name holding only digits (a limit, a port) is kept",

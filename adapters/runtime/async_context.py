@@ -25,19 +25,32 @@ import asyncio
 import contextvars
 import functools
 import inspect
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar, overload
+from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
 from actae.adapters.persistence.awaiting import awaiting, run_in_portal
 from actae.adapters.runtime.context import RunContext
-from actae.adapters.runtime.context_effects import Reconcile
 from actae.adapters.runtime.deadlines import by_deadline, current_deadline
+from actae.adapters.runtime.run_ledger import Reconcile
 from actae.domain.effects import RetryPolicy
 from actae.domain.values import Receipt, RunInfo
-from actae.domain.waits import Decision
 
 T = TypeVar("T")
+P = ParamSpec("P")
+
+
+def _awaited(
+    method: Callable[Concatenate[RunContext, P], T],
+) -> Callable[Concatenate[AsyncRunContext, P], Coroutine[Any, Any, T]]:
+    """The sync context's ``method`` as a coroutine of the async one, run in its turn."""
+
+    @functools.wraps(method)
+    async def awaited(self: AsyncRunContext, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._in_turn(method, self.sync, *args, **kwargs)
+
+    awaited.__qualname__ = f"AsyncRunContext.{method.__name__}"
+    return awaited
 
 
 class AsyncRunContext:
@@ -158,70 +171,16 @@ class AsyncRunContext:
             timeout=timeout,
         )
 
-    async def record(self, kind: str, payload: dict[str, Any]) -> Receipt:
-        """``RunContext.record``: record an event on the run's channel, once."""
-        receipt: Receipt = await self._in_turn(self.sync.record, kind, payload)
-        return receipt
-
-    async def transition(
-        self,
-        *,
-        state: dict[str, Any],
-        kind: str = "transition",
-        payload: dict[str, Any] | None = None,
-    ) -> Receipt:
-        """``RunContext.transition``: commit the next state version, once."""
-        receipt: Receipt = await self._in_turn(
-            self.sync.transition, state=state, kind=kind, payload=payload
-        )
-        return receipt
-
-    async def state(self) -> dict[str, Any]:
-        """The state version in force at this context's head."""
-        state: dict[str, Any] = await self._in_turn(self.sync.state)
-        return state
-
-    async def checkpoint(self) -> RunInfo:
-        """``RunContext.checkpoint``: a step boundary; raises unless the run may go on."""
-        info: RunInfo = await self._in_turn(self.sync.checkpoint)
-        return info
-
-    async def sleep(self, seconds: float) -> None:
-        """``RunContext.sleep``: wait durably on the store's clock (raises ``RunSuspended``)."""
-        await self._in_turn(self.sync.sleep, seconds)
-
-    async def wait_for_approval(
-        self, name: str, *, expires_in: float | None = None, on_expiry: str = "fail"
-    ) -> Decision:
-        """``RunContext.wait_for_approval``: the decision, once someone approves or denies."""
-        decision: Decision = await self._in_turn(
-            self.sync.wait_for_approval, name, expires_in=expires_in, on_expiry=on_expiry
-        )
-        return decision
-
-    async def wait_for_signal(self, name: str, *, timeout: float | None = None) -> Decision:
-        """``RunContext.wait_for_signal``: the decision, once ``store.signal`` names ``name``."""
-        decision: Decision = await self._in_turn(self.sync.wait_for_signal, name, timeout=timeout)
-        return decision
-
-    async def start_child(
-        self,
-        workflow_id: str,
-        *,
-        agent_id: str,
-        state: dict[str, Any],
-        pins: dict[str, Any] | None = None,
-    ) -> RunInfo:
-        """``RunContext.start_child``: start a child run, once."""
-        child: RunInfo = await self._in_turn(
-            self.sync.start_child, workflow_id, agent_id=agent_id, state=state, pins=pins
-        )
-        return child
-
-    async def wait_for_child(self, child: RunInfo) -> Decision:
-        """``RunContext.wait_for_child``: the decision once the child completes or fails."""
-        decision: Decision = await self._in_turn(self.sync.wait_for_child, child)
-        return decision
+    # The calls that take no function of the workflow's: the sync context's, awaited.
+    record = _awaited(RunContext.record)
+    transition = _awaited(RunContext.transition)
+    state = _awaited(RunContext.state)
+    checkpoint = _awaited(RunContext.checkpoint)
+    sleep = _awaited(RunContext.sleep)
+    wait_for_approval = _awaited(RunContext.wait_for_approval)
+    wait_for_signal = _awaited(RunContext.wait_for_signal)
+    start_child = _awaited(RunContext.start_child)
+    wait_for_child = _awaited(RunContext.wait_for_child)
 
     async def gather(self, *calls: Awaitable[Any]) -> list[Any]:
         """Await ``calls`` concurrently (fan-out); their results, in order.

@@ -13,15 +13,16 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
+from uuid import UUID
 
 from actae.adapters.persistence.outages import Outage, ride_out
-from actae.adapters.runtime.context_effects import EffectSteps
-from actae.adapters.runtime.context_replay import Inherited
-from actae.adapters.runtime.context_retries import StepRetries
+from actae.adapters.runtime.boundary import STOPPED, ensure_may_go_on
+from actae.adapters.runtime.channel_head import ChannelHead
+from actae.adapters.runtime.inheritance import Inheritance
+from actae.adapters.runtime.run_ledger import Reconcile, RunLedger
 from actae.adapters.telemetry.runs import RunTrace
-from actae.domain.effects import STEP_RESULT, Claim, RetryPolicy, workflow_result
+from actae.domain.effects import STEP_RESULT, Claim, RetryPolicy
 from actae.domain.errors import (
-    ConflictError,
     RunStoppedError,
     RunSuspended,
     ValidationError,
@@ -29,19 +30,8 @@ from actae.domain.errors import (
 from actae.domain.reader import StoreReader, operation_record_of
 from actae.domain.redaction import Redactor
 from actae.domain.validation import require_text
-from actae.domain.values import OperationRecord, Receipt, RunInfo, RunStatus
+from actae.domain.values import OperationRecord, Receipt, RunInfo
 from actae.domain.waits import Decision
-
-NOTE_KINDS = ("run.", "effect.")
-STOPPED = frozenset(
-    {
-        RunStatus.PAUSED,
-        RunStatus.CANCELLED,
-        RunStatus.COMPLETED,
-        RunStatus.FAILED,
-        RunStatus.FORGOTTEN,
-    }
-)
 
 PATIENCE = 60.0
 """Seconds a context outside a worker (no run lease) waits out an outage to record a result."""
@@ -54,7 +44,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class RunContext(StepRetries, EffectSteps, Inherited):
+class RunContext:
     """One worker's handle on one run: durable steps, guarded effects, tracked head.
 
     A worker sets ``lease`` (its lease on the run) and ``outage`` (its outage log): the
@@ -81,9 +71,13 @@ class RunContext(StepRetries, EffectSteps, Inherited):
         """The workflow's redactor: run on what its steps, records and effects return."""
         self._reader = reader
         self._occurrences: Counter[tuple[str, str]] = Counter()
-        self._head = store.head(run.channel_id)
+        self._head = ChannelHead(store, run.channel_id)
         self.outage = Outage(f"run {run.run_id}", log.warning)
         self.trace = RunTrace(run, sealed=store.encrypting)
+        self._inherited = Inheritance(store, reader, run)
+        self._ledger = RunLedger(
+            self, self._inherited, refresh=self._head.refresh, durably=self._durably
+        )
 
     @property
     def run_id(self) -> Any:
@@ -93,29 +87,18 @@ class RunContext(StepRetries, EffectSteps, Inherited):
     @property
     def head(self) -> Receipt:
         """The last channel event this context knows of."""
-        return self._head
+        return self._head.receipt
 
     def _key(self, kind: str, name: str) -> str:
-        self._occurrences[(kind, _named(kind, name))] += 1
-        return f"{self.run.run_id}:{kind}:{name}:{self._occurrences[(kind, name)]}"
+        """The operation id of this call: run, kind, name and occurrence (now counted)."""
+        key = self._next_key(kind, name)
+        self._occurrences[(kind, name)] += 1
+        return key
 
     def _next_key(self, kind: str, name: str) -> str:
         """The key the next ``_key(kind, name)`` returns (nothing is counted yet)."""
         count = self._occurrences[(kind, _named(kind, name))] + 1
         return f"{self.run.run_id}:{kind}:{name}:{count}"
-
-    def _refresh(self) -> None:
-        """Adopt the channel head after ledger notes this context wrote itself."""
-        self._head = self.store.head(self.run.channel_id)
-
-    def _adopt(self, receipt: Receipt) -> None:
-        """Move the head to a write of this context's, also one recognised as a replay.
-
-        After a lost reply the retried write replays the committed one; its cursor is still
-        this context's newest, and the next write must expect it.
-        """
-        if receipt.cursor > self._head.cursor:
-            self._head = receipt
 
     def _durably(self, write: Callable[[], T]) -> T:
         """``write()``, waited through a database outage while this worker holds the run.
@@ -144,47 +127,10 @@ class RunContext(StepRetries, EffectSteps, Inherited):
         if self.lease is not None:
             self.lease.ensure_held()
         info, found = self._reader.run_and_operation(self.run.run_id, self.run.channel_id, key)
-        self._go_on(info)
+        ensure_may_go_on(self.store, info, self.worker)
+        if info.cursor != self._head.receipt.cursor:
+            self._head.adopt_notes()
         return info, operation_record_of(found)
-
-    def _go_on(self, info: RunInfo) -> None:
-        """Raise unless the run described by ``info`` may go on; adopt others' notes."""
-        if info.status is RunStatus.WAITING:
-            wait = info.waiting
-            raise RunSuspended(
-                info.run_id,
-                reason=wait.reason if wait else "unknown",
-                name=wait.name if wait else "",
-                until=wait.until if wait else None,
-            )
-        if info.status in STOPPED:
-            raise RunStoppedError(info.run_id, status=info.status.value)
-        if info.deadline is not None and self.store.now() >= info.deadline:
-            self.store.fail_run(
-                info.run_id, f"deadline {info.deadline.isoformat()} passed", actor=self.worker
-            )
-            raise RunStoppedError(info.run_id, status=RunStatus.FAILED.value)
-        over = {
-            k: (info.usage.get(k, 0.0), v)
-            for k, v in info.budget.items()
-            if info.usage.get(k, 0.0) > v
-        }
-        if over:
-            spent = ", ".join(f"{k} {used:g} > {limit:g}" for k, (used, limit) in over.items())
-            self.store.fail_run(info.run_id, f"budget exceeded: {spent}", actor=self.worker)
-            raise RunStoppedError(info.run_id, status=RunStatus.FAILED.value)
-        if info.cursor != self._head.cursor:
-            self._adopt_notes()
-
-    def _adopt_notes(self) -> None:
-        """Move past lifecycle and ledger notes that others wrote on the channel.
-
-        Anything else written after our head means another worker drives this run: we keep
-        our stale head, and our next write is refused by ``expected_cursor``.
-        """
-        newer = self.store.events(self.run.channel_id, after=self._head.cursor)
-        if all(event.kind.startswith(NOTE_KINDS) for event in newer):
-            self._refresh()
 
     def step(
         self,
@@ -211,14 +157,14 @@ class RunContext(StepRetries, EffectSteps, Inherited):
             if recorded is not None:
                 call.answered(recorded.result["cursor"], recorded.result["state_version"])
                 return cast(T, self._value_at(recorded.result["cursor"]))
-            inherited = self._inherited_call(key)
+            inherited = self._inherited.call(key)
             if inherited is not None:
                 call.answered(inherited.cursor, inherited.state_version)
                 return cast(T, inherited.contents()["value"])
             if self.run.retries:
-                self._close_earlier_rounds(key)
+                self._ledger.close_earlier_rounds(key)
             value, claim = (
-                (fn(), None) if retry is None else self._call_with_retries(key, name, fn, retry)
+                (fn(), None) if retry is None else self._ledger.step(key, name, fn, retry)
             )
             spent = usage(value) if callable(usage) else usage
             call.used(spent)
@@ -236,23 +182,14 @@ class RunContext(StepRetries, EffectSteps, Inherited):
         """Record a step's result; one that cannot be recorded fails the run, naming the step."""
         try:
             if claim is not None:  # the ledger holds it first: a crash now still replays it
-                self._durably(
-                    lambda: self.store.complete(
-                        self._attempts_key(key),
-                        token=claim.token,
-                        worker=self.worker,
-                        result=workflow_result(value),
-                        redact=self.redact,
-                    )
-                )
-                self._refresh()
-            receipt = self._past_notes(
+                self._ledger.complete(self._ledger.attempts_key(key), claim.token, value)
+            receipt = self._head.past_notes(
                 lambda: self._durably(
                     lambda: self.store.record(
                         self.run.channel_id,
                         kind=STEP_RESULT,
                         payload={"name": name, "value": value},
-                        expected_cursor=self._head.cursor,
+                        expected_cursor=self._head.receipt.cursor,
                         operation_id=key,
                         usage=usage,
                         redact=self.redact,
@@ -263,56 +200,61 @@ class RunContext(StepRetries, EffectSteps, Inherited):
             reason = f"its result cannot be recorded: {error.reason}"
             self.store.fail_run(self.run.run_id, f"step {name!r}: {reason}", actor=self.worker)
             raise ValidationError(f"step {name!r}", reason) from error
-        self._adopt(receipt)
+        self._head.adopt(receipt)
         return receipt
 
-    def _past_notes(self, write: Callable[[], T]) -> T:
-        """``write()``, written again past the notes that others put on the channel meanwhile.
+    def effect(
+        self,
+        name: str,
+        fn: Callable[[str, int], T],
+        *,
+        idempotent: bool = False,
+        reconcile: Reconcile | None = None,
+        lease: float = 30.0,
+        retry: RetryPolicy | None = None,
+        request: dict[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> T:
+        """Run a side effect at most once, guarded by the ledger (``run_ledger``).
 
-        A step's result was paid for (a model sampled, tokens spent): a pause, a cancel, a
-        signal or an effect's settlement noted while ``fn`` ran must not throw it away, or
-        the step runs again after ``unpause``. The run then stops at the next boundary, with
-        the result and its usage in history. Anything else written after our head means
-        another worker drives the run, and the refusal stands.
+        ``fn(idempotency_key, fencing_token)`` does the effect; pass both to the provider.
+        A completed effect returns its recorded result without calling ``fn``. An earlier
+        attempt in doubt is settled by ``reconcile(key)``, else retried if ``idempotent``,
+        else stopped for review (``EffectBlockedError``). A failure raises
+        ``RetryNotDueError`` (by policy and the error's ``retry_after``) or
+        ``EffectBlockedError``. The attempt must be over ``timeout`` seconds after its claim
+        (default ``lease``; ``actae.current_deadline()`` in ``fn``): an answer after it is
+        recorded as in doubt and raises ``DeadlinePassedError``.
         """
-        while True:
-            try:
-                return write()
-            except ConflictError:
-                seen = self._head.cursor
-                self._adopt_notes()
-                if self._head.cursor <= seen:  # not moved past notes: a rival's write
-                    raise
+        self.checkpoint()
+        return self._ledger.effect(
+            name,
+            self._key("effect", name),
+            fn,
+            idempotent=idempotent,
+            reconcile=reconcile,
+            lease=lease,
+            retry=retry,
+            request=request,
+            timeout=timeout,
+        )
 
     def record(self, kind: str, payload: dict[str, Any]) -> Receipt:
         """Record an event on the run's channel (once, also across re-runs)."""
         _, recorded = self._checkpoint(self._next_key("record", kind))
         key = self._key("record", kind)
-        if recorded is not None:
-            return self._receipt_of(recorded)
-        inherited = self._inherited_call(key)
-        if inherited is not None:
-            return self._inherited_receipt(inherited)
+        if (replayed := self._replayed(key, recorded)) is not None:
+            return replayed
         receipt = self.store.record(
             self.run.channel_id,
             kind=kind,
             payload=payload,
-            expected_cursor=self._head.cursor,
+            expected_cursor=self._head.receipt.cursor,
             operation_id=key,
             redact=self.redact,
         )
-        self._adopt(receipt)
+        self._head.adopt(receipt)
         return receipt
-
-    def _receipt_of(self, recorded: OperationRecord) -> Receipt:
-        """The receipt of a write this context's code made in an earlier run."""
-        return Receipt(
-            channel_id=self.run.channel_id,
-            cursor=recorded.result["cursor"],
-            state_version=recorded.result["state_version"],
-            operation_id=recorded.operation_id,
-            replayed=True,
-        )
 
     def transition(
         self,
@@ -330,40 +272,36 @@ class RunContext(StepRetries, EffectSteps, Inherited):
         _, recorded = self._checkpoint(self._next_key("transition", kind))
         key = self._key("transition", kind)
         with self.trace.transition(key) as call:
-            receipt = self._transitioned(key, recorded, kind=kind, payload=payload, state=state)
+            receipt = self._replayed(key, recorded)
+            if receipt is None:
+                receipt = self.store.transition(
+                    self.run.channel_id,
+                    kind=kind,
+                    payload=payload or {},
+                    state=state,
+                    expected_version=self._head.receipt.state_version,
+                    expected_cursor=self._head.receipt.cursor,
+                    operation_id=key,
+                )
+                self._head.adopt(receipt)
             call.recorded(receipt)
         return receipt
 
-    def _transitioned(
-        self,
-        key: str,
-        recorded: OperationRecord | None,
-        *,
-        kind: str,
-        payload: dict[str, Any] | None,
-        state: dict[str, Any],
-    ) -> Receipt:
-        """The transition's receipt: recorded earlier, inherited from a fork, or written now."""
+    def _replayed(self, key: str, recorded: OperationRecord | None) -> Receipt | None:
+        """The receipt of the write ``key`` recorded earlier, or inherited from a fork."""
         if recorded is not None:
-            return self._receipt_of(recorded)
-        inherited = self._inherited_call(key)
-        if inherited is not None:
-            return self._inherited_receipt(inherited)
-        receipt = self.store.transition(
-            self.run.channel_id,
-            kind=kind,
-            payload=payload or {},
-            state=state,
-            expected_version=self._head.state_version,
-            expected_cursor=self._head.cursor,
-            operation_id=key,
-        )
-        self._adopt(receipt)
-        return receipt
+            at = recorded.result
+            return _replay(
+                self.run.channel_id, at["cursor"], at["state_version"], recorded.operation_id
+            )
+        event = self._inherited.call(key)
+        if event is None:
+            return None
+        return _replay(event.channel_id, event.cursor, event.state_version, event.operation_id)
 
     def state(self) -> dict[str, Any]:
         """The state version in force at this context's head."""
-        return self.store.state_at(self.run.channel_id, cursor=self._head.cursor).state
+        return self.store.state_at(self.run.channel_id, cursor=self._head.receipt.cursor).state
 
     def _value_at(self, cursor: int) -> Any:
         (event,) = self.store.events(self.run.channel_id, after=cursor - 1, limit=1)
@@ -428,14 +366,14 @@ class RunContext(StepRetries, EffectSteps, Inherited):
         self, reason: str, name: str, *, seconds: float | None = None, on_expiry: str | None = None
     ) -> Decision:
         with self.trace.wait(reason, name):
-            return self._decision(reason, name, seconds=seconds, on_expiry=on_expiry)
+            return self._decision(reason, name, seconds, on_expiry)
 
     def _decision(
-        self, reason: str, name: str, *, seconds: float | None, on_expiry: str | None
+        self, reason: str, name: str, seconds: float | None, on_expiry: str | None
     ) -> Decision:
         """The decision the run got for its wait; else it starts waiting (``RunSuspended``)."""
         info = self.store.run(self.run.run_id)
-        decided = info.decisions.get(name) or self._inherited_decision(name)
+        decided = info.decisions.get(name) or self._inherited.decision(name)
         if decided is not None:
             if info.status in STOPPED:
                 raise RunStoppedError(info.run_id, status=info.status.value)
@@ -448,9 +386,19 @@ class RunContext(StepRetries, EffectSteps, Inherited):
             seconds=seconds,
             on_expiry=on_expiry if reason == "approval" else None,
         )
-        self._refresh()
+        self._head.refresh()
         until = info.waiting.until if info.waiting else None
         raise RunSuspended(info.run_id, reason=reason, name=name, until=until)
+
+
+def _replay(channel_id: UUID, cursor: int, state_version: int, operation_id: str | None) -> Receipt:
+    return Receipt(
+        channel_id=channel_id,
+        cursor=cursor,
+        state_version=state_version,
+        operation_id=operation_id,
+        replayed=True,
+    )
 
 
 NAME_FIELDS = {"record": "kind", "transition": "kind", "child": "workflow_id"}

@@ -29,6 +29,7 @@ from actae.adapters.readside.subscription import (
     Subscription,
     Waiter,
 )
+from actae.adapters.redaction.redactors import redactor_of
 from actae.adapters.runtime.service import ActaeService
 from actae.adapters.runtime.store_custody import CustodyMethods
 from actae.adapters.runtime.store_ledger import LedgerMethods
@@ -46,7 +47,7 @@ from actae.domain.errors import (
 )
 from actae.domain.ports import Clock
 from actae.domain.reader import channel_event_of, operation_record_of
-from actae.domain.redaction import Redactor, redactor_of
+from actae.domain.redaction import Redactor
 from actae.domain.validation import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     require_int,

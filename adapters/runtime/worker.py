@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 from actae.adapters.logs import Lines
 from actae.adapters.persistence.clock import skew_warning
 from actae.adapters.persistence.outages import Outage, is_transient, ride_out, store_outage
+from actae.adapters.redaction.redactors import redactor_of
 from actae.adapters.runtime.async_context import AsyncRunContext
 from actae.adapters.runtime.context import RunContext
 from actae.adapters.runtime.outcomes import (
@@ -59,7 +60,7 @@ from actae.domain.errors import (
     IllegalTransitionError,
     ValidationError,
 )
-from actae.domain.redaction import Redactor, redactor_of
+from actae.domain.redaction import Redactor
 from actae.domain.validation import require_text
 
 if TYPE_CHECKING:

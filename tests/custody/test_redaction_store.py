@@ -98,9 +98,9 @@ def test_a_redactor_that_breaks_its_contract_writes_nothing(store: actae.Store) 
     def returns_no_json(document: Any) -> Redacted:
         return Redacted({"when": object()}, {})
 
-    for bad in (returns_a_plain_dict, returns_no_json):
+    for bad in (returns_a_plain_dict, returns_no_json, "not a redactor"):
         with pytest.raises(actae.ValidationError):
-            store.record(run.channel_id, kind="x", payload={"a": 1}, expected_cursor=1, redact=bad)
+            store.record(run.channel_id, kind="x", payload={"a": 1}, expected_cursor=1, redact=bad)  # type: ignore[arg-type]
     assert [e.kind for e in store.events(run.channel_id)] == ["run.started"]
     with pytest.raises(actae.ValidationError, match="redact"):
         actae.open("memory://", redact="yes please")  # type: ignore[arg-type]

@@ -13,20 +13,15 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from actae.domain.errors import ValidationError
-from actae.domain.redaction import (
-    PATTERNS,
-    SECRET_KEYS,
-    Redacted,
+from actae.adapters.redaction.patterns import PATTERNS, SECRET_KEYS, luhn_valid, marker
+from actae.adapters.redaction.redactors import (
     builtin_redactor,
     chain,
-    checked,
-    luhn_valid,
-    marker,
-    merge_counts,
     redact_secrets,
     redactor_from,
 )
+from actae.domain.errors import ValidationError
+from actae.domain.redaction import Redacted, checked, merge_counts
 
 # Published example or made-up credentials, none of them live.
 OPENAI = "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb7dEf0h"

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from actae.domain.redaction import redact_secrets
+from actae.adapters.redaction.redactors import redact_secrets
 
 # Made-up credentials in the providers' shapes, none of them live.
 HF = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGh"

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from actae.domain.effects import EffectStatus, workflow_value
 from actae.domain.errors import EffectBlockedError
 from actae.domain.inheritance import Prefix, call_suffix, prefix_of
-from actae.domain.values import ChannelEvent, Receipt, RunInfo
+from actae.domain.values import ChannelEvent, RunInfo
 from actae.domain.waits import Decision
 
 if TYPE_CHECKING:
@@ -22,49 +22,37 @@ if TYPE_CHECKING:
     from actae.domain.reader import StoreReader
 
 
-class Inherited:
-    """The fork-inheritance lookups of ``RunContext`` (mixed into it)."""
+class Inheritance:
+    """What a run inherits from the run it was forked from (nothing, unless it is a fork)."""
 
-    if TYPE_CHECKING:  # provided by RunContext
-        store: Store
-        run: RunInfo
-        _reader: StoreReader
-
-    _prefix: Prefix | None = None
+    def __init__(self, store: Store, reader: StoreReader, run: RunInfo) -> None:
+        self._store = store
+        self._reader = reader
+        self._run = run
+        self._prefix: Prefix | None = None
 
     def _inheritance(self) -> Prefix:
-        """The run's inherited calls, read once (empty unless the run is a fork)."""
+        """The run's inherited calls, read once."""
         if self._prefix is None:
-            self._prefix = prefix_of(self._reader, self.run.forked_from)
+            self._prefix = prefix_of(self._reader, self._run.forked_from)
         return self._prefix
 
     def _suffix(self, key: str) -> str:
-        return call_suffix(self.run.run_id, key) or key
+        return call_suffix(self._run.run_id, key) or key
 
-    def _inherited_call(self, key: str) -> ChannelEvent | None:
+    def call(self, key: str) -> ChannelEvent | None:
         """The ancestor's event recording the call named ``key``, if it is in the prefix."""
-        if self.run.forked_from is None:
+        if self._run.forked_from is None:
             return None
         return self._inheritance().calls.get(self._suffix(key))
 
-    @staticmethod
-    def _inherited_receipt(event: ChannelEvent) -> Receipt:
-        """An inherited write's receipt: where the ancestor recorded it."""
-        return Receipt(
-            channel_id=event.channel_id,
-            cursor=event.cursor,
-            state_version=event.state_version,
-            operation_id=event.operation_id,
-            replayed=True,
-        )
-
-    def _inherited_decision(self, name: str) -> Decision | None:
+    def decision(self, name: str) -> Decision | None:
         """An approval, signal or timer an ancestor received at or before the boundary."""
-        if self.run.forked_from is None:
+        if self._run.forked_from is None:
             return None
         return self._inheritance().decisions.get(self._suffix(name))
 
-    def _inherited_effect(self, key: str) -> tuple[bool, Any]:
+    def effect(self, key: str) -> tuple[bool, Any]:
         """``(True, result)`` if an ancestor's effect stands for ``key``; else ``(False, None)``.
 
         An effect the parent started at or before the boundary is never started again under
@@ -74,12 +62,12 @@ class Inherited:
         happen, and two keys would make it happen twice. Only an effect the parent abandoned
         for good is the child's to run.
         """
-        if self.run.forked_from is None:
+        if self._run.forked_from is None:
             return False, None
         found = self._inheritance().effects.get(self._suffix(key))
-        if found is None or self.store.find_effect(key) is not None:  # its own outcome counts
+        if found is None or self._store.find_effect(key) is not None:  # its own outcome counts
             return False, None
-        parent = self.store.effect(found.effect_key)
+        parent = self._store.effect(found.effect_key)
         if parent.status is EffectStatus.COMPLETED:
             return True, workflow_value(parent.result)
         if parent.status is EffectStatus.ABANDONED:
@@ -88,7 +76,7 @@ class Inherited:
             found.effect_key,
             status=parent.status.value,
             detail=(
-                f"the fork {self.run.run_id} inherited this unfinished effect from its "
+                f"the fork {self._run.run_id} inherited this unfinished effect from its "
                 "parent; once the parent's effect completes (or is overridden) the fork "
                 "replays its outcome, and once it is abandoned the fork runs its own"
             ),

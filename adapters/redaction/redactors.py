@@ -1,0 +1,383 @@
+"""The built-in redactors: walk a JSON document, clean its texts, count what left it.
+
+:data:`redact_secrets` applies the patterns of :data:`~.patterns.PATTERNS` to every string,
+**dict keys included** (a secret in a key is still a secret stored forever; a key that
+redacts to one already present gets a ``#2``, ``#3``... suffix, so no entry is lost), and
+replaces the whole string value stored under a telling key (:data:`~.patterns.SECRET_KEYS`),
+counted as ``secret_field``. Numbers, booleans and ``None`` are never changed, so a document
+keeps its shape and types except for redacted strings. :func:`redactor_from` builds a
+redactor from a user's own named regexes and :func:`chain` runs several in turn::
+
+    redact = chain(redact_secrets, redactor_from({"employee_id": "EMP-[0-9]{6}"}))
+
+Cost: the document is copied once (the copy is the result); its strings long enough to hold
+a secret are joined and scanned together, and only when something was redacted are they put
+back into the copy (docs/performance.md has the figures).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, cast
+
+from actae.adapters.redaction.patterns import (
+    MIN_LENGTH,
+    PATTERNS,
+    SECRET_FIELD,
+    SECRET_KEYS,
+    marker,
+    redacted_text,
+)
+from actae.domain.errors import ValidationError
+from actae.domain.redaction import PlainRedactor, Redacted, Redactor, in_turn
+from actae.domain.validation import MAX_DEPTH, key_label, require_text
+
+__all__ = ["builtin_redactor", "chain", "redact_secrets", "redactor_from", "redactor_of"]
+
+_SECRET_MARKER = marker(SECRET_FIELD)
+
+_Texts = Callable[[list[str], dict[str, int]], list[str] | None]
+"""Redacts a document's texts (in walk order): the new texts, or None if none changed."""
+
+
+def _builtin_texts(names: tuple[str, ...]) -> _Texts:
+    def redact(texts: list[str], counts: dict[str, int]) -> list[str] | None:
+        # One search per pattern over all the texts at once: NUL separates them, and no
+        # pattern matches across it. A text holding NUL itself (which no backend stores
+        # anyway) is redacted on its own.
+        joined = "\x00".join(texts)
+        if joined.count("\x00") != len(texts) - 1:
+            return _each(texts, lambda text: redacted_text(names, text, counts))
+        redacted = redacted_text(names, joined, counts)
+        return None if redacted is joined else redacted.split("\x00")
+
+    return redact
+
+
+def _each(texts: list[str], redact: Callable[[str], str]) -> list[str] | None:
+    redacted = [redact(text) for text in texts]
+    return None if all(map(str.__eq__, redacted, texts)) else redacted
+
+
+class _Walker(PlainRedactor):
+    """A redactor: copies the document, replaces secret keys' values, redacts every text.
+
+    Two passes: the copy collects every string (values and keys, in order) long enough to
+    hold a secret; they are redacted together, and only if one changed does a second walk
+    over the copy put them back. Built by :func:`builtin_redactor` and
+    :func:`redactor_from`, whose results need no check.
+    """
+
+    __slots__ = ("_key_lengths", "_min_length", "_secret_keys", "_texts")
+
+    def __init__(self, texts: _Texts, secret_keys: frozenset[str], min_length: int) -> None:
+        self._texts = texts
+        self._secret_keys = frozenset(map(_normalized_key, secret_keys))
+        lengths = [len(name) for name in self._secret_keys]
+        # Normalizing never lengthens a key; keys of other lengths are not looked at closer.
+        self._key_lengths = frozenset(range(min(lengths), 2 * max(lengths) + 1) if lengths else ())
+        self._min_length = min_length
+
+    def __call__(self, document: Any) -> Redacted:
+        counts: dict[str, int] = {}
+        texts: list[str] = []
+        copy = self._copy_list([document], texts, counts, 0)
+        if texts and (redacted := self._texts(texts, counts)) is not None:
+            self._put_list(copy, iter(redacted))
+        return Redacted(copy[0], counts)
+
+    def _copy_list(
+        self,
+        value: list[Any] | tuple[Any, ...],
+        texts: list[str],
+        counts: dict[str, int],
+        depth: int,
+    ) -> list[Any]:
+        if depth > MAX_DEPTH:
+            raise _too_deep()
+        out: list[Any] = []
+        collect, keep, min_length = texts.append, out.append, self._min_length
+        for item in value:
+            if isinstance(item, str):
+                if len(item) >= min_length:
+                    collect(item)
+                keep(item)
+            elif isinstance(item, dict):
+                keep(self._copy_dict(item, texts, counts, depth + 1))
+            elif isinstance(item, _SEQUENCES):
+                keep(self._copy_list(item, texts, counts, depth + 1))
+            elif item is None or isinstance(item, _NUMBERS):
+                keep(item)
+            else:
+                raise _not_json(item)
+        return out
+
+    def _copy_dict(
+        self, value: dict[Any, Any], texts: list[str], counts: dict[str, int], depth: int
+    ) -> dict[str, Any]:
+        if depth > MAX_DEPTH:
+            raise _too_deep()
+        out: dict[str, Any] = {}
+        collect, min_length, key_lengths = texts.append, self._min_length, self._key_lengths
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise _not_json(key, what="key")
+            if len(key) >= min_length:
+                collect(key)
+            if isinstance(item, str):
+                if (
+                    len(key) in key_lengths
+                    and item
+                    and self._is_secret_key(key, value)
+                    and not _is_marker(item)
+                ):
+                    counts[SECRET_FIELD] = counts.get(SECRET_FIELD, 0) + 1
+                    item = _SECRET_MARKER  # noqa: PLW2901 - the value that is kept
+                if len(item) >= min_length:
+                    collect(item)
+                out[key] = item
+            elif isinstance(item, dict):
+                out[key] = self._copy_dict(item, texts, counts, depth + 1)
+            elif isinstance(item, _SEQUENCES):
+                out[key] = self._copy_list(item, texts, counts, depth + 1)
+            elif item is None or isinstance(item, _NUMBERS):
+                out[key] = item
+            else:
+                raise _not_json(item)
+        return out
+
+    def _is_secret_key(self, key: str, siblings: dict[Any, Any]) -> bool:
+        name = _normalized_key(key)
+        if name not in self._secret_keys:
+            return False
+        return name != "token" or "logprob" not in siblings
+
+    def _put_list(self, value: list[Any], redacted: Iterator[str]) -> None:
+        """Put the redacted texts back into the copy, in the order they were collected."""
+        for index, item in enumerate(value):
+            if isinstance(item, str):
+                if len(item) >= self._min_length:
+                    value[index] = next(redacted)
+            elif isinstance(item, dict):
+                self._put_dict(item, redacted)
+            elif isinstance(item, list):
+                self._put_list(item, redacted)
+
+    def _put_dict(self, value: dict[str, Any], redacted: Iterator[str]) -> None:
+        entries: list[tuple[str, str, Any]] = []
+        renamed = False
+        for key, item in value.items():
+            new_key = next(redacted) if len(key) >= self._min_length else key
+            renamed = renamed or new_key != key
+            if isinstance(item, str):
+                if len(item) >= self._min_length:
+                    item = next(redacted)  # noqa: PLW2901 - the redacted value
+            elif isinstance(item, dict):
+                self._put_dict(item, redacted)
+            elif isinstance(item, list):
+                self._put_list(item, redacted)
+            entries.append((key, new_key, item))
+        if not renamed:
+            for key, _, item in entries:
+                value[key] = item
+            return
+        # A key that redacts to a name already present gets a "#2", "#3"… suffix: no entry
+        # is lost, and the secret is not told by which one it was.
+        out: dict[str, Any] = {}
+        for key, new_key, item in entries:
+            out[new_key if new_key == key else _unused(new_key, out, value)] = item
+        value.clear()
+        value.update(out)
+
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+"""A user pattern's name, as :func:`redactor_from` accepts it."""
+_MARKER = re.compile(rf"\[redacted:{_NAME.pattern}\]")
+_SEQUENCES = (list, tuple)
+_NUMBERS = (int, float)  # bool is an int
+
+
+def _normalized_key(key: str) -> str:
+    return key.lower().replace("-", "").replace("_", "")
+
+
+def _is_marker(text: str) -> bool:
+    return _MARKER.fullmatch(text) is not None
+
+
+def _unused(key: str, taken: dict[str, Any], original: dict[str, Any]) -> str:
+    """``key``, or with the first ``#n`` suffix that names no other entry of the object."""
+    candidate, number = key, 1
+    while candidate in taken or candidate in original:
+        number += 1
+        candidate = f"{key}#{number}"
+    return candidate
+
+
+def _not_json(value: object, what: str = "value") -> ValidationError:
+    return ValidationError(
+        "document", f"is not plain JSON: holds the {what} {value!r:.60} ({type(value).__name__})"
+    )
+
+
+def _too_deep() -> ValidationError:
+    return ValidationError("document", f"nests deeper than {MAX_DEPTH} levels (or contains itself)")
+
+
+def builtin_redactor(
+    patterns: Iterable[str] = tuple(PATTERNS), *, secret_keys: Iterable[str] = SECRET_KEYS
+) -> Redactor:
+    """The built-in redactor with a choice of :data:`PATTERNS` and :data:`SECRET_KEYS`.
+
+    ``builtin_redactor(secret_keys=())`` leaves values under telling keys to the patterns;
+    ``builtin_redactor(["api_key", "bearer_token"])`` keeps card numbers and addresses.
+    """
+    if isinstance(patterns, str):
+        raise ValidationError("patterns", "expected a collection of pattern names, got a string")
+    chosen = set(patterns)
+    if unknown := sorted(map(key_label, chosen - set(PATTERNS))):
+        raise ValidationError("patterns", f"unknown built-in {unknown[0]!r}; known: {[*PATTERNS]}")
+    keys = _secret_key_names(secret_keys)
+    names = tuple(name for name in PATTERNS if name in chosen)
+    return _Walker(_builtin_texts(names), keys, MIN_LENGTH)
+
+
+def _secret_key_names(keys: Iterable[str]) -> frozenset[str]:
+    if isinstance(keys, str):
+        raise ValidationError("secret_keys", "expected a collection of key names, got a string")
+    names = frozenset(keys)
+    for name in names:
+        require_text(f"secret_keys.{key_label(name)}", name)
+    return names
+
+
+redact_secrets: Redactor = builtin_redactor()
+"""The default redactor: every built-in pattern, and the values under :data:`SECRET_KEYS`.
+
+Secret keys are on by default: a password or an opaque session token matches no pattern, and
+the keys that name them rarely name anything else.
+"""
+
+
+class _Rule:
+    """One user pattern: every non-empty match becomes the marker of its name."""
+
+    __slots__ = ("name", "pattern", "replacement")
+
+    def __init__(self, name: str, pattern: re.Pattern[str]) -> None:
+        self.name = name
+        self.pattern = pattern
+        self.replacement = marker(name)
+
+    def __call__(self, text: str, counts: dict[str, int]) -> str:
+        pieces: list[str] = []
+        done = 0
+        for match in self.pattern.finditer(text):
+            start, end = match.span()
+            if start == end:  # a pattern that can match nothing must not insert markers
+                continue
+            pieces += (text[done:start], self.replacement)
+            done = end
+        if not pieces:
+            return text
+        pieces.append(text[done:])
+        counts[self.name] = counts.get(self.name, 0) + len(pieces) // 2
+        return "".join(pieces)
+
+
+def redactor_from(
+    patterns: Mapping[str, str | re.Pattern[str]], *, secret_keys: Iterable[str] = ()
+) -> Redactor:
+    """A redactor from a user's own named regexes (and, optionally, telling keys).
+
+    Every non-empty match becomes ``[redacted:<name>]`` and counts under ``name`` (letters,
+    digits, ``_ . -``, at most 64 characters); the patterns apply one after another, in the
+    mapping's order, to every string and dict key. A string pattern is compiled as given, a
+    compiled one keeps its flags. A pattern that matches its own marker text makes the
+    redactor count again on every pass; avoid that (``[``, ``]`` and ``:`` help).
+    Combine with the defaults: ``chain(redact_secrets, redactor_from({...}))``.
+    """
+    if not isinstance(patterns, Mapping):
+        raise ValidationError("patterns", f"expected a mapping, got {type(patterns).__name__}")
+    rules: list[_Rule] = []
+    for name, pattern in patterns.items():
+        field = f"patterns.{key_label(name)}"
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise ValidationError(
+                field,
+                "a name has 1 to 64 letters, digits, '_', '.' or '-', the first a letter or digit",
+            )
+        rules.append(_Rule(name, _compiled(field, pattern)))
+    if not rules:
+        raise ValidationError("patterns", "expected at least one pattern")
+    return _Walker(_rule_texts(rules), _secret_key_names(secret_keys), 1)
+
+
+def _rule_texts(rules: list[_Rule]) -> _Texts:
+    def redact(texts: list[str], counts: dict[str, int]) -> list[str] | None:
+        def each(text: str) -> str:
+            for rule in rules:
+                text = rule(text, counts)
+            return text
+
+        return _each(texts, each)
+
+    return redact
+
+
+def _compiled(field: str, pattern: object) -> re.Pattern[str]:
+    if isinstance(pattern, re.Pattern):
+        if not isinstance(pattern.pattern, str):
+            raise ValidationError(field, "expected a str pattern, got a bytes pattern")
+        return pattern
+    if not isinstance(pattern, str):
+        raise ValidationError(
+            field, f"expected a regex (str or re.Pattern), got {type(pattern).__name__}"
+        )
+    try:
+        return re.compile(pattern)
+    except re.error as error:
+        raise ValidationError(field, f"is not a valid regex: {error}") from None
+
+
+def chain(*redactors: Redactor) -> Redactor:
+    """A redactor that runs ``redactors`` in turn, each on the previous one's output.
+
+    Counts are summed by name. A redactor that is not built here (a user's callable) has its
+    result checked before the next one sees it (the field is ``chain[<index>]``).
+    """
+    if not redactors:
+        raise ValidationError("redactors", "expected at least one redactor")
+    for index, redactor in enumerate(redactors):
+        if not callable(redactor):
+            raise ValidationError(
+                f"redactors[{index}]", f"expected a callable, got {type(redactor).__name__}"
+            )
+
+    return _Chained(redactors)
+
+
+class _Chained(PlainRedactor):
+    """A :func:`chain`: its result is checked already, part by part."""
+
+    __slots__ = ("_redactors",)
+
+    def __init__(self, redactors: tuple[Redactor, ...]) -> None:
+        self._redactors = redactors
+
+    def __call__(self, document: Any) -> Redacted:
+        return in_turn(self._redactors, document, where="chain")
+
+
+def redactor_of(redact: object) -> Redactor | None:
+    """What ``actae.open(redact=)`` means: ``True`` the built-in patterns, a callable itself."""
+    if redact is None or redact is False:
+        return None
+    if redact is True:
+        return redact_secrets
+    if callable(redact):
+        return cast(Redactor, redact)
+    raise ValidationError(
+        "redact", f"expected True, None or a redactor callable, got {type(redact).__name__}"
+    )

@@ -1,0 +1,62 @@
+"""The step boundary: whether a run may go on, by what its row says now.
+
+Workflow code checks before each call (``RunContext.checkpoint``): a run that waits
+suspends its code, one that was paused, cancelled, ended or forgotten stops it, and one past
+its deadline or over its budget is failed here, by the worker that found out.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from actae.domain.errors import RunStoppedError, RunSuspended
+from actae.domain.values import RunInfo, RunStatus
+
+if TYPE_CHECKING:
+    from actae.adapters.runtime.store import Store
+
+STOPPED = frozenset(
+    {
+        RunStatus.PAUSED,
+        RunStatus.CANCELLED,
+        RunStatus.COMPLETED,
+        RunStatus.FAILED,
+        RunStatus.FORGOTTEN,
+    }
+)
+"""Statuses at which workflow code stops at its next boundary."""
+
+
+def ensure_may_go_on(store: Store, info: RunInfo, worker: str) -> None:
+    """Raise unless the run described by ``info`` may go on (failing it if it is overdue).
+
+    ``RunSuspended`` while it waits; ``RunStoppedError`` once it stopped, or after failing
+    it for a passed deadline or an exceeded budget.
+    """
+    if info.status is RunStatus.WAITING:
+        wait = info.waiting
+        raise RunSuspended(
+            info.run_id,
+            reason=wait.reason if wait else "unknown",
+            name=wait.name if wait else "",
+            until=wait.until if wait else None,
+        )
+    if info.status in STOPPED:
+        raise RunStoppedError(info.run_id, status=info.status.value)
+    reason = _overdue(store, info)
+    if reason is not None:
+        store.fail_run(info.run_id, reason, actor=worker)
+        raise RunStoppedError(info.run_id, status=RunStatus.FAILED.value)
+
+
+def _overdue(store: Store, info: RunInfo) -> str | None:
+    """Why the run must fail now: its deadline passed, or it spent more than its budget."""
+    if info.deadline is not None and store.now() >= info.deadline:
+        return f"deadline {info.deadline.isoformat()} passed"
+    over = {
+        k: (info.usage.get(k, 0.0), v) for k, v in info.budget.items() if info.usage.get(k, 0.0) > v
+    }
+    if not over:
+        return None
+    spent = ", ".join(f"{k} {used:g} > {limit:g}" for k, (used, limit) in over.items())
+    return f"budget exceeded: {spent}"
