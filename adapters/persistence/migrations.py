@@ -8,7 +8,6 @@ refused rather than misread.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ import psycopg
 from psycopg import sql
 
 from actae.adapters.persistence.turns import DEFAULT_LOCK_WAIT, create_once, take_turn
-from actae.domain.errors import ActaeError, ValidationError
+from actae.domain.errors import ActaeError
 
 MIGRATIONS_TABLE = "actae_migrations"
 LOCK_TIMEOUT = "10s"
@@ -213,20 +212,14 @@ def _postgres_version(conn: psycopg.Connection[Any], table: sql.Identifier) -> i
     return int(row.fetchone()[0])  # type: ignore[index]
 
 
-def open_sqlite(path: str, build: ServiceFactory[S], *, create: bool = True) -> S | None:
+def open_sqlite(database: str, build: ServiceFactory[S], *, create: bool = True) -> S | None:
     """Check the schema version, build the service (SQLite DDL is idempotent), record it.
 
-    With ``create=False`` a missing file, or one that holds no store, is left as it is and
-    the answer is ``None``.
+    ``database`` is a path or a URI (an in-memory database's). With ``create=False`` a
+    database that holds no store is left as it is and the answer is ``None`` (that a file
+    exists is the backend's to check first: connecting would create it).
     """
-    if path.startswith(":memory:") or "mode=memory" in path:
-        return build(True)
-    if not create and not os.path.isfile(path):
-        return None  # checked first: connecting would create the file
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):  # SQLite would only say "unable to open database file"
-        raise ValidationError("url", f"the folder {folder} does not exist; create it first")
-    conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+    conn = sqlite3.connect(database, uri=True, timeout=30, isolation_level=None)
     try:
         if create:
             conn.execute(
