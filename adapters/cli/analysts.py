@@ -7,6 +7,8 @@ granted and revoked.
 
 from __future__ import annotations
 
+from typing import cast
+
 import click
 
 from actae.adapters.cli.invocation import invocation
@@ -64,8 +66,7 @@ def grant_analyst(
     grants.check_role_name(role)
     with open_store(url, create=False) as store:
         views.fresh(store)
-        read_models = store.projector().db
-        assert isinstance(read_models, PostgresReadModels)  # noqa: S101 - a PostgreSQL URL
+        read_models = cast("PostgresReadModels", store.projector().db)  # the server said so
         access = (grants.revoke if revoke else grants.grant)(read_models, role)
     if as_json:
         print_json(access)

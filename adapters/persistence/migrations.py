@@ -38,11 +38,10 @@ class TableMigration:
     sqlite_statements: tuple[str, ...] | None = None
     """SQLite's own spelling of ``statements``, where its types differ (``None``: the same)."""
 
-    def statements_for(self, backend: str) -> tuple[str, ...]:
-        """The statements to run on ``backend`` ("postgresql" or "sqlite")."""
-        if backend == "sqlite" and self.sqlite_statements is not None:
-            return self.sqlite_statements
-        return self.statements
+    @property
+    def in_sqlite(self) -> tuple[str, ...]:
+        """The statements as SQLite runs them (its own spelling, where it has one)."""
+        return self.statements if self.sqlite_statements is None else self.sqlite_statements
 
 
 CUSTODY_TABLES = (
@@ -188,7 +187,7 @@ def _migrate(
         if migration.version <= current:
             continue
         with conn.transaction():
-            for statement in migration.statements_for("postgresql"):
+            for statement in migration.statements:
                 conn.execute(
                     sql.SQL(statement).format(schema=ident, lock_timeout=sql.Literal(LOCK_TIMEOUT))
                 )
@@ -235,7 +234,7 @@ def open_sqlite(database: str, build: ServiceFactory[S], *, create: bool = True)
         for migration in MIGRATIONS:
             if migration.version <= current:
                 continue
-            for statement in migration.statements_for("sqlite"):
+            for statement in migration.in_sqlite:
                 conn.execute(statement)
             conn.execute(
                 f"INSERT OR IGNORE INTO {MIGRATIONS_TABLE} (version, name) VALUES (?, ?)",  # noqa: S608
