@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from psycopg import sql
 
-from actae.adapters.persistence.awaiting import off_the_loop
 from actae.adapters.persistence.offloaded import ActaeSQLiteRecorder
 from actae.adapters.persistence.postgres import ActaePostgresRecorder
 
@@ -31,10 +30,6 @@ def postgres_events_after(recorder: ActaePostgresRecorder, position: int, cap: i
 
 def sqlite_events_after(recorder: ActaeSQLiteRecorder, position: int, cap: int) -> int:
     """The number of events stored after ``position`` (up to ``cap``), on SQLite."""
-    return off_the_loop(_sqlite, recorder, position, cap)
-
-
-def _sqlite(recorder: ActaeSQLiteRecorder, position: int, cap: int) -> int:
     table = recorder.events_table_name
     statement = f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE rowid > ? LIMIT ?)"  # noqa: S608
     with recorder.datastore.transaction(commit=False) as cursor:

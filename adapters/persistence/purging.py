@@ -7,7 +7,8 @@ monotonic on every backend: PostgreSQL's sequence never goes back, and on SQLite
 gives a new row the largest ``rowid`` plus one, the row with the largest ``rowid`` is never
 deleted (the tombstone is newer than the history it replaces, so that spares at most a
 write that came after it). The store's backend (:mod:`actae.adapters.runtime.backends`)
-picks the statements; each deletes in one transaction and answers how many it deleted.
+picks the statements and runs them off an async caller's loop; each deletes in one
+transaction and answers how many it deleted.
 """
 
 from __future__ import annotations
@@ -17,17 +18,12 @@ from uuid import UUID
 
 from psycopg import sql
 
-from actae.adapters.persistence.awaiting import off_the_loop
 from actae.adapters.persistence.offloaded import ActaeSQLiteRecorder
 from actae.adapters.persistence.postgres import ActaePostgresRecorder
 
 
 def postgres_still_stored(recorder: ActaePostgresRecorder, ids: Sequence[UUID]) -> set[UUID]:
     """Which of ``ids`` still have events: one query per 500 ids, not one each."""
-    return off_the_loop(_postgres_stored, recorder, ids)
-
-
-def _postgres_stored(recorder: ActaePostgresRecorder, ids: Sequence[UUID]) -> set[UUID]:
     table = sql.Identifier(recorder.datastore.schema, recorder.events_table_name)
     statement = sql.SQL(
         "SELECT DISTINCT originator_id FROM {} WHERE originator_id = ANY(%s)"
@@ -41,11 +37,7 @@ def _postgres_stored(recorder: ActaePostgresRecorder, ids: Sequence[UUID]) -> se
 
 
 def sqlite_still_stored(recorder: ActaeSQLiteRecorder, ids: Sequence[UUID]) -> set[UUID]:
-    """Which of ``ids`` still have events (500 ids per query: SQLite's limit on parameters)."""
-    return off_the_loop(_sqlite_stored, recorder, ids)
-
-
-def _sqlite_stored(recorder: ActaeSQLiteRecorder, ids: Sequence[UUID]) -> set[UUID]:
+    """Which of ``ids`` still have events (500 ids a query: SQLite's limit on parameters)."""
     table = recorder.events_table_name
     found: set[UUID] = set()
     with recorder.datastore.transaction(commit=False) as cursor:
@@ -67,25 +59,6 @@ def postgres_delete_events(
     keep_topic: str,
 ) -> int:
     """Delete the events of ``everything_of``, and of ``history_of`` all but ``keep_topic``."""
-    return off_the_loop(_postgres, recorder, everything_of, history_of, keep_topic)
-
-
-def sqlite_delete_events(
-    recorder: ActaeSQLiteRecorder,
-    everything_of: Sequence[UUID],
-    history_of: Sequence[UUID],
-    keep_topic: str,
-) -> int:
-    """As :func:`postgres_delete_events`; the newest row is never deleted (see above)."""
-    return off_the_loop(_sqlite, recorder, everything_of, history_of, keep_topic)
-
-
-def _postgres(
-    recorder: ActaePostgresRecorder,
-    everything_of: Sequence[UUID],
-    history_of: Sequence[UUID],
-    keep_topic: str,
-) -> int:
     table = sql.Identifier(recorder.datastore.schema, recorder.events_table_name)
     statement = sql.SQL(
         "DELETE FROM {} WHERE originator_id = ANY(%s) OR (originator_id = ANY(%s) AND topic <> %s)"
@@ -95,12 +68,13 @@ def _postgres(
         return cursor.rowcount
 
 
-def _sqlite(
+def sqlite_delete_events(
     recorder: ActaeSQLiteRecorder,
     everything_of: Sequence[UUID],
     history_of: Sequence[UUID],
     keep_topic: str,
 ) -> int:
+    """As on PostgreSQL; the row with the largest ``rowid`` stays (see above)."""
     table = recorder.events_table_name
     deleted = 0
     with recorder.datastore.transaction(commit=True) as cursor:

@@ -4,16 +4,17 @@
 PostgreSQL and SQLite is a method of the :class:`Backend` it gets: the event store and its
 schema, the clock, the custody tables, the read models, how a reader wakes, and the few
 statements written per database (counting a backlog, deleting a purged run's events).
-Nothing else asks which database it runs on. ``memory://`` is SQLite too, on an in-memory
-database of this process (:class:`MemoryBackend`): the same recorder, tables and read
-models, gone when the store closes.
+Nothing else asks which database it runs on. ``memory://`` is SQLite too, in a file on
+tmpfs (:class:`MemoryBackend`): the same recorder, tables and read models, gone when the
+store closes.
 """
 
 from __future__ import annotations
 
 import os
-import sqlite3
-import uuid
+import shutil
+import tempfile
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from actae.adapters.custody.postgres_tables import PostgresBlobs, PostgresRefs, 
 from actae.adapters.custody.refs import RefRecorder
 from actae.adapters.custody.sqlite_tables import SQLiteBlobs, SQLiteRefs, SQLiteTables
 from actae.adapters.persistence import backlog, purging
+from actae.adapters.persistence.awaiting import off_the_loop
 from actae.adapters.persistence.clock import store_clock
 from actae.adapters.persistence.forgets import KEYS_TABLE, SECRETS_TABLE, ForgetWatch
 from actae.adapters.persistence.migrations import open_postgres, open_sqlite
@@ -233,10 +235,11 @@ class PostgresBackend(Backend):
     def _delete(
         self, everything_of: Sequence[UUID], history_of: Sequence[UUID], keep_topic: str
     ) -> int:
-        return purging.postgres_delete_events(self._recorder, everything_of, history_of, keep_topic)
+        delete = purging.postgres_delete_events
+        return off_the_loop(delete, self._recorder, everything_of, history_of, keep_topic)
 
     def _stored(self, originator_ids: Sequence[UUID]) -> set[UUID]:
-        return purging.postgres_still_stored(self._recorder, originator_ids)
+        return off_the_loop(purging.postgres_still_stored, self._recorder, originator_ids)
 
     def server(self, field: str, *, needed_by: str, missing: str) -> dict[str, str]:
         """The URL's libpq parameters."""
@@ -297,47 +300,57 @@ class SqliteBackend(Backend):
 
     def events_after(self, position: int, cap: int = backlog.CAP) -> int:
         """Counted by one query."""
-        return backlog.sqlite_events_after(self._recorder, position, cap)
+        return off_the_loop(backlog.sqlite_events_after, self._recorder, position, cap)
 
     def _delete(
         self, everything_of: Sequence[UUID], history_of: Sequence[UUID], keep_topic: str
     ) -> int:
-        return purging.sqlite_delete_events(self._recorder, everything_of, history_of, keep_topic)
+        delete = purging.sqlite_delete_events
+        return off_the_loop(delete, self._recorder, everything_of, history_of, keep_topic)
 
     def _stored(self, originator_ids: Sequence[UUID]) -> set[UUID]:
-        return purging.sqlite_still_stored(self._recorder, originator_ids)
+        return off_the_loop(purging.sqlite_still_stored, self._recorder, originator_ids)
+
+
+MEMORY = "/dev/shm"  # noqa: S108 - a private folder is made inside it
+"""Where ``memory://`` databases live: memory (tmpfs), where the system has it."""
 
 
 class MemoryBackend(SqliteBackend):
-    """SQLite in this process's memory (``memory://``): always new, gone when closed.
+    """SQLite in memory (``memory://``): always new, gone when the store closes.
 
-    SQLite's ``memdb`` VFS shares a database between every connection of the process that
-    names it (``file:/name?vfs=memdb``), with the locking and busy waiting of a file, so the
-    recorder, the custody tables, the read models and the analysts' read-only connections
-    each open their own connection, as on a file. The database lives while one connection
-    is open: the backend holds one from :meth:`open` to :meth:`close`. Each backend names a
-    database of its own, so two ``actae.open("memory://")`` are two stores.
+    A SQLite file in a private folder of its own on tmpfs (``/dev/shm``; the system's
+    temporary folder where there is none), so that it is the SQLite store in every respect:
+    the recorder, custody tables, read models and analysts' read-only connections each
+    open their own connection, with WAL's readers beside a writer. SQLite's in-memory
+    databases cannot be that: ``memdb`` has no WAL, so a reader waits behind every write
+    transaction (a projector's rebuild reads events inside its own and would wait for
+    itself), and a shared cache answers a second writer with ``SQLITE_LOCKED`` at once, or
+    lets readers see uncommitted rows. Two ``actae.open("memory://")`` make two folders;
+    :meth:`close` (or the garbage collector, for a store never closed) removes it.
     """
 
     name = "memory"
-    open_hint = "memory:// needs SQLite 3.36 or later, with its memdb VFS"
+    open_hint = "memory:// makes a SQLite file in /dev/shm or the temporary folder"
 
     def __init__(self, url: StoreUrl) -> None:
-        name = f"/actae-{uuid.uuid4().hex}"
-        super().__init__(url, f"file:{name}?vfs=memdb", f"file:{name}?vfs=memdb&mode=ro")
-        self._holder: sqlite3.Connection | None = None
+        super().__init__(url, "", "")
+        self._removal: weakref.finalize[Any, MemoryBackend] | None = None
 
     def open(self, build: ServiceFactory, *, create: bool) -> ActaeService | None:
         """A new store, whatever ``create`` says: there is never one to open."""
-        if self._holder is None:
-            self._holder = sqlite3.connect(self.database, uri=True, check_same_thread=False)
+        if self._removal is None:
+            where = MEMORY if os.path.isdir(MEMORY) else None
+            folder = tempfile.mkdtemp(prefix="actae-memory-", dir=where)
+            self._removal = weakref.finalize(self, shutil.rmtree, folder, ignore_errors=True)
+            self.database = os.path.join(folder, "store.db")
+            self.read_only = f"{Path(self.database).as_uri()}?mode=ro"
         return open_sqlite(self.database, build, create=True)
 
     def close(self) -> None:
-        """Close the connection that keeps the database: it is gone once the rest are."""
-        if self._holder is not None:
-            self._holder.close()
-            self._holder = None
+        """Remove the database's folder (after the store closed its connections)."""
+        if self._removal is not None:
+            self._removal()
 
 
 def backend_for(url: StoreUrl) -> Backend:
@@ -347,5 +360,4 @@ def backend_for(url: StoreUrl) -> Backend:
     path = url.sqlite_path
     if path is None or path.startswith(":memory:") or "mode=memory" in path:
         return MemoryBackend(url)  # a SQLite URL of a private in-memory database, too
-    read_only = f"{Path(path).absolute().as_uri()}?mode=ro"
-    return SqliteBackend(url, path, read_only)
+    return SqliteBackend(url, path, f"{Path(path).absolute().as_uri()}?mode=ro")
