@@ -126,6 +126,7 @@ MODULES = [
     "actae.adapters.runtime.async_context",
     "actae.adapters.runtime.async_store",
     "actae.adapters.runtime.async_worker",
+    "actae.adapters.runtime.backends",
     "actae.adapters.runtime.context",
     "actae.adapters.runtime.context_effects",
     "actae.adapters.runtime.context_replay",
