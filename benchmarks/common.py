@@ -42,19 +42,21 @@ def save(name: str, results: dict[str, Any]) -> None:
 
 
 README = Path(__file__).resolve().parent.parent / "README.md"
+PERFORMANCE = README.parent / "docs" / "performance.md"
+"""Where the figures of the benchmarks run on their own go (the month's table)."""
 
 
-def update_readme(block: str, text: str) -> None:
-    """Replace what README.md holds between ``<!-- {block}:start -->`` and its end marker."""
+def update_readme(block: str, text: str, path: Path = README) -> None:
+    """Replace what ``path`` holds between ``<!-- {block}:start -->`` and its end marker."""
     start, end = f"<!-- {block}:start -->", f"<!-- {block}:end -->"
-    readme = README.read_text()
-    if start not in readme or end not in readme:
-        raise SystemExit(f"README.md has no {start} … {end} block")
+    page = path.read_text()
+    if start not in page or end not in page:
+        raise SystemExit(f"{path.name} has no {start} … {end} block")
     new = f"{start}\n{text}\n{end}"
-    README.write_text(
-        re.sub(f"{re.escape(start)}.*?{re.escape(end)}", lambda _: new, readme, flags=re.S)
+    path.write_text(
+        re.sub(f"{re.escape(start)}.*?{re.escape(end)}", lambda _: new, page, flags=re.S)
     )
-    print(f"\nREADME.md updated ({start} … {end}).")
+    print(f"\n{path.name} updated ({start} … {end}).")
 
 
 def progress(text: str) -> None:

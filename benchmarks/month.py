@@ -28,7 +28,7 @@ A state below it stays in its event row whole, so its unchanged context is store
 every version.
 
 Run with ``python -m benchmarks.month [--dsn DSN] [--runs N]``; the results go to
-``benchmarks/results/month.json`` and the month table (for the README) to stdout.
+``benchmarks/results/month.json`` and the month table (for docs/performance.md) to stdout.
 """
 
 from __future__ import annotations
@@ -48,7 +48,16 @@ from psycopg import sql
 
 import actae
 from actae.adapters.custody.keyring import new_keyring, save_keyring
-from benchmarks.common import DSN, drop_schemas, progress, save, stamp, update_readme, with_schema
+from benchmarks.common import (
+    DSN,
+    PERFORMANCE,
+    drop_schemas,
+    progress,
+    save,
+    stamp,
+    update_readme,
+    with_schema,
+)
 from benchmarks.core import in_processes
 from benchmarks.documents import table_bytes, vacuum_full
 from benchmarks.purge import DEFAULT_LIMIT, Calls
@@ -326,7 +335,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dsn", default=DSN)
     parser.add_argument("--runs", type=int, default=RUNS, help="runs per store")
-    parser.add_argument("--readme", action="store_true", help="also put the table in README.md")
+    parser.add_argument(
+        "--docs", action="store_true", help="also put the table in docs/performance.md"
+    )
     args = parser.parse_args()
     runs = max(TURN_RUNS, args.runs - args.runs % TURN_RUNS)
     results: dict[str, Any] = {
@@ -346,8 +357,8 @@ def main() -> None:
     save("month", results)
     print(f"\nActae month benchmark, {results['date']}, {results['machine']}\n")
     print(table(results))
-    if args.readme:
-        update_readme("month", table(results))
+    if args.docs:
+        update_readme("month", table(results), PERFORMANCE)
 
 
 if __name__ == "__main__":

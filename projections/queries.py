@@ -1,8 +1,8 @@
 r"""Example analyst queries over the read models (PostgreSQL; the test suite runs them).
 
 Written once, here, with psycopg's ``%(name)s`` parameters, as a Python caller passes them;
-:func:`psql` gives the form the README shows, which pastes into psql after ``\set run_id
-'<a run id>'`` (the tests run the README's text through psql). Every query but the totals
+:func:`psql` gives the form docs/read-models.md shows, which pastes into psql after ``\set
+run_id '<a run id>'`` (the tests run that page's text through psql). Every query but the totals
 of :data:`COST_PER_DAY` reads through an index (``tests/integration/test_query_plans.py``
 proves it on 100,000 rows). On SQLite the same tables exist; replace ``now() - interval '5
 minutes'`` with ``datetime('now', '-5 minutes')``.
@@ -97,7 +97,7 @@ ANALYST_QUERIES = {
     "a run's audit log": AUDIT_LOG,
     "tokens and cost per day": COST_PER_DAY,
 }
-"""The queries by title, in the README's order."""
+"""The queries by title, in the order docs/read-models.md shows them."""
 
 READS_EVERY_ROW = {COST_PER_DAY: ("usage", "run_status")}
 """Queries that read whole tables by design: totals over all history. (Filtered by

@@ -1,9 +1,9 @@
 r"""The read-model tables and views: names, columns, types and what every column means.
 
 This module is data, not SQL: adapters turn it into PostgreSQL or SQLite DDL and, on
-PostgreSQL, into the tables' and columns' comments (``\d+ run_status`` in psql); the README's
-table reference holds the same descriptions (a test compares them), so docs and schema cannot
-drift apart. Types are abstract: ``uuid``, ``text``, ``int``, ``float``, ``bool``,
+PostgreSQL, into the tables' and columns' comments (``\d+ run_status`` in psql); the table
+reference of docs/read-models.md is rendered from it (``projections/reference.py``), so docs
+and schema cannot drift apart. Types are abstract: ``uuid``, ``text``, ``int``, ``float``, ``bool``,
 ``timestamp``, ``date``, ``json``.
 """
 

@@ -1,4 +1,4 @@
-"""Small things many tests need: waiting on a condition, following a subscription, call logs.
+"""Small things many tests need: waiting on a condition, a loop ticking, following a subscription.
 
 Waiting is always on a condition with a deadline, never a bare sleep: a test that sleeps
 either wastes time or races.
@@ -6,9 +6,10 @@ either wastes time or races.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import actae
@@ -25,6 +26,26 @@ def wait_for(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(pause)  # polling another thread's or process's progress
+
+
+async def ticks_while(blocked: Awaitable[T]) -> tuple[int, T]:
+    """How often a 10 ms ticker ran on the loop while ``blocked`` was awaited; its result."""
+    ticks = 0
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not done.is_set():
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    running = asyncio.create_task(ticker())
+    try:
+        result = await blocked
+    finally:
+        done.set()
+        await running
+    return ticks, result
 
 
 def called(calls: list[str], name: str, value: T) -> T:

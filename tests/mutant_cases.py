@@ -60,7 +60,7 @@ class Mutant:
     tests: tuple[str, ...]
     postgres: bool = False
     survives: str | None = None
-    """Why no test kills it, for a mutant that is known to survive (README "Testing")."""
+    """Why no test kills it, for a mutant that is known to survive (tests/MUTANTS.md)."""
 
 
 MUTANTS = [

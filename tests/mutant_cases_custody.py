@@ -185,8 +185,8 @@ CUSTODY_MUTANTS = [
     Mutant(
         "langgraph-delete-only-ends",
         "adapters/langgraph/forgetting.py",
-        "Store.forget, ref.run_id, actor=ctx.workflow_id, reason=why",
-        "Store.run, ref.run_id",
+        "ctx.store.forget(ref.run_id, actor=ctx.workflow_id, reason=why)",
+        "ctx.store.run(ref.run_id)",
         "LangGraph's delete_thread crypto-shreds an encrypted thread, as store.forget does",
         ("tests/langgraph/test_saver.py",),
     ),
@@ -250,8 +250,8 @@ CUSTODY_MUTANTS = [
     Mutant(
         "langgraph-writes-counts-dropped",
         "adapters/langgraph/writing.py",
-        "                redact=reporting(found),",
-        "                redact=None,",
+        "            redact=reporting(found),",
+        "            redact=None,",
         "a langgraph.writes record counts what was redacted, like any record",
         LANGGRAPH_REDACTION,
     ),

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from actae.adapters.langgraph.calls import Op, ask
 from actae.adapters.langgraph.encoding import COPIED, operation_id
 from actae.adapters.langgraph.threads import (
     Context,
@@ -28,37 +27,34 @@ from actae.adapters.langgraph.threads import (
     remember,
 )
 from actae.adapters.langgraph.writing import after_head
-from actae.adapters.runtime.store import Store
 from actae.domain.errors import OperationConflictError
 from actae.domain.values import Receipt
 
 
-def copy_thread(ctx: Context, source: str, target: str) -> Op[None]:
+def copy_thread(ctx: Context, source: str, target: str) -> None:
     """Make ``target`` read as a copy of ``source`` as it is now; nothing if it is unknown."""
-    root = yield from find_thread(ctx, source)
+    root = find_thread(ctx, source)
     if root is None:
         return
-    spaces = yield from namespaces(root)
-    head = yield from ask(Store.head, root.channel_id)
-    forked = yield from _forked(ctx, (source, target), root, head.cursor)
-    if not forked:
-        existing = yield from ensure_namespace(ctx, target, "", ctx.agent_id)
-        yield from _spliced(ctx, existing, root.channel_id, head.cursor, source)
+    spaces = namespaces(ctx.store, root)
+    head = ctx.store.head(root.channel_id)
+    if not _forked(ctx, (source, target), root, head.cursor):
+        existing = ensure_namespace(ctx, target, "", ctx.agent_id)
+        _spliced(ctx, existing, root.channel_id, head.cursor, source)
     for checkpoint_ns, ref in spaces[1:]:
-        ns_head = yield from ask(Store.head, ref.channel_id)
-        copy = yield from ensure_namespace(ctx, target, checkpoint_ns, ctx.agent_id)
-        yield from _spliced(ctx, copy, ref.channel_id, ns_head.cursor, source)
+        ns_head = ctx.store.head(ref.channel_id)
+        copy = ensure_namespace(ctx, target, checkpoint_ns, ctx.agent_id)
+        _spliced(ctx, copy, ref.channel_id, ns_head.cursor, source)
 
 
-def _forked(ctx: Context, threads: tuple[str, str], root: Ref, at: int) -> Op[bool]:
+def _forked(ctx: Context, threads: tuple[str, str], root: Ref, at: int) -> bool:
     """Fork the source's run as the target thread's; ``False`` if the target exists."""
     source, target = threads
-    existing, operation = yield from current_run(ctx, ctx.thread_operation(target))
+    existing, operation = current_run(ctx, ctx.thread_operation(target))
     if existing is not None:
         return False  # the target thread has a run already (put on, or copied before)
     try:
-        receipt = yield from ask(
-            Store.fork,
+        receipt = ctx.store.fork(
             root.channel_id,
             at=at,
             operation_id=operation,
@@ -70,23 +66,20 @@ def _forked(ctx: Context, threads: tuple[str, str], root: Ref, at: int) -> Op[bo
     return True
 
 
-def _spliced(ctx: Context, copy: Ref, source: UUID, through: int, thread_id: str) -> Op[None]:
+def _spliced(ctx: Context, copy: Ref, source: UUID, through: int, thread_id: str) -> None:
     """Record on ``copy`` that the history of ``source`` up to ``through`` reads as its own."""
     payload = {"channel_id": str(source), "through": through, "thread_id": thread_id}
     operation = operation_id(
         ctx.workflow_id, "copied", str(copy.channel_id), str(source), str(through)
     )
 
-    def write(head: Receipt) -> Op[Receipt]:
-        return (
-            yield from ask(
-                Store.record,
-                copy.channel_id,
-                kind=COPIED,
-                payload=payload,
-                expected_cursor=head.cursor,
-                operation_id=operation,
-            )
+    def write(head: Receipt) -> Receipt:
+        return ctx.store.record(
+            copy.channel_id,
+            kind=COPIED,
+            payload=payload,
+            expected_cursor=head.cursor,
+            operation_id=operation,
         )
 
-    yield from after_head(copy.channel_id, write)
+    after_head(ctx.store, copy.channel_id, write)

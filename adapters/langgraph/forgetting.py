@@ -27,7 +27,6 @@ from functools import partial
 from typing import Any
 from uuid import UUID
 
-from actae.adapters.langgraph.calls import Op, ask
 from actae.adapters.langgraph.encoding import (
     CHECKPOINT,
     COPIED,
@@ -45,14 +44,13 @@ from actae.adapters.langgraph.threads import (
     namespaces,
 )
 from actae.adapters.langgraph.writing import after_head
-from actae.adapters.runtime.store import Store
 from actae.domain.errors import IllegalTransitionError, ValidationError
 from actae.domain.values import ChannelEvent, Receipt
 
 STRATEGIES = ("keep_latest", "delete")
 
 
-def delete_thread(ctx: Context, thread_id: str, reason: str = "delete_thread") -> Op[None]:
+def delete_thread(ctx: Context, thread_id: str, reason: str = "delete_thread") -> None:
     """End every run of ``thread_id``, as the store's own deletion paths do.
 
     Each namespace's run is forgotten when the store encrypts (its checkpoints are
@@ -60,36 +58,36 @@ def delete_thread(ctx: Context, thread_id: str, reason: str = "delete_thread") -
     store's policy. The thread then reads as empty, and a later checkpoint starts it afresh
     on a new run. Nothing happens for an unknown thread.
     """
-    root = yield from find_thread(ctx, thread_id)
+    root = find_thread(ctx, thread_id)
     if root is None:
         return
-    found = yield from namespaces(root)
+    found = namespaces(ctx.store, root)
     for checkpoint_ns, ref in [*found[1:], found[0]]:  # the root last: it hears its children
         why = f"LangGraph {reason}: thread {thread_id!r}" + (
             f", namespace {checkpoint_ns!r}" if checkpoint_ns else ""
         )
         try:
-            yield from ask(Store.forget, ref.run_id, actor=ctx.workflow_id, reason=why)
+            ctx.store.forget(ref.run_id, actor=ctx.workflow_id, reason=why)
         except ValidationError:  # written in clear: retention deletes it
             with contextlib.suppress(IllegalTransitionError):  # ended already
-                yield from ask(Store.complete_run, ref.run_id, {"deleted": why})
+                ctx.store.complete_run(ref.run_id, {"deleted": why})
         forget_remembered(ctx, ref)
 
 
-def prune(ctx: Context, thread_ids: Sequence[str], strategy: str) -> Op[None]:
+def prune(ctx: Context, thread_ids: Sequence[str], strategy: str) -> None:
     """Keep only each namespace's latest checkpoint (``keep_latest``), or none (``delete``)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown prune strategy {strategy!r}: expected one of {STRATEGIES}")
     for thread_id in thread_ids:
         if strategy == "delete":
-            yield from delete_thread(ctx, thread_id, reason="prune delete")
+            delete_thread(ctx, thread_id, reason="prune delete")
             continue
-        root = yield from find_thread(ctx, thread_id)
-        for checkpoint_ns, ref in [] if root is None else (yield from namespaces(root)):
-            yield from _keep_latest(ctx, (thread_id, checkpoint_ns), ref)
+        root = find_thread(ctx, thread_id)
+        for checkpoint_ns, ref in [] if root is None else namespaces(ctx.store, root):
+            _keep_latest(ctx, (thread_id, checkpoint_ns), ref)
 
 
-def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> Op[None]:
+def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> None:
     """Forget the checkpoints of the LangGraph runs ``run_ids``, in every thread.
 
     LangGraph names runs, not threads, so this reads the store's whole log once: the
@@ -112,14 +110,14 @@ def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> Op[None]:
         elif event.kind == FORKED and event.cursor == 1 and "parent_channel_id" in payload:
             readers[UUID(str(payload["parent_channel_id"]))].add(event.channel_id)
 
-    yield from scan_store(visit)
+    scan_store(ctx.store, visit)
     for channel_id, checkpoint_ids in _spread(hits, readers).items():
         payload = {
             "checkpoint_ids": sorted(checkpoint_ids),
             "run_ids": sorted(wanted),
             "reason": "delete_for_runs",
         }
-        yield from after_head(channel_id, partial(_recorded, ctx, channel_id, FORGOTTEN, payload))
+        after_head(ctx.store, channel_id, partial(_recorded, ctx, channel_id, FORGOTTEN, payload))
 
 
 def _run_of(ctx: Context, payload: dict[str, Any]) -> str | None:
@@ -144,15 +142,15 @@ def _spread(hits: dict[UUID, set[str]], readers: dict[UUID, set[UUID]]) -> dict[
     return spread
 
 
-def _keep_latest(ctx: Context, address: tuple[str, str], ref: Ref) -> Op[None]:
+def _keep_latest(ctx: Context, address: tuple[str, str], ref: Ref) -> None:
     """Record that only the namespace's latest checkpoint (as of the record) stays visible."""
     thread_id, checkpoint_ns = address
 
-    def write(head: Receipt) -> Op[None]:
-        latest = yield from at_head(ref.channel_id)
+    def write(head: Receipt) -> None:
+        latest = at_head(ctx.store, ref.channel_id)
         kept = None if latest is None else latest.checkpoint_id
         if latest is None:
-            entry = (yield from history(ref.channel_id)).latest()
+            entry = history(ctx.store, ref.channel_id).latest()
             kept = None if entry is None else entry.checkpoint_id
         if kept is None:
             return  # nothing visible: nothing to prune
@@ -162,24 +160,21 @@ def _keep_latest(ctx: Context, address: tuple[str, str], ref: Ref) -> Op[None]:
             "keep": kept,
             "reason": "prune keep_latest",
         }
-        yield from _recorded(ctx, ref.channel_id, PRUNED, payload, head)
+        _recorded(ctx, ref.channel_id, PRUNED, payload, head)
 
-    yield from after_head(ref.channel_id, write)
+    after_head(ctx.store, ref.channel_id, write)
 
 
 def _recorded(
     ctx: Context, channel_id: UUID, kind: str, payload: dict[str, Any], head: Receipt
-) -> Op[Receipt]:
+) -> Receipt:
     """Record the marker ``kind`` right after ``head``."""
-    return (
-        yield from ask(
-            Store.record,
-            channel_id,
-            kind=kind,
-            payload=payload,
-            expected_cursor=head.cursor,
-            operation_id=_marker_id(ctx, kind, channel_id, head),
-        )
+    return ctx.store.record(
+        channel_id,
+        kind=kind,
+        payload=payload,
+        expected_cursor=head.cursor,
+        operation_id=_marker_id(ctx, kind, channel_id, head),
     )
 
 

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from actae.adapters.langgraph.calls import Op, ask
 from actae.adapters.langgraph.encoding import (
     CHECKPOINT,
     CHECKPOINT_MARK,
@@ -152,7 +151,7 @@ class Visible:
             known.channel_id, known.cursor, known.payload = event.channel_id, event.cursor, payload
 
 
-def history(channel_id: UUID, through: int | None = None) -> Op[Visible]:
+def history(store: Store, channel_id: UUID, through: int | None = None) -> Visible:
     """The visible checkpoints of a channel, as of cursor ``through`` (default: its head)."""
     visible = Visible()
     after = 0
@@ -160,9 +159,9 @@ def history(channel_id: UUID, through: int | None = None) -> Op[Visible]:
         limit = PAGE if through is None else min(PAGE, through - after)
         if limit <= 0:
             return visible
-        page = yield from ask(Store.events, channel_id, after, limit)
+        page = store.events(channel_id, after, limit)
         for event in page:
-            source = yield from _spliced(event)
+            source = _spliced(store, event)
             if source is None:
                 visible.apply(event)
             else:
@@ -172,15 +171,15 @@ def history(channel_id: UUID, through: int | None = None) -> Op[Visible]:
         after = page[-1].cursor
 
 
-def _spliced(event: ChannelEvent) -> Op[Visible | None]:
+def _spliced(store: Store, event: ChannelEvent) -> Visible | None:
     """The history ``event`` splices in here, if it is a copy or the first event of a fork."""
     if event.kind == COPIED:
         source = UUID(str(event.contents()["channel_id"]))
-        return (yield from history(source, int(event.contents()["through"])))
+        return history(store, source, int(event.contents()["through"]))
     if event.kind == FORKED and event.cursor == 1:
-        forked = (yield from ask(Store.run, event.run_id)).forked_from
+        forked = store.run(event.run_id).forked_from
         if forked is not None:
-            return (yield from history(forked.parent_channel_id, forked.requested_boundary))
+            return history(store, forked.parent_channel_id, forked.requested_boundary)
     return None
 
 
@@ -197,7 +196,7 @@ class AtHead:
         return None if self.state is None else str(self.state["checkpoint_id"])
 
 
-def at_head(channel_id: UUID) -> Op[AtHead | None]:
+def at_head(store: Store, channel_id: UUID) -> AtHead | None:
     """The latest checkpoint from the channel's head alone, or ``None`` when it cannot tell.
 
     It can tell when the state in force is a checkpoint this channel put (or a tombstone)
@@ -206,7 +205,7 @@ def at_head(channel_id: UUID) -> Op[AtHead | None]:
     hides it, or a fork's inherited state need the whole fold. Writes recorded before the
     checkpoint are read from where its state says they start (``writes_from``).
     """
-    recovery = yield from ask(Store.recover, channel_id)
+    recovery = store.recover(channel_id)
     state = recovery.state
     mark = state.state.get("langgraph")
     if state.cursor < 2 or mark not in (CHECKPOINT_MARK, DELETED_MARK):
@@ -221,7 +220,7 @@ def at_head(channel_id: UUID) -> Op[AtHead | None]:
     writes_from = state.state.get("writes_from")
     if writes_from is not None and int(writes_from) < state.cursor:
         start = int(writes_from) - 1
-        before = yield from ask(Store.events, channel_id, start, state.cursor - 1 - start)
+        before = store.events(channel_id, start, state.cursor - 1 - start)
     writes: dict[tuple[str, int], StoredWrite] = {}
     for event in before:  # older checkpoints and copies here change nothing about it
         if event.kind in (DELETED, PRUNED) or _forgets(event, checkpoint_id):
@@ -258,7 +257,7 @@ def _keeps(event: ChannelEvent, checkpoint_id: str) -> bool:
     return event.kind not in (COPIED, CHECKPOINT, DELETED)
 
 
-def hidden_since(channel_id: UUID, checkpoint_id: str, cursor: int) -> Op[int | None]:
+def hidden_since(store: Store, channel_id: UUID, checkpoint_id: str, cursor: int) -> int | None:
     """The cursor of the last event after ``cursor`` that hides ``checkpoint_id``, if any.
 
     Asked when a put or a write replays an earlier one: if a tombstone, prune or forget
@@ -268,7 +267,7 @@ def hidden_since(channel_id: UUID, checkpoint_id: str, cursor: int) -> Op[int | 
     hidden: int | None = None
     after = cursor
     while True:
-        page = yield from ask(Store.events, channel_id, after, PAGE)
+        page = store.events(channel_id, after, PAGE)
         for event in page:
             hides = event.kind in (PRUNED, FORGOTTEN) and not _keeps(event, checkpoint_id)
             if hides or event.kind == DELETED:
@@ -278,7 +277,7 @@ def hidden_since(channel_id: UUID, checkpoint_id: str, cursor: int) -> Op[int | 
         after = page[-1].cursor
 
 
-def scan_store(visit: Callable[[ChannelEvent], None]) -> Op[None]:
+def scan_store(store: Store, visit: Callable[[ChannelEvent], None]) -> None:
     """Show ``visit`` every event of every channel in the store, in the store's order.
 
     For the calls LangGraph does not scope to a thread (``list(None)``,
@@ -286,7 +285,7 @@ def scan_store(visit: Callable[[ChannelEvent], None]) -> Op[None]:
     """
     after = 0
     while True:
-        page = yield from ask(Store.events, None, after, GLOBAL_PAGE)
+        page = store.events(None, after, GLOBAL_PAGE)
         for event in page:
             visit(event)
         last = page[-1].position if page else None

@@ -9,14 +9,13 @@ reversed (for several namespaces at once, by checkpoint id, as LangGraph's saver
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, get_checkpoint_id, writes_sort_key
 
-from actae.adapters.langgraph.calls import Emit, Op, Stream, ask
 from actae.adapters.langgraph.encoding import thread_id_of, unpack
 from actae.adapters.langgraph.history import (
     FORKED,
@@ -33,7 +32,6 @@ from actae.adapters.langgraph.threads import (
     find_thread,
     namespaces,
 )
-from actae.adapters.runtime.store import Store
 from actae.domain.values import ChannelEvent
 
 Address = tuple[str, str]
@@ -75,23 +73,21 @@ def tuple_of(
     )
 
 
-def get_tuple(ctx: Context, config: RunnableConfig) -> Op[CheckpointTuple | None]:
+def get_tuple(ctx: Context, config: RunnableConfig) -> CheckpointTuple | None:
     """The checkpoint ``config`` names, or its namespace's latest; ``None`` if there is none."""
     address = address_of(config)
     wanted = get_checkpoint_id(config)
-    ref = yield from find_namespace(ctx, *address)
+    ref = find_namespace(ctx, *address)
     if ref is None:
         return None
-    head = yield from at_head(ref.channel_id)
+    head = at_head(ctx.store, ref.channel_id)
     if head is not None and head.state is None:
         return None  # deleted: nothing is visible
     if head is not None and head.state is not None and wanted in (None, head.checkpoint_id):
         return tuple_of(ctx, address, head.state, head.writes)
-    visible = yield from history(ref.channel_id)
+    visible = history(ctx.store, ref.channel_id)
     entry = visible.latest() if wanted is None else visible.entries.get(wanted)
-    if entry is None:
-        return None
-    return (yield from _loaded(ctx, address, entry))
+    return None if entry is None else _loaded(ctx, address, entry)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,37 +130,35 @@ class Query:
 
 def list_checkpoints(
     ctx: Context, config: RunnableConfig | None, query: Query, limit: int | None
-) -> Stream:
+) -> Iterator[CheckpointTuple]:
     """The checkpoints that answer ``query``, newest first, at most ``limit``.
 
     With a config, of its thread (of every namespace when it names none); without one, of
-    every thread in the store, which reads the store's whole log to find them.
+    every thread in the store, which reads the store's whole log to find them. Each
+    checkpoint's state is read as it is handed out: a caller that stops early reads no more.
     """
-    if config is None:
-        threads = yield from _all_threads(ctx)
-    else:
-        threads = [address_of(config)[0]]
+    threads = _all_threads(ctx) if config is None else [address_of(config)[0]]
     left = limit
     for thread_id in threads:
-        for address, entry in (yield from _candidates(ctx, thread_id, query)):
+        for address, entry in _candidates(ctx, thread_id, query):
             if left is not None and left <= 0:
                 return
-            yield Emit((yield from _loaded(ctx, address, entry)))
+            yield _loaded(ctx, address, entry)
             left = None if left is None else left - 1
 
 
-def _candidates(ctx: Context, thread_id: str, query: Query) -> Op[list[tuple[Address, Entry]]]:
+def _candidates(ctx: Context, thread_id: str, query: Query) -> list[tuple[Address, Entry]]:
     """The visible checkpoints of one thread that answer ``query``, newest first."""
     channels: list[tuple[str, Ref]]
     if query.checkpoint_ns is None:
-        root = yield from find_thread(ctx, thread_id)
-        channels = [] if root is None else (yield from namespaces(root))
+        root = find_thread(ctx, thread_id)
+        channels = [] if root is None else namespaces(ctx.store, root)
     else:
-        ref = yield from find_namespace(ctx, thread_id, query.checkpoint_ns)
+        ref = find_namespace(ctx, thread_id, query.checkpoint_ns)
         channels = [] if ref is None else [(query.checkpoint_ns, ref)]
     found: list[tuple[Address, Entry]] = []
     for checkpoint_ns, ref in channels:
-        visible = yield from history(ref.channel_id)
+        visible = history(ctx.store, ref.channel_id)
         found.extend(
             ((thread_id, checkpoint_ns), entry)
             for entry in reversed(visible.entries.values())
@@ -175,12 +169,12 @@ def _candidates(ctx: Context, thread_id: str, query: Query) -> Op[list[tuple[Add
     return found
 
 
-def _loaded(ctx: Context, address: Address, entry: Entry) -> Op[CheckpointTuple]:
-    state = yield from ask(Store.state_at, entry.channel_id, entry.cursor)
+def _loaded(ctx: Context, address: Address, entry: Entry) -> CheckpointTuple:
+    state = ctx.store.state_at(entry.channel_id, entry.cursor)
     return tuple_of(ctx, address, state.state, entry.writes.values())
 
 
-def _all_threads(ctx: Context) -> Op[list[str]]:
+def _all_threads(ctx: Context) -> list[str]:
     """Every thread id in the store: from the operation ids its runs were created under."""
     found: dict[str, None] = {}
 
@@ -190,5 +184,5 @@ def _all_threads(ctx: Context) -> Op[list[str]]:
             if thread_id is not None:
                 found[thread_id] = None
 
-    yield from scan_store(visit)
+    scan_store(ctx.store, visit)
     return list(found)

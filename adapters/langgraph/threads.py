@@ -28,7 +28,6 @@ from uuid import UUID
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from actae.adapters.langgraph.calls import Op, ask
 from actae.adapters.langgraph.encoding import (
     NAMESPACE_MARK,
     namespace_state,
@@ -57,8 +56,10 @@ class Ref:
 
 @dataclass(slots=True)
 class Context:
-    """What every operation needs besides the store: names, the serializer, known runs."""
+    """What every operation needs: the store, names, the serializer, known runs."""
 
+    store: Store
+    """The synchronous store; ``AsyncActaeSaver`` calls it inside a greenback portal."""
     serde: SerializerProtocol
     workflow_id: str
     agent_id: str
@@ -99,48 +100,43 @@ def remember(memory: dict[K, T], key: K, value: T) -> None:
             memory.pop(next(iter(memory)), None)
 
 
-def find_thread(ctx: Context, thread_id: str) -> Op[Ref | None]:
+def find_thread(ctx: Context, thread_id: str) -> Ref | None:
     """The run of ``thread_id``, or ``None`` if no checkpoint was ever put on it."""
-    return (yield from _found(ctx, ctx.thread_operation(thread_id)))
+    return _found(ctx, ctx.thread_operation(thread_id))
 
 
-def find_namespace(ctx: Context, thread_id: str, checkpoint_ns: str) -> Op[Ref | None]:
+def find_namespace(ctx: Context, thread_id: str, checkpoint_ns: str) -> Ref | None:
     """The run holding ``checkpoint_ns`` of ``thread_id`` (the thread's own for ``""``)."""
-    root = yield from find_thread(ctx, thread_id)
+    root = find_thread(ctx, thread_id)
     if root is None or not checkpoint_ns:
         return root
-    return (yield from _found(ctx, _namespace_operation(ctx, root, checkpoint_ns)))
+    return _found(ctx, _namespace_operation(ctx, root, checkpoint_ns))
 
 
-def ensure_namespace(ctx: Context, thread_id: str, checkpoint_ns: str, agent_id: str) -> Op[Ref]:
+def ensure_namespace(ctx: Context, thread_id: str, checkpoint_ns: str, agent_id: str) -> Ref:
     """The run holding ``checkpoint_ns`` of ``thread_id``, started (once) if it is new."""
-    root = yield from _started(
-        ctx, ctx.thread_operation(thread_id), agent_id, thread_state(thread_id), None
-    )
+    root = _started(ctx, ctx.thread_operation(thread_id), agent_id, thread_state(thread_id), None)
     if not checkpoint_ns:
         return root
-    return (
-        yield from _started(
-            ctx,
-            _namespace_operation(ctx, root, checkpoint_ns),
-            agent_id,
-            namespace_state(thread_id, checkpoint_ns),
-            root.run_id,
-        )
+    return _started(
+        ctx,
+        _namespace_operation(ctx, root, checkpoint_ns),
+        agent_id,
+        namespace_state(thread_id, checkpoint_ns),
+        root.run_id,
     )
 
 
-def namespaces(root: Ref) -> Op[list[tuple[str, Ref]]]:
+def namespaces(store: Store, root: Ref) -> list[tuple[str, Ref]]:
     """Every namespace of the thread whose run is ``root``: the root first, then children.
 
     A namespace's run names its namespace in its first state; children of the thread's run
     that are not namespaces (someone else's delegated runs) are left out.
     """
-    lineage = yield from ask(Store.lineage, root.run_id)
     found = [("", root)]
-    for child in lineage.children:
-        info = yield from ask(Store.run, child)
-        first = yield from ask(Store.state_at, info.channel_id, 1)
+    for child in store.lineage(root.run_id).children:
+        info = store.run(child)
+        first = store.state_at(info.channel_id, 1)
         if first.state.get("langgraph") == NAMESPACE_MARK:
             found.append((str(first.state["checkpoint_ns"]), Ref(child, info.channel_id)))
     return found
@@ -150,13 +146,13 @@ def _namespace_operation(ctx: Context, root: Ref, checkpoint_ns: str) -> str:
     return operation_id(ctx.workflow_id, "ns", str(root.run_id), checkpoint_ns)
 
 
-def _found(ctx: Context, operation: str) -> Op[Ref | None]:
+def _found(ctx: Context, operation: str) -> Ref | None:
     """The live run started under ``operation`` (or a later generation of it), if any."""
-    ref, _ = yield from current_run(ctx, operation)
+    ref, _ = current_run(ctx, operation)
     return ref
 
 
-def current_run(ctx: Context, operation: str) -> Op[tuple[Ref | None, str]]:
+def current_run(ctx: Context, operation: str) -> tuple[Ref | None, str]:
     """The live run of ``operation``'s generations, and the id the next start would take.
 
     A generation whose run ended (its thread was deleted) is passed over.
@@ -166,7 +162,7 @@ def current_run(ctx: Context, operation: str) -> Op[tuple[Ref | None, str]]:
         known = ctx.runs.get(generation)
         if known is not None:
             return known, generation
-        record = yield from ask(Store.operation, generation)
+        record = ctx.store.operation(generation)
         if record is None:
             return None, generation
         key = _RUN_OF_COMMAND.get(record.command)
@@ -175,7 +171,7 @@ def current_run(ctx: Context, operation: str) -> Op[tuple[Ref | None, str]]:
                 f"operation id {generation!r} was used by {record.command!r}, not to start a "
                 "LangGraph thread's run: choose another workflow_id for the saver"
             )
-        info = yield from ask(Store.run, record.result[key])
+        info = ctx.store.run(record.result[key])
         if not ended(info):
             ref = Ref(info.run_id, info.channel_id)
             remember(ctx.runs, generation, ref)
@@ -204,13 +200,12 @@ def _started(
     agent_id: str,
     state: dict[str, object],
     parent: UUID | None,
-) -> Op[Ref]:
-    known, operation = yield from current_run(ctx, operation)
+) -> Ref:
+    known, operation = current_run(ctx, operation)
     if known is not None:
         return known
     try:
-        info = yield from ask(
-            Store.start_run,
+        info = ctx.store.start_run(
             ctx.workflow_id,
             agent_id=agent_id,
             state=dict(state),
@@ -219,7 +214,7 @@ def _started(
         )
     except OperationConflictError:
         # Started meanwhile by another process (under another agent id), or as a copy.
-        found = yield from _found(ctx, operation)
+        found = _found(ctx, operation)
         if found is None:  # pragma: no cover - the conflict names a recorded operation
             raise
         return found
@@ -228,9 +223,7 @@ def _started(
     return ref
 
 
-def thread_run(ctx: Context, thread_id: str) -> Op[RunInfo | None]:
+def thread_run(ctx: Context, thread_id: str) -> RunInfo | None:
     """The Actae run of ``thread_id`` as ``store.run`` shows it, or ``None`` if it has none."""
-    root = yield from find_thread(ctx, thread_id)
-    if root is None:
-        return None
-    return (yield from ask(Store.run, root.run_id))
+    root = find_thread(ctx, thread_id)
+    return None if root is None else ctx.store.run(root.run_id)

@@ -41,7 +41,6 @@ from langgraph.checkpoint.base import (
     get_serializable_checkpoint_metadata,
 )
 
-from actae.adapters.langgraph.calls import Op, ask
 from actae.adapters.langgraph.encoding import (
     CHECKPOINT,
     WRITES,
@@ -80,7 +79,7 @@ class Attempt:
     revised: bool = False
 
 
-Append = Callable[[Receipt, Attempt], Op[Receipt]]
+Append = Callable[[Receipt, Attempt], Receipt]
 """Writes one attempt after the head it is given."""
 
 
@@ -95,7 +94,7 @@ def agent_of(ctx: Context, config: RunnableConfig) -> str:
 
 def put(
     ctx: Context, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata
-) -> Op[RunnableConfig]:
+) -> RunnableConfig:
     """Store ``checkpoint`` after its namespace's head; the config that names it."""
     address = address_of(config)
     checkpoint_id = checkpoint["id"]
@@ -104,41 +103,38 @@ def put(
     checkpoint, stored, found = _redacted_checkpoint(ctx, checkpoint, stored)
     packed_metadata = pack(ctx.serde, stored)
     packed = pack(ctx.serde, checkpoint)
-    ref = yield from ensure_namespace(ctx, *address, agent_of(ctx, config))
+    ref = ensure_namespace(ctx, *address, agent_of(ctx, config))
 
     key = (ref.channel_id, checkpoint_id)
 
-    def append(head: Receipt, attempt: Attempt) -> Op[Receipt]:
+    def append(head: Receipt, attempt: Attempt) -> Receipt:
         revised = attempt.revised
         # Read after the head: an early write noted itself before it landed, so one that
         # is already in the head is here, and one that lands later refuses this attempt.
         writes_from = ctx.early.get(key)
-        return (
-            yield from ask(
-                Store.transition,
-                ref.channel_id,
-                kind=CHECKPOINT,
-                payload=checkpoint_payload(
-                    address,
-                    checkpoint_id,
-                    parent,
-                    stored,
-                    packed_metadata,
-                    revised=revised,
-                    redacted=found,
-                ),
-                state=checkpoint_state(
-                    checkpoint_id,
-                    packed,
-                    packed_metadata,
-                    parent,
-                    revised=revised,
-                    writes_from=writes_from,
-                ),
-                expected_version=head.state_version,
-                expected_cursor=head.cursor,
-                operation_id=attempt.operation,
-            )
+        return ctx.store.transition(
+            ref.channel_id,
+            kind=CHECKPOINT,
+            payload=checkpoint_payload(
+                address,
+                checkpoint_id,
+                parent,
+                stored,
+                packed_metadata,
+                revised=revised,
+                redacted=found,
+            ),
+            state=checkpoint_state(
+                checkpoint_id,
+                packed,
+                packed_metadata,
+                parent,
+                revised=revised,
+                writes_from=writes_from,
+            ),
+            expected_version=head.state_version,
+            expected_cursor=head.cursor,
+            operation_id=attempt.operation,
         )
 
     def revise(attempt: Attempt) -> bool:
@@ -149,7 +145,7 @@ def put(
         return True
 
     base = _put_operation(ctx, ref.channel_id, checkpoint_id)
-    yield from _appended(ref.channel_id, checkpoint_id, base, append, revise, guard=True)
+    _appended(ctx.store, (ref.channel_id, checkpoint_id), base, append, revise, guard=True)
     remember(ctx.stored, key, None)
     return config_of(address, checkpoint_id)
 
@@ -159,7 +155,7 @@ def put_writes(
     config: RunnableConfig,
     writes: Sequence[tuple[str, Any]],
     task: tuple[str, str],
-) -> Op[None]:
+) -> None:
     """Record the pending writes of one task (``(task_id, task_path)``) for a checkpoint."""
     if not writes:
         return
@@ -170,19 +166,16 @@ def put_writes(
     indexed, special = indexed_writes(list(writes))
     indexed, found = _redacted_writes(ctx, indexed)
     payload = writes_payload(ctx.serde, address, checkpoint_id, task, indexed)
-    ref = yield from ensure_namespace(ctx, *address, agent_of(ctx, config))
+    ref = ensure_namespace(ctx, *address, agent_of(ctx, config))
 
-    def append(head: Receipt, attempt: Attempt) -> Op[Receipt]:
-        return (
-            yield from ask(
-                Store.record,
-                ref.channel_id,
-                kind=WRITES,
-                payload=payload,
-                expected_cursor=head.cursor,
-                operation_id=attempt.operation,
-                redact=reporting(found),
-            )
+    def append(head: Receipt, attempt: Attempt) -> Receipt:
+        return ctx.store.record(
+            ref.channel_id,
+            kind=WRITES,
+            payload=payload,
+            expected_cursor=head.cursor,
+            operation_id=attempt.operation,
+            redact=reporting(found),
         )
 
     # Ordinary writes keep the first stored under a task and index; special ones (errors,
@@ -191,10 +184,9 @@ def put_writes(
     if special:
         parts.append(digest(payload["writes"]))
     base = operation_id(ctx.workflow_id, "writes", *parts)
-    head = yield from _noted_if_early(ctx, ref.channel_id, checkpoint_id)
-    yield from _appended(
-        ref.channel_id, checkpoint_id, base, append, lambda _: False, guard=False, head=head
-    )
+    head = _noted_if_early(ctx, ref.channel_id, checkpoint_id)
+    target = (ref.channel_id, checkpoint_id)
+    _appended(ctx.store, target, base, append, lambda _: False, guard=False, head=head)
 
 
 def _redacted_checkpoint(
@@ -228,7 +220,7 @@ def _redacted_writes(
     return cleaned, merge_counts(*found)
 
 
-def _noted_if_early(ctx: Context, channel_id: UUID, checkpoint_id: str) -> Op[Receipt | None]:
+def _noted_if_early(ctx: Context, channel_id: UUID, checkpoint_id: str) -> Receipt | None:
     """Note a write for a checkpoint that is not stored yet; the head it then follows.
 
     ``None`` when the checkpoint is stored (the common case costs nothing once this process
@@ -237,11 +229,10 @@ def _noted_if_early(ctx: Context, channel_id: UUID, checkpoint_id: str) -> Op[Re
     key = (channel_id, checkpoint_id)
     if key in ctx.stored:
         return None
-    earlier = yield from ask(Store.operation, _put_operation(ctx, channel_id, checkpoint_id))
-    if earlier is not None:
+    if ctx.store.operation(_put_operation(ctx, channel_id, checkpoint_id)) is not None:
         remember(ctx.stored, key, None)
         return None
-    head = yield from ask(Store.head, channel_id)
+    head = ctx.store.head(channel_id)
     remember(ctx.early, key, min(ctx.early.get(key, head.cursor + 1), head.cursor + 1))
     return head
 
@@ -251,38 +242,40 @@ def _put_operation(ctx: Context, channel_id: UUID, checkpoint_id: str) -> str:
 
 
 def _appended(
-    channel_id: UUID,
-    checkpoint_id: str,
+    store: Store,
+    target: tuple[UUID, str],
     base: str,
     append: Append,
     revise: Callable[[Attempt], bool],
     *,
     guard: bool,
     head: Receipt | None = None,
-) -> Op[None]:
+) -> None:
     """Append after the head, retrying as the module says; ``guard``: refuse a new version.
 
-    ``revise`` is asked when the operation id already holds other, still visible content:
-    it changes the attempt and says to go on, or says the earlier write stands. ``head``,
-    if given, is the head the first attempt follows (just read).
+    ``target`` is the channel and the checkpoint the write is for. ``revise`` is asked when
+    the operation id already holds other, still visible content: it changes the attempt and
+    says to go on, or says the earlier write stands. ``head``, if given, is the head the
+    first attempt follows (just read).
     """
+    channel_id, checkpoint_id = target
     attempt = Attempt(base)
     conflict: ConflictError | None = None
     known = head
     for _ in range(MAX_ATTEMPTS):
-        head = known or (yield from ask(Store.head, channel_id))
+        head = known or store.head(channel_id)
         known = None
         try:
-            receipt = yield from append(head, attempt)
+            receipt = append(head, attempt)
         except ConflictError as error:
             if guard and error.actual_version != head.state_version:
                 raise  # another checkpoint or a tombstone came first: a second writer
             conflict, known = error, head_of(error, channel_id)
             continue
         except OperationConflictError:
-            earlier = yield from ask(Store.operation, attempt.operation)
+            earlier = store.operation(attempt.operation)
             cursor = int(earlier.result["cursor"]) if earlier is not None else 0
-            hidden = yield from hidden_since(channel_id, checkpoint_id, cursor)
+            hidden = hidden_since(store, channel_id, checkpoint_id, cursor)
             if hidden is not None:
                 attempt = Attempt(f"{base}@{hidden}")
                 continue
@@ -291,7 +284,7 @@ def _appended(
             continue
         if not receipt.replayed:
             return
-        hidden = yield from hidden_since(channel_id, checkpoint_id, receipt.cursor)
+        hidden = hidden_since(store, channel_id, checkpoint_id, receipt.cursor)
         if hidden is None:
             return
         attempt = Attempt(f"{base}@{hidden}")
@@ -300,7 +293,7 @@ def _appended(
     raise RuntimeError(f"channel {channel_id}: gave up on {base!r} after {MAX_ATTEMPTS} attempts")
 
 
-def after_head(channel_id: UUID, write: Callable[[Receipt], Op[object]]) -> Op[None]:
+def after_head(store: Store, channel_id: UUID, write: Callable[[Receipt], object]) -> None:
     """Run ``write`` after the head, again after the new head whenever another writer got first.
 
     For the writes that apply to whatever is there when they land (tombstones, prunes,
@@ -309,9 +302,9 @@ def after_head(channel_id: UUID, write: Callable[[Receipt], Op[object]]) -> Op[N
     conflict: ConflictError | None = None
     known: Receipt | None = None
     for _ in range(MAX_ATTEMPTS):
-        head = known or (yield from ask(Store.head, channel_id))
+        head = known or store.head(channel_id)
         try:
-            yield from write(head)
+            write(head)
         except ConflictError as error:
             conflict, known = error, head_of(error, channel_id)
             continue

@@ -386,7 +386,7 @@ class SqliteSchema(SchemaMethods):
         return {str(row[1]): str(row[2]) for row in rows}
 
     def _describe(self) -> None:
-        """Nothing to do: SQLite has no comments; the descriptions are in the README."""
+        """Nothing to do: SQLite has no comments; the descriptions are in docs/read-models.md."""
 
     def _move_indexes(self, table: Table, suffix: str) -> None:
         """Drop the rebuild's indexes and create the live ones (SQLite cannot rename one)."""

@@ -10,17 +10,15 @@ import asyncio
 import inspect
 import sqlite3
 import threading
-from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
 import pytest
 
 import actae
 from actae.adapters.runtime.async_store import AsyncStore
-
-T = TypeVar("T")
+from tests.helpers import ticks_while
 
 NOT_COROUTINES = {
     "url": "a property",
@@ -119,26 +117,6 @@ async def test_a_bad_subscription_fails_when_entered_with_the_sync_error(store_u
         with pytest.raises(actae.ValidationError):
             async with store.subscribe(run.channel_id, after=-1):
                 pass
-
-
-async def ticks_while(blocked: Awaitable[T]) -> tuple[int, T]:
-    """How often a 10 ms ticker ran on the loop while ``blocked`` was awaited; its result."""
-    ticks = 0
-    done = asyncio.Event()
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while not done.is_set():
-            await asyncio.sleep(0.01)
-            ticks += 1
-
-    running = asyncio.create_task(ticker())
-    try:
-        result = await blocked
-    finally:
-        done.set()
-        await running
-    return ticks, result
 
 
 async def test_a_sqlite_write_waiting_for_the_file_lock_does_not_block_the_loop(

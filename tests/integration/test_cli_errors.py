@@ -2,7 +2,7 @@
 
 Every failure a user can cause from the command line (a server that does not answer, a
 mistyped URL, a store that does not exist) prints one line to stderr and exits with status
-2, as README.md promises; a traceback there is a bug.
+2, as docs/cli.md promises; a traceback there is a bug.
 """
 
 from __future__ import annotations

@@ -70,9 +70,7 @@ MODULES = [
     "actae.adapters.drill.timing",
     "actae.adapters.drill.workflows",
     "actae.adapters.langgraph",
-    "actae.adapters.langgraph.calls",
     "actae.adapters.langgraph.copying",
-    "actae.adapters.langgraph.drivers",
     "actae.adapters.langgraph.encoding",
     "actae.adapters.langgraph.forgetting",
     "actae.adapters.langgraph.history",
@@ -183,6 +181,7 @@ MODULES = [
     "actae.projections.changes",
     "actae.projections.project",
     "actae.projections.queries",
+    "actae.projections.reference",
     "actae.projections.tables",
     "actae.redaction",
 ]

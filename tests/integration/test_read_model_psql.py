@@ -1,9 +1,9 @@
-"""What an analyst sees in psql: described tables, uuid ids, and README queries that paste.
+"""What an analyst sees in psql: described tables, uuid ids, and documented queries that paste.
 
 Every read-model table, view and column carries its description from
 ``projections/tables.py`` as a PostgreSQL comment, on a new schema, after an upgrade and
 after a rebuild swapped fresh tables in. Every id column is ``uuid``, so any two join. The
-README's analyst queries are ``projections/queries.py`` rendered for psql
+analyst queries of docs/read-models.md are ``projections/queries.py`` rendered for psql
 (:func:`actae.projections.queries.psql`); each is run here through the real ``psql`` binary,
 as pasted, on a store with data, and returns the rows it should.
 """
@@ -27,77 +27,41 @@ import pytest
 import actae
 from actae.adapters.readside.schema import BOOKKEEPING_IDS, descriptions
 from actae.projections.queries import ANALYST_QUERIES, AUDIT_LOG, psql
-from actae.projections.tables import TABLES, VIEWS, Column, Table
+from actae.projections.reference import analyst_queries, table_reference
+from actae.projections.tables import TABLES, VIEWS
+from tests.generated_docs import COMMAND
 
 pytestmark = pytest.mark.postgres
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-OPERATIONS = README.parent / "docs" / "operations.md"
-QUERIES_HEADING = "### Example analyst queries (PostgreSQL)"
+READ_MODELS = Path(__file__).resolve().parents[2] / "docs" / "read-models.md"
+OPERATIONS = READ_MODELS.parent / "operations.md"
+QUERIES_HEADING = "## Example analyst queries (PostgreSQL)"
 BUSINESS_KEYS = {"workflow_id", "agent_id", "operation_id"}
 """Columns named ``*_id`` that hold the caller's text keys, not Actae's ids."""
 
 
-# -- the README's text, rendered from the one source -----------------------------------------
-
-
-def column_rows(columns: tuple[Column, ...]) -> str:
-    """A table reference's rows, as the README holds them."""
-    head = "| column | type | meaning |\n|---|---|---|\n"
-    return head + "".join(f"| `{c.name}` | {c.type} | {c.doc} |\n" for c in columns)
-
-
-def listed(columns: tuple[str, ...]) -> str:
-    return f"`{columns[0]}`" if len(columns) == 1 else f"`({', '.join(columns)})`"
-
-
-def keys_and_indexes(table: Table) -> str:
-    """What a table is keyed and indexed by, as the README says it."""
-    indexes = ", ".join(listed(columns) for columns in table.indexes) or "none"
-    return f"Key: {listed(table.keys)}. Indexes: {indexes}.\n\n"
-
-
-def table_reference() -> str:
-    """The README's reference of the tables and views, from ``projections/tables.py``."""
-    tables = "".join(
-        f"### `{t.name}`\n\n{t.doc}\n\n{column_rows(t.columns)}\n{keys_and_indexes(t)}"
-        for t in TABLES
-    )
-    views = "".join(
-        f"### `{view.name}` (view)\n\n{view.doc}\n\n{column_rows(view.columns)}\n" for view in VIEWS
-    )
-    return tables + views
-
-
-def queries_section() -> str:
-    """The README's analyst queries: each title, then the query as it pastes into psql."""
-    return "".join(
-        f"{title[0].upper()}{title[1:]}:\n\n```sql\n{psql(query)}\n```\n\n"
-        for title, query in ANALYST_QUERIES.items()
-    )
-
-
-def readme_queries() -> list[tuple[str, str]]:
-    """(title, SQL) of each query in the README's analyst section, as printed."""
-    text = README.read_text()
+def documented_queries() -> list[tuple[str, str]]:
+    """(title, SQL) of each query in docs/read-models.md's analyst section, as printed."""
+    text = READ_MODELS.read_text()
     section = text[text.index(QUERIES_HEADING) :]
-    section = section[: section.index("\n### ", 1)]
+    section = section[: section.index("\n## ", 1)]
     pairs = re.findall(r"\n([^\n`]+):\n\n```sql\n(.*?)\n```", section, flags=re.DOTALL)
     return [(title, sql) for title, sql in pairs]
 
 
-def test_the_readme_shows_every_query_as_it_pastes_into_psql() -> None:
-    assert queries_section() in README.read_text(), "regenerate with queries_section()"
-    assert [sql for _, sql in readme_queries()] == [psql(q) for q in ANALYST_QUERIES.values()]
-    assert not any("%(" in sql for _, sql in readme_queries())
+def test_the_docs_show_every_query_as_it_pastes_into_psql() -> None:
+    assert analyst_queries() in READ_MODELS.read_text(), f"regenerate with {COMMAND}"
+    printed = [sql for _, sql in documented_queries()]
+    assert printed == [psql(q) for q in ANALYST_QUERIES.values()]
+    assert not any("%(" in sql for sql in printed)
 
 
 def test_the_operations_guide_shows_the_audit_query_as_it_pastes() -> None:
     assert psql(AUDIT_LOG) in OPERATIONS.read_text()
 
 
-def test_the_readme_describes_every_table_and_view_with_its_keys_and_indexes() -> None:
-    assert table_reference() in README.read_text(), "regenerate with table_reference()"
+def test_the_docs_describe_every_table_and_view_with_its_keys_and_indexes() -> None:
+    assert table_reference() in READ_MODELS.read_text(), f"regenerate with {COMMAND}"
 
 
 # -- psql --------------------------------------------------------------------------------------
@@ -242,7 +206,7 @@ def test_every_id_is_a_uuid_also_in_read_models_an_older_actae_made(
     assert {("actae_projection_errors", "originator_id"), ("audit", "aggregate_id")} <= set(ids)
 
 
-# -- the README's queries, pasted into psql ---------------------------------------------------
+# -- the documented queries, pasted into psql ------------------------------------------------
 
 
 def block(store: actae.Store, workflow: str, key: str) -> None:
@@ -350,11 +314,11 @@ COMPARED = {
 """The columns each query's expected rows name."""
 
 
-def test_every_readme_query_pastes_into_psql_and_returns_its_rows(
+def test_every_documented_query_pastes_into_psql_and_returns_its_rows(
     analysts: dict[str, Any], in_psql: Psql
 ) -> None:
     expected = expected_rows(analysts)
-    printed = dict((title.lower(), sql) for title, sql in readme_queries())
+    printed = dict((title.lower(), sql) for title, sql in documented_queries())
     assert set(printed) == set(expected) == set(COMPARED)
 
     for title, sql in printed.items():

@@ -2,13 +2,16 @@
 
 The conformance suite (test_conformance.py) holds the savers to LangGraph's contract; these
 hold them to Actae's: a thread is a run, a checkpoint a transition, writes are idempotent
-records, a second writer is refused, a deletion is an audited tombstone, a copy a fork.
+records, a second writer is refused, a deletion ends the thread's runs, a copy a fork, and the
+async saver waits for the store without holding up its event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Generator, Iterator
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
 from uuid import uuid4
@@ -21,12 +24,9 @@ from langgraph.checkpoint.serde.types import INTERRUPT
 
 import actae
 from actae.adapters.custody.keyring import new_keyring, save_keyring
-from actae.adapters.langgraph import writing
-from actae.adapters.langgraph.calls import Call
 from actae.adapters.langgraph.encoding import CHECKPOINT, COPIED, FORGOTTEN, WRITES
-from actae.adapters.langgraph.reading import get_tuple
-from actae.adapters.langgraph.threads import Context
 from actae.langgraph import ActaeSaver, AsyncActaeSaver
+from tests.helpers import ticks_while
 
 
 @pytest.fixture
@@ -63,22 +63,41 @@ def put(saver: ActaeSaver, parent: RunnableConfig, step: int, **values: Any) -> 
     return saver.put(parent, checkpoint(**values), metadata(step, run_id="r1"), {})
 
 
-def answered(op: Generator[Call, Any, Any], store: actae.Store, call: Call) -> Call:
-    """Answer ``call`` as a driver does (a failure is thrown in); what ``op`` asks next."""
-    try:
-        result = getattr(store, call.name)(*call.args, **call.kwargs)
-    except actae.ActaeError as error:
-        return op.throw(error)
-    return op.send(result)
+@pytest.fixture
+def two_savers(tmp_path: Path) -> Iterator[tuple[ActaeSaver, ActaeSaver]]:
+    """Two savers on one store file, each with a store of its own: two processes' writers."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    with ActaeSaver.from_url(url) as mine, ActaeSaver.from_url(url) as other:
+        yield mine, other
 
 
-def finished(op: Generator[Call, Any, Any], store: actae.Store, call: Call) -> Any:
-    """Answer ``op``'s calls until it returns; what it returns."""
-    while True:
-        try:
-            call = answered(op, store, call)
-        except StopIteration as done:
-            return done.value
+def cut_in(
+    monkeypatch: pytest.MonkeyPatch, store: actae.Store, other: Callable[[], object]
+) -> None:
+    """Let ``other`` write just before ``store``'s next transition goes out (once)."""
+    transition = store.transition
+
+    def after_the_other(*args: Any, **kwargs: Any) -> actae.Receipt:
+        monkeypatch.setattr(store, "transition", transition)
+        other()
+        return transition(*args, **kwargs)
+
+    monkeypatch.setattr(store, "transition", after_the_other)
+
+
+def asked(monkeypatch: pytest.MonkeyPatch, store: actae.Store, *names: str) -> list[str]:
+    """The log of ``store``'s calls of ``names`` from now on, with the cursor each expects."""
+    log: list[str] = []
+    for name in names:
+        method = getattr(store, name)
+
+        def logged(*args: Any, _name: str = name, _method: Any = method, **kwargs: Any) -> Any:
+            expected = [kwargs.get(key) for key in ("expected_version", "expected_cursor")]
+            log.append(" ".join([_name, *(str(value) for value in expected if value is not None)]))
+            return _method(*args, **kwargs)
+
+        monkeypatch.setattr(store, name, logged)
+    return log
 
 
 def kinds(store: actae.Store, channel_id: object) -> list[str]:
@@ -143,38 +162,33 @@ def test_a_retried_put_and_put_writes_write_nothing_twice(
     ]
 
 
-def test_a_second_writer_on_the_thread_is_refused(memory_saver: ActaeSaver) -> None:
+def test_a_second_writer_on_the_thread_is_refused(
+    two_savers: tuple[ActaeSaver, ActaeSaver], monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Two processes resuming one thread: each computed its checkpoint from the same head.
-    saver, store = memory_saver, memory_saver.store
+    saver, other = two_savers
     base = saver.put(config("t1"), checkpoint(step=0), metadata(0), {})
-    ctx = Context(saver.serde, "langgraph", "langgraph", {})
-    mine = writing.put(ctx, base, checkpoint(step=1), metadata(1))
-    call = next(mine)
-    while call.name != "transition":  # the operation reads the head, then writes after it
-        call = answered(mine, store, call)
-    saver.put(base, checkpoint(step=1), metadata(1), {})  # the other writer gets there first
+    # The put reads the head, then writes after it: the other writer gets there in between.
+    cut_in(monkeypatch, saver.store, lambda: other.put(base, checkpoint(step=1), metadata(1), {}))
     with pytest.raises(actae.ConflictError) as refused:
-        answered(mine, store, call)
+        saver.put(base, checkpoint(step=1), metadata(1), {})
     assert (refused.value.expected_version, refused.value.actual_version) == (2, 3)
 
 
-def test_a_put_that_only_pending_writes_overtook_is_retried(memory_saver: ActaeSaver) -> None:
-    saver, store = memory_saver, memory_saver.store
+def test_a_put_that_only_pending_writes_overtook_is_retried(
+    two_savers: tuple[ActaeSaver, ActaeSaver], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    saver, other = two_savers
     base = saver.put(config("t1"), checkpoint(step=0), metadata(0), {})
-    ctx = Context(saver.serde, "langgraph", "langgraph", {})
+    log = asked(monkeypatch, saver.store, "head", "transition")
+    cut_in(monkeypatch, saver.store, lambda: other.put_writes(base, [("x", 1)], task_id="late"))
     nxt = checkpoint(step=1)
-    mine = writing.put(ctx, base, nxt, metadata(1))
-    call = next(mine)
-    while call.name != "transition":
-        call = answered(mine, store, call)
-    saver.put_writes(base, [("x", 1)], task_id="late-task")  # a parallel task's writes
-    call = answered(mine, store, call)  # refused and thrown in: it tries again after the
-    assert call.name == "transition"  # head the refusal reports, without reading it
-    assert (call.kwargs["expected_version"], call.kwargs["expected_cursor"]) == (2, 3)
-    assert finished(mine, store, call) == config("t1", nxt["id"])
+    assert saver.put(base, nxt, metadata(1), {}) == config("t1", nxt["id"])
+    # Refused, it tries again after the head the refusal reports, without reading it.
+    assert log == ["head", "transition 2 2", "transition 2 3"]
     run = saver.thread_run("t1")
     assert run is not None
-    assert kinds(store, run.channel_id) == ["run.started", CHECKPOINT, WRITES, CHECKPOINT]
+    assert kinds(saver.store, run.channel_id) == ["run.started", CHECKPOINT, WRITES, CHECKPOINT]
 
 
 def test_writes_recorded_before_their_checkpoint_belong_to_it(memory_saver: ActaeSaver) -> None:
@@ -195,16 +209,6 @@ def test_writes_recorded_before_their_checkpoint_belong_to_it(memory_saver: Acta
         assert latest.pending_writes == [("input", "question", "refund?")]
         (listed,) = reader.list(config("t1"), limit=1)
         assert listed.pending_writes == [("input", "question", "refund?")]
-
-
-def test_an_operation_is_a_generator_of_store_calls() -> None:
-    # No store at all: the operation asks, the test answers.
-    ctx = Context(ActaeSaver.serde, "langgraph", "langgraph", {})
-    reading = get_tuple(ctx, config("nobody"))
-    assert next(reading) == Call("operation", ("langgraph:thread:nobody",), {})
-    with pytest.raises(StopIteration) as done:
-        reading.send(None)  # no such operation: the thread has no run
-    assert done.value.value is None
 
 
 def test_delete_thread_ends_the_threads_runs_for_retention(
@@ -391,3 +395,39 @@ def test_each_saver_answers_the_other_style_of_call(tmp_path: Path) -> None:
     with ActaeSaver.from_url(url) as blocking:  # and ActaeSaver's coroutines, in a thread
         again = asyncio.run(blocking.aget_tuple(config("t1")))
     assert again == found
+
+
+async def test_the_async_saver_waits_for_a_locked_store_without_holding_up_its_loop(
+    tmp_path: Path,
+) -> None:
+    # Its coroutines run the blocking saver's code in a greenback portal: where the store
+    # waits (here for another process's lock on the file), the loop serves other coroutines.
+    path = tmp_path / "runs.db"
+    async with AsyncActaeSaver.from_url(f"sqlite:///{path}") as saver:
+        first = await saver.aput(config("t1"), checkpoint(n=1), metadata(0), {})
+        holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        holder.execute("BEGIN IMMEDIATE")
+        let_go = threading.Timer(0.5, holder.execute, ("ROLLBACK",))  # even if the loop hangs
+        let_go.start()
+        ticks, stored = await ticks_while(saver.aput(first, checkpoint(n=2), metadata(1), {}))
+        let_go.join()
+        holder.close()
+        latest = await saver.aget_tuple(config("t1"))
+    assert latest is not None
+    assert latest.config == stored
+    assert ticks >= 20  # 0.5 s of 10 ms ticks; had the put blocked the loop: 0 or 1
+
+
+def test_the_async_savers_redact_and_keyring_reach_its_store(tmp_path: Path) -> None:
+    keys = tmp_path / "keys.json"
+    save_keyring(new_keyring(), keys, replace=False)
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+
+    async def opened() -> tuple[object, bool]:
+        async with AsyncActaeSaver.from_url(url, redact=True, keyring=str(keys)) as saver:
+            return saver.redact, saver.store.encrypting
+
+    redactor, encrypting = asyncio.run(opened())
+    with ActaeSaver.from_url(url, redact=True, keyring=str(keys)) as blocking:
+        assert (blocking.redact is not None, blocking.store.encrypting) == (True, True)
+    assert (redactor is not None, encrypting) == (True, True)
