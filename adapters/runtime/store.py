@@ -120,7 +120,13 @@ def open(
             backend.close()
     if service is None:
         raise StoreNotFoundError(parsed.display)
-    return Store(service, backend, holdings[-1])
+    try:
+        return Store(service, backend, holdings[-1])
+    except BaseException:  # the custody tables could not be made (a bad ``artifacts``, say)
+        service.close()
+        close_clock(store_time)
+        backend.close()
+        raise
 
 
 class Store(ResumeMethods, LifecycleMethods, LedgerMethods, CustodyMethods, RetentionMethods):
