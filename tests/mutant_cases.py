@@ -263,23 +263,6 @@ MUTANTS = [
         ("tests/contract/test_idempotency.py",),
     ),
     Mutant(
-        "memory-operation-ids-unchecked",
-        "adapters/persistence/offloaded.py",
-        "if len(set(keys)) < len(keys) or any(key in self._operation_rows for key in keys):",
-        "if False:",
-        "the memory store must refuse a second row with the same operation id",
-        ("tests/contract/test_idempotency.py",),
-    ),
-    Mutant(
-        "memory-purge-keeps-operation-ids",
-        "adapters/persistence/offloaded.py",
-        "                        if key is not None:\n"
-        "                            self._operation_rows.pop(key, None)\n",
-        "",
-        "the memory store would point a purged record's id at a row that is gone",
-        ("tests/custody/test_retention.py",),
-    ),
-    Mutant(
         "operation-backfill-skipped",
         "adapters/persistence/operation_ids.py",
         "    _backfill_postgres(cursor, qualified)\n",

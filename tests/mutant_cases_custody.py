@@ -101,10 +101,9 @@ CUSTODY_MUTANTS = [
     ),
     Mutant(
         "tombstone-deleted-with-the-history",
-        "adapters/persistence/offloaded.py",
-        "                        if keep is not None and "
-        "self._stored_events[position].topic == keep:",
-        "                        if False:",
+        "adapters/persistence/purging.py",
+        '("" if keep is None else " AND topic <> ?")',
+        '("" if keep is None else " AND ? IS NOT NULL")',
         "a purge keeps the run's tombstone: store.run reports purged_at",
         RETENTION,
     ),

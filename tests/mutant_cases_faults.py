@@ -479,7 +479,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "sqlite-missing-folder-traceback",
-        "adapters/persistence/migrations.py",
+        "adapters/runtime/backends.py",
         "    if not os.path.isdir(folder):",
         "    if False:",
         "a missing SQLite folder would end in a traceback",
@@ -560,9 +560,9 @@ FAULT_MUTANTS = [
     # -- database faults in the drill and the chaos suite -----------------------------------
     Mutant(
         "db-fault-on-any-backend",
-        "adapters/drill/db_faults.py",
-        'if parsed.backend != "postgresql":',
-        "if False:",
+        "adapters/runtime/backends.py",
+        "        raise ValidationError(\n            field,\n",
+        "        return {}\n        raise ValidationError(\n            field,\n",
         "a database fault asked of SQLite or memory:// must be refused before anything runs",
         DB_FAULTS,
         postgres=True,
@@ -668,21 +668,6 @@ FAULT_MUTANTS = [
         "a new reading behind the last time given would make leases and timers run backwards",
         CLOCK,
         postgres=True,
-    ),
-    Mutant(
-        "reconnect-replaces-embedded-db",
-        "adapters/readside/readmodels.py",
-        """        A new ``:memory:`` connection would be a new, empty database.
-        \"\"\"
-""",
-        """        A new ``:memory:`` connection would be a new, empty database.
-        \"\"\"
-        with self.lock:
-            self.conn.close()
-            self.conn = self._connect()
-""",
-        "a retried batch on memory:// would land in a new, empty database",
-        OUTAGES,
     ),
     Mutant(
         "kept-connection-starves-pool",
@@ -807,14 +792,6 @@ FAULT_MUTANTS = [
         "        refuse_orphans(stored_events, lambda s: self._holds_version_before(c, s))\n",
         "",
         "a SQLite write past a lost cursor must be refused inside its transaction",
-        REGRESSION,
-    ),
-    Mutant(
-        "predecessor-unchecked-memory",
-        "adapters/persistence/offloaded.py",
-        "lambda s: s.originator_version - 1 in index.get(",
-        "lambda s: True or s.originator_version - 1 in index.get(",
-        "the memory store must refuse a gap as the databases do",
         REGRESSION,
     ),
     Mutant(

@@ -7,6 +7,8 @@ granted and revoked.
 
 from __future__ import annotations
 
+from typing import cast
+
 import click
 
 from actae.adapters.cli.invocation import invocation
@@ -16,8 +18,8 @@ from actae.adapters.operate import views
 from actae.adapters.persistence.url import parse_store_url
 from actae.adapters.readside import grants
 from actae.adapters.readside.readmodels import PostgresReadModels
+from actae.adapters.runtime.backends import backend_for
 from actae.adapters.runtime.store import open as open_store
-from actae.domain.errors import ValidationError
 from actae.projections.tables import TABLES, VIEWS
 
 HELP = f"""Let the PostgreSQL role ROLE query the read models in SQL, and nothing else.
@@ -58,17 +60,13 @@ def grant_analyst(
 ) -> int:
     """``actae grant-analyst ROLE``."""
     url = invocation().required_url(db, db_file)
-    if parse_store_url(url).backend != "postgresql":
-        raise ValidationError(
-            "--db",
-            "grant-analyst needs a PostgreSQL store (postgresql://...): SQLite and memory:// "
-            "have no roles to grant to",
-        )
+    backend_for(parse_store_url(url)).server(
+        "--db", needed_by="grant-analyst ", missing="roles to grant to"
+    )
     grants.check_role_name(role)
     with open_store(url, create=False) as store:
         views.fresh(store)
-        read_models = store.projector().db
-        assert isinstance(read_models, PostgresReadModels)  # noqa: S101 - a PostgreSQL URL
+        read_models = cast("PostgresReadModels", store.projector().db)  # the server said so
         access = (grants.revoke if revoke else grants.grant)(read_models, role)
     if as_json:
         print_json(access)

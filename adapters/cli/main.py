@@ -26,6 +26,7 @@ from actae.adapters.cli.console import console
 from actae.adapters.cli.invocation import Invocation
 from actae.adapters.persistence.outages import missing_table, summary
 from actae.adapters.persistence.url import parse_store_url
+from actae.adapters.runtime.backends import backend_for
 from actae.adapters.runtime.worker import CommitHook, Registry
 from actae.domain.errors import ActaeError
 
@@ -82,11 +83,7 @@ def _cannot_open(db: str | None, error: Exception) -> str:
     password = parsed.postgres_conninfo.get("password")
     if password:
         detail = detail.replace(password, "***")
-    hint = (
-        "check the path (its folder must exist and be writable)"
-        if parsed.backend == "sqlite"
-        else "check the URL, and that the server is running and reachable from here"
-    )
+    hint = backend_for(parsed).open_hint
     return f"cannot open or reach the store at {parsed.display}: {detail}; {hint}"
 
 

@@ -35,9 +35,8 @@ from actae.adapters.custody.blobs import BlobStore
 from actae.adapters.custody.chunks import KEY_BYTES, ChunkCipher, sealed_name
 from actae.adapters.custody.pieces import CHUNK_SIZE
 from actae.adapters.custody.reading import ArtifactStream, clear_chunks, sealed_chunks
-from actae.adapters.custody.refs import RefRecorder, custody_backends
+from actae.adapters.custody.refs import RefRecorder
 from actae.adapters.custody.sources import Source, chunks_of
-from actae.adapters.persistence.url import StoreUrl
 from actae.domain.artifacts import ArtifactRef
 from actae.domain.errors import CorruptionError, NotFoundError, ValidationError
 
@@ -248,16 +247,6 @@ class Artifacts:
         """Release the blob store's and the references' connections."""
         self.blobs.close()
         self.refs.close()
-
-
-def open_artifacts(url: StoreUrl, keys: RefKeys, spec: str | None = None) -> Artifacts:
-    """The artifacts of the store at ``url``, their bytes where ``spec`` says.
-
-    ``spec`` is as for :func:`~actae.adapters.custody.blobs.blob_store`; on PostgreSQL the
-    blobs and the references share one pool.
-    """
-    blobs, refs = custody_backends(spec, url)
-    return Artifacts(blobs, refs, keys)
 
 
 def _stored(

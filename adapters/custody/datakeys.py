@@ -327,60 +327,6 @@ def unwrap(keyring: Keyring, run_id: UUID, stored: StoredKey) -> bytes:
 # -- tables -------------------------------------------------------------------------------
 
 
-class MemoryKeyTable:
-    """Keys of a ``memory://`` store, gone with it."""
-
-    def __init__(self) -> None:
-        self._rows: dict[UUID, StoredKey] = {}
-        self._lock = threading.Lock()
-
-    def get(self, run_id: UUID) -> StoredKey | None:
-        """See :class:`KeyTable`."""
-        return self._rows.get(run_id)
-
-    def any(self) -> bool:
-        """See :class:`KeyTable`."""
-        return bool(self._rows)
-
-    def drop(self, run_ids: Sequence[UUID]) -> int:
-        """See :class:`KeyTable`."""
-        with self._lock:
-            return sum(self._rows.pop(run_id, None) is not None for run_id in run_ids)
-
-    def present(self, run_ids: Sequence[UUID]) -> dict[UUID, bool]:
-        """See :class:`KeyTable`."""
-        rows = self._rows
-        return {r: rows[r].wrapped is not None for r in run_ids if r in rows}
-
-    def add(self, run_id: UUID, key: StoredKey) -> StoredKey:
-        """See :class:`KeyTable`."""
-        with self._lock:
-            return self._rows.setdefault(run_id, key)
-
-    def destroy(self, run_id: UUID) -> bool:
-        """See :class:`KeyTable`."""
-        with self._lock:
-            row = self._rows.get(run_id)
-            if row is None or row.wrapped is None:
-                return False
-            self._rows[run_id] = StoredKey(row.master_key, None)
-            return True
-
-    def stale(self, current: str, limit: int) -> list[tuple[UUID, StoredKey]]:
-        """See :class:`KeyTable`."""
-        rows = self._rows.items()
-        found = [(r, k) for r, k in rows if k.wrapped is not None and k.master_key != current]
-        return found[:limit]
-
-    def rewrap(self, run_id: UUID, old: StoredKey, new: StoredKey) -> bool:
-        """See :class:`KeyTable`."""
-        with self._lock:
-            if self._rows.get(run_id) != old:
-                return False
-            self._rows[run_id] = new
-            return True
-
-
 Transaction = Callable[[], AbstractContextManager[Any]]
 """Opens a transaction on the store's database and yields a DB-API cursor."""
 

@@ -9,27 +9,23 @@ needs the custody tables is made by :meth:`Holding.prepare`, once they exist.
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Callable
 from uuid import UUID
 
-from eventsourcing.postgres import PostgresDatastore
-from eventsourcing.sqlite import SQLiteDatastore
-
-from actae.adapters.custody.artifacts import Artifacts, RefKeys, open_artifacts
-from actae.adapters.custody.datakeys import (
-    DataKeys,
-    KeyTable,
-    MemoryKeyTable,
-    SqlKeyTable,
-    Transaction,
-)
+from actae.adapters.custody.artifacts import Artifacts, RefKeys
+from actae.adapters.custody.blobs import BlobStore
+from actae.adapters.custody.datakeys import DataKeys, KeyTable, Transaction
 from actae.adapters.custody.keyring import KEY_BYTES, Keyring, load_keyring
+from actae.adapters.custody.refs import RefRecorder
 from actae.adapters.custody.sealing import SealingMapper
 from actae.adapters.persistence.awaiting import off_the_loop
-from actae.adapters.persistence.forgets import KEYS_TABLE, SECRETS_TABLE
+from actae.adapters.persistence.forgets import ForgetWatch
 from actae.adapters.persistence.url import StoreUrl
 from actae.domain.artifacts import ArtifactRef
 from actae.domain.errors import ValidationError
+
+Custody = Callable[[str | None], tuple[BlobStore, RefRecorder]]
+"""Makes the artifacts' blob store (where the URL's ``artifacts`` says) and references."""
 
 STORE_KEY = "store"
 """The id of the store's own reference key, used when there is no keyring."""
@@ -40,10 +36,13 @@ REFERENCE_SECRET = "artifact-references"  # noqa: S105 - a name, not a secret
 class Holding:
     """A store's keys, the mappers that use them, and its artifacts."""
 
-    def __init__(self, url: StoreUrl, keys: DataKeys, secrets: SecretTable) -> None:
+    def __init__(
+        self, url: StoreUrl, keys: DataKeys, secrets: SecretTable, custody: Custody
+    ) -> None:
         self.url = url
         self.keys = keys
         self.secrets = secrets
+        self._custody = custody
         self.mapper = SealingMapper(keys, inline_max=url.inline_max)
         """Seals and opens contents: commands, queries, subscriptions."""
         self.metadata_mapper = self.mapper.without_contents()
@@ -65,7 +64,8 @@ class Holding:
         if keyring is not None:
             secrets |= {key: keyring.reference_key(key) for key in keyring.secrets}
             current = keyring.current
-        self._artifacts = open_artifacts(self.url, RefKeys(current, secrets), self.url.artifacts)
+        blobs, refs = self._custody(self.url.artifacts)
+        self._artifacts = Artifacts(blobs, refs, RefKeys(current, secrets))
         documents = Documents(self._artifacts)
         self.mapper.offloader = documents
         self.metadata_mapper.offloader = documents
@@ -104,18 +104,15 @@ JSON = "application/json"
 
 
 class SecretTable:
-    """Secrets the store makes for itself, in ``actae_secrets`` (in memory for ``memory://``)."""
+    """Secrets the store makes for itself, in ``actae_secrets``."""
 
-    def __init__(self, transaction: Transaction | None, *, table: str, mark: str) -> None:
+    def __init__(self, transaction: Transaction, *, table: str, mark: str) -> None:
         self._transaction = transaction
         self._table = table
         self._mark = mark
-        self._memory: dict[str, bytes] = {}
 
     def get_or_make(self, name: str) -> bytes:
         """The secret ``name``; 32 random bytes made now if the store has none yet."""
-        if self._transaction is None:
-            return self._memory.setdefault(name, os.urandom(KEY_BYTES))
         mark, table = self._mark, self._table
         with self._transaction() as cursor:
             cursor.execute(
@@ -140,23 +137,17 @@ def keyring_of(url: StoreUrl, keyring: str | None) -> Keyring | None:
     return None if path is None else load_keyring(path)
 
 
-def holding_for(recorder: Any, url: StoreUrl, keyring: Keyring | None) -> Holding:
-    """Keys and secrets in the recorder's own database, and the mappers over them."""
-    datastore = getattr(recorder, "datastore", None)
-    keys: KeyTable
-    if isinstance(datastore, PostgresDatastore):
-        begin: Transaction = lambda: datastore.transaction(commit=True)  # noqa: E731
-        schema = f'"{url.postgres_schema}"'
-        secrets_table = f"{schema}.{SECRETS_TABLE}"
-        keys = SqlKeyTable(
-            begin, table=f"{schema}.{KEYS_TABLE}", mark="%s", text_ids=False, secrets=secrets_table
-        )
-        secrets = SecretTable(begin, table=secrets_table, mark="%s")
-    elif isinstance(datastore, SQLiteDatastore):
-        begin = lambda: datastore.transaction(commit=True)  # noqa: E731
-        keys = SqlKeyTable(begin, table=KEYS_TABLE, mark="?", text_ids=True, secrets=SECRETS_TABLE)
-        secrets = SecretTable(begin, table=SECRETS_TABLE, mark="?")
-    else:
-        keys, secrets = MemoryKeyTable(), SecretTable(None, table="", mark="")
-    watch = getattr(recorder, "forgets", None)  # what the recorder's reads saw of forgets
-    return Holding(url, DataKeys(keys, keyring, watch), secrets)
+def holding_for(
+    url: StoreUrl,
+    keyring: Keyring | None,
+    tables: tuple[KeyTable, SecretTable],
+    watch: ForgetWatch,
+    custody: Custody,
+) -> Holding:
+    """Keys and secrets in ``tables`` (the store's own database), and the mappers over them.
+
+    ``watch`` is what the recorder's reads saw of forgets; ``custody`` makes the artifacts'
+    tables once the schema is migrated.
+    """
+    keys, secrets = tables
+    return Holding(url, DataKeys(keys, keyring, watch), secrets, custody)

@@ -1,4 +1,4 @@
-"""Artifacts in the store's SQLite file: blobs in chunk rows, and the runs' references.
+"""Artifacts in the store's SQLite database: blobs in chunk rows, and the runs' references.
 
 **Each chunk is its own short transaction.** SQLite has one writer at a time; a blob written
 in one transaction would hold the file's write lock for as long as its source takes to
@@ -32,15 +32,19 @@ READ_BATCH = 4
 
 
 class SQLiteTables:
-    """Connections to the store's SQLite file, in autocommit mode (transactions explicit)."""
+    """Connections to the store's SQLite database, in autocommit mode (transactions explicit).
 
-    def __init__(self, path: str) -> None:
-        self.path = path
+    ``database`` is a path, or the URI of an in-memory database that every connection of
+    this process shares by name.
+    """
+
+    def __init__(self, database: str) -> None:
+        self.database = database
 
     @contextlib.contextmanager
     def connection(self) -> Iterator[sqlite3.Connection]:
         """A fresh connection, closed on exit."""
-        conn = sqlite3.connect(self.path, timeout=LOCK_TIMEOUT, isolation_level=None)
+        conn = sqlite3.connect(self.database, uri=True, timeout=LOCK_TIMEOUT, isolation_level=None)
         try:
             yield conn
         finally:

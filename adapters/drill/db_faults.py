@@ -41,6 +41,7 @@ from psycopg.conninfo import make_conninfo
 
 from actae.adapters.persistence.clock import wall_clock
 from actae.adapters.persistence.url import parse_store_url
+from actae.adapters.runtime.backends import backend_for
 from actae.domain.errors import ValidationError
 
 FAULTS = ("restart", "crash", "terminate")
@@ -115,14 +116,8 @@ class DatabaseServer:
     """The local PostgreSQL cluster that serves a store URL, and the faults it can suffer."""
 
     def __init__(self, url: str) -> None:
-        parsed = parse_store_url(url)
-        if parsed.backend != "postgresql":
-            raise ValidationError(
-                "db_fault",
-                f"needs a PostgreSQL store (postgresql://...); {parsed.backend} has no "
-                "server to restart",
-            )
-        self.conninfo = dict(parsed.postgres_conninfo)
+        backend = backend_for(parse_store_url(url))
+        self.conninfo = backend.server("db_fault", needed_by="", missing="server to restart")
         self.dsn = make_conninfo(**self.conninfo)
         host = self.conninfo["host"]
         if host not in LOCAL_HOSTS and not host.startswith("/"):

@@ -3,7 +3,7 @@
 ``actae.open_async`` does not have a second implementation of the commands: an
 ``AsyncStore`` method runs the very ``Store`` method inside a greenback portal
 (:func:`run_in_portal`), on the event loop's thread. The PostgreSQL recorder sends each
-statement through :func:`awaiting`, the SQLite and in-memory recorders each call through
+statement through :func:`awaiting`, the SQLite recorder (``memory://``'s too) each call through
 :func:`off_the_loop`, and both sleep between retries through :func:`pause`: inside a portal
 they suspend the calling coroutine (on psycopg's ``AsyncConnectionPool``, on a worker thread,
 on ``asyncio.sleep``), so the loop serves other coroutines while the statement is in
@@ -45,7 +45,7 @@ def pause(seconds: float) -> None:
 
 
 STORE_THREADS = 32
-"""Threads that run recorder calls for coroutines (SQLite, memory), apart from user code."""
+"""Threads that run recorder calls for coroutines (SQLite), apart from user code."""
 
 _store_threads: ThreadPoolExecutor | None = None
 
@@ -53,7 +53,7 @@ _store_threads: ThreadPoolExecutor | None = None
 def off_the_loop(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """``function(*args, **kwargs)``; inside a portal, in a worker thread while the coroutine waits.
 
-    For recorders with no asyncio interface (sqlite3, memory): a thread waits, not the loop.
+    For recorders with no asyncio interface (sqlite3): a thread waits, not the loop.
     The threads are the store's own, not the loop's default executor, which workflow code
     shares: an effect's heartbeat must never queue behind the slow functions it guards.
     """

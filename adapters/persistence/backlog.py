@@ -4,39 +4,32 @@ On PostgreSQL positions are blocks (:mod:`actae.adapters.persistence.positions`)
 backend leaves holes where retention purged, so the difference of two positions is not a
 number of events. The count stops at ``cap``: a gauge scraped every few seconds must not
 scan a backlog of millions each time ("at least ``cap``" is all an operator needs then).
+The store's backend (:mod:`actae.adapters.runtime.backends`) picks the statement.
 """
 
 from __future__ import annotations
 
-from eventsourcing.persistence import ApplicationRecorder
 from psycopg import sql
 
-from actae.adapters.persistence.awaiting import off_the_loop
-from actae.adapters.persistence.offloaded import ActaeMemoryRecorder, ActaeSQLiteRecorder
+from actae.adapters.persistence.offloaded import ActaeSQLiteRecorder
 from actae.adapters.persistence.postgres import ActaePostgresRecorder
 
 CAP = 1_000_000
 """Events counted at most."""
 
 
-def events_after(recorder: ApplicationRecorder, position: int, *, cap: int = CAP) -> int:
-    """The number of events stored after ``position`` (up to ``cap``)."""
-    if isinstance(recorder, ActaePostgresRecorder):
-        table = sql.Identifier(recorder.datastore.schema, recorder.events_table_name)
-        statement = sql.SQL(
-            "SELECT count(*) FROM (SELECT 1 FROM {} WHERE notification_id > %s LIMIT %s) AS e"
-        ).format(table)
-        ((count,),) = recorder._execute(statement.as_string(), [position, cap])
-        return int(count)
-    if isinstance(recorder, ActaeSQLiteRecorder):
-        return off_the_loop(_sqlite, recorder, position, cap)
-    if isinstance(recorder, ActaeMemoryRecorder):
-        return recorder.events_after(position, cap)
-    msg = f"cannot count the events of a {type(recorder).__name__}"
-    raise TypeError(msg)
+def postgres_events_after(recorder: ActaePostgresRecorder, position: int, cap: int) -> int:
+    """The number of events stored after ``position`` (up to ``cap``), on PostgreSQL."""
+    table = sql.Identifier(recorder.datastore.schema, recorder.events_table_name)
+    statement = sql.SQL(
+        "SELECT count(*) FROM (SELECT 1 FROM {} WHERE notification_id > %s LIMIT %s) AS e"
+    ).format(table)
+    ((count,),) = recorder._execute(statement.as_string(), [position, cap])
+    return int(count)
 
 
-def _sqlite(recorder: ActaeSQLiteRecorder, position: int, cap: int) -> int:
+def sqlite_events_after(recorder: ActaeSQLiteRecorder, position: int, cap: int) -> int:
+    """The number of events stored after ``position`` (up to ``cap``), on SQLite."""
     table = recorder.events_table_name
     statement = f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE rowid > ? LIMIT ?)"  # noqa: S608
     with recorder.datastore.transaction(commit=False) as cursor:

@@ -42,7 +42,7 @@ class RecordedEventLog:
     def together(self, requests: Sequence[Request]) -> list[list[DomainEvent]]:
         """Several aggregates' events, one list per request (``actae.domain.ports.Request``).
 
-        One read per request: in process (SQLite, memory) a read costs no round trip.
+        One read per request: in process (SQLite) a read costs no round trip.
         """
         return [self._one(request) for request in requests]
 

@@ -8,7 +8,6 @@ refused rather than misread.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ import psycopg
 from psycopg import sql
 
 from actae.adapters.persistence.turns import DEFAULT_LOCK_WAIT, create_once, take_turn
-from actae.domain.errors import ActaeError, ValidationError
+from actae.domain.errors import ActaeError
 
 MIGRATIONS_TABLE = "actae_migrations"
 LOCK_TIMEOUT = "10s"
@@ -39,11 +38,10 @@ class TableMigration:
     sqlite_statements: tuple[str, ...] | None = None
     """SQLite's own spelling of ``statements``, where its types differ (``None``: the same)."""
 
-    def statements_for(self, backend: str) -> tuple[str, ...]:
-        """The statements to run on ``backend`` ("postgresql" or "sqlite")."""
-        if backend == "sqlite" and self.sqlite_statements is not None:
-            return self.sqlite_statements
-        return self.statements
+    @property
+    def in_sqlite(self) -> tuple[str, ...]:
+        """The statements as SQLite runs them (its own spelling, where it has one)."""
+        return self.statements if self.sqlite_statements is None else self.sqlite_statements
 
 
 CUSTODY_TABLES = (
@@ -189,7 +187,7 @@ def _migrate(
         if migration.version <= current:
             continue
         with conn.transaction():
-            for statement in migration.statements_for("postgresql"):
+            for statement in migration.statements:
                 conn.execute(
                     sql.SQL(statement).format(schema=ident, lock_timeout=sql.Literal(LOCK_TIMEOUT))
                 )
@@ -213,20 +211,14 @@ def _postgres_version(conn: psycopg.Connection[Any], table: sql.Identifier) -> i
     return int(row.fetchone()[0])  # type: ignore[index]
 
 
-def open_sqlite(path: str, build: ServiceFactory[S], *, create: bool = True) -> S | None:
+def open_sqlite(database: str, build: ServiceFactory[S], *, create: bool = True) -> S | None:
     """Check the schema version, build the service (SQLite DDL is idempotent), record it.
 
-    With ``create=False`` a missing file, or one that holds no store, is left as it is and
-    the answer is ``None``.
+    ``database`` is a path or a URI (an in-memory database's). With ``create=False`` a
+    database that holds no store is left as it is and the answer is ``None`` (that a file
+    exists is the backend's to check first: connecting would create it).
     """
-    if path.startswith(":memory:") or "mode=memory" in path:
-        return build(True)
-    if not create and not os.path.isfile(path):
-        return None  # checked first: connecting would create the file
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):  # SQLite would only say "unable to open database file"
-        raise ValidationError("url", f"the folder {folder} does not exist; create it first")
-    conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+    conn = sqlite3.connect(database, uri=True, timeout=30, isolation_level=None)
     try:
         if create:
             conn.execute(
@@ -242,7 +234,7 @@ def open_sqlite(path: str, build: ServiceFactory[S], *, create: bool = True) -> 
         for migration in MIGRATIONS:
             if migration.version <= current:
                 continue
-            for statement in migration.statements_for("sqlite"):
+            for statement in migration.in_sqlite:
                 conn.execute(statement)
             conn.execute(
                 f"INSERT OR IGNORE INTO {MIGRATIONS_TABLE} (version, name) VALUES (?, ?)",  # noqa: S608

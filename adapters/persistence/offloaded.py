@@ -1,12 +1,13 @@
 """Recorders with no asyncio interface, kept off an async caller's event loop.
 
-sqlite3 blocks: on the file lock (up to the lock timeout) and on ``fsync``. The in-memory
-recorder does not wait on IO, but a caller that awaited it on the loop would never yield:
-measured with 32 writers, a ticker on the loop woke 20 ms late at the median, against 5 ms
-with the calls in worker threads at the same rate (docs/async.md). So, called from an
-``AsyncStore`` method (a greenback portal), each entry point of these recorders runs in a
-worker thread while the coroutine waits (:func:`~actae.adapters.persistence.awaiting.
-off_the_loop`); a synchronous caller calls straight through, as before.
+sqlite3 blocks: on the database's lock (up to the lock timeout) and on ``fsync``. Even an
+in-memory database, which waits on no IO, would never let the loop yield if its calls were
+awaited on it: measured with 32 writers, a ticker on the loop woke 20 ms late at the
+median, against 5 ms with the calls in worker threads at the same rate (docs/async.md).
+So, called from an ``AsyncStore`` method (a greenback portal), each entry point of the
+recorder runs in a worker thread while the coroutine waits
+(:func:`~actae.adapters.persistence.awaiting.off_the_loop`); a synchronous caller calls
+straight through.
 """
 
 from __future__ import annotations
@@ -15,13 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import (
-    ApplicationRecorder,
-    IntegrityError,
-    Notification,
-    StoredEvent,
-)
-from eventsourcing.popo import POPOApplicationRecorder
+from eventsourcing.persistence import ApplicationRecorder, Notification, StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
 
 from actae.adapters.persistence import operation_ids
@@ -91,7 +86,7 @@ class OffTheLoop(ApplicationRecorder):
         )
 
     def max_notification_id(self) -> int:
-        """The newest event's global position (0, or None in memory, when there is none)."""
+        """The newest event's global position (0 when there is none)."""
         return off_the_loop(super().max_notification_id)  # type: ignore[safe-super,return-value]
 
 
@@ -227,104 +222,3 @@ class ActaeSQLiteRecorder(OffTheLoop, SQLiteApplicationRecorder):
             topic=row["topic"],
             state=row["state"],
         )
-
-
-class ActaeMemoryRecorder(OffTheLoop, POPOApplicationRecorder):
-    """eventsourcing's in-memory application recorder, off the event loop in a portal.
-
-    A deleted event (retention's purge) leaves a hole at its position, so that positions
-    keep their meaning; reads in global order step over holes. Operation ids are kept
-    unique as the other backends' index keeps them, and every version after the first
-    needs its predecessor (:mod:`actae.adapters.persistence.predecessors`).
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._operation_rows: dict[str, tuple[str, int]] = {}
-
-    def _assert_uniqueness(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
-        super()._assert_uniqueness(stored_events, **kwargs)
-        index = self._stored_events_index
-        refuse_orphans(
-            stored_events, lambda s: s.originator_version - 1 in index.get(str(s.originator_id), ())
-        )
-        keys = operation_ids.carried_ids(stored_events)
-        if len(set(keys)) < len(keys) or any(key in self._operation_rows for key in keys):
-            msg = f"operation ids already recorded: {keys}"
-            raise IntegrityError(msg)
-
-    def _update_table(
-        self, stored_events: Sequence[StoredEvent], **kwargs: Any
-    ) -> Sequence[int] | None:
-        positions = super()._update_table(stored_events, **kwargs)
-        for s in stored_events:
-            key = operation_ids.operation_id_of(s)
-            if key is not None:
-                self._operation_rows[key] = (str(s.originator_id), s.originator_version)
-        return positions
-
-    def select_operation_row(self, operation_id: str) -> StoredEvent | None:
-        """The row that carries ``operation_id``, if one does."""
-        with self._database_lock:
-            found = self._operation_rows.get(operation_id)
-            if found is None:
-                return None
-            originator_id, version = found
-            return self._stored_events[self._stored_events_index[originator_id][version]]
-
-    def events_after(self, position: int, cap: int) -> int:
-        """Events after ``position``, holes not counted, at most ``cap``."""
-        with self._database_lock:
-            later = self._stored_events[position:]  # position n is at index n - 1
-            return min(cap, sum(1 for event in later if event.topic != HOLE.topic))
-
-    def still_stored(self, originator_ids: Sequence[UUID]) -> set[UUID]:
-        """Which of these still have events (see :mod:`actae.adapters.persistence.purging`)."""
-        with self._database_lock:
-            index = self._stored_events_index
-            return {i for i in originator_ids if index.get(str(i))}
-
-    def delete_events(
-        self, everything_of: Sequence[UUID], history_of: Sequence[UUID], keep_topic: str
-    ) -> int:
-        """Delete events as :func:`actae.adapters.persistence.purging.delete_events` says."""
-        deleted = 0
-        with self._database_lock:
-            for ids, keep in ((everything_of, None), (history_of, keep_topic)):
-                for originator_id in ids:
-                    index = self._stored_events_index[str(originator_id)]
-                    for version, position in list(index.items()):
-                        if keep is not None and self._stored_events[position].topic == keep:
-                            continue
-                        key = operation_ids.operation_id_of(self._stored_events[position])
-                        if key is not None:
-                            self._operation_rows.pop(key, None)
-                        self._stored_events[position] = HOLE
-                        del index[version]
-                        deleted += 1
-        return deleted
-
-    def select_notifications(
-        self,
-        start: int | None,
-        limit: int,
-        stop: int | None = None,
-        topics: Sequence[str] = (),
-        *,
-        inclusive_of_start: bool = True,
-    ) -> Sequence[Notification]:
-        """Events in global order from ``start``, holes left out (``limit`` counts events)."""
-        found: list[Notification] = []
-        while len(found) < limit:
-            page = super().select_notifications(
-                start, limit, stop, topics, inclusive_of_start=inclusive_of_start
-            )
-            if not page:
-                break
-            found.extend(n for n in page if n.topic != HOLE.topic)
-            start, inclusive_of_start = page[-1].id, False
-        return found[:limit]
-
-
-HOLE = StoredEvent(originator_id=UUID(int=0), originator_version=0, topic="", state=b"")
-"""What a deleted event leaves in the in-memory store's list."""

@@ -6,7 +6,7 @@ missing, so that a writer whose idea of the head is ahead of the store (a proces
 remembers rows a failover to a lagging standby lost) cannot write past the hole. The check
 is part of the write itself: a guard inside the one statement on PostgreSQL
 (:meth:`~actae.adapters.persistence.postgres.ActaePostgresRecorder.insert_statement`), a
-lookup inside the write transaction on SQLite, and under the store's lock in memory. A
+lookup inside the write transaction on SQLite (``memory://`` too). A
 predecessor written in the same batch counts. Whatever a process guesses about heads, the
 database decides (docs/outages.md, "Failovers that lose commits").
 """

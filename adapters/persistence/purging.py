@@ -3,10 +3,12 @@
 Retention (:mod:`actae.domain.keeping`) first appends the run's tombstone after its last
 event; only then are the events it replaces deleted: every event of the run's channel and
 of its ledger entries, and the run's own events except the tombstone. Positions stay
-monotonic on every backend: PostgreSQL's sequence never goes back, the in-memory store
-leaves holes, and on SQLite, which gives a new row the largest ``rowid`` plus one, the row
-with the largest ``rowid`` is never deleted (the tombstone is newer than the history it
-replaces, so that spares at most a write that came after it).
+monotonic on every backend: PostgreSQL's sequence never goes back, and on SQLite, which
+gives a new row the largest ``rowid`` plus one, the row with the largest ``rowid`` is never
+deleted (the tombstone is newer than the history it replaces, so that spares at most a
+write that came after it). The store's backend (:mod:`actae.adapters.runtime.backends`)
+picks the statements and runs them off an async caller's loop; each deletes in one
+transaction and answers how many it deleted.
 """
 
 from __future__ import annotations
@@ -14,52 +16,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from uuid import UUID
 
-from eventsourcing.persistence import ApplicationRecorder
 from psycopg import sql
 
-from actae.adapters.persistence.awaiting import off_the_loop
-from actae.adapters.persistence.offloaded import ActaeMemoryRecorder, ActaeSQLiteRecorder
+from actae.adapters.persistence.offloaded import ActaeSQLiteRecorder
 from actae.adapters.persistence.postgres import ActaePostgresRecorder
 
 
-def delete_events(
-    recorder: ApplicationRecorder,
-    *,
-    everything_of: Sequence[UUID],
-    history_of: Sequence[UUID],
-    keep_topic: str,
-) -> int:
-    """Delete the events of ``everything_of``, and of ``history_of`` all but ``keep_topic``.
-
-    In one transaction; the answer is how many were deleted.
-    """
-    if not everything_of and not history_of:
-        return 0
-    if isinstance(recorder, ActaePostgresRecorder):
-        return off_the_loop(_postgres, recorder, everything_of, history_of, keep_topic)
-    if isinstance(recorder, ActaeSQLiteRecorder):
-        return off_the_loop(_sqlite, recorder, everything_of, history_of, keep_topic)
-    if isinstance(recorder, ActaeMemoryRecorder):
-        return recorder.delete_events(everything_of, history_of, keep_topic)
-    msg = f"cannot delete events from a {type(recorder).__name__}"
-    raise TypeError(msg)
-
-
-def still_stored(recorder: ApplicationRecorder, originator_ids: Sequence[UUID]) -> set[UUID]:
-    """Which of ``originator_ids`` still have events: one query per 500 ids, not one each."""
-    if not originator_ids:
-        return set()
-    if isinstance(recorder, ActaePostgresRecorder):
-        return off_the_loop(_postgres_stored, recorder, originator_ids)
-    if isinstance(recorder, ActaeSQLiteRecorder):
-        return off_the_loop(_sqlite_stored, recorder, originator_ids)
-    if isinstance(recorder, ActaeMemoryRecorder):
-        return recorder.still_stored(originator_ids)
-    msg = f"cannot look into a {type(recorder).__name__}"
-    raise TypeError(msg)
-
-
-def _postgres_stored(recorder: ActaePostgresRecorder, ids: Sequence[UUID]) -> set[UUID]:
+def postgres_still_stored(recorder: ActaePostgresRecorder, ids: Sequence[UUID]) -> set[UUID]:
+    """Which of ``ids`` still have events: one query per 500 ids, not one each."""
     table = sql.Identifier(recorder.datastore.schema, recorder.events_table_name)
     statement = sql.SQL(
         "SELECT DISTINCT originator_id FROM {} WHERE originator_id = ANY(%s)"
@@ -72,7 +36,8 @@ def _postgres_stored(recorder: ActaePostgresRecorder, ids: Sequence[UUID]) -> se
     return found
 
 
-def _sqlite_stored(recorder: ActaeSQLiteRecorder, ids: Sequence[UUID]) -> set[UUID]:
+def sqlite_still_stored(recorder: ActaeSQLiteRecorder, ids: Sequence[UUID]) -> set[UUID]:
+    """Which of ``ids`` still have events (500 ids a query: SQLite's limit on parameters)."""
     table = recorder.events_table_name
     found: set[UUID] = set()
     with recorder.datastore.transaction(commit=False) as cursor:
@@ -87,12 +52,13 @@ def _sqlite_stored(recorder: ActaeSQLiteRecorder, ids: Sequence[UUID]) -> set[UU
     return found
 
 
-def _postgres(
+def postgres_delete_events(
     recorder: ActaePostgresRecorder,
     everything_of: Sequence[UUID],
     history_of: Sequence[UUID],
     keep_topic: str,
 ) -> int:
+    """Delete the events of ``everything_of``, and of ``history_of`` all but ``keep_topic``."""
     table = sql.Identifier(recorder.datastore.schema, recorder.events_table_name)
     statement = sql.SQL(
         "DELETE FROM {} WHERE originator_id = ANY(%s) OR (originator_id = ANY(%s) AND topic <> %s)"
@@ -102,12 +68,13 @@ def _postgres(
         return cursor.rowcount
 
 
-def _sqlite(
+def sqlite_delete_events(
     recorder: ActaeSQLiteRecorder,
     everything_of: Sequence[UUID],
     history_of: Sequence[UUID],
     keep_topic: str,
 ) -> int:
+    """As on PostgreSQL; the row with the largest ``rowid`` stays (see above)."""
     table = recorder.events_table_name
     deleted = 0
     with recorder.datastore.transaction(commit=True) as cursor:

@@ -1,9 +1,9 @@
-"""The event store behind each kind of URL, built by name: which recorder, on which datastore.
+"""The event store on each kind of database, built by name: which recorder, on which datastore.
 
-``actae.open`` calls one of these, so a write can be followed by reading from
-``Store.transition`` through ``ActaeService.save`` to the recorder's SQL: no topic strings or
-settings dictionaries in between. Each setting is eventsourcing's default unless a comment
-says why Actae's differs.
+The store's backend (:mod:`actae.adapters.runtime.backends`) calls one of these, so a write
+can be followed by reading from ``Store.transition`` through ``ActaeService.save`` to the
+recorder's SQL: no topic strings or settings dictionaries in between. Each setting is
+eventsourcing's default unless a comment says why Actae's differs.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from eventsourcing.sqlite import SQLiteDatastore
 
 from actae.adapters.persistence.codec import OrjsonTranscoder, PydanticMapper
 from actae.adapters.persistence.eventlog import PostgresEventLog, RecordedEventLog
-from actae.adapters.persistence.offloaded import ActaeMemoryRecorder, ActaeSQLiteRecorder
+from actae.adapters.persistence.offloaded import ActaeSQLiteRecorder
 from actae.adapters.persistence.postgres import ActaePostgresRecorder
 from actae.adapters.persistence.url import StoreUrl
 
@@ -33,7 +33,7 @@ IDLE_IN_TRANSACTION_TIMEOUT = 5
 
 
 @dataclass(frozen=True)
-class Backend:
+class EventStore:
     """Where a store's events live.
 
     The recorder writes them, the domain reads them through the log, ``close`` lets go of
@@ -58,16 +58,12 @@ def plain_mappers(_: ApplicationRecorder) -> tuple[Mapper[Any], Mapper[Any]]:
     return mapper, mapper
 
 
-def memory_store(mappers: Mappers = plain_mappers) -> Backend:
-    """Events in this process's memory (``memory://``): gone when the store closes."""
-    recorder = ActaeMemoryRecorder()
-    return _assembled(recorder, RecordedEventLog, lambda: None, mappers)
-
-
-def sqlite_store(path: str, *, create_tables: bool, mappers: Mappers = plain_mappers) -> Backend:
-    """Events in the SQLite file ``path`` (table ``stored_events``)."""
+def sqlite_store(
+    database: str, *, create_tables: bool, mappers: Mappers = plain_mappers
+) -> EventStore:
+    """Events in the SQLite ``database`` (a path or a URI; table ``stored_events``)."""
     datastore = SQLiteDatastore(
-        db_name=path,
+        db_name=database,
         lock_timeout=SQLITE_LOCK_TIMEOUT,
         # A connection is held while its writer waits for the file lock: waiting for a
         # connection is waiting for that lock, and deserves the same patience.
@@ -81,7 +77,7 @@ def sqlite_store(path: str, *, create_tables: bool, mappers: Mappers = plain_map
 
 def postgres_store(
     url: StoreUrl, *, create_tables: bool, mappers: Mappers = plain_mappers
-) -> Backend:
+) -> EventStore:
     """Events in PostgreSQL, in the URL's schema, through a pool of the URL's size.
 
     Every libpq parameter of the URL reaches each pooled connection (they are added to the
@@ -116,7 +112,7 @@ def postgres_store(
 
 def _assembled(
     recorder: Any, log: type[RecordedEventLog], close: Callable[[], None], mappers: Mappers
-) -> Backend:
+) -> EventStore:
     """The parts around ``recorder``, with the mappers ``mappers`` makes for it."""
     mapper, metadata_mapper = mappers(recorder)
-    return Backend(mapper, recorder, log(mapper, recorder), close, metadata_mapper)
+    return EventStore(mapper, recorder, log(mapper, recorder), close, metadata_mapper)

@@ -14,9 +14,9 @@ Each guard is the database's own, not a parse of the SQL here:
   its transaction is rolled back (which undoes ``set_config``, ``SET`` and temporary tables)
   and then ``DISCARD ALL`` drops prepared statements, advisory locks and every other session
   setting; its ``search_path`` comes from the connection's startup options, which
-  ``DISCARD ALL`` restores. A SQLite file gets a connection of its own, opened read-only, for
-  each call (a fraction of a millisecond), closed after it; ``memory://`` has only the one
-  in-memory database, and its authorizer leaves nothing to keep.
+  ``DISCARD ALL`` restores. A SQLite database (a file, or ``memory://``'s in-memory one)
+  gets a connection of its own, opened read-only, for each call (a fraction of a
+  millisecond), closed after it.
 
 What none of this stops is a function the store's role may call: on PostgreSQL a read-only
 transaction still runs ``pg_terminate_backend`` or ``pg_read_file`` if the store's role is
@@ -29,7 +29,6 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -149,9 +148,11 @@ class SqliteQueries:
             self._done(conn)
 
 
-def read_only_file(path: str) -> SqliteQueries:
-    """Analysts' statements on a SQLite file: each on a read-only connection of its own."""
-    uri = f"{Path(path).absolute().as_uri()}?mode=ro"
+def read_only_sqlite(uri: str) -> SqliteQueries:
+    """Analysts' statements on a SQLite database, each on a connection of its own.
+
+    ``uri`` opens the database read-only.
+    """
 
     def connect() -> sqlite3.Connection:
         return sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)

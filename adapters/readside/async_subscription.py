@@ -4,7 +4,7 @@ An :class:`AsyncSubscription` drives a :class:`~actae.adapters.readside.subscrip
 Subscription` (the one place that knows positions, batches and outages) and replaces only
 its waiting: when there is nothing new, the coroutine awaits a wake-up instead of blocking
 its thread. On PostgreSQL the wake-up is a ``NOTIFY`` read on an ``AsyncConnection``; on SQLite
-and in memory it is this process's commit signal, with polling for other processes.
+(``memory://`` too) it is this process's commit signal, with polling for other processes.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class AsyncListenWaiter:
 class CommitSignal:
     """Commits of this process, told to the subscribers on one event loop.
 
-    Writes on SQLite and in memory run in worker threads; each commit sets every live
+    Writes on SQLite run in worker threads; each commit sets every live
     waiter's event through ``call_soon_threadsafe``.
     """
 

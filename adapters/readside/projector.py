@@ -24,15 +24,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from eventsourcing.persistence import ApplicationRecorder, Mapper, Notification
 
 from actae.adapters.logs import Lines
 from actae.adapters.persistence.awaiting import in_portal
-from actae.adapters.persistence.backlog import events_after
 from actae.adapters.persistence.outages import Outage, is_transient, ride_out
-from actae.adapters.persistence.postgres import ActaePostgresRecorder
 from actae.adapters.readside.read_ahead import ReadAhead
 from actae.adapters.readside.readmodels import ReadModelDB
 from actae.adapters.readside.subscription import Waiter
@@ -51,6 +49,17 @@ SWEEP_EVERY = 1.0
 log = logging.getLogger("actae.projector")
 
 
+class EventCounts(Protocol):
+    """What the projector asks of the store's backend (``actae.adapters.runtime.backends``)."""
+
+    reads_ahead: bool
+    """Whether the next page may be read beside the read models' transaction."""
+
+    def events_after(self, position: int) -> int:
+        """How many events are stored after ``position`` (counted up to a million)."""
+        ...
+
+
 class Projector:
     """Projects the store's events into the read-model tables (projections/tables.py).
 
@@ -64,13 +73,13 @@ class Projector:
         db: ReadModelDB,
         waiter: Callable[[], Waiter],
         *,
+        backend: EventCounts,
         batch_size: int = 2000,
         out: TextIO | None = None,
     ) -> None:
         self._recorder = service.recorder
         assert isinstance(self._recorder, ApplicationRecorder)  # noqa: S101
-        # Reads beside the read models' transaction: PostgreSQL only (on SQLite, one file).
-        self._reads_ahead = isinstance(self._recorder, ActaePostgresRecorder)
+        self._backend = backend
         self._mapper: Mapper[Any] = service.metadata_mapper
         self._clock = service.clock
         self._next_expiry: datetime | None = None  # of a live claim, as of the last sweep
@@ -175,7 +184,8 @@ class Projector:
         started = time.perf_counter()
         backlog = self._with_retries(lambda: self.lag(name=name), stopping)
         # Not in an async caller's portal: waiting for the page read ahead would block its loop.
-        pages = ReadAhead(self._page_after) if self._reads_ahead and not in_portal() else None
+        reads_ahead = self._backend.reads_ahead and not in_portal()
+        pages = ReadAhead(self._page_after) if reads_ahead else None
         try:
             while not stopping():
                 done = self._with_retries(
@@ -313,7 +323,7 @@ class Projector:
         Counted, not subtracted: positions are not dense (PostgreSQL gives each write a
         block of them, and purges leave holes).
         """
-        return events_after(self._recorder, self.db.position(name))
+        return self._backend.events_after(self.db.position(name))
 
     def errors(self) -> list[dict[str, Any]]:
         """Poison events: position, topic, originator and the error."""

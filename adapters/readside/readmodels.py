@@ -3,7 +3,6 @@
 Every batch of projected events is applied in one transaction together with the tracking
 position (exactly once: a position is either fully applied with its changes or not at all),
 while holding the tracking row's lock, so two projectors never apply the same events twice.
-The memory backend keeps its read models in an in-memory SQLite database.
 
 :class:`ReadModelDB` holds what both backends share; :class:`PostgresReadModels` and
 :class:`SqliteReadModels` hold what differs (parameter style, stored values, locking,
@@ -30,7 +29,7 @@ from psycopg.types.json import Jsonb
 
 from actae.adapters.persistence.clock import wall_clock
 from actae.adapters.persistence.turns import DEFAULT_LOCK_WAIT
-from actae.adapters.readside.analyst_sql import PostgresQueries, SqliteQueries, read_only_file
+from actae.adapters.readside.analyst_sql import PostgresQueries, SqliteQueries, read_only_sqlite
 from actae.adapters.readside.grants import regrant
 from actae.adapters.readside.schema import (
     ERRORS,
@@ -534,8 +533,8 @@ class SqliteReadModels(SqliteSchema, ReadModelDB):
     name = "sqlite"
     mark = "?"
     lock_suffix = ""  # BEGIN IMMEDIATE (``transaction``) already holds the database's lock
-    analysts: SqliteQueries | None = None
-    """Where ``projector.query`` runs on a file (``sqlite_db``); None in memory."""
+    analysts: SqliteQueries
+    """Where ``projector.query`` runs: a read-only connection per call (set by ``sqlite_db``)."""
 
     def __init__(self, connect: Callable[[], Any]) -> None:
         super().__init__(connect)
@@ -554,13 +553,10 @@ class SqliteReadModels(SqliteSchema, ReadModelDB):
         return value
 
     def reconnect(self) -> None:
-        """Keep the connection: SQLite's transient error is a lock, not a lost connection.
-
-        A new ``:memory:`` connection would be a new, empty database.
-        """
+        """Keep the connection: SQLite's transient error is a lock, not a lost connection."""
 
     def _heal(self) -> None:
-        """Nothing to heal: no server drops the connection to a file or to memory."""
+        """Nothing to heal: no server drops the connection to a SQLite database."""
 
     def executemany(self, statement: str, rows: list[Sequence[Any]]) -> None:
         """Run one statement for many rows."""
@@ -579,15 +575,8 @@ class SqliteReadModels(SqliteSchema, ReadModelDB):
         )
 
     def read_only_query(self, statement: str, params: Any = None) -> list[dict[str, Any]]:
-        """On a read-only connection of the call's own; in memory, on this one, under the lock.
-
-        An in-memory database has no second connection; the authorizer that allows only
-        reads (``SqliteQueries``) leaves nothing behind on it.
-        """
-        if self.analysts is not None:
-            return self.analysts.run(statement, params)
-        with self.lock:
-            return SqliteQueries(lambda: self.conn, lambda _: None).run(statement, params)
+        """On a read-only connection of the call's own (``SqliteQueries``)."""
+        return self.analysts.run(statement, params)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -628,15 +617,19 @@ def postgres_db(
     return db
 
 
-def sqlite_db(path: str) -> ReadModelDB:
-    """Read models in the store's SQLite file (or in memory for ``memory://``)."""
+def sqlite_db(database: str, read_only: str) -> ReadModelDB:
+    """Read models in the store's SQLite ``database`` (a path or a URI).
+
+    ``read_only`` is the URI that opens it read-only, for the analysts' queries.
+    """
 
     def connect() -> sqlite3.Connection:
-        conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
-        if path != ":memory:":
-            conn.execute("PRAGMA journal_mode=WAL")
+        conn = sqlite3.connect(
+            database, uri=True, timeout=30, isolation_level=None, check_same_thread=False
+        )
+        conn.execute("PRAGMA journal_mode=WAL")  # an in-memory database keeps its own
         return conn
 
     db = SqliteReadModels(connect)
-    db.analysts = None if path == ":memory:" else read_only_file(path)
+    db.analysts = read_only_sqlite(read_only)
     return db

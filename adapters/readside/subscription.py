@@ -2,7 +2,7 @@
 
 A subscription is pulled by its reader: it fetches the next batch after the last delivered
 position, and only when there is nothing new does it wait for a wake-up (PostgreSQL
-LISTEN/NOTIFY; an in-process signal plus polling on SQLite and in memory). It never holds a
+LISTEN/NOTIFY; an in-process signal plus polling on SQLite, ``memory://`` too). It never holds a
 lock between reads, so a slow subscriber cannot slow writers down, and because it always
 asks the store for "everything after my position", the hand-over from history to live
 delivery has no gap and no duplicate.

@@ -9,9 +9,9 @@ the coroutine wait instead, by backend (docs/async.md has the measurements):
 * **PostgreSQL**: every statement is awaited on psycopg's ``AsyncConnectionPool`` (a second
   pool beside the blocking one, as large): as many statements in flight as it has
   connections, with no thread per call.
-* **SQLite** and ``memory://``: every recorder call runs in a worker thread (sqlite3 has no
-  asyncio interface, and a write waits for the file lock and for ``fsync``; an in-memory
-  call awaited on the loop would never let the loop serve anyone else).
+* **SQLite** (``memory://`` too): every recorder call runs in a worker thread (sqlite3 has
+  no asyncio interface, and a write waits for the database's lock and for ``fsync``; even
+  an in-memory call awaited on the loop would never let the loop serve anyone else).
 """
 
 from __future__ import annotations
@@ -26,9 +26,7 @@ from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 from uuid import UUID
 
 from actae.adapters.persistence.awaiting import run_in_portal
-from actae.adapters.persistence.postgres import ActaePostgresRecorder
 from actae.adapters.readside.async_subscription import (
-    AsyncListenWaiter,
     AsyncSubscription,
     AsyncWaiter,
     CommitSignal,
@@ -103,16 +101,15 @@ class AsyncStore:
 
     def __init__(self, store: Store) -> None:
         self.sync = store
-        recorder = store._service.recorder
-        self._recorder = recorder if isinstance(recorder, ActaePostgresRecorder) else None
+        self._backend = store._backend
         self._signal: CommitSignal | None = None
         self._connected = False
         self._closed = False
 
     async def connect(self) -> None:
         """Open the connections the coroutines use (``async with`` and ``open_async`` do)."""
-        if self._recorder is not None and not self._connected:
-            await self._recorder.attach_async_pool()
+        if not self._connected:
+            await self._backend.connect_async()
         self._connected = True
 
     def __repr__(self) -> str:
@@ -257,8 +254,9 @@ class AsyncStore:
         return AsyncSubscription(start, self._waiter, poll_interval=poll_interval)
 
     def _waiter(self) -> AsyncWaiter:
-        if self._recorder is not None:
-            return AsyncListenWaiter(self.sync._url.postgres_conninfo, self._recorder.channel_name)
+        waiter = self._backend.async_waiter()
+        if waiter is not None:
+            return waiter
         if self._signal is None:
             self._signal = CommitSignal(asyncio.get_running_loop())
             self.sync.on_commit(self._signal.committed)
@@ -271,8 +269,7 @@ class AsyncStore:
         if self._closed:
             return
         self._closed = True
-        if self._recorder is not None:
-            await self._recorder.close_async_pool()
+        await self._backend.close_async()
         await asyncio.to_thread(self.sync.close)
 
     async def __aenter__(self) -> Self:

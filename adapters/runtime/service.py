@@ -28,7 +28,7 @@ from eventsourcing.persistence import IntegrityError
 
 from actae.adapters.persistence.forgets import content_owners
 from actae.adapters.persistence.operation_ids import stored_rows
-from actae.adapters.persistence.recorders import Backend
+from actae.adapters.persistence.recorders import EventStore
 from actae.domain.aggregate import DomainEvent
 from actae.domain.channel import Channel
 from actae.domain.errors import HistoryRegressedError
@@ -50,7 +50,7 @@ class ActaeService:
 
     def __init__(
         self,
-        events: Backend,
+        events: EventStore,
         *,
         codec: Codec,
         clock: Clock,

@@ -15,21 +15,13 @@ from uuid import UUID
 
 from actae.adapters.custody.holding import Holding, holding_for, keyring_of
 from actae.adapters.custody.sealing import SealingMapper
-from actae.adapters.persistence.clock import close_clock, host_skew, store_clock
+from actae.adapters.persistence.clock import close_clock, host_skew
 from actae.adapters.persistence.codec import OrjsonCodec
-from actae.adapters.persistence.migrations import open_postgres, open_sqlite
-from actae.adapters.persistence.postgres import ActaePostgresRecorder
-from actae.adapters.persistence.recorders import memory_store, postgres_store, sqlite_store
-from actae.adapters.persistence.url import StoreUrl, parse_store_url
+from actae.adapters.persistence.url import parse_store_url
 from actae.adapters.readside.projector import Projector
-from actae.adapters.readside.readmodels import postgres_db, sqlite_db
-from actae.adapters.readside.subscription import (
-    ConditionWaiter,
-    ListenWaiter,
-    Subscription,
-    Waiter,
-)
+from actae.adapters.readside.subscription import Subscription, Waiter
 from actae.adapters.redaction.redactors import redactor_of
+from actae.adapters.runtime.backends import Backend, backend_for
 from actae.adapters.runtime.service import ActaeService
 from actae.adapters.runtime.store_custody import CustodyMethods
 from actae.adapters.runtime.store_ledger import LedgerMethods
@@ -100,25 +92,20 @@ def open(
     max_document_bytes = require_int("max_document_bytes", max_document_bytes, minimum=1)
     master_keys = keyring_of(parsed, keyring)
     redactor = redactor_of(redact)
-    postgres = parsed.backend == "postgresql"
-    store_time = store_clock(clock, parsed.postgres_conninfo if postgres else None)
+    backend = backend_for(parsed)
+    store_time = backend.clock(clock)
     holdings: list[Holding] = []
 
-    def mappers(recorder: Any) -> tuple[SealingMapper, SealingMapper]:
-        holding = holding_for(recorder, parsed, master_keys)
+    def mappers(_: Any) -> tuple[SealingMapper, SealingMapper]:
+        holding = holding_for(
+            parsed, master_keys, backend.key_tables(), backend.forget_watch(), backend.custody
+        )
         holdings.append(holding)
         return holding.mapper, holding.metadata_mapper
 
     def build(create_tables: bool) -> ActaeService:
-        if postgres:
-            events = postgres_store(parsed, create_tables=create_tables, mappers=mappers)
-        elif parsed.backend == "sqlite":
-            path = parsed.sqlite_path or ""
-            events = sqlite_store(path, create_tables=create_tables, mappers=mappers)
-        else:
-            events = memory_store(mappers)
         return ActaeService(
-            events,
+            backend.event_store(mappers, create_tables=create_tables),
             codec=OrjsonCodec(),
             clock=store_time,
             max_document_bytes=max_document_bytes,
@@ -127,35 +114,32 @@ def open(
 
     service: ActaeService | None = None
     try:
-        if postgres:
-            service = open_postgres(
-                parsed.postgres_conninfo,
-                parsed.postgres_schema,
-                build,
-                create=create,
-                lock_wait=parsed.lock_wait,
-            )
-        elif parsed.backend == "sqlite":
-            service = open_sqlite(parsed.sqlite_path or "", build, create=create)
-        else:
-            service = build(True)
+        service = backend.open(build, create=create)
     finally:
         if service is None:
             close_clock(store_time)
+            backend.close()
     if service is None:
         raise StoreNotFoundError(parsed.display)
-    return Store(service, parsed, holdings[-1])
+    try:
+        return Store(service, backend, holdings[-1])
+    except BaseException:  # the custody tables could not be made (a bad ``artifacts``, say)
+        service.close()
+        close_clock(store_time)
+        backend.close()
+        raise
 
 
 class Store(ResumeMethods, LifecycleMethods, LedgerMethods, CustodyMethods, RetentionMethods):
     """A durable-execution store for agent runs. Use as a context manager, or ``close()``."""
 
-    def __init__(self, service: ActaeService, url: StoreUrl, holding: Holding) -> None:
+    def __init__(self, service: ActaeService, backend: Backend, holding: Holding) -> None:
         self._service = service
         self._holding = holding
+        self._backend = backend
         holding.prepare()
         self._reader = service.reader
-        self._url = url
+        self._url = backend.url
         self._closed = False
         self._projector: Projector | None = None
 
@@ -467,23 +451,20 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods, CustodyMethods, Rete
 
         ``projector.catch_up()`` brings the read models (run_status, lineage, effects, audit
         and usage, and the outstanding_effects and cost_per_day views) up to date;
-        ``start()`` follows live in a thread; ``query(sql)`` reads them. On SQLite and
-        PostgreSQL they are plain tables next to the event store; with ``memory://`` they live
-        in an in-memory SQLite database.
+        ``start()`` follows live in a thread; ``query(sql)`` reads them. They are plain
+        tables next to the event store.
         """
         batch_size = require_int("batch_size", batch_size, minimum=1)
         if self._projector is None:
-            if self._url.backend == "postgresql":
-                db = postgres_db(
-                    self._url.postgres_conninfo,
-                    self._url.postgres_schema,
-                    lock_wait=self._url.lock_wait,
-                )
-            else:
-                db = sqlite_db(self._url.sqlite_path or ":memory:")
+            db = self._backend.read_models()
             try:
                 self._projector = Projector(
-                    self._service, db, self._waiter, batch_size=batch_size, out=out
+                    self._service,
+                    db,
+                    self._waiter,
+                    backend=self._backend,
+                    batch_size=batch_size,
+                    out=out,
                 )
             except BaseException:
                 db.close()  # the read models could not be made (a turn not given, say)
@@ -491,11 +472,7 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods, CustodyMethods, Rete
         return self._projector
 
     def _waiter(self) -> Waiter:
-        if self._url.backend == "postgresql":
-            recorder = self._service.recorder
-            assert isinstance(recorder, ActaePostgresRecorder)  # noqa: S101 - set by the URL
-            return ListenWaiter(self._url.postgres_conninfo, recorder.channel_name)
-        return ConditionWaiter(self._service.written)
+        return self._backend.waiter(self._service)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -508,6 +485,7 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods, CustodyMethods, Rete
             self._service.close()
             self._holding.close()
             close_clock(self._service.clock)
+            self._backend.close()
 
     def __enter__(self) -> Self:
         return self

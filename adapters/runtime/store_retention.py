@@ -17,7 +17,7 @@ from uuid import UUID
 from eventsourcing.utils import get_topic
 
 from actae.adapters.custody.holding import Holding
-from actae.adapters.persistence.purging import delete_events, still_stored
+from actae.adapters.runtime.backends import Backend
 from actae.adapters.runtime.service import ActaeService
 from actae.domain import keeping
 from actae.domain.channel import Channel
@@ -46,6 +46,7 @@ class RetentionMethods:
 
     _service: ActaeService
     _holding: Holding
+    _backend: Backend
 
     if TYPE_CHECKING:
 
@@ -173,8 +174,7 @@ class RetentionMethods:
             everything.extend(self._operations_of(run))
         keys = projector.db.effect_keys_of(runs)
         everything.extend(Operation.id_for(key) for key in keys)
-        deleted = delete_events(
-            self._service.recorder,
+        deleted = self._backend.delete_events(
             everything_of=sorted(set(everything)),
             history_of=list(runs),
             keep_topic=PURGED_TOPIC,
@@ -218,7 +218,7 @@ class RetentionMethods:
             if live:
                 keys.forget(run_id)
         purged = dict(projector.db.recently("purged_at", since))
-        with_events = still_stored(self._service.recorder, list(purged.values()))
+        with_events = self._backend.still_stored(list(purged.values()))
         with_keys = keys.present(list(purged))
         unfinished = [
             r for r, channel in purged.items() if channel in with_events or r in with_keys

@@ -1,8 +1,9 @@
 """Stored event rows changed behind the store's back, as the database's own files would be.
 
-A test flips one byte of one row's body where the backend keeps it: in the SQLite file
-through ``sqlite3``, on PostgreSQL with an ``UPDATE ... SET state = overlay(...)``, and in a
-``memory://`` store's list of rows. Nothing of Actae is asked to do it.
+A test flips one byte of one row's body where the backend keeps it: in the SQLite database
+through ``sqlite3`` (a file, or the in-memory database of a ``memory://`` store, which a
+connection of this process opens by name), and on PostgreSQL with an ``UPDATE ... SET state
+= overlay(...)``. Nothing of Actae is asked to do it.
 """
 
 from __future__ import annotations
@@ -32,16 +33,10 @@ class Row:
 
 def rows_of(store: Any, url: str) -> list[Row]:
     """Every stored event row of the store at ``url`` (``store`` is its open face)."""
-    if url.startswith("memory"):
-        stored = store._service.recorder._stored_events
-        return [
-            Row(UUID(str(s.originator_id)), s.originator_version, s.topic, s.state) for s in stored
-        ]
-    if url.startswith("sqlite"):
-        with sqlite3.connect(url.removeprefix("sqlite:///").split("?")[0]) as db:
-            found = db.execute(
-                "SELECT originator_id, originator_version, topic, state FROM stored_events"
-            ).fetchall()
+    if not url.startswith("postgres"):
+        found = _lite(
+            store, url, "SELECT originator_id, originator_version, topic, state FROM stored_events"
+        )
         return [Row(UUID(hex=str(o)), v, t, bytes(s)) for o, v, t, s in found]
     with psycopg.connect(base_dsn(url)) as conn:
         query = sql.SQL(
@@ -62,19 +57,15 @@ def flip_at(store: Any, url: str, row: Row, offset: int, mask: int = 0x01) -> No
     """XOR the byte at ``offset`` of ``row``'s stored body with ``mask``, in place."""
     changed = bytes([row.state[offset] ^ mask])
     flipped = row.state[:offset] + changed + row.state[offset + 1 :]
-    if url.startswith("memory"):
-        recorder = store._service.recorder
-        index = recorder._stored_events_index[str(row.originator_id)][row.version]
-        old = recorder._stored_events[index]
-        recorder._stored_events[index] = dataclasses.replace(old, state=flipped)
-        return
-    if url.startswith("sqlite"):
-        with sqlite3.connect(url.removeprefix("sqlite:///").split("?")[0]) as db:
-            db.execute(
-                "UPDATE stored_events SET state = ?"
-                " WHERE originator_id = ? AND originator_version = ?",
-                (flipped, row.originator_id.hex, row.version),
-            )
+    if not url.startswith("postgres"):
+        _lite(
+            store,
+            url,
+            "UPDATE stored_events SET state = ? WHERE originator_id = ? AND originator_version = ?",
+            flipped,
+            row.originator_id.hex,
+            row.version,
+        )
         return
     with psycopg.connect(base_dsn(url)) as conn:
         statement = sql.SQL(
@@ -82,6 +73,19 @@ def flip_at(store: Any, url: str, row: Row, offset: int, mask: int = 0x01) -> No
             " WHERE originator_id = %s AND originator_version = %s"
         ).format(sql.Identifier(schema_of(url)))
         conn.execute(statement, (changed, offset + 1, row.originator_id, row.version))
+
+
+def _lite(store: Any, url: str, statement: str, *params: Any) -> list[Any]:
+    """``statement`` run on the store's SQLite database, committed; its rows."""
+    database = url.removeprefix("sqlite:///").split("?")[0]
+    if url.startswith("memory"):
+        database = store._backend.database  # named by the store: a new one each open
+    db = sqlite3.connect(database, uri=True)
+    try:
+        with db:
+            return db.execute(statement, params).fetchall()
+    finally:
+        db.close()
 
 
 def rewritten(topic: str, originator_id: UUID, version: int, state: bytes, change: Any) -> bytes:

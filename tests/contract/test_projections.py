@@ -174,6 +174,7 @@ def test_catching_up_a_large_backlog_shows_progress(store: actae.Store) -> None:
         store._service,
         store.projector().db,
         store._waiter,
+        backend=store._backend,
         batch_size=10,
         out=out,
     )

@@ -89,7 +89,9 @@ def test_steps_done_adds_up_within_one_batch_and_across_batches(
 
     projector.catch_up()
     whole = projector.db.snapshot()
-    one_by_one = actae.Projector(store._service, projector.db, store._waiter, batch_size=1)
+    one_by_one = actae.Projector(
+        store._service, projector.db, store._waiter, backend=store._backend, batch_size=1
+    )
     one_by_one.rebuild()
 
     assert run_row(store, run)["steps_done"] == 3

@@ -23,8 +23,8 @@ import uuid
 
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from actae.adapters.custody.artifacts import RefKeys, open_artifacts
-from actae.adapters.persistence.url import parse_store_url
+import actae
+from actae.adapters.custody.artifacts import Artifacts, RefKeys
 
 READ_SIZE = 1 << 20
 
@@ -72,7 +72,8 @@ def main() -> None:
     url, spec, size_text, sealed_text = sys.argv[1:5]
     size, key = int(size_text), bytes(range(32)) if sealed_text == "1" else None
     keys = RefKeys("k", {"k": bytes(32)})
-    artifacts = open_artifacts(parse_store_url(url), keys, None if spec == "-" else spec)
+    store = actae.open(url, create=False)
+    artifacts = Artifacts(*store._backend.custody(None if spec == "-" else spec), keys)
     baseline = peak_kib()
 
     started = time.perf_counter()
@@ -88,6 +89,7 @@ def main() -> None:
             count += len(chunk)
     read_seconds = time.perf_counter() - started
     artifacts.close()
+    store.close()
 
     assert count == ref.size == size
     assert ref.digest == source.hash.hexdigest() == received.hexdigest()

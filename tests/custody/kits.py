@@ -2,9 +2,10 @@
 
 Helpers of test_artifacts.py (which declares the fixtures over them).
 
-Every store is created with ``actae.open`` (which runs the migrations that make the artifact
-tables); the artifacts are then built from the parsed URL, as the store itself would.
-``file`` keeps the bytes in a directory and the references in a SQLite store.
+Every store is opened with ``actae.open`` (which runs the migrations that make the artifact
+tables) and stays open for the test (a ``memory://`` store's database lives as long); the
+artifacts are then built by the store's backend, as the store itself builds them. ``file``
+keeps the bytes in a directory and the references in a SQLite store.
 """
 
 from __future__ import annotations
@@ -20,8 +21,7 @@ import pytest
 from psycopg import sql
 
 import actae
-from actae.adapters.custody.artifacts import Artifacts, RefKeys, open_artifacts
-from actae.adapters.custody.blobs import MemoryBlobs
+from actae.adapters.custody.artifacts import Artifacts, RefKeys
 from actae.adapters.custody.files import FileBlobs
 from actae.adapters.persistence.url import parse_store_url
 
@@ -42,7 +42,7 @@ class Kit:
     url: str
     artifacts: Artifacts
     count: Callable[[], int]
-    """How many blobs are stored (rows of actae_artifacts, files, dict entries)."""
+    """How many blobs are stored (rows of actae_artifacts, or files)."""
     chunks: Callable[[str], list[bytes]]
     """The stored chunks of a blob, in order."""
     rewrite: Callable[[str, list[bytes]], None]
@@ -58,12 +58,17 @@ def _sql(conninfo: dict[str, str], schema: str, query: str, *params: Any) -> lis
         return cursor.fetchall() if cursor.description else []
 
 
-def _lite(path: str, query: str, *params: Any) -> list[Any]:
-    with sqlite3.connect(path) as conn:
-        return conn.execute(query, params).fetchall()
+def _lite(database: str, query: str, *params: Any) -> list[Any]:
+    conn = sqlite3.connect(database, uri=True)
+    try:
+        with conn:
+            return conn.execute(query, params).fetchall()
+    finally:
+        conn.close()
 
 
-def _database_kit(backend: str, url: str, artifacts: Artifacts) -> Kit:
+def _database_kit(backend: str, store: actae.Store, artifacts: Artifacts) -> Kit:
+    url = store.url
     parsed = parse_store_url(url)
     if backend == "postgres":
 
@@ -73,7 +78,8 @@ def _database_kit(backend: str, url: str, artifacts: Artifacts) -> Kit:
     else:
 
         def run(query: str, *params: Any) -> list[Any]:
-            return _lite(parsed.sqlite_path or "", query.replace("%s", "?"), *params)
+            database = store._backend.database  # type: ignore[attr-defined]
+            return _lite(database, query.replace("%s", "?"), *params)
 
     def blob_of(name: str) -> Any:
         return run("SELECT blob FROM actae_artifacts WHERE name = %s", name)[0][0]
@@ -118,19 +124,6 @@ def _file_kit(url: str, artifacts: Artifacts) -> Kit:
     return Kit("file", url, artifacts, count, chunks, rewrite)
 
 
-def _memory_kit(artifacts: Artifacts) -> Kit:
-    blobs = artifacts.blobs
-    assert isinstance(blobs, MemoryBlobs)
-    stored = blobs._blobs
-
-    def rewrite(name: str, pieces: list[bytes]) -> None:
-        stored[name] = tuple(pieces)
-
-    return Kit(
-        "memory", "memory://", artifacts, lambda: len(stored), lambda n: list(stored[n]), rewrite
-    )
-
-
 def make_kit(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Kit]:
     """Artifacts on ``backend`` in a new store, closed when the generator is."""
     if backend == "memory":
@@ -139,15 +132,13 @@ def make_kit(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> It
         url = request.getfixturevalue("pg_url")
     else:
         url = f"sqlite:///{tmp_path / 'runs.db'}"
-    actae.open(url).close()
-    spec = f"file://{tmp_path / 'blobs'}" if backend == "file" else None
-    artifacts = open_artifacts(parse_store_url(url), KEYS, spec)
-    try:
-        if backend == "memory":
-            yield _memory_kit(artifacts)
-        elif backend == "file":
-            yield _file_kit(url, artifacts)
-        else:
-            yield _database_kit(backend, url, artifacts)
-    finally:
-        artifacts.close()
+    with actae.open(url) as store:
+        spec = f"file://{tmp_path / 'blobs'}" if backend == "file" else None
+        artifacts = Artifacts(*store._backend.custody(spec), KEYS)
+        try:
+            if backend == "file":
+                yield _file_kit(url, artifacts)
+            else:
+                yield _database_kit(backend, store, artifacts)
+        finally:
+            artifacts.close()

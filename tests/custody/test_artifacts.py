@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
+import actae
 from actae.adapters.custody.artifacts import Artifacts, RefKeys
-from actae.adapters.custody.blobs import MemoryBlobs, blob_store
+from actae.adapters.custody.blobs import blob_store
 from actae.adapters.custody.chunks import SEALED_CHUNK
 from actae.adapters.custody.files import FileBlobs
 from actae.adapters.custody.pieces import CHUNK_SIZE
-from actae.adapters.custody.refs import MemoryRefs
-from actae.adapters.custody.sqlite_tables import SQLiteBlobs
+from actae.adapters.custody.sqlite_tables import SQLiteBlobs, SQLiteRefs, SQLiteTables
 from actae.adapters.persistence.url import parse_store_url
 from actae.domain.artifacts import ArtifactRef
 from actae.domain.errors import CorruptionError, ValidationError
@@ -260,17 +260,17 @@ def test_sweep_removes_what_an_interrupted_write_left(kit: Kit) -> None:
     blobs = kit.artifacts.blobs
     if kit.sql is not None:
         old, fresh = uuid.uuid4(), uuid.uuid4()
-        stamp = "%Y-%m-%d %H:%M:%S" + ("" if kit.backend == "sqlite" else "+00")
+        stamp = "%Y-%m-%d %H:%M:%S" + ("" if kit.backend != "postgres" else "+00")
         for blob, age in ((old, 7200), (fresh, 0)):
             kit.sql(
                 "INSERT INTO actae_artifacts (name, blob, size, created_at) VALUES (%s, %s, 0, %s)",
                 f"pending:{blob}",
-                str(blob) if kit.backend == "sqlite" else blob,
+                str(blob) if kit.backend != "postgres" else blob,
                 time.strftime(stamp, time.gmtime(time.time() - age)),
             )
             kit.sql(
                 "INSERT INTO actae_artifact_chunks (blob, seq, data) VALUES (%s, 0, %s)",
-                str(blob) if kit.backend == "sqlite" else blob,
+                str(blob) if kit.backend != "postgres" else blob,
                 b"partial",
             )
         assert blobs.sweep(3600) == 1
@@ -286,8 +286,15 @@ def test_sweep_removes_what_an_interrupted_write_left(kit: Kit) -> None:
         assert blobs.sweep(0) == 0
 
 
-def memory_artifacts() -> Artifacts:
-    return Artifacts(MemoryBlobs(), MemoryRefs(), KEYS)
+@pytest.fixture
+def artifacts(tmp_path: Path) -> Iterator[Artifacts]:
+    """Artifacts in a SQLite store of their own (for what every backend does alike)."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    actae.open(url).close()
+    tables = SQLiteTables(parse_store_url(url).sqlite_path or "")
+    kept = Artifacts(SQLiteBlobs(tables), SQLiteRefs(tables), KEYS)
+    yield kept
+    kept.close()
 
 
 @pytest.mark.parametrize(
@@ -304,24 +311,25 @@ def memory_artifacts() -> Artifacts:
     ],
     ids=lambda change: next(iter(change)),
 )
-def test_every_field_of_a_reference_is_authenticated(change: dict[str, object]) -> None:
-    artifacts = memory_artifacts()
+def test_every_field_of_a_reference_is_authenticated(
+    change: dict[str, object], artifacts: Artifacts
+) -> None:
     ref = artifacts.put(RUN_A, b"attested", media_type="text/plain", data_key=None)
     forged = ref.model_copy(update=change)
     with pytest.raises(CorruptionError, match="artifact reference"):
         artifacts.open(forged, data_key=KEY_A)
 
 
-def test_references_made_with_a_retired_key_still_open() -> None:
-    artifacts = memory_artifacts()
+def test_references_made_with_a_retired_key_still_open(artifacts: Artifacts) -> None:
     ref = artifacts.put(RUN_A, b"kept", media_type="text/plain", data_key=None)
     rotated = Artifacts(artifacts.blobs, artifacts.refs, RefKeys("k0", KEYS.secrets))
     assert rotated.read(ref, data_key=None) == b"kept"
     assert rotated.put(RUN_A, b"kept", media_type="text/plain", data_key=None).key == "k0"
 
 
-def test_bad_input_is_refused_before_anything_is_stored(tmp_path: Path) -> None:
-    artifacts = memory_artifacts()
+def test_bad_input_is_refused_before_anything_is_stored(
+    tmp_path: Path, artifacts: Artifacts
+) -> None:
     for source, field in (("text", "source"), (tmp_path / "absent", "source"), (42, "source")):
         with pytest.raises(ValidationError) as caught:
             artifacts.put(RUN_A, source, media_type=BINARY, data_key=None)  # type: ignore[arg-type]
@@ -339,11 +347,9 @@ def test_bad_input_is_refused_before_anything_is_stored(tmp_path: Path) -> None:
 
 
 def test_blob_store_specs(tmp_path: Path) -> None:
-    sqlite = parse_store_url(f"sqlite:///{tmp_path / 'runs.db'}")
-    assert isinstance(blob_store(None, parse_store_url("memory://")), MemoryBlobs)
-    assert isinstance(blob_store(None, sqlite), SQLiteBlobs)
-    assert isinstance(blob_store(None, parse_store_url("sqlite:///:memory:")), MemoryBlobs)
-    files = blob_store(f"file://{tmp_path / 'new'}", sqlite)
+    in_database = SQLiteBlobs(SQLiteTables(str(tmp_path / "runs.db")))
+    assert blob_store(None, lambda: in_database) is in_database
+    files = blob_store(f"file://{tmp_path / 'new'}", lambda: in_database)
     assert isinstance(files, FileBlobs)
     assert os.path.isdir(tmp_path / "new" / ".incoming")
     refused = {
@@ -354,5 +360,5 @@ def test_blob_store_specs(tmp_path: Path) -> None:
     }
     for spec, message in refused.items():
         with pytest.raises(ValidationError, match=message) as caught:
-            blob_store(spec, sqlite)
+            blob_store(spec, lambda: in_database)
         assert caught.value.field == "url.artifacts"

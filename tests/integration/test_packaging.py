@@ -127,6 +127,7 @@ MODULES = [
     "actae.adapters.runtime.async_context",
     "actae.adapters.runtime.async_store",
     "actae.adapters.runtime.async_worker",
+    "actae.adapters.runtime.backends",
     "actae.adapters.runtime.boundary",
     "actae.adapters.runtime.channel_head",
     "actae.adapters.runtime.context",

@@ -82,7 +82,9 @@ def projector_of(store: actae.Store, pg_url: str, batch_size: int = 2000) -> act
     """Another projector of ``store``'s read models, on a connection of its own."""
     parsed = parse_store_url(pg_url)
     db = postgres_db(parsed.postgres_conninfo, parsed.postgres_schema)
-    return actae.Projector(store._service, db, store._waiter, batch_size=batch_size)
+    return actae.Projector(
+        store._service, db, store._waiter, backend=store._backend, batch_size=batch_size
+    )
 
 
 def wait_for(condition: Callable[[], bool], pause: threading.Event, what: str) -> None:

@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
 import actae.domain
-from actae.adapters.custody.datakeys import DataKeys, MemoryKeyTable
+from actae.adapters.custody.datakeys import DataKeys
 from actae.adapters.custody.sealing import SealingMapper
 from actae.adapters.persistence.checksums import verified
 from actae.adapters.persistence.codec import OrjsonTranscoder, PydanticMapper
@@ -41,7 +41,9 @@ from actae.domain.aggregate import DomainEvent
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 MAPPER = PydanticMapper(transcoder=OrjsonTranscoder())
-CLEAR_STORE = SealingMapper(DataKeys(MemoryKeyTable(), None))
+KEYS_OF = actae.open("memory://")
+"""A clear store, open for the module: its key table is the clear mapper's."""
+CLEAR_STORE = SealingMapper(DataKeys(KEYS_OF._backend.key_tables()[0], None))
 VERSIONS = (1, 2, 3)
 WIDE = 2**63
 JSON: st.SearchStrategy[Any] = st.recursive(

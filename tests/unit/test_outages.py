@@ -167,7 +167,7 @@ def test_anything_else_fails_at_once() -> None:
 
 
 def test_reconnecting_keeps_an_embedded_read_model_database() -> None:
-    """SQLite's transient error is a lock; a new ``:memory:`` connection would be empty."""
+    """SQLite's transient error is a lock: the read models stay where they are."""
     with actae.open("memory://") as store:
         store.start_run("wf", agent_id="a", state={})
         projector = store.projector()
