@@ -28,7 +28,6 @@ from uuid import UUID
 from actae.adapters.persistence.awaiting import run_in_portal
 from actae.adapters.persistence.postgres import ActaePostgresRecorder
 from actae.adapters.readside.async_subscription import (
-    AsyncListenWaiter,
     AsyncSubscription,
     AsyncWaiter,
     CommitSignal,
@@ -254,11 +253,9 @@ class AsyncStore:
             )
             return subscription
 
-        return AsyncSubscription(start, self._waiter, poll_interval=poll_interval)
+        return AsyncSubscription(start, self._waiter)
 
     def _waiter(self) -> AsyncWaiter:
-        if self._recorder is not None:
-            return AsyncListenWaiter(self.sync._url.postgres_conninfo, self._recorder.channel_name)
         if self._signal is None:
             self._signal = CommitSignal(asyncio.get_running_loop())
             self.sync.on_commit(self._signal.committed)

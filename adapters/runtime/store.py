@@ -18,14 +18,12 @@ from actae.adapters.custody.sealing import SealingMapper
 from actae.adapters.persistence.clock import close_clock, host_skew, store_clock
 from actae.adapters.persistence.codec import OrjsonCodec
 from actae.adapters.persistence.migrations import open_postgres, open_sqlite
-from actae.adapters.persistence.postgres import ActaePostgresRecorder
 from actae.adapters.persistence.recorders import memory_store, postgres_store, sqlite_store
 from actae.adapters.persistence.url import StoreUrl, parse_store_url
 from actae.adapters.readside.projector import Projector
 from actae.adapters.readside.readmodels import postgres_db, sqlite_db
 from actae.adapters.readside.subscription import (
     ConditionWaiter,
-    ListenWaiter,
     Subscription,
     Waiter,
 )
@@ -490,10 +488,7 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods, CustodyMethods, Rete
         return self._projector
 
     def _waiter(self) -> Waiter:
-        if self._url.backend == "postgresql":
-            recorder = self._service.recorder
-            assert isinstance(recorder, ActaePostgresRecorder)  # noqa: S101 - set by the URL
-            return ListenWaiter(self._url.postgres_conninfo, recorder.channel_name)
+        """Woken by this process's commits; other processes' are found by looking again."""
         return ConditionWaiter(self._service.written)
 
     # -- lifecycle ------------------------------------------------------------------------
