@@ -29,6 +29,7 @@ import io
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 from uuid import UUID
 
 from actae.adapters.custody.blobs import BlobStore
@@ -250,13 +251,15 @@ class Artifacts:
         self.refs.close()
 
 
-def open_artifacts(url: StoreUrl, keys: RefKeys, spec: str | None = None) -> Artifacts:
+def open_artifacts(
+    url: StoreUrl, keys: RefKeys, spec: str | None = None, *, pool: Any = None
+) -> Artifacts:
     """The artifacts of the store at ``url``, their bytes where ``spec`` says.
 
     ``spec`` is as for :func:`~actae.adapters.custody.blobs.blob_store`; on PostgreSQL the
-    blobs and the references share one pool.
+    blobs and the references share one pool: ``pool`` (the process's), or one of their own.
     """
-    blobs, refs = custody_backends(spec, url)
+    blobs, refs = custody_backends(spec, url, pool)
     return Artifacts(blobs, refs, keys)
 
 

@@ -40,8 +40,12 @@ REFERENCE_SECRET = "artifact-references"  # noqa: S105 - a name, not a secret
 class Holding:
     """A store's keys, the mappers that use them, and its artifacts."""
 
-    def __init__(self, url: StoreUrl, keys: DataKeys, secrets: SecretTable) -> None:
+    def __init__(
+        self, url: StoreUrl, keys: DataKeys, secrets: SecretTable, pool: Any = None
+    ) -> None:
         self.url = url
+        self.pool = pool
+        """The process's PostgreSQL pool, which the artifacts share (``None``: not PostgreSQL)."""
         self.keys = keys
         self.secrets = secrets
         self.mapper = SealingMapper(keys, inline_max=url.inline_max)
@@ -65,7 +69,9 @@ class Holding:
         if keyring is not None:
             secrets |= {key: keyring.reference_key(key) for key in keyring.secrets}
             current = keyring.current
-        self._artifacts = open_artifacts(self.url, RefKeys(current, secrets), self.url.artifacts)
+        self._artifacts = open_artifacts(
+            self.url, RefKeys(current, secrets), self.url.artifacts, pool=self.pool
+        )
         documents = Documents(self._artifacts)
         self.mapper.offloader = documents
         self.metadata_mapper.offloader = documents
@@ -159,4 +165,5 @@ def holding_for(recorder: Any, url: StoreUrl, keyring: Keyring | None) -> Holdin
     else:
         keys, secrets = MemoryKeyTable(), SecretTable(None, table="", mark="")
     watch = getattr(recorder, "forgets", None)  # what the recorder's reads saw of forgets
-    return Holding(url, DataKeys(keys, keyring, watch), secrets)
+    pool = datastore.pool if isinstance(datastore, PostgresDatastore) else None
+    return Holding(url, DataKeys(keys, keyring, watch), secrets, pool)

@@ -9,7 +9,7 @@ content is stored once across runs), and a blob is deleted only when none is lef
 from __future__ import annotations
 
 import threading
-from typing import Protocol
+from typing import Any, Protocol
 from uuid import UUID
 
 from actae.adapters.custody.blobs import BlobStore, blob_store, in_memory
@@ -80,9 +80,11 @@ def ref_recorder(url: StoreUrl, tables: PostgresTables | None = None) -> RefReco
     return MemoryRefs()
 
 
-def custody_backends(spec: str | None, url: StoreUrl) -> tuple[BlobStore, RefRecorder]:
+def custody_backends(
+    spec: str | None, url: StoreUrl, pool: Any = None
+) -> tuple[BlobStore, RefRecorder]:
     """The blob store ``spec`` names and the references, sharing one PostgreSQL pool."""
-    tables = PostgresTables(url) if url.backend == "postgresql" else None
+    tables = PostgresTables(url, pool) if url.backend == "postgresql" else None
     try:
         return blob_store(spec, url, tables), ref_recorder(url, tables)
     except BaseException:

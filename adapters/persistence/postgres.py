@@ -168,10 +168,11 @@ ReadShape = tuple[bool, bool, bool, bool]
 class KeptConnection:
     """The connection the recorder's last statement used, kept back for the next one.
 
-    A connection is kept only if it is healthy and idle and keeping it leaves the pool a
-    connection for others (idle, or room to open one) with no one waiting; otherwise it goes
-    back to the pool at once. ``release`` hands the kept one back (before
-    the pool checks or closes its connections).
+    A connection is kept only if it is healthy and idle and keeping it leaves the pool an
+    idle connection for others, with no one waiting; otherwise it goes back to the pool at
+    once. (Room to open another is not enough: the clock, the data keys and the artifacts
+    of an idle process would then make its pool grow past its one connection.) ``release``
+    hands the kept one back (before the pool checks or closes its connections).
     """
 
     def __init__(self, pool: Any) -> None:
@@ -198,9 +199,7 @@ class KeptConnection:
     def _others_served(self) -> bool:
         """Whether keeping a connection leaves others one without waiting for it."""
         stats = self._pool.get_stats()
-        spare = stats.get("pool_available", 0) > 0 or stats.get("pool_size", 0) < stats.get(
-            "pool_max", 0
-        )
+        spare = stats.get("pool_available", 0) > 0  # not room to open one: an idle process
         return spare and not stats.get("requests_waiting", 0)
 
     def release(self) -> None:
@@ -543,6 +542,10 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
             ]
             rendered = self._together[shape] = SQL(" UNION ALL ").join(branches).as_string()
         return rendered
+
+    def query(self, statement: LiteralString, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run one statement of another part of the store (the clock) the way writes run."""
+        return self._execute(statement, params)
 
     def _execute(self, query: LiteralString, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         """Run one prepared statement on a pooled connection's own cursor; its rows.

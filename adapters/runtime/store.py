@@ -15,9 +15,10 @@ from uuid import UUID
 
 from actae.adapters.custody.holding import Holding, holding_for, keyring_of
 from actae.adapters.custody.sealing import SealingMapper
-from actae.adapters.persistence.clock import close_clock, host_skew, store_clock
+from actae.adapters.persistence.clock import close_clock, host_skew, read_clock_with, store_clock
 from actae.adapters.persistence.codec import OrjsonCodec
 from actae.adapters.persistence.migrations import open_postgres, open_sqlite
+from actae.adapters.persistence.postgres import ActaePostgresRecorder
 from actae.adapters.persistence.recorders import memory_store, postgres_store, sqlite_store
 from actae.adapters.persistence.url import StoreUrl, parse_store_url
 from actae.adapters.readside.projector import Projector
@@ -141,6 +142,8 @@ def open(
             close_clock(store_time)
     if service is None:
         raise StoreNotFoundError(parsed.display)
+    if isinstance(service.recorder, ActaePostgresRecorder):
+        read_clock_with(store_time, service.recorder.query)
     return Store(service, parsed, holdings[-1])
 
 
