@@ -46,9 +46,9 @@ if TYPE_CHECKING:
 
 NAME = "read_models"
 REBUILD_SUFFIX = "__rebuild"
-SWEEP_EVERY = 1.0
+SWEEP_EVERY = 5.0
 """Seconds between lease sweeps while idle: another projector may have applied a claim."""
-IDLE_POLL = 0.5
+IDLE_POLL = 1.0
 """Seconds between two looks for other processes' events once the store has gone quiet."""
 
 log = logging.getLogger("actae.projector")
