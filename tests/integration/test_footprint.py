@@ -141,9 +141,9 @@ def test_an_idle_projector_or_console_names_its_connections_and_uses_little_cpu(
     extra: tuple[str, ...] = ()
     if command[0] == "console":
         auth = tmp_path / "auth.json"
+        adding = ("console", "add-user", "a", "--role", "viewer", "--auth-file", str(auth))
         subprocess.run(
-            [sys.executable, "-m", "actae.adapters.cli", "console", "add-user", "a"]
-            + ["--role", "viewer", "--auth-file", str(auth)],
+            [sys.executable, "-m", "actae.adapters.cli", *adding],
             check=True,
             capture_output=True,
         )
