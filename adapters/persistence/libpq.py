@@ -1,7 +1,7 @@
 """libpq connection parameters in a PostgreSQL store URL: which are carried, which refused.
 
 Actae opens several kinds of connection: eventsourcing's pool for the event store, and its
-own for migrations, the read models, LISTEN and the database clock. A parameter such as
+own for migrations and the read models. A parameter such as
 ``sslmode=verify-full`` must reach all of them, or a store would talk plaintext on some
 connections while its URL says otherwise. So a parameter is either carried to every
 connection (``PASSED_THROUGH``, checked here) or refused by name, with the reason.

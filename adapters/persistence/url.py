@@ -136,7 +136,7 @@ DEAD_SERVER_DEFAULTS = {
 """libpq parameters every connection gets unless the URL sets them.
 
 A failover that leaves no TCP reset behind (the old server's host is simply gone) would
-otherwise leave a statement, or an idle LISTEN connection, waiting for the kernel's
+otherwise leave a statement, or an idle pooled connection, waiting for the kernel's
 timeout, about 15 minutes, before any retry can begin. With these, a dead server is noticed
 within about 30 seconds: a quiet connection is probed after 10 s, then every 5 s, three
 times, and data unacknowledged for 30 s ends the connection."""
