@@ -99,8 +99,8 @@ def drill(
 @click.command(
     help="Keep the read models (run_status, lineage, effects, audit, usage) up to date: catch "
     "up in batches, then follow new events live (looking again soon while events flow, every "
-    "second when idle) until SIGTERM or Ctrl-C. Progress is shown while catching up a large backlog; "
-    "poison events are recorded in actae_projection_errors and skipped.",
+    "second when idle) until SIGTERM or Ctrl-C. Progress is shown while catching up a large "
+    "backlog; poison events are recorded in actae_projection_errors and skipped.",
     short_help="Keep the read models up to date.",
 )
 @store_options(required=True)

@@ -13,10 +13,12 @@ Every connection names itself in ``pg_stat_activity`` (``application_name``), so
 operator can tell which process holds which connections: the URL's own
 ``application_name`` if it has one, else this process's (:func:`name_connections`, set by
 the CLI to ``actae-worker:<name>``, ``actae-projector``, ``actae-console`` or
-``actae-cli``), else :data:`DEFAULT_APPLICATION_NAME`.
+``actae-cli``), unless libpq's ``PGAPPNAME`` is set, else :data:`DEFAULT_APPLICATION_NAME`.
 """
 
 from __future__ import annotations
+
+import os
 
 from actae.domain.errors import ValidationError
 from actae.domain.validation import require_int
@@ -39,9 +41,13 @@ def name_connections(name: str) -> None:
     )
 
 
-def application_name() -> str:
-    """The name this process's connections give unless their URL names them."""
-    return _process_name
+def default_name() -> dict[str, str]:
+    """The ``application_name`` a connection gets unless its URL names it: this process's.
+
+    Empty when the environment has ``PGAPPNAME``: libpq names the connections from it then,
+    as it does for any program (a supervisor may name each process it starts that way).
+    """
+    return {} if "PGAPPNAME" in os.environ else {"application_name": _process_name}
 
 
 ON_OFF = ("0", "1")

@@ -20,8 +20,8 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from actae.adapters.persistence.libpq import (
     PASSED_THROUGH,
-    application_name,
     check_parameter,
+    default_name,
     refusal,
 )
 from actae.adapters.persistence.turns import DEFAULT_LOCK_WAIT
@@ -151,7 +151,7 @@ def _postgres(url: str) -> StoreUrl:
             raise refusal(name, known=sorted((*ACTAE_OPTIONS, *PASSED_THROUGH)))
     libpq = {
         **DEAD_SERVER_DEFAULTS,
-        "application_name": application_name(),
+        **default_name(),
         **{
             name: check_parameter(name, value)
             for name, value in options.items()
