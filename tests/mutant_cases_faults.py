@@ -532,9 +532,8 @@ FAULT_MUTANTS = [
     Mutant(
         "clock-reading-not-renewed",
         "adapters/persistence/clock.py",
-        "self.reading = read_database_clock(self._conninfo)\n"
-        "                pause = self._resample_every",
-        "read_database_clock(self._conninfo)\n                pause = self._resample_every",
+        "self.reading = self._read()\n                pause = self._resample_every",
+        "self._read()\n                pause = self._resample_every",
         "drift between readings would grow without bound",
         CLOCK,
         postgres=True,

@@ -17,6 +17,7 @@ import click
 from actae.adapters.cli.invocation import invocation
 from actae.adapters.cli.options import log_format, store_options, whole
 from actae.adapters.logs import configure
+from actae.adapters.persistence.libpq import name_connections
 from actae.domain.errors import ValidationError
 
 EXTRA = "pip install 'actae[console]'"
@@ -95,6 +96,7 @@ def console(
             "`actae console add-user NAME --role operator --auth-file FILE`",
         )
     configure(json=log_format == "json")
+    name_connections("actae-console")
     _room("server").serve(
         url, host=host, port=port, auth_file=auth_file, max_body=max_body, origins=origins
     )

@@ -24,6 +24,7 @@ from eventsourcing import persistence
 from actae.adapters.cli import analysts, inspecting, keys, operating, retaining, running
 from actae.adapters.cli.console import console
 from actae.adapters.cli.invocation import Invocation
+from actae.adapters.persistence.libpq import name_connections
 from actae.adapters.persistence.outages import missing_table, summary
 from actae.adapters.persistence.url import parse_store_url
 from actae.adapters.runtime.backends import backend_for
@@ -107,6 +108,7 @@ def main(
     is then optional) and the worker's ``on_commit`` hook (see :class:`Worker`).
     """
     given = Invocation(registry=registry, on_commit=on_commit)
+    name_connections("actae-cli")  # the long-running commands name theirs
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         status = cli.main(args, prog_name="actae", standalone_mode=False, obj=given)

@@ -27,6 +27,7 @@ from actae.adapters.drill.demo import demo as run_demo
 from actae.adapters.drill.run import drill as run_drill
 from actae.adapters.logs import configure
 from actae.adapters.persistence.clock import OffsetClock
+from actae.adapters.persistence.libpq import name_connections
 from actae.adapters.runtime.async_store import AsyncStore
 from actae.adapters.runtime.async_worker import AsyncWorker
 from actae.adapters.runtime.store import Store
@@ -97,9 +98,9 @@ def drill(
 
 @click.command(
     help="Keep the read models (run_status, lineage, effects, audit, usage) up to date: catch "
-    "up in batches, then follow new events live (LISTEN/NOTIFY on PostgreSQL, polling on "
-    "SQLite) until SIGTERM or Ctrl-C. Progress is shown while catching up a large backlog; "
-    "poison events are recorded in actae_projection_errors and skipped.",
+    "up in batches, then follow new events live (looking again soon while events flow, every "
+    "second when idle) until SIGTERM or Ctrl-C. Progress is shown while catching up a large "
+    "backlog; poison events are recorded in actae_projection_errors and skipped.",
     short_help="Keep the read models up to date.",
 )
 @store_options(required=True)
@@ -124,6 +125,7 @@ def project(
     """``actae project``."""
     url = invocation().required_url(db, db_file)
     configure(json=log_format == "json")
+    name_connections("actae-projector")
 
     # A projector follows a store; it never creates one (a mistyped schema fails at once).
     def prepare(store: Store) -> object:
@@ -240,6 +242,7 @@ def worker(
     url = given.required_url(db, db_file)
     name = name or f"{socket.gethostname()}:{os.getpid()}"
     configure(json=log_format == "json", worker=name)
+    name_connections(f"actae-worker:{name}")
     for target in imports:
         import_workflows(target)
     registry = REGISTRY if given.registry is None else given.registry

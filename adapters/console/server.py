@@ -10,6 +10,7 @@ failure there (read models it may not create, a database that refuses it) is an
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 import logging
@@ -39,6 +40,10 @@ GRACE = 5.0
 """Seconds a stop waits for requests in flight before cancelling them."""
 
 
+TICK = 1.0
+"""Seconds between two rounds of uvicorn's housekeeping (headers, stop, request limit)."""
+
+
 class _Server(uvicorn.Server):
     """uvicorn, ending the console's streams on a signal and returning (not re-raising) after."""
 
@@ -62,6 +67,15 @@ class _Server(uvicorn.Server):
         finally:
             for signum, handler in before.items():
                 signal.signal(signum, handler)
+
+    async def main_loop(self) -> None:
+        """Run uvicorn's housekeeping once per :data:`TICK` (its own wakes ten times a second).
+
+        Each tick is a whole second of uvicorn's count, so the ``date`` header still moves
+        every second; a stop is noticed within a tick.
+        """
+        while not await self.on_tick(0):
+            await asyncio.sleep(TICK)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         """Stop: end the streams now, then let uvicorn finish what is in flight."""

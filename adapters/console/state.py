@@ -6,7 +6,7 @@ the store) when it stops. Stopping first ends every open event stream, so a shut
 waits on a browser tab that is still following a run.
 
 Each open event stream holds a slot of its user's: at most :data:`STREAMS_PER_USER` at
-once (on PostgreSQL each stream holds a connection, for its ``LISTEN``), so one script or
+once (each stream reads the store again and again while it follows a run), so one script or
 one user's many tabs cannot take every connection the database allows.
 """
 

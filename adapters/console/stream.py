@@ -1,8 +1,8 @@
 """A run, live: its channel's events and its status as server-sent events.
 
 ``GET /api/runs/{run}/stream?after=N`` sends every event after cursor N (history first, then
-live, with no gap and no duplicate: the store's own subscription, woken by NOTIFY on
-PostgreSQL and by commits or polling on SQLite) as ``event: event`` with the cursor as its
+live, with no gap and no duplicate: the store's own subscription, woken by this
+process's commits and looking again for other processes') as ``event: event`` with the cursor as its
 id, so a browser that reconnects resumes after the last one it saw (``Last-Event-ID``).
 ``event: status`` sends the whole run (the document of ``GET /api/runs/{run}``) at the start,
 shortly after events arrive, and when anything else changes it (a lease running out); a

@@ -1,15 +1,14 @@
 """Artifacts in the store's PostgreSQL schema: blobs in chunk rows, and the runs' references.
 
-**A small pool of its own, shared by the blobs and the references.** A gigabyte is a
-thousand chunk statements each way. A connection per call would pay a connection set-up
-(and a TLS handshake, remotely) for each; one connection held per write or per open stream
-would let slow producers and forgotten readers take as many server connections as they
-like. A :class:`psycopg_pool.ConnectionPool` of at most the URL's ``pool_size`` connections,
-opened lazily (``min_size=0``: a store that never touches an artifact opens none), is checked
-out for one statement (or one short transaction) at a time, so nothing is pinned between two
-chunks and concurrent writers and readers share a bounded number of connections. It is not
-the event store's pool: a long artifact upload must never keep a transition waiting for a
-connection.
+**The process's pool, one statement at a time.** A gigabyte is a thousand chunk statements
+each way. A connection per call would pay a connection set-up (and a TLS handshake,
+remotely) for each; one connection held per write or per open stream would let slow
+producers and forgotten readers take as many server connections as they like. So each
+statement (or short transaction) checks a connection out of the store's pool, the one the
+event store uses, and gives it back: nothing is pinned between two chunks, a long upload
+holds a connection only while a chunk is sent, and concurrent writers and readers share a
+bounded number of connections. (Given no pool, the tables open one of their own, of at
+most the URL's ``pool_size`` connections, lazily.)
 
 **Each chunk is its own autocommitted statement.** A blob written in one transaction would
 keep that transaction open for as long as its source takes to produce a gigabyte (holding
@@ -33,6 +32,7 @@ from uuid import UUID
 
 import psycopg
 from psycopg import sql
+from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
 from actae.adapters.custody.pieces import BlobName, bounded, checked_rows, resolved
@@ -48,7 +48,7 @@ READ_BATCH = 4
 class PostgresTables:
     """The pool and the schema-qualified statements of the artifact tables."""
 
-    def __init__(self, url: StoreUrl) -> None:
+    def __init__(self, url: StoreUrl, pool: ConnectionPool[Any] | None = None) -> None:
         schema = url.postgres_schema
 
         def table(name: str) -> sql.Identifier:
@@ -62,18 +62,33 @@ class PostgresTables:
             )
 
         self.statement = statement
-        self.pool: ConnectionPool[Any] = ConnectionPool(
+        self._owns_pool = pool is None
+        self.pool: ConnectionPool[Any] = pool or ConnectionPool(
             kwargs={**url.postgres_conninfo, "autocommit": True},
             min_size=0,
             max_size=max(1, url.pool_size),
             timeout=url.pool_timeout,
             name="actae-artifacts",
+            num_workers=1,
             open=True,
         )
 
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection answering in tuples, handed back as the pool gave it."""
+        self.pool.open()  # the shared pool opens on first use, as eventsourcing's callers do
+        with self.pool.connection() as conn:
+            given = conn.row_factory
+            conn.row_factory = tuple_row
+            try:
+                yield conn
+            finally:
+                conn.row_factory = given
+
     def close(self) -> None:
-        """Close the pool (again: nothing happens); closing either user closes it for both."""
-        self.pool.close()
+        """Close the pool if it is the tables' own (again: nothing happens)."""
+        if self._owns_pool:
+            self.pool.close()
 
 
 class PostgresBlobs:
@@ -105,7 +120,7 @@ class PostgresBlobs:
         """Write the chunks as they come, then name the blob (or drop it: a duplicate)."""
         blob = uuid.uuid4()
         pending = PENDING + str(blob)
-        pool = self.tables.pool
+        pool = self.tables
         with pool.connection() as conn:
             conn.execute(self._mark, (pending, blob))
         try:
@@ -134,7 +149,7 @@ class PostgresBlobs:
 
     def has(self, name: str) -> bool:
         """Whether a blob of that name exists (complete: a named blob always is)."""
-        with self.tables.pool.connection() as conn:
+        with self.tables.connection() as conn:
             return conn.execute(self._has, (name,)).fetchone() is not None
 
     def open(self, name: str) -> Iterator[bytes]:
@@ -144,7 +159,7 @@ class PostgresBlobs:
         pooled connection is free. A gap in the sequence or a total other than the recorded
         size raises :class:`CorruptionError` (so does a blob deleted while it is read).
         """
-        with self.tables.pool.connection() as conn:
+        with self.tables.connection() as conn:
             row = conn.execute(self._find, (name,)).fetchone()
         if row is None:
             raise NotFoundError("blob", name)
@@ -152,20 +167,20 @@ class PostgresBlobs:
         return checked_rows(name, int(size), lambda seq: self._fetch(blob, seq))
 
     def _fetch(self, blob: UUID, start: int) -> list[tuple[int, bytes]]:
-        with self.tables.pool.connection() as conn:
+        with self.tables.connection() as conn:
             rows = conn.execute(self._batch, (blob, start, READ_BATCH), binary=True)
             return [(int(seq), bytes(data)) for seq, data in rows]
 
     def delete(self, names: Iterable[str]) -> int:
         """Delete these blobs and their chunks; how many existed."""
-        with self.tables.pool.connection() as conn, conn.transaction():
+        with self.tables.connection() as conn, conn.transaction():
             blobs = [blob for (blob,) in conn.execute(self._delete, (list(names),))]
             conn.execute(self._drop_chunks, (blobs,))
         return len(blobs)
 
     def sweep(self, older_than: float) -> int:
         """Remove the chunks of writes that a crash interrupted ``older_than`` seconds ago."""
-        with self.tables.pool.connection() as conn, conn.transaction():
+        with self.tables.connection() as conn, conn.transaction():
             blobs = [blob for (blob,) in conn.execute(self._stale, (float(older_than),))]
             conn.execute(self._drop_chunks, (blobs,))
         return len(blobs)
@@ -192,17 +207,17 @@ class PostgresRefs:
 
     def add_ref(self, name: str, run_id: UUID) -> None:
         """Record that ``run_id`` references ``name`` (again: no change)."""
-        with self.tables.pool.connection() as conn:
+        with self.tables.connection() as conn:
             conn.execute(self._add, (name, run_id))
 
     def names_of(self, run_id: UUID) -> list[str]:
         """The names ``run_id`` references, sorted."""
-        with self.tables.pool.connection() as conn:
+        with self.tables.connection() as conn:
             return [name for (name,) in conn.execute(self._names, (run_id,))]
 
     def drop_refs(self, run_id: UUID) -> list[str]:
         """Forget ``run_id``'s references; the names no run references any more, sorted."""
-        with self.tables.pool.connection() as conn:
+        with self.tables.connection() as conn:
             return [name for (name,) in conn.execute(self._drop, (run_id, run_id))]
 
     def close(self) -> None:

@@ -16,15 +16,18 @@ import math
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, LiteralString
 
 import psycopg
+from eventsourcing.persistence import PersistenceError
 
 from actae.domain.ports import Clock
 
+Execute = Callable[[LiteralString, Sequence[Any]], list[tuple[Any, ...]]]
+"""Runs one statement and returns its rows."""
 RESAMPLE_EVERY = 30.0
 """Seconds between two readings of the database's clock (each costs one connection)."""
 RESAMPLE_AFTER_FAILURE = 1.0
@@ -127,17 +130,26 @@ def read_database_clock(conninfo: Mapping[str, str], tries: int = 3) -> Reading:
     options: dict[str, Any] = {"connect_timeout": SAMPLE_CONNECT_TIMEOUT, **conninfo}
     with psycopg.connect(**options, autocommit=True) as conn:
         conn.execute("SELECT 1")  # the first statement on a connection pays for set-up
-        readings = [_one_reading(conn) for _ in range(tries)]
+
+        def execute(statement: LiteralString, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+            return conn.execute(statement, params).fetchall()
+
+        return read_clock_through(execute, tries)
+
+
+def read_clock_through(execute: Execute, tries: int = 3) -> Reading:
+    """:func:`read_database_clock` through ``execute`` (a pooled connection, already set up)."""
+    readings = [_one_reading(execute) for _ in range(tries)]
     return min(readings, key=lambda reading: reading.round_trip)
 
 
-def _one_reading(conn: psycopg.Connection[Any]) -> Reading:
+def _one_reading(execute: Execute) -> Reading:
     wall_before, before = wall_clock(), time.monotonic()
-    row = conn.execute("SELECT clock_timestamp()").fetchone()
+    rows = execute("SELECT clock_timestamp()", ())
     after, wall_after = time.monotonic(), wall_clock()
-    if row is None or not isinstance(row[0], datetime):
+    if not rows or not isinstance(rows[0][0], datetime):
         raise psycopg.DataError("clock_timestamp() returned no timestamp")
-    database = row[0].astimezone(UTC)
+    database = rows[0][0].astimezone(UTC)
     wall_middle = wall_before + (wall_after - wall_before) / 2
     return Reading(
         database=database,
@@ -163,6 +175,7 @@ class DatabaseClock:
         self._conninfo = dict(conninfo)
         self._resample_every = resample_every
         self.reading = read_database_clock(self._conninfo)  # opening fails if it cannot
+        self._read: Callable[[], Reading] = lambda: read_database_clock(self._conninfo)
         self._latest = self.reading.now()
         self._lock = threading.Lock()
         self._closed = threading.Event()
@@ -190,6 +203,13 @@ class DatabaseClock:
         """Seconds the database's clock is ahead of this host's (negative: behind)."""
         return self.reading.skew
 
+    def read_through(self, execute: Execute) -> None:
+        """Take the next readings through ``execute``, the store's pool.
+
+        Not a connection of their own: the connection the store keeps when idle serves them.
+        """
+        self._read = lambda: read_clock_through(execute)
+
     def close(self) -> None:
         """Stop reading the database's clock; the time goes on from the last reading."""
         self._closed.set()
@@ -198,9 +218,9 @@ class DatabaseClock:
         pause = self._resample_every
         while not self._closed.wait(pause):
             try:
-                self.reading = read_database_clock(self._conninfo)
+                self.reading = self._read()
                 pause = self._resample_every
-            except (psycopg.Error, OSError):  # an outage: keep the last reading meanwhile
+            except (psycopg.Error, OSError, PersistenceError):  # an outage: keep the last one
                 pause = RESAMPLE_AFTER_FAILURE
 
 
@@ -241,3 +261,11 @@ def close_clock(clock: Clock) -> None:
         close_clock(clock.base)
     elif isinstance(clock, DatabaseClock):
         clock.close()
+
+
+def read_clock_with(clock: Clock, execute: Execute) -> None:
+    """Let the database's clock under ``clock`` (if any) take its readings through ``execute``."""
+    if isinstance(clock, OffsetClock) and clock.base is not None:
+        read_clock_with(clock.base, execute)
+    elif isinstance(clock, DatabaseClock):
+        clock.read_through(execute)

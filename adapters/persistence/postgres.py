@@ -4,8 +4,7 @@ eventsourcing's stock recorder writes in a pipelined transaction of five stateme
 ``LOCK TABLE … EXCLUSIVE``, ``NOTIFY``, ``INSERT``, ``COMMIT``) with three client-side syncs,
 and composes its ``SELECT`` text anew on every read; that client work, not the database,
 is most of the cost of a transition (docs/performance.md has the measurements). This
-recorder keeps the stock table, positions and ``LISTEN``/``NOTIFY`` channel, and changes how
-statements are sent:
+recorder keeps the stock table and positions, and changes how statements are sent:
 
 * **A write is one autocommitted statement.** A CTE draws the write's block of positions
   from the table's sequence and inserts every event from a ``VALUES`` list of scalar
@@ -15,9 +14,9 @@ statements are sent:
   sequence (:mod:`actae.adapters.persistence.positions`), so concurrent writers commit
   independently and share WAL flushes (group commit); readers bound every read by the
   positions' *horizon*, waiting only for this store's writers in flight, so they never pass
-  a position that a write in flight fills later. Listeners are woken by a coalescing
-  :class:`~actae.adapters.persistence.notifier.Notifier` after the commit, never by a
-  ``NOTIFY`` inside the write (which would serialize every commit of the cluster). Every
+  a position that a write in flight fills later. Nothing is notified, inside the write or
+  beside it (a ``NOTIFY`` would serialize every commit of the cluster): readers look for
+  new events themselves (:mod:`actae.adapters.readside.subscription`). Every
   writer of a store must use this recorder (``actae.open`` always does): the position
   column has no default (schema version 3), so a stock eventsourcing writer's insert fails.
 * **A write proves its predecessor.** The statement inserts nothing, and draws no
@@ -98,7 +97,6 @@ from actae.adapters.persistence.lost_replies import (
     retried_on_connection_errors,
 )
 from actae.adapters.persistence.migrations import CUSTODY_TABLES
-from actae.adapters.persistence.notifier import Notifier
 from actae.adapters.persistence.operation_ids import add_to_postgres, operation_id_of
 from actae.adapters.persistence.positions import BLOCK, Horizon
 from actae.adapters.persistence.predecessors import PredecessorMissing, first_orphan
@@ -170,10 +168,11 @@ ReadShape = tuple[bool, bool, bool, bool]
 class KeptConnection:
     """The connection the recorder's last statement used, kept back for the next one.
 
-    A connection is kept only if it is healthy and idle and keeping it leaves the pool a
-    connection for others (idle, or room to open one) with no one waiting; otherwise it goes
-    back to the pool at once. ``release`` hands the kept one back (before
-    the pool checks or closes its connections).
+    A connection is kept only if it is healthy and idle and keeping it leaves the pool an
+    idle connection for others, with no one waiting; otherwise it goes back to the pool at
+    once. (Room to open another is not enough: the clock, the data keys and the artifacts
+    of an idle process would then make its pool grow past its one connection.) ``release``
+    hands the kept one back (before the pool checks or closes its connections).
     """
 
     def __init__(self, pool: Any) -> None:
@@ -200,9 +199,7 @@ class KeptConnection:
     def _others_served(self) -> bool:
         """Whether keeping a connection leaves others one without waiting for it."""
         stats = self._pool.get_stats()
-        spare = stats.get("pool_available", 0) > 0 or stats.get("pool_size", 0) < stats.get(
-            "pool_max", 0
-        )
+        spare = stats.get("pool_available", 0) > 0  # not room to open one: an idle process
         return spare and not stats.get("requests_waiting", 0)
 
     def release(self) -> None:
@@ -249,10 +246,6 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         self._async_loop: asyncio.AbstractEventLoop | None = None
         self._sequence: str | None = None
         self._horizon: Horizon | None = None
-        arguments = datastore.pool.kwargs
-        assert isinstance(arguments, dict)  # noqa: S101 - eventsourcing builds it as a dict
-        conninfo = {k: v for k, v in arguments.items() if k != "row_factory"}
-        self.notifier = Notifier(conninfo, self.channel_name)
         self.before_commit: Any = None
         """A test hook: called after a write's insert, before its commit (``None``: off)."""
 
@@ -353,7 +346,6 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         if len(positions) != len(stored_events):  # the guard drew no block: nothing written
             orphan = first_orphan(stored_events, self._holds_version_before) or stored_events[0]
             raise PredecessorMissing(orphan.originator_id, orphan.originator_version)
-        self.notifier.poke()
         return positions
 
     def _holds_version_before(self, event: StoredEvent) -> bool:
@@ -551,6 +543,10 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
             rendered = self._together[shape] = SQL(" UNION ALL ").join(branches).as_string()
         return rendered
 
+    def query(self, statement: LiteralString, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run one statement of another part of the store (the clock) the way writes run."""
+        return self._execute(statement, params)
+
     def _execute(self, query: LiteralString, params: Sequence[Any]) -> list[tuple[Any, ...]]:
         """Run one prepared statement on a pooled connection's own cursor; its rows.
 
@@ -651,8 +647,7 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
                 conn.execute(SQL(statement).format(schema=Identifier(self.datastore.schema)))
 
     def close(self) -> None:
-        """Stop the notifier, hand the kept connection back and close the pool."""
-        self.notifier.close()
+        """Hand the kept connection back and close the pool."""
         self.kept.release()
         self.datastore.close()
 

@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from eventsourcing.persistence import ApplicationRecorder, Mapper
-from eventsourcing.postgres import PostgresDatastore
+from eventsourcing.postgres import ConnectionPool, PostgresDatastore
 from eventsourcing.sqlite import SQLiteDatastore
+from psycopg import Connection
+from psycopg.rows import DictRow
 
 from actae.adapters.persistence.codec import OrjsonTranscoder, PydanticMapper
 from actae.adapters.persistence.eventlog import PostgresEventLog, RecordedEventLog
@@ -30,6 +32,8 @@ POSTGRES_LOCK_TIMEOUT = 10
 """Seconds a PostgreSQL statement waits for a lock before giving up (0 would wait forever)."""
 IDLE_IN_TRANSACTION_TIMEOUT = 5
 """Seconds a session may sit idle inside a transaction before the server ends it."""
+IDLE_CONNECTION_SECONDS = 10.0
+"""Seconds a pooled connection beyond the first may stay unused before it is closed."""
 
 
 @dataclass(frozen=True)
@@ -99,15 +103,44 @@ def postgres_store(
         schema=url.postgres_schema,
         enable_db_functions=False,  # its stored functions take a table lock per write
     )
-    arguments = datastore.pool.kwargs
-    assert isinstance(arguments, dict)  # noqa: S101 - eventsourcing builds it as a dict
-    arguments.update(conninfo)
-    if not arguments.get("password"):
-        arguments.pop("password", None)
+    datastore.pool = process_pool(datastore, conninfo)
     recorder = ActaePostgresRecorder(datastore, events_table_name=POSTGRES_EVENTS_TABLE)
     if create_tables:
         recorder.create_table()
     return _assembled(recorder, PostgresEventLog, recorder.close, mappers)
+
+
+def process_pool(
+    datastore: PostgresDatastore, conninfo: dict[str, str]
+) -> ConnectionPool[Connection[DictRow]]:
+    """The one pool of the store's connections, in place of the datastore's own.
+
+    It is eventsourcing's pool (same connection class, settings on connect, sizes and
+    timeouts) except in what an idle process holds: one connection (``min_size``; more are
+    opened on demand, up to the URL's ``pool_size + max_overflow``, and closed again after
+    :data:`IDLE_CONNECTION_SECONDS` unused) and one thread that opens them. The event
+    store, the artifacts, the data keys and the clock all take their connections from it.
+    """
+    stock = datastore.pool
+    assert isinstance(stock.kwargs, dict)  # noqa: S101 - eventsourcing builds it as a dict
+    arguments = dict(stock.kwargs)
+    arguments.update(conninfo)
+    if not arguments.get("password"):
+        arguments.pop("password", None)
+    return ConnectionPool(
+        connection_class=stock.connection_class,
+        kwargs=arguments,
+        min_size=1,
+        max_size=stock.max_size,
+        open=False,
+        configure=datastore.after_connect_func(),
+        timeout=stock.timeout,
+        max_waiting=stock.max_waiting,
+        max_lifetime=stock.max_lifetime,
+        max_idle=IDLE_CONNECTION_SECONDS,
+        num_workers=1,
+        name="actae",
+    )
 
 
 def _assembled(

@@ -21,6 +21,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from actae.adapters.persistence.libpq import (
     PASSED_THROUGH,
     check_parameter,
+    default_name,
     refusal,
 )
 from actae.adapters.persistence.turns import DEFAULT_LOCK_WAIT
@@ -135,7 +136,7 @@ DEAD_SERVER_DEFAULTS = {
 """libpq parameters every connection gets unless the URL sets them.
 
 A failover that leaves no TCP reset behind (the old server's host is simply gone) would
-otherwise leave a statement, or an idle LISTEN connection, waiting for the kernel's
+otherwise leave a statement, or an idle pooled connection, waiting for the kernel's
 timeout, about 15 minutes, before any retry can begin. With these, a dead server is noticed
 within about 30 seconds: a quiet connection is probed after 10 s, then every 5 s, three
 times, and data unacknowledged for 30 s ends the connection."""
@@ -150,6 +151,7 @@ def _postgres(url: str) -> StoreUrl:
             raise refusal(name, known=sorted((*ACTAE_OPTIONS, *PASSED_THROUGH)))
     libpq = {
         **DEAD_SERVER_DEFAULTS,
+        **default_name(),
         **{
             name: check_parameter(name, value)
             for name, value in options.items()

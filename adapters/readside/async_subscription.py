@@ -3,8 +3,8 @@
 An :class:`AsyncSubscription` drives a :class:`~actae.adapters.readside.subscription.
 Subscription` (the one place that knows positions, batches and outages) and replaces only
 its waiting: when there is nothing new, the coroutine awaits a wake-up instead of blocking
-its thread. On PostgreSQL the wake-up is a ``NOTIFY`` read on an ``AsyncConnection``; on SQLite
-(``memory://`` too) it is this process's commit signal, with polling for other processes.
+its thread. The wake-up is this process's commit signal; commits of other processes are
+found by looking again after the subscription's backoff wait (on every backend).
 """
 
 from __future__ import annotations
@@ -14,17 +14,11 @@ import contextlib
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import Any, Protocol, Self
-
-import psycopg
+from typing import Protocol, Self
 
 from actae.adapters.persistence.awaiting import run_in_portal
-from actae.adapters.persistence.outages import is_transient
 from actae.adapters.readside.subscription import Subscription
 from actae.domain.values import ChannelEvent
-
-LISTEN_SLICE = 0.25
-"""Longest single wait for a notification, so ``stop()`` and a dropped connection are noticed."""
 
 
 class AsyncWaiter(Protocol):
@@ -40,53 +34,11 @@ class AsyncWaiter(Protocol):
         """Release resources."""
 
 
-class AsyncListenWaiter:
-    """Awaits PostgreSQL ``NOTIFY`` on the events table's channel (every write sends one).
-
-    A dropped connection is opened again on the next wait; meanwhile a wait is a plain
-    sleep, and the subscriber re-reads the store after every wait, so only latency is lost.
-    """
-
-    def __init__(self, conninfo: dict[str, str], channel: str) -> None:
-        self._conninfo = conninfo
-        self._listen = psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel))
-        self._conn: psycopg.AsyncConnection[Any] | None = None
-        self._woken = False
-
-    async def wait(self, timeout: float) -> None:
-        """Await a notification, or ``timeout`` seconds."""
-        if self._woken:
-            return
-        slice_ = min(timeout, LISTEN_SLICE)
-        try:
-            if self._conn is None or self._conn.closed:
-                self._conn = await psycopg.AsyncConnection.connect(
-                    **self._conninfo,  # type: ignore[arg-type]
-                    autocommit=True,
-                )
-                await self._conn.execute(self._listen)
-            async for _ in self._conn.notifies(timeout=slice_, stop_after=1):
-                break
-        except psycopg.Error as error:
-            if not is_transient(error):
-                raise
-            await asyncio.sleep(slice_)  # down: poll until it is back
-
-    def wake(self) -> None:
-        """Make waits return at once (a pending one returns within ``LISTEN_SLICE``)."""
-        self._woken = True
-
-    async def close(self) -> None:
-        """Close the listening connection."""
-        if self._conn is not None:
-            await self._conn.close()
-
-
 class CommitSignal:
     """Commits of this process, told to the subscribers on one event loop.
 
-    Writes on SQLite run in worker threads; each commit sets every live
-    waiter's event through ``call_soon_threadsafe``.
+    Writes may run in worker threads; each commit sets every live waiter's event through
+    ``call_soon_threadsafe``.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -145,12 +97,9 @@ class AsyncSubscription:
         self,
         start: Callable[[], Awaitable[Subscription]],
         waiter: Callable[[], AsyncWaiter],
-        *,
-        poll_interval: float,
     ) -> None:
         self._start = start
         self._new_waiter = waiter
-        self._poll = poll_interval
         self._pull: Subscription | None = None
         self._waiter: AsyncWaiter | None = None
 
@@ -179,7 +128,7 @@ class AsyncSubscription:
                 event = await run_in_portal(pull.take)
             if event is not None:
                 return event
-            await waiter.wait(self._poll)
+            await waiter.wait(pull.next_wait())
         raise StopAsyncIteration
 
     def stop(self) -> None:

@@ -1,7 +1,8 @@
 """The projector: keeps the read models up to date, in batches, exactly once.
 
 ``store.projector()`` gives one; ``catch_up()`` processes the backlog (showing progress),
-``start()`` follows live in a thread (PostgreSQL LISTEN/NOTIFY, polling on SQLite), and
+``start()`` follows live in a thread (woken by this process's commits, looking again for
+other processes' soon while events flow and every :data:`IDLE_POLL` seconds when idle), and
 ``actae project`` runs it as its own process. Each batch (many events) commits together with
 its tracking position. A lease running out is the one change no event records: after
 catching up, and in the live loop whenever a known lease expiry passes, the projector marks
@@ -33,7 +34,7 @@ from actae.adapters.persistence.awaiting import in_portal
 from actae.adapters.persistence.outages import Outage, is_transient, ride_out
 from actae.adapters.readside.read_ahead import ReadAhead
 from actae.adapters.readside.readmodels import ReadModelDB
-from actae.adapters.readside.subscription import Waiter
+from actae.adapters.readside.subscription import Backoff, Waiter
 from actae.projections.changes import Change, Upsert
 from actae.projections.project import project
 from actae.projections.tables import EFFECTS
@@ -43,8 +44,10 @@ if TYPE_CHECKING:
 
 NAME = "read_models"
 REBUILD_SUFFIX = "__rebuild"
-SWEEP_EVERY = 1.0
+SWEEP_EVERY = 5.0
 """Seconds between lease sweeps while idle: another projector may have applied a claim."""
+IDLE_POLL = 1.0
+"""Seconds between two looks for other processes' events once the store has gone quiet."""
 
 log = logging.getLogger("actae.projector")
 
@@ -227,17 +230,24 @@ class Projector:
             return True
         return self._next_expiry is not None and self._clock() >= self._next_expiry
 
-    def run(self, poll_interval: float = 0.02) -> None:
-        """Catch up, then follow live until ``stop()``: a batch per wake-up."""
+    def run(self, poll_interval: float = IDLE_POLL) -> None:
+        """Catch up, then follow live until ``stop()``: a batch per look.
+
+        A commit of this process wakes it at once; other processes' commits are found by
+        looking again, soon while events flow and every ``poll_interval`` seconds when idle.
+        """
         waiter = self._new_waiter()
+        backoff = Backoff(poll_interval)
         try:
             self.catch_up()
             while not self._stop.is_set():
                 done = self._with_retries(self.process_batch)
                 if self._sweep_due():
                     self._with_retries(self.mark_expired)
-                if done == 0:
-                    waiter.wait(poll_interval)
+                if done:
+                    backoff.arrived()
+                else:
+                    waiter.wait(backoff.wait())
         finally:
             waiter.close()
 

@@ -1,8 +1,12 @@
 """Replay-to-live subscriptions: catch up from a position, then follow new events.
 
 A subscription is pulled by its reader: it fetches the next batch after the last delivered
-position, and only when there is nothing new does it wait for a wake-up (PostgreSQL
-LISTEN/NOTIFY; an in-process signal plus polling on SQLite, ``memory://`` too). It never holds a
+position, and only when there is nothing new does it wait. Writers never notify anyone
+(a ``NOTIFY`` takes a cluster-wide lock until its commit is flushed, so it would make every
+commit in the cluster wait for the one before; docs/performance.md has the measurements):
+a reader is woken at once by a commit of its own process (the store's ``written``
+condition), and otherwise looks again after a :class:`Backoff` wait, short while events
+flow and growing to the caller's ``poll_interval`` when the store is idle. It never holds a
 lock between reads, so a slow subscriber cannot slow writers down, and because it always
 asks the store for "everything after my position", the hand-over from history to live
 delivery has no gap and no duplicate.
@@ -12,8 +16,8 @@ uses the event store's positions, which the recorder only ever returns up to a p
 which no write in flight can still add one (``adapters/persistence/positions.py``).
 
 A database outage does not end a subscription: it knows its position, so it waits the outage
-out (logged once on the ``actae`` logger), reconnects its listener and asks again for
-everything after that position; nothing is skipped or delivered twice.
+out (logged once on the ``actae`` logger) and asks again for everything after that
+position; nothing is skipped or delivered twice.
 """
 
 from __future__ import annotations
@@ -23,9 +27,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from types import TracebackType
-from typing import Any, Protocol, Self
-
-import psycopg
+from typing import Protocol, Self
 
 from actae.adapters.persistence.awaiting import in_portal, pause
 from actae.adapters.persistence.outages import Outage, is_transient, ride_out
@@ -34,6 +36,33 @@ from actae.domain.values import ChannelEvent
 log = logging.getLogger("actae.subscription")
 
 Fetch = Callable[[int], list[ChannelEvent]]
+
+FIRST_WAIT = 0.001
+"""Seconds a reader waits after its first empty look; doubled after each further one."""
+
+
+class Backoff:
+    """How long a reader waits before looking again: short while events flow, long when idle.
+
+    Right after an event a look costs little and the next event is likely near, so the
+    first wait is :data:`FIRST_WAIT`; each empty look doubles it, up to ``longest``, so an
+    idle reader costs a cheap read per ``longest`` seconds and no more.
+    """
+
+    def __init__(self, longest: float, first: float = FIRST_WAIT) -> None:
+        self.longest = longest
+        self._first = min(first, longest)
+        self._next = self._first
+
+    def wait(self) -> float:
+        """The next wait, in seconds (each call after an empty look: twice the one before)."""
+        current = self._next
+        self._next = min(current * 2, self.longest)
+        return current
+
+    def arrived(self) -> None:
+        """An event arrived: the next wait is short again."""
+        self._next = self._first
 
 
 class Waiter(Protocol):
@@ -50,7 +79,7 @@ class Waiter(Protocol):
 
 
 class ConditionWaiter:
-    """Waits on the store's in-process write signal; polling covers other processes."""
+    """Waits on the store's in-process write signal; the reader's backoff covers the rest."""
 
     def __init__(self, written: threading.Condition) -> None:
         self._written = written
@@ -82,56 +111,6 @@ class Unwaited:
         """Nothing to release."""
 
 
-class ListenWaiter:
-    """Waits for PostgreSQL NOTIFY on the event table's channel (sent by every write).
-
-    A dropped listening connection is opened again on the next wait; until then a wait is a
-    plain poll (notifications sent meanwhile are lost, but the reader re-reads the store
-    after every wait, so only latency is).
-    """
-
-    def __init__(self, conninfo: dict[str, str], channel: str) -> None:
-        self._conninfo = conninfo
-        self._listen = psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel))
-        self._stopped = threading.Event()
-        self._conn: psycopg.Connection[Any] | None = None
-        try:
-            self._conn = self._connect()
-        except psycopg.Error as error:  # down now: the first wait connects
-            if not is_transient(error):
-                raise
-
-    def _connect(self) -> psycopg.Connection[Any]:
-        conn = psycopg.connect(**self._conninfo, autocommit=True)  # type: ignore[arg-type]
-        conn.execute(self._listen)
-        return conn
-
-    def wait(self, timeout: float) -> None:
-        """Block until a notification arrives, or ``timeout`` seconds pass."""
-        if self._stopped.is_set():
-            return
-        try:
-            if self._conn is None or self._conn.closed:
-                self._conn = self._connect()
-            for _ in self._conn.notifies(timeout=min(timeout, 0.25), stop_after=1):
-                break
-        except psycopg.Error as error:
-            if self._stopped.is_set():  # closed under us by close(): just return
-                return
-            if not is_transient(error):
-                raise
-            self._stopped.wait(min(timeout, 0.25))  # down: poll until it is back
-
-    def wake(self) -> None:
-        """Make the next wait return at once (a blocked one returns within 0.25 s)."""
-        self._stopped.set()
-
-    def close(self) -> None:
-        """Close the listening connection."""
-        if self._conn is not None:
-            self._conn.close()
-
-
 class Subscription:
     """An iterator of channel events: stored history first, then live, until ``stop()``.
 
@@ -151,7 +130,7 @@ class Subscription:
         self._fetch = fetch
         self._waiter = waiter
         self._position_of = position_of
-        self._poll = poll_interval
+        self._backoff = Backoff(poll_interval)
         self._buffer: deque[ChannelEvent] = deque()
         self._stopped = threading.Event()
         self.position = after
@@ -165,7 +144,7 @@ class Subscription:
             event = self.take()
             if event is not None:
                 return event
-            self._waiter.wait(self._poll)
+            self._waiter.wait(self.next_wait())
         raise StopIteration
 
     @property
@@ -185,7 +164,13 @@ class Subscription:
         """The next event, fetching a batch if none is buffered; ``None`` if there is none yet."""
         if not self._buffer:
             self._buffer.extend(self._next_batch())
+            if self._buffer:
+                self._backoff.arrived()
         return self.buffered()
+
+    def next_wait(self) -> float:
+        """Seconds to wait before the next look, after one that found nothing."""
+        return self._backoff.wait()
 
     def _next_batch(self) -> list[ChannelEvent]:
         """The events after ``position``, waited through database outages ([] if stopped)."""
@@ -214,7 +199,7 @@ class Subscription:
         self._waiter.wake()
 
     def close(self) -> None:
-        """Stop and release the subscription's connection."""
+        """Stop and release what the waiter holds."""
         self.stop()
         self._waiter.close()
 

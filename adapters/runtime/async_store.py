@@ -251,12 +251,9 @@ class AsyncStore:
             )
             return subscription
 
-        return AsyncSubscription(start, self._waiter, poll_interval=poll_interval)
+        return AsyncSubscription(start, self._waiter)
 
     def _waiter(self) -> AsyncWaiter:
-        waiter = self._backend.async_waiter()
-        if waiter is not None:
-            return waiter
         if self._signal is None:
             self._signal = CommitSignal(asyncio.get_running_loop())
             self.sync.on_commit(self._signal.committed)

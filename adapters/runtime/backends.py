@@ -30,16 +30,14 @@ from actae.adapters.custody.refs import RefRecorder
 from actae.adapters.custody.sqlite_tables import SQLiteBlobs, SQLiteRefs, SQLiteTables
 from actae.adapters.persistence import backlog, purging
 from actae.adapters.persistence.awaiting import off_the_loop
-from actae.adapters.persistence.clock import store_clock
+from actae.adapters.persistence.clock import read_clock_with, store_clock
 from actae.adapters.persistence.forgets import KEYS_TABLE, SECRETS_TABLE, ForgetWatch
 from actae.adapters.persistence.migrations import open_postgres, open_sqlite
 from actae.adapters.persistence.offloaded import ActaeSQLiteRecorder
 from actae.adapters.persistence.postgres import ActaePostgresRecorder
 from actae.adapters.persistence.recorders import EventStore, Mappers, postgres_store, sqlite_store
 from actae.adapters.persistence.url import StoreUrl
-from actae.adapters.readside.async_subscription import AsyncListenWaiter, AsyncWaiter
 from actae.adapters.readside.readmodels import ReadModelDB, postgres_db, sqlite_db
-from actae.adapters.readside.subscription import ConditionWaiter, ListenWaiter, Waiter
 from actae.adapters.runtime.service import ActaeService
 from actae.domain.errors import ValidationError
 from actae.domain.ports import Clock
@@ -100,13 +98,8 @@ class Backend:
         """A connection to the read models, next to the events."""
         raise NotImplementedError
 
-    def waiter(self, service: ActaeService) -> Waiter:
-        """How a subscription waits for the next commit: this process's signal."""
-        return ConditionWaiter(service.written)
-
-    def async_waiter(self) -> AsyncWaiter | None:
-        """How an async subscription waits; ``None``: on this process's commits."""
-        return None
+    def attach_clock(self, clock: Clock) -> None:
+        """Let the store's clock take its readings through the event store (SQLite: no need)."""
 
     async def connect_async(self) -> None:
         """Open what an ``AsyncStore``'s coroutines use (nothing: SQLite runs in threads)."""
@@ -199,8 +192,8 @@ class PostgresBackend(Backend):
         return keys, SecretTable(begin, table=secrets, mark="%s")
 
     def custody(self, spec: str | None) -> Custody:
-        """Blobs and references sharing one small pool of their own."""
-        tables = PostgresTables(self.url)
+        """Blobs and references, one statement at a time through the process's pool."""
+        tables = PostgresTables(self.url, self._recorder.datastore.pool)
         try:
             return blob_store(spec, lambda: PostgresBlobs(tables)), PostgresRefs(tables)
         except BaseException:
@@ -212,13 +205,9 @@ class PostgresBackend(Backend):
         url = self.url
         return postgres_db(url.postgres_conninfo, url.postgres_schema, lock_wait=url.lock_wait)
 
-    def waiter(self, service: ActaeService) -> Waiter:
-        """LISTEN on the store's channel: commits of every process wake it."""
-        return ListenWaiter(self.url.postgres_conninfo, self._recorder.channel_name)
-
-    def async_waiter(self) -> AsyncWaiter | None:
-        """LISTEN on the store's channel, awaited."""
-        return AsyncListenWaiter(self.url.postgres_conninfo, self._recorder.channel_name)
+    def attach_clock(self, clock: Clock) -> None:
+        """The database clock reads through the event store's pool: no connection of its own."""
+        read_clock_with(clock, self._recorder.query)
 
     async def connect_async(self) -> None:
         """Open psycopg's ``AsyncConnectionPool`` beside the blocking one."""

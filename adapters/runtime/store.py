@@ -19,7 +19,7 @@ from actae.adapters.persistence.clock import close_clock, host_skew
 from actae.adapters.persistence.codec import OrjsonCodec
 from actae.adapters.persistence.url import parse_store_url
 from actae.adapters.readside.projector import Projector
-from actae.adapters.readside.subscription import Subscription, Waiter
+from actae.adapters.readside.subscription import ConditionWaiter, Subscription, Waiter
 from actae.adapters.redaction.redactors import redactor_of
 from actae.adapters.runtime.backends import Backend, backend_for
 from actae.adapters.runtime.service import ActaeService
@@ -121,6 +121,7 @@ def open(
             backend.close()
     if service is None:
         raise StoreNotFoundError(parsed.display)
+    backend.attach_clock(store_time)
     try:
         return Store(service, backend, holdings[-1])
     except BaseException:  # the custody tables could not be made (a bad ``artifacts``, say)
@@ -472,7 +473,8 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods, CustodyMethods, Rete
         return self._projector
 
     def _waiter(self) -> Waiter:
-        return self._backend.waiter(self._service)
+        """Woken by this process's commits; other processes' are found by looking again."""
+        return ConditionWaiter(self._service.written)
 
     # -- lifecycle ------------------------------------------------------------------------
 

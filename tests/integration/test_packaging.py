@@ -99,7 +99,6 @@ MODULES = [
     "actae.adapters.persistence.libpq",
     "actae.adapters.persistence.lost_replies",
     "actae.adapters.persistence.migrations",
-    "actae.adapters.persistence.notifier",
     "actae.adapters.persistence.operation_ids",
     "actae.adapters.persistence.offloaded",
     "actae.adapters.persistence.outages",

@@ -15,8 +15,6 @@ read by a horizon. These tests check, on a real PostgreSQL:
 
 from __future__ import annotations
 
-import logging
-import socket
 import threading
 import time
 import uuid
@@ -30,7 +28,6 @@ from eventsourcing.persistence import ProgrammingError, StoredEvent
 from psycopg import sql
 
 import actae
-from actae.adapters.persistence.notifier import INTERVAL, Notifier
 from actae.adapters.persistence.positions import BLOCK, Horizon, block_bound
 from actae.adapters.persistence.postgres import ActaePostgresRecorder
 
@@ -290,53 +287,46 @@ def test_a_slow_commit_is_delivered_in_order_while_later_writes_commit(
             collected.close()
 
 
-# -- notifications ------------------------------------------------------------------------
+# -- waking readers -----------------------------------------------------------------------
 
 
-def test_writes_do_not_notify_inside_their_transaction(store: actae.Store, pg_dsn: str) -> None:
-    """The insert statement has no NOTIFY; the notifier's own transaction wakes listeners."""
-    recorder = recorder_of(store)
-    statement = recorder.insert_statement(1)
-    assert "notify" not in statement.lower()
-    assert "advisory" not in statement.lower()
-    channel = recorder.channel_name
-    with psycopg.connect(pg_dsn, autocommit=True) as listener:
-        listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
-        store.start_run("wake", agent_id="a", state={})
-        woken = list(listener.notifies(timeout=DEADLINE, stop_after=1))
-    assert woken
-    until(lambda: recorder.notifier.sent >= 1, "the notifier to count its notification")
+def test_writes_notify_no_one(pg_url: str, pg_dsn: str) -> None:
+    """No NOTIFY in the insert, and none beside it (on the channel eventsourcing would use).
+
+    Other stores on the server may notify on it: only this store's sessions count.
+    """
+    name = f"quiet-{uuid.uuid4().hex[:8]}"
+    with actae.open(f"{pg_url}&application_name={name}") as store:
+        recorder = recorder_of(store)
+        statement = recorder.insert_statement(1)
+        assert "notify" not in statement.lower()
+        assert "advisory" not in statement.lower()
+        with psycopg.connect(pg_dsn, autocommit=True) as listener:
+            listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(recorder.channel_name)))
+            store.start_run("quiet", agent_id="a", state={})
+            heard = list(listener.notifies(timeout=QUIET))
+            sessions = listener.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (name,)
+            ).fetchall()
+        assert sessions
+        assert {notify.pid for notify in heard} & {pid for (pid,) in sessions} == set()
 
 
-def test_pokes_are_coalesced_into_one_notification_per_interval(store: actae.Store) -> None:
-    notifier = recorder_of(store).notifier
-    sent, started = notifier.sent, time.monotonic()
-    while time.monotonic() - started < 0.2:  # a poke every 0.1 ms for 200 ms
-        notifier.poke()
-        time.sleep(0.0001)
-    elapsed = time.monotonic() - started
-    until(lambda: not notifier._poked.is_set() and notifier.sent > sent, "the notifier to send")
-    assert notifier.sent - sent <= elapsed / INTERVAL + 2
-
-
-def test_a_notifier_that_cannot_connect_lives_on_and_says_so_once(
-    caplog: pytest.LogCaptureFixture,
+def test_another_process_s_write_reaches_an_idle_subscriber_within_its_poll_interval(
+    pg_url: str,
 ) -> None:
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    notifier = Notifier({"host": "127.0.0.1", "port": str(port), "dbname": "x"}, "channel")
-    try:
-        with caplog.at_level(logging.INFO, logger="actae.notifier"):
-            notifier.poke()
-            until(lambda: "notifications not sent" in caplog.text, "the notifier's warning")
-            notifier.poke()
-            assert notifier._thread is not None
-            assert notifier._thread.is_alive()
-        assert caplog.text.count("notifications not sent") == 1
-        assert notifier.sent == 0
-    finally:
-        notifier.close()
+    with actae.open(pg_url) as reading, actae.open(pg_url) as writing:
+        run = writing.start_run("idle", agent_id="a", state={})
+        collected = Collected(reading, reading.position())
+        try:
+            mark(writing, run.channel_id, "early", 1)
+            assert collected.wait_for(lambda seen: kinds(seen) == ["mark-early"], DEADLINE)
+            written = time.monotonic()
+            mark(writing, run.channel_id, "late", 2)
+            assert collected.wait_for(lambda seen: "mark-late" in kinds(seen), DEADLINE)
+            assert time.monotonic() - written < 1.0  # poll_interval 0.05 s, plus one look
+        finally:
+            collected.close()
 
 
 def test_a_write_of_more_events_than_a_block_is_refused(store: actae.Store) -> None:
