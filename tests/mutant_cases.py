@@ -635,14 +635,6 @@ MUTANTS = [
         "a state changed behind the store's back is refused on read",
         ("tests/contract/test_big_documents.py",),
     ),
-    Mutant(
-        "upcast-v1-open-effects",
-        "domain/channel.py",
-        'state["open_effects"] = []',
-        'state["open_effects"] = ["legacy"]',
-        "version-1 channel events had no ledger: no open effects",
-        ("tests/unit/test_stored_event_fixtures.py",),
-    ),
     # -- read models: tracking and run leases ---------------------------------------------
     Mutant(
         "tracking-for-update",
@@ -982,11 +974,27 @@ MUTANTS = [
     ),
     Mutant(
         "stored-topic-imports-anything",
-        "adapters/persistence/codec.py",
-        "    if not topic.startswith(OWN_TOPICS):",
-        "    if False:",
-        "a tampered stored topic must not import the module it names",
+        "domain/aggregate.py",
+        '            if topic != cls.type_name.partition(".")[0]:',
+        "            if False:",
+        "a first event's tampered originator_topic must not import the module it names",
         ("tests/unit/test_stored_topics.py",),
+    ),
+    Mutant(
+        "type-name-unchecked",
+        "domain/type_names.py",
+        "        if not isinstance(event_name, str) or not _names_an_event_of(event_name, name):",
+        "        if False:",
+        "an event class without its own stable type name must fail at import",
+        ("tests/unit/test_type_names.py",),
+    ),
+    Mutant(
+        "type-name-twice",
+        "domain/type_names.py",
+        "    if other is not None and other is not cls:",
+        "    if False:",
+        "two classes must never declare one type name: a stored row names one class",
+        ("tests/unit/test_type_names.py",),
     ),
     Mutant(
         "stored-topic-any-class",
@@ -1002,7 +1010,7 @@ MUTANTS = [
         "= dump_{index}(values[{name!r}])",
         "= dump_{index}(values.pop({name!r}))",
         "stored bytes must not change: a field holding models would move to the end of the body",
-        ("tests/property/test_encoders.py", "tests/unit/test_stored_event_fixtures.py"),
+        ("tests/property/test_encoders.py",),
     ),
     # -- stored bodies' checksums (issue 28, item 4) ---------------------------------------
     Mutant(

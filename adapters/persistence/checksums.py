@@ -46,11 +46,11 @@ CLOSING = b'"}'
 TAIL = len(OPENING) + DIGITS + len(CLOSING)
 """Bytes the checksum member adds at the end of the body."""
 NOUNS = {
-    "actae.domain.channel": ("channel", "cursor"),
-    "actae.domain.run": ("run", "version"),
-    "actae.domain.operation": ("operation", "version"),
+    "Channel": ("channel", "cursor"),
+    "Run": ("run", "version"),
+    "Operation": ("operation", "version"),
 }
-"""How an error names the aggregate of a topic's module, and the place in it."""
+"""How an error names the aggregate whose name starts a topic, and the place in it."""
 
 
 def stamped(topic: str, originator_id: UUID | str, version: int, body: bytes) -> bytes:
@@ -91,5 +91,5 @@ def checksum_of(topic: str, originator_id: UUID | str, version: int, body: bytes
 
 def where(stored: StoredEvent) -> str:
     """The stored event named as a user finds it: its channel and cursor, or aggregate."""
-    noun, place = NOUNS.get(stored.topic.partition(":")[0], ("aggregate", "version"))
+    noun, place = NOUNS.get(stored.topic.partition(".")[0], ("aggregate", "version"))
     return f"stored event of {noun} {stored.originator_id} at {place} {stored.originator_version}"

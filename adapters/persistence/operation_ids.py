@@ -27,7 +27,6 @@ from typing import Any
 
 import psycopg
 from eventsourcing.persistence import Mapper, StoredEvent
-from eventsourcing.utils import get_topic
 from psycopg import sql
 from psycopg.rows import tuple_row
 
@@ -38,7 +37,7 @@ from actae.domain.operation import Operation
 log = logging.getLogger("actae.migrations")
 
 COLUMN = "operation_id"
-RECORD_TOPICS = (get_topic(Operation.Executed), get_topic(Operation.Registered))
+RECORD_TOPICS = (Operation.Executed.type_name, Operation.Registered.type_name)
 """The first events of Operation aggregates: the rows that recorded operations before."""
 BACKFILL_BATCH = 10_000
 """Rows of the events table looked at per transaction of the backfill (in position order)."""

@@ -133,7 +133,7 @@ def test_poison_event_is_recorded_and_skipped(store: actae.Store, clock: actae.M
             StoredEvent(
                 originator_id=uuid.uuid4(),
                 originator_version=1,
-                topic="actae.domain.channel:Channel.Recorded",
+                topic="Channel.Recorded",
                 state=b"{not json",
             )
         ]
@@ -144,7 +144,7 @@ def test_poison_event_is_recorded_and_skipped(store: actae.Store, clock: actae.M
     projector.catch_up()
 
     (error,) = projector.errors()
-    assert error["topic"] == "actae.domain.channel:Channel.Recorded"
+    assert error["topic"] == "Channel.Recorded"
     assert error["error"].startswith("CorruptionError: stored event of channel ")
     assert "at cursor 1: its body is not JSON" in error["error"]
     assert str(after.run_id) in rows_by_run(projector)

@@ -174,6 +174,7 @@ MODULES = [
     "actae.domain.retention",
     "actae.domain.run",
     "actae.domain.starting",
+    "actae.domain.type_names",
     "actae.domain.validation",
     "actae.domain.values",
     "actae.domain.waits",
