@@ -29,6 +29,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from actae.adapters.persistence.clock import wall_clock
+from actae.adapters.persistence.migrations import migrate_sqlite
 from actae.adapters.persistence.turns import DEFAULT_LOCK_WAIT
 from actae.adapters.readside.analyst_sql import PostgresQueries, SqliteQueries, read_only_file
 from actae.adapters.readside.grants import regrant
@@ -351,10 +352,6 @@ class ReadModelDB(SchemaMethods, WorkerTables):
             statement = _refresh_sql(f"effects{suffix}", f"run_status{suffix}", where)
             self.executemany(statement, [[self.adapt(run)] for run in run_ids])
 
-    def refresh_every_run(self) -> None:
-        """Recompute the derived columns of every run (a new one, after an upgrade)."""
-        self.execute(_refresh_sql("effects", "run_status", "1 = 1"))
-
     @staticmethod
     def _on_conflict(table: Table, columns: tuple[str, ...]) -> str:
         """What an upsert of ``columns`` does to a row that exists: updates just those."""
@@ -635,6 +632,8 @@ def sqlite_db(path: str) -> ReadModelDB:
         conn = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
         if path != ":memory:":
             conn.execute("PRAGMA journal_mode=WAL")
+        else:  # a new database, of this connection only: the store's migrations make its tables
+            migrate_sqlite(conn)
         return conn
 
     db = SqliteReadModels(connect)

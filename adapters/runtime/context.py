@@ -237,7 +237,7 @@ class RunContext(StepRetries, EffectSteps, Inherited):
         try:
             if claim is not None:  # the ledger holds it first: a crash now still replays it
                 self._durably(
-                    lambda: self.store.complete(
+                    lambda: self.store.complete_effect(
                         self._attempts_key(key),
                         token=claim.token,
                         worker=self.worker,

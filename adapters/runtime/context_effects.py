@@ -158,7 +158,7 @@ class EffectSteps:
             return info.result
         if idempotent:
             return None
-        self.store.fail(
+        self.store.fail_effect(
             key,
             token=claim.token,
             worker=self.worker,
@@ -199,7 +199,7 @@ class EffectSteps:
         message = f"{type(error).__name__}: {error}"
         try:
             info = self._durably(
-                lambda: self.store.fail(
+                lambda: self.store.fail_effect(
                     key,
                     token=token,
                     worker=self.worker,
@@ -232,7 +232,7 @@ class EffectSteps:
         """
         try:
             self._durably(
-                lambda: self.store.complete(
+                lambda: self.store.complete_effect(
                     key,
                     token=token,
                     worker=self.worker,
@@ -244,7 +244,7 @@ class EffectSteps:
             raise self._in_doubt(key, token, "it answered after its deadline") from None
         except ValidationError as error:
             reason = f"it ran, but its result cannot be recorded: {error.reason}"
-            self.store.fail(
+            self.store.fail_effect(
                 key,
                 token=token,
                 worker=self.worker,

@@ -35,7 +35,7 @@ T = TypeVar("T")
 STEP_LEASE = 60.0
 """Seconds an attempt holds its claim between heartbeats' renewals."""
 GIVEN_UP = frozenset({EffectStatus.NEEDS_REVIEW, EffectStatus.ABANDONED})
-"""Attempts of a step that the policy ran out of (only an exhausted ``fail`` leaves these)."""
+"""Attempts of a step that the policy ran out of (only an exhausted failure leaves these)."""
 SETTLED = frozenset({EffectStatus.COMPLETED, EffectStatus.ABANDONED})
 
 
@@ -109,7 +109,7 @@ class StepRetries:
         )
 
     def _schedule_next(self, attempts: str, name: str, token: int, error: Exception) -> NoReturn:
-        info = self.store.fail(
+        info = self.store.fail_effect(
             attempts,
             token=token,
             worker=self.worker,

@@ -91,6 +91,7 @@ MODULES = [
     "actae.adapters.operate.views",
     "actae.adapters.persistence",
     "actae.adapters.persistence.awaiting",
+    "actae.adapters.persistence.baseline",
     "actae.adapters.persistence.backlog",
     "actae.adapters.persistence.checksums",
     "actae.adapters.persistence.clock",
