@@ -63,7 +63,7 @@ from benchmarks.core import Turns, actae_transitions, in_processes
 from benchmarks.raw import RawBaseline
 
 TURN, TURNS, WORKERS, PER_WORKER, ROUNDS = 100, 8, 4, 300, 3
-EVENT_TOPIC = "actae.domain.channel:Channel.Transitioned"
+EVENT_TOPIC = "Channel.Transitioned"
 NO_CHECKSUM = "sha256:" + "0" * 64  # same length as a real one, for rungs that skip integrity
 PROC_STAT = Path("/proc/stat")
 
@@ -101,7 +101,6 @@ def transition_body(
         "state": {**STATE, "step": n},
         "fingerprint": fingerprint,
         "state_checksum": state_checksum,
-        "class_version": 2,
     }
 
 

@@ -34,7 +34,7 @@ from actae.adapters.persistence.encoders import encoder_for
 from actae.domain.aggregate import DomainEvent
 from actae.domain.channel import Channel
 from actae.domain.effects import RetryPolicy
-from actae.domain.operation import OPERATION_TOPIC, Operation
+from actae.domain.operation import Operation
 from benchmarks.common import STATE
 
 ROUNDS, CALLS = 15, 50_000
@@ -92,7 +92,7 @@ def sample_events() -> dict[str, DomainEvent]:
             originator_id=uuid.uuid4(),
             originator_version=1,
             timestamp=at,
-            originator_topic=OPERATION_TOPIC,
+            originator_topic=Operation.type_name,
             operation_id="effect:1",
             run_id=run,
             channel_id=run,

@@ -55,7 +55,9 @@ def actae_job(url: str, complete: bool) -> Callable[..., None]:
                     key, run_id=run_id, worker=worker, lease=30.0, request={"amount": n}
                 )
                 if complete:
-                    store.complete(key, token=claim.token, worker=worker, result={"ok": True})
+                    store.complete_effect(
+                        key, token=claim.token, worker=worker, result={"ok": True}
+                    )
         out.put([])
 
     return job

@@ -139,7 +139,7 @@ Params = Callable[[uuid.UUID, int], list[Any]]
 # -- the rows -------------------------------------------------------------------------------
 
 
-OPERATION_TOPIC = "actae.domain.operation:Operation.Executed"
+OPERATION_TOPIC = "Operation.Executed"
 
 
 def separate_rows(channel: uuid.UUID, n: int) -> list[StoredEvent]:
@@ -153,7 +153,7 @@ def separate_rows(channel: uuid.UUID, n: int) -> list[StoredEvent]:
     del event["fingerprint"]
     record = {
         "timestamp": event["timestamp"],
-        "originator_topic": "actae.domain.operation:Operation",
+        "originator_topic": "Operation",
         "operation_id": operation_id,
         "command": "transition",
         "fingerprint": NO_CHECKSUM,
@@ -203,7 +203,7 @@ def columns(event: StoredEvent) -> tuple[Any, ...]:
 
 # -- the statements and tables --------------------------------------------------------------
 
-OPERATION_TOPICS = (OPERATION_TOPIC, "actae.domain.operation:Operation.Registered")
+OPERATION_TOPICS = (OPERATION_TOPIC, "Operation.Registered")
 """The topics of an Operation's first event: a command's record, an effect's registration."""
 KEY = "coalesce(operation_key, originator_id)"
 KEY_ROWS = (

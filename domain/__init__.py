@@ -6,7 +6,8 @@ eventsourcing library provides. Adapters plug in encoding, clocks and persistenc
 
 if __name__ != "actae.domain":  # pragma: no cover - exercised by a subprocess test
     msg = (
-        f"import this package as 'actae.domain', not {__name__!r}: stored event topics name "
-        "module paths, so one event class must never have two names"
+        f"import this package as 'actae.domain', not {__name__!r}: a second copy of a module "
+        "would make a second class of each error and event, which except clauses and "
+        "isinstance would not recognise"
     )
     raise ImportError(msg)

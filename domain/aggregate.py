@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self, cast
 from uuid import UUID
 
 from eventsourcing.domain import BaseAggregate, CanInitAggregate, CanMutateAggregate
-from pydantic import BaseModel, ConfigDict
+from eventsourcing.utils import register_topic
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from actae.domain import type_names
 
 
 class DomainEvent(BaseModel):
@@ -21,6 +24,10 @@ class DomainEvent(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    type_name: ClassVar[str]
+    """The event's stable name, which its stored rows carry as their topic: its aggregate's
+    name, a dot and a capitalised word (``Run.Started``), declared in the class's body and
+    never changed once rows carry it (:mod:`actae.domain.type_names`)."""
     contents: ClassVar[tuple[str, ...]] = ()
     """The fields that hold what the agent produced (documents, results, errors): sealed
     under the owning run's data key when the store encrypts, withheld once it is forgotten.
@@ -49,15 +56,60 @@ class DomainEvent(BaseModel):
 
 
 class Aggregate(BaseAggregate[UUID]):
-    """Base of Actae's aggregates: ids are given by the caller, events are pydantic models."""
+    """Base of Actae's aggregates: ids are given by the caller, events are pydantic models.
+
+    Each subclass declares its stable ``type_name`` (one capitalised word), and so does
+    each event class in its body; the names are registered when the class is made.
+    """
+
+    type_name: ClassVar[str]
+    """The aggregate's stable name, which its first event stores as ``originator_topic``."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Register the aggregate and its events under their type names (or refuse them).
+
+        After eventsourcing has made the class: it redefines every event class of the body
+        on the aggregate's own ``Event``, and the redefinitions are what is stored. The
+        aggregate's name is registered with eventsourcing too, which resolves a first
+        event's ``originator_topic`` by it without importing anything.
+        """
+        super().__init_subclass__(**kwargs)
+        events = [
+            (name, value)
+            for name, value in vars(cls).items()
+            if isinstance(value, type) and issubclass(value, DomainEvent)
+        ]
+        register_topic(type_names.declare(cls, events), cls)
 
     class Event(DomainEvent, CanMutateAggregate[UUID]):
         """Base of every event an Actae aggregate emits."""
 
     class Created(Event, CanInitAggregate[UUID]):
-        """First event of an aggregate; names the aggregate class by topic."""
+        """First event of an aggregate; names the aggregate class by its type name."""
 
         originator_topic: str
+
+        @field_validator("originator_topic")
+        @classmethod
+        def _names_its_aggregate(cls, topic: str) -> str:
+            """Refuse any other name: eventsourcing would import a module path it was given."""
+            if topic != cls.type_name.partition(".")[0]:
+                msg = f"{topic[:80]!r} is not the type name of this event's aggregate"
+                raise ValueError(msg)
+            return topic
+
+    @classmethod
+    def created(cls, event_class: type[Created], **fields: Any) -> Self:
+        """The new aggregate that its first event, of ``event_class``, makes (it is pending).
+
+        ``fields`` are the event's, ``originator_id`` among them. The event names the
+        aggregate by its type name (eventsourcing's ``_create`` would name it by module
+        path).
+        """
+        event = event_class(originator_version=1, originator_topic=cls.type_name, **fields)
+        aggregate = cast(Self, event.mutate(None))
+        aggregate.pending_events.append(event)
+        return aggregate
 
     @staticmethod
     def create_id(*_: Any, **__: Any) -> UUID:

@@ -23,6 +23,8 @@ from actae.domain.errors import ConflictError
 class Channel(Aggregate):
     """An ordered, gapless event log owned by a run; state versions are pinned to cursors."""
 
+    type_name = "Channel"
+
     if TYPE_CHECKING:  # set by events' apply(); not dataclass fields
         run_id: UUID
         state_version: int
@@ -35,10 +37,8 @@ class Channel(Aggregate):
 
         ``open_effects`` lists the ledger effects of the run that are not settled yet
         (claimed, in doubt, retrying, needing review), so recovery finds them from the head.
-        Version 2 added it; version-1 events had no ledger and upcast to an empty tuple.
         """
 
-        class_version: ClassVar[int] = 2
         contents: ClassVar[tuple[str, ...]] = ("payload",)
 
         run_id: UUID
@@ -60,17 +60,14 @@ class Channel(Aggregate):
             """``operation_id`` if this event is its command's record (it has a fingerprint)."""
             return self.operation_id if self.fingerprint is not None else None
 
-        @staticmethod
-        def upcast_v1_v2(state: dict[str, Any]) -> None:
-            """Events written before the ledger existed had no open effects."""
-            state["open_effects"] = []
-
         def apply(self, aggregate: Any) -> None:
             """Make the channel's head match this event."""
             _take_head(aggregate, self)
 
     class Opened(Event, Aggregate.Created):
         """The channel was opened at cursor 1 with its first state version."""
+
+        type_name = "Channel.Opened"
 
         contents: ClassVar[tuple[str, ...]] = ("payload", "state")
 
@@ -84,10 +81,14 @@ class Channel(Aggregate):
         from ``payload`` before it was written (never the secrets themselves).
         """
 
+        type_name = "Channel.Recorded"
+
         redacted: dict[str, int] = Field(default_factory=dict)
 
     class Transitioned(Event):
         """A new state version was created and pinned to this event's cursor."""
+
+        type_name = "Channel.Transitioned"
 
         contents: ClassVar[tuple[str, ...]] = ("payload", "state")
 
@@ -108,9 +109,9 @@ class Channel(Aggregate):
         at: datetime,
     ) -> Channel:
         """Open a channel whose first event creates state version 1 at cursor 1."""
-        return cls._create(
+        return cls.created(
             cls.Opened,
-            id=channel_id,
+            originator_id=channel_id,
             timestamp=at,
             run_id=run_id,
             kind=kind,

@@ -13,8 +13,6 @@ from dataclasses import replace
 from typing import TypeVar
 from uuid import UUID
 
-from eventsourcing.utils import get_topic
-
 from actae.domain.aggregate import DomainEvent, folded
 from actae.domain.channel import Channel
 from actae.domain.custody import FORGOTTEN, ensure_readable
@@ -39,7 +37,7 @@ from actae.domain.values import (
 StateEvent = Channel.Opened | Channel.Transitioned
 A = TypeVar("A")
 CHANNEL_TOPICS = tuple(
-    get_topic(cls) for cls in (Channel.Opened, Channel.Recorded, Channel.Transitioned)
+    cls.type_name for cls in (Channel.Opened, Channel.Recorded, Channel.Transitioned)
 )
 
 

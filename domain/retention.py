@@ -38,11 +38,15 @@ Policy = dict[str, float]
 class Retention(Aggregate):
     """The store's retention policies: the default (key ``""``) and one per agent."""
 
+    type_name = "Retention"
+
     if TYPE_CHECKING:  # set by events' apply(); not dataclass fields
         policies: dict[str, Policy | None]
 
     class Defined(Aggregate.Created):
         """The first policy was set (by ``actor``)."""
+
+        type_name = "Retention.Defined"
 
         agent: str | None
         keep: Policy | None
@@ -54,6 +58,8 @@ class Retention(Aggregate):
 
     class Changed(Aggregate.Event):
         """A policy was set or replaced (``keep=None``: keep that agent's runs forever)."""
+
+        type_name = "Retention.Changed"
 
         agent: str | None
         keep: Policy | None
@@ -68,8 +74,13 @@ class Retention(Aggregate):
         cls, *, agent: str | None, keep: Policy | None, actor: str, at: datetime
     ) -> Retention:
         """The store's first policy."""
-        return cls._create(
-            cls.Defined, id=RETENTION_ID, timestamp=at, agent=agent, keep=keep, actor=actor
+        return cls.created(
+            cls.Defined,
+            originator_id=RETENTION_ID,
+            timestamp=at,
+            agent=agent,
+            keep=keep,
+            actor=actor,
         )
 
     def change(self, *, agent: str | None, keep: Policy | None, actor: str, at: datetime) -> None:

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from uuid import UUID
 
 from eventsourcing.domain import CanMutateAggregate
-from eventsourcing.utils import get_topic
 from pydantic import Field
 
 from actae.domain.aggregate import Aggregate
@@ -27,6 +26,8 @@ APPROVAL_KINDS = frozenset({"approved", "denied"})
 
 class Run(Aggregate):
     """One execution of an agent workflow; owns a main channel and remembers its forks."""
+
+    type_name = "Run"
 
     if TYPE_CHECKING:  # set by events' apply(); not dataclass fields
         workflow_id: str
@@ -55,6 +56,8 @@ class Run(Aggregate):
 
     class Started(Aggregate.Created):
         """A run was started (fresh, or as the child of a fork when ``forked_from`` is set)."""
+
+        type_name = "Run.Started"
 
         workflow_id: str
         agent_id: str
@@ -99,6 +102,8 @@ class Run(Aggregate):
     class Forked(Aggregate.Event):
         """A child run was forked from this run's channel."""
 
+        type_name = "Run.Forked"
+
         fork: ForkRecord
 
         def apply(self, aggregate: Any) -> None:
@@ -107,6 +112,8 @@ class Run(Aggregate):
 
     class ChildStarted(Aggregate.Event):
         """A child run was started on behalf of this run (delegation)."""
+
+        type_name = "Run.ChildStarted"
 
         child_run_id: UUID
 
@@ -117,6 +124,8 @@ class Run(Aggregate):
     class Suspended(Aggregate.Event):
         """The run started waiting."""
 
+        type_name = "Run.Suspended"
+
         wait: Wait
 
         def apply(self, aggregate: Any) -> None:
@@ -126,6 +135,8 @@ class Run(Aggregate):
 
     class Decided(Aggregate.Event):
         """A decision for ``decision.name`` arrived; ``wakes`` if the run waited for it."""
+
+        type_name = "Run.Decided"
 
         contents: ClassVar[tuple[str, ...]] = ("decision.payload", "decision.note")
         content_owner: ClassVar[str] = "originator_id"
@@ -143,6 +154,8 @@ class Run(Aggregate):
     class Escalated(Aggregate.Event):
         """An approval expired and the workflow asked to escalate: it still waits."""
 
+        type_name = "Run.Escalated"
+
         name: str
 
         def apply(self, aggregate: Any) -> None:
@@ -152,6 +165,8 @@ class Run(Aggregate):
 
     class Paused(Aggregate.Event):
         """An operator paused the run."""
+
+        type_name = "Run.Paused"
 
         actor: str
         reason: str
@@ -163,6 +178,8 @@ class Run(Aggregate):
 
     class Unpaused(Aggregate.Event):
         """An operator let the run continue, back in the status ``resumes_to``."""
+
+        type_name = "Run.Unpaused"
 
         actor: str
         reason: str
@@ -176,6 +193,8 @@ class Run(Aggregate):
     class Cancelled(Aggregate.Event):
         """The run was cancelled; it stops at its next step boundary."""
 
+        type_name = "Run.Cancelled"
+
         actor: str
         reason: str
 
@@ -187,6 +206,8 @@ class Run(Aggregate):
 
     class Completed(Aggregate.Event):
         """The run finished with ``result``."""
+
+        type_name = "Run.Completed"
 
         contents: ClassVar[tuple[str, ...]] = ("result",)
         content_owner: ClassVar[str] = "originator_id"
@@ -201,6 +222,8 @@ class Run(Aggregate):
 
     class Failed(Aggregate.Event):
         """The run stopped with ``error`` (an exception, an expiry, a deadline, a budget)."""
+
+        type_name = "Run.Failed"
 
         contents: ClassVar[tuple[str, ...]] = ("error",)
         content_owner: ClassVar[str] = "originator_id"
@@ -222,6 +245,8 @@ class Run(Aggregate):
         by policy count their attempts afresh in the new round (``retries`` + 1).
         """
 
+        type_name = "Run.Retried"
+
         actor: str
         reason: str
 
@@ -239,6 +264,8 @@ class Run(Aggregate):
         live run is cancelled by it, since its workflow could no longer read its own state.
         """
 
+        type_name = "Run.Forgotten"
+
         actor: str
         reason: str
         cancels: bool = False
@@ -255,6 +282,8 @@ class Run(Aggregate):
     class Held(Aggregate.Event):
         """A legal hold was placed: retention never purges the run while it lasts."""
 
+        type_name = "Run.Held"
+
         actor: str
         reason: str
 
@@ -264,6 +293,8 @@ class Run(Aggregate):
 
     class Released(Aggregate.Event):
         """The legal hold was lifted: retention applies again."""
+
+        type_name = "Run.Released"
 
         actor: str
         reason: str
@@ -280,6 +311,8 @@ class Run(Aggregate):
         ended, its lineage (fork receipts, parent and children), its totals, and the policy
         and actor that purged it.
         """
+
+        type_name = "Run.Purged"
 
         workflow_id: str
         agent_id: str
@@ -333,6 +366,8 @@ class Run(Aggregate):
     class Migrated(Aggregate.Event):
         """The run's state was upgraded from one schema version to the next."""
 
+        type_name = "Run.Migrated"
+
         from_schema: int | None
         to_schema: int
 
@@ -358,9 +393,9 @@ class Run(Aggregate):
         trace_context: dict[str, str] | None = None,
     ) -> Run:
         """Start a run whose main channel is ``channel_id``."""
-        return cls._create(
+        return cls.created(
             cls.Started,
-            id=run_id,
+            originator_id=run_id,
             timestamp=at,
             workflow_id=workflow_id,
             agent_id=agent_id,
@@ -483,7 +518,7 @@ class Run(Aggregate):
         self.trigger_event(
             self.Purged,
             timestamp=at,
-            originator_topic=get_topic(Run),
+            originator_topic=self.type_name,
             workflow_id=self.workflow_id,
             agent_id=self.agent_id,
             channel_id=self.channel_id,

@@ -200,8 +200,8 @@ FAULT_MUTANTS = [
     Mutant(
         "migrations-turn-advisory",
         "adapters/persistence/migrations.py",
-        "            take_turn(conn, table, lock_wait)",
-        '            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (schema,))',
+        "        take_turn(conn, table, lock_wait)",
+        '        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (schema,))',
         "any role may take an advisory key: migrations would not wait for the owner's turn",
         TURNS,
         postgres=True,
@@ -746,21 +746,22 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "positions-default-kept",
-        "adapters/persistence/migrations.py",
-        '    "ALTER TABLE {schema}.actae_events ALTER COLUMN notification_id DROP DEFAULT",\n',
-        "",
-        "a writer that leaves positions to the column (an older Actae, eventsourcing's own"
-        " recorder) would write positions the readers do not wait for",
+        "adapters/persistence/baseline.py",
+        '    "CREATE UNIQUE INDEX actae_events_notification_id_idx ON {schema}.actae_events "\n',
+        '    "ALTER TABLE {schema}.actae_events ALTER notification_id SET DEFAULT 1",\n'
+        '    "CREATE UNIQUE INDEX actae_events_notification_id_idx ON {schema}.actae_events "\n',
+        "a writer that leaves positions to the column (eventsourcing's own recorder) would"
+        " write positions the readers do not wait for",
         MIGRATION_TESTS,
         postgres=True,
     ),
     Mutant(
         "migration-waits-behind-readers",
         "adapters/persistence/migrations.py",
-        '    "SET LOCAL lock_timeout = {lock_timeout}",\n',
-        '    "SELECT 1",\n',
-        "the position migration's exclusive lock, queued behind a long reader, would queue"
-        " every statement on the events table for as long",
+        'conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT)))',
+        'conn.execute("SELECT 1")',
+        "a migration's exclusive lock, queued behind a long reader, would queue every"
+        " statement on the table for as long",
         MIGRATION_TESTS,
         postgres=True,
     ),

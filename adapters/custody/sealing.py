@@ -98,7 +98,7 @@ class SealingMapper(PydanticMapper):
         are to be taken out of it (an encrypted run, a large document).
         """
         cls = cast(type[DomainEvent], type(domain_event))
-        topic, _, _, encode = layout(cls)
+        topic, _, encode = layout(cls)
         body = encode(domain_event)
         owner = getattr(domain_event, cls.content_owner, None) if cls.contents else None
         if owner is not None:

@@ -21,11 +21,9 @@ checksum (sealed contents stay authenticated by their run's key).
 so a body stays one JSON document for SQL (``convert_from(state, 'UTF8')::json``) and
 operators. It has a fixed length, so it is found by position, without parsing.
 
-**Bodies without one** were written by an Actae from before body checksums, and are read as
-before (docs/architecture.md says why they are not refused). A body written since cannot
-pass for one: a changed byte of its member leaves either invalid JSON
-or a member that no event has, and events refuse unknown members (``extra="forbid"``), so
-both are refused as corruption (``tests/property/test_body_checksums.py`` flips every byte).
+**A body without one** is refused as corruption: every body Actae ever wrote has its
+member, so one whose member is missing or damaged changed below Actae
+(``tests/property/test_body_checksums.py`` flips every byte).
 """
 
 from __future__ import annotations
@@ -46,11 +44,11 @@ CLOSING = b'"}'
 TAIL = len(OPENING) + DIGITS + len(CLOSING)
 """Bytes the checksum member adds at the end of the body."""
 NOUNS = {
-    "actae.domain.channel": ("channel", "cursor"),
-    "actae.domain.run": ("run", "version"),
-    "actae.domain.operation": ("operation", "version"),
+    "Channel": ("channel", "cursor"),
+    "Run": ("run", "version"),
+    "Operation": ("operation", "version"),
 }
-"""How an error names the aggregate of a topic's module, and the place in it."""
+"""How an error names the aggregate whose name starts a topic, and the place in it."""
 
 
 def stamped(topic: str, originator_id: UUID | str, version: int, body: bytes) -> bytes:
@@ -60,14 +58,14 @@ def stamped(topic: str, originator_id: UUID | str, version: int, body: bytes) ->
 
 
 def verified(stored: StoredEvent) -> bytes:
-    """The body as its encoder wrote it, once its checksum matches.
-
-    A body with no checksum member (written before body checksums) is returned as stored:
-    decoding it refuses what a damaged member would leave (module docstring).
-    """
+    """The body as its encoder wrote it, once its checksum matches (else ``CorruptionError``)."""
     state = stored.state
     if state[-TAIL : -TAIL + len(OPENING)] != OPENING or state[-len(CLOSING) :] != CLOSING:
-        return bytes(state)
+        raise CorruptionError(
+            where(stored),
+            "its body has no checksum member where every stored body has one: the row "
+            "changed below Actae after it was written; restore it from a backup",
+        )
     body = b"".join((memoryview(state)[:-TAIL], b"}"))
     recorded = bytes(state[-DIGITS - len(CLOSING) : -len(CLOSING)])
     actual = checksum_of(stored.topic, stored.originator_id, stored.originator_version, body)
@@ -91,5 +89,5 @@ def checksum_of(topic: str, originator_id: UUID | str, version: int, body: bytes
 
 def where(stored: StoredEvent) -> str:
     """The stored event named as a user finds it: its channel and cursor, or aggregate."""
-    noun, place = NOUNS.get(stored.topic.partition(":")[0], ("aggregate", "version"))
+    noun, place = NOUNS.get(stored.topic.partition(".")[0], ("aggregate", "version"))
     return f"stored event of {noun} {stored.originator_id} at {place} {stored.originator_version}"

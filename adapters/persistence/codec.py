@@ -13,13 +13,17 @@ from typing import Any, cast
 import orjson
 from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
-from eventsourcing.utils import TopicError, get_topic, resolve_topic
 from pydantic import BaseModel
 
 from actae.adapters.persistence.checksums import stamped, verified, where
 from actae.adapters.persistence.encoders import IDENTITY, Encoder, encoder_for, holds_models
 from actae.domain.aggregate import DomainEvent
+from actae.domain.channel import Channel
 from actae.domain.errors import CorruptionError
+from actae.domain.operation import Operation
+from actae.domain.retention import Retention
+from actae.domain.run import Run
+from actae.domain.type_names import class_named
 
 STRICT = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 CANONICAL = STRICT | orjson.OPT_SORT_KEYS
@@ -59,8 +63,9 @@ class OrjsonTranscoder(Transcoder):
         return orjson.loads(data)
 
 
-OWN_TOPICS = ("actae.domain.",)
-"""Where Actae's stored event classes live (topics name ``module:QualName``)."""
+STORED_AGGREGATES = (Channel, Operation, Retention, Run)
+"""The aggregates whose events a store holds. Imported here, so that every type name they
+declare (:mod:`actae.domain.type_names`) is known before the first row is read."""
 
 
 def is_flat(cls: type[BaseModel]) -> bool:
@@ -76,36 +81,27 @@ def is_flat(cls: type[BaseModel]) -> bool:
 
 @cache
 def event_class(topic: str) -> type[DomainEvent]:
-    """The Actae event class a stored topic names; anything else is refused unimported.
+    """The Actae event class a stored topic names; anything else is refused.
 
-    A stored topic is a module path: resolving a tampered one would import whatever module
-    it names. Only Actae's own modules are ever imported, and only event classes accepted.
-    Each topic is resolved once (a refusal raises, so it is never remembered): a catch-up
-    decodes tens of thousands of events a second, of a few dozen topics.
+    A stored topic is an event's type name, looked up among the names Actae's classes
+    declare: nothing is ever imported for it. An aggregate's name is no event's. Each topic
+    is looked up once (a refusal raises, so it is never remembered): a catch-up decodes
+    tens of thousands of events a second, of a few dozen topics.
     """
-    if not topic.startswith(OWN_TOPICS):
-        raise CorruptionError("stored event", f"topic {topic[:80]!r} is not an Actae event")
-    try:
-        cls = resolve_topic(topic)
-    except TopicError:
-        cls = None
+    cls = class_named(topic)
     if not (isinstance(cls, type) and issubclass(cls, DomainEvent)):
         raise CorruptionError("stored event", f"topic {topic[:80]!r} is not an Actae event")
     return cls
 
 
 @cache
-def layout(cls: type[BaseModel]) -> tuple[str, int, bool, Encoder]:
-    """An event class's topic, ``class_version``, flatness and encoder, found once per class.
-
-    (A class without ``class_version`` would otherwise cost a failed attribute lookup
-    through pydantic's metaclass on every event written.)
-    """
-    return get_topic(cls), getattr(cls, "class_version", 1), is_flat(cls), encoder_for(cls)
+def layout(cls: type[DomainEvent]) -> tuple[str, bool, Encoder]:
+    """An event class's topic, flatness and encoder, found once per class."""
+    return cls.type_name, is_flat(cls), encoder_for(cls)
 
 
 class PydanticMapper(Mapper[Any]):
-    """Maps pydantic domain events to stored events and back, honouring ``class_version``.
+    """Maps pydantic domain events to stored events and back.
 
     Bodies are written by each class's encoder (:mod:`actae.adapters.persistence.encoders`),
     the bytes ``OrjsonTranscoder`` would make of :meth:`fields_of`, without the dict: the
@@ -115,8 +111,8 @@ class PydanticMapper(Mapper[Any]):
     """
 
     def to_stored_event(self, domain_event: DomainEventProtocol[Any]) -> StoredEvent:
-        """Serialise a pydantic event; its topic is ``module:QualName``."""
-        topic, _, _, encode = layout(type(domain_event))
+        """Serialise a pydantic event; its topic is its class's type name."""
+        topic, _, encode = layout(type(domain_event))
         return stored_event_of(domain_event, topic, encode(domain_event))
 
     def fields_of(self, domain_event: DomainEventProtocol[Any]) -> tuple[str, dict[str, Any]]:
@@ -125,19 +121,17 @@ class PydanticMapper(Mapper[Any]):
         The reference for the encoders, and what sealing takes contents out of.
         """
         event = cast(BaseModel, domain_event)
-        topic, class_version, flat, _ = layout(type(event))
+        topic, flat, _ = layout(type(event))
         if flat:
             state = event.__dict__.copy()
             for name in IDENTITY:
                 del state[name]
         else:
             state = event.model_dump(exclude=set(IDENTITY))
-        if class_version > 1:
-            state["class_version"] = class_version
         return topic, state
 
     def to_domain_event(self, stored_event: StoredEvent) -> DomainEventProtocol[Any]:
-        """Rebuild a pydantic event, upcasting older class versions first."""
+        """Rebuild a pydantic event from its verified body."""
         state = self.body_of(stored_event)
         return self.rebuilt(event_class(stored_event.topic), stored_event, state)
 
@@ -164,9 +158,6 @@ class PydanticMapper(Mapper[Any]):
         corruption: this is also what refuses a body whose checksum member was damaged.
         """
         try:
-            from_version = state.pop("class_version", 1)
-            for version in range(from_version, getattr(cls, "class_version", 1)):
-                getattr(cls, f"upcast_v{version}_v{version + 1}")(state)
             state["originator_id"] = stored_event.originator_id
             state["originator_version"] = stored_event.originator_version
             return cast(DomainEventProtocol[Any], cls.model_validate(state))

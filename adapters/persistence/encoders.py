@@ -5,16 +5,16 @@ Asking the mapper for a field dict first (``model_dump`` for events with nested 
 handing it to a transcoder costs, for a small event, about as much as dumping it. So one
 encoder per event class is derived, on first use, from the class's pydantic definition and
 nothing else: the fields the row holds instead (the identity), the fields that hold nested
-models (dumped by a serializer built from the field's type, as ``model_dump`` dumps them),
-and ``class_version`` (appended when above 1). It is compiled into one function.
+models (dumped by a serializer built from the field's type, as ``model_dump`` dumps them).
+It is compiled into one function.
 
 The function copies the event's ``__dict__``: pydantic fills it with exactly the class's
 ``model_fields``, in their order, however the event was made (validation, ``model_construct``,
 ``model_copy``), so the copy is the body's fields in the definition's order. The copy costs
 less than half of building the same dict key by key (``docs/performance.md``).
 
-There is no layout written by hand: a new field, nested model or class version changes the
-encoder with the class. ``PydanticMapper.fields_of`` stays the reference it must match byte
+There is no layout written by hand: a new field or nested model changes the encoder with
+the class. ``PydanticMapper.fields_of`` stays the reference it must match byte
 for byte (``tests/property/test_encoders.py``, over every event class in ``actae.domain``).
 """
 
@@ -58,12 +58,9 @@ def encoder_for(cls: type[BaseModel]) -> Encoder:
         if name not in IDENTITY and holds_models(field.annotation):
             namespace[f"dump_{index}"] = _serializer(field.annotation)
             steps.append(f"    values[{name!r}] = dump_{index}(values[{name!r}])\n")
-    class_version = int(getattr(cls, "class_version", 1))
-    if class_version > 1:
-        steps.append(f"    values['class_version'] = {class_version}\n")
     identity = ", ".join(f"values[{name!r}]" for name in sorted(IDENTITY))
     source = SOURCE.format(identity=identity, steps="".join(steps))
-    # Safe to run: field names are identifiers, quoted by repr; the version is an int.
+    # Safe to run: field names are identifiers, quoted by repr.
     exec(compile(source, f"<encoder of {cls.__qualname__}>", "exec"), namespace)  # noqa: S102
     encode: Encoder = namespace["encode"]
     return encode

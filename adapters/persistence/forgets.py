@@ -36,18 +36,6 @@ TOKEN_NAME = "forget-generation"  # noqa: S105 - a row name, not a secret
 TOKEN_BYTES = 16
 
 
-def tables_read(statements: Iterable[str]) -> tuple[str, ...]:
-    """Of the custody tables' ``CREATE`` statements, those of the two tables named above.
-
-    The recorders read them in every write and read, so they make sure they exist (as
-    migration 2 made them: the same statements, which keep a table that is there).
-    """
-    names = (f".{KEYS_TABLE} ", f" {KEYS_TABLE} ", f".{SECRETS_TABLE} ", f" {SECRETS_TABLE} ")
-    return tuple(
-        s for s in statements if s.startswith("CREATE TABLE") and any(n in s for n in names)
-    )
-
-
 def new_token() -> bytes:
     """A fresh forget token (random: equal tokens mean no forget in between)."""
     return os.urandom(TOKEN_BYTES)

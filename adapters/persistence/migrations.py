@@ -1,8 +1,11 @@
-"""Versioned store schema: an ordered list of migrations and a table that records them.
+"""Versioned store schema: one ordered list of migrations per backend, and a table of them.
 
-Version 1 is the event store itself (created by the eventsourcing recorder). Later releases
-append migrations; opening a store applies the missing ones once, under a lock, so many
-processes may open the same store at the same time. A store written by a newer Actae is
+A migration's version is its place in its backend's list, counted from 1. Version 1 is
+the baseline (:mod:`actae.adapters.persistence.baseline`): every table Actae owns, the event
+store, custody, read models and the workers' tables. Later releases append to the lists;
+nothing else changes a store's tables. Opening a store applies the missing migrations once,
+in a turn (:mod:`actae.adapters.persistence.turns`), so many processes may open one store
+at once, and records each in ``actae_migrations``. A store written by a newer Actae is
 refused rather than misread.
 """
 
@@ -16,99 +19,36 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import sql
 
+from actae.adapters.persistence.baseline import POSTGRES_BASELINE, SQLITE_BASELINE
 from actae.adapters.persistence.turns import DEFAULT_LOCK_WAIT, create_once, take_turn
 from actae.domain.errors import ActaeError
 
 MIGRATIONS_TABLE = "actae_migrations"
 LOCK_TIMEOUT = "10s"
-"""How long a migration waits for a table's lock before the open fails (to be retried)."""
+"""How long a migration waits for a table's lock before the open fails (to be retried):
+behind a long reader, a statement that waits for an exclusive lock would queue every
+other statement on the table for as long."""
 
 
 @dataclass(frozen=True)
-class TableMigration:
-    """One step of the store's table schema; ``statements`` run after the event tables exist.
+class Migration:
+    """One step of a backend's schema: ``statements`` run in order, in one transaction.
 
     It changes tables; a workflow's ``Migration`` (:mod:`actae.adapters.runtime.store_resume`)
     upgrades a run's state instead.
     """
 
-    version: int
     name: str
-    statements: tuple[str, ...] = ()
-    sqlite_statements: tuple[str, ...] | None = None
-    """SQLite's own spelling of ``statements``, where its types differ (``None``: the same)."""
-
-    @property
-    def in_sqlite(self) -> tuple[str, ...]:
-        """The statements as SQLite runs them (its own spelling, where it has one)."""
-        return self.statements if self.sqlite_statements is None else self.sqlite_statements
+    statements: tuple[str, ...]
 
 
-CUSTODY_TABLES = (
-    # One data key per run, wrapped by a master key of the keyring; NULL once forgotten.
-    "CREATE TABLE IF NOT EXISTS {schema}.actae_data_keys (run_id uuid PRIMARY KEY, "
-    "master_key text NOT NULL, wrapped bytea, created_at timestamptz NOT NULL DEFAULT now(), "
-    "forgotten_at timestamptz)",
-    # Artifacts by name (a digest, or a keyed digest when encrypted), their bytes in chunks
-    # of a blob, and which runs reference them (purged when none does).
-    "CREATE TABLE IF NOT EXISTS {schema}.actae_artifacts (name text PRIMARY KEY, "
-    "blob uuid NOT NULL, size bigint NOT NULL, created_at timestamptz NOT NULL DEFAULT now())",
-    "CREATE TABLE IF NOT EXISTS {schema}.actae_artifact_chunks (blob uuid NOT NULL, "
-    "seq integer NOT NULL, data bytea NOT NULL, PRIMARY KEY (blob, seq))",
-    "ALTER TABLE {schema}.actae_artifact_chunks ALTER COLUMN data SET STORAGE EXTERNAL",
-    "CREATE TABLE IF NOT EXISTS {schema}.actae_artifact_refs (name text NOT NULL, "
-    "run_id uuid NOT NULL, PRIMARY KEY (name, run_id))",
-    "CREATE INDEX IF NOT EXISTS actae_artifact_refs_by_run "
-    "ON {schema}.actae_artifact_refs (run_id)",
-    # Secrets the store keeps for itself (the artifact references' key without a keyring).
-    "CREATE TABLE IF NOT EXISTS {schema}.actae_secrets (name text PRIMARY KEY, "
-    "value bytea NOT NULL)",
-)
-"""Tables of the data's custody (keys, artifacts); PostgreSQL's spelling."""
-
-SQLITE_CUSTODY_TABLES = (
-    "CREATE TABLE IF NOT EXISTS actae_data_keys (run_id TEXT PRIMARY KEY, "
-    "master_key TEXT NOT NULL, wrapped BLOB, created_at TEXT NOT NULL DEFAULT "
-    "CURRENT_TIMESTAMP, forgotten_at TEXT)",
-    "CREATE TABLE IF NOT EXISTS actae_artifacts (name TEXT PRIMARY KEY, blob TEXT NOT NULL, "
-    "size INTEGER NOT NULL, created_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)",
-    "CREATE TABLE IF NOT EXISTS actae_artifact_chunks (blob TEXT NOT NULL, "
-    "seq INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY (blob, seq))",
-    "CREATE TABLE IF NOT EXISTS actae_artifact_refs (name TEXT NOT NULL, "
-    "run_id TEXT NOT NULL, PRIMARY KEY (name, run_id))",
-    "CREATE INDEX IF NOT EXISTS actae_artifact_refs_by_run ON actae_artifact_refs (run_id)",
-    "CREATE TABLE IF NOT EXISTS actae_secrets (name TEXT PRIMARY KEY, value BLOB NOT NULL)",
-)
-
-POSITIONS_BY_BLOCK = (
-    # The ALTER takes the table's ACCESS EXCLUSIVE lock: behind a long reader it would queue
-    # every statement on the table for as long, so it gives up (and the open fails, to be
-    # retried) after LOCK_TIMEOUT instead.
-    "SET LOCAL lock_timeout = {lock_timeout}",
-    # Actae's writers draw a block of positions from the sequence themselves
-    # (adapters/persistence/positions.py); without the column's default, a writer that does
-    # not (eventsourcing's own recorder, an Actae process from before block positions still
-    # running) has its insert refused (NOT NULL) instead of writing positions that readers
-    # would not wait for. Such an Actae sees the refusal as a lost race and gives up with a
-    # ContentionError after its retries; a new one refuses the store (schema version).
-    "ALTER TABLE {schema}.actae_events ALTER COLUMN notification_id DROP DEFAULT",
-)
-"""PostgreSQL only: SQLite's single writer keeps its positions as they were (the version is
-still recorded there: one schema version per store, whatever the backend)."""
-
-MIGRATIONS = (
-    TableMigration(1, "event store tables (eventsourcing recorder)"),
-    TableMigration(2, "data keys and artifacts", CUSTODY_TABLES, SQLITE_CUSTODY_TABLES),
-    TableMigration(3, "positions drawn in blocks by Actae's writers", POSITIONS_BY_BLOCK, ()),
-    # Made by the recorders' create_table (adapters/persistence/operation_ids.py): the
-    # column, the ids of the records written before it, then the unique index.
-    TableMigration(4, "operation ids in the events' rows, unique"),
-)
-LATEST = MIGRATIONS[-1].version
+POSTGRES_MIGRATIONS = (Migration("baseline: events, custody, read models", POSTGRES_BASELINE),)
+"""PostgreSQL's steps; statements name the store's schema as ``{schema}``."""
+SQLITE_MIGRATIONS = (Migration("baseline: events, custody, read models", SQLITE_BASELINE),)
 
 S = TypeVar("S")
 ServiceFactory = Callable[[bool], S]
-"""Builds the store's service; the flag says whether it may create tables."""
+"""Builds the store's service; the flag says whether its recorder should make its tables."""
 
 
 class SchemaVersionError(ActaeError):
@@ -117,13 +57,17 @@ class SchemaVersionError(ActaeError):
     code = "schema_version"
 
 
-def _refuse_newer(current: int) -> None:
-    if current > LATEST:
+def refuse_newer(current: int, migrations: tuple[Migration, ...]) -> None:
+    """Refuse a store whose schema is newer than every migration this Actae knows."""
+    if current > len(migrations):
         msg = (
             f"this store is at schema version {current} but this Actae knows only up to "
-            f"{LATEST}; upgrade the actae package"
+            f"{len(migrations)}; upgrade the actae package"
         )
         raise SchemaVersionError(msg)
+
+
+# -- PostgreSQL -----------------------------------------------------------------------------
 
 
 def open_postgres(
@@ -134,31 +78,34 @@ def open_postgres(
     create: bool = True,
     lock_wait: float = DEFAULT_LOCK_WAIT,
 ) -> S | None:
-    """Build the service, creating or upgrading the schema first, in turns with other openers.
+    """Build the service once the schema is created or upgraded, in turns with other openers.
 
     A store already at this Actae's version opens without DDL or lock (also on a server
-    that is read-only). Otherwise the schema changes are made in a turn on the migrations
-    table (:mod:`actae.adapters.persistence.turns`), waited for at most ``lock_wait``
-    seconds (then :class:`~actae.domain.errors.StoreBusyError`). With ``create=False`` a
-    schema that holds no store is left alone (no DDL runs) and the answer is ``None``, for
-    the caller to report with the URL it knows.
+    that is read-only). Otherwise the migrations are applied in a turn on the migrations
+    table, waited for at most ``lock_wait`` seconds (then
+    :class:`~actae.domain.errors.StoreBusyError`). With ``create=False`` a schema that
+    holds no store is left alone (no DDL runs) and the answer is ``None``, for the caller
+    to report with the URL it knows.
     """
     table = sql.Identifier(schema, MIGRATIONS_TABLE)
     with psycopg.connect(**conninfo, autocommit=True) as conn:  # type: ignore[arg-type]
         current = _postgres_version(conn, table)
         if current == 0 and not create and not _exists(conn, table):
             return None
-        _refuse_newer(current)
-        if current == LATEST:
-            return build(False)
-        if create:
-            create_once(
-                conn, sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
-            )
-            create_once(conn, migrations_table(table))
-        with conn.transaction():
-            take_turn(conn, table, lock_wait)
-            return _migrate(conn, schema, build, create=create)
+        refuse_newer(current, POSTGRES_MIGRATIONS)
+        if current < len(POSTGRES_MIGRATIONS):
+            migrate_postgres(conn, schema, lock_wait)
+    return build(False)
+
+
+def migrate_postgres(conn: psycopg.Connection[Any], schema: str, lock_wait: float) -> None:
+    """Apply the missing migrations to ``schema`` in a turn (``conn`` autocommits)."""
+    table = sql.Identifier(schema, MIGRATIONS_TABLE)
+    create_once(conn, sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+    create_once(conn, migrations_table(table))
+    with conn.transaction():
+        take_turn(conn, table, lock_wait)
+        _apply_postgres(conn, schema)
 
 
 def migrations_table(table: sql.Identifier) -> sql.Composed:
@@ -169,9 +116,7 @@ def migrations_table(table: sql.Identifier) -> sql.Composed:
     ).format(table)
 
 
-def _migrate(
-    conn: psycopg.Connection[Any], schema: str, build: ServiceFactory[S], *, create: bool
-) -> S | None:
+def _apply_postgres(conn: psycopg.Connection[Any], schema: str) -> None:
     """Apply the missing migrations in this turn, each in a savepoint.
 
     The version is read again: a turn before this one may have applied them.
@@ -179,23 +124,18 @@ def _migrate(
     ident = sql.Identifier(schema)
     table = sql.Identifier(schema, MIGRATIONS_TABLE)
     current = _postgres_version(conn, table)
-    if current == 0 and not create:
-        return None
-    _refuse_newer(current)
-    service = build(current < LATEST)
-    for migration in MIGRATIONS:
-        if migration.version <= current:
+    refuse_newer(current, POSTGRES_MIGRATIONS)
+    conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT)))
+    for version, migration in enumerate(POSTGRES_MIGRATIONS, start=1):
+        if version <= current:
             continue
         with conn.transaction():
             for statement in migration.statements:
-                conn.execute(
-                    sql.SQL(statement).format(schema=ident, lock_timeout=sql.Literal(LOCK_TIMEOUT))
-                )
+                conn.execute(sql.SQL(statement).format(schema=ident))
             conn.execute(
                 sql.SQL("INSERT INTO {} (version, name) VALUES (%s, %s)").format(table),
-                (migration.version, migration.name),
+                (version, migration.name),
             )
-    return service
 
 
 def _exists(conn: psycopg.Connection[Any], table: sql.Identifier) -> bool:
@@ -211,48 +151,60 @@ def _postgres_version(conn: psycopg.Connection[Any], table: sql.Identifier) -> i
     return int(row.fetchone()[0])  # type: ignore[index]
 
 
-def open_sqlite(database: str, build: ServiceFactory[S], *, create: bool = True) -> S | None:
-    """Check the schema version, build the service (SQLite DDL is idempotent), record it.
+# -- SQLite ---------------------------------------------------------------------------------
 
-    ``database`` is a path or a URI (an in-memory database's). With ``create=False`` a
-    database that holds no store is left as it is and the answer is ``None`` (that a file
-    exists is the backend's to check first: connecting would create it).
+
+def open_sqlite(database: str, build: ServiceFactory[S], *, create: bool = True) -> S | None:
+    """Check the schema version, apply the missing migrations, build the service.
+
+    ``database`` is a path or a URI. With ``create=False`` a database that holds no store is
+    left as it is and the answer is ``None`` (that a file exists is the backend's to check
+    first: connecting would create it).
     """
     conn = sqlite3.connect(database, uri=True, timeout=30, isolation_level=None)
     try:
-        if create:
-            conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (version INTEGER PRIMARY KEY, "
-                "name TEXT NOT NULL, applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)"
-            )
-        current = _sqlite_version(conn)
+        current = sqlite_version(conn)
         if current == 0 and not create:
             return None
-        _refuse_newer(current)
-        service = build(True)
-        conn.execute("BEGIN IMMEDIATE")
-        for migration in MIGRATIONS:
-            if migration.version <= current:
-                continue
-            for statement in migration.in_sqlite:
-                conn.execute(statement)
-            conn.execute(
-                f"INSERT OR IGNORE INTO {MIGRATIONS_TABLE} (version, name) VALUES (?, ?)",  # noqa: S608
-                (migration.version, migration.name),
-            )
-        conn.execute("COMMIT")
+        refuse_newer(current, SQLITE_MIGRATIONS)
+        if current < len(SQLITE_MIGRATIONS):
+            conn.execute("BEGIN IMMEDIATE")  # the file's write lock: openers take turns
+            migrate_sqlite(conn)
+            conn.execute("COMMIT")
     finally:
         conn.close()
-    return service
+    return build(False)
 
 
-def _sqlite_version(conn: sqlite3.Connection) -> int:
+def migrate_sqlite(conn: Any) -> None:
+    """Apply the missing migrations in the caller's transaction (a connection or cursor).
+
+    The version is read inside it: an opener before this one may have applied them.
+    """
+    conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (version INTEGER PRIMARY KEY, "
+        "name TEXT NOT NULL, applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)"
+    )
+    current = sqlite_version(conn)
+    refuse_newer(current, SQLITE_MIGRATIONS)
+    for version, migration in enumerate(SQLITE_MIGRATIONS, start=1):
+        if version <= current:
+            continue
+        for statement in migration.statements:
+            conn.execute(statement)
+        conn.execute(
+            f"INSERT INTO {MIGRATIONS_TABLE} (version, name) VALUES (?, ?)",  # noqa: S608
+            (version, migration.name),
+        )
+
+
+def sqlite_version(conn: Any) -> int:
     """The store's schema version; 0 when the migrations table is absent or empty."""
     found = conn.execute(
         "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
         (MIGRATIONS_TABLE,),
     ).fetchone()
-    if found == (0,):
+    if tuple(found) == (0,):
         return 0
     row = conn.execute(f"SELECT coalesce(max(version), 0) FROM {MIGRATIONS_TABLE}")  # noqa: S608 - constant name
     return int(row.fetchone()[0])

@@ -28,9 +28,8 @@ from actae.adapters.persistence.forgets import (
     ForgetWatch,
     owners_of,
     refuse_forgotten,
-    tables_read,
 )
-from actae.adapters.persistence.migrations import SQLITE_CUSTODY_TABLES
+from actae.adapters.persistence.migrations import migrate_sqlite
 from actae.adapters.persistence.predecessors import refuse_orphans
 
 
@@ -93,8 +92,8 @@ class OffTheLoop(ApplicationRecorder):
 class ActaeSQLiteRecorder(OffTheLoop, SQLiteApplicationRecorder):
     """eventsourcing's SQLite application recorder, off the event loop in a portal.
 
-    Its table has the ``operation_id`` column (:mod:`actae.adapters.persistence.operation_ids`),
-    added by ``create_table`` to a table of an earlier schema.
+    Its table has the ``operation_id`` column (:mod:`actae.adapters.persistence.operation_ids`);
+    the store's migrations make it.
     """
 
     def __init__(self, datastore: SQLiteDatastore, events_table_name: str = "stored_events"):
@@ -109,19 +108,9 @@ class ActaeSQLiteRecorder(OffTheLoop, SQLiteApplicationRecorder):
         """The forget token read before each read (:mod:`~actae.adapters.persistence.forgets`)."""
 
     def create_table(self) -> None:
-        """The table (eventsourcing's), then its operation ids and their unique index.
-
-        SQLite opens create tables every time: a table already migrated is only read.
-        """
-        super().create_table()
+        """The store's tables, as its migrations make them (never eventsourcing's DDL)."""
         with self.datastore.transaction(commit=True) as cursor:
-            for statement in tables_read(SQLITE_CUSTODY_TABLES):  # the forget guards read them
-                cursor.execute(statement)
-        with self.datastore.transaction(commit=False) as cursor:
-            if operation_ids.sqlite_has_them(cursor, self.events_table_name):
-                return
-        with self.datastore.transaction(commit=True) as cursor:
-            operation_ids.add_to_sqlite(cursor, self.events_table_name)
+            migrate_sqlite(cursor)
 
     def select_events(
         self,

@@ -89,17 +89,17 @@ from actae.adapters.persistence.forgets import (
     ForgetWatch,
     owners_of,
     refuse_forgotten,
-    tables_read,
 )
 from actae.adapters.persistence.lost_replies import (
     TRANSIENT_ERRORS,
     RecognisesOwnCommits,
     retried_on_connection_errors,
 )
-from actae.adapters.persistence.migrations import CUSTODY_TABLES
-from actae.adapters.persistence.operation_ids import add_to_postgres, operation_id_of
+from actae.adapters.persistence.migrations import migrate_postgres
+from actae.adapters.persistence.operation_ids import operation_id_of
 from actae.adapters.persistence.positions import BLOCK, Horizon
 from actae.adapters.persistence.predecessors import PredecessorMissing, first_orphan
+from actae.adapters.persistence.turns import DEFAULT_LOCK_WAIT
 from actae.domain.ports import OperationRows, Request
 
 MAX_VALUES_ROWS = 64
@@ -635,16 +635,12 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
             self.datastore.pool.check()
 
     def create_table(self) -> None:
-        """The table as eventsourcing makes it, with its operation ids (migration 4).
-
-        A store of an earlier schema is opened this way once (``actae.open``, under the
-        migrations' lock): :func:`~actae.adapters.persistence.operation_ids.add_to_postgres`.
-        """
-        super().create_table()
-        with self.datastore.get_connection() as conn:
-            add_to_postgres(conn, self.datastore.schema, self.events_table_name)
-            for statement in tables_read(CUSTODY_TABLES):  # the forget guards read them
-                conn.execute(SQL(statement).format(schema=Identifier(self.datastore.schema)))
+        """The store's tables, as its migrations make them (never eventsourcing's DDL)."""
+        arguments = self.datastore.pool.kwargs
+        assert isinstance(arguments, dict)  # noqa: S101 - eventsourcing builds it as a dict
+        conninfo = {k: v for k, v in arguments.items() if k != "row_factory"}
+        with psycopg.connect(**conninfo, autocommit=True) as conn:
+            migrate_postgres(conn, self.datastore.schema, DEFAULT_LOCK_WAIT)
 
     def close(self) -> None:
         """Hand the kept connection back and close the pool."""

@@ -350,10 +350,6 @@ class ReadModelDB(SchemaMethods, WorkerTables):
             statement = _refresh_sql(f"effects{suffix}", f"run_status{suffix}", where)
             self.executemany(statement, [[self.adapt(run)] for run in run_ids])
 
-    def refresh_every_run(self) -> None:
-        """Recompute the derived columns of every run (a new one, after an upgrade)."""
-        self.execute(_refresh_sql("effects", "run_status", "1 = 1"))
-
     @staticmethod
     def _on_conflict(table: Table, columns: tuple[str, ...]) -> str:
         """What an upsert of ``columns`` does to a row that exists: updates just those."""

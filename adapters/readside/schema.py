@@ -1,18 +1,15 @@
-"""Read-model DDL: create the tables, upgrade the ones an older Actae made, swap in a rebuild.
+"""Read-model DDL of a rebuild: fresh tables made from the definitions, then swapped in.
 
-``CREATE TABLE IF NOT EXISTS`` leaves an existing table as it is, so a read model made by an
-older Actae would lack newer columns, indexes and views (and keep some ids as text, which
-PostgreSQL refuses to join with ``run_status.run_id``). Opening the read models therefore
-adds missing columns (filled from what the old columns meant where that is known, derived
-from the effects for a run's effect counts; otherwise empty until ``actae project
---rebuild``), converts every id column to uuid, creates the missing indexes and views, and
-describes every table, view and column (PostgreSQL comments, from
-:mod:`actae.projections.tables`).
+The live read models are made by the store's migrations (version 1,
+:mod:`actae.adapters.persistence.baseline`), like every other table. A rebuild projects
+into fresh tables made here from :mod:`actae.projections.tables`, and swaps them in.
+Opening the read models describes every table, view and column (PostgreSQL comments, from
+:mod:`actae.projections.tables`), writing only the descriptions that differ.
 
 :class:`SchemaMethods` holds the DDL both backends share; :class:`PostgresSchema` and
 :class:`SqliteSchema` hold what differs (column types, a timestamp's UTC day, how creators
-take turns, how a table's columns are read, comments, what becomes of a rebuilt table's
-indexes), so no method asks which backend it runs on. The read models of each backend
+take turns, comments, what becomes of a rebuilt table's indexes), so no method asks which
+backend it runs on. The read models of each backend
 (:mod:`actae.adapters.readside.readmodels`) inherit their backend's class.
 """
 
@@ -28,7 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import psycopg
 from psycopg import sql
 
-from actae.adapters.persistence.turns import DEFAULT_LOCK_WAIT, create_once, take_turn
+from actae.adapters.persistence.turns import DEFAULT_LOCK_WAIT, take_turn
 from actae.projections.tables import (
     COST_PER_DAY,
     OUTSTANDING_VIEW,
@@ -46,12 +43,6 @@ ERRORS = "actae_projection_errors"
 LEASES = "actae_run_leases"
 WORKERS = "actae_worker_agents"
 REGRESSIONS = "actae_regressions"
-BOOKKEEPING_IDS = ((ERRORS, "originator_id"), (LEASES, "run_id"))
-"""Id columns of the bookkeeping tables, typed as the read models' ids so that they join."""
-BACKFILL = {("effects", "claimed_in_doubt"): "in_doubt"}
-"""New columns whose value an older column held (before in_doubt also meant 'lease ran out')."""
-RETIRED_INDEXES = ("effects_status",)
-"""Indexes an older Actae made that a wider one now covers (effects by status and expiry)."""
 
 
 def index_name(table: str, columns: tuple[str, ...]) -> str:
@@ -105,106 +96,21 @@ class SchemaMethods(ABC):
             """Run one statement (written with the backend's parameter ``mark``)."""
             ...
 
-        def refresh_every_run(self) -> None:
-            """Recompute the derived columns of every run."""
-            ...
-
     def ensure_schema(self, suffix: str = "") -> None:
-        """Create the tables, indexes and views, upgrading older ones, and describe them."""
+        """Describe the live tables; with a ``suffix``, create a rebuild's fresh tables."""
         with self.transaction():
             self._take_turns()
+            if not suffix:
+                self._describe()
+                return
             for table in TABLES:
                 self.execute(self._create_table(table, suffix))
-            if not suffix:
-                self._create_bookkeeping()
-                self._upgrade()
-            for table in TABLES:
                 for statement in self._create_indexes(table, suffix):
                     self.execute(statement)
-            if not suffix:
-                self._create_views()
-                self._describe()
 
     @abstractmethod
     def _take_turns(self) -> None:
         """Keep processes that create the tables at once apart (inside the transaction)."""
-
-    def _create_tracking(self) -> str:
-        """The statement that creates the projector's tracking table (if it is not there)."""
-        return (
-            f"CREATE TABLE IF NOT EXISTS {TRACKING} (name TEXT PRIMARY KEY, "
-            f"position {self.types['int']} NOT NULL)"
-        )
-
-    def _create_bookkeeping(self) -> None:
-        """The tracking, poison-event and worker-coordination tables (one set, never rebuilt)."""
-        types = self.types
-        self.execute(self._create_tracking())
-        self.execute(
-            f"CREATE TABLE IF NOT EXISTS {ERRORS} (name TEXT NOT NULL, "
-            f"position {types['int']} NOT NULL, topic TEXT, "
-            f"originator_id {types['uuid']}, error TEXT NOT NULL, recorded_at "
-            f"{types['timestamp']} NOT NULL, PRIMARY KEY (name, position))"
-        )
-        self.execute(  # run_id typed as in run_status, so the two tables join
-            f"CREATE TABLE IF NOT EXISTS {LEASES} (run_id {types['uuid']} PRIMARY KEY, "
-            f"worker TEXT NOT NULL, token {types['int']} NOT NULL, "
-            f"expires_at {types['timestamp']} NOT NULL)"
-        )
-        self.execute(  # history found behind what a process saw (docs/outages.md)
-            f"CREATE TABLE IF NOT EXISTS {REGRESSIONS} (channel_id {types['uuid']} PRIMARY KEY, "
-            f"detail TEXT NOT NULL, found_at {types['timestamp']} NOT NULL)"
-        )
-        self.execute(  # which agents each live worker runs (adapters/readside/worker_tables.py)
-            f"CREATE TABLE IF NOT EXISTS {WORKERS} (worker TEXT NOT NULL, agent_id TEXT NOT NULL, "
-            f"seen_until {types['timestamp']} NOT NULL, PRIMARY KEY (worker, agent_id))"
-        )
-
-    def _upgrade(self) -> None:
-        """Bring tables an older Actae created up to the current columns, types and indexes.
-
-        Columns derived from effects are recomputed for every run when run_status gains any
-        column; the others stay empty for past events until ``actae project --rebuild``.
-        """
-        grew = {table.name: self._add_columns(table) for table in TABLES}
-        self._retype_ids()
-        for index in RETIRED_INDEXES:
-            self.execute(f"DROP INDEX IF EXISTS {index}")
-        if grew[RUN_STATUS.name]:
-            self.refresh_every_run()
-
-    def _add_columns(self, table: Table) -> bool:
-        """Add the columns ``table`` lacks (backfilled where known); whether it lacked any."""
-        present = self._columns(table.name)
-        missing = [column for column in table.columns if column.name not in present]
-        for column in missing:
-            kind = self.types[column.type]
-            self.execute(f"ALTER TABLE {table.name} ADD COLUMN {column.name} {kind}")
-            source = BACKFILL.get((table.name, column.name))
-            if source is not None and source in present:
-                self.execute(f"UPDATE {table.name} SET {column.name} = {source}")
-        return bool(missing)
-
-    def _retype_ids(self) -> None:
-        """Give every id column the read models' id type (an older Actae kept some as text)."""
-        ids: dict[str, list[str]] = {}
-        for t in TABLES:
-            ids[t.name] = [c.name for c in t.columns if c.type == "uuid"]
-        for table, column in BOOKKEEPING_IDS:
-            ids.setdefault(table, []).append(column)
-        for table, columns in ids.items():
-            present = self._columns(table)
-            for column in columns:
-                if present[column] != self.types["uuid"]:
-                    self._retype_to_uuid(table, column)
-
-    @abstractmethod
-    def _retype_to_uuid(self, table: str, column: str) -> None:
-        """Convert ``column`` of ``table`` to the id type."""
-
-    @abstractmethod
-    def _columns(self, table: str) -> dict[str, str]:
-        """The columns ``table`` has now, with their declared types."""
 
     def _create_table(self, table: Table, suffix: str) -> str:
         columns = ", ".join(
@@ -305,29 +211,12 @@ class PostgresSchema(SchemaMethods):
         """Creators take turns on the tracking table, a lock only the store's owner can take.
 
         Processes that start at once (a worker and the projector) would otherwise race:
-        ``CREATE TABLE IF NOT EXISTS`` is not safe against a concurrent creator (it fails on
-        the table's row type). The turn is a table lock, not an advisory one, so that no
-        other role (an analyst's) can hold every process's start up
-        (:mod:`actae.adapters.persistence.turns`); the table is created first, for the turn
-        to be taken on.
+        two sessions that change one catalog row at once fail ("tuple concurrently
+        updated"). The turn is a table lock, not an advisory one, so that no other role
+        (an analyst's) can hold every process's start up
+        (:mod:`actae.adapters.persistence.turns`).
         """
-        create_once(self.conn, sql.SQL(self._create_tracking()))  # type: ignore[arg-type]
         take_turn(self.conn, sql.Identifier(TRACKING), self.lock_wait)
-
-    def _retype_to_uuid(self, table: str, column: str) -> None:
-        """An older Actae kept some ids as text, which PostgreSQL will not join with a uuid."""
-        self.execute(f"ALTER TABLE {table} ALTER COLUMN {column} TYPE uuid USING {column}::uuid")
-
-    def _columns(self, table: str) -> dict[str, str]:
-        """From the catalog (``information_schema`` takes ten times as long, on every open)."""
-        rows = self.execute(
-            "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
-            "JOIN pg_class c ON c.oid = a.attrelid "
-            "JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = current_schema() "
-            "WHERE c.relname = %s AND a.attnum > 0 AND NOT a.attisdropped",
-            (table,),
-        ).fetchall()
-        return {str(name): str(kind) for name, kind in rows}
 
     def _describe(self) -> None:
         """``COMMENT ON`` each table, view and column whose comment is not its description.
@@ -377,13 +266,6 @@ class SqliteSchema(SchemaMethods):
 
     def _take_turns(self) -> None:
         """Nothing to do: the transaction's ``BEGIN IMMEDIATE`` already makes creators wait."""
-
-    def _retype_to_uuid(self, table: str, column: str) -> None:
-        """Nothing to do: SQLite stores every id as text whatever a column declares."""
-
-    def _columns(self, table: str) -> dict[str, str]:
-        rows = self.execute(f"PRAGMA table_info({table})").fetchall()
-        return {str(row[1]): str(row[2]) for row in rows}
 
     def _describe(self) -> None:
         """Nothing to do: SQLite has no comments; the descriptions are in docs/read-models.md."""

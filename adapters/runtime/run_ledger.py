@@ -59,7 +59,7 @@ Reconcile = Callable[[str], Any]
 STEP_LEASE = 60.0
 """Seconds a step's attempt holds its claim between heartbeats' renewals."""
 GIVEN_UP = frozenset({EffectStatus.NEEDS_REVIEW, EffectStatus.ABANDONED})
-"""Attempts of a step that the policy ran out of (only an exhausted ``fail`` leaves these)."""
+"""Attempts of a step that the policy ran out of (only an exhausted failure leaves these)."""
 SETTLED = frozenset({EffectStatus.COMPLETED, EffectStatus.ABANDONED})
 
 
@@ -156,7 +156,7 @@ class RunLedger:
             return info.result
         if idempotent:
             return None
-        self._store.fail(
+        self._store.fail_effect(
             key,
             token=claim.token,
             worker=self._worker,
@@ -200,7 +200,7 @@ class RunLedger:
         message = f"{type(error).__name__}: {error}"
         try:
             info = self._durably(
-                lambda: self._store.fail(
+                lambda: self._store.fail_effect(
                     key,
                     token=token,
                     worker=self._worker,
@@ -237,7 +237,7 @@ class RunLedger:
             raise self._in_doubt(key, token, "it answered after its deadline") from None
         except ValidationError as error:
             reason = f"it ran, but its result cannot be recorded: {error.reason}"
-            self._store.fail(
+            self._store.fail_effect(
                 key,
                 token=token,
                 worker=self._worker,
@@ -253,7 +253,7 @@ class RunLedger:
     def complete(self, key: str, token: int, value: Any) -> None:
         """Record ``value`` as the result of the attempt of ``token`` (redacted, durably)."""
         self._durably(
-            lambda: self._store.complete(
+            lambda: self._store.complete_effect(
                 key,
                 token=token,
                 worker=self._worker,
@@ -360,7 +360,7 @@ class RunLedger:
         )
 
     def _schedule_next(self, attempts: str, name: str, token: int, error: Exception) -> NoReturn:
-        info = self._store.fail(
+        info = self._store.fail_effect(
             attempts,
             token=token,
             worker=self._worker,

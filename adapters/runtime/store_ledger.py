@@ -88,7 +88,7 @@ class LedgerMethods:
         ``worker`` must be the name the claim was granted to (``NotHolderError`` otherwise):
         a token is visible to anyone who reads the effect, the holder's name pairs with it.
         ``redact`` removes secrets from ``result`` before the store's own redactor does
-        (docs/data.md). ``complete`` is this method under its older name (kept as an alias).
+        (docs/data.md).
         """
         command = CompleteEffect(
             effect_key=effect_key, token=token, worker=worker, result=result, redact=redact
@@ -117,9 +117,9 @@ class LedgerMethods:
     ) -> EffectInfo:
         """Record a failed attempt; the retry policy (and ``retry_after``) schedules the next.
 
-        ``worker`` is the claim's holder, as for :meth:`complete`. ``retry_after`` is
+        ``worker`` is the claim's holder, as for :meth:`complete_effect`. ``retry_after`` is
         seconds, or an HTTP ``Retry-After`` header's value as it came (``"30"`` or an HTTP
-        date). ``fail`` is this method under its older name (kept as an alias).
+        date).
         """
         command = FailEffect(
             effect_key=effect_key,
@@ -130,11 +130,6 @@ class LedgerMethods:
             final=final,
         )
         return self._service.execute(ledger.fail_effect, command)
-
-    complete = complete_effect
-    """Alias of :meth:`complete_effect` (the older name; ``complete_run`` acts on runs)."""
-    fail = fail_effect
-    """Alias of :meth:`fail_effect` (the older name; ``fail_run`` acts on runs)."""
 
     def reconcile(
         self,

@@ -14,8 +14,6 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TextIO
 from uuid import UUID
 
-from eventsourcing.utils import get_topic
-
 from actae.adapters.custody.holding import Holding
 from actae.adapters.runtime.backends import Backend
 from actae.adapters.runtime.service import ActaeService
@@ -34,7 +32,7 @@ if TYPE_CHECKING:
 
     from actae.adapters.readside.projector import Projector
 
-PURGED_TOPIC = get_topic(Run.Purged)
+PURGED_TOPIC = Run.Purged.type_name
 BATCH = 100
 """Runs purged per transaction of deletes: short enough that writers never wait long."""
 FINISH_WITHIN = timedelta(days=1)

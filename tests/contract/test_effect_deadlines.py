@@ -145,7 +145,7 @@ def test_heartbeats_extend_the_lease_never_the_deadline(
     assert renewed.deadline == granted.deadline
     clock.advance(2)  # past the deadline, the lease still live
     with pytest.raises(actae.DeadlinePassedError):
-        store.complete(KEY, token=granted.token, worker="w1", result={"late": True})
+        store.complete_effect(KEY, token=granted.token, worker="w1", result={"late": True})
     assert store.effect(KEY).result is None
 
 
@@ -179,7 +179,7 @@ def test_an_answer_before_the_deadline_completes_though_the_lease_ran_out(
     granted = claim(store, run, timeout=TIMEOUT)
     clock.advance(LEASE + 2)
 
-    done = store.complete(KEY, token=granted.token, worker="w1", result={"ok": True})
+    done = store.complete_effect(KEY, token=granted.token, worker="w1", result={"ok": True})
 
     assert done.status is actae.EffectStatus.COMPLETED
 
@@ -315,10 +315,10 @@ def test_a_failure_to_retry_is_refused_at_the_deadline_but_a_final_one_is_kept(
     clock.advance(TIMEOUT)
 
     with pytest.raises(actae.DeadlinePassedError):
-        store.fail(KEY, token=granted.token, worker="w1", error="timed out")
+        store.fail_effect(KEY, token=granted.token, worker="w1", error="timed out")
     assert store.effect(KEY).attempts[-1].outcome != "failed"  # nothing written
 
-    info = store.fail(KEY, token=granted.token, worker="w1", error="gave up", final=True)
+    info = store.fail_effect(KEY, token=granted.token, worker="w1", error="gave up", final=True)
     assert info.status is actae.EffectStatus.NEEDS_REVIEW
 
 

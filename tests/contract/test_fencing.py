@@ -41,9 +41,11 @@ def test_a_token_above_the_current_one_is_fenced_and_changes_nothing(
     forged = granted.token + 1
 
     calls: list[Callable[[], object]] = [
-        lambda: store.complete(KEY, token=forged, worker="w1", result={"charge_id": "forged"}),
+        lambda: store.complete_effect(
+            KEY, token=forged, worker="w1", result={"charge_id": "forged"}
+        ),
         lambda: store.heartbeat(KEY, token=forged, worker="w1", lease=LEASE),
-        lambda: store.fail(KEY, token=forged, worker="w1", error="timeout"),
+        lambda: store.fail_effect(KEY, token=forged, worker="w1", error="timeout"),
         lambda: store.reconcile(KEY, "completed", actor="w9", token=forged),
     ]
     for call in calls:
@@ -52,7 +54,9 @@ def test_a_token_above_the_current_one_is_fenced_and_changes_nothing(
         assert (caught.value.presented_token, caught.value.current_token) == (2, 1)
 
     assert snapshot(store, run) == before
-    done = store.complete(KEY, token=granted.token, worker="w1", result={"charge_id": "ch_1"})
+    done = store.complete_effect(
+        KEY, token=granted.token, worker="w1", result={"charge_id": "ch_1"}
+    )
     assert done.status is actae.EffectStatus.COMPLETED
 
 
@@ -82,13 +86,15 @@ def test_the_current_token_cannot_settle_an_attempt_that_is_already_settled(
 ) -> None:
     """After a failure the token is still the newest, but it holds no claim any more."""
     granted = claim(store, run)
-    store.fail(KEY, token=granted.token, worker="w1", error="HTTP 503")
+    store.fail_effect(KEY, token=granted.token, worker="w1", error="HTTP 503")
     before = snapshot(store, run)
 
     calls: list[Callable[[], object]] = [
-        lambda: store.complete(KEY, token=granted.token, worker="w1", result={"charge_id": "late"}),
+        lambda: store.complete_effect(
+            KEY, token=granted.token, worker="w1", result={"charge_id": "late"}
+        ),
         lambda: store.heartbeat(KEY, token=granted.token, worker="w1", lease=LEASE),
-        lambda: store.fail(KEY, token=granted.token, worker="w1", error="again"),
+        lambda: store.fail_effect(KEY, token=granted.token, worker="w1", error="again"),
     ]
     for call in calls:
         with pytest.raises(actae.EffectBlockedError) as caught:
@@ -102,11 +108,11 @@ def test_a_completed_effect_cannot_be_failed_or_abandoned(
     store: actae.Store, run: actae.RunInfo
 ) -> None:
     granted = claim(store, run)
-    store.complete(KEY, token=granted.token, worker="w1", result={"charge_id": "ch_1"})
+    store.complete_effect(KEY, token=granted.token, worker="w1", result={"charge_id": "ch_1"})
     before = snapshot(store, run)
 
     with pytest.raises(actae.EffectBlockedError) as failing:
-        store.fail(KEY, token=granted.token, worker="w1", error="oops")
+        store.fail_effect(KEY, token=granted.token, worker="w1", error="oops")
     with pytest.raises(actae.EffectBlockedError) as abandoning:
         store.abandon(KEY, actor="ops", reason="tidy up")
 
@@ -124,11 +130,11 @@ def test_retries_follow_the_policy_to_the_second(
 
     for wait in expected_waits:
         granted = claim(store, run, retry=policy)
-        info = store.fail(KEY, token=granted.token, worker="w1", error="HTTP 503")
+        info = store.fail_effect(KEY, token=granted.token, worker="w1", error="HTTP 503")
         assert info.retry_at == clock() + timedelta(seconds=wait)
         clock.advance(wait)
     granted = claim(store, run, retry=policy)
-    info = store.fail(KEY, token=granted.token, worker="w1", error="HTTP 503")
+    info = store.fail_effect(KEY, token=granted.token, worker="w1", error="HTTP 503")
 
     assert (info.status, info.retry_at, granted.attempt) == (
         actae.EffectStatus.NEEDS_REVIEW,
@@ -143,6 +149,8 @@ def test_a_retry_after_longer_than_the_backoff_wins(
     store._service.core.draw = lambda: 0.5
     granted = claim(store, run)
 
-    info = store.fail(KEY, token=granted.token, worker="w1", error="HTTP 429", retry_after=100.0)
+    info = store.fail_effect(
+        KEY, token=granted.token, worker="w1", error="HTTP 429", retry_after=100.0
+    )
 
     assert info.retry_at == clock() + timedelta(seconds=100)

@@ -143,7 +143,7 @@ def test_a_fencing_token_below_the_one_granted_stops_the_process(durable_url: st
             1,
         )
         with pytest.raises(actae.HistoryRegressedError):
-            here.complete(KEY, token=2, worker="w2", result={"charge_id": "ch_2"})
+            here.complete_effect(KEY, token=2, worker="w2", result={"charge_id": "ch_2"})
 
 
 def test_a_worker_that_meets_a_regressed_history_stops_and_says_so(

@@ -30,8 +30,10 @@ def run(store: actae.Store) -> actae.RunInfo:
 def verbs(store: actae.Store, token: int, worker: str) -> dict[str, Callable[[], object]]:
     return {
         "heartbeat": lambda: store.heartbeat(KEY, token=token, worker=worker, lease=LEASE),
-        "complete": lambda: store.complete(KEY, token=token, worker=worker, result={"id": 1}),
-        "fail": lambda: store.fail(KEY, token=token, worker=worker, error="HTTP 503"),
+        "complete": lambda: store.complete_effect(
+            KEY, token=token, worker=worker, result={"id": 1}
+        ),
+        "fail": lambda: store.fail_effect(KEY, token=token, worker=worker, error="HTTP 503"),
     }
 
 
@@ -57,12 +59,12 @@ def test_a_completed_effect_answers_its_own_holder_and_refuses_others(
     store: actae.Store, run: actae.RunInfo
 ) -> None:
     granted = store.claim(KEY, run_id=run.run_id, worker="w1", lease=LEASE)
-    done = store.complete(KEY, token=granted.token, worker="w1", result={"id": 1})
+    done = store.complete_effect(KEY, token=granted.token, worker="w1", result={"id": 1})
     before = snapshot(store, run)
 
     with pytest.raises(actae.NotHolderError):
-        store.complete(KEY, token=granted.token, worker="w2", result={"id": 1})
-    assert store.complete(KEY, token=granted.token, worker="w1", result={"id": 1}) == done
+        store.complete_effect(KEY, token=granted.token, worker="w2", result={"id": 1})
+    assert store.complete_effect(KEY, token=granted.token, worker="w1", result={"id": 1}) == done
     assert snapshot(store, run) == before
 
 
@@ -74,10 +76,10 @@ def test_a_later_claim_holder_cannot_use_an_earlier_holders_name(
     second = store.claim(KEY, run_id=run.run_id, worker="w2", lease=LEASE)
 
     with pytest.raises(actae.NotHolderError):
-        store.complete(KEY, token=second.token, worker="w1", result={"id": 1})
+        store.complete_effect(KEY, token=second.token, worker="w1", result={"id": 1})
     with pytest.raises(actae.FencingError):  # and the earlier token is stale
-        store.complete(KEY, token=second.token - 1, worker="w1", result={"id": 1})
-    store.complete(KEY, token=second.token, worker="w2", result={"id": 1})
+        store.complete_effect(KEY, token=second.token - 1, worker="w1", result={"id": 1})
+    store.complete_effect(KEY, token=second.token, worker="w2", result={"id": 1})
 
 
 def test_a_missing_worker_name_is_a_validation_error(
@@ -101,4 +103,4 @@ def test_an_operator_abandons_without_the_claim_and_fences_the_holder(
 
     assert info.status is actae.EffectStatus.ABANDONED
     with pytest.raises(actae.EffectBlockedError):
-        store.complete(KEY, token=granted.token, worker="w1", result={"id": 1})
+        store.complete_effect(KEY, token=granted.token, worker="w1", result={"id": 1})

@@ -72,13 +72,13 @@ def text_calls(store: actae.Store, run: actae.RunInfo, token: int, bad: str) -> 
         ("effect_key", lambda: store.claim(bad, run_id=rid, worker="w", lease=30.0)),
         ("worker", lambda: store.claim("fy", run_id=rid, worker=bad, lease=30.0)),
         ("worker", lambda: store.heartbeat("fx", token=token, worker=bad, lease=30.0)),
-        ("worker", lambda: store.complete("fx", token=token, worker=bad, result={})),
-        ("effect_key", lambda: store.complete(bad, token=token, worker="w", result={})),
-        ("error", lambda: store.fail("fx", token=token, worker="w", error=bad)),
-        ("worker", lambda: store.fail("fx", token=token, worker=bad, error="e")),
+        ("worker", lambda: store.complete_effect("fx", token=token, worker=bad, result={})),
+        ("effect_key", lambda: store.complete_effect(bad, token=token, worker="w", result={})),
+        ("error", lambda: store.fail_effect("fx", token=token, worker="w", error=bad)),
+        ("worker", lambda: store.fail_effect("fx", token=token, worker=bad, error="e")),
         (
             "retry_after",
-            lambda: store.fail("fx", token=token, worker="w", error="e", retry_after=bad),
+            lambda: store.fail_effect("fx", token=token, worker="w", error="e", retry_after=bad),
         ),
         ("actor", lambda: store.reconcile("fx", "failed", actor=bad)),
         ("actor", lambda: store.abandon("fx", actor=bad, reason="r")),
@@ -118,7 +118,7 @@ def document_calls(
         ("payload", lambda: store.transition(cid, **{**tr, "payload": doc})),
         ("state", lambda: store.transition(cid, **{**tr, "state": doc})),
         ("request", lambda: store.claim("fy", run_id=rid, worker="w", lease=30.0, request=doc)),
-        ("result", lambda: store.complete("fx", token=token, worker="w", result=doc)),
+        ("result", lambda: store.complete_effect("fx", token=token, worker="w", result=doc)),
         ("evidence", lambda: store.reconcile("fx", "failed", actor="op", evidence=doc)),
         ("result", lambda: store.reconcile("fx", "completed", actor="op", result=doc)),
         ("evidence", lambda: store.override("fx", "failed", actor="op", reason="r", evidence=doc)),
@@ -217,8 +217,8 @@ def test_stored_integers_refuse_values_beyond_signed_64_bits(
         ("batch_size", lambda: store.subscribe(batch_size=BIG)),
         ("batch_size", lambda: store.projector(batch_size=BIG)),
         ("token", lambda: store.heartbeat("fx", token=BIG, worker="w", lease=30.0)),
-        ("token", lambda: store.complete("fx", token=BIG, worker="w", result={})),
-        ("token", lambda: store.fail("fx", token=BIG, worker="w", error="e")),
+        ("token", lambda: store.complete_effect("fx", token=BIG, worker="w", result={})),
+        ("token", lambda: store.fail_effect("fx", token=BIG, worker="w", error="e")),
         ("token", lambda: store.reconcile("fx", "failed", actor="op", token=BIG)),
         ("pins.schema", lambda: store.resume(rid, worker="w", pins={"schema": BIG})),
         (
@@ -272,7 +272,7 @@ def test_the_read_models_take_values_just_inside_the_limits(store: actae.Store) 
         pins={"model": text, "prompt": text, "tools": text, "schema": 2**63 - 1},
     )
     claim = store.claim(text, run_id=run.run_id, worker=text, lease=30.0, request=EDGE_DOCUMENT)
-    store.complete(text, token=claim.token, worker=text, result=EDGE_DOCUMENT)
+    store.complete_effect(text, token=claim.token, worker=text, result=EDGE_DOCUMENT)
     projector = store.projector()
     projector.catch_up()
 

@@ -85,7 +85,7 @@ def test_completed_effect_returns_its_result_and_is_never_granted_again(
     ledger: actae.Store, run: actae.RunInfo, clock: actae.ManualClock
 ) -> None:
     granted = claim(ledger, run)
-    ledger.complete(
+    ledger.complete_effect(
         "invoice-42:charge", token=granted.token, worker="w1", result={"charge_id": "ch_1"}
     )
     clock.advance(3600)
@@ -95,12 +95,14 @@ def test_completed_effect_returns_its_result_and_is_never_granted_again(
     assert (again.status, again.result) == ("completed", {"charge_id": "ch_1"})
     assert ledger.recover(run.channel_id).outstanding == []
     assert ledger.events(run.channel_id)[-1].kind == "effect.completed"
-    repeat = ledger.complete(
+    repeat = ledger.complete_effect(
         "invoice-42:charge", token=1, worker="w1", result={"charge_id": "ch_1"}
     )
     assert repeat.status is actae.EffectStatus.COMPLETED
     with pytest.raises(actae.OperationConflictError):
-        ledger.complete("invoice-42:charge", token=1, worker="w1", result={"charge_id": "ch_2"})
+        ledger.complete_effect(
+            "invoice-42:charge", token=1, worker="w1", result={"charge_id": "ch_2"}
+        )
 
 
 def test_expired_lease_is_in_doubt_and_the_next_claim_says_so(
@@ -129,11 +131,11 @@ def test_stale_tokens_are_fenced_and_change_nothing(
     before = (ledger.effect("invoice-42:charge"), ledger.events(run.channel_id))
 
     calls: list[Callable[[], object]] = [
-        lambda: ledger.complete(
+        lambda: ledger.complete_effect(
             "invoice-42:charge", token=1, worker="w1", result={"charge_id": "late"}
         ),
         lambda: ledger.heartbeat("invoice-42:charge", token=1, worker="w1", lease=LEASE),
-        lambda: ledger.fail("invoice-42:charge", token=1, worker="w1", error="timeout"),
+        lambda: ledger.fail_effect("invoice-42:charge", token=1, worker="w1", error="timeout"),
         lambda: ledger.reconcile("invoice-42:charge", "completed", actor="w1", token=1),
     ]
     for call in calls:
@@ -148,7 +150,7 @@ def test_failure_schedules_a_retry_that_cannot_start_early(
     ledger: actae.Store, run: actae.RunInfo, clock: actae.ManualClock
 ) -> None:
     first = claim(ledger, run, retry={"initial_delay": 1.0})
-    info = ledger.fail(
+    info = ledger.fail_effect(
         "invoice-42:charge", token=first.token, worker="w1", error="HTTP 429", retry_after=30.0
     )
     assert info.status is actae.EffectStatus.RETRY_SCHEDULED
@@ -170,7 +172,9 @@ def test_exhausted_retries_need_review_and_block_claims(
     policy = {"max_attempts": 2, "initial_delay": 1.0}
     for _ in range(2):
         granted = claim(ledger, run, retry=policy)
-        info = ledger.fail("invoice-42:charge", token=granted.token, worker="w1", error="HTTP 500")
+        info = ledger.fail_effect(
+            "invoice-42:charge", token=granted.token, worker="w1", error="HTTP 500"
+        )
         clock.advance(60)
 
     assert info.status is actae.EffectStatus.NEEDS_REVIEW
@@ -217,7 +221,7 @@ def test_reconcile_failed_with_the_token_keeps_the_claim(
         token=doubtful.token,
         evidence={"provider": "no such charge"},
     )
-    info = ledger.complete(
+    info = ledger.complete_effect(
         "invoice-42:charge", token=doubtful.token, worker="w2", result={"charge_id": "c"}
     )
 
@@ -227,7 +231,7 @@ def test_reconcile_failed_with_the_token_keeps_the_claim(
 
 def test_abandon_closes_the_effect(ledger: actae.Store, run: actae.RunInfo) -> None:
     granted = claim(ledger, run)
-    ledger.fail(
+    ledger.fail_effect(
         "invoice-42:charge", token=granted.token, worker="w1", error="card declined", final=True
     )
 
@@ -250,7 +254,7 @@ def test_one_key_one_request(ledger: actae.Store, run: actae.RunInfo) -> None:
     with pytest.raises(actae.OperationConflictError):
         ledger.claim("op-1", run_id=run.run_id, worker="w", lease=LEASE)
     with pytest.raises(actae.NotFoundError):
-        ledger.complete("op-1", token=1, worker="w1", result={})
+        ledger.complete_effect("op-1", token=1, worker="w1", result={})
 
 
 def test_bad_ledger_input_is_refused_and_writes_nothing(
@@ -280,11 +284,21 @@ def test_bad_ledger_input_is_refused_and_writes_nothing(
                 request=[1],  # type: ignore[arg-type]
             ),
         ),
-        ("token", lambda: ledger.complete(key, token=0, worker="w1", result={})),
-        ("result", lambda: ledger.complete(key, token=granted.token, worker="w1", result="ok")),  # type: ignore[arg-type]
+        ("token", lambda: ledger.complete_effect(key, token=0, worker="w1", result={})),
+        (
+            "result",
+            lambda: ledger.complete_effect(
+                key,
+                token=granted.token,
+                worker="w1",
+                result="ok",  # type: ignore[arg-type]
+            ),
+        ),
         (
             "retry_after",
-            lambda: ledger.fail(key, token=granted.token, worker="w1", error="e", retry_after=-1),
+            lambda: ledger.fail_effect(
+                key, token=granted.token, worker="w1", error="e", retry_after=-1
+            ),
         ),
         ("outcome", lambda: ledger.reconcile(key, "maybe", actor="ops")),
         ("effect_key", lambda: ledger.effect("")),
@@ -333,12 +347,12 @@ def test_run_status_derives_retrying_and_blocked_from_its_effects(
     granted = claim(ledger, run, retry=policy)
     assert ledger.run(run.run_id).status is actae.RunStatus.RUNNING
 
-    ledger.fail("invoice-42:charge", token=granted.token, worker="w1", error="HTTP 503")
+    ledger.fail_effect("invoice-42:charge", token=granted.token, worker="w1", error="HTTP 503")
     assert ledger.run(run.run_id).status is actae.RunStatus.RETRYING
 
     clock.advance(5)
     granted = claim(ledger, run, retry=policy)
-    ledger.fail("invoice-42:charge", token=granted.token, worker="w1", error="HTTP 503")
+    ledger.fail_effect("invoice-42:charge", token=granted.token, worker="w1", error="HTTP 503")
     assert ledger.run(run.run_id).status is actae.RunStatus.BLOCKED
 
     ledger.abandon("invoice-42:charge", actor="ops", reason="gave up")
@@ -350,9 +364,9 @@ def test_an_effect_needing_review_outranks_one_retrying_in_the_run_status(
 ) -> None:
     """Blocked, not retrying: the retry would move on by itself, the review needs a person."""
     reviewed = ledger.claim("refund", run_id=run.run_id, worker="w1", lease=LEASE)
-    ledger.fail("refund", token=reviewed.token, worker="w1", error="HTTP 400", final=True)
+    ledger.fail_effect("refund", token=reviewed.token, worker="w1", error="HTTP 400", final=True)
     retried = claim(ledger, run, retry={"max_attempts": 3, "initial_delay": 60.0})
-    ledger.fail("invoice-42:charge", token=retried.token, worker="w1", error="HTTP 503")
+    ledger.fail_effect("invoice-42:charge", token=retried.token, worker="w1", error="HTTP 503")
 
     assert ledger.run(run.run_id).status is actae.RunStatus.BLOCKED
     projector = ledger.projector()
@@ -364,7 +378,7 @@ def test_an_effect_needing_review_outranks_one_retrying_in_the_run_status(
 def test_retries_stop_at_the_total_time_cap(ledger: actae.Store, run: actae.RunInfo) -> None:
     granted = claim(ledger, run, retry={"max_total": 20.0, "initial_delay": 1.0})
 
-    info = ledger.fail(
+    info = ledger.fail_effect(
         "invoice-42:charge", token=granted.token, worker="w1", error="429", retry_after=30.0
     )
 

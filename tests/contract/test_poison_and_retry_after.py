@@ -73,7 +73,7 @@ def test_an_unreadable_retry_after_is_refused_and_writes_nothing(
     before = store.events(run.channel_id)
 
     with pytest.raises(actae.ValidationError) as refused:
-        store.fail("k", token=claim.token, worker="w", error="HTTP 429", retry_after=bad)  # type: ignore[arg-type]
+        store.fail_effect("k", token=claim.token, worker="w", error="HTTP 429", retry_after=bad)  # type: ignore[arg-type]
 
     assert refused.value.field == "retry_after"
     assert store.events(run.channel_id) == before

@@ -11,6 +11,7 @@ from typing import Any
 from eventsourcing.persistence import ApplicationRecorder, StoredEvent
 
 import actae
+from actae.adapters.persistence.checksums import stamped
 
 TIMEOUT = 30
 
@@ -24,11 +25,11 @@ def scenario(store: actae.Store, clock: actae.ManualClock) -> dict[str, Any]:
     blocked = store.start_run("refunds", agent_id="a", state={})
     policy = {"max_attempts": 1, "initial_delay": 1.0}
     claim = store.claim("retry-me", run_id=retrying.run_id, worker="w", lease=10)
-    store.fail("retry-me", token=claim.token, worker="w", error="429", retry_after=30)
+    store.fail_effect("retry-me", token=claim.token, worker="w", error="429", retry_after=30)
     claim = store.claim("review-me", run_id=blocked.run_id, worker="w", lease=10, retry=policy)
-    store.fail("review-me", token=claim.token, worker="w", error="card declined")
+    store.fail_effect("review-me", token=claim.token, worker="w", error="card declined")
     claim = store.claim("done", run_id=running.run_id, worker="w", lease=10)
-    store.complete("done", token=claim.token, worker="w", result={"ok": True})
+    store.complete_effect("done", token=claim.token, worker="w", result={"ok": True})
     return {"running": running, "retrying": retrying, "blocked": blocked, "fork": fork}
 
 
@@ -105,7 +106,7 @@ def test_rebuild_equals_incremental(store: actae.Store, clock: actae.ManualClock
     store.pause(runs["blocked"].run_id, actor="ops", reason="look first")
     clock.advance(60)
     claim = store.claim("retry-me", run_id=retrying.run_id, worker="w2", lease=10)
-    store.complete("retry-me", token=claim.token, worker="w2", result={"ok": True})
+    store.complete_effect("retry-me", token=claim.token, worker="w2", result={"ok": True})
     store.abandon("review-me", actor="ops", reason="refunded by hand")
     projector.catch_up()
     incremental = projector.db.snapshot()
@@ -128,13 +129,14 @@ def test_poison_event_is_recorded_and_skipped(store: actae.Store, clock: actae.M
     store.start_run("before", agent_id="a", state={})
     recorder = store._service.recorder
     assert isinstance(recorder, ApplicationRecorder)
+    originator = uuid.uuid4()
     recorder.insert_events(
         [
             StoredEvent(
-                originator_id=uuid.uuid4(),
+                originator_id=originator,
                 originator_version=1,
-                topic="actae.domain.channel:Channel.Recorded",
-                state=b"{not json",
+                topic="Channel.Recorded",
+                state=stamped("Channel.Recorded", originator, 1, b"{not json}"),
             )
         ]
     )
@@ -144,7 +146,7 @@ def test_poison_event_is_recorded_and_skipped(store: actae.Store, clock: actae.M
     projector.catch_up()
 
     (error,) = projector.errors()
-    assert error["topic"] == "actae.domain.channel:Channel.Recorded"
+    assert error["topic"] == "Channel.Recorded"
     assert error["error"].startswith("CorruptionError: stored event of channel ")
     assert "at cursor 1: its body is not JSON" in error["error"]
     assert str(after.run_id) in rows_by_run(projector)

@@ -235,14 +235,14 @@ def test_an_effect_shows_the_start_of_its_result(
 ) -> None:
     run = store.start_run("results", agent_id="a", state={})
     claim = store.claim("long", run_id=run.run_id, worker="w", lease=LEASE)
-    store.complete("long", token=claim.token, worker="w", result={"text": "x" * 500})
+    store.complete_effect("long", token=claim.token, worker="w", result={"text": "x" * 500})
     claim = store.claim("short", run_id=run.run_id, worker="w", lease=LEASE)
-    store.complete("short", token=claim.token, worker="w", result={"id": "ch_1", "ok": True})
+    store.complete_effect("short", token=claim.token, worker="w", result={"id": "ch_1", "ok": True})
     store.claim("doubt", run_id=run.run_id, worker="w", lease=LEASE)
     clock.advance(LEASE)
     store.reconcile("doubt", "completed", actor="ops", result={"found": "tx9"})
     claim = store.claim("failing", run_id=run.run_id, worker="w", lease=LEASE)
-    store.fail("failing", token=claim.token, worker="w", error="503", retry_after=5)
+    store.fail_effect("failing", token=claim.token, worker="w", error="503", retry_after=5)
     store.projector().catch_up()
 
     summaries = {

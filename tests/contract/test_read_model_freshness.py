@@ -13,9 +13,6 @@ import time
 from typing import Any
 
 import actae
-from actae.adapters.readside.readmodels import ReadModelDB
-from actae.adapters.readside.schema import BOOKKEEPING_IDS, index_name
-from actae.projections.tables import AUDIT, EFFECTS, LINEAGE, RUN_STATUS, TABLES, USAGE, VIEWS
 
 LEASE = 10.0
 TIMEOUT = 30.0
@@ -143,97 +140,6 @@ def test_run_leases_join_run_status(store: actae.Store) -> None:
     assert [(str(r["run_id"]), r["status"], r["worker"]) for r in rows] == [
         (str(run.run_id), "completed", "w1")
     ]
-
-
-OLDER_COLUMNS = [
-    ("run_status", "error"),
-    ("run_status", "unserved"),
-    ("run_status", "in_doubt_effects"),
-    ("run_status", "steps_done"),
-    ("run_status", "input_tokens"),
-    ("run_status", "output_tokens"),
-    ("run_status", "cost"),
-    ("effects", "claimed_in_doubt"),
-    ("effects", "result_summary"),
-]
-"""Columns an older Actae's read models lacked."""
-
-
-def indexes(db: ReadModelDB) -> set[str]:
-    """The names of the indexes of the read models' schema."""
-    found = db.query(
-        "SELECT indexname AS name FROM pg_indexes WHERE schemaname = current_schema()"
-        if db.name == "postgresql"
-        else "SELECT name FROM sqlite_master WHERE type = 'index'"
-    )
-    return {row["name"] for row in found}
-
-
-def make_older(db: ReadModelDB) -> None:
-    """The shape an older Actae left: no audit, usage or cost_per_day, fewer columns and
-    indexes, an index since retired, and ids as text."""
-    with db.transaction():
-        for view in VIEWS:
-            db.execute(f"DROP VIEW {view.name}")
-        for table in (AUDIT, USAGE):
-            db.execute(f"DROP TABLE {table.name}")
-        for table in (RUN_STATUS, LINEAGE, EFFECTS):
-            for columns in table.indexes:
-                db.execute(f"DROP INDEX {index_name(table.name, columns)}")
-        for table_name, column in OLDER_COLUMNS:
-            db.execute(f"ALTER TABLE {table_name} DROP COLUMN {column}")
-        db.execute("CREATE INDEX effects_status ON effects (status)")
-        if db.name == "postgresql":
-            for table_name, column in BOOKKEEPING_IDS:
-                db.execute(f"ALTER TABLE {table_name} ALTER COLUMN {column} TYPE text")
-
-
-def test_read_models_of_an_older_actae_are_upgraded_when_opened(
-    store: actae.Store, clock: actae.ManualClock
-) -> None:
-    workflows = actae.Registry()
-    workflows.workflow("quick")(lambda ctx: {"done": True})
-    done = store.start_run("quick", agent_id="quick", state={})
-    actae.Worker(store, name="w1", registry=workflows).run_once()
-    stuck = store.start_run("stuck", agent_id="a", state={})
-    store.claim("lost", run_id=stuck.run_id, worker="w2", lease=LEASE)
-    clock.advance(LEASE)
-    run = store.start_run("old", agent_id="a", state={})
-    store.claim("charge", run_id=run.run_id, worker="w3", lease=LEASE)
-    store.record(run.channel_id, kind="step.result", payload={}, expected_cursor=2)
-    projector = store.projector()
-    projector.catch_up()
-    db = projector.db
-    make_older(db)
-
-    db.ensure_schema()
-
-    assert {column for _, column in OLDER_COLUMNS} <= set(run_row(projector, run)) | set(
-        effect_row(projector, "charge")
-    )
-    assert not effect_row(projector, "charge")["claimed_in_doubt"]
-    assert [run_row(projector, r)["in_doubt_effects"] for r in (stuck, run)] == [1, 0]
-    assert run_row(projector, run)["steps_done"] is None  # unknown until a rebuild
-    assert projector.query("SELECT effect_key FROM outstanding_effects ORDER BY effect_key") == [
-        {"effect_key": "charge"},
-        {"effect_key": "lost"},
-    ]
-    assert projector.query("SELECT * FROM cost_per_day") == []
-    assert projector.query("SELECT * FROM audit") == []
-    made = {index_name(t.name, columns) for t in TABLES for columns in t.indexes}
-    assert made <= indexes(db)
-    assert "effects_status" not in indexes(db)
-    clock.advance(LEASE)
-    store.record(run.channel_id, kind="step.result", payload={}, expected_cursor=3)
-    projector.catch_up()
-    assert doubt(projector, run, "charge") == (True, "running", "reconcile effect charge")
-    assert run_row(projector, run)["steps_done"] is None  # one more of an unknown number
-    joined = projector.query(
-        "SELECT s.run_id FROM run_status s JOIN actae_run_leases l ON l.run_id = s.run_id"
-    )
-    assert [str(r["run_id"]) for r in joined] == [str(done.run_id)]
-    projector.rebuild()
-    assert run_row(projector, run)["steps_done"] == 2
 
 
 def test_a_failed_run_says_what_to_fix_until_it_is_retried(store: actae.Store) -> None:

@@ -186,7 +186,7 @@ def test_a_worker_killed_while_giving_up_a_step_fails_the_run_on_the_next_run(
     policy = actae.RetryPolicy(max_attempts=1)
     key = f"{run.run_id}:step:plan:1:attempts"
     claim = store.claim(key, run_id=run.run_id, worker="dead", lease=60, retry=policy)
-    store.fail(
+    store.fail_effect(
         key, token=claim.token, worker="dead", error="RateLimitedError: HTTP 429"
     )  # then SIGKILL
 

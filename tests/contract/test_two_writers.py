@@ -147,15 +147,15 @@ def test_a_remembered_claim_taken_over_elsewhere_is_fenced(
     before = a.effect("charge")
 
     calls: list[Callable[[], object]] = [
-        lambda: a.complete("charge", token=1, worker="w1", result={"late": True}),
-        lambda: a.fail("charge", token=1, worker="w1", error="late"),
+        lambda: a.complete_effect("charge", token=1, worker="w1", result={"late": True}),
+        lambda: a.fail_effect("charge", token=1, worker="w1", error="late"),
         lambda: a.heartbeat("charge", token=1, worker="w1", lease=LEASE),
     ]
     for call in calls:
         with pytest.raises(actae.FencingError):
             call()
     assert a.effect("charge") == before
-    done = b.complete("charge", token=taken.token, worker="w2", result={"ok": True})
+    done = b.complete_effect("charge", token=taken.token, worker="w2", result={"ok": True})
     assert done.status is actae.EffectStatus.COMPLETED
 
 
@@ -181,10 +181,10 @@ def test_a_remembered_claim_does_not_refuse_the_true_holder(
     renewed = a.heartbeat("charge", token=taken.token, worker="w2", lease=LEASE)
     assert renewed.token == taken.token
     with pytest.raises(actae.FencingError):  # a's renewal did not revive its old memory
-        a.complete("charge", token=1, worker="w1", result={"late": True})
-    done = a.complete("charge", token=taken.token, worker="w2", result={"ok": True})
+        a.complete_effect("charge", token=1, worker="w1", result={"late": True})
+    done = a.complete_effect("charge", token=taken.token, worker="w2", result={"ok": True})
     assert (done.status, done.result) == (actae.EffectStatus.COMPLETED, {"ok": True})
-    again = a.complete("charge", token=taken.token, worker="w2", result={"ok": True})
+    again = a.complete_effect("charge", token=taken.token, worker="w2", result={"ok": True})
     assert again.status is actae.EffectStatus.COMPLETED  # a lost reply's repeat
 
 
@@ -195,12 +195,14 @@ def test_a_completion_repeated_after_another_store_recorded_it_gets_the_recorded
     a, b, _ = two_clocked
     run = a.start_run("w", agent_id="x", state={})
     claim = a.claim("charge", run_id=run.run_id, worker="w1", lease=LEASE, request={})
-    b.complete("charge", token=claim.token, worker="w1", result={"charge_id": "ch_1"})
+    b.complete_effect("charge", token=claim.token, worker="w1", result={"charge_id": "ch_1"})
 
-    again = a.complete("charge", token=claim.token, worker="w1", result={"charge_id": "ch_1"})
+    again = a.complete_effect(
+        "charge", token=claim.token, worker="w1", result={"charge_id": "ch_1"}
+    )
     assert (again.status, again.result) == (actae.EffectStatus.COMPLETED, {"charge_id": "ch_1"})
     with pytest.raises(actae.OperationConflictError):
-        a.complete("charge", token=claim.token, worker="w1", result={"charge_id": "ch_2"})
+        a.complete_effect("charge", token=claim.token, worker="w1", result={"charge_id": "ch_2"})
     assert [e.kind for e in a.events(run.channel_id)].count("effect.completed") == 1
 
 
@@ -222,6 +224,6 @@ def test_a_remembered_effect_of_a_purged_run_is_not_written_again(
     assert purger.apply_retention(actor="ops").purged == [run.run_id]
 
     with pytest.raises(actae.NotFoundError):
-        a.complete("charge", token=claim.token, worker="w1", result={"late": True})
+        a.complete_effect("charge", token=claim.token, worker="w1", result={"late": True})
     with pytest.raises(actae.NotFoundError):
         a.effect("charge")

@@ -95,7 +95,9 @@ def test_a_run_retried_later_is_not_taken_before_its_retry_time(
     claim = store.claim(
         effect_key(run, "send"), run_id=run.run_id, worker="w3", lease=LEASE, request=REQUEST
     )
-    store.fail(effect_key(run, "send"), token=claim.token, worker="w3", error="429", retry_after=30)
+    store.fail_effect(
+        effect_key(run, "send"), token=claim.token, worker="w3", error="429", retry_after=30
+    )
     calls: list[str] = []
     worker = actae.Worker(store, name="w1", registry=counting_registry(calls))
 

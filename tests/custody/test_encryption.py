@@ -138,7 +138,7 @@ def test_a_ciphertext_moved_to_another_row_does_not_open(tmp_path: Path, keys: P
         third = orjson.loads(rows[2][1])
         second["$sealed"] = third["$sealed"]  # cursor 3's order at cursor 2
         del second["$checksum"]  # and a body checksum made to match: AES-GCM must refuse it
-        topic = "actae.domain.channel:Channel.Recorded"
+        topic = "Channel.Recorded"
         moved = stamped(topic, run.channel_id, 2, orjson.dumps(second))
         db.execute(
             "UPDATE stored_events SET state = ? WHERE originator_id = ? AND originator_version = 2",

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.postgres
 def block(store: actae.Store, workflow: str, key: str) -> None:
     run = store.start_run(workflow, agent_id="a", state={})
     claim = store.claim(key, run_id=run.run_id, worker="w", lease=30)
-    store.fail(key, token=claim.token, worker="w", error="declined", final=True)
+    store.fail_effect(key, token=claim.token, worker="w", error="declined", final=True)
 
 
 def test_analyst_queries(pg_url: str, pg_dsn: str) -> None:
@@ -48,7 +48,9 @@ def test_analyst_queries(pg_url: str, pg_dsn: str) -> None:
                 lease=30,
                 retry={"initial_delay": 1.0, "max_delay": 1.0, "max_total": 10_000},
             )
-            store.fail("flaky", token=claim.token, worker="w", error="HTTP 503", retry_after=1)
+            store.fail_effect(
+                "flaky", token=claim.token, worker="w", error="HTTP 503", retry_after=1
+            )
             clock.advance(2)
         store.claim("flaky", run_id=root.run_id, worker="w", lease=3 * 3600)
         approver = store.start_run("purchases", agent_id="a", state={})

@@ -66,7 +66,7 @@ def in_doubt(store: actae.Store, clock: actae.ManualClock) -> Ctx:
 
 def failed_once(store: actae.Store, clock: actae.ManualClock) -> Ctx:
     ctx = claimed(store, clock)
-    store.fail(KEY, token=ctx["claim"].token, worker="w1", error="HTTP 503", retry_after=60)
+    store.fail_effect(KEY, token=ctx["claim"].token, worker="w1", error="HTTP 503", retry_after=60)
     return ctx
 
 
@@ -151,7 +151,7 @@ CASES: dict[str, Case] = {
     ),
     "claim": Case(
         call=lambda store, ctx: store.claim(KEY, run_id=ctx["run_id"], worker="w1", lease=30),
-        after=lambda store, ctx, claim: store.complete(
+        after=lambda store, ctx, claim: store.complete_effect(
             KEY, token=claim.token, worker="w1", result={"ok": True}
         ),
     ),
@@ -160,13 +160,13 @@ CASES: dict[str, Case] = {
         call=lambda store, ctx: store.heartbeat(
             KEY, token=ctx["claim"].token, worker="w1", lease=60
         ),
-        after=lambda store, ctx, info: store.complete(
+        after=lambda store, ctx, info: store.complete_effect(
             KEY, token=ctx["claim"].token, worker="w1", result={"ok": True}
         ),
     ),
-    "complete": Case(
+    "complete_effect": Case(
         setup=claimed,
-        call=lambda store, ctx: store.complete(
+        call=lambda store, ctx: store.complete_effect(
             KEY, token=ctx["claim"].token, worker="w1", result={"ok": True}
         ),
         after=lambda store, ctx, info: (
@@ -181,9 +181,9 @@ CASES: dict[str, Case] = {
         ),
         after=lambda store, ctx, info: store.abandon(KEY, actor="ops", reason="gave up"),
     ),
-    "fail": Case(
+    "fail_effect": Case(
         setup=claimed,
-        call=lambda store, ctx: store.fail(
+        call=lambda store, ctx: store.fail_effect(
             KEY, token=ctx["claim"].token, worker="w1", error="HTTP 503", retry_after=60
         ),
         after=lambda store, ctx, info: store.abandon(KEY, actor="ops", reason="gave up"),
@@ -290,8 +290,6 @@ CASES: dict[str, Case] = {
         after=lambda store, ctx, info: store.fail_run(ctx["run_id"], "again", actor="ops"),
     ),
 }
-CASES["complete_effect"] = CASES["complete"]  # one method under two names (an alias)
-CASES["fail_effect"] = CASES["fail"]
 
 NOT_WRITES = {
     "close", "effect", "events", "find_effect", "head", "lineage", "now", "operation",

@@ -23,7 +23,8 @@ import pytest
 from psycopg import sql
 
 import actae
-from actae.adapters.persistence.migrations import migrations_table
+from actae.adapters.persistence import migrations
+from actae.adapters.persistence.migrations import Migration, migrations_table
 from actae.adapters.persistence.turns import DEFAULT_LOCK_WAIT, take_turn
 from actae.adapters.readside.schema import TRACKING
 from tests.integration.test_grant_analyst import Roles, cli, connect_as, roles, schema_of
@@ -115,21 +116,27 @@ def test_read_models_waiting_for_a_turn_give_up_naming_who_holds_it(
 
 
 def test_an_analyst_cannot_hold_up_opening(
-    roles: Roles, pg_url: str, pg_dsn: str, capsys: pytest.CaptureFixture[str]
+    roles: Roles,
+    pg_url: str,
+    pg_dsn: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     opened_and_projected(pg_url)
     role = roles()
     assert cli(capsys, "grant-analyst", role, "--db", pg_url)[0] == 0
     schema = schema_of(pg_url)
-    with psycopg.connect(pg_dsn, autocommit=True) as owner:  # a store one migration behind
-        owner.execute(f'DELETE FROM "{schema}".actae_migrations WHERE version >= 4')
+    probe = Migration("a probe", ("CREATE TABLE {schema}.actae_probe (n integer)",))
+    monkeypatch.setattr(  # a store one migration behind this Actae
+        migrations, "POSTGRES_MIGRATIONS", (*migrations.POSTGRES_MIGRATIONS, probe)
+    )
     with analyst_holding_every_lock_it_can(pg_dsn, role, schema):
         ended, failure = outcome_within(lambda: opened_and_projected(pg_url), PATIENCE)
         assert ended, "actae.open waited for the analyst's locks"
         assert failure is None, failure
     with psycopg.connect(pg_dsn, autocommit=True) as owner:
         row = owner.execute(f'SELECT max(version) FROM "{schema}".actae_migrations').fetchone()
-    assert row == (4,)  # the migration ran meanwhile
+    assert row == (2,)  # the migration ran meanwhile
 
 
 def test_lock_wait_is_checked(pg_url: str) -> None:

@@ -34,7 +34,7 @@ pytestmark = pytest.mark.postgres
 
 
 class FreshRecorders:
-    """Each ``create_recorder()`` gets an empty events table in a schema of its own."""
+    """Each ``create_recorder()`` gets an empty store's tables in a schema of its own."""
 
     dsn: str
     schemas: list[str]
@@ -56,8 +56,8 @@ class FreshRecorders:
             pool_size=4,
         )
         self.datastores.append(datastore)
-        recorder = ActaePostgresRecorder(datastore)
-        recorder.create_table()
+        recorder = ActaePostgresRecorder(datastore, events_table_name="actae_events")
+        recorder.create_table()  # the store's migrations
         return recorder
 
 

@@ -28,9 +28,11 @@ def backlog(store: actae.Store, runs: int, events: int) -> None:
             store.record(run.channel_id, kind="k", payload={"n": n}, expected_cursor=n)
         claim = store.claim(f"effect-{r}", run_id=run.run_id, worker="w", lease=30)
         if r % 2:
-            store.complete(f"effect-{r}", token=claim.token, worker="w", result={"r": r})
+            store.complete_effect(f"effect-{r}", token=claim.token, worker="w", result={"r": r})
         else:
-            store.fail(f"effect-{r}", token=claim.token, worker="w", error="boom", final=r % 4 == 0)
+            store.fail_effect(
+                f"effect-{r}", token=claim.token, worker="w", error="boom", final=r % 4 == 0
+            )
 
 
 def tracked(store: actae.Store) -> int:

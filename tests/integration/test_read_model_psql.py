@@ -25,7 +25,7 @@ import psycopg
 import pytest
 
 import actae
-from actae.adapters.readside.schema import BOOKKEEPING_IDS, descriptions
+from actae.adapters.readside.schema import ERRORS, LEASES, descriptions
 from actae.projections.queries import ANALYST_QUERIES, AUDIT_LOG, psql
 from actae.projections.reference import analyst_queries, table_reference
 from actae.projections.tables import TABLES, VIEWS
@@ -156,14 +156,14 @@ def test_psql_shows_the_description_of_every_table_view_and_column(
     assert all(column.doc in columns for column in TABLES[0].columns)
 
 
-def test_descriptions_come_back_after_an_upgrade_and_after_a_rebuild(
+def test_descriptions_come_back_after_they_changed_and_after_a_rebuild(
     pg_url: str, pg_dsn: str
 ) -> None:
     with actae.open(pg_url) as store:
         store.start_run("described", agent_id="a", state={})
         projector = store.projector()
         projector.catch_up()
-        with projector.db.transaction():  # as an older Actae left them: no comments
+        with projector.db.transaction():  # descriptions from another release
             for kind, relation, column, _ in descriptions():
                 target = f"{kind} {relation}" if column is None else f"COLUMN {relation}.{column}"
                 projector.db.execute(f"COMMENT ON {target} IS NULL")
@@ -179,7 +179,7 @@ def test_descriptions_come_back_after_an_upgrade_and_after_a_rebuild(
 def id_columns(pg_url: str, pg_dsn: str) -> dict[tuple[str, str], str]:
     """Every column named like an id in the read models and their bookkeeping, by type."""
     schema = pg_url.rsplit("schema=", 1)[1]
-    names = [t.name for t in TABLES] + [table for table, _ in BOOKKEEPING_IDS]
+    names = [t.name for t in TABLES] + [ERRORS, LEASES]
     with psycopg.connect(pg_dsn) as conn:
         rows = conn.execute(
             "SELECT table_name, column_name, data_type FROM information_schema.columns "
@@ -189,17 +189,8 @@ def id_columns(pg_url: str, pg_dsn: str) -> dict[tuple[str, str], str]:
     return {(t, c): kind for t, c, kind in rows if c not in BUSINESS_KEYS}
 
 
-def test_every_id_is_a_uuid_also_in_read_models_an_older_actae_made(
-    pg_url: str, pg_dsn: str
-) -> None:
-    with actae.open(pg_url) as store:
-        db = store.projector().db
-        assert set(id_columns(pg_url, pg_dsn).values()) == {"uuid"}
-        with db.transaction():
-            for table, column in BOOKKEEPING_IDS:
-                db.execute(f"ALTER TABLE {table} ALTER COLUMN {column} TYPE text")
-
-        db.ensure_schema()
+def test_every_id_is_a_uuid(pg_url: str, pg_dsn: str) -> None:
+    actae.open(pg_url).close()
 
     ids = id_columns(pg_url, pg_dsn)
     assert set(ids.values()) == {"uuid"}
@@ -212,7 +203,7 @@ def test_every_id_is_a_uuid_also_in_read_models_an_older_actae_made(
 def block(store: actae.Store, workflow: str, key: str) -> None:
     run = store.start_run(workflow, agent_id="a", state={})
     claim = store.claim(key, run_id=run.run_id, worker="w", lease=30)
-    store.fail(key, token=claim.token, worker="w", error="declined", final=True)
+    store.fail_effect(key, token=claim.token, worker="w", error="declined", final=True)
 
 
 def analysts_store(store: actae.Store, clock: actae.ManualClock) -> dict[str, Any]:
@@ -233,7 +224,7 @@ def analysts_store(store: actae.Store, clock: actae.ManualClock) -> dict[str, An
         block(store, workflow, key)
     retrying = store.start_run("refunds", agent_id="a", state={})
     claim = store.claim("later", run_id=retrying.run_id, worker="w", lease=30)
-    store.fail("later", token=claim.token, worker="w", error="429", retry_after=30)
+    store.fail_effect("later", token=claim.token, worker="w", error="429", retry_after=30)
     for _ in range(3):
         claim = store.claim(
             "flaky",
@@ -242,7 +233,7 @@ def analysts_store(store: actae.Store, clock: actae.ManualClock) -> dict[str, An
             lease=30,
             retry={"initial_delay": 1.0, "max_delay": 1.0, "max_total": 10_000},
         )
-        store.fail("flaky", token=claim.token, worker="w", error="HTTP 503", retry_after=1)
+        store.fail_effect("flaky", token=claim.token, worker="w", error="HTTP 503", retry_after=1)
         clock.advance(2)
     store.claim("flaky", run_id=root.run_id, worker="w", lease=3 * 3600)
     approver = store.start_run("purchases", agent_id="a", state={})

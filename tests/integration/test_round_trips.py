@@ -50,9 +50,9 @@ def test_claim_then_complete_fail_or_renew_are_one_statement_each(
             assert len(statements) == 1, statements
             statements.clear()
             if settle == "complete":
-                store.complete(key, token=claim.token, worker="w1", result={"ok": True})
+                store.complete_effect(key, token=claim.token, worker="w1", result={"ok": True})
             elif settle == "fail":
-                store.fail(key, token=claim.token, worker="w1", error="declined")
+                store.fail_effect(key, token=claim.token, worker="w1", error="declined")
             else:
                 store.heartbeat(key, token=claim.token, worker="w1", lease=30.0)
             assert len(statements) == 1, (settle, statements)

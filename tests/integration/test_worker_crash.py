@@ -71,7 +71,9 @@ def test_killed_worker_is_recovered_without_repeats(durable_url: str, tmp_path: 
             ("w2", "completed"),
         ]
         with pytest.raises(actae.FencingError):
-            store.complete(doubtful.effect_key, token=1, worker="w1", result={"charge_id": "late"})
+            store.complete_effect(
+                doubtful.effect_key, token=1, worker="w1", result={"charge_id": "late"}
+            )
         assert store.recover(run.channel_id).outstanding == []
         again = store.resume(run.run_id, worker="w3")
         assert again.step("sample", must_not_run) == sampled

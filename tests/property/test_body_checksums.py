@@ -107,8 +107,9 @@ def test_a_body_moved_to_another_row_is_refused(written_rows: tuple[Any, list[An
     refused(mapper, dataclasses.replace(first, topic=second.topic))
 
 
-def test_a_body_without_its_checksum_is_read_as_one_written_before_checksums() -> None:
-    """The stored-event fixtures hold such bodies; the encoder's own bytes decode too."""
+def test_a_body_without_its_checksum_is_refused() -> None:
+    """Every body Actae writes has one: the encoder's bytes alone, well formed as they are,
+    are a row that changed below Actae."""
     event = Channel.Recorded(
         originator_id=uuid4(),
         originator_version=2,
@@ -121,8 +122,10 @@ def test_a_body_without_its_checksum_is_read_as_one_written_before_checksums() -
         state_cursor=1,
     )
     stored = MAPPER.to_stored_event(event)
-    legacy = dataclasses.replace(stored, state=verified(stored))
-    assert MAPPER.to_domain_event(legacy) == event
+    bare = dataclasses.replace(stored, state=verified(stored))
+    assert MAPPER.to_domain_event(stored) == event
+    with pytest.raises(actae.CorruptionError, match="has no checksum member"):
+        MAPPER.to_domain_event(bare)
 
 
 def test_no_event_field_is_one_byte_from_the_checksum_member() -> None:

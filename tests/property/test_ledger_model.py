@@ -163,7 +163,7 @@ class LedgerMachine(RuleBasedStateMachine):
         m = self.model
         token = m.token - 1 if stale and m.token > 1 else m.token
         if m.completed and token == m.token:
-            self.store.complete(
+            self.store.complete_effect(
                 self.key, token=token, worker=self.holders.get(token, "w1"), result={"ok": True}
             )
             return
@@ -172,7 +172,7 @@ class LedgerMachine(RuleBasedStateMachine):
             error = actae.DeadlinePassedError
         if self.expect(
             error,
-            lambda: self.store.complete(
+            lambda: self.store.complete_effect(
                 self.key, token=token, worker=self.holders.get(token, "w1"), result={"ok": True}
             ),
         ):
@@ -208,7 +208,7 @@ class LedgerMachine(RuleBasedStateMachine):
             error = actae.DeadlinePassedError
         if self.expect(
             error,
-            lambda: self.store.fail(
+            lambda: self.store.fail_effect(
                 self.key,
                 token=token,
                 worker=self.holders.get(token, "w1"),

@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
-from eventsourcing.persistence import StoredEvent
 from opentelemetry import trace
 
 import actae
-from actae.adapters.persistence.codec import OrjsonTranscoder, PydanticMapper
 from actae.adapters.runtime.worker import run_until_idle
 from actae.adapters.telemetry.tracing import run_span_context
-from actae.domain.run import Run
 from actae.domain.validation import TRACE_CONTEXT_ENTRIES, storable_trace_context
 from tests.telemetry.conftest import Switched
 from tests.telemetry.recorded import Spans, attributes, context_of, is_child, traceparent_of
-
-FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 
 def test_a_run_started_inside_a_span_keeps_that_span_as_its_start(
@@ -113,24 +106,6 @@ def test_a_fork_keeps_a_trace_of_its_own(durable_url: str, spans: Spans) -> None
     assert attributes(own)["actae.run_id"] == str(fork.child_run_id)
     assert forked.trace_context == {"traceparent": traceparent_of(own)}
     assert forked.trace_context != run.trace_context
-
-
-def test_a_run_started_before_runs_kept_a_trace_loads_without_one() -> None:
-    rows = json.loads((FIXTURES / "stored_events_v1.json").read_text())
-    (row,) = [row for row in rows if row["topic"] == "actae.domain.run:Run.Started"]
-    assert "trace_context" not in json.loads(row["state"])
-    mapper = PydanticMapper(transcoder=OrjsonTranscoder())
-    stored = StoredEvent(
-        originator_id=uuid.UUID(row["originator_id"]),
-        originator_version=row["originator_version"],
-        topic=row["topic"],
-        state=row["state"].encode(),
-    )
-
-    event = mapper.to_domain_event(stored)
-
-    assert isinstance(event, Run.Started)
-    assert event.trace_context == {}
 
 
 def test_only_what_every_backend_can_keep_is_kept_of_a_trace_context() -> None:

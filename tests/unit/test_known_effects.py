@@ -45,7 +45,7 @@ def test_a_settled_effect_is_forgotten_and_commands_are_never_remembered() -> No
         store.record(run.channel_id, kind="k", payload={}, expected_cursor=1, operation_id="op")
         claim = store.claim("charge", run_id=run.run_id, worker="w1", lease=30.0, request={})
         held = len(store._service.core.effects)
-        store.complete("charge", token=claim.token, worker="w1", result={})
+        store.complete_effect("charge", token=claim.token, worker="w1", result={})
         assert (held, len(store._service.core.effects)) == (1, 0)
     known = KnownEffects()
     known.written(written)

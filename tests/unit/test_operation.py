@@ -13,7 +13,7 @@ from actae.adapters.persistence.codec import OrjsonTranscoder, PydanticMapper
 from actae.domain.operation import OPERATION_NAMESPACE, Operation
 
 
-def test_the_direct_event_is_stored_exactly_as_eventsourcing_would_create_it() -> None:
+def test_the_direct_event_is_stored_exactly_as_the_aggregate_would_create_it() -> None:
     fields: dict[str, Any] = {
         "operation_id": "run-7:step-3",
         "command": "transition",
@@ -23,8 +23,11 @@ def test_the_direct_event_is_stored_exactly_as_eventsourcing_would_create_it() -
     }
     mapper = PydanticMapper(OrjsonTranscoder())
     at = fields.pop("at")
-    made = Operation._create(
-        Operation.Executed, id=Operation.id_for(fields["operation_id"]), timestamp=at, **fields
+    made = Operation.created(
+        Operation.Executed,
+        originator_id=Operation.id_for(fields["operation_id"]),
+        timestamp=at,
+        **fields,
     )
     via_aggregate = mapper.to_stored_event(made.collect_events()[0])
     fields["at"] = at
@@ -41,5 +44,5 @@ def test_an_operation_id_maps_to_the_uuid5_of_the_namespace(operation_id: str) -
     assert Operation.id_for(operation_id) == uuid5(OPERATION_NAMESPACE, operation_id)
 
 
-def test_an_operation_id_maps_to_the_id_already_in_stored_fixtures() -> None:
+def test_an_operation_id_maps_to_the_same_id_in_every_release() -> None:
     assert Operation.id_for("run-7:step-3") == UUID("fc596373-9634-5bc3-ab33-36e34e9b7598")

@@ -1,0 +1,202 @@
+"""Version 1 of each backend's schema: every table Actae owns, as one release made it.
+
+The statements are frozen: a store that ran them is never asked to run them again, so a
+change to any table is a new migration appended to the list
+(:mod:`actae.adapters.persistence.migrations`), never an edit here. The read models'
+tables, indexes and views are spelt out as :mod:`actae.projections.tables` defined them at
+version 1; ``tests/integration/test_migrations.py`` checks that the migrated schema is what
+the code defines, so the two cannot drift apart unnoticed.
+
+PostgreSQL's statements name the store's schema as ``{schema}``.
+"""
+
+POSTGRES_EVENTS = (
+    # The event store. Positions (notification_id) are drawn in blocks by Actae's writers
+    # (adapters/persistence/positions.py): the column has no default, so a writer that
+    # does not (eventsourcing's own recorder) fails on its first insert instead of writing
+    # positions that readers would not wait for. The sequence must not cache values. A row
+    # that records an operation carries its id, unique (adapters/persistence/operation_ids.py).
+    "CREATE TABLE {schema}.actae_events (originator_id uuid NOT NULL, originator_version "
+    "bigint NOT NULL, topic text, state bytea, notification_id bigint NOT NULL, "
+    "operation_id text, PRIMARY KEY (originator_id, originator_version)) WITH "
+    "(autovacuum_enabled = true, autovacuum_vacuum_threshold = 100000000, "
+    "autovacuum_vacuum_scale_factor = 0.5, autovacuum_analyze_threshold = 1000, "
+    "autovacuum_analyze_scale_factor = 0.01)",
+    "CREATE SEQUENCE {schema}.actae_events_notification_id_seq CACHE 1 OWNED BY "
+    "{schema}.actae_events.notification_id",
+    "CREATE UNIQUE INDEX actae_events_notification_id_idx ON {schema}.actae_events "
+    "(notification_id)",
+    "CREATE UNIQUE INDEX actae_events_operation_id ON {schema}.actae_events "
+    "(operation_id) WHERE operation_id IS NOT NULL",
+)
+POSTGRES_CUSTODY = (
+    # One data key per run, wrapped by a master key of the keyring; NULL once forgotten.
+    # Artifacts by name (a digest, or a keyed digest when encrypted), their bytes in chunks
+    # of a blob, and which runs reference them; secrets the store keeps for itself (the
+    # artifact references' key without a keyring, the forget token: forgets.py).
+    "CREATE TABLE {schema}.actae_data_keys (run_id uuid PRIMARY KEY, master_key text NOT "
+    "NULL, wrapped bytea, created_at timestamptz NOT NULL DEFAULT now(), forgotten_at "
+    "timestamptz)",
+    "CREATE TABLE {schema}.actae_artifacts (name text PRIMARY KEY, blob uuid NOT NULL, "
+    "size bigint NOT NULL, created_at timestamptz NOT NULL DEFAULT now())",
+    "CREATE TABLE {schema}.actae_artifact_chunks (blob uuid NOT NULL, seq integer NOT "
+    "NULL, data bytea NOT NULL, PRIMARY KEY (blob, seq))",
+    "ALTER TABLE {schema}.actae_artifact_chunks ALTER COLUMN data SET STORAGE EXTERNAL",
+    "CREATE TABLE {schema}.actae_artifact_refs (name text NOT NULL, run_id uuid NOT NULL,"
+    " PRIMARY KEY (name, run_id))",
+    "CREATE INDEX actae_artifact_refs_by_run ON {schema}.actae_artifact_refs (run_id)",
+    "CREATE TABLE {schema}.actae_secrets (name text PRIMARY KEY, value bytea NOT NULL)",
+)
+POSTGRES_READ_SIDE = (
+    # The read models (projections/tables.py), the projector's tracking and poison events,
+    # run leases, live workers' agents and regressed channels (adapters/readside/).
+    "CREATE TABLE {schema}.run_status (run_id uuid NOT NULL, workflow_id text, agent_id "
+    "text, channel_id uuid, status text, lifecycle text, waiting_reason text, "
+    "waiting_name text, wake_at timestamptz, escalated boolean, next_action text, error "
+    "text, forgotten_at timestamptz, ended_at timestamptz, held boolean, purged_at "
+    "timestamptz, unserved boolean, next_retry_at timestamptz, attempts bigint, "
+    "open_effects bigint, in_doubt_effects bigint, steps_done bigint, input_tokens double"
+    " precision, output_tokens double precision, cost double precision, head_cursor "
+    "bigint, state_version bigint, model text, prompt text, tools text, schema_version "
+    "bigint, parent_run_id uuid, forked_from_run_id uuid, deadline timestamptz, "
+    "created_at timestamptz, updated_at timestamptz, PRIMARY KEY (run_id))",
+    "CREATE TABLE {schema}.lineage (child_run_id uuid NOT NULL, parent_run_id uuid, "
+    "relation text, workflow_id text, parent_channel_id uuid, child_channel_id uuid, "
+    "requested_boundary bigint, resolved_boundary bigint, state_version bigint, "
+    "state_checksum text, reason text, model text, operation_id text, created_at "
+    "timestamptz, PRIMARY KEY (child_run_id))",
+    "CREATE TABLE {schema}.effects (effect_id uuid NOT NULL, effect_key text, run_id "
+    "uuid, status text, holder text, token bigint, attempts bigint, in_doubt boolean, "
+    "claimed_in_doubt boolean, first_claimed_at timestamptz, claimed_at timestamptz, "
+    "expires_at timestamptz, deadline timestamptz, retry_at timestamptz, last_error text,"
+    " settled_by text, result_summary text, updated_at timestamptz, PRIMARY KEY "
+    "(effect_id))",
+    "CREATE TABLE {schema}.audit (aggregate_id uuid NOT NULL, version bigint NOT NULL, "
+    "run_id uuid, effect_key text, action text, actor text, reason text, detail jsonb, at"
+    " timestamptz, PRIMARY KEY (aggregate_id, version))",
+    "CREATE TABLE {schema}.usage (channel_id uuid NOT NULL, cursor bigint NOT NULL, "
+    "run_id uuid, at timestamptz, input_tokens double precision, output_tokens double "
+    "precision, cost double precision, PRIMARY KEY (channel_id, cursor))",
+    "CREATE TABLE {schema}.actae_projection_tracking (name TEXT PRIMARY KEY, position "
+    "bigint NOT NULL)",
+    "CREATE TABLE {schema}.actae_projection_errors (name TEXT NOT NULL, position bigint "
+    "NOT NULL, topic TEXT, originator_id uuid, error TEXT NOT NULL, recorded_at "
+    "timestamptz NOT NULL, PRIMARY KEY (name, position))",
+    "CREATE TABLE {schema}.actae_run_leases (run_id uuid PRIMARY KEY, worker TEXT NOT "
+    "NULL, token bigint NOT NULL, expires_at timestamptz NOT NULL)",
+    "CREATE TABLE {schema}.actae_regressions (channel_id uuid PRIMARY KEY, detail TEXT "
+    "NOT NULL, found_at timestamptz NOT NULL)",
+    "CREATE TABLE {schema}.actae_worker_agents (worker TEXT NOT NULL, agent_id TEXT NOT "
+    "NULL, seen_until timestamptz NOT NULL, PRIMARY KEY (worker, agent_id))",
+    "CREATE INDEX run_status_status_waiting_reason ON {schema}.run_status (status, waiting_reason)",
+    "CREATE INDEX run_status_workflow_id_created_at ON {schema}.run_status (workflow_id, "
+    "created_at)",
+    "CREATE INDEX run_status_agent_id_created_at ON {schema}.run_status (agent_id, created_at)",
+    "CREATE INDEX run_status_created_at_run_id ON {schema}.run_status (created_at, run_id)",
+    "CREATE INDEX run_status_lifecycle ON {schema}.run_status (lifecycle)",
+    "CREATE INDEX run_status_ended_at ON {schema}.run_status (ended_at)",
+    "CREATE INDEX lineage_parent_run_id ON {schema}.lineage (parent_run_id)",
+    "CREATE INDEX effects_run_id ON {schema}.effects (run_id)",
+    "CREATE INDEX effects_status_expires_at ON {schema}.effects (status, expires_at)",
+    "CREATE INDEX effects_in_doubt_updated_at ON {schema}.effects (in_doubt, updated_at)",
+    "CREATE INDEX effects_attempts ON {schema}.effects (attempts)",
+    "CREATE INDEX effects_effect_key ON {schema}.effects (effect_key)",
+    "CREATE INDEX audit_run_id_at ON {schema}.audit (run_id, at)",
+    "CREATE VIEW {schema}.outstanding_effects AS SELECT * FROM {schema}.effects WHERE "
+    "status NOT IN ('completed', 'abandoned')",
+    "CREATE VIEW {schema}.cost_per_day AS SELECT day, workflow_id, agent_id, model, "
+    "count(DISTINCT run_id) AS runs, sum(input_tokens) AS input_tokens, "
+    "sum(output_tokens) AS output_tokens, sum(cost) AS cost FROM (SELECT (u.at AT TIME "
+    "ZONE 'UTC')::date AS day, r.workflow_id, r.agent_id, r.model, u.run_id, "
+    "u.input_tokens - coalesce(lag(u.input_tokens) OVER w, 0) AS input_tokens, "
+    "u.output_tokens - coalesce(lag(u.output_tokens) OVER w, 0) AS output_tokens, u.cost "
+    "- coalesce(lag(u.cost) OVER w, 0) AS cost FROM {schema}.usage u LEFT JOIN "
+    "{schema}.run_status r ON r.run_id = u.run_id WINDOW w AS (PARTITION BY "
+    "r.workflow_id, r.agent_id, r.model, u.channel_id ORDER BY u.cursor)) AS added GROUP "
+    "BY day, workflow_id, agent_id, model",
+)
+POSTGRES_BASELINE = POSTGRES_EVENTS + POSTGRES_CUSTODY + POSTGRES_READ_SIDE
+
+SQLITE_EVENTS = (
+    # eventsourcing's table (the rowid is the position: one writer at a time keeps it in
+    # order), with the operation ids a row records, unique.
+    "CREATE TABLE stored_events (originator_id TEXT, originator_version INTEGER, topic "
+    "TEXT, state BLOB, operation_id TEXT, PRIMARY KEY (originator_id, "
+    "originator_version))",
+    "CREATE UNIQUE INDEX stored_events_operation_id ON stored_events (operation_id) WHERE"
+    " operation_id IS NOT NULL",
+)
+SQLITE_CUSTODY = (
+    "CREATE TABLE actae_data_keys (run_id TEXT PRIMARY KEY, master_key TEXT NOT NULL, "
+    "wrapped BLOB, created_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP, forgotten_at TEXT)",
+    "CREATE TABLE actae_artifacts (name TEXT PRIMARY KEY, blob TEXT NOT NULL, size "
+    "INTEGER NOT NULL, created_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)",
+    "CREATE TABLE actae_artifact_chunks (blob TEXT NOT NULL, seq INTEGER NOT NULL, data "
+    "BLOB NOT NULL, PRIMARY KEY (blob, seq))",
+    "CREATE TABLE actae_artifact_refs (name TEXT NOT NULL, run_id TEXT NOT NULL, PRIMARY "
+    "KEY (name, run_id))",
+    "CREATE INDEX actae_artifact_refs_by_run ON actae_artifact_refs (run_id)",
+    "CREATE TABLE actae_secrets (name TEXT PRIMARY KEY, value BLOB NOT NULL)",
+)
+SQLITE_READ_SIDE = (
+    "CREATE TABLE run_status (run_id TEXT NOT NULL, workflow_id TEXT, agent_id TEXT, "
+    "channel_id TEXT, status TEXT, lifecycle TEXT, waiting_reason TEXT, waiting_name "
+    "TEXT, wake_at TEXT, escalated INTEGER, next_action TEXT, error TEXT, forgotten_at "
+    "TEXT, ended_at TEXT, held INTEGER, purged_at TEXT, unserved INTEGER, next_retry_at "
+    "TEXT, attempts INTEGER, open_effects INTEGER, in_doubt_effects INTEGER, steps_done "
+    "INTEGER, input_tokens REAL, output_tokens REAL, cost REAL, head_cursor INTEGER, "
+    "state_version INTEGER, model TEXT, prompt TEXT, tools TEXT, schema_version INTEGER, "
+    "parent_run_id TEXT, forked_from_run_id TEXT, deadline TEXT, created_at TEXT, "
+    "updated_at TEXT, PRIMARY KEY (run_id))",
+    "CREATE TABLE lineage (child_run_id TEXT NOT NULL, parent_run_id TEXT, relation TEXT,"
+    " workflow_id TEXT, parent_channel_id TEXT, child_channel_id TEXT, requested_boundary"
+    " INTEGER, resolved_boundary INTEGER, state_version INTEGER, state_checksum TEXT, "
+    "reason TEXT, model TEXT, operation_id TEXT, created_at TEXT, PRIMARY KEY "
+    "(child_run_id))",
+    "CREATE TABLE effects (effect_id TEXT NOT NULL, effect_key TEXT, run_id TEXT, status "
+    "TEXT, holder TEXT, token INTEGER, attempts INTEGER, in_doubt INTEGER, "
+    "claimed_in_doubt INTEGER, first_claimed_at TEXT, claimed_at TEXT, expires_at TEXT, "
+    "deadline TEXT, retry_at TEXT, last_error TEXT, settled_by TEXT, result_summary TEXT,"
+    " updated_at TEXT, PRIMARY KEY (effect_id))",
+    "CREATE TABLE audit (aggregate_id TEXT NOT NULL, version INTEGER NOT NULL, run_id "
+    "TEXT, effect_key TEXT, action TEXT, actor TEXT, reason TEXT, detail TEXT, at TEXT, "
+    "PRIMARY KEY (aggregate_id, version))",
+    "CREATE TABLE usage (channel_id TEXT NOT NULL, cursor INTEGER NOT NULL, run_id TEXT, "
+    "at TEXT, input_tokens REAL, output_tokens REAL, cost REAL, PRIMARY KEY (channel_id, "
+    "cursor))",
+    "CREATE TABLE actae_projection_tracking (name TEXT PRIMARY KEY, position INTEGER NOT NULL)",
+    "CREATE TABLE actae_projection_errors (name TEXT NOT NULL, position INTEGER NOT NULL,"
+    " topic TEXT, originator_id TEXT, error TEXT NOT NULL, recorded_at TEXT NOT NULL, "
+    "PRIMARY KEY (name, position))",
+    "CREATE TABLE actae_run_leases (run_id TEXT PRIMARY KEY, worker TEXT NOT NULL, token "
+    "INTEGER NOT NULL, expires_at TEXT NOT NULL)",
+    "CREATE TABLE actae_regressions (channel_id TEXT PRIMARY KEY, detail TEXT NOT NULL, "
+    "found_at TEXT NOT NULL)",
+    "CREATE TABLE actae_worker_agents (worker TEXT NOT NULL, agent_id TEXT NOT NULL, "
+    "seen_until TEXT NOT NULL, PRIMARY KEY (worker, agent_id))",
+    "CREATE INDEX run_status_status_waiting_reason ON run_status (status, waiting_reason)",
+    "CREATE INDEX run_status_workflow_id_created_at ON run_status (workflow_id, created_at)",
+    "CREATE INDEX run_status_agent_id_created_at ON run_status (agent_id, created_at)",
+    "CREATE INDEX run_status_created_at_run_id ON run_status (created_at, run_id)",
+    "CREATE INDEX run_status_lifecycle ON run_status (lifecycle)",
+    "CREATE INDEX run_status_ended_at ON run_status (ended_at)",
+    "CREATE INDEX lineage_parent_run_id ON lineage (parent_run_id)",
+    "CREATE INDEX effects_run_id ON effects (run_id)",
+    "CREATE INDEX effects_status_expires_at ON effects (status, expires_at)",
+    "CREATE INDEX effects_in_doubt_updated_at ON effects (in_doubt, updated_at)",
+    "CREATE INDEX effects_attempts ON effects (attempts)",
+    "CREATE INDEX effects_effect_key ON effects (effect_key)",
+    "CREATE INDEX audit_run_id_at ON audit (run_id, at)",
+    "CREATE VIEW outstanding_effects AS SELECT * FROM effects WHERE status NOT IN "
+    "('completed', 'abandoned')",
+    "CREATE VIEW cost_per_day AS SELECT day, workflow_id, agent_id, model, count(DISTINCT"
+    " run_id) AS runs, sum(input_tokens) AS input_tokens, sum(output_tokens) AS "
+    "output_tokens, sum(cost) AS cost FROM (SELECT date(u.at) AS day, r.workflow_id, "
+    "r.agent_id, r.model, u.run_id, u.input_tokens - coalesce(lag(u.input_tokens) OVER w,"
+    " 0) AS input_tokens, u.output_tokens - coalesce(lag(u.output_tokens) OVER w, 0) AS "
+    "output_tokens, u.cost - coalesce(lag(u.cost) OVER w, 0) AS cost FROM usage u LEFT "
+    "JOIN run_status r ON r.run_id = u.run_id WINDOW w AS (PARTITION BY r.workflow_id, "
+    "r.agent_id, r.model, u.channel_id ORDER BY u.cursor)) AS added GROUP BY day, "
+    "workflow_id, agent_id, model",
+)
+SQLITE_BASELINE = SQLITE_EVENTS + SQLITE_CUSTODY + SQLITE_READ_SIDE

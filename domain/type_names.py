@@ -1,0 +1,85 @@
+"""Stable type names: what a stored row calls the class of its event and of its aggregate.
+
+A row must name the class that decodes it. eventsourcing's default name is the class's
+module path (``module:QualName``): moving a file or renaming a module would then leave
+stored rows naming classes that are no longer there, and a tampered name would import
+whatever module it names. So every aggregate and every event it stores declares a name of
+its own where it is defined (``type_name = "Run.Started"``: the aggregate's name, a dot, the
+event's), and this registry maps names to classes. Reading a name looks it up here and
+nothing else: a name that is not here is not Actae's, and nothing is imported for it.
+
+:class:`~actae.domain.aggregate.Aggregate` declares each subclass and its events when the
+class is made, so a missing, malformed or repeated name fails the import of its module,
+before any row could be written under it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+AGGREGATE_NAME = re.compile(r"[A-Z][A-Za-z]*")
+"""An aggregate's name: one capitalised word, as the class is called (``Run``)."""
+BASES = ("Event", "Created")
+"""The base event classes' names: eventsourcing copies them into every aggregate, and they
+are never stored, so they name nothing."""
+
+_CLASSES: dict[str, type] = {}
+
+
+def declare(aggregate: type, events: Iterable[tuple[str, type]]) -> str:
+    """Register ``aggregate`` and its ``events`` (attribute name, class); the aggregate's name.
+
+    Every name is checked before any is registered, so a class that fails leaves nothing
+    behind. Raises ``TypeError`` naming the class and what it must declare.
+    """
+    name = aggregate.__dict__.get("type_name")
+    if not isinstance(name, str) or AGGREGATE_NAME.fullmatch(name) is None:
+        raise TypeError(
+            f"{_where(aggregate)} must declare its stable type name, one capitalised word "
+            f"(type_name = {aggregate.__name__!r}), not {name!r}: stored rows name it by it"
+        )
+    declared = {name: aggregate}
+    for attribute, cls in events:
+        if attribute in BASES:
+            continue
+        event_name = getattr(cls, "type_name", None)
+        if not isinstance(event_name, str) or not _names_an_event_of(event_name, name):
+            raise TypeError(
+                f"{_where(cls)} must declare its stable type name, '{name}.' and a "
+                f"capitalised word (type_name = '{name}.{attribute}'), not {event_name!r}"
+            )
+        declared[event_name] = _unique(event_name, cls, declared)
+    for declared_name, cls in declared.items():
+        _unique(declared_name, cls, _CLASSES)
+    _CLASSES.update(declared)
+    return name
+
+
+def class_named(name: str) -> type | None:
+    """The class stored rows call ``name``; ``None`` for a name no Actae class declares."""
+    return _CLASSES.get(name)
+
+
+def declared_names() -> Mapping[str, type]:
+    """Every name declared so far, with its class."""
+    return dict(_CLASSES)
+
+
+def _names_an_event_of(name: str, aggregate: str) -> bool:
+    prefix, dot, event = name.partition(".")
+    return prefix == aggregate and dot == "." and AGGREGATE_NAME.fullmatch(event) is not None
+
+
+def _unique(name: str, cls: type, known: Mapping[str, type]) -> type:
+    other = known.get(name)
+    if other is not None and other is not cls:
+        raise TypeError(
+            f"{_where(cls)} declares the type name {name!r} of {_where(other)}: a stored "
+            "row names one class; choose another name"
+        )
+    return cls
+
+
+def _where(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
