@@ -155,7 +155,7 @@ class SchemaMethods(ABC):
             f"CREATE TABLE IF NOT EXISTS {REGRESSIONS} (channel_id {types['uuid']} PRIMARY KEY, "
             f"detail TEXT NOT NULL, found_at {types['timestamp']} NOT NULL)"
         )
-        self.execute(  # which agents each live worker runs (adapters/readside/worker_tables.py)
+        self.execute(  # which agents each live worker runs (adapters/runtime/run_lease.py)
             f"CREATE TABLE IF NOT EXISTS {WORKERS} (worker TEXT NOT NULL, agent_id TEXT NOT NULL, "
             f"seen_until {types['timestamp']} NOT NULL, PRIMARY KEY (worker, agent_id))"
         )
