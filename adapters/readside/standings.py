@@ -38,7 +38,10 @@ ASKING = (EffectStatus.NEEDS_REVIEW, EffectStatus.IN_DOUBT, EffectStatus.RETRY_S
 
 
 class Statements(Protocol):
-    """What a refresh needs of the read models' connection (``ReadModelDB`` has it)."""
+    """What a refresh needs of the read models' connection (``ReadModelDB`` has it).
+
+    The run leases are written through the same connection (``RunLeases``).
+    """
 
     @property
     def mark(self) -> str:

@@ -31,24 +31,12 @@ from uuid import UUID
 
 from actae.adapters.persistence.outages import Outage, ride_out
 from actae.adapters.readside.schema import LEASES, WORKERS
+from actae.adapters.readside.standings import Statements
 from actae.domain.errors import LeaseLostError
 
 
-class Connection(Protocol):
-    """What the lease rows are written through: the backend's connection and transactions."""
-
-    @property
-    def mark(self) -> str:
-        """The driver's positional parameter."""
-        ...
-
-    def adapt(self, value: Any) -> Any:
-        """A Python value in the form this backend's driver stores."""
-        ...
-
-    def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
-        """Run one statement (written with the parameter ``mark``)."""
-        ...
+class Connection(Statements, Protocol):
+    """What the lease rows are written through: the backend's statements and transactions."""
 
     def transaction(self) -> AbstractContextManager[None]:
         """A transaction, or a savepoint inside one."""
