@@ -220,6 +220,13 @@ class RunView:
         return str(self.row["status"]) if self.row else self.info.status.value
 
     @property
+    def lifecycle(self) -> str:
+        """The run's own status (running, waiting, paused, how it ended), its effects aside."""
+        if self.row and self.row.get("lifecycle"):
+            return str(self.row["lifecycle"])
+        return facts_of_info(self.info).lifecycle.value
+
+    @property
     def next_action(self) -> str:
         """What should happen next: the read model's word, or the rule on the store's."""
         if self.row:
