@@ -12,34 +12,21 @@ way).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any
 from uuid import UUID
+
+from actae.adapters.readside.standings import Transactional
 
 
 class RetentionLookups:
-    """``ReadModelDB`` methods that find the runs retention is due to forget or purge."""
+    """``ReadModelDB`` methods that find the runs retention is due to forget or purge.
 
-    if TYPE_CHECKING:  # provided by ReadModelDB, one subclass per backend
-
-        def adapt(self, value: Any) -> Any:
-            """A Python value in the form this backend's driver stores."""
-            ...
-
-        def transaction(self) -> AbstractContextManager[None]:
-            """A transaction, or a savepoint inside one."""
-            ...
-
-        mark: ClassVar[str]
-        """The driver's positional parameter, as statements here write it."""
-
-        def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
-            """Run one statement (written with the parameter ``mark``)."""
-            ...
+    Each names what it needs of its ``self`` (``Transactional``), which ``ReadModelDB`` is.
+    """
 
     def due_runs(
-        self,
+        self: Transactional,
         rules: Sequence[tuple[str | None, str, datetime]],
         own_agents: Sequence[str],
         *,
@@ -77,7 +64,7 @@ class RetentionLookups:
             ).fetchall()
         return [UUID(str(row[0])) for row in rows]
 
-    def recently(self, column: str, since: datetime) -> list[tuple[UUID, UUID]]:
+    def recently(self: Transactional, column: str, since: datetime) -> list[tuple[UUID, UUID]]:
         """Runs (and their channels) whose ``column`` (forgotten_at, purged_at) is since."""
         p = self.mark
         with self.transaction():
@@ -87,7 +74,7 @@ class RetentionLookups:
             ).fetchall()
         return [(UUID(str(row[0])), UUID(str(row[1]))) for row in rows]
 
-    def effect_keys_of(self, run_ids: Sequence[Any]) -> list[str]:
+    def effect_keys_of(self: Transactional, run_ids: Sequence[Any]) -> list[str]:
         """The ledger keys of these runs' effects (and of their steps' attempt counters)."""
         p = self.mark
         keys: list[str] = []

@@ -18,6 +18,7 @@ for a new table, the lock of its creation.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
@@ -58,6 +59,18 @@ class Statements(Protocol):
 
     def executemany(self, statement: str, rows: list[Sequence[Any]]) -> None:
         """Run one statement for many rows."""
+        ...
+
+    def query(self, statement: str, params: Any = None) -> list[dict[str, Any]]:
+        """Rows of one statement, as dicts."""
+        ...
+
+
+class Transactional(Statements, Protocol):
+    """Statements and transactions: what retention's lookups and the run leases write through."""
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """A transaction, or a savepoint inside one."""
         ...
 
 
@@ -148,20 +161,17 @@ def refresh_runs(db: Statements, run_ids: Iterable[Any] | None, suffix: str = ""
         db.executemany(update, changed)
 
 
-def _facts(db: Statements, run_ids: Iterable[Any] | None, suffix: str) -> Iterator[list[Any]]:
+def _facts(
+    db: Statements, run_ids: Iterable[Any] | None, suffix: str
+) -> Iterator[list[dict[str, Any]]]:
     """The rows of :func:`facts_sql` for ``run_ids``, a chunk at a time (in run id order)."""
     if run_ids is None:
-        yield _rows(db.execute(facts_sql(suffix, None, db.mark)))
+        yield db.query(facts_sql(suffix, None, db.mark))
         return
     ordered = sorted({UUID(str(run)) for run in run_ids}, key=str)
     for start in range(0, len(ordered), CHUNK):
         chunk = [db.adapt(run) for run in ordered[start : start + CHUNK]]
-        yield _rows(db.execute(facts_sql(suffix, len(chunk), db.mark), [*chunk, *chunk]))
-
-
-def _rows(cursor: Any) -> list[dict[str, Any]]:
-    names = [d[0] for d in cursor.description]
-    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+        yield db.query(facts_sql(suffix, len(chunk), db.mark), [*chunk, *chunk])
 
 
 def runs_of_effects(db: Statements, effect_ids: Iterable[Any], suffix: str = "") -> set[Any]:

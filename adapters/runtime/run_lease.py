@@ -24,23 +24,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 from uuid import UUID
 
 from actae.adapters.persistence.outages import Outage, ride_out
 from actae.adapters.readside.schema import LEASES, WORKERS
-from actae.adapters.readside.standings import Statements
+from actae.adapters.readside.standings import Transactional
 from actae.domain.errors import LeaseLostError
-
-
-class Connection(Statements, Protocol):
-    """What the lease rows are written through: the backend's statements and transactions."""
-
-    def transaction(self) -> AbstractContextManager[None]:
-        """A transaction, or a savepoint inside one."""
-        ...
 
 
 class RunLeases:
@@ -51,7 +42,7 @@ class RunLeases:
     moment is on the store's clock, which the caller passes.
     """
 
-    def __init__(self, connection: Connection) -> None:
+    def __init__(self, connection: Transactional) -> None:
         self._db = connection
 
     def acquire(self, run_id: Any, worker: str, now: datetime, until: datetime) -> int | None:
