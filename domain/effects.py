@@ -77,7 +77,7 @@ def lease_ran_out(expires_at: datetime | None, now: datetime) -> bool:
     """Whether a claim's lease is over at ``now``: at its expiry time, not a moment later.
 
     The same boundary as the run leases' takeover. The read models ask this on the store's
-    clock, in SQL (``LEASE_RAN_OUT`` in ``actae.adapters.readside.readmodels``, its one mirror).
+    clock, in SQL (``lease_ran_out`` in ``actae.adapters.readside.standings``, its one mirror).
     """
     live = expires_at is not None and now < expires_at
     return not live

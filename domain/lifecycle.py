@@ -41,6 +41,7 @@ from actae.domain.pipeline import Core, retried
 from actae.domain.plan import Plan, RaceLost, ask, now, save
 from actae.domain.reader import StoreReader
 from actae.domain.run import Run
+from actae.domain.status import RUNNING_STATUSES
 from actae.domain.validation import (
     MAX_REASON_LENGTH,
     optional_text,
@@ -60,8 +61,8 @@ Write = Callable[[Channel, datetime], None]
 """Appends to the run's channel instead of notes (a migration's new state version)."""
 
 MAX_WAIT_SECONDS = 10 * 365 * 86400.0
-MIGRATABLE = frozenset({RunStatus.RUNNING, RunStatus.RETRYING, RunStatus.BLOCKED})
-"""Statuses of a running run (the last two derive from its effects): it may be migrated."""
+MIGRATABLE = RUNNING_STATUSES
+"""Statuses of a running run (its own, or what its effects make it): it may be migrated."""
 
 
 # -- waits --------------------------------------------------------------------------------

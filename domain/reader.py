@@ -16,10 +16,12 @@ from uuid import UUID
 from actae.domain.aggregate import DomainEvent, folded
 from actae.domain.channel import Channel
 from actae.domain.custody import FORGOTTEN, ensure_readable
+from actae.domain.effects import EffectStatus
 from actae.domain.errors import CorruptionError, NotFoundError
 from actae.domain.operation import Operation
 from actae.domain.ports import Clock, Codec, EventLog, OperationRows, Request
 from actae.domain.run import Run
+from actae.domain.status import run_status
 from actae.domain.validation import checksum_of
 from actae.domain.values import (
     ChannelEvent,
@@ -31,7 +33,6 @@ from actae.domain.values import (
     RunInfo,
     RunStatus,
     StateVersion,
-    held_back_status,
 )
 
 StateEvent = Channel.Opened | Channel.Transitioned
@@ -217,16 +218,16 @@ class StoreReader:
         """The public view of ``run`` whose channel's head is ``head``."""
         info = run_info_of(run, cursor=head.originator_version, state_version=head.state_version)
         info = replace(info, usage=dict(head.usage))
-        if info.status is RunStatus.RUNNING and head.open_effects:
-            return replace(info, status=self.effects_status(head.open_effects))
+        if info.status is RunStatus.RUNNING and head.open_effects:  # else no effect matters
+            effects = self.effect_statuses(head.open_effects)
+            return replace(info, status=run_status(run.status, effects=effects))
         return info
 
-    def effects_status(self, keys: tuple[str, ...]) -> RunStatus:
-        """``blocked`` if an effect needs review, ``retrying`` if one waits for a retry."""
+    def effect_statuses(self, keys: tuple[str, ...]) -> set[EffectStatus]:
+        """The statuses of the effects ``keys`` now, on the store's clock."""
         now = self._clock()
         found = [self.operation(key) for key in keys]
-        held = held_back_status({effect.status(now) for effect in found if effect is not None})
-        return RunStatus.RUNNING if held is None else held
+        return {effect.status(now) for effect in found if effect is not None}
 
     def lineage(self, run_id: UUID) -> Lineage:
         """Fork receipts up to the root and down through every descendant (purged or not)."""
@@ -339,7 +340,7 @@ def run_info_of(run: Run, *, cursor: int, state_version: int, replayed: bool = F
         pins=run.pins,
         cursor=cursor,
         state_version=state_version,
-        status=RunStatus.FORGOTTEN if run.forgotten_at else run.status,
+        status=run_status(run.status, forgotten=run.forgotten_at is not None),
         created_at=run.created_on,
         deadline=run.deadline,
         parent_run_id=run.parent_run_id,

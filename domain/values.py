@@ -6,7 +6,6 @@ reference back to the store, so they can be logged, pickled and compared freely.
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -15,7 +14,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from actae.domain.effects import EffectInfo, EffectStatus
+from actae.domain.effects import EffectInfo
 from actae.domain.errors import ForgottenError, KeyringError
 from actae.domain.waits import Decision, Wait
 
@@ -82,27 +81,6 @@ class RunStatus(StrEnum):
     CANCELLED = "cancelled"
     FORGOTTEN = "forgotten"
     """Its contents were destroyed (``store.forget``); its own status stays in history."""
-
-
-RUN_HELD_BACK: tuple[tuple[EffectStatus, RunStatus], ...] = (
-    (EffectStatus.NEEDS_REVIEW, RunStatus.BLOCKED),
-    (EffectStatus.RETRY_SCHEDULED, RunStatus.RETRYING),
-)
-"""The open effects' statuses that hold a running run back, the most pressing first.
-
-An effect needing review blocks the run: nothing moves until a person looks. One waiting for
-its scheduled retry makes the run ``retrying``: it will move on by itself, so a review, when
-there is one, is what the run's status must say. Any other open effect (pending, claimed, in
-doubt) leaves the run ``running``.
-"""
-
-
-def held_back_status(statuses: Collection[EffectStatus]) -> RunStatus | None:
-    """The status a running run takes from its open effects' ``statuses``, if any holds it.
-
-    ``None``: no open effect holds the run back, it stays running (see :data:`RUN_HELD_BACK`).
-    """
-    return next((run for effect, run in RUN_HELD_BACK if effect in statuses), None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

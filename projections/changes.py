@@ -56,7 +56,7 @@ class EffectOwner:
 
 @dataclass(frozen=True)
 class RefreshRun:
-    """Recompute the derived columns of a run (status, next action, attempts) from effects.
+    """Derive a run's columns again: its standing (the domain's rule) and its effects' totals.
 
     Exactly one of ``run_id`` and ``effect_id`` (the run of that effect) is given.
     """

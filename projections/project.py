@@ -10,7 +10,10 @@ these events only for an effect not yet settled, so the facts an event does not 
 false). It is the time-independent status: a claim reads ``claimed`` until it is settled.
 The one fact no event records, a lease running out, is applied by the adapters on the
 store's clock (``effects.in_doubt``), the same way after a rebuild as after incremental
-processing.
+processing. A run's ``status`` and ``next_action`` are the domain's rule too
+(:func:`~actae.domain.status.standing`): its facts are spread over the run's row, its
+effects' rows and the workers' tables, so a change function asks for them to be derived
+again (``RefreshRun``) and the adapter applies the rule to the facts it then holds.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from actae.domain.effects import STEP_RESULT, effect_status
 from actae.domain.operation import OVERRIDE_REASON, Operation
 from actae.domain.retention import Retention, describe
 from actae.domain.run import Run
+from actae.domain.status import RunFacts, standing
+from actae.domain.values import RunStatus
 from actae.projections.changes import Change, Count, EffectOwner, PurgeRun, RefreshRun, Upsert
 from actae.projections.tables import (
     AUDIT,
@@ -39,6 +44,10 @@ NOT_IN_DOUBT = {"in_doubt": False, "claimed_in_doubt": False}
 NO_USAGE = dict.fromkeys(USAGE_NAMES, 0.0)
 """The totals of a run that has recorded none of the usage names (a channel event's most
 common case: its totals are read once per event, so this one is shared, never changed)."""
+STARTED = standing(RunFacts(lifecycle=RunStatus.RUNNING))
+"""The standing of a run that just started: nothing holds it back yet. Every later event
+that can change a run's standing refreshes its row (``RefreshRun``), where the adapter
+applies the same rule to the facts its tables then hold."""
 DECISION_ACTIONS = {"approved": "approve", "denied": "deny", "signal": "signal"}
 """The decisions a person (or a system on their behalf) sends, as audit actions; timers,
 expiries and finished children decide by themselves and are not audited."""
@@ -81,10 +90,10 @@ def _run_started(event: Any) -> list[Change]:
                 "workflow_id": event.workflow_id,
                 "agent_id": event.agent_id,
                 "channel_id": event.channel_id,
-                "status": "running",
-                "lifecycle": "running",
+                "status": STARTED.status.value,
+                "lifecycle": RunStatus.RUNNING.value,
                 "escalated": False,
-                "next_action": "continue",
+                "next_action": STARTED.next_action,
                 "error": None,
                 "unserved": False,
                 "attempts": 0,

@@ -608,7 +608,7 @@ MUTANTS = [
     ),
     Mutant(
         "run-lease-live",
-        "adapters/readside/worker_tables.py",
+        "adapters/runtime/run_lease.py",
         'f"WHERE l.expires_at <= {p} RETURNING token"',
         'f"WHERE l.expires_at <= {p} OR TRUE RETURNING token"',
         "a second worker must not take a run whose lease is live",
@@ -616,7 +616,7 @@ MUTANTS = [
     ),
     Mutant(
         "run-lease-expiry-boundary",
-        "adapters/readside/worker_tables.py",
+        "adapters/runtime/run_lease.py",
         'f"WHERE l.expires_at <= {p} RETURNING token"',
         'f"WHERE l.expires_at < {p} RETURNING token"',
         "a run lease is over at its expiry time, as an effect's lease is",
@@ -624,17 +624,17 @@ MUTANTS = [
     ),
     Mutant(
         "run-lease-renew-token",
-        "adapters/readside/worker_tables.py",
-        'WHERE run_id = {p} AND token = {p}",\n                (self.adapt(until),',
-        'WHERE run_id = {p} AND {p} > 0",\n                (self.adapt(until),',
+        "adapters/runtime/run_lease.py",
+        'WHERE run_id = {p} AND token = {p}",\n                (db.adapt(until),',
+        'WHERE run_id = {p} AND {p} > 0",\n                (db.adapt(until),',
         "a worker whose run was taken over must not renew the new owner's lease",
         LEASES,
     ),
     Mutant(
         "run-lease-release-token",
-        "adapters/readside/worker_tables.py",
-        'WHERE run_id = {p} AND token = {p}",\n                (self.adapt(now),',
-        'WHERE run_id = {p} AND {p} > 0",\n                (self.adapt(now),',
+        "adapters/runtime/run_lease.py",
+        'WHERE run_id = {p} AND token = {p}",\n                (db.adapt(now),',
+        'WHERE run_id = {p} AND {p} > 0",\n                (db.adapt(now),',
         "a worker whose run was taken over must not release the new owner's lease",
         LEASES,
     ),
@@ -781,7 +781,7 @@ MUTANTS = [
     ),
     Mutant(
         "step-attempts-ask-for-reconcile",
-        "adapters/readside/readmodels.py",
+        "adapters/readside/standings.py",
         "        f\"AND replace(e.effect_key, '{STEP_ATTEMPTS}', '') = e.effect_key\"",
         '        "AND 1 = 1"',
         "a step is made again, never reconciled: run_status must not ask for it",
@@ -1093,9 +1093,9 @@ MUTANTS = [
     ),
     Mutant(
         "dead-workers-still-serve",
-        "adapters/readside/worker_tables.py",
-        '            f"AND w.seen_until > {p})"',
-        '            f"AND w.seen_until IS NOT NULL OR {p} IS NULL)"',
+        "adapters/readside/standings.py",
+        'AND w.seen_until > {p})"',
+        'AND w.seen_until IS NOT NULL OR {p} IS NULL)"',
         "a run whose only worker died would look served forever",
         WORKER,
     ),
@@ -1109,7 +1109,7 @@ MUTANTS = [
     ),
     Mutant(
         "held-back-order-reversed",
-        "domain/values.py",
+        "domain/status.py",
         "    (EffectStatus.NEEDS_REVIEW, RunStatus.BLOCKED),\n"
         "    (EffectStatus.RETRY_SCHEDULED, RunStatus.RETRYING),\n",
         "    (EffectStatus.RETRY_SCHEDULED, RunStatus.RETRYING),\n"

@@ -173,7 +173,7 @@ CUSTODY_MUTANTS = [
     ),
     Mutant(
         "kept-runs-crowd-out-due-ones",
-        "adapters/readside/worker_tables.py",
+        "adapters/readside/retention_rows.py",
         "            elif own_agents:",
         "            elif False:",
         "retention's candidates are the due runs, not the oldest finished ones",

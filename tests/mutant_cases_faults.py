@@ -845,9 +845,9 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "regression-not-in-run-status",
-        "adapters/readside/readmodels.py",
-        "            THEN 'history regressed: ' || (SELECT g.detail {regressed})\n",
-        "            THEN 'continue'\n",
+        "domain/status.py",
+        '        return f"history regressed: {facts.regressed}"\n',
+        "        return CONTINUE\n",
         "run_status must say that a run's history regressed",
         REGRESSION,
     ),

@@ -32,7 +32,7 @@ def run_document(view: RunView) -> dict[str, Any]:
             "workflow_id": info.workflow_id,
             "agent_id": info.agent_id,
             "status": view.status,
-            "lifecycle": str((view.row or {}).get("lifecycle") or info.status.value),
+            "lifecycle": view.lifecycle,
             "next_action": view.next_action,
             "head_cursor": info.cursor,
             "state_version": info.state_version,

@@ -24,6 +24,7 @@ from uuid import UUID
 from actae.adapters.operate.rows import typed
 from actae.adapters.runtime.store import Store
 from actae.domain.errors import NotFoundError, ValidationError
+from actae.domain.status import RUNNING_STATUSES, RunFacts, next_action
 from actae.domain.validation import require_int, require_text
 from actae.domain.values import RunInfo, RunStatus
 from actae.projections.tables import TABLES, Table
@@ -211,13 +212,45 @@ class RunView:
 
     @property
     def status(self) -> str:
-        """Retrying or blocked as the effects make it, else the run's own status."""
+        """Retrying or blocked as the effects make it, else the run's own status.
+
+        The read model's word once the projector has seen the run, else the store's: both
+        are the domain's rule (:mod:`actae.domain.status`) applied to the run's facts.
+        """
         return str(self.row["status"]) if self.row else self.info.status.value
 
     @property
+    def lifecycle(self) -> str:
+        """The run's own status (running, waiting, paused, how it ended), its effects aside."""
+        if self.row and self.row.get("lifecycle"):
+            return str(self.row["lifecycle"])
+        return facts_of_info(self.info).lifecycle.value
+
+    @property
     def next_action(self) -> str:
-        """What should happen next, as the read model says."""
-        return str(self.row["next_action"]) if self.row else "continue"
+        """What should happen next: the read model's word, or the rule on the store's."""
+        if self.row:
+            return str(self.row["next_action"])
+        return next_action(facts_of_info(self.info))
+
+
+def facts_of_info(info: RunInfo) -> RunFacts:
+    """What the store's own view of a run tells of its standing (no effect keys, no workers).
+
+    A run the projector has not seen yet has no effect in the read models' tables; its
+    status already says what its open effects make it (``store.run``).
+    """
+    waiting = info.waiting
+    lifecycle = info.status if info.status not in RUNNING_STATUSES else RunStatus.RUNNING
+    return RunFacts(
+        lifecycle=lifecycle,
+        forgotten=info.forgotten_at is not None,
+        waiting_reason=None if waiting is None else waiting.reason,
+        waiting_name=None if waiting is None else waiting.name,
+        escalated=waiting is not None and waiting.escalated,
+        error=info.error,
+        agent_id=info.agent_id,
+    )
 
 
 def run_view(store: Store, run_id: UUID) -> RunView:

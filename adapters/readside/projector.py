@@ -34,6 +34,7 @@ from actae.adapters.persistence.awaiting import in_portal
 from actae.adapters.persistence.outages import Outage, is_transient, ride_out
 from actae.adapters.readside.read_ahead import ReadAhead
 from actae.adapters.readside.readmodels import ReadModelDB
+from actae.adapters.readside.standings import mark_regressed, mark_unserved
 from actae.adapters.readside.subscription import Backoff, Waiter
 from actae.projections.changes import Change, Upsert
 from actae.projections.project import project
@@ -223,6 +224,22 @@ class Projector:
         self._swept_at = time.monotonic()
         self._ledger_moved = False
         return 0
+
+    def mark_unserved(self, now: datetime) -> list[Any]:
+        """Flag running runs no live worker serves at ``now`` (``standings.mark_unserved``).
+
+        Under the tracking row's lock, as a batch: the runs' facts are read and their
+        standing written with no batch changing them in between.
+        """
+        with self.db.transaction():
+            self.db.lock_position(NAME)
+            return mark_unserved(self.db, now)
+
+    def mark_regressed(self, channel_id: Any, detail: str, now: datetime) -> None:
+        """Say on run_status that ``channel_id``'s history went back (``standings``), locked."""
+        with self.db.transaction():
+            self.db.lock_position(NAME)
+            mark_regressed(self.db, channel_id, detail, now)
 
     def _sweep_due(self) -> bool:
         """Whether the live loop should sweep: effects changed, or a lease may have run out."""

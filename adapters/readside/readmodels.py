@@ -31,111 +31,26 @@ from actae.adapters.persistence.clock import wall_clock
 from actae.adapters.persistence.turns import DEFAULT_LOCK_WAIT
 from actae.adapters.readside.analyst_sql import PostgresQueries, SqliteQueries, read_only_sqlite
 from actae.adapters.readside.grants import regrant
+from actae.adapters.readside.retention_rows import RetentionLookups
 from actae.adapters.readside.schema import (
     ERRORS,
-    REGRESSIONS,
     TRACKING,
     PostgresSchema,
     SchemaMethods,
     SqliteSchema,
 )
-from actae.adapters.readside.worker_tables import WorkerTables
-from actae.domain.effects import STEP_ATTEMPTS, EffectStatus
-from actae.domain.values import RUN_HELD_BACK, RunStatus
+from actae.adapters.readside.standings import (
+    CLAIMED,
+    expire_sql,
+    lease_ran_out,
+    refresh_runs,
+    runs_of_effects,
+)
 from actae.projections.changes import Change, Count, EffectOwner, PurgeRun, Upsert
 from actae.projections.tables import TABLES, Table
 
-CLAIMED = f"status = '{EffectStatus.CLAIMED}'"
-"""An effect row held by a worker: the domain's time-independent status of a claim."""
 
-
-def lease_ran_out(mark: str) -> str:
-    """The domain's ``lease_ran_out(expires_at, now)`` in SQL; ``mark`` is the moment's parameter.
-
-    The one time-dependent part of an effect's status (``effect_status_at``): the projection
-    stores the domain's time-independent status, so a claimed row whose lease ran out is in
-    doubt. No event records that moment, so the read models ask this on the store's clock
-    (:meth:`ReadModelDB.expire_claims`) and keep the answer in ``in_doubt``. A claim always has
-    an expiry (``Operation.Claimed``), so the domain's "no expiry: ran out" never arises here.
-    """
-    return f"expires_at <= {mark}"
-
-
-def _status_is(status: EffectStatus) -> str:
-    return f"e.status = '{status}'"
-
-
-def _held_back_sql(mine: str) -> str:
-    """The domain's ``held_back_status`` as CASE branches: what a running run becomes."""
-    return "".join(
-        f"\n        WHEN EXISTS (SELECT 1 {mine} AND {_status_is(effect)}) THEN '{run}'"
-        for effect, run in RUN_HELD_BACK
-    )
-
-
-def _refresh_sql(effects: str, runs: str, where: str) -> str:
-    """Recompute a run's derived columns from its effects (portable SQL).
-
-    ``in_doubt_effects`` counts what ``next_action`` would ask to reconcile. ``status`` is the
-    run's lifecycle, or for a running run what its effects make it (the
-    domain's rule, :func:`actae.domain.values.held_back_status`, rendered as SQL).
-    A run whose channel a process found behind what it saw (``actae_regressions``) says
-    ``history regressed: ...`` before anything else it might wait for.
-    """
-    mine = f"FROM {effects} e WHERE e.run_id = {runs}.run_id"
-    review = _status_is(EffectStatus.NEEDS_REVIEW)
-    retry = _status_is(EffectStatus.RETRY_SCHEDULED)
-    in_doubt = (  # a step's attempts are made again, never reconciled
-        f"{mine} AND e.{CLAIMED} AND e.in_doubt "
-        f"AND replace(e.effect_key, '{STEP_ATTEMPTS}', '') = e.effect_key"
-    )
-    running = RunStatus.RUNNING
-    regressed = f"FROM {REGRESSIONS} g WHERE g.channel_id = {runs}.channel_id"
-    return f"""
-UPDATE {runs} SET
-    attempts = (SELECT coalesce(sum(e.attempts), 0) {mine}),
-    in_doubt_effects = (SELECT count(*) {in_doubt}),
-    next_retry_at = (SELECT min(e.retry_at) {mine} AND {retry}),
-    status = CASE
-        WHEN forgotten_at IS NOT NULL THEN '{RunStatus.FORGOTTEN}'
-        WHEN lifecycle <> '{running}' THEN lifecycle{_held_back_sql(mine)}
-        ELSE '{running}' END,
-    next_action = CASE
-        WHEN forgotten_at IS NOT NULL THEN 'none'
-        WHEN EXISTS (SELECT 1 {regressed})
-            THEN 'history regressed: ' || (SELECT g.detail {regressed})
-        WHEN lifecycle = 'waiting' AND escalated THEN 'escalated: ' || waiting_name
-        WHEN lifecycle = 'waiting' THEN 'wait for ' || waiting_reason || ' ' || waiting_name
-        WHEN lifecycle = 'paused' THEN 'unpause'
-        WHEN lifecycle = 'failed'
-            THEN 'fix and retry: ' || coalesce(error, 'see the run''s Run.Failed event')
-        WHEN lifecycle <> '{running}' THEN 'none'
-        WHEN EXISTS (SELECT 1 {mine} AND {review})
-            THEN 'review effect ' || (SELECT min(e.effect_key) {mine} AND {review})
-        WHEN EXISTS (SELECT 1 {in_doubt})
-            THEN 'reconcile effect ' || (SELECT min(e.effect_key) {in_doubt})
-        WHEN EXISTS (SELECT 1 {mine} AND {retry})
-            THEN 'retry effect ' || (SELECT min(e.effect_key) {mine} AND {retry})
-        WHEN unserved THEN 'register workflow ''' || agent_id || ''''
-        ELSE 'continue' END
-WHERE {where}"""
-
-
-def _expire_sql(effects: str, mark: str) -> str:
-    """Make ``in_doubt`` say whether each claim may have happened, as of a moment (portable).
-
-    A claim is in doubt when it was granted over an unanswered one or its lease has run
-    out (:func:`lease_ran_out`); a late heartbeat makes it live again. Only rows whose flag
-    changes are written, and their run ids returned for a refresh.
-    """
-    doubt = f"(claimed_in_doubt OR {lease_ran_out(mark)})"
-    return (
-        f"UPDATE {effects} SET in_doubt = {doubt} "
-        f"WHERE {CLAIMED} AND in_doubt <> {doubt} RETURNING run_id"
-    )
-
-
-class ReadModelDB(SchemaMethods, WorkerTables):
+class ReadModelDB(SchemaMethods, RetentionLookups):
     """One connection to the database holding the read models (one subclass per backend).
 
     Statements are written once and take each parameter as ``self.mark``: the drivers share
@@ -269,11 +184,8 @@ class ReadModelDB(SchemaMethods, WorkerTables):
         self._write_counts(batch, suffix)
         self._write_owners(batch, suffix)
         self._write_purges(batch, suffix)
-        if batch.effects:
-            where = f"run_id = (SELECT run_id FROM effects{suffix} WHERE effect_id = {self.mark})"
-            statement = _refresh_sql(f"effects{suffix}", f"run_status{suffix}", where)
-            self.executemany(statement, [[self.adapt(e)] for e in batch.effects])
-        self.refresh_runs(list(batch.runs), suffix)
+        runs = batch.runs | runs_of_effects(self, batch.effects, suffix)
+        refresh_runs(self, runs, suffix)
 
     def _write_rows(self, batch: Batch, suffix: str) -> None:
         shapes: dict[tuple[str, tuple[str, ...]], list[list[Any]]] = {}
@@ -333,22 +245,15 @@ class ReadModelDB(SchemaMethods, WorkerTables):
         """
         effects = f"effects{suffix}"
         at = self.adapt(now)
-        expire = _expire_sql(effects, self.mark)
+        expire = expire_sql(effects, self.mark)
         changed = {row[0] for row in self.execute(expire, (at, at)).fetchall()}
-        self.refresh_runs(list(changed), suffix)
+        refresh_runs(self, changed, suffix)
         (row,) = self.execute(
             f"SELECT min(expires_at) FROM {effects} WHERE {CLAIMED} "
             f"AND NOT ({lease_ran_out(self.mark)})",
             (at,),
         ).fetchall()
-        return _moment(row[0])
-
-    def refresh_runs(self, run_ids: Sequence[Any], suffix: str = "") -> None:
-        """Recompute the derived columns (status, next action, ...) of these runs."""
-        if run_ids:
-            where = f"run_id = {self.mark}"
-            statement = _refresh_sql(f"effects{suffix}", f"run_status{suffix}", where)
-            self.executemany(statement, [[self.adapt(run)] for run in run_ids])
+        return moment(row[0])
 
     @staticmethod
     def _on_conflict(table: Table, columns: tuple[str, ...]) -> str:
@@ -435,7 +340,7 @@ class Batch:
 BY_NAME = {table.name: table for table in TABLES}
 
 
-def _moment(value: Any) -> datetime | None:
+def moment(value: Any) -> datetime | None:
     """A timestamp column's value as an aware datetime (SQLite stores ISO text)."""
     if value is None or isinstance(value, datetime):
         return value

@@ -2,7 +2,9 @@
 
 A run stops short for many reasons (it waits, another worker holds it, a retry is not due,
 its lease was lost in an outage); each has a line for the log and a cooldown that keeps the
-worker from trying the same run again before anything can have changed.
+worker from trying the same run again before anything can have changed. Which runs are worth
+a turn at all is the domain's rule (:func:`~actae.domain.status.worth_a_turn`) applied to
+their read-model rows.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from actae.adapters.readside.readmodels import moment
 from actae.domain.errors import (
     ActaeError,
     ConflictError,
@@ -25,6 +28,8 @@ from actae.domain.errors import (
     RunStoppedError,
     RunSuspended,
 )
+from actae.domain.status import worth_a_turn
+from actae.domain.values import RunStatus
 
 COOLDOWN = 5.0
 """Seconds before a run that could not advance, for a reason with no known end, is tried again."""
@@ -137,9 +142,11 @@ def run_result(returned: object) -> dict[str, Any]:
     return {"value": returned}
 
 
-def is_due(at: Any, now: datetime) -> bool:
-    """Whether a read model's due time (a datetime, or ISO text on SQLite) has come."""
-    if at is None:
-        return False
-    moment = datetime.fromisoformat(at) if isinstance(at, str) else at
-    return bool(moment <= now)
+def worth_a_turn_at(row: Mapping[str, Any], now: datetime) -> bool:
+    """The domain's :func:`~actae.domain.status.worth_a_turn` for a candidate row."""
+    return worth_a_turn(
+        RunStatus(row["status"]),
+        wake_at=moment(row["wake_at"]),
+        retry_at=moment(row["next_retry_at"]),
+        now=now,
+    )

@@ -11,21 +11,86 @@ stopping first keeps the step from being started at all).
 
 Validity is measured on this process's monotonic clock from *before* each renewal was
 sent, so it never outlasts the expiry the database stored.
+
+The rows themselves are coordination between workers, not a read model: :class:`RunLeases`
+writes them (and the agents each live worker serves, ``actae_worker_agents``, which a
+worker renews with its leases) over whatever connection the store's backend gives it.
 """
+
+# ruff: noqa: S608 - SQL assembled from our own constant table and column names, never input
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
+from uuid import UUID
 
 from actae.adapters.persistence.outages import Outage, ride_out
+from actae.adapters.readside.schema import LEASES, WORKERS
+from actae.adapters.readside.standings import Transactional
 from actae.domain.errors import LeaseLostError
 
-if TYPE_CHECKING:
-    from actae.adapters.readside.readmodels import ReadModelDB
+
+class RunLeases:
+    """Which worker holds each run (``actae_run_leases``) and which agents live workers serve.
+
+    A lease's token strictly increases at every take-over, and only the token that holds a
+    run renews or releases it. A lease is over at its expiry time, as an effect's is. Every
+    moment is on the store's clock, which the caller passes.
+    """
+
+    def __init__(self, connection: Transactional) -> None:
+        self._db = connection
+
+    def acquire(self, run_id: Any, worker: str, now: datetime, until: datetime) -> int | None:
+        """Take the run if nobody holds a live lease on it; returns the new token."""
+        db, p = self._db, self._db.mark
+        with db.transaction():
+            row = db.execute(
+                f"INSERT INTO {LEASES} AS l (run_id, worker, token, expires_at) "
+                f"VALUES ({p}, {p}, 1, {p}) ON CONFLICT (run_id) DO UPDATE SET "
+                "worker = excluded.worker, token = l.token + 1, expires_at = excluded.expires_at "
+                f"WHERE l.expires_at <= {p} RETURNING token",
+                (self._run_key(run_id), worker, db.adapt(until), db.adapt(now)),
+            ).fetchone()
+        return None if row is None else int(row[0])
+
+    def renew(self, run_id: Any, token: int, until: datetime) -> bool:
+        """Extend our lease; False if someone else took the run."""
+        db, p = self._db, self._db.mark
+        with db.transaction():
+            cursor = db.execute(
+                f"UPDATE {LEASES} SET expires_at = {p} WHERE run_id = {p} AND token = {p}",
+                (db.adapt(until), self._run_key(run_id), token),
+            )
+            return bool(cursor.rowcount)
+
+    def release(self, run_id: Any, token: int, now: datetime) -> None:
+        """Let the run go (only if we still hold it)."""
+        db, p = self._db, self._db.mark
+        with db.transaction():
+            db.execute(
+                f"UPDATE {LEASES} SET expires_at = {p} WHERE run_id = {p} AND token = {p}",
+                (db.adapt(now), self._run_key(run_id), token),
+            )
+
+    def _run_key(self, run_id: Any) -> Any:
+        """A run id as ``run_status.run_id`` stores it, so the two tables join."""
+        return self._db.adapt(UUID(str(run_id)))
+
+    def advertise(self, worker: str, agents: Sequence[str], until: datetime) -> None:
+        """Say that ``worker`` runs workflows for ``agents`` until ``until`` (store clock)."""
+        db, p = self._db, self._db.mark
+        with db.transaction():
+            db.execute(f"DELETE FROM {WORKERS} WHERE worker = {p}", (worker,))
+            for agent in agents:
+                db.execute(
+                    f"INSERT INTO {WORKERS} (worker, agent_id, seen_until) VALUES ({p}, {p}, {p})",
+                    (worker, agent, db.adapt(until)),
+                )
 
 
 class RunLease:
@@ -33,7 +98,7 @@ class RunLease:
 
     def __init__(
         self,
-        db: ReadModelDB,
+        leases: RunLeases,
         run_id: Any,
         *,
         worker: str,
@@ -48,7 +113,7 @@ class RunLease:
         self.worker = worker
         self.token = token
         self.seconds = seconds
-        self._db = db
+        self._leases = leases
         self._now = now
         self._outage = outage
         self._on_beat = on_beat
@@ -112,7 +177,7 @@ class RunLease:
     def _renew(self) -> bool:
         """One renewal; valid from before it was sent, so never beyond the stored expiry."""
         sent = time.monotonic()
-        held = self._db.renew_lease(
+        held = self._leases.renew(
             self.run_id, self.token, self._now() + timedelta(seconds=self.seconds)
         )
         if held:

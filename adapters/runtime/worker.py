@@ -46,11 +46,11 @@ from actae.adapters.runtime.outcomes import (
     cooldown_for,
     describe_stop,
     explained,
-    is_due,
     printable,
     run_result,
+    worth_a_turn_at,
 )
-from actae.adapters.runtime.run_lease import RunLease
+from actae.adapters.runtime.run_lease import RunLease, RunLeases
 from actae.adapters.telemetry.runs import taking
 from actae.adapters.telemetry.tracing import failed_here
 from actae.domain.disclosure import error_text
@@ -230,7 +230,7 @@ class Worker:
         With the database unreachable the advertisement is left to expire on its own.
         """
         try:
-            self.store.projector().db.advertise(self.name, [], self.store.now())
+            self._leases().advertise(self.name, [], self.store.now())
         except Exception as error:
             if not is_transient(error):
                 raise
@@ -264,7 +264,7 @@ class Worker:
         now = self.store.now()
         self._release_pending()
         self._advertise(now)
-        projector.db.mark_unserved(now)
+        projector.mark_unserved(now)
         return list(projector.db.query(CANDIDATES)), now
 
     def end_pass(self) -> None:
@@ -306,7 +306,7 @@ class Worker:
         """Wake the run if due, then run it if it is runnable here; how many moves it made."""
         woke = 0
         if row["lifecycle"] == "waiting":
-            if not (is_due(row["wake_at"], now) and self.store.wake_due(row["run_id"])):
+            if not (worth_a_turn_at(row, now) and self.store.wake_due(row["run_id"])):
                 return 0
             woke, row = 1, {**row, "lifecycle": "running", "status": "running"}
         code = self.registry.get(row["agent_id"])
@@ -332,18 +332,19 @@ class Worker:
         same before it does anything: a concurrent worker gives its slots only to the rest.
         """
         if row["lifecycle"] == "waiting":
-            return is_due(row["wake_at"], now)
+            return worth_a_turn_at(row, now)
         return self.registry.get(row["agent_id"]) is not None and self._runnable(row, now)
 
     def _runnable(self, row: Mapping[str, Any], now: datetime) -> bool:
-        if row["status"] == "blocked":
+        """Whether the run's standing lets a turn move it now, and no cooldown here holds it."""
+        if not worth_a_turn_at(row, now):
             return False
         cooldown = self._cooldowns.get(str(row["run_id"]))
         if cooldown is not None:
             if not cooldown.over(now, row.get("head_cursor")):
                 return False
             del self._cooldowns[str(row["run_id"])]
-        return row["status"] != "retrying" or is_due(row["next_retry_at"], now)
+        return True
 
     def _advertise(self, now: datetime) -> None:
         """Renew this worker's advertisement of its agents once a third of the lease is gone."""
@@ -351,20 +352,20 @@ class Worker:
         if fresh is not None and now < fresh - timedelta(seconds=self.lease * 2 / 3):
             return
         until = now + timedelta(seconds=self.lease)
-        self.store.projector().db.advertise(self.name, self.registry.names(), until)
+        self._leases().advertise(self.name, self.registry.names(), until)
         self._advertised_until = until
 
     def _take(self, row: Mapping[str, Any], code: Workflow) -> bool:
         """Run the workflow under the run's lease; whether the run advanced."""
         run_id = row["run_id"]
-        db = self.store.projector().db
+        leases = self._leases()
         sent = time.monotonic()  # first: the lease is never thought valid beyond its expiry
         now = self.store.now()
-        token = db.acquire_lease(run_id, self.name, now, now + timedelta(seconds=self.lease))
+        token = leases.acquire(run_id, self.name, now, now + timedelta(seconds=self.lease))
         if token is None:
             return False
         lease = RunLease(
-            db,
+            leases,
             run_id,
             worker=self.name,
             token=token,
@@ -386,6 +387,10 @@ class Worker:
         self._say_once(run_id, outcome, level=logging.WARNING if failed else logging.INFO)
         return cooldown is None
 
+    def _leases(self) -> RunLeases:
+        """The run leases and advertisements, over the connection of the store's read models."""
+        return RunLeases(self.store.projector().db)
+
     def _keep_advertising(self) -> None:
         """A long workflow must not make its agent look unserved (renewed with the lease)."""
         self._advertise(self.store.now())
@@ -398,7 +403,7 @@ class Worker:
         """
         self._unreleased[str(run_id)] = (run_id, token)
         try:
-            self.store.projector().db.release_lease(run_id, token, self.store.now())
+            self._leases().release(run_id, token, self.store.now())
         except Exception as error:
             if not is_transient(error):
                 raise
@@ -521,7 +526,7 @@ class Worker:
             f"the store holds {regressed.found}; see docs/outages.md"
         )
         try:
-            self.store.projector().db.mark_regressed(regressed.channel, detail, self.store.now())
+            self.store.projector().mark_regressed(regressed.channel, detail, self.store.now())
         except Exception as error:  # the loss is already said; the mark is a courtesy
             self._lines.say(f"could not mark it in run_status: {error!r}", level=logging.ERROR)
 

@@ -19,6 +19,7 @@ import pytest
 from psycopg import sql
 
 import actae
+from actae.adapters.runtime.run_lease import RunLeases
 from actae.adapters.runtime.worker import run_until_idle
 from tests.helpers import called, wait_for
 
@@ -72,7 +73,7 @@ def test_a_terminated_connection_does_not_let_a_running_steps_lease_lapse(
         while time.monotonic() < watch_until:  # three lease lengths, killing it repeatedly
             terminated += bool(terminate(admin, store))
             now = rival.now()
-            taken = rival.projector().db.acquire_lease(
+            taken = RunLeases(rival.projector().db).acquire(
                 run.run_id, "rival", now, now + timedelta(seconds=LEASE)
             )
             assert taken is None, "the lease lapsed while its step was still running"

@@ -11,6 +11,7 @@ from typing import Any
 from eventsourcing.persistence import ApplicationRecorder, StoredEvent
 
 import actae
+from actae.adapters.operate import views
 from actae.adapters.persistence.checksums import stamped
 
 TIMEOUT = 30
@@ -214,3 +215,21 @@ def test_run_status_follows_the_lifecycle(store: actae.Store, clock: actae.Manua
     rows = rows_by_run(projector)
     assert [rows[str(r.run_id)]["status"] for r in (waiting, paused)] == ["running", "running"]
     assert rows[str(waiting.run_id)]["waiting_name"] is None
+
+
+def test_a_run_the_projector_has_not_seen_stands_as_the_rule_says_on_the_stores_view(
+    store: actae.Store,
+) -> None:
+    """An operator's view of a run with no run_status row yet applies the same rule."""
+    waiting = store.start_run("billing", agent_id="a", state={})
+    store.suspend(waiting.run_id, reason="approval", name="refund")
+    failed = store.start_run("billing", agent_id="a", state={})
+    store.fail_run(failed.run_id, "ValueError: no", actor="w")
+
+    shown = [views.run_view(store, run.run_id) for run in (waiting, failed)]
+
+    assert [view.row for view in shown] == [None, None]  # nothing caught up
+    assert [(view.status, view.lifecycle, view.next_action) for view in shown] == [
+        ("waiting", "waiting", "wait for approval refund"),
+        ("failed", "failed", "fix and retry: ValueError: no"),
+    ]

@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 import actae
+from actae.adapters.runtime.run_lease import RunLeases
 from actae.adapters.runtime.worker import run_until_idle
 
 LEASE = timedelta(seconds=30)
@@ -22,11 +23,12 @@ def test_a_second_worker_does_not_get_a_live_lease(
 ) -> None:
     run = store.start_run("wf", agent_id="a", state={})
     db = store.projector().db
+    leases = RunLeases(db)
 
-    first = db.acquire_lease(run.run_id, "w1", clock(), clock() + LEASE)
-    refused_now = db.acquire_lease(run.run_id, "w2", clock(), clock() + LEASE)
+    first = leases.acquire(run.run_id, "w1", clock(), clock() + LEASE)
+    refused_now = leases.acquire(run.run_id, "w2", clock(), clock() + LEASE)
     clock.advance(LEASE.total_seconds() - 0.001)
-    refused_later = db.acquire_lease(run.run_id, "w2", clock(), clock() + LEASE)
+    refused_later = leases.acquire(run.run_id, "w2", clock(), clock() + LEASE)
 
     assert (first, refused_now, refused_later) == (1, None, None)
     assert db.query("SELECT worker, token FROM actae_run_leases") == [{"worker": "w1", "token": 1}]
@@ -37,11 +39,12 @@ def test_a_lease_is_taken_over_at_its_expiry_with_a_new_token(
 ) -> None:
     run = store.start_run("wf", agent_id="a", state={})
     db = store.projector().db
+    leases = RunLeases(db)
     start = clock()
-    db.acquire_lease(run.run_id, "w1", start, start + LEASE)
+    leases.acquire(run.run_id, "w1", start, start + LEASE)
 
     clock.advance(LEASE.total_seconds())  # now == expires_at: the lease is over
-    second = db.acquire_lease(run.run_id, "w2", clock(), clock() + LEASE)
+    second = leases.acquire(run.run_id, "w2", clock(), clock() + LEASE)
 
     assert second == 2
     assert db.query("SELECT worker, token FROM actae_run_leases") == [{"worker": "w2", "token": 2}]
@@ -52,18 +55,19 @@ def test_the_old_holder_neither_renews_nor_releases_the_new_lease(
 ) -> None:
     run = store.start_run("wf", agent_id="a", state={})
     db = store.projector().db
-    db.acquire_lease(run.run_id, "w1", clock(), clock() + LEASE)
+    leases = RunLeases(db)
+    leases.acquire(run.run_id, "w1", clock(), clock() + LEASE)
     clock.advance(LEASE.total_seconds())
-    db.acquire_lease(run.run_id, "w2", clock(), clock() + LEASE)
+    leases.acquire(run.run_id, "w2", clock(), clock() + LEASE)
 
-    renewed = db.renew_lease(run.run_id, 1, clock() + 10 * LEASE)
-    db.release_lease(run.run_id, 1, clock())
-    third = db.acquire_lease(run.run_id, "w3", clock(), clock() + LEASE)
+    renewed = leases.renew(run.run_id, 1, clock() + 10 * LEASE)
+    leases.release(run.run_id, 1, clock())
+    third = leases.acquire(run.run_id, "w3", clock(), clock() + LEASE)
 
     assert (renewed, third) == (False, None)
-    assert db.renew_lease(run.run_id, 2, clock() + LEASE) is True
+    assert leases.renew(run.run_id, 2, clock() + LEASE) is True
     clock.advance(LEASE.total_seconds() - 0.001)
-    assert db.acquire_lease(run.run_id, "w3", clock(), clock() + LEASE) is None
+    assert leases.acquire(run.run_id, "w3", clock(), clock() + LEASE) is None
 
 
 def test_a_worker_leaves_a_run_alone_while_another_holds_its_lease(
@@ -79,7 +83,8 @@ def test_a_worker_leaves_a_run_alone_while_another_holds_its_lease(
 
     run = store.start_run("wf", agent_id="a", state={})
     db = store.projector().db
-    db.acquire_lease(run.run_id, "w1", clock(), clock() + LEASE)  # w1 works on it elsewhere
+    leases = RunLeases(db)
+    leases.acquire(run.run_id, "w1", clock(), clock() + LEASE)  # w1 works on it elsewhere
     worker = actae.Worker(store, name="w2", registry=workflows)
 
     run_until_idle(worker)

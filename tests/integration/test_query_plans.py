@@ -20,8 +20,8 @@ import pytest
 from psycopg.rows import dict_row
 
 import actae
-from actae.adapters.readside.readmodels import _expire_sql, _refresh_sql
 from actae.adapters.readside.schema import index_name
+from actae.adapters.readside.standings import expire_sql, facts_sql
 from actae.adapters.runtime.worker import CANDIDATES
 from actae.projections.queries import ANALYST_QUERIES, READS_EVERY_ROW
 from actae.projections.tables import TABLES
@@ -84,11 +84,11 @@ FROM generate_series(0, {ROWS - 1}) AS i
 
 OWN_STATEMENTS = {
     "the worker's live runs": CANDIDATES,
-    "the projector's lease sweep": _expire_sql("effects", "%(now)s"),
+    "the projector's lease sweep": expire_sql("effects", "%(now)s"),
     "the projector's next expiry": (
         "SELECT min(expires_at) FROM effects WHERE status = 'claimed' AND NOT expires_at <= %(now)s"
     ),
-    "a run's derived columns": _refresh_sql("effects", "run_status", "run_id = %(run_id)s"),
+    "a run's facts, for its derived columns": facts_sql("", 1, "%(run_id)s"),
     "newest runs (the operator's list)": (
         "SELECT * FROM run_status ORDER BY created_at DESC, run_id DESC LIMIT 50"
     ),
