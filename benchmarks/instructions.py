@@ -148,6 +148,7 @@ def per_operation(name: str, side: str, count: int, prepare: Callable[[int], lis
         target, *extra = prepare(n)
         progress(f"callgrind: {name}, {side}, {n:,} operations")
         totals.append(instructions([name, side, target, str(n), *extra]))
+        progress(f"callgrind: {name}, {side}, {n:,} operations: {totals[-1]:,} instructions")
     return (totals[1] - totals[0]) / count
 
 
