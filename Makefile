@@ -62,6 +62,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python -m benchmarks.anatomy
 	$(BIN)/python -m benchmarks.concurrency
 	$(BIN)/python -m benchmarks.scaling
+	$(BIN)/python -m benchmarks.instructions
 	$(BIN)/python -m benchmarks.report
 
 clean:

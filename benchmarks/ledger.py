@@ -63,7 +63,9 @@ def actae_job(url: str, complete: bool) -> Callable[..., None]:
     return job
 
 
-def raw_job(dsn: str, table: sql.Composed, complete: bool) -> Callable[..., None]:
+def raw_job(
+    dsn: str, table: sql.Composed, complete: bool, count: int = CLAIMS_PER_WORKER
+) -> Callable[..., None]:
     """The same work in plain psycopg: one upsert per claim, one update per completion."""
     claim = sql.SQL(
         "INSERT INTO {} AS e (key, holder, token, expires_at, request) "
@@ -78,7 +80,7 @@ def raw_job(dsn: str, table: sql.Composed, complete: bool) -> Callable[..., None
         prefix = uuid.uuid4()
         with psycopg.connect(dsn, autocommit=True) as conn:
             ready.wait()
-            for n in range(CLAIMS_PER_WORKER):
+            for n in range(count):
                 key = f"{prefix}:{n}"
                 row = conn.execute(claim, (key, f"w{index}", json.dumps({"amount": n})))
                 token = row.fetchone()

@@ -26,8 +26,10 @@ from benchmarks.common import STATE, Key, lag, lags_ms, latency
 class RawBaseline:
     """The same work with plain psycopg: one table, one statement per operation."""
 
-    def __init__(self, dsn: str, schema: str) -> None:
+    def __init__(self, dsn: str, schema: str, *, create: bool = True) -> None:
         self.dsn, self.schema = dsn, schema
+        if not create:
+            return
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
             conn.execute(
@@ -203,9 +205,8 @@ def raw_process(raw: RawBaseline, count: int) -> Callable[..., None]:
     return job
 
 
-def raw_catch_up(dsn: str, events: int) -> float:
-    """Rows per second: read ``events`` rows in batches, upsert heads and the position."""
-    schema = f"bench_raw_{uuid.uuid4().hex[:8]}"
+def raw_catch_up_schema(dsn: str, schema: str, events: int) -> None:
+    """The raw catch-up's tables in ``schema``: ``events`` rows over 20 channels to read."""
     ident = sql.Identifier(schema)
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(ident))
@@ -233,34 +234,42 @@ def raw_catch_up(dsn: str, events: int) -> float:
             ).format(ident),
             (channels, events),
         )
-        start = time.perf_counter()
+
+
+def raw_catch_up_loop(dsn: str, schema: str) -> None:
+    """Read every row in batches, upsert heads and the position, one transaction a batch."""
+    ident = sql.Identifier(schema)
+    select = sql.SQL(
+        "SELECT id, channel, cursor, payload FROM {}.events WHERE id > %s ORDER BY id LIMIT 2000"
+    ).format(ident)
+    upsert = sql.SQL(
+        "INSERT INTO {}.heads VALUES (%s, %s) ON CONFLICT (channel) "
+        "DO UPDATE SET cursor = excluded.cursor"
+    ).format(ident)
+    track = sql.SQL("UPDATE {}.tracking SET position = %s").format(ident)
+    with psycopg.connect(dsn, autocommit=True) as conn:
         position = 0
         while True:
             with conn.transaction():
-                rows = conn.execute(
-                    sql.SQL(
-                        "SELECT id, channel, cursor, payload FROM {}.events "
-                        "WHERE id > %s ORDER BY id LIMIT 2000"
-                    ).format(ident),
-                    (position,),
-                ).fetchall()
+                rows = conn.execute(select, (position,)).fetchall()
                 if not rows:
                     break
                 heads = {row[1]: row[2] for row in rows}
                 with conn.cursor() as cursor:
-                    cursor.executemany(
-                        sql.SQL(
-                            "INSERT INTO {}.heads VALUES (%s, %s) ON CONFLICT (channel) "
-                            "DO UPDATE SET cursor = excluded.cursor"
-                        ).format(ident),
-                        list(heads.items()),
-                    )
+                    cursor.executemany(upsert, list(heads.items()))
                 position = rows[-1][0]
-                conn.execute(
-                    sql.SQL("UPDATE {}.tracking SET position = %s").format(ident), (position,)
-                )
-        elapsed = time.perf_counter() - start
-        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(ident))
+                conn.execute(track, (position,))
+
+
+def raw_catch_up(dsn: str, events: int) -> float:
+    """Rows per second: read ``events`` rows in batches, upsert heads and the position."""
+    schema = f"bench_raw_{uuid.uuid4().hex[:8]}"
+    raw_catch_up_schema(dsn, schema, events)
+    start = time.perf_counter()
+    raw_catch_up_loop(dsn, schema)
+    elapsed = time.perf_counter() - start
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
     return events / elapsed
 
 

@@ -1,6 +1,6 @@
 """One summary of every benchmark, with the targets of docs/performance.md beside the figures.
 
-``make bench`` runs the seven benchmarks (each writes ``benchmarks/results/<name>.json`` and
+``make bench`` runs the eight benchmarks (each writes ``benchmarks/results/<name>.json`` and
 prints its full tables), then this module, which prints the summary and writes it to
 ``benchmarks/results/summary.md``. ``python -m benchmarks.report --readme`` also replaces the
 block between the ``bench:start``/``bench:end`` markers in README.md with it.
@@ -14,6 +14,7 @@ from typing import Any
 
 from benchmarks.anatomy import table as anatomy_table
 from benchmarks.common import RESULTS, update_readme
+from benchmarks.instructions import table as instructions_table
 from benchmarks.peers import table as peers_table
 from benchmarks.scaling import table as scaling_table
 from benchmarks.targets import table as targets_table
@@ -34,6 +35,7 @@ def verdict(ok: bool) -> str:
 def summary() -> str:
     core, ledger, proj, peers = load("core"), load("ledger"), load("projections"), load("peers")
     anatomy, concurrency, scaling = load("anatomy"), load("concurrency"), load("scaling")
+    instructions = load("instructions")
     pg = core["postgresql"]
     ours, raw = pg["transitions"], pg["raw"]
     sizes = [str(size) for size in core["sizes"]]
@@ -180,6 +182,12 @@ def summary() -> str:
         f"PostgreSQL 15, {core['machine']}, {core['date'][:10]}; command: `make bench`.",
         "",
         targets_table(everything),
+        "",
+        "Client instructions per operation, counted by callgrind (`python -m "
+        f"benchmarks.instructions`, {instructions['date'][:10]}): the one figure this VM's "
+        "load cannot blur.",
+        "",
+        instructions_table(instructions),
         "",
         scaling_table(scaling),
         "",

@@ -1,34 +1,38 @@
 """Appending to a channel: ``record`` (a result) and ``transition`` (a new state version).
 
-The order is the guarantee: validate all input (nothing read, nothing written on failure);
-check ``expected_version`` (the state version) and ``expected_cursor`` (the log position)
-against the channel head this process last saw (:mod:`actae.domain.heads`); save the event.
+Each command is a pure function of the caller's arguments: it validates all of them
+(nothing read, nothing written on failure) and returns an :class:`Append`, which decides
+over a channel head: whether the head is the one the caller expected (``expected_version``,
+the state version, and ``expected_cursor``, the log position) and which event follows it.
+The shell (``adapters/runtime/service.py``, ``ActaeService.append``) brings the head (this
+process's guess, :mod:`actae.domain.heads`, or the store's), the time, and the write.
+
 Given an ``operation_id``, the event is the command's operation record too: it carries the
 command's content fingerprint, and its row the id, which the store keeps unique (one row
 per write, where a separate record row cost a tenth of the write: docs/performance.md).
-
 Anything refused on the way is explained from durable records before it is reported: a
 failed check or a lost race looks up the ``operation_id`` first, so a repeat with the same
 content returns the original receipt (``replayed=True``; a retry after a crash carries
 stale expected values by construction) and different content is an
 ``OperationConflictError``; only then is it a ``ConflictError`` against the head as stored.
 A command that succeeds has therefore read nothing: the store's unique index on the
-operation id refuses a second execution inside the transaction that would have written it.
+operation id refuses a second execution inside the statement that would have written it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 from actae.domain.channel import Channel, ChannelHead
-from actae.domain.commands import Record, Transition
-from actae.domain.errors import ConflictError
 from actae.domain.operation import Operation
-from actae.domain.pipeline import Core, Once, retried
-from actae.domain.plan import NOW, Plan, Save, answered, ask
-from actae.domain.reader import StoreReader, receipt_of
+from actae.domain.pipeline import Core
+from actae.domain.plan import Plan, ask
+from actae.domain.reader import StoreReader
+from actae.domain.redaction import Redactor
 from actae.domain.validation import (
     fingerprint,
     optional_text,
@@ -40,21 +44,72 @@ from actae.domain.validation import (
 from actae.domain.values import Receipt
 
 
-def record(command: Record, core: Core) -> Plan[Receipt]:
+@dataclass(frozen=True, slots=True)
+class Append:
+    """One checked append to a channel: what the caller expected, and the event it makes.
+
+    ``expected_version`` is ``None`` for a record, which creates no state version and so
+    guards only the log position. ``content`` is the command's fingerprint, what a repeat
+    under ``operation_id`` must match to be answered as the original.
+    """
+
+    channel_id: UUID
+    operation_id: str | None
+    content: str
+    expected_version: int | None
+    expected_cursor: int
+    event_after: Callable[[ChannelHead, datetime], Channel.Event]
+    """The event that follows ``head``, written at ``at`` (pure)."""
+
+    def fits(self, head: ChannelHead) -> bool:
+        """Whether ``head`` is the one the caller expected."""
+        return head.is_at(self.expected_version, self.expected_cursor)
+
+    def ensure_fits(self, head: ChannelHead) -> None:
+        """``ConflictError`` against ``head`` unless it is the one the caller expected."""
+        head.ensure_at(expected_version=self.expected_version, expected_cursor=self.expected_cursor)
+
+    def replayed(self, original: Operation) -> Receipt:
+        """The receipt of the recorded execution ``original``, if its content is this one's.
+
+        Different content under the same ``operation_id`` is an ``OperationConflictError``.
+        """
+        original.ensure_same(self.content)
+        return Receipt(
+            channel_id=self.channel_id,
+            cursor=original.recorded_result["cursor"],
+            state_version=original.recorded_result["state_version"],
+            operation_id=original.operation_id,
+            replayed=True,
+        )
+
+
+def record(
+    core: Core,
+    channel_id: UUID | str,
+    *,
+    kind: str,
+    payload: dict[str, Any],
+    expected_cursor: int,
+    operation_id: str | None = None,
+    usage: Mapping[str, float] | None = None,
+    redact: Redactor | None = None,
+) -> Append:
     """Append a recorded result after ``expected_cursor`` (the channel's log position).
 
     A record creates no state version, so the state version is not checked. ``usage``
     (e.g. ``{"tokens": 812, "cost": 0.02}``) adds to the run's running totals, which budgets
-    are checked against.
+    are checked against. ``redact`` runs on ``payload`` before the store's own redactor.
     """
-    cid = require_uuid("channel_id", command.channel_id)
-    kind = require_text("kind", command.kind)
-    body, redacted = core.redacted("payload", command.payload, command.redact)
-    spent = require_amounts("usage", command.usage)
-    expected_cursor = require_int("expected_cursor", command.expected_cursor, minimum=1)
-    operation_id = optional_text("operation_id", command.operation_id)
+    cid = require_uuid("channel_id", channel_id)
+    kind = require_text("kind", kind)
+    body, redacted = core.redacted("payload", payload, redact)
+    spent = require_amounts("usage", usage)
+    expected_cursor = require_int("expected_cursor", expected_cursor, minimum=1)
+    operation_id = optional_text("operation_id", operation_id)
     usage_part = (str(sorted(spent.items())),) if spent else ()  # old fingerprints stay valid
     content = fingerprint("record", str(cid), kind, body.checksum, *usage_part)
+    record_fingerprint = None if operation_id is None else content
 
     def event_after(head: ChannelHead, at: datetime) -> Channel.Event:
         return Channel.recorded(
@@ -65,28 +120,38 @@ def record(command: Record, core: Core) -> Plan[Receipt]:
             at=at,
             usage=spent,
             redacted=redacted,
-            fingerprint=None if operation_id is None else content,
+            fingerprint=record_fingerprint,
         )
 
-    once = _once(cid, operation_id, "record", content)
-    return (yield from _appended(core, cid, once, (None, expected_cursor), event_after))
+    return Append(cid, operation_id, content, None, expected_cursor, event_after)
 
 
-def transition(command: Transition, core: Core) -> Plan[Receipt]:
+def transition(
+    core: Core,
+    channel_id: UUID | str,
+    *,
+    kind: str,
+    payload: dict[str, Any],
+    state: dict[str, Any],
+    expected_version: int,
+    expected_cursor: int,
+    operation_id: str | None = None,
+) -> Append:
     """Append an event and the state version it creates, atomically.
 
     The head must still be at ``expected_version`` (the *state* version the caller last
     saw) and ``expected_cursor`` (the channel's *log* position); otherwise nothing is
     written and ``ConflictError`` reports what is stored.
     """
-    cid = require_uuid("channel_id", command.channel_id)
-    kind = require_text("kind", command.kind)
-    body = core.document("payload", command.payload)
-    document = core.document("state", command.state)
-    expected_version = require_int("expected_version", command.expected_version, minimum=1)
-    expected_cursor = require_int("expected_cursor", command.expected_cursor, minimum=1)
-    operation_id = optional_text("operation_id", command.operation_id)
+    cid = require_uuid("channel_id", channel_id)
+    kind = require_text("kind", kind)
+    body = core.document("payload", payload)
+    document = core.document("state", state)
+    expected_version = require_int("expected_version", expected_version, minimum=1)
+    expected_cursor = require_int("expected_cursor", expected_cursor, minimum=1)
+    operation_id = optional_text("operation_id", operation_id)
     content = fingerprint("transition", str(cid), kind, body.checksum, document.checksum)
+    record_fingerprint = None if operation_id is None else content
 
     def event_after(head: ChannelHead, at: datetime) -> Channel.Event:
         return Channel.transitioned(
@@ -97,12 +162,10 @@ def transition(command: Transition, core: Core) -> Plan[Receipt]:
             state_checksum=document.checksum,
             operation_id=operation_id,
             at=at,
-            fingerprint=None if operation_id is None else content,
+            fingerprint=record_fingerprint,
         )
 
-    once = _once(cid, operation_id, "transition", content)
-    expected = (expected_version, expected_cursor)
-    return (yield from _appended(core, cid, once, expected, event_after))
+    return Append(cid, operation_id, content, expected_version, expected_cursor, event_after)
 
 
 def reread_head(core: Core, channel_id: UUID) -> Plan[ChannelHead]:
@@ -110,81 +173,3 @@ def reread_head(core: Core, channel_id: UUID) -> Plan[ChannelHead]:
     event = yield from ask(StoreReader.head_event, channel_id)
     core.heads.put(event)
     return ChannelHead.of(event)
-
-
-def _once(cid: UUID, operation_id: str | None, command: str, content: str) -> Once[Receipt] | None:
-    if operation_id is None:
-        return None
-
-    def replay(original: Operation) -> Plan[Receipt]:
-        return answered(_replayed(cid, original))
-
-    return Once(operation_id, command, content, replay, look_first=False)
-
-
-def _appended(
-    core: Core,
-    cid: UUID,
-    once: Once[Receipt] | None,
-    expected: tuple[int | None, int],
-    event_after: Callable[[ChannelHead, datetime], Channel.Event],
-) -> Plan[Receipt]:
-    """Append ``event_after(head, now)`` where the caller ``expected`` the head; its receipt.
-
-    ``expected`` is (``expected_version``, ``expected_cursor``); ``None`` for a record,
-    which creates no state version and so guards only the log position.
-    """
-
-    def attempt(number: int) -> Plan[Receipt]:
-        head = core.heads.get(cid)
-        if head is None or not head.is_at(*expected):  # the guess reads nothing: the hot path
-            checked = yield from _head_at(core, cid, head, once, number, *expected)
-            if isinstance(checked, Receipt):
-                return checked
-            head = checked
-        at: datetime = yield NOW
-        event = event_after(head, at)
-        yield Save((event,))
-        return receipt_of(event)
-
-    return (yield from retried(attempt, lambda: f"channel {cid}", once=once))
-
-
-def _head_at(
-    core: Core,
-    channel_id: UUID,
-    guess: ChannelHead | None,
-    once: Once[Receipt] | None,
-    number: int,
-    expected_version: int | None,
-    expected_cursor: int,
-) -> Plan[ChannelHead | Receipt]:
-    """The channel's head if it is the one the caller expects, or the replay of an earlier run.
-
-    Called when this process's ``guess`` of the head is missing or not the expected one. A
-    mismatch is checked against the operation record first (on the first attempt: after a
-    lost race the pipeline has looked already), because a retried command carries stale
-    expected values by construction, and then against the head as stored.
-    """
-    head = guess or (yield from reread_head(core, channel_id))
-    try:
-        head.ensure_at(expected_version=expected_version, expected_cursor=expected_cursor)
-    except ConflictError:
-        original = None if once is None or number > 0 else (yield from once.earlier())
-        if original is not None:
-            return _replayed(channel_id, original)
-        if guess is None:
-            raise
-        head = yield from reread_head(core, channel_id)
-        head.ensure_at(expected_version=expected_version, expected_cursor=expected_cursor)
-    return head
-
-
-def _replayed(channel_id: UUID, original: Operation) -> Receipt:
-    return Receipt(
-        channel_id=channel_id,
-        cursor=original.recorded_result["cursor"],
-        state_version=original.recorded_result["state_version"],
-        operation_id=original.operation_id,
-        replayed=True,
-    )

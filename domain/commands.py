@@ -1,7 +1,9 @@
 """Commands as values: what a caller asked for, exactly as given, before any check.
 
 Each command is decided by one function (named beside it) that validates it first, so a
-bad value is a ``ValidationError`` with nothing read and nothing written. The façades
+bad value is a ``ValidationError`` with nothing read and nothing written. ``record`` and
+``transition`` have no value here: their decide functions take the façade's arguments
+(:mod:`actae.domain.appending`), the pattern the others are to follow. The façades
 (``Store`` and its parts) build these from their keyword arguments and hand them to the
 pipeline with the decide function: the arguments are listed in the façade and here, and
 the rules live only in the decide functions.
@@ -21,36 +23,6 @@ from uuid import UUID
 
 from actae.domain.effects import RetryPolicy
 from actae.domain.redaction import Redactor
-
-# -- channels (domain/appending.py) -------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Record:
-    """Append a recorded result after ``expected_cursor``; the state version stays."""
-
-    channel_id: UUID | str
-    kind: str
-    payload: dict[str, Any]
-    expected_cursor: int
-    operation_id: str | None = None
-    usage: Mapping[str, float] | None = None
-    redact: Redactor | None = None
-    """Run on ``payload`` before the store's own redactor (a workflow's, say)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Transition:
-    """Append an event and the next state version, at ``expected_version``/``_cursor``."""
-
-    channel_id: UUID | str
-    kind: str
-    payload: dict[str, Any]
-    state: dict[str, Any]
-    expected_version: int
-    expected_cursor: int
-    operation_id: str | None = None
-
 
 # -- runs (domain/starting.py, domain/forking.py) -----------------------------------------
 

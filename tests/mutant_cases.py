@@ -157,6 +157,22 @@ MUTANTS = [
     ),
     # -- idempotency: what an operation's fingerprint covers ------------------------------
     Mutant(
+        "append-mismatch-replays-record",
+        "adapters/runtime/service.py",
+        "        original = self._earlier(append) if look else None\n",
+        "        original = None\n",
+        "a retried record or transition (stale expected values) must replay, not conflict",
+        IDEMPOTENCY,
+    ),
+    Mutant(
+        "append-lost-race-replays-record",
+        "adapters/runtime/service.py",
+        "                    original = self._earlier(append)\n",
+        "                    original = None\n",
+        "the winner of a lost race under this operation id may be this call: it replays",
+        ("tests/contract/test_two_writers.py", "tests/contract/test_idempotency.py"),
+    ),
+    Mutant(
         "transition-fingerprint-state",
         "domain/appending.py",
         'fingerprint("transition", str(cid), kind, body.checksum, document.checksum)',

@@ -147,7 +147,19 @@ class ActaeSQLiteRecorder(OffTheLoop, SQLiteApplicationRecorder):
             row = c.fetchone()
         self.forgets.observe(None if row is None else row["value"])
 
-    def _insert_events(
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        """Insert events in one transaction, off the event loop; their positions (rowids)."""
+        return off_the_loop(self._insert_in_transaction, stored_events, kwargs)
+
+    def _insert_in_transaction(
+        self, stored_events: Sequence[StoredEvent], kwargs: dict[str, Any]
+    ) -> Sequence[int] | None:
+        with self.datastore.transaction(commit=True) as c:
+            return self._insert_rows(c, stored_events, **kwargs)
+
+    def _insert_rows(
         self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
         """Insert each row with its operation id; their positions (rowids).

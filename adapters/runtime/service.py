@@ -1,8 +1,10 @@
 """The synchronous shell: answers a command's requests with blocking calls on the store.
 
-Commands are decided in the domain as plans (:mod:`actae.domain.plan`): generators that
-yield reads, clock readings and saves. This shell runs a plan to its answer, and it is all
-the IO there is on the command path:
+``record`` and ``transition``, the hot path, are pure appends
+(:mod:`actae.domain.appending`): :meth:`ActaeService.append` brings the head, the time and
+the write, and holds their race loop. The other commands are decided in the domain as plans
+(:mod:`actae.domain.plan`): generators that yield reads, clock readings and saves. This
+shell runs a plan to its answer, and it is all the IO there is on the command path:
 
 - a :class:`Read` is asked of the :class:`StoreReader`;
 - :data:`NOW` reads the store's clock;
@@ -30,15 +32,18 @@ from actae.adapters.persistence.forgets import content_owners
 from actae.adapters.persistence.operation_ids import stored_rows
 from actae.adapters.persistence.recorders import EventStore
 from actae.domain.aggregate import DomainEvent
-from actae.domain.channel import Channel
-from actae.domain.errors import HistoryRegressedError
-from actae.domain.pipeline import Core
+from actae.domain.appending import Append
+from actae.domain.channel import Channel, ChannelHead
+from actae.domain.errors import ContentionError, HistoryRegressedError
+from actae.domain.operation import Operation
+from actae.domain.pipeline import RACE_ATTEMPTS, Core
 from actae.domain.plan import Plan, RaceLost, Read, Save, pending_events
 from actae.domain.ports import Clock, Codec
-from actae.domain.reader import StoreReader
+from actae.domain.reader import StoreReader, receipt_of
 from actae.domain.redaction import Redactor
 from actae.domain.regression import WatchedLog
 from actae.domain.validation import DEFAULT_MAX_DOCUMENT_BYTES
+from actae.domain.values import Receipt
 
 log = logging.getLogger("actae.store")
 C = TypeVar("C")
@@ -102,6 +107,71 @@ class ActaeService:
                 failure = error
             except Exception as error:
                 failure = error
+
+    def append(self, append: Append) -> Receipt:
+        """Write ``append``'s event on the head the caller expected; its receipt.
+
+        The head is this process's guess when it fits (no read: the hot path), else the
+        store's. A lost race (the store took the cursor or the operation id first) looks the
+        operation record up, since the winner may be this very call whose reply was lost,
+        and otherwise decides again on the head as stored.
+        """
+        try:
+            looked = False
+            for _ in range(RACE_ATTEMPTS):
+                head = self.core.heads.get(append.channel_id)
+                if head is None or not append.fits(head):
+                    found = self._head_for(append, head, look=not looked)
+                    if isinstance(found, Receipt):
+                        return found
+                    head = found
+                event = append.event_after(head, self.clock())
+                try:
+                    self.save(event)
+                except RaceLost:
+                    looked = True
+                    original = self._earlier(append)
+                    if original is not None:
+                        return append.replayed(original)
+                    continue
+                return receipt_of(event)
+        except HistoryRegressedError as error:
+            self._stopped_by(error)
+            raise
+        raise ContentionError(f"channel {append.channel_id}", RACE_ATTEMPTS)
+
+    def _head_for(
+        self, append: Append, guess: ChannelHead | None, *, look: bool
+    ) -> ChannelHead | Receipt:
+        """The head if it is the one ``append`` expects, or the replay of an earlier run.
+
+        Called when this process's ``guess`` is missing or not the expected head. A mismatch
+        is checked against the operation record first (unless a lost race has looked
+        already), because a retried command carries stale expected values by construction,
+        and then against the head as stored.
+        """
+        head = guess or self._stored_head(append.channel_id)
+        if append.fits(head):
+            return head
+        original = self._earlier(append) if look else None
+        if original is not None:
+            return append.replayed(original)
+        if guess is not None:
+            head = self._stored_head(append.channel_id)
+        append.ensure_fits(head)
+        return head
+
+    def _stored_head(self, channel_id: UUID) -> ChannelHead:
+        """The channel's head as stored (one read), remembered as the new guess."""
+        event = self.reader.head_event(channel_id)
+        self.core.heads.put(event)
+        return ChannelHead.of(event)
+
+    def _earlier(self, append: Append) -> Operation | None:
+        """The recorded execution under ``append``'s operation id, if there is one."""
+        if append.operation_id is None:
+            return None
+        return self.reader.operation(append.operation_id)
 
     def ensure_not_regressed(self) -> None:
         """Refuse to write once this process found the store behind what it saw.

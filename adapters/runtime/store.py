@@ -32,7 +32,7 @@ from actae.adapters.telemetry import tracing
 from actae.adapters.telemetry.names import FORK_SPAN, START_SPAN
 from actae.adapters.telemetry.runs import fork_attributes, started
 from actae.domain import appending, forking, starting
-from actae.domain.commands import Fork, Record, StartRun, Transition
+from actae.domain.commands import Fork, StartRun
 from actae.domain.errors import (
     NotFoundError,
     StoreNotFoundError,
@@ -242,8 +242,9 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods, CustodyMethods, Rete
         ``redact`` removes secrets from ``payload`` before the store's own redactor does; the
         event counts what left it (docs/data.md).
         """
-        command = Record(
-            channel_id=channel_id,
+        append = appending.record(
+            self._service.core,
+            channel_id,
             kind=kind,
             payload=payload,
             expected_cursor=expected_cursor,
@@ -251,7 +252,7 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods, CustodyMethods, Rete
             usage=usage,
             redact=redact,
         )
-        return self._service.execute(appending.record, command)
+        return self._service.append(append)
 
     def transition(
         self,
@@ -269,8 +270,9 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods, CustodyMethods, Rete
         ``expected_version`` is the *state* version the caller last saw and
         ``expected_cursor`` the channel's *log* position: both must still be the head's.
         """
-        command = Transition(
-            channel_id=channel_id,
+        append = appending.transition(
+            self._service.core,
+            channel_id,
             kind=kind,
             payload=payload,
             state=state,
@@ -278,7 +280,7 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods, CustodyMethods, Rete
             expected_cursor=expected_cursor,
             operation_id=operation_id,
         )
-        return self._service.execute(appending.transition, command)
+        return self._service.append(append)
 
     def fork(
         self,

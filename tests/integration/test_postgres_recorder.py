@@ -223,3 +223,20 @@ def test_run_and_operation_in_one_read_equal_the_two_reads(pg_url: str) -> None:
             assert (operation and operation.recorded_result) == (
                 expected and expected.recorded_result
             )
+
+
+def test_no_private_method_of_eventsourcing_is_overridden() -> None:
+    """Decision 7 of issue 29: the recorder uses eventsourcing through its public API only."""
+    from eventsourcing.postgres import PostgresApplicationRecorder
+
+    overridden = [
+        name
+        for cls in ActaePostgresRecorder.__mro__
+        if cls.__module__.startswith("actae")
+        for name in vars(cls)
+        if name.startswith("_")
+        and not name.startswith("__")
+        and name != "_abc_impl"
+        and hasattr(PostgresApplicationRecorder, name)
+    ]
+    assert overridden == []
