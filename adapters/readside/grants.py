@@ -19,8 +19,9 @@ Roles are looked up as given (names are case-sensitive) and every identifier is 
 from __future__ import annotations
 
 import logging
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import psycopg
 from psycopg import sql
@@ -31,9 +32,6 @@ from actae.adapters.readside.schema import BOOKKEEPING
 from actae.domain.errors import NotFoundError, ValidationError
 from actae.domain.validation import require_text
 from actae.projections.tables import TABLES, VIEWS
-
-if TYPE_CHECKING:
-    from actae.adapters.readside.readmodels import PostgresReadModels
 
 ANALYSTS = "actae_analysts"
 """The roles granted the read models (re-granted after a rebuild's swap)."""
@@ -59,6 +57,24 @@ ACCESS = "SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER"
 log = logging.getLogger("actae.projector")
 
 
+class GrantingDB(Protocol):
+    """What granting needs of PostgreSQL's read models.
+
+    Their connection, a transaction, and the turn that creators of the read models take (so
+    a grant and a rebuild's swap meet in one order).
+    """
+
+    conn: psycopg.Connection[Any]
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """A transaction, or a savepoint inside one."""
+        ...
+
+    def take_turns(self) -> None:
+        """Keep processes that create the read models apart (inside the transaction)."""
+        ...
+
+
 @dataclass(frozen=True)
 class Access:
     """What :func:`grant` or :func:`revoke` did: one entry per object, as SQL says it."""
@@ -79,7 +95,7 @@ def check_role_name(role: str) -> str:
     return role
 
 
-def grant(db: PostgresReadModels, role: str) -> Access:
+def grant(db: GrantingDB, role: str) -> Access:
     """Let ``role`` read the read models and nothing else of the store (safe to repeat).
 
     Refused, with nothing changed, for a role that does not exist, a superuser, the owner
@@ -102,7 +118,7 @@ def grant(db: PostgresReadModels, role: str) -> Access:
     return Access(role, schema, granted, tuple(f"ALL ON {name}" for name in private))
 
 
-def revoke(db: PostgresReadModels, role: str) -> Access:
+def revoke(db: GrantingDB, role: str) -> Access:
     """Take back what :func:`grant` gave ``role`` (safe to repeat); a rebuild no longer grants."""
     with db.transaction():
         schema, oid = _lock_and_find(db, role)
@@ -162,7 +178,7 @@ def regrant(conn: psycopg.Connection[Any]) -> list[str]:
 # -- helpers -----------------------------------------------------------------------------------
 
 
-def _lock_and_find(db: PostgresReadModels, role: str) -> tuple[str, int]:
+def _lock_and_find(db: GrantingDB, role: str) -> tuple[str, int]:
     """The store's schema and ``role``'s oid, with the read models locked (in the transaction).
 
     The lock that creators of the read models take turns with, then the read models in the
@@ -170,7 +186,7 @@ def _lock_and_find(db: PostgresReadModels, role: str) -> tuple[str, int]:
     the swap (and then grants on the tables it swapped in), never both at once.
     """
     check_role_name(role)
-    db._take_turns()  # the creators' turn (this may create actae_analysts), as ensure_schema
+    db.take_turns()  # the creators' turn (this may create actae_analysts), as ensure_schema
     conn = db.conn
     row = conn.execute("SELECT current_schema()").fetchone()
     schema = None if row is None else row[0]

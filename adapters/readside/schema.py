@@ -99,7 +99,7 @@ class SchemaMethods(ABC):
     def ensure_schema(self, suffix: str = "") -> None:
         """Describe the live tables; with a ``suffix``, create a rebuild's fresh tables."""
         with self.transaction():
-            self._take_turns()
+            self.take_turns()
             if not suffix:
                 self._describe()
                 return
@@ -109,7 +109,7 @@ class SchemaMethods(ABC):
                     self.execute(statement)
 
     @abstractmethod
-    def _take_turns(self) -> None:
+    def take_turns(self) -> None:
         """Keep processes that create the tables at once apart (inside the transaction)."""
 
     def _create_table(self, table: Table, suffix: str) -> str:
@@ -207,7 +207,7 @@ class PostgresSchema(SchemaMethods):
     if TYPE_CHECKING:  # provided by PostgresReadModels
         conn: psycopg.Connection[Any]
 
-    def _take_turns(self) -> None:
+    def take_turns(self) -> None:
         """Creators take turns on the tracking table, a lock only the store's owner can take.
 
         Processes that start at once (a worker and the projector) would otherwise race:
@@ -264,7 +264,7 @@ class SqliteSchema(SchemaMethods):
     create_view = "CREATE VIEW IF NOT EXISTS"
     utc_day = "date({})"  # ISO 8601 text with its offset: date() gives the UTC date
 
-    def _take_turns(self) -> None:
+    def take_turns(self) -> None:
         """Nothing to do: the transaction's ``BEGIN IMMEDIATE`` already makes creators wait."""
 
     def _describe(self) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Self
+from typing import Any, Protocol, Self
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
@@ -33,8 +33,35 @@ from actae.adapters.telemetry.names import (
 )
 from actae.domain.values import RunStatus
 
-if TYPE_CHECKING:
-    from actae.adapters.runtime.store import Store
+
+class ReadModels(Protocol):
+    """The read models' statements (the projector's database)."""
+
+    def query(self, statement: str, params: Any = None) -> list[dict[str, Any]]:
+        """The rows of one statement."""
+        ...
+
+
+class Projecting(Protocol):
+    """A store's projector: its read models, and how far behind the log they are."""
+
+    @property
+    def db(self) -> ReadModels:
+        """The read models it writes."""
+        ...
+
+    def lag(self) -> int:
+        """Events stored after its position."""
+        ...
+
+
+class Observed(Protocol):
+    """What the gauges read of a store (``Store`` is one); telemetry imports no runtime."""
+
+    def projector(self) -> Projecting:
+        """The store's projector."""
+        ...
+
 
 STEP_SECONDS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 """Bucket bounds of the step-latency histogram: a replayed step takes a millisecond, a model
@@ -122,7 +149,7 @@ class Observing:
         self.stop()
 
 
-def observe(store: Store, *, meter_provider: MeterProvider | None = None) -> Observing:
+def observe(store: Observed, *, meter_provider: MeterProvider | None = None) -> Observing:
     """Report the store's runs by status, its effects in doubt and the read models' lag.
 
     Call once per store, in one process (a worker, the console): the gauges are read from
