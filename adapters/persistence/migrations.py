@@ -90,7 +90,7 @@ def open_postgres(
     table = sql.Identifier(schema, MIGRATIONS_TABLE)
     with psycopg.connect(**conninfo, autocommit=True) as conn:  # type: ignore[arg-type]
         current = _postgres_version(conn, table)
-        if current == 0 and not create and not _exists(conn, table):
+        if current == 0 and not create:  # nothing migrated, even if an opener made the table
             return None
         refuse_newer(current, POSTGRES_MIGRATIONS)
         if current < len(POSTGRES_MIGRATIONS):

@@ -91,6 +91,7 @@ class Projector:
         self._ledger_moved = False  # a batch since the last sweep changed effects
         self.db = db
         self._new_waiter = waiter
+        self._waiter: Waiter | None = None
         self.batch_size = batch_size
         self._lines = Lines(log, out)
         self._stop = threading.Event()
@@ -253,7 +254,7 @@ class Projector:
         A commit of this process wakes it at once; other processes' commits are found by
         looking again, soon while events flow and every ``poll_interval`` seconds when idle.
         """
-        waiter = self._new_waiter()
+        waiter = self._waiter = self._new_waiter()
         backoff = Backoff(poll_interval)
         try:
             self.catch_up()
@@ -266,6 +267,7 @@ class Projector:
                 else:
                     waiter.wait(backoff.wait())
         finally:
+            self._waiter = None
             waiter.close()
 
     def start(self) -> Projector:
@@ -280,8 +282,11 @@ class Projector:
         self._stop.set()
 
     def stop(self) -> None:
-        """Stop a running projector and wait for its thread."""
+        """Stop a running projector and wait for its thread (woken: it may be idle for a while)."""
         self._stop.set()
+        waiter = self._waiter
+        if waiter is not None:
+            waiter.wake()
         if self._thread is not None:
             self._thread.join()
             self._thread = None

@@ -78,21 +78,45 @@ class Waiter(Protocol):
         """Release resources."""
 
 
-class ConditionWaiter:
-    """Waits on the store's in-process write signal; the reader's backoff covers the rest."""
+class Commits:
+    """The commits of this process, counted under a condition.
 
-    def __init__(self, written: threading.Condition) -> None:
-        self._written = written
+    A reader looks for events, finds none, then waits: a commit between the look and the
+    wait would wake nobody if it were only a notification, and the reader would sleep its
+    whole backoff. The count makes the wait return at once when it moved since the reader's
+    last wait. ``wake`` moves it too: a stop is one more reason to look.
+    """
+
+    def __init__(self) -> None:
+        self.changed = threading.Condition()
+        self.count = 0
+
+    def committed(self) -> None:
+        """A commit of this process: wake every waiting reader."""
+        with self.changed:
+            self.count += 1
+            self.changed.notify_all()
+
+    wake = committed
+
+
+class ConditionWaiter:
+    """Waits on the store's in-process commits; the reader's backoff covers other processes."""
+
+    def __init__(self, commits: Commits) -> None:
+        self._commits = commits
+        self._seen = commits.count
 
     def wait(self, timeout: float) -> None:
-        """Sleep until this process writes, or ``timeout`` seconds pass."""
-        with self._written:
-            self._written.wait(timeout)
+        """Sleep until this process commits (or committed since the last wait), or ``timeout``."""
+        commits = self._commits
+        with commits.changed:
+            commits.changed.wait_for(lambda: commits.count != self._seen, timeout)
+            self._seen = commits.count
 
     def wake(self) -> None:
         """Wake the waiting reader."""
-        with self._written:
-            self._written.notify_all()
+        self._commits.wake()
 
     def close(self) -> None:
         """Nothing to release."""

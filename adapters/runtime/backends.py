@@ -331,7 +331,7 @@ class MemoryBackend(SqliteBackend):
         if self._removal is None:
             where = MEMORY if os.path.isdir(MEMORY) else None
             folder = tempfile.mkdtemp(prefix="actae-memory-", dir=where)
-            self._removal = weakref.finalize(self, shutil.rmtree, folder, ignore_errors=True)
+            self._removal = weakref.finalize(self, _remove_own, folder, os.getpid())
             self.database = os.path.join(folder, "store.db")
             self.read_only = f"{Path(self.database).as_uri()}?mode=ro"
         return open_sqlite(self.database, build, create=True)
@@ -340,6 +340,16 @@ class MemoryBackend(SqliteBackend):
         """Remove the database's folder (after the store closed its connections)."""
         if self._removal is not None:
             self._removal()
+
+
+def _remove_own(folder: str, owner: int) -> None:
+    """Remove a ``memory://`` folder, only in the process that made it.
+
+    The finalizer also runs when a forked child's interpreter exits: the parent's store
+    must not vanish under it.
+    """
+    if os.getpid() == owner:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def backend_for(url: StoreUrl) -> Backend:

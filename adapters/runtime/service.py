@@ -31,6 +31,7 @@ from eventsourcing.persistence import IntegrityError
 from actae.adapters.persistence.forgets import content_owners
 from actae.adapters.persistence.operation_ids import stored_rows
 from actae.adapters.persistence.recorders import EventStore
+from actae.adapters.readside.subscription import Commits
 from actae.domain.aggregate import DomainEvent
 from actae.domain.appending import Append
 from actae.domain.channel import Channel, ChannelHead
@@ -71,7 +72,7 @@ class ActaeService:
         self.codec = codec
         self.clock = clock
         self.max_document_bytes = max_document_bytes
-        self.written = threading.Condition()
+        self.written = Commits()
         self.core = Core(
             codec=codec, max_document_bytes=max_document_bytes, draw=draw, redact=redact
         )
@@ -234,6 +235,5 @@ class ActaeService:
         self.core.effects.written(events)
         for listener in self.commit_listeners:
             listener(events)
-        with self.written:
-            self.written.notify_all()
+        self.written.committed()
         return positions

@@ -7,6 +7,7 @@ arguments here so that every public entry point rejects bad input the same way.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
@@ -43,6 +44,7 @@ from actae.domain.redaction import Redactor
 from actae.domain.validation import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     require_int,
+    require_number,
     require_text,
     require_uuid,
 )
@@ -417,6 +419,7 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods, CustodyMethods, Rete
         """:meth:`subscribe`, waiting with ``waiter`` (``None``: the backend's own)."""
         after = require_int("after", after, minimum=0)
         batch_size = require_int("batch_size", batch_size, minimum=1)
+        poll_interval = require_number("poll_interval", poll_interval, minimum=0.001, maximum=3600)
         reader = self._reader
         if channel_id is None:
 
@@ -482,14 +485,16 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods, CustodyMethods, Rete
 
     def close(self) -> None:
         """Release every connection. Safe to call twice."""
-        if not self._closed:
-            self._closed = True
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.ExitStack() as parts:  # each part is closed, whichever one fails
+            parts.callback(self._backend.close)
+            parts.callback(close_clock, self._service.clock)
+            parts.callback(self._holding.close)
+            parts.callback(self._service.close)
             if self._projector is not None:
-                self._projector.close()
-            self._service.close()
-            self._holding.close()
-            close_clock(self._service.clock)
-            self._backend.close()
+                parts.callback(self._projector.close)
 
     def __enter__(self) -> Self:
         return self

@@ -1,0 +1,69 @@
+"""A reader that looked, found nothing and then waits is woken by what was committed meanwhile."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import actae
+from actae.adapters.readside.subscription import Commits, ConditionWaiter
+
+LONG = 30.0
+"""A wait no test should ever sit out: returning well before it is the assertion."""
+
+
+def test_a_commit_between_the_look_and_the_wait_ends_the_wait_at_once() -> None:
+    commits = Commits()
+    waiter = ConditionWaiter(commits)
+    commits.committed()  # after the reader's (empty) look, before it waits
+    started = time.monotonic()
+    waiter.wait(LONG)
+    assert time.monotonic() - started < 1.0
+
+
+def test_a_wait_with_nothing_committed_sleeps_its_timeout() -> None:
+    waiter = ConditionWaiter(Commits())
+    started = time.monotonic()
+    waiter.wait(0.05)
+    assert time.monotonic() - started >= 0.05
+
+
+def test_a_commit_during_the_wait_ends_it() -> None:
+    commits = Commits()
+    waiter = ConditionWaiter(commits)
+    waiting = threading.Event()
+    done = threading.Event()
+
+    def wait() -> None:
+        waiting.set()
+        waiter.wait(LONG)
+        done.set()
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    assert waiting.wait(5)
+    commits.committed()
+    assert done.wait(5)
+    thread.join()
+
+
+def test_stopping_an_idle_projector_does_not_wait_out_its_poll() -> None:
+    with actae.open("memory://") as store:
+        projector = store.projector().start()
+        store.start_run("idle", agent_id="a", state={})
+        deadline = time.monotonic() + 10
+        while projector.lag() and time.monotonic() < deadline:
+            time.sleep(0.01)  # polling the condition (caught up), with a deadline
+        started = time.monotonic()
+        projector.stop()
+        assert time.monotonic() - started < 0.5  # its idle poll is a whole second
+
+
+def test_a_subscription_that_would_spin_is_refused() -> None:
+    with actae.open("memory://") as store:
+        for bad in (0, -1.0, "0.1"):
+            with pytest.raises(actae.ValidationError) as refused:
+                store.subscribe(poll_interval=bad)  # type: ignore[arg-type]
+            assert refused.value.field == "poll_interval"
