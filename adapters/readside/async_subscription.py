@@ -35,30 +35,35 @@ class AsyncWaiter(Protocol):
 
 
 class CommitSignal:
-    """Commits of this process, told to the subscribers on one event loop.
+    """Commits of this process, told to the subscribers on every event loop that waits.
 
     Writes may run in worker threads; each commit sets every live waiter's event through
-    ``call_soon_threadsafe``.
+    its loop's ``call_soon_threadsafe``. One store may serve several loops in turn (a test
+    per loop, say): each loop's waiters are kept apart, and a closed loop is skipped.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._events: weakref.WeakSet[asyncio.Event] = weakref.WeakSet()
+    def __init__(self) -> None:
+        self._waiting: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, weakref.WeakSet[asyncio.Event]
+        ] = weakref.WeakKeyDictionary()
 
     def committed(self, _events: Sequence[object]) -> None:
         """A commit listener (``Store.on_commit``): wake the subscribers."""
-        with contextlib.suppress(RuntimeError):  # the loop has closed: no one is waiting
-            self._loop.call_soon_threadsafe(self._wake_all)
-
-    def _wake_all(self) -> None:
-        for event in list(self._events):
-            event.set()
+        for loop, events in list(self._waiting.items()):
+            with contextlib.suppress(RuntimeError):  # the loop has closed: no one is waiting
+                loop.call_soon_threadsafe(_wake_all, list(events))
 
     def waiter(self) -> SignalWaiter:
-        """A waiter woken by this process's commits."""
+        """A waiter on the running loop, woken by this process's commits."""
+        loop = asyncio.get_running_loop()
         event = asyncio.Event()
-        self._events.add(event)
-        return SignalWaiter(event, self._loop)
+        self._waiting.setdefault(loop, weakref.WeakSet()).add(event)
+        return SignalWaiter(event, loop)
+
+
+def _wake_all(events: list[asyncio.Event]) -> None:
+    for event in events:
+        event.set()
 
 
 class SignalWaiter:

@@ -253,7 +253,7 @@ class AsyncStore:
 
     def _waiter(self) -> AsyncWaiter:
         if self._signal is None:
-            self._signal = CommitSignal(asyncio.get_running_loop())
+            self._signal = CommitSignal()
             self.sync.on_commit(self._signal.committed)
         return self._signal.waiter()
 
