@@ -550,7 +550,7 @@ FAULT_MUTANTS = [
     Mutant(
         "clock-thread-outlives-store",
         "adapters/runtime/store.py",
-        "close_clock(self._service.clock)",
+        "            parts.callback(close_clock, self._service.clock)\n",
         "",
         "a closed store would keep connecting to read the clock",
         CLOCK,

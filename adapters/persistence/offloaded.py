@@ -110,7 +110,7 @@ class ActaeSQLiteRecorder(OffTheLoop, SQLiteApplicationRecorder):
     def create_table(self) -> None:
         """The store's tables, as its migrations make them (never eventsourcing's DDL)."""
         with self.datastore.transaction(commit=True) as cursor:
-            migrate_sqlite(cursor)
+            migrate_sqlite(cursor.sqlite_cursor)  # sqlite3's own: its execute answers rows
 
     def select_events(
         self,

@@ -77,7 +77,14 @@ def written_rows(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tup
         claim = store.claim("pay-1", run_id=run.run_id, worker="w1", lease=30, request={})
         store.complete_effect("pay-1", token=claim.token, worker="w1", result={"r": 1})
         service: Any = store._service
-        yield service.mapper, list(service.recorder._stored_events)
+        rows = service.recorder.select_notifications(start=1, limit=10_000)
+        yield (
+            service.mapper,
+            [
+                StoredEvent(row.originator_id, row.originator_version, row.topic, row.state)
+                for row in rows
+            ],
+        )
 
 
 def test_every_byte_of_every_row_is_covered(written_rows: tuple[Any, list[Any]]) -> None:
