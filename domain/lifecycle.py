@@ -69,7 +69,12 @@ MIGRATABLE = RUNNING_STATUSES
 
 
 def suspend(command: Suspend, core: Core) -> Plan[RunInfo]:
-    """Make a running run wait for ``name`` (optionally for at most ``seconds``)."""
+    """Make a running run wait for ``name`` (optionally for at most ``seconds``).
+
+    A run whose inbox already holds the decision for ``name`` does not wait: nothing would
+    ever wake it (a child that ended, a signal that came after the caller looked, told a run
+    that was still running). The answer then shows the decision and the run still running.
+    """
     reason, on_expiry = command.reason, command.on_expiry
     if reason not in WAIT_REASONS:
         raise ValidationError("reason", f"expected one of {WAIT_REASONS}, got {reason!r}")
@@ -81,6 +86,8 @@ def suspend(command: Suspend, core: Core) -> Plan[RunInfo]:
         seconds = require_number("seconds", seconds, minimum=0.0, maximum=MAX_WAIT_SECONDS)
 
     def decide(run: Run, at: datetime) -> list[Note]:
+        if name in run.inbox:  # answered between the caller's look and this wait: go on
+            return []
         until = None if seconds is None else at + timedelta(seconds=seconds)
         run.suspend(Wait(reason=reason, name=name, until=until, on_expiry=on_expiry), at=at)
         until_text = None if until is None else until.isoformat()

@@ -386,6 +386,9 @@ class RunContext:
             seconds=seconds,
             on_expiry=on_expiry if reason == "approval" else None,
         )
+        decided = info.decisions.get(name)
+        if decided is not None:  # it came between the look and the wait: the run goes on
+            return decided
         self._head.refresh()
         until = info.waiting.until if info.waiting else None
         raise RunSuspended(info.run_id, reason=reason, name=name, until=until)

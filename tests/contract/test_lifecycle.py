@@ -121,6 +121,20 @@ def test_signals_may_arrive_before_or_during_the_wait(store: actae.Store) -> Non
         store.signal(run.run_id, "late", {"n": 3})
 
 
+def test_a_wait_for_what_came_after_the_look_does_not_suspend(store: actae.Store) -> None:
+    """A child that ends (or a signal that comes) between a run's look at its inbox and its
+    wait tells a run that is still running: were it then to wait, nothing would wake it."""
+    run = store.start_run("w", agent_id="a", state={})
+    child = store.start_run("c", agent_id="a", state={}, parent_run_id=run.run_id)
+    store.complete_run(child.run_id, {"done": True})  # after the parent's look, before its wait
+
+    info = store.suspend(run.run_id, reason="child", name=f"child:{child.run_id}")
+
+    assert info.status is actae.RunStatus.RUNNING
+    assert info.waiting is None
+    assert info.decisions[f"child:{child.run_id}"].payload["result"] == {"done": True}
+
+
 def test_illegal_moves_name_the_current_status(store: actae.Store) -> None:
     run = store.start_run("m", agent_id="a", state={})
     store.pause(run.run_id, actor="ops", reason="investigating")
