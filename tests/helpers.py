@@ -78,3 +78,21 @@ class Follower:
         """Stop the subscription and wait for the thread."""
         self.subscription.close()
         self._thread.join(within)
+
+
+def private_overrides(ours: type, theirs: type) -> list[str]:
+    """The underscore methods of ``theirs`` that Actae's classes in ``ours``'s MRO redefine.
+
+    eventsourcing is used through its public API only: its private methods may change in
+    any release, so a recorder that overrides one breaks without warning.
+    """
+    return [
+        name
+        for cls in ours.__mro__
+        if cls.__module__.startswith("actae")
+        for name in vars(cls)
+        if name.startswith("_")
+        and not name.startswith("__")
+        and name != "_abc_impl"
+        and hasattr(theirs, name)
+    ]

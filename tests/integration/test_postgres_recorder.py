@@ -29,6 +29,7 @@ from psycopg import sql
 
 import actae
 from actae.adapters.persistence.postgres import ActaePostgresRecorder
+from tests.helpers import private_overrides
 
 pytestmark = pytest.mark.postgres
 
@@ -226,17 +227,6 @@ def test_run_and_operation_in_one_read_equal_the_two_reads(pg_url: str) -> None:
 
 
 def test_no_private_method_of_eventsourcing_is_overridden() -> None:
-    """Decision 7 of issue 29: the recorder uses eventsourcing through its public API only."""
     from eventsourcing.postgres import PostgresApplicationRecorder
 
-    overridden = [
-        name
-        for cls in ActaePostgresRecorder.__mro__
-        if cls.__module__.startswith("actae")
-        for name in vars(cls)
-        if name.startswith("_")
-        and not name.startswith("__")
-        and name != "_abc_impl"
-        and hasattr(PostgresApplicationRecorder, name)
-    ]
-    assert overridden == []
+    assert private_overrides(ActaePostgresRecorder, PostgresApplicationRecorder) == []

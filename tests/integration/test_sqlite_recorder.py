@@ -16,6 +16,7 @@ from eventsourcing.sqlite import SQLiteDatastore
 from eventsourcing.tests.persistence import ApplicationRecorderTestCase
 
 from actae.adapters.persistence.offloaded import ActaeSQLiteRecorder
+from tests.helpers import private_overrides
 
 
 class TestApplicationRecorderContract(ApplicationRecorderTestCase):
@@ -35,17 +36,6 @@ class TestApplicationRecorderContract(ApplicationRecorderTestCase):
 
 
 def test_no_private_method_of_eventsourcing_is_overridden() -> None:
-    """Decision 7 of issue 29: the recorder uses eventsourcing through its public API only."""
     from eventsourcing.sqlite import SQLiteApplicationRecorder
 
-    overridden = [
-        name
-        for cls in ActaeSQLiteRecorder.__mro__
-        if cls.__module__.startswith("actae")
-        for name in vars(cls)
-        if name.startswith("_")
-        and not name.startswith("__")
-        and name != "_abc_impl"
-        and hasattr(SQLiteApplicationRecorder, name)
-    ]
-    assert overridden == []
+    assert private_overrides(ActaeSQLiteRecorder, SQLiteApplicationRecorder) == []
