@@ -30,8 +30,6 @@ from uuid import UUID
 from actae.domain.channel import Channel, ChannelHead
 from actae.domain.operation import Operation
 from actae.domain.pipeline import Core
-from actae.domain.plan import Plan, ask
-from actae.domain.reader import StoreReader
 from actae.domain.redaction import Redactor
 from actae.domain.validation import (
     fingerprint,
@@ -166,10 +164,3 @@ def transition(
         )
 
     return Append(cid, operation_id, content, expected_version, expected_cursor, event_after)
-
-
-def reread_head(core: Core, channel_id: UUID) -> Plan[ChannelHead]:
-    """The channel's head as stored (one read), remembered as this process's new guess."""
-    event = yield from ask(StoreReader.head_event, channel_id)
-    core.heads.put(event)
-    return ChannelHead.of(event)

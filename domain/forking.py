@@ -13,18 +13,17 @@ attempt whose write committed unseen (a lost reply) is replayed, never forked tw
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import NoReturn
+from typing import Any, NoReturn
 from uuid import UUID, uuid4
 
 from actae.domain.aggregate import Aggregate
 from actae.domain.channel import Channel
-from actae.domain.commands import Fork
 from actae.domain.errors import ConflictError, NotFoundError
 from actae.domain.inheritance import prefix_of
 from actae.domain.operation import Operation
-from actae.domain.pipeline import Core, Once, retried
-from actae.domain.plan import Plan, ask, now, save
+from actae.domain.pipeline import Once, Shell, retried
 from actae.domain.reader import StoreReader
 from actae.domain.run import Run
 from actae.domain.validation import (
@@ -39,24 +38,38 @@ from actae.domain.validation import (
 from actae.domain.values import ForkReceipt, ForkRecord, StateVersion
 
 
-def fork(command: Fork, core: Core) -> Plan[ForkReceipt]:
-    """Start a child run from the state in force at cursor ``at`` of a channel."""
-    cid = require_uuid("channel_id", command.channel_id)
-    at = require_int("at", command.at, minimum=1)
-    operation_id = optional_text("operation_id", command.operation_id)
-    reason = optional_text("reason", command.reason, max_length=MAX_REASON_LENGTH)
-    overrides = require_pins("pins", command.pins)
-    trace_context = storable_trace_context(command.trace_context)  # advisory: not in content
-    content = fingerprint(
-        "fork", str(cid), str(at), str(reason), core.canonical_text(overrides.as_dict())
-    )
-    once = Once.per_call(operation_id, "fork", content, _replayed)
+def fork(
+    shell: Shell,
+    channel_id: UUID | str,
+    *,
+    at: int,
+    operation_id: str | None = None,
+    reason: str | None = None,
+    pins: Mapping[str, Any] | None = None,
+    trace_context: Mapping[str, str] | None = None,
+) -> ForkReceipt:
+    """Start a child run from the state in force at cursor ``at`` of a channel.
 
-    def attempt(_: int) -> Plan[ForkReceipt]:
-        state = yield from ask(StoreReader.state_at, cid, at)
-        head = yield from ask(StoreReader.head_event, cid)
-        parent = yield from ask(StoreReader.run_aggregate, head.run_id)
-        moment = yield from now()
+    ``trace_context`` is where the fork happened in a distributed trace (as for a start):
+    kept with the child, never part of the command's content.
+    """
+    reader = shell.reader
+    cid = require_uuid("channel_id", channel_id)
+    at = require_int("at", at, minimum=1)
+    operation_id = optional_text("operation_id", operation_id)
+    reason = optional_text("reason", reason, max_length=MAX_REASON_LENGTH)
+    overrides = require_pins("pins", pins)
+    trace = storable_trace_context(trace_context)  # advisory: not in content
+    content = fingerprint(
+        "fork", str(cid), str(at), str(reason), shell.core.canonical_text(overrides.as_dict())
+    )
+    once = Once.per_call(operation_id, "fork", content, lambda op: _replayed(reader, op))
+
+    def attempt(_: int) -> ForkReceipt:
+        state = reader.state_at(cid, at)
+        head = reader.head_event(cid)
+        parent = reader.run_aggregate(head.run_id)
+        moment = shell.now()
         record = ForkRecord(
             child_run_id=uuid4(),
             child_channel_id=uuid4(),
@@ -71,16 +84,16 @@ def fork(command: Fork, core: Core) -> Plan[ForkReceipt]:
             created_at=moment,
             operation_id=operation_id,
         )
-        prefix = yield from ask(prefix_of, record)
+        prefix = prefix_of(reader, record)
         record = record.model_copy(update={"inherited": prefix.summary(through_cursor=at)})
-        child, channel = _child(parent, record, state, cid, operation_id, moment, trace_context)
+        child, channel = _child(parent, record, state, cid, operation_id, moment, trace)
         parent.record_fork(record, at=moment)
         aggregates: list[Aggregate] = [child, channel, parent]
-        yield from save(*aggregates, once.executed({"child_run_id": str(child.id)}, moment))
+        shell.save(*aggregates, once.executed({"child_run_id": str(child.id)}, moment))
         return record.receipt()
 
-    def exhausted() -> Plan[NoReturn]:
-        head = yield from ask(StoreReader.head_event, cid)
+    def exhausted() -> NoReturn:
+        head = reader.head_event(cid)
         raise ConflictError(
             cid,
             expected_version=None,
@@ -90,7 +103,7 @@ def fork(command: Fork, core: Core) -> Plan[ForkReceipt]:
         )
 
     what = lambda: f"fork of channel {cid}"  # noqa: E731 - formatted only if it gives up
-    return (yield from retried(attempt, what, once=once, exhausted=exhausted))
+    return retried(shell, attempt, what, once=once, exhausted=exhausted)
 
 
 def _child(
@@ -129,9 +142,8 @@ def _child(
     return child, channel
 
 
-def _replayed(original: Operation) -> Plan[ForkReceipt]:
-    child_id = UUID(original.recorded_result["child_run_id"])
-    child = yield from ask(StoreReader.run_aggregate, child_id)
+def _replayed(reader: StoreReader, original: Operation) -> ForkReceipt:
+    child = reader.run_aggregate(UUID(original.recorded_result["child_run_id"]))
     if child.forked_from is None:  # pragma: no cover - written together with the op
         raise NotFoundError("fork", original.operation_id)
     return child.forked_from.receipt(replayed=True)

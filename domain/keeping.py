@@ -8,16 +8,21 @@ interrupted one is finished by asking again.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
-from actae.domain.commands import Forget, Hold, OperatorAction, Purge, Release, SetRetention
 from actae.domain.errors import NotFoundError
-from actae.domain.pipeline import Core, retried
-from actae.domain.plan import Plan, ask, now, save
+from actae.domain.pipeline import Shell, retried
 from actae.domain.reader import StoreReader
-from actae.domain.retention import RETENTION_ID, Retention, require_agent, require_policy
+from actae.domain.retention import (
+    RETENTION_ID,
+    Retention,
+    policy_view,
+    require_agent,
+    require_policy,
+)
 from actae.domain.run import Run
 from actae.domain.validation import MAX_REASON_LENGTH, require_text, require_uuid
 from actae.domain.values import RunInfo
@@ -26,86 +31,102 @@ Move = Callable[..., None]
 """A Run method taking ``actor``, ``reason`` and ``at``."""
 
 
-def forget(command: Forget, core: Core) -> Plan[RunInfo]:
-    """Record that the run is forgotten (once).
+def forget(shell: Shell, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
+    """Record that the run is forgotten (once); the store then destroys its data key.
 
     No note goes on its channel: it would be sealed under the key being destroyed.
     """
-    return (yield from _moved(command, Run.forget))
+    return _moved(shell, run_id, actor, reason, Run.forget)
 
 
-def hold(command: Hold, core: Core) -> Plan[RunInfo]:
-    """Place a legal hold (holding a held run changes nothing)."""
-    return (yield from _moved(command, Run.hold))
+def hold(shell: Shell, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
+    """Place a legal hold: retention never purges the run until it is released."""
+    return _moved(shell, run_id, actor, reason, Run.hold)
 
 
-def release(command: Release, core: Core) -> Plan[RunInfo]:
-    """Lift the legal hold (releasing a run not held changes nothing)."""
-    return (yield from _moved(command, Run.release))
+def release(shell: Shell, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
+    """Lift the legal hold: retention applies to the run again."""
+    return _moved(shell, run_id, actor, reason, Run.release)
 
 
-def _moved(command: OperatorAction, move: Move) -> Plan[RunInfo]:
-    run_id = require_uuid("run_id", command.run_id)
-    actor = require_text("actor", command.actor)
-    reason = require_text("reason", command.reason, max_length=MAX_REASON_LENGTH)
+def _moved(shell: Shell, run_id: UUID | str, actor: str, reason: str, move: Move) -> RunInfo:
+    run_id = require_uuid("run_id", run_id)
+    actor = require_text("actor", actor)
+    reason = require_text("reason", reason, max_length=MAX_REASON_LENGTH)
 
-    def attempt(_: int) -> Plan[RunInfo]:
-        run = yield from ask(StoreReader.run_aggregate, run_id)
-        at = yield from now()
-        move(run, actor=actor, reason=reason, at=at)
+    def attempt(_: int) -> RunInfo:
+        run = shell.reader.run_aggregate(run_id)
+        move(run, actor=actor, reason=reason, at=shell.now())
         if run.pending_events:
-            yield from save(run)
-        return (yield from ask(StoreReader.run, run_id))
+            shell.save(run)
+        return shell.reader.run(run_id)
 
-    return (yield from retried(attempt, lambda: f"run {run_id}"))
+    return retried(shell, attempt, lambda: f"run {run_id}")
 
 
-def policies() -> Plan[Retention | None]:
+def policies(reader: StoreReader) -> Retention | None:
     """The store's retention policies (``None``: none was ever set)."""
     try:
-        return (yield from ask(StoreReader.aggregate, RETENTION_ID, Retention))
+        return reader.aggregate(RETENTION_ID, Retention)
     except NotFoundError:
         return None
 
 
-def set_retention(command: SetRetention, core: Core) -> Plan[Retention]:
-    """Set (or replace) a policy, audited with its actor; the policies afterwards."""
-    policy = require_policy("policy", command.policy)
-    agent = require_agent(command.agent)
-    actor = require_text("actor", command.actor)
+def retention(shell: Shell) -> dict[str, dict[str, str] | None]:
+    """The policies in force: ``{"default": {"completed": "7d"}, "billing": None}``."""
+    kept = policies(shell.reader)
+    return {} if kept is None else policy_view(kept.policies)
 
-    def attempt(_: int) -> Plan[Retention]:
-        current = yield from policies()
-        at: datetime = yield from now()
+
+def set_retention(
+    shell: Shell, policy: Mapping[str, Any] | None, *, agent: str | None = None, actor: str
+) -> dict[str, dict[str, str] | None]:
+    """Keep finished runs for a while after they end, by status; ``None``: forever.
+
+    ``set_retention({"completed": "7d", "failed": "30d", "cancelled": "7d"}, actor=...)``
+    sets the store's default; with ``agent=`` the policy of that agent's runs, which
+    replaces the default for them. A status a policy does not name is kept forever.
+    Durations: ``"45s"``, ``"30m"``, ``"12h"``, ``"7d"``, ``"2w"``, ``"7y"``, seconds or
+    a ``timedelta``. Stored as an audited event, so every worker applies the same
+    policies. Returns them all, as :meth:`retention` does.
+    """
+    keep = require_policy("policy", policy)
+    agent = require_agent(agent)
+    actor = require_text("actor", actor)
+
+    def attempt(_: int) -> Retention:
+        current = policies(shell.reader)
+        at = shell.now()
         if current is None:
-            current = Retention.define(agent=agent, keep=policy, actor=actor, at=at)
+            current = Retention.define(agent=agent, keep=keep, actor=actor, at=at)
         else:
-            current.change(agent=agent, keep=policy, actor=actor, at=at)
-        yield from save(current)
+            current.change(agent=agent, keep=keep, actor=actor, at=at)
+        shell.save(current)
         return current
 
-    return (yield from retried(attempt, lambda: "the retention policies"))
+    return policy_view(retried(shell, attempt, lambda: "the retention policies").policies)
 
 
-def purge(command: Purge, core: Core) -> Plan[Run.Purged | None]:
+def purge(shell: Shell, run_id: UUID, *, actor: str) -> Run.Purged | None:
     """Write the run's tombstone if a policy says it is due now; the tombstone, else ``None``.
 
     Decided on the run as stored, so a hold placed meanwhile, a retry, or another worker's
     purge of the same run wins: the tombstone is appended after the run's last event, and
     a lost race is decided again from fresh state.
     """
-    actor = require_text("actor", command.actor)
+    actor = require_text("actor", actor)
+    reader = shell.reader
 
-    def attempt(_: int) -> Plan[Run.Purged | None]:
-        kept = yield from policies()
+    def attempt(_: int) -> Run.Purged | None:
+        kept = policies(reader)
         if kept is None:
             return None
-        run = yield from ask(StoreReader.run_aggregate, command.run_id)
-        at: datetime = yield from now()
+        run = reader.run_aggregate(run_id)
+        at = shell.now()
         why = kept.due(run, at)
-        if why is None or not (yield from lineage_lets_go(kept, run, at)):
+        if why is None or not lineage_lets_go(reader, kept, run, at):
             return None
-        head = yield from ask(StoreReader.head_event, run.channel_id)
+        head = reader.head_event(run.channel_id)
         run.purge(
             cursor=head.originator_version,
             state_version=head.state_version,
@@ -115,13 +136,13 @@ def purge(command: Purge, core: Core) -> Plan[Run.Purged | None]:
             actor=actor,
             at=at,
         )
-        yield from save(run)
+        shell.save(run)
         return run.tombstone
 
-    return (yield from retried(attempt, lambda: f"run {command.run_id}"))
+    return retried(shell, attempt, lambda: f"run {run_id}")
 
 
-def lineage_lets_go(kept: Retention, run: Run, at: datetime) -> Plan[bool]:
+def lineage_lets_go(reader: StoreReader, kept: Retention, run: Run, at: datetime) -> bool:
     """Whether every run that inherits from ``run`` lets it be purged now.
 
     Its forks and delegated children, and theirs, read from the store: a hold on any of
@@ -137,7 +158,7 @@ def lineage_lets_go(kept: Retention, run: Run, at: datetime) -> Plan[bool]:
         if run_id in seen:
             continue
         seen.add(run_id)
-        descendant = yield from ask(StoreReader.run_or_tombstone, run_id)
+        descendant = reader.run_or_tombstone(run_id)
         if descendant.purged_at is None and kept.due(descendant, at) is None:
             return False
         waiting.extend(_inheritors(descendant))

@@ -1,13 +1,15 @@
 """The tool-execution ledger's commands: claim, heartbeat, complete, doubt, fail, reconcile.
 
-Every verb loads the effect's Operation aggregate, lets it decide (it raises the contract's
-errors: ``LeaseHeldError``, ``FencingError``, ``RetryNotDueError``, ``EffectBlockedError``)
-and saves the decision. A first claim reads nothing: it registers the effect optimistically,
-the store refuses the write if the key exists, and the next attempt loads it. Outcomes
-(claimed, completed, failed, reconciled, abandoned) are also recorded on the run's main
-channel *in the same transaction*, so the channel log shows every side effect and its head
-knows which effects are still open. A save that loses a race is
-re-decided from the fresh state, so exactly one of many simultaneous claims is granted.
+Each is a plain function whose signature is ``Store``'s method of the same name (``Store``
+binds it; the first argument is the :class:`Shell`). Every verb loads the effect's
+Operation aggregate, lets it decide (it raises the contract's errors: ``LeaseHeldError``,
+``FencingError``, ``RetryNotDueError``, ``EffectBlockedError``) and saves the decision. A
+first claim reads nothing: it registers the effect optimistically, the store refuses the
+write if the key exists, and the next attempt loads it. Outcomes (claimed, completed,
+failed, reconciled, abandoned) are also recorded on the run's main channel *in the same
+transaction*, so the channel log shows every side effect and its head knows which effects
+are still open. A save that loses a race is re-decided from the fresh state, so exactly one
+of many simultaneous claims is granted.
 """
 
 from __future__ import annotations
@@ -18,18 +20,7 @@ from typing import Any
 from uuid import UUID
 
 from actae.domain.aggregate import Aggregate
-from actae.domain.appending import reread_head
-from actae.domain.channel import Channel
-from actae.domain.commands import (
-    Abandon,
-    ClaimEffect,
-    CompleteEffect,
-    DoubtEffect,
-    FailEffect,
-    Heartbeat,
-    Override,
-    Reconcile,
-)
+from actae.domain.channel import Channel, ChannelHead
 from actae.domain.custody import FORGOTTEN
 from actae.domain.effects import (
     Claim,
@@ -47,9 +38,8 @@ from actae.domain.errors import (
     ValidationError,
 )
 from actae.domain.operation import OVERRIDE_REASON, Operation
-from actae.domain.pipeline import Core, retried
-from actae.domain.plan import Plan, ask, now, save
-from actae.domain.reader import StoreReader
+from actae.domain.pipeline import Shell, retried
+from actae.domain.redaction import Redactor
 from actae.domain.validation import (
     MAX_REASON_LENGTH,
     fingerprint,
@@ -72,25 +62,44 @@ Recorded = Callable[[Operation, datetime], EffectInfo | None]
 """What a stored effect already answers for this call (a lost reply's repeat), or ``None``."""
 
 
-def claim_effect(command: ClaimEffect, core: Core) -> Plan[Claim]:
-    """Claim the effect under a lease, or learn that it already completed.
+def claim(
+    shell: Shell,
+    effect_key: str,
+    *,
+    run_id: UUID | str,
+    worker: str,
+    lease: float,
+    request: dict[str, Any] | None = None,
+    retry: RetryPolicy | Mapping[str, Any] | None = None,
+    timeout: float | None = None,
+) -> Claim:
+    """Claim a side effect under a lease of ``lease`` seconds.
 
-    A first claim reads nothing: it registers the effect optimistically, the store refuses
-    the write if the key exists, and the next attempt loads it.
+    The attempt must be over ``timeout`` seconds after the claim (default: the lease):
+    its ``deadline``, on the store's clock, recorded with the claim. Heartbeats extend
+    the lease, never the deadline; nobody takes the effect over (claims, reconciles,
+    retries it) before it has passed, and a completion after it is refused
+    (``DeadlinePassedError``): record it with :meth:`doubt_effect`.
+
+    Returns a granted :class:`Claim` with a fencing token (pass it to the provider and
+    to heartbeat/complete/fail), or ``status="completed"`` with the recorded result.
+    Raises ``LeaseHeldError`` while another worker's lease is live, ``RetryNotDueError``
+    before a scheduled retry, ``EffectBlockedError`` when it needs review. The ``retry``
+    policy given with the first claim of an effect applies to all its attempts.
     """
-    key = require_text("effect_key", command.effect_key)
-    run = require_uuid("run_id", command.run_id)
-    worker = require_text("worker", command.worker)
-    lease = _lease(command.lease)
-    timeout = _timeout(key, lease, command.timeout)
-    body = core.document("request", {} if command.request is None else command.request)
-    policy = _policy(command.retry)
+    key = require_text("effect_key", effect_key)
+    run = require_uuid("run_id", run_id)
+    worker = require_text("worker", worker)
+    lease = _lease(lease)
+    timeout = _timeout(key, lease, timeout)
+    body = shell.core.document("request", {} if request is None else request)
+    policy = _policy(retry)
     # The policy is not part of the effect's identity: the first claim's policy applies.
     content = fingerprint("effect", str(run), body.checksum)
 
-    def attempt(number: int) -> Plan[Claim]:
-        at = yield from now()
-        effect = yield from _load_or_register(core, key, run, body.value, content, policy, number)
+    def attempt(number: int) -> Claim:
+        at = shell.now()
+        effect = _load_or_register(shell, key, run, body.value, content, policy, number)
         if not effect.claim(worker=worker, lease=lease, timeout=timeout, now=at):
             return _claim_of(effect, status="completed")
         payload = {
@@ -100,35 +109,51 @@ def claim_effect(command: ClaimEffect, core: Core) -> Plan[Claim]:
             "in_doubt": effect.in_doubt,
             "deadline": effect.deadline.isoformat() if effect.deadline else None,
         }
-        yield from _commit(core, effect, ("effect.claimed", payload, False))
+        _commit(shell, effect, ("effect.claimed", payload, False))
         return _claim_of(effect, status="granted")
 
-    return (yield from retried(attempt, lambda: f"effect {key!r}"))
+    return retried(shell, attempt, lambda: f"effect {key!r}")
 
 
-def heartbeat(command: Heartbeat, core: Core) -> Plan[EffectInfo]:
-    """Extend the holder's lease (``FencingError``: stale token; ``NotHolderError``)."""
-    token = _token(command.token)
-    worker = require_text("worker", command.worker)
-    lease = _lease(command.lease)
+def heartbeat(
+    shell: Shell, effect_key: str, *, token: int, worker: str, lease: float
+) -> EffectInfo:
+    """Extend the lease of the claim holding ``token``, granted to ``worker``.
+
+    ``FencingError`` for a stale token, ``NotHolderError`` for another worker.
+    """
+    token = _token(token)
+    worker = require_text("worker", worker)
+    lease = _lease(lease)
 
     def move(effect: Operation, at: datetime) -> None:
         effect.heartbeat(token=token, worker=worker, lease=lease, now=at)
 
-    return (yield from _decide(core, command.effect_key, None, move))
+    return _decide(shell, effect_key, None, move)
 
 
-def complete_effect(command: CompleteEffect, core: Core) -> Plan[EffectInfo]:
-    """Record that the effect happened, with its result (only its holder may).
+def complete_effect(
+    shell: Shell,
+    effect_key: str,
+    *,
+    token: int,
+    worker: str,
+    result: dict[str, Any],
+    redact: Redactor | None = None,
+) -> EffectInfo:
+    """Record that the effect happened; a stale ``token`` raises ``FencingError``.
 
-    A repeat by the holder with the same result answers what is recorded: the first
-    call's reply may have been lost after its commit.
+    ``worker`` must be the name the claim was granted to (``NotHolderError`` otherwise):
+    a token is visible to anyone who reads the effect, the holder's name pairs with it.
+    ``redact`` removes secrets from ``result`` before the store's own redactor does
+    (docs/data.md). A repeat by the holder with the same result answers what is recorded:
+    the first call's reply may have been lost after its commit.
     """
-    token = _token(command.token)
-    worker = require_text("worker", command.worker)
-    document, redacted = core.redacted("result", command.result, command.redact)
+    token = _token(token)
+    worker = require_text("worker", worker)
+    document, redacted = shell.core.redacted("result", result, redact)
     value = document.value
-    key = require_text("effect_key", command.effect_key)
+    key = require_text("effect_key", effect_key)
 
     def recorded(effect: Operation, at: datetime) -> EffectInfo | None:
         """A repeat of this very completion: what is recorded (its first reply was lost)."""
@@ -145,18 +170,21 @@ def complete_effect(command: CompleteEffect, core: Core) -> Plan[EffectInfo]:
         effect.complete(token=token, worker=worker, result=value, now=at, redacted=redacted)
 
     note = ("effect.completed", {"token": token, "result": value}, True)
-    return (yield from _decide(core, key, note, move, recorded=recorded))
+    return _decide(shell, key, note, move, recorded=recorded)
 
 
-def doubt_effect(command: DoubtEffect, core: Core) -> Plan[EffectInfo]:
-    """The holder records that its attempt is in doubt: it may or may not have happened.
+def doubt_effect(
+    shell: Shell, effect_key: str, *, token: int, worker: str, reason: str
+) -> EffectInfo:
+    """The holder records that its attempt may or may not have happened: in doubt now.
 
-    Its answer came after the attempt's deadline, or its call was cancelled at it. The
-    lease ends at once; the next claim (once the deadline has passed) settles the doubt.
+    For an answer that came after the attempt's deadline, or a call cancelled at it.
+    Nobody may run the effect again before the deadline; after it, the next claim is in
+    doubt and settles it (reconcile, idempotent retry or review). The lease ends at once.
     """
-    token = _token(command.token)
-    worker = require_text("worker", command.worker)
-    reason = require_text("reason", command.reason, max_length=MAX_REASON_LENGTH)
+    token = _token(token)
+    worker = require_text("worker", worker)
+    reason = require_text("reason", reason, max_length=MAX_REASON_LENGTH)
 
     def recorded(effect: Operation, at: datetime) -> EffectInfo | None:
         """A repeat of this very doubt: what is recorded (its first reply was lost)."""
@@ -172,26 +200,34 @@ def doubt_effect(command: DoubtEffect, core: Core) -> Plan[EffectInfo]:
         effect.doubt(token=token, worker=worker, reason=reason, now=at)
 
     note = ("effect.in_doubt", {"token": token, "reason": reason}, False)
-    return (yield from _decide(core, command.effect_key, note, move, recorded=recorded))
+    return _decide(shell, effect_key, note, move, recorded=recorded)
 
 
-def fail_effect(command: FailEffect, core: Core) -> Plan[EffectInfo]:
-    """Record a failed attempt; the next one is scheduled by policy, or review is needed.
+def fail_effect(
+    shell: Shell,
+    effect_key: str,
+    *,
+    token: int,
+    worker: str,
+    error: str,
+    retry_after: float | str | None = None,
+    final: bool = False,
+) -> EffectInfo:
+    """Record a failed attempt; the retry policy (and ``retry_after``) schedules the next.
 
-    ``retry_after`` is seconds, or an HTTP ``Retry-After`` value as the header gave it.
-    Only the holder of the claim may.
+    ``worker`` is the claim's holder, as for :meth:`complete_effect`. ``retry_after`` is
+    seconds, or an HTTP ``Retry-After`` header's value as it came (``"30"`` or an HTTP
+    date).
     """
-    token = _token(command.token)
-    worker = require_text("worker", command.worker)
-    error = require_text("error", command.error, max_length=1_000_000)[:MAX_REASON_LENGTH]
+    token = _token(token)
+    worker = require_text("worker", worker)
+    error = require_text("error", error, max_length=1_000_000)[:MAX_REASON_LENGTH]
     delay = None
-    if command.retry_after is not None:
-        at = yield from now()
+    if retry_after is not None:
         delay = require_retry_after(
-            "retry_after", command.retry_after, now=at, maximum=MAX_LEASE_SECONDS
+            "retry_after", retry_after, now=shell.now(), maximum=MAX_LEASE_SECONDS
         )
-    draw = core.draw()
-    final = command.final
+    draw = shell.core.draw()
 
     def move(effect: Operation, at: datetime) -> None:
         effect.fail(
@@ -205,20 +241,28 @@ def fail_effect(command: FailEffect, core: Core) -> Plan[EffectInfo]:
         )
 
     note = ("effect.failed", {"token": token, "error": error}, False)
-    return (yield from _decide(core, command.effect_key, note, move))
+    return _decide(shell, effect_key, note, move)
 
 
-def reconcile(command: Reconcile, core: Core) -> Plan[EffectInfo]:
-    """Settle an effect in doubt (or needing review) from what the provider reports."""
-    outcome = command.outcome
+def reconcile(
+    shell: Shell,
+    effect_key: str,
+    outcome: str,
+    *,
+    actor: str,
+    evidence: dict[str, Any] | None = None,
+    result: dict[str, Any] | None = None,
+    token: int | None = None,
+) -> EffectInfo:
+    """Settle an effect in doubt: ``"completed"`` (with ``result``) or ``"failed"``."""
     if outcome not in OUTCOMES:
         raise ValidationError("outcome", f"expected one of {OUTCOMES}, got {outcome!r}")
-    actor = require_text("actor", command.actor)
-    proof = core.document("evidence", command.evidence or {}).value
+    actor = require_text("actor", actor)
+    proof = shell.core.document("evidence", evidence or {}).value
     value = None
     if outcome == "completed":  # an effect's result: redacted as a completion's is
-        value = core.redacted("result", command.result or {}, None)[0].value
-    held = None if command.token is None else _token(command.token)
+        value = shell.core.redacted("result", result or {}, None)[0].value
+    held = None if token is None else _token(token)
 
     def move(effect: Operation, at: datetime) -> None:
         effect.reconcile(
@@ -227,60 +271,71 @@ def reconcile(command: Reconcile, core: Core) -> Plan[EffectInfo]:
 
     payload = {"outcome": outcome, "actor": actor, "evidence": proof, "result": value}
     note = ("effect.reconciled", payload, outcome == "completed")
-    return (yield from _decide(core, command.effect_key, note, move))
+    return _decide(shell, effect_key, note, move)
 
 
-def override(command: Override, core: Core) -> Plan[EffectInfo]:
-    """An operator settles a workflow's effect; ``result`` is what ``ctx.effect`` returns.
+def override(
+    shell: Shell,
+    effect_key: str,
+    outcome: str,
+    *,
+    actor: str,
+    reason: str,
+    evidence: dict[str, Any] | None = None,
+    result: Any = None,
+) -> EffectInfo:
+    """Operator override: settle a workflow's effect in doubt or needing review.
 
-    The evidence is checked before the reason is added to it, so a bad one is a
+    ``result`` is exactly what the workflow's ``ctx.effect`` returns once the run goes
+    on (any JSON value); ``evidence`` (a JSON object) and ``reason`` are kept with the
+    settlement. Effects driven through the ledger verbs directly use ``reconcile``. The
+    evidence is checked before the reason is added to it, so a bad one is a
     ``ValidationError`` and nothing is written.
     """
-    reason = require_text("reason", command.reason, max_length=MAX_REASON_LENGTH)
-    evidence = {} if command.evidence is None else command.evidence
-    proof = core.document("evidence", evidence).value
-    settled = Reconcile(
-        effect_key=command.effect_key,
-        outcome=command.outcome,
-        actor=command.actor,
+    reason = require_text("reason", reason, max_length=MAX_REASON_LENGTH)
+    evidence = {} if evidence is None else evidence
+    proof = shell.core.document("evidence", evidence).value
+    return reconcile(
+        shell,
+        effect_key,
+        outcome,
+        actor=actor,
         evidence={**proof, OVERRIDE_REASON: reason},
-        result=workflow_result(command.result) if command.outcome == "completed" else None,
+        result=workflow_result(result) if outcome == "completed" else None,
     )
-    return (yield from reconcile(settled, core))
 
 
-def abandon(command: Abandon, core: Core) -> Plan[EffectInfo]:
+def abandon(shell: Shell, effect_key: str, *, actor: str, reason: str) -> EffectInfo:
     """Give up on an effect for good; it leaves the run's outstanding effects."""
-    actor = require_text("actor", command.actor)
-    reason = require_text("reason", command.reason, max_length=MAX_REASON_LENGTH)
+    actor = require_text("actor", actor)
+    reason = require_text("reason", reason, max_length=MAX_REASON_LENGTH)
 
     def move(effect: Operation, at: datetime) -> None:
         effect.abandon(actor=actor, reason=reason, now=at)
 
     note = ("effect.abandoned", {"actor": actor, "reason": reason}, True)
-    return (yield from _decide(core, command.effect_key, note, move))
+    return _decide(shell, effect_key, note, move)
 
 
-def effect_info(effect_key: str) -> Plan[EffectInfo]:
-    """Everything the ledger knows about an effect, including its attempt history."""
-    effect = yield from _effect(require_text("effect_key", effect_key))
-    if effect.contents_withheld == FORGOTTEN:
-        raise ForgottenError(effect.run_id)
-    at = yield from now()
-    return effect.info(at)
+def effect(shell: Shell, effect_key: str) -> EffectInfo:
+    """An effect's status and full attempt history."""
+    found = _effect(shell, require_text("effect_key", effect_key))
+    if found.contents_withheld == FORGOTTEN:
+        raise ForgottenError(found.run_id)
+    return found.info(shell.now())
 
 
 # -- internals ----------------------------------------------------------------------------
 
 
 def _decide(
-    core: Core,
+    shell: Shell,
     effect_key: str,
     note: Note | None,
     move: Move,
     *,
     recorded: Recorded | None = None,
-) -> Plan[EffectInfo]:
+) -> EffectInfo:
     """Load, decide, save; re-decided from fresh state if the save lost a race.
 
     The first attempt starts from what this process remembers of an effect it holds
@@ -291,47 +346,48 @@ def _decide(
     """
     key = require_text("effect_key", effect_key)
     effect_id = Operation.id_for(key)
+    known = shell.core.effects
 
-    def attempt(number: int) -> Plan[EffectInfo]:
-        at = yield from now()
-        remembered = core.effects.effect(effect_id, at) if number == 0 else None
+    def attempt(number: int) -> EffectInfo:
+        at = shell.now()
+        remembered = known.effect(effect_id, at) if number == 0 else None
         if remembered is not None:
             try:
                 move(remembered, at)
             except ActaeError:
-                core.effects.forget(effect_id)
+                known.forget(effect_id)
             else:
-                return (yield from _saved(core, key, remembered, note, at))
-        effect = yield from _effect(key)
-        answer = None if recorded is None else recorded(effect, at)
+                return _saved(shell, key, remembered, note, at)
+        stored = _effect(shell, key)
+        answer = None if recorded is None else recorded(stored, at)
         if answer is not None:
             return answer
-        move(effect, at)
-        return (yield from _saved(core, key, effect, note, at))
+        move(stored, at)
+        return _saved(shell, key, stored, note, at)
 
-    return (yield from retried(attempt, lambda: f"effect {key!r}"))
+    return retried(shell, attempt, lambda: f"effect {key!r}")
 
 
 def _saved(
-    core: Core, key: str, effect: Operation, note: Note | None, at: datetime
-) -> Plan[EffectInfo]:
+    shell: Shell, key: str, effect: Operation, note: Note | None, at: datetime
+) -> EffectInfo:
     """Save the effect's new events (with the outcome noted on its run's channel); its info."""
     if note is None:
-        yield from save(effect)
+        shell.save(effect)
     else:
         kind, payload, settled = note
-        yield from _commit(core, effect, (kind, {"effect_key": key, **payload}, settled))
+        _commit(shell, effect, (kind, {"effect_key": key, **payload}, settled))
     return effect.info(at)
 
 
-def _commit(core: Core, effect: Operation, note: Note) -> Plan[None]:
+def _commit(shell: Shell, effect: Operation, note: Note) -> None:
     """Save the effect's new events with the outcome noted on the run's main channel.
 
     Both go in one transaction, so the channel log shows every side effect and its head
     knows which effects are still open.
     """
     kind, payload, settled = note
-    head = core.heads.get(effect.channel_id) or (yield from reread_head(core, effect.channel_id))
+    head = shell.core.heads.get(effect.channel_id) or reread_head(shell, effect.channel_id)
     channel = Channel.from_head(head)
     event = effect.pending_events[-1]
     channel.note_effect(
@@ -342,36 +398,42 @@ def _commit(core: Core, effect: Operation, note: Note) -> Plan[None]:
         at=event.timestamp,
     )
     pending: list[Aggregate] = [effect, channel]
-    yield from save(*pending)
+    shell.save(*pending)
 
 
-def _effect(key: str) -> Plan[Operation]:
-    effect = yield from ask(StoreReader.operation, key)
-    if effect is None or not effect.is_effect:
+def reread_head(shell: Shell, channel_id: UUID) -> ChannelHead:
+    """The channel's head as stored (one read), remembered as this process's new guess."""
+    event = shell.reader.head_event(channel_id)
+    shell.core.heads.put(event)
+    return ChannelHead.of(event)
+
+
+def _effect(shell: Shell, key: str) -> Operation:
+    found = shell.reader.operation(key)
+    if found is None or not found.is_effect:
         raise NotFoundError("effect", key)
-    return effect
+    return found
 
 
 def _load_or_register(
-    core: Core,
+    shell: Shell,
     key: str,
     run_id: UUID,
     request: dict[str, Any],
     content: str,
     policy: RetryPolicy,
     number: int,
-) -> Plan[Operation]:
+) -> Operation:
     """The effect as stored, or a new registration.
 
     The first attempt skips the lookup: a key that exists makes the save fail, and the
     next attempt looks it up.
     """
-    effect = None if number == 0 else (yield from ask(StoreReader.operation, key))
-    if effect is None:
-        channel_id = core.heads.main_channel(run_id)
+    found = None if number == 0 else shell.reader.operation(key)
+    if found is None:
+        channel_id = shell.core.heads.main_channel(run_id)
         if channel_id is None:
-            channel_id = (yield from ask(StoreReader.run_aggregate, run_id)).channel_id
-        at = yield from now()
+            channel_id = shell.reader.run_aggregate(run_id).channel_id
         return Operation.register(
             effect_key=key,
             run_id=run_id,
@@ -379,10 +441,10 @@ def _load_or_register(
             request=request,
             fingerprint=content,
             policy=policy,
-            at=at,
+            at=shell.now(),
         )
-    effect.ensure_same(content)
-    return effect
+    found.ensure_same(content)
+    return found
 
 
 def _policy(retry: RetryPolicy | Mapping[str, Any] | None) -> RetryPolicy:

@@ -1,45 +1,30 @@
 """Run lifecycle commands: waits and the decisions that end them, operator actions, endings.
 
-Each command loads the Run aggregate, lets it decide (illegal moves raise
-``IllegalTransitionError`` naming the current status), and saves the run's event together
-with a note on the run's channel (kind ``run.<what>``, with actor and reason), in one
-transaction. A lost race is re-decided from fresh state, so a timer fires exactly once even
-when several workers find it due at the same moment.
+Each is a plain function whose signature is ``Store``'s method of the same name (``Store``
+binds it; the first argument is the :class:`Shell`). It loads the Run aggregate, lets it
+decide (illegal moves raise ``IllegalTransitionError`` naming the current status), and saves
+the run's event together with a note on the run's channel (kind ``run.<what>``, with actor
+and reason), in one transaction. A lost race is re-decided from fresh state, so a timer
+fires exactly once even when several workers find it due at the same moment.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
 from actae.domain.aggregate import Aggregate
 from actae.domain.channel import Channel
-from actae.domain.commands import (
-    Answer,
-    Cancel,
-    CompleteRun,
-    FailRun,
-    Migrate,
-    OperatorAction,
-    Pause,
-    RetryRun,
-    Suspend,
-    Unpause,
-    Upgrade,
-    WakeDue,
-)
 from actae.domain.errors import (
     ConflictError,
     IllegalTransitionError,
     NotFoundError,
     ValidationError,
 )
-from actae.domain.pipeline import Core, retried
-from actae.domain.plan import Plan, RaceLost, ask, now, save
-from actae.domain.reader import StoreReader
+from actae.domain.pipeline import RaceLost, Shell, retried
 from actae.domain.run import Run
 from actae.domain.status import RUNNING_STATUSES
 from actae.domain.validation import (
@@ -59,6 +44,8 @@ Decide = Callable[[Run, datetime], list[Note]]
 """Moves the run (raising ``IllegalTransitionError`` if it may not) and says what to note."""
 Write = Callable[[Channel, datetime], None]
 """Appends to the run's channel instead of notes (a migration's new state version)."""
+Migration = Callable[[dict[str, Any]], dict[str, Any]]
+"""Upgrades a state of schema n to schema n + 1."""
 
 MAX_WAIT_SECONDS = 10 * 365 * 86400.0
 MIGRATABLE = RUNNING_STATUSES
@@ -68,20 +55,26 @@ MIGRATABLE = RUNNING_STATUSES
 # -- waits --------------------------------------------------------------------------------
 
 
-def suspend(command: Suspend, core: Core) -> Plan[RunInfo]:
-    """Make a running run wait for ``name`` (optionally for at most ``seconds``).
+def suspend(
+    shell: Shell,
+    run_id: UUID | str,
+    *,
+    reason: str,
+    name: str,
+    seconds: float | None = None,
+    on_expiry: str | None = None,
+) -> RunInfo:
+    """Low-level: make a running run wait (RunContext's waits call this).
 
     A run whose inbox already holds the decision for ``name`` does not wait: nothing would
     ever wake it (a child that ended, a signal that came after the caller looked, told a run
     that was still running). The answer then shows the decision and the run still running.
     """
-    reason, on_expiry = command.reason, command.on_expiry
     if reason not in WAIT_REASONS:
         raise ValidationError("reason", f"expected one of {WAIT_REASONS}, got {reason!r}")
     if on_expiry is not None and on_expiry not in EXPIRY_ACTIONS:
         raise ValidationError("on_expiry", f"expected one of {EXPIRY_ACTIONS}")
-    name = require_text("name", command.name)
-    seconds = command.seconds
+    name = require_text("name", name)
     if seconds is not None:
         seconds = require_number("seconds", seconds, minimum=0.0, maximum=MAX_WAIT_SECONDS)
 
@@ -93,16 +86,49 @@ def suspend(command: Suspend, core: Core) -> Plan[RunInfo]:
         until_text = None if until is None else until.isoformat()
         return [("run.waiting", {"reason": reason, "name": name, "until": until_text})]
 
-    return (yield from _change(require_uuid("run_id", command.run_id), decide))
+    return _change(shell, require_uuid("run_id", run_id), decide)
 
 
-def answer(command: Answer, core: Core) -> Plan[RunInfo]:
-    """Record an approval, denial or signal for ``name``; wakes the run if it waits."""
-    name = require_text("name", command.name)
-    actor = optional_text("actor", command.actor)
-    note = optional_text("note", command.note, max_length=MAX_REASON_LENGTH)
-    body = core.document("payload", command.payload or {})
-    kind = command.kind
+def approve(
+    shell: Shell, run_id: UUID | str, name: str, *, actor: str, note: str | None = None
+) -> RunInfo:
+    """Grant the approval ``name``; a run waiting for it wakes up."""
+    return _answer(shell, run_id, name, "approved", actor, note, None)
+
+
+def deny(
+    shell: Shell, run_id: UUID | str, name: str, *, actor: str, note: str | None = None
+) -> RunInfo:
+    """Deny the approval ``name``; a run waiting for it wakes up and sees the denial."""
+    return _answer(shell, run_id, name, "denied", actor, note, None)
+
+
+def signal(
+    shell: Shell,
+    run_id: UUID | str,
+    name: str,
+    payload: dict[str, Any] | None = None,
+    *,
+    actor: str | None = None,
+) -> RunInfo:
+    """Send the signal ``name`` (kept until the run waits for it, or waking it now)."""
+    return _answer(shell, run_id, name, "signal", actor, None, payload)
+
+
+def _answer(
+    shell: Shell,
+    run_id: UUID | str,
+    name: str,
+    kind: str,
+    actor: str | None,
+    note: str | None,
+    payload: dict[str, Any] | None,
+) -> RunInfo:
+    """Record an approval, denial or signal (``kind``) for ``name``; wakes the run if it waits."""
+    name = require_text("name", name)
+    actor = optional_text("actor", actor)
+    note = optional_text("note", note, max_length=MAX_REASON_LENGTH)
+    body = shell.core.document("payload", payload or {})
 
     def decide(run: Run, at: datetime) -> list[Note]:
         decision = Decision(
@@ -117,11 +143,11 @@ def answer(command: Answer, core: Core) -> Plan[RunInfo]:
         woke = run.decide(decision, at=at)
         return [(f"run.{kind}", {"name": name, "actor": actor, "note": note, "woke": woke})]
 
-    return (yield from _change(require_uuid("run_id", command.run_id), decide))
+    return _change(shell, require_uuid("run_id", run_id), decide)
 
 
-def wake_due(command: WakeDue, core: Core) -> Plan[bool]:
-    """Fire the run's timer or expire its wait if due; returns whether anything happened."""
+def wake_due(shell: Shell, run_id: UUID | str) -> bool:
+    """Fire the run's due timer, or expire its due approval; True if something happened."""
     fired: list[bool] = []
 
     def decide(run: Run, at: datetime) -> list[Note]:
@@ -134,7 +160,7 @@ def wake_due(command: WakeDue, core: Core) -> Plan[bool]:
         fired.append(True)
         return _expire(run, wait, at)
 
-    yield from _change(require_uuid("run_id", command.run_id), decide)
+    _change(shell, require_uuid("run_id", run_id), decide)
     return bool(fired)
 
 
@@ -153,70 +179,92 @@ def _expire(run: Run, wait: Wait, at: datetime) -> list[Note]:
 # -- operator actions and endings ---------------------------------------------------------
 
 
-def pause(command: Pause, core: Core) -> Plan[RunInfo]:
-    """Pause a running or waiting run (workflow code stops at its next step)."""
-    return (yield from _operator(command, "paused", Run.pause))
+def pause(shell: Shell, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
+    """Pause a run; its workflow code stops at the next step boundary."""
+    return _operator(shell, run_id, actor, reason, "paused", Run.pause)
 
 
-def unpause(command: Unpause, core: Core) -> Plan[RunInfo]:
-    """Let a paused run continue where it was."""
-    return (yield from _operator(command, "unpaused", Run.unpause))
+def unpause(shell: Shell, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
+    """Let a paused run continue."""
+    return _operator(shell, run_id, actor, reason, "unpaused", Run.unpause)
 
 
-def retry_run(command: RetryRun, core: Core) -> Plan[RunInfo]:
-    """Send a failed run back to running; its recorded steps replay when it re-runs."""
-    return (yield from _operator(command, "retried", Run.retry))
+def retry_run(shell: Shell, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
+    """Send a failed run back to running, audited with ``actor`` and ``reason``.
+
+    Its workflow runs again from the top: every recorded step, record and completed
+    effect replays, so only the work after the failure happens again. Steps retried by
+    policy start a fresh retry budget.
+    """
+    return _operator(shell, run_id, actor, reason, "retried", Run.retry)
 
 
-def cancel(command: Cancel, core: Core) -> Plan[RunInfo]:
-    """Cancel a run and its live children; each stops at its next step boundary."""
-    info = yield from _operator(command, "cancelled", Run.cancel)
-    run = yield from ask(StoreReader.run_aggregate, info.run_id)
+def cancel(shell: Shell, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
+    """Cancel a run and its children (cooperatively: at the next step boundary)."""
+    info = _operator(shell, run_id, actor, reason, "cancelled", Run.cancel)
+    run = shell.reader.run_aggregate(info.run_id)
     for child in run.children:
-        child_run = yield from ask(StoreReader.run_aggregate, child)
-        if child_run.is_live:
+        if shell.reader.run_aggregate(child).is_live:
             # A child that ended meanwhile needs nothing; the parent is cancelled anyway.
             with contextlib.suppress(IllegalTransitionError):
-                reason = f"parent cancelled: {command.reason}"
-                yield from cancel(Cancel(run_id=child, actor=command.actor, reason=reason), core)
+                cancel(shell, child, actor=actor, reason=f"parent cancelled: {reason}")
     return info
 
 
-def complete_run(command: CompleteRun, core: Core) -> Plan[RunInfo]:
-    """Finish the run; a parent waiting for it is woken with the result (redacted first)."""
-    value = core.redacted("result", command.result or {}, None)[0].value
+def complete_run(shell: Shell, run_id: UUID | str, result: dict[str, Any] | None = None) -> RunInfo:
+    """Mark a run completed with ``result`` (workers do this when its workflow returns).
+
+    A parent waiting for it is woken with the result (redacted first).
+    """
+    value = shell.core.redacted("result", result or {}, None)[0].value
 
     def decide(run: Run, at: datetime) -> list[Note]:
         run.complete(value, at=at)
         return [("run.completed", {"result": value})]
 
-    return (yield from _change(require_uuid("run_id", command.run_id), decide, tell_parent=True))
+    return _change(shell, require_uuid("run_id", run_id), decide, tell_parent=True)
 
 
-def fail_run(command: FailRun, core: Core) -> Plan[RunInfo]:
-    """Stop the run with ``error``; a parent waiting for it is woken."""
-    error = require_text("error", command.error, max_length=1_000_000)[:MAX_REASON_LENGTH]
-    actor = require_text("actor", command.actor)
+def fail_run(shell: Shell, run_id: UUID | str, error: str, *, actor: str) -> RunInfo:
+    """Mark a run failed with ``error``; a parent waiting for it is woken."""
+    error = require_text("error", error, max_length=1_000_000)[:MAX_REASON_LENGTH]
+    actor = require_text("actor", actor)
 
     def decide(run: Run, at: datetime) -> list[Note]:
         run.fail(error, actor=actor, at=at)
         return [("run.failed", {"error": error, "actor": actor})]
 
-    return (yield from _change(require_uuid("run_id", command.run_id), decide, tell_parent=True))
+    return _change(shell, require_uuid("run_id", run_id), decide, tell_parent=True)
 
 
-def _operator(command: OperatorAction, what: str, move: Callable[..., None]) -> Plan[RunInfo]:
-    actor = require_text("actor", command.actor)
-    reason = require_text("reason", command.reason, max_length=MAX_REASON_LENGTH)
+def _operator(
+    shell: Shell,
+    run_id: UUID | str,
+    actor: str,
+    reason: str,
+    what: str,
+    move: Callable[..., None],
+) -> RunInfo:
+    actor = require_text("actor", actor)
+    reason = require_text("reason", reason, max_length=MAX_REASON_LENGTH)
 
     def decide(run: Run, at: datetime) -> list[Note]:
         move(run, actor=actor, reason=reason, at=at)
         return [(f"run.{what}", {"actor": actor, "reason": reason})]
 
-    return (yield from _change(require_uuid("run_id", command.run_id), decide))
+    return _change(shell, require_uuid("run_id", run_id), decide)
 
 
-def migrate(command: Migrate, core: Core) -> Plan[RunInfo]:
+def migrate(
+    shell: Shell,
+    run_id: UUID | str,
+    *,
+    from_schema: int,
+    to_schema: int,
+    state: dict[str, Any],
+    actor: str,
+    expected_cursor: int,
+) -> RunInfo:
     """Upgrade the run's state from ``from_schema`` to the next schema, atomically.
 
     ``state`` was computed from the state in force at ``expected_cursor`` (the channel's
@@ -224,15 +272,15 @@ def migrate(command: Migrate, core: Core) -> Plan[RunInfo]:
     that cursor, the migration is stale (another worker migrated, or the run went on) and
     ``ConflictError`` or ``IllegalTransitionError`` refuses it, writing nothing.
     """
-    from_schema = require_int("from_schema", command.from_schema, minimum=1)
-    to_schema = require_int("to_schema", command.to_schema, minimum=1)
+    from_schema = require_int("from_schema", from_schema, minimum=1)
+    to_schema = require_int("to_schema", to_schema, minimum=1)
     if to_schema != from_schema + 1:
         raise ValidationError(
             "to_schema", f"migrations go one schema at a time: expected {from_schema + 1}"
         )
-    expected_cursor = require_int("expected_cursor", command.expected_cursor, minimum=1)
-    actor = require_text("actor", command.actor)
-    document = core.document("state", command.state)
+    expected_cursor = require_int("expected_cursor", expected_cursor, minimum=1)
+    actor = require_text("actor", actor)
+    document = shell.core.document("state", state)
 
     def decide(run: Run, at: datetime) -> list[Note]:
         run.migrate(from_schema, to_schema, at=at)
@@ -249,10 +297,17 @@ def migrate(command: Migrate, core: Core) -> Plan[RunInfo]:
             at=at,
         )
 
-    return (yield from _change(require_uuid("run_id", command.run_id), decide, write=write))
+    return _change(shell, require_uuid("run_id", run_id), decide, write=write)
 
 
-def upgrade(command: Upgrade, core: Core) -> Plan[RunInfo]:
+def upgrade(
+    shell: Shell,
+    run_id: UUID | str,
+    *,
+    target: int,
+    migrations: Mapping[int, Migration],
+    actor: str,
+) -> RunInfo:
     """Migrate the run's state to schema ``target``, each step from the state it reads.
 
     Each step computes the next schema's state from the state in force at the head and
@@ -261,35 +316,34 @@ def upgrade(command: Upgrade, core: Core) -> Plan[RunInfo]:
     and the step decided again, so a state is never rolled back to a pre-migration copy.
     A run that may not be migrated (paused, ended) is refused as it is.
     """
-    run_id = require_uuid("run_id", command.run_id)
-    target = require_int("target", command.target, minimum=1)
-    actor = require_text("actor", command.actor)
+    run_id = require_uuid("run_id", run_id)
+    target = require_int("target", target, minimum=1)
+    actor = require_text("actor", actor)
+    reader = shell.reader
 
-    def step(_: int) -> Plan[RunInfo]:
-        run = yield from ask(StoreReader.run, run_id)
+    def step(_: int) -> RunInfo:
+        run = reader.run(run_id)
         current = run.pins.schema_ or 1
         if current >= target:
             return run
-        state = yield from ask(StoreReader.state_at, run.channel_id, run.cursor)
-        next_state = command.migrations[current](state.state)
-        one = Migrate(
-            run_id=run_id,
-            from_schema=current,
-            to_schema=current + 1,
-            state=next_state,
-            actor=actor,
-            expected_cursor=run.cursor,
-        )
+        next_state = migrations[current](reader.state_at(run.channel_id, run.cursor).state)
         try:
-            return (yield from migrate(one, core))
+            return migrate(
+                shell,
+                run_id,
+                from_schema=current,
+                to_schema=current + 1,
+                state=next_state,
+                actor=actor,
+                expected_cursor=run.cursor,
+            )
         except (ConflictError, IllegalTransitionError):
-            now_run = yield from ask(StoreReader.run, run_id)
-            if now_run.status not in MIGRATABLE:  # paused or ended: not a lost race
+            if reader.run(run_id).status not in MIGRATABLE:  # paused or ended: not a lost race
                 raise
             raise RaceLost from None
 
     while True:  # one schema per step, each its own lost-race loop
-        run = yield from retried(step, lambda: f"migration of run {run_id}")
+        run = retried(shell, step, lambda: f"migration of run {run_id}")
         if (run.pins.schema_ or 1) >= target:
             return run
 
@@ -298,30 +352,35 @@ def upgrade(command: Upgrade, core: Core) -> Plan[RunInfo]:
 
 
 def _change(
-    run_id: UUID, decide: Decide, *, tell_parent: bool = False, write: Write | None = None
-) -> Plan[RunInfo]:
+    shell: Shell,
+    run_id: UUID,
+    decide: Decide,
+    *,
+    tell_parent: bool = False,
+    write: Write | None = None,
+) -> RunInfo:
     """Decide on fresh state and save the run with its channel writes; retry lost races.
 
     The channel gets the notes ``decide`` returns, or what ``write`` appends instead.
     """
+    reader = shell.reader
 
-    def attempt(_: int) -> Plan[RunInfo]:
-        run = yield from ask(StoreReader.run_aggregate, run_id)
-        at = yield from now()
+    def attempt(_: int) -> RunInfo:
+        run = reader.run_aggregate(run_id)
+        at = shell.now()
         notes = decide(run, at)
         if notes or write is not None:
-            head = yield from ask(StoreReader.head_event, run.channel_id)
-            channel = Channel.from_head(head)
+            channel = Channel.from_head(reader.head_event(run.channel_id))
             if write is not None:
                 write(channel, at)
             _note(channel, notes, at)
             pending: list[Aggregate] = [run, channel]
             if tell_parent:
-                pending.extend((yield from _tell_parent(run, at)))
-            yield from save(*pending)
-        return (yield from ask(StoreReader.run, run_id))
+                pending.extend(_tell_parent(shell, run, at))
+            shell.save(*pending)
+        return reader.run(run_id)
 
-    return (yield from retried(attempt, lambda: f"run {run_id}"))
+    return retried(shell, attempt, lambda: f"run {run_id}")
 
 
 def _note(channel: Channel, notes: list[Note], at: datetime) -> None:
@@ -329,12 +388,12 @@ def _note(channel: Channel, notes: list[Note], at: datetime) -> None:
         channel.record(kind=kind, payload=payload, operation_id=None, at=at)
 
 
-def _tell_parent(run: Run, at: datetime) -> Plan[list[Aggregate]]:
+def _tell_parent(shell: Shell, run: Run, at: datetime) -> list[Aggregate]:
     """The parent, woken if it waits for ``run``, and its channel with the note."""
     if run.parent_run_id is None:
         return []
     try:
-        parent = yield from ask(StoreReader.run_aggregate, run.parent_run_id)
+        parent = shell.reader.run_aggregate(run.parent_run_id)
     except NotFoundError:  # purged by retention: nobody waits any more
         return []
     name = f"child:{run.id}"
@@ -343,7 +402,6 @@ def _tell_parent(run: Run, at: datetime) -> Plan[list[Aggregate]]:
     payload = {"status": run.status.value, "result": run.result, "error": run.error}
     woke = parent.decide(Decision(name=name, kind="child", payload=payload, at=at), at=at)
     note = ("run.child_finished", {"child_run_id": str(run.id), "woke": woke, **payload})
-    head = yield from ask(StoreReader.head_event, parent.channel_id)
-    channel = Channel.from_head(head)
+    channel = Channel.from_head(shell.reader.head_event(parent.channel_id))
     _note(channel, [note], at)
     return [parent, channel]

@@ -1,11 +1,13 @@
-"""The one pipeline every command runs through, and what its decide functions may use.
+"""The one pipeline every command runs through, and the port its functions do IO through.
 
-A command goes: validate (its decide function, before the first request) → look up its
-operation record → load → decide (the aggregates; pure) → save the events together with the
+A command is a plain function whose signature is the public one (``Store`` binds it): its
+first argument is the :class:`Shell`, the store as the domain sees it (its reader, its
+clock, its one write). It goes: validate (before anything is read) → look up its operation
+record → load → decide (the aggregates; pure) → save the events together with the
 operation record → on a lost race, re-read and decide again. :func:`retried` is that loop,
-written once for every command; each decide function supplies one *attempt* (load, decide,
-save) and, for a command with an ``operation_id``, what a recorded earlier execution
-answers (:class:`Once`).
+written once for every command; each command supplies one *attempt* (load, decide, save)
+and, for a command with an ``operation_id``, what a recorded earlier execution answers
+(:class:`Once`).
 
 A lost race is the normal way concurrent writers meet: the store's primary keys (aggregate
 version, channel cursor, operation id) let exactly one of them write, and the loser decides
@@ -17,17 +19,17 @@ what the record says. Different content under that id is an ``OperationConflictE
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, NoReturn, TypeVar
+from typing import Any, Generic, NoReturn, Protocol, TypeVar
 from uuid import uuid4
 
+from actae.domain.aggregate import Aggregate, DomainEvent
 from actae.domain.errors import ContentionError
 from actae.domain.heads import HeadCache
 from actae.domain.known_effects import KnownEffects
 from actae.domain.operation import Operation
-from actae.domain.plan import Plan, RaceLost, ask
 from actae.domain.ports import Codec
 from actae.domain.reader import StoreReader
 from actae.domain.redaction import Redactor, in_turn
@@ -90,6 +92,34 @@ class Core:
         return self.codec.canonical(value).decode()
 
 
+class Shell(Protocol):
+    """What a command may do besides deciding: the store's port, as the domain sees it.
+
+    ``ActaeService`` (``adapters/runtime/service.py``) is the one implementation; the
+    asyncio face runs the same calls through a portal, so no command is written twice.
+    """
+
+    core: Core
+    reader: StoreReader
+
+    def now(self) -> datetime:
+        """The store's clock (on PostgreSQL the database's)."""
+        ...
+
+    def save(self, *objs: Aggregate | DomainEvent) -> list[int]:
+        """Write the pending events of ``objs`` together; :class:`RaceLost` if refused."""
+        ...
+
+
+class RaceLost(Exception):  # noqa: N818 - an expected outcome of a save, not an error
+    """Raised by :meth:`Shell.save`: another writer took a version first.
+
+    The store refused the write on its primary key (an aggregate version, a channel cursor
+    or an operation id already taken); nothing was written. :func:`retried` catches it and
+    decides again.
+    """
+
+
 @dataclass(frozen=True, slots=True)
 class Once(Generic[T]):
     """The operation record that makes a command run once under its ``operation_id``.
@@ -102,7 +132,7 @@ class Once(Generic[T]):
     operation_id: str
     command: str
     content: str
-    replay: Callable[[Operation], Plan[T]]
+    replay: Callable[[Operation], T]
     look_first: bool
 
     @classmethod
@@ -111,7 +141,7 @@ class Once(Generic[T]):
         operation_id: str | None,
         command: str,
         content: str,
-        replay: Callable[[Operation], Plan[T]],
+        replay: Callable[[Operation], T],
     ) -> Once[T]:
         """The record of a command that creates something (a run, a fork) under any id.
 
@@ -133,21 +163,22 @@ class Once(Generic[T]):
             at=at,
         )
 
-    def earlier(self) -> Plan[Operation | None]:
+    def earlier(self, reader: StoreReader) -> Operation | None:
         """The recorded execution of this operation, refused if its content differs."""
-        original = yield from ask(StoreReader.operation, self.operation_id)
+        original = reader.operation(self.operation_id)
         if original is not None:
             original.ensure_same(self.content)
         return original
 
 
 def retried(
-    attempt: Callable[[int], Plan[T]],
+    shell: Shell,
+    attempt: Callable[[int], T],
     what: Callable[[], str],
     *,
     once: Once[T] | None = None,
-    exhausted: Callable[[], Plan[NoReturn]] | None = None,
-) -> Plan[T]:
+    exhausted: Callable[[], NoReturn] | None = None,
+) -> T:
     """Run ``attempt(n)`` until one saves without losing a race; its answer.
 
     With ``once``, the operation record is looked up first (if ``once.look_first``) and
@@ -158,15 +189,15 @@ def retried(
     look = once is not None and once.look_first
     for number in range(RACE_ATTEMPTS):
         if look and once is not None:
-            original = yield from once.earlier()
+            original = once.earlier(shell.reader)
             if original is not None:
-                return (yield from once.replay(original))
+                return once.replay(original)
         try:
-            return (yield from attempt(number))
+            return attempt(number)
         except RaceLost:
             look = True
     if exhausted is not None:
-        yield from exhausted()
+        exhausted()
     raise ContentionError(what(), RACE_ATTEMPTS)
 
 
@@ -177,3 +208,19 @@ def generated_operation_id(command: str) -> str:
     lost and the call tries again, it finds its own earlier write instead of repeating it.
     """
     return f"{command}:{uuid4()}"
+
+
+def pending_events(objects: Iterable[object]) -> list[DomainEvent]:
+    """The events to write for ``objects``: each aggregate's pending events, or the event.
+
+    Anything else is refused: only Actae's own aggregates and events are ever stored.
+    """
+    events: list[DomainEvent] = []
+    for obj in objects:
+        if isinstance(obj, DomainEvent):
+            events.append(obj)
+        elif isinstance(obj, Aggregate):
+            events.extend(obj.collect_events())  # type: ignore[arg-type]
+        else:
+            raise TypeError(f"cannot save a {type(obj).__name__}: not an Actae aggregate")
+    return events

@@ -11,14 +11,15 @@ retried from another span (another request, another process) is still the same s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
 from uuid import UUID, uuid4
 
 from actae.domain.aggregate import Aggregate
 from actae.domain.channel import Channel
-from actae.domain.commands import StartRun
 from actae.domain.operation import Operation
-from actae.domain.pipeline import Core, Once, retried
-from actae.domain.plan import Plan, ask, now, save
+from actae.domain.pipeline import Once, Shell, retried
 from actae.domain.reader import StoreReader, run_info_of
 from actae.domain.run import Run
 from actae.domain.validation import (
@@ -34,53 +35,64 @@ from actae.domain.validation import (
 from actae.domain.values import RunInfo
 
 
-def start_run(command: StartRun, core: Core) -> Plan[RunInfo]:
+def start_run(
+    shell: Shell,
+    workflow_id: str,
+    *,
+    agent_id: str,
+    state: dict[str, Any],
+    pins: Mapping[str, Any] | None = None,
+    operation_id: str | None = None,
+    deadline: datetime | None = None,
+    parent_run_id: UUID | str | None = None,
+    budget: Mapping[str, float] | None = None,
+    trace_context: Mapping[str, str] | None = None,
+) -> RunInfo:
     """Start a run with its main channel; cursor 1 creates state version 1.
 
     ``budget`` caps the usage its steps record (e.g. ``{"output_tokens": 50_000, "cost": 2.0}``);
     a run past its budget or ``deadline`` stops, failed, at its next step boundary.
+    ``trace_context`` is where the start happened in a distributed trace: kept with the run,
+    never part of the command's content.
     """
-    workflow_id = require_text("workflow_id", command.workflow_id)
-    agent_id = require_text("agent_id", command.agent_id)
-    document = core.document("state", command.state)
-    pins = require_pins("pins", command.pins)
-    operation_id = optional_text("operation_id", command.operation_id)
-    deadline = optional_deadline("deadline", command.deadline)
-    parent = (
-        None
-        if command.parent_run_id is None
-        else require_uuid("parent_run_id", command.parent_run_id)
-    )
-    budget = require_amounts("budget", command.budget)
-    trace_context = storable_trace_context(command.trace_context)
+    core, reader = shell.core, shell.reader
+    workflow_id = require_text("workflow_id", workflow_id)
+    agent_id = require_text("agent_id", agent_id)
+    document = core.document("state", state)
+    checked_pins = require_pins("pins", pins)
+    operation_id = optional_text("operation_id", operation_id)
+    deadline = optional_deadline("deadline", deadline)
+    parent = None if parent_run_id is None else require_uuid("parent_run_id", parent_run_id)
+    spend = require_amounts("budget", budget)
+    trace = storable_trace_context(trace_context)
     content = fingerprint(
         "start_run",
         workflow_id,
         agent_id,
         document.checksum,
-        core.canonical_text(pins.as_dict()),
+        core.canonical_text(checked_pins.as_dict()),
         str(deadline),
         str(parent),
-        *((str(sorted(budget.items())),) if budget else ()),
+        *((str(sorted(spend.items())),) if spend else ()),
     )
-    once = Once.per_call(operation_id, "start_run", content, _replayed)
+    once = Once.per_call(operation_id, "start_run", content, lambda op: _replayed(reader, op))
 
-    def attempt(_: int) -> Plan[RunInfo]:
-        parent_run = None if parent is None else (yield from ask(StoreReader.run_aggregate, parent))
-        at = yield from now()
+    def attempt(_: int) -> RunInfo:
+        parent_run = None if parent is None else reader.run_aggregate(parent)
+        at = shell.now()
         run = Run.start(
             run_id=uuid4(),
             workflow_id=workflow_id,
             agent_id=agent_id,
             channel_id=uuid4(),
-            pins=pins,
+            pins=checked_pins,
             deadline=deadline,
             parent_run_id=parent,
             forked_from=None,
             operation_id=operation_id,
             at=at,
-            budget=budget,
-            trace_context=trace_context,
+            budget=spend,
+            trace_context=trace,
         )
         channel = Channel.open(
             channel_id=run.channel_id,
@@ -97,15 +109,15 @@ def start_run(command: StartRun, core: Core) -> Plan[RunInfo]:
             parent_run.record_child(run.id, at=at)
             aggregates.append(parent_run)
         result = {"run_id": str(run.id), "cursor": 1, "state_version": 1}
-        yield from save(*aggregates, once.executed(result, at))
+        shell.save(*aggregates, once.executed(result, at))
         return run_info_of(run, cursor=1, state_version=1)
 
     what = lambda: f"start of {workflow_id!r} under parent {parent}"  # noqa: E731 - formatted only if it gives up
-    return (yield from retried(attempt, what, once=once))
+    return retried(shell, attempt, what, once=once)
 
 
-def _replayed(original: Operation) -> Plan[RunInfo]:
-    run = yield from ask(StoreReader.run_aggregate, UUID(original.recorded_result["run_id"]))
+def _replayed(reader: StoreReader, original: Operation) -> RunInfo:
+    run = reader.run_aggregate(UUID(original.recorded_result["run_id"]))
     return run_info_of(
         run,
         cursor=original.recorded_result["cursor"],

@@ -84,7 +84,7 @@ MUTANTS = [
     Mutant(
         "remembered-refusal-trusted",
         "domain/ledger.py",
-        "            except ActaeError:\n                core.effects.forget(effect_id)\n",
+        "            except ActaeError:\n                known.forget(effect_id)\n",
         "            except ActaeError:\n                raise\n",
         "a remembered effect may be stale: refusing on it would refuse the true holder",
         KNOWN_EFFECTS,
@@ -92,7 +92,7 @@ MUTANTS = [
     Mutant(
         "remembered-repeat-not-answered",
         "domain/ledger.py",
-        "        answer = None if recorded is None else recorded(effect, at)\n",
+        "        answer = None if recorded is None else recorded(stored, at)\n",
         "        answer = None\n",
         "a completion repeated after its first reply was lost must get the recorded answer,"
         " not a refusal",
@@ -109,7 +109,7 @@ MUTANTS = [
     ),
     Mutant(
         "purge-keeps-the-guesses",
-        "adapters/runtime/store_retention.py",
+        "adapters/runtime/retention.py",
         "        self._service.forget_guesses(everything)  # a write on them would collide with"
         " nothing\n",
         "",
@@ -207,7 +207,7 @@ MUTANTS = [
     Mutant(
         "start-fingerprint-pins",
         "domain/starting.py",
-        "        core.canonical_text(pins.as_dict()),\n",
+        "        core.canonical_text(checked_pins.as_dict()),\n",
         "",
         "a start repeated with other pins (another model) must be refused",
         IDEMPOTENCY,
@@ -223,7 +223,7 @@ MUTANTS = [
     Mutant(
         "start-fingerprint-budget",
         "domain/starting.py",
-        "*((str(sorted(budget.items())),) if budget else ()),",
+        "*((str(sorted(spend.items())),) if spend else ()),",
         "",
         "a start repeated with another budget must be refused",
         IDEMPOTENCY,
@@ -231,15 +231,15 @@ MUTANTS = [
     Mutant(
         "fork-fingerprint-reason",
         "domain/forking.py",
-        '"fork", str(cid), str(at), str(reason), core.canonical_text(overrides.as_dict())',
-        '"fork", str(cid), str(at), core.canonical_text(overrides.as_dict())',
+        '"fork", str(cid), str(at), str(reason), shell.core.canonical_text(overrides.as_dict())',
+        '"fork", str(cid), str(at), shell.core.canonical_text(overrides.as_dict())',
         "a fork repeated with another reason must be refused, or the receipt lies about why",
         FORK,
     ),
     Mutant(
         "fork-fingerprint-pins",
         "domain/forking.py",
-        '"fork", str(cid), str(at), str(reason), core.canonical_text(overrides.as_dict())',
+        '"fork", str(cid), str(at), str(reason), shell.core.canonical_text(overrides.as_dict())',
         '"fork", str(cid), str(at), str(reason)',
         "a fork repeated with other pins (another model) must be refused",
         FORK,
@@ -247,8 +247,8 @@ MUTANTS = [
     Mutant(
         "fork-fingerprint-boundary",
         "domain/forking.py",
-        '"fork", str(cid), str(at), str(reason), core.canonical_text(overrides.as_dict())',
-        '"fork", str(cid), str(reason), core.canonical_text(overrides.as_dict())',
+        '"fork", str(cid), str(at), str(reason), shell.core.canonical_text(overrides.as_dict())',
+        '"fork", str(cid), str(reason), shell.core.canonical_text(overrides.as_dict())',
         "a fork repeated from another cursor must be refused",
         FORK,
     ),
@@ -458,8 +458,8 @@ MUTANTS = [
     Mutant(
         "repeated-doubt-written-twice",
         "domain/ledger.py",
-        "    return (yield from _decide(core, command.effect_key, note, move, recorded=recorded))",
-        "    return (yield from _decide(core, command.effect_key, note, move))",
+        "    return _decide(shell, effect_key, note, move, recorded=recorded)",
+        "    return _decide(shell, effect_key, note, move)",
         "a doubt repeated after a lost reply is answered from the store, never written twice",
         DEADLINES,
     ),
@@ -708,15 +708,15 @@ MUTANTS = [
     Mutant(
         "override-result-unwrapped",
         "domain/ledger.py",
-        'result=workflow_result(command.result) if command.outcome == "completed" else None',
-        "result=command.result",
+        'result=workflow_result(result) if outcome == "completed" else None',
+        "result=result",
         "the workflow would not see the result the operator gave",
         OPERATOR,
     ),
     Mutant(
         "override-evidence-unchecked",
         "domain/ledger.py",
-        '    proof = core.document("evidence", evidence).value',
+        '    proof = shell.core.document("evidence", evidence).value',
         "    proof = evidence",
         "evidence that is not an object must be a ValidationError, not a TypeError",
         OPERATOR,
@@ -806,7 +806,7 @@ MUTANTS = [
     Mutant(
         "paused-migration-looks-like-a-race",
         "domain/lifecycle.py",
-        "            if now_run.status not in MIGRATABLE:",
+        "            if reader.run(run_id).status not in MIGRATABLE:",
         "            if False:",
         "a paused run's refused migration must say so, not 'lost 50 races'",
         STEPS,

@@ -37,7 +37,7 @@ CUSTODY_MUTANTS = [
     ),
     Mutant(
         "forget-keeps-the-key",
-        "adapters/runtime/store_custody.py",
+        "adapters/runtime/store.py",
         "        keys.forget(info.run_id)",
         "        keys.has_key(info.run_id)",
         "forgetting must destroy the data key, not only say so",
@@ -133,7 +133,7 @@ CUSTODY_MUTANTS = [
     ),
     Mutant(
         "interrupted-purge-left-behind",
-        "adapters/runtime/store_retention.py",
+        "adapters/runtime/retention.py",
         "            self._finish_interrupted(projector, now)",
         "            pass",
         "a purge or forget cut short by a crash is finished by the next pass",
@@ -149,7 +149,7 @@ CUSTODY_MUTANTS = [
     ),
     Mutant(
         "interrupted-forget-keeps-its-key",
-        "adapters/runtime/store_retention.py",
+        "adapters/runtime/retention.py",
         "            if live:",
         "            if False:",
         "a forget cut short before its key was destroyed is finished by the next pass",
@@ -157,7 +157,7 @@ CUSTODY_MUTANTS = [
     ),
     Mutant(
         "interrupted-purge-keeps-its-key",
-        "adapters/runtime/store_retention.py",
+        "adapters/runtime/retention.py",
         "if channel in with_events or r in with_keys",
         "if channel in with_events",
         "a purge cut short before its run's key was dropped is finished by the next pass",
@@ -165,7 +165,7 @@ CUSTODY_MUTANTS = [
     ),
     Mutant(
         "child-purge-takes-the-parents-record",
-        "adapters/runtime/store_retention.py",
+        "adapters/runtime/retention.py",
         "                if not own_start and isinstance(event, Channel.Opened):",
         "                if False:",
         "purging a child leaves the parent's record of starting it (its replay finds it)",
@@ -368,7 +368,7 @@ CUSTODY_MUTANTS += [
     Mutant(
         "purge-ignores-lineage",
         "domain/keeping.py",
-        "        if why is None or not (yield from lineage_lets_go(kept, run, at)):",
+        "        if why is None or not lineage_lets_go(reader, kept, run, at):",
         "        if why is None:",
         "the tombstone is decided on the stored lineage: a hold placed after a pass listed"
         " the parent still keeps it",
@@ -376,8 +376,8 @@ CUSTODY_MUTANTS += [
     ),
     Mutant(
         "retention-pass-ignores-lineage",
-        "adapters/runtime/store_retention.py",
-        "            return self._service.run(keeping.lineage_lets_go(kept, run, now))",
+        "adapters/runtime/retention.py",
+        "            return keeping.lineage_lets_go(self._service.reader, kept, run, now)",
         "            return True",
         "a pass (and its dry run) lists a parent only once its descendants let it go",
         LINEAGE,

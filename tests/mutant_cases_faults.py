@@ -273,16 +273,16 @@ FAULT_MUTANTS = [
     Mutant(
         "start-without-identity",
         "domain/starting.py",
-        "yield from save(*aggregates, once.executed(result, at))",
-        "yield from save(*aggregates, *([once.executed(result, at)] if operation_id else []))",
+        "shell.save(*aggregates, once.executed(result, at))",
+        "shell.save(*aggregates, *([once.executed(result, at)] if operation_id else []))",
         "a start whose commit went unseen would start a second run",
         LOST_REPLIES,
     ),
     Mutant(
         "fork-without-identity",
         "domain/forking.py",
-        'yield from save(*aggregates, once.executed({"child_run_id": str(child.id)}, moment))',
-        "yield from save(*aggregates, *([once.executed({'child_run_id': str(child.id)}, moment)]"
+        'shell.save(*aggregates, once.executed({"child_run_id": str(child.id)}, moment))',
+        "shell.save(*aggregates, *([once.executed({'child_run_id': str(child.id)}, moment)]"
         " if operation_id else []))",
         "a fork whose commit went unseen would make a second child",
         LOST_REPLIES,
@@ -853,7 +853,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "purged-floors-kept",
-        "adapters/runtime/store_retention.py",
+        "adapters/runtime/retention.py",
         "        self._service.core.seen.forget(everything)",
         "",
         "an effect key used again after its run was purged is a new history, not a lost one",

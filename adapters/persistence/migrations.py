@@ -34,7 +34,7 @@ other statement on the table for as long."""
 class Migration:
     """One step of a backend's schema: ``statements`` run in order, in one transaction.
 
-    It changes tables; a workflow's ``Migration`` (:mod:`actae.adapters.runtime.store_resume`)
+    It changes tables; a workflow's ``Migration`` (:mod:`actae.domain.lifecycle`)
     upgrades a run's state instead.
     """
 

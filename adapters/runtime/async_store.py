@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+import inspect
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from datetime import datetime
 from types import TracebackType
@@ -36,7 +37,6 @@ from actae.adapters.readside.subscription import Subscription, Unwaited
 from actae.adapters.runtime.async_context import AsyncRunContext
 from actae.adapters.runtime.context import RunContext
 from actae.adapters.runtime.store import Store, open
-from actae.adapters.runtime.store_resume import Migration
 from actae.domain.ports import Clock
 from actae.domain.redaction import Redactor
 from actae.domain.validation import DEFAULT_MAX_DOCUMENT_BYTES
@@ -85,6 +85,22 @@ def _awaited(
     coroutine = functools.wraps(method)(awaited)
     coroutine.__qualname__ = f"AsyncStore.{method.__name__}"  # as warnings and tracebacks say
     return coroutine
+
+
+def _resumed(
+    method: Callable[Concatenate[Store, P], RunContext],
+) -> Callable[Concatenate[AsyncStore, P], Coroutine[Any, Any, AsyncRunContext]]:
+    """``AsyncStore.resume`` from ``Store.resume``: the same arguments, an async run context."""
+
+    async def resume(self: AsyncStore, /, *args: P.args, **kwargs: P.kwargs) -> AsyncRunContext:
+        """``Store.resume``, for ``async def`` workflow code: an :class:`AsyncRunContext`."""
+        context: RunContext = await run_in_portal(method, self.sync, *args, **kwargs)
+        return AsyncRunContext(context)
+
+    resume.__qualname__ = "AsyncStore.resume"
+    signature = inspect.signature(method).replace(return_annotation="AsyncRunContext")
+    resume.__signature__ = signature  # type: ignore[attr-defined]
+    return resume
 
 
 class AsyncStore:
@@ -149,25 +165,7 @@ class AsyncStore:
         """
         return self.sync.projector(**kwargs)
 
-    async def resume(
-        self,
-        run_id: UUID | str,
-        *,
-        worker: str,
-        pins: Mapping[str, Any] | None = None,
-        migrations: Mapping[int, Migration] | None = None,
-        redact: Redactor | None = None,
-    ) -> AsyncRunContext:
-        """``Store.resume``, for ``async def`` workflow code: an :class:`AsyncRunContext`."""
-        context: RunContext = await run_in_portal(
-            self.sync.resume,
-            run_id,
-            worker=worker,
-            pins=pins,
-            migrations=migrations,
-            redact=redact,
-        )
-        return AsyncRunContext(context)
+    resume = _resumed(Store.resume)
 
     # -- commands -------------------------------------------------------------------------
 

@@ -1,20 +1,13 @@
-"""The synchronous shell: answers a command's requests with blocking calls on the store.
+"""The shell: the store as the domain's commands see it (:class:`Shell`).
 
 ``record`` and ``transition``, the hot path, are pure appends
 (:mod:`actae.domain.appending`): :meth:`ActaeService.append` brings the head, the time and
-the write, and holds their race loop. The other commands are decided in the domain as plans
-(:mod:`actae.domain.plan`): generators that yield reads, clock readings and saves. This
-shell runs a plan to its answer, and it is all the IO there is on the command path:
-
-- a :class:`Read` is asked of the :class:`StoreReader`;
-- :data:`NOW` reads the store's clock;
-- a :class:`Save` goes to the mapper and the recorder in one transaction; the store's
-  refusal on a primary key or an operation id (``IntegrityError``) is thrown into the plan
-  as :class:`RaceLost`, and the pipeline decides again.
-
-Any other exception raised while answering is thrown into the plan too, so a decide
-function can handle a read that finds nothing; one it does not handle propagates to the
-caller unchanged.
+the write, and holds their race loop. Every other command is a plain function of the domain
+(``domain/lifecycle.py``, ``ledger.py``, ``keeping.py``, ``starting.py``, ``forking.py``)
+that takes this service as its :class:`Shell`: it reads through :attr:`reader`, asks
+:meth:`now`, and writes with :meth:`save`, whose refusal on a primary key or an operation id
+(``IntegrityError``) is :class:`RaceLost`, on which the pipeline decides again. This is all
+the IO there is on the command path.
 """
 
 from __future__ import annotations
@@ -23,7 +16,8 @@ import logging
 import random
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from datetime import datetime
+from typing import Any, Concatenate, ParamSpec, TypeVar
 from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
@@ -37,8 +31,7 @@ from actae.domain.appending import Append
 from actae.domain.channel import Channel, ChannelHead
 from actae.domain.errors import ContentionError, HistoryRegressedError
 from actae.domain.operation import Operation
-from actae.domain.pipeline import RACE_ATTEMPTS, Core
-from actae.domain.plan import Plan, RaceLost, Read, Save, pending_events
+from actae.domain.pipeline import RACE_ATTEMPTS, Core, RaceLost, Shell, pending_events
 from actae.domain.ports import Clock, Codec
 from actae.domain.reader import StoreReader, receipt_of
 from actae.domain.redaction import Redactor
@@ -47,7 +40,7 @@ from actae.domain.validation import DEFAULT_MAX_DOCUMENT_BYTES
 from actae.domain.values import Receipt
 
 log = logging.getLogger("actae.store")
-C = TypeVar("C")
+P = ParamSpec("P")
 T = TypeVar("T")
 
 
@@ -81,33 +74,23 @@ class ActaeService:
         self._regression_logged = threading.Lock()
         self._regression_said = False
 
-    def execute(self, decide: Callable[[C, Core], Plan[T]], command: C) -> T:
-        """Decide ``command`` with ``decide`` and carry out its plan; the command's answer."""
-        return self.run(decide(command, self.core))
+    def now(self) -> datetime:
+        """The store's clock (on PostgreSQL the database's, unless ``actae.open`` got one)."""
+        return self.clock()
 
-    def run(self, plan: Plan[T]) -> T:
-        """Answer each request of ``plan`` until it returns; its return value."""
-        answer: Any = None
-        failure: BaseException | None = None
-        while True:
-            try:
-                request = plan.send(answer) if failure is None else plan.throw(failure)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            answer, failure = None, None
-            try:
-                kind = type(request)
-                if kind is Save:
-                    answer = self.save(*request.events)  # type: ignore[union-attr]
-                elif kind is Read:
-                    answer = request.query(self.reader, *request.args, **request.kwargs)  # type: ignore[union-attr]
-                else:
-                    answer = self.clock()
-            except HistoryRegressedError as error:
-                self._stopped_by(error)
-                failure = error
-            except Exception as error:
-                failure = error
+    def call(
+        self, command: Callable[Concatenate[Shell, P], T], *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        """``command(self, *args, **kwargs)``: a domain command run on this store.
+
+        A regression of the store's history that the command meets stops this process, and
+        is logged the first time (:meth:`ensure_not_regressed`).
+        """
+        try:
+            return command(self, *args, **kwargs)
+        except HistoryRegressedError as error:
+            self._stopped_by(error)
+            raise
 
     def append(self, append: Append) -> Receipt:
         """Write ``append``'s event on the head the caller expected; its receipt.

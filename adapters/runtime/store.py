@@ -1,21 +1,32 @@
 """The public store: ``actae.open(url)`` and the methods of the contract (README.md).
 
 This is the composition root. It parses the URL, prepares the schema, builds the command
-service with the orjson codec and a clock, and forwards calls. Queries validate their
-arguments here so that every public entry point rejects bad input the same way.
+service with the orjson codec and a clock, and forwards calls. A command's arguments are
+listed once, by its domain function (``domain/lifecycle.py``, ``ledger.py``,
+``keeping.py``), which :func:`command` binds as the ``Store`` method of the same name;
+the methods written out here do adapter work around their command (a trace span, a data
+key, a purge's deletes). Queries validate their arguments here so that every public entry
+point rejects bad input the same way.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
+import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Self, TextIO
+from typing import Any, BinaryIO, Concatenate, ParamSpec, Self, TextIO, TypeVar, cast
 from uuid import UUID
+
+import pydantic
 
 from actae.adapters.custody.holding import Holding, holding_for, keyring_of
 from actae.adapters.custody.sealing import SealingMapper
+from actae.adapters.persistence.awaiting import off_the_loop
 from actae.adapters.persistence.clock import close_clock, host_skew
 from actae.adapters.persistence.codec import OrjsonCodec
 from actae.adapters.persistence.url import parse_store_url
@@ -23,21 +34,23 @@ from actae.adapters.readside.projector import Projector
 from actae.adapters.readside.subscription import ConditionWaiter, Subscription, Waiter
 from actae.adapters.redaction.redactors import redactor_of
 from actae.adapters.runtime.backends import Backend, backend_for
+from actae.adapters.runtime.context import RunContext
+from actae.adapters.runtime.retention import Purger
 from actae.adapters.runtime.service import ActaeService
-from actae.adapters.runtime.store_custody import CustodyMethods
-from actae.adapters.runtime.store_ledger import LedgerMethods
-from actae.adapters.runtime.store_lifecycle import LifecycleMethods
-from actae.adapters.runtime.store_resume import ResumeMethods
-from actae.adapters.runtime.store_retention import RetentionMethods
 from actae.adapters.telemetry import tracing
 from actae.adapters.telemetry.names import FORK_SPAN, START_SPAN
 from actae.adapters.telemetry.runs import fork_attributes, started
-from actae.domain import appending, forking, starting
-from actae.domain.commands import Fork, StartRun
+from actae.domain import appending, forking, keeping, ledger, lifecycle, starting
+from actae.domain.artifacts import ArtifactRef, reference_in
+from actae.domain.effects import EffectInfo
 from actae.domain.errors import (
+    IncompatibleResumeError,
     NotFoundError,
     StoreNotFoundError,
+    ValidationError,
 )
+from actae.domain.lifecycle import Migration
+from actae.domain.pipeline import Shell
 from actae.domain.ports import Clock
 from actae.domain.reader import channel_event_of, operation_record_of
 from actae.domain.redaction import Redactor
@@ -45,6 +58,7 @@ from actae.domain.validation import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     require_int,
     require_number,
+    require_pins,
     require_text,
     require_uuid,
 )
@@ -53,11 +67,16 @@ from actae.domain.values import (
     ForkReceipt,
     Lineage,
     OperationRecord,
+    Pins,
     Receipt,
     Recovery,
+    RetentionReport,
     RunInfo,
     StateVersion,
 )
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 GLOBAL_PAGE = 10_000
 """Events of all channels that ``Store.events(None)`` returns when given no ``limit``."""
@@ -133,7 +152,27 @@ def open(
         raise
 
 
-class Store(ResumeMethods, LifecycleMethods, LedgerMethods, CustodyMethods, RetentionMethods):
+def command(decide: Callable[Concatenate[Shell, P], T]) -> Callable[Concatenate[Store, P], T]:
+    """The ``Store`` method that runs the domain command ``decide`` on the store's shell.
+
+    Its name, docstring and signature are ``decide``'s, with ``self`` for the shell, so the
+    arguments are listed once: in the domain function, which validates them.
+    """
+
+    def method(self: Store, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._service.call(decide, *args, **kwargs)
+
+    bound = functools.wraps(decide)(method)
+    bound.__module__ = __name__
+    bound.__qualname__ = f"Store.{decide.__name__}"
+    signature = inspect.signature(decide)
+    me = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    parameters = [me, *list(signature.parameters.values())[1:]]
+    bound.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    return bound
+
+
+class Store:
     """A durable-execution store for agent runs. Use as a context manager, or ``close()``."""
 
     def __init__(self, service: ActaeService, backend: Backend, holding: Holding) -> None:
@@ -145,6 +184,7 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods, CustodyMethods, Rete
         self._url = backend.url
         self._closed = False
         self._projector: Projector | None = None
+        self._purger = Purger(service, holding, backend)
 
     def __repr__(self) -> str:
         return f"<actae.Store {self._url.display}>"
@@ -197,8 +237,9 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods, CustodyMethods, Rete
         with tracing.starting(
             span_name, lambda: self._ran(operation_id), sealed=self.encrypting
         ) as start:
-            command = StartRun(
-                workflow_id=workflow_id,
+            run = self._service.call(
+                starting.start_run,
+                workflow_id,
                 agent_id=agent_id,
                 state=state,
                 pins=pins,
@@ -208,7 +249,6 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods, CustodyMethods, Rete
                 budget=budget,
                 trace_context=start.trace_context,
             )
-            run = self._service.execute(starting.start_run, command)
             started(start, run)
         return run
 
@@ -301,17 +341,213 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods, CustodyMethods, Rete
         with tracing.starting(
             FORK_SPAN, lambda: self._ran(operation_id), sealed=self.encrypting
         ) as start:
-            command = Fork(
-                channel_id=channel_id,
+            receipt = self._service.call(
+                forking.fork,
+                channel_id,
                 at=at,
                 operation_id=operation_id,
                 reason=reason,
                 pins=pins,
                 trace_context=start.trace_context,
             )
-            receipt = self._service.execute(forking.fork, command)
             start.describe(fork_attributes(receipt))
         return receipt
+
+    # -- waits, operator actions and endings (domain/lifecycle.py) ------------------------
+
+    suspend = command(lifecycle.suspend)
+    approve = command(lifecycle.approve)
+    deny = command(lifecycle.deny)
+    signal = command(lifecycle.signal)
+    wake_due = command(lifecycle.wake_due)
+    pause = command(lifecycle.pause)
+    unpause = command(lifecycle.unpause)
+    retry_run = command(lifecycle.retry_run)
+    cancel = command(lifecycle.cancel)
+    complete_run = command(lifecycle.complete_run)
+    fail_run = command(lifecycle.fail_run)
+
+    # -- the tool-execution ledger (domain/ledger.py) -------------------------------------
+
+    claim = command(ledger.claim)
+    heartbeat = command(ledger.heartbeat)
+    complete_effect = command(ledger.complete_effect)
+    doubt_effect = command(ledger.doubt_effect)
+    fail_effect = command(ledger.fail_effect)
+    reconcile = command(ledger.reconcile)
+    abandon = command(ledger.abandon)
+    override = command(ledger.override)
+    effect = command(ledger.effect)
+
+    def find_effect(self, effect_key: str) -> EffectInfo | None:
+        """Like :meth:`effect`, but ``None`` for a key the ledger never saw."""
+        try:
+            return self.effect(effect_key)
+        except NotFoundError:
+            return None
+
+    # -- resuming a run -------------------------------------------------------------------
+
+    def resume(
+        self,
+        run_id: UUID | str,
+        *,
+        worker: str,
+        pins: Mapping[str, Any] | None = None,
+        migrations: Mapping[int, Migration] | None = None,
+        redact: Redactor | None = None,
+    ) -> RunContext:
+        """A durable-step context for ``run_id`` driven by ``worker``.
+
+        ``redact`` (the workflow's redactor) removes secrets from its step results, records
+        and effect results before the store's own redactor does.
+
+        ``pins`` are the worker's: a run pinned to another model, prompt or tool contract is
+        refused with ``IncompatibleResumeError``. A run on an older state schema is upgraded
+        by ``migrations[n]`` (state of schema n -> state of schema n + 1), each recorded as a
+        new state version; without the needed migration the resume is refused.
+        """
+        worker = require_text("worker", worker)
+        run = self.run(run_id)
+        if pins:
+            run = self._reconcile_pins(run, require_pins("pins", pins), migrations or {}, worker)
+        return RunContext(self, run, worker, self._reader, redact=redact)
+
+    def _reconcile_pins(
+        self, run: RunInfo, wanted: Pins, migrations: Mapping[int, Migration], worker: str
+    ) -> RunInfo:
+        differences: dict[str, tuple[Any, Any]] = {
+            name: (run.pins[name], wanted[name])
+            for name in ("model", "prompt", "tools")
+            if wanted[name] is not None and run.pins[name] != wanted[name]
+        }
+        current, target = run.pins.schema_ or 1, wanted.schema_
+        steps = [] if target is None else list(range(current, target))
+        if target is not None and (current > target or any(s not in migrations for s in steps)):
+            differences["schema"] = (current, target)
+        if differences:
+            raise IncompatibleResumeError(run.run_id, differences)
+        if target is None or not steps:
+            return run
+        return self._service.call(
+            lifecycle.upgrade, run.run_id, target=target, migrations=migrations, actor=worker
+        )
+
+    # -- custody: forgetting, artifacts, keys ---------------------------------------------
+
+    def forget(self, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
+        """Destroy the run's contents for good: crypto-shredding, audited with who and why.
+
+        Its data key is destroyed, so its payloads, states, results and artifacts can never
+        be read again, by this store or any other holding the same keyring. Its structure
+        stays readable: ``run`` (status ``forgotten``), ``events`` (payloads ``None``,
+        marked ``forgotten``), lineage and the audit trail; ``state_at``, ``recover`` and
+        ``effect`` raise ``ForgottenError``. A live run is cancelled. Forks and children
+        have keys of their own and are not forgotten with it. Asking again is harmless.
+
+        Only a run written with encryption on has a key to destroy; for another,
+        ``ValidationError`` (nothing written): purge it by retention instead.
+        """
+        run = self._reader.run(require_uuid("run_id", run_id))  # NotFoundError first
+        keys = self._holding.keys
+        if not keys.has_key(run.run_id):
+            raise ValidationError(
+                "run_id",
+                f"run {run.run_id} was written without encryption: it has no key to destroy "
+                "(open the store with a keyring to encrypt new runs; purge old ones by "
+                "retention)",
+            )
+        info = self._service.call(keeping.forget, run_id, actor=actor, reason=reason)
+        keys.forget(info.run_id)
+        return info
+
+    def put_artifact(
+        self,
+        run_id: UUID | str,
+        data_or_file: bytes | BinaryIO | os.PathLike[str],
+        *,
+        media_type: str = "application/octet-stream",
+    ) -> ArtifactRef:
+        """Store bytes for the run outside its event log; an authenticated reference.
+
+        ``data_or_file`` is bytes, a binary file object (read in 1 MiB chunks) or a path:
+        nothing is held in memory whole, so a file of any size streams through. Identical
+        bytes are stored once (per run when the store encrypts: sealed under the run's data
+        key, they go with it when it is forgotten). Keep the reference in a step result
+        (``ref.model_dump(mode="json")``) and open it later with :meth:`open_artifact`.
+        """
+        run = self._reader.run(require_uuid("run_id", run_id))  # NotFoundError first
+        data_key = self._holding.keys.for_write(run.run_id)
+        return off_the_loop(
+            self._holding.artifacts.put,
+            run.run_id,
+            data_or_file,
+            media_type=media_type,
+            data_key=data_key,
+        )
+
+    def open_artifact(self, ref: ArtifactRef | Mapping[str, Any]) -> BinaryIO:
+        """A readable binary stream of the artifact ``ref`` names (from :meth:`put_artifact`).
+
+        The reference's MAC is checked first, each chunk as it is read, and the size and
+        SHA-256 before the last bytes are handed out: a tampered reference or blob raises
+        ``CorruptionError``. ``ForgottenError`` once its run was forgotten.
+        """
+        checked = _reference(ref)
+        data_key = self._holding.data_key_for_reading(checked)
+        return cast(BinaryIO, self._holding.artifacts.open(checked, data_key=data_key))
+
+    def rotate_keys(self, *, progress: Callable[[int], None] | None = None) -> int:
+        """Re-wrap every run's data key under the keyring's current master key; how many.
+
+        Payloads are not touched: only the wrapped keys change, in batches, each key
+        checked and replaced atomically, so rotation may run while workers write and may be
+        run again after an interruption (``actae keys rotate`` adds the new master key to
+        the keyring file first). ``progress`` is told the count after each batch.
+        """
+        return self._holding.keys.rewrap_all(progress=progress)
+
+    # -- retention (domain/keeping.py; the purges: adapters/runtime/retention.py) ---------
+
+    set_retention = command(keeping.set_retention)
+    retention = command(keeping.retention)
+    hold = command(keeping.hold)
+    release = command(keeping.release)
+
+    def apply_retention(
+        self,
+        *,
+        actor: str,
+        dry_run: bool = False,
+        limit: int = 10_000,
+        progress: Callable[[int], None] | None = None,
+    ) -> RetentionReport:
+        """Purge the finished runs whose end plus their policy's time has passed.
+
+        A purge keeps the run's tombstone (``store.run`` reports ``purged_at``, its
+        workflow, dates, counts, the policy and ``actor``) and its lineage; it deletes its
+        events, its data key and the artifacts no other run references. A run on hold is
+        never purged, nor one whose forks or delegated children (and theirs) are held, live
+        or within their own window; a fork keeps its own copy of the state it started
+        from. At most ``limit`` runs per call (workers call it periodically); ``dry_run``
+        says what would go and changes nothing. ``progress`` is told how many were purged
+        after each batch. A purge or a forget that a crash
+        interrupted (its event written, its deletes not) is finished first.
+        """
+        started = time.monotonic()
+        actor = require_text("actor", actor)
+        limit = require_int("limit", limit, minimum=1)
+        projector = self.projector()
+        projector.catch_up()
+        return self._purger.apply(
+            projector,
+            self.now(),
+            actor=actor,
+            dry_run=dry_run,
+            limit=limit,
+            progress=progress,
+            started=started,
+        )
 
     # -- queries --------------------------------------------------------------------------
 
@@ -506,3 +742,18 @@ class Store(ResumeMethods, LifecycleMethods, LedgerMethods, CustodyMethods, Rete
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _reference(ref: object) -> ArtifactRef:
+    """``ref`` as an :class:`ArtifactRef`: one, its JSON form, or a stored event's marker."""
+    if isinstance(ref, ArtifactRef):
+        return ref
+    try:
+        inside = reference_in(ref)
+        if inside is not None:
+            return inside
+        return ArtifactRef.model_validate(ref)
+    except pydantic.ValidationError as error:
+        problem = error.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"]) or "ref"
+        raise ValidationError(f"ref.{where}", problem["msg"]) from None

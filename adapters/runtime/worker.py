@@ -65,7 +65,7 @@ from actae.domain.validation import require_text
 
 if TYPE_CHECKING:
     from actae.adapters.runtime.store import Store
-    from actae.adapters.runtime.store_resume import Migration
+    from actae.domain.lifecycle import Migration
 
 WorkflowCode = Callable[[RunContext], object] | Callable[[AsyncRunContext], Awaitable[object]]
 """Workflow code: returns the run's result (a mapping, None, or any JSON value).

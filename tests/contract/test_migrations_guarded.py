@@ -12,7 +12,6 @@ import pytest
 
 import actae
 from actae.domain import lifecycle
-from actae.domain.commands import Migrate
 
 
 def test_a_stale_migration_is_refused_and_never_rolls_the_state_back(
@@ -49,7 +48,7 @@ def test_the_domain_refuses_a_migration_from_the_wrong_schema_or_cursor(
 
     def migrate(**fields: Any) -> actae.RunInfo:
         """The guard, below the façade (resume computes these fields itself)."""
-        return store._service.execute(lifecycle.migrate, Migrate(run_id=run.run_id, **fields))
+        return lifecycle.migrate(store._service, run.run_id, **fields)
 
     migrate(from_schema=1, to_schema=2, state={"n": 2}, actor="A", expected_cursor=1)
     before = store.events(run.channel_id)

@@ -17,7 +17,6 @@ import actae
 from actae.adapters.custody.datakeys import StoredKey
 from actae.adapters.custody.keyring import load_keyring, save_keyring
 from actae.domain import keeping
-from actae.domain.commands import Forget, Purge
 from tests.custody.sealed import (
     MARKER,
     contains_marker,
@@ -80,7 +79,7 @@ def test_a_purge_cut_short_after_its_tombstone_is_finished(
     run = store.start_run("wf", agent_id="a", state={"s": MARKER})
     store.complete_run(run.run_id, {})
     clock.advance(2 * DAY)
-    store._service.execute(keeping.purge, Purge(run_id=run.run_id, actor="crashed"))
+    keeping.purge(store._service, run.run_id, actor="crashed")
     store.projector().catch_up()
     assert store.run(run.run_id).purged_at is not None
     assert store.events(run.channel_id)  # the crash came before the deletes
@@ -100,13 +99,11 @@ def test_a_forget_and_a_purge_cut_short_before_their_keys_go_are_finished(
         purged = store.start_run("purged", agent_id="a", state={"s": MARKER})
         store.complete_run(purged.run_id, {})
         clock.advance(2 * DAY)
-        store._service.execute(
-            keeping.forget, Forget(run_id=forgotten.run_id, actor="crashed", reason="erasure")
-        )
-        store._service.execute(keeping.purge, Purge(run_id=purged.run_id, actor="crashed"))
+        keeping.forget(store._service, forgotten.run_id, actor="crashed", reason="erasure")
+        keeping.purge(store._service, purged.run_id, actor="crashed")
         store.projector().catch_up()
         keys = store._holding.keys
-        store._delete([purged.run_id], store.projector())
+        store._purger._delete([purged.run_id], store.projector())
         keys.table.add(purged.run_id, StoredKey("k1", b"left by the crash"))  # its key remains
         assert keys.present([forgotten.run_id, purged.run_id]) == {
             forgotten.run_id: True,

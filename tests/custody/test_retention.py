@@ -19,7 +19,6 @@ import actae
 from actae.adapters.cli.main import main
 from actae.adapters.runtime.worker import run_until_idle
 from actae.domain import keeping
-from actae.domain.commands import Purge
 from tests.custody.sealed import keyring_file, with_option
 
 DAY = 86400.0
@@ -337,8 +336,7 @@ def test_the_purge_itself_decides_on_the_stored_lineage(
     store.complete_run(child.run_id, {})
     clock.advance(2 * DAY)
     store.hold(child.run_id, actor="legal", reason="case 12")
-    purge = Purge(run_id=parent.run_id, actor="ops")
-    assert store._service.execute(keeping.purge, purge) is None
+    assert keeping.purge(store._service, parent.run_id, actor="ops") is None
     assert store.run(parent.run_id).purged_at is None
 
 

@@ -9,14 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actae.adapters.persistence.codec import OrjsonCodec
-from actae.domain.appending import reread_head
+import actae
 from actae.domain.channel import Channel, ChannelHead
 from actae.domain.errors import ConflictError
 from actae.domain.heads import HeadCache
-from actae.domain.pipeline import Core
-from actae.domain.plan import Read
-from actae.domain.reader import StoreReader
+from actae.domain.ledger import reread_head
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -164,21 +161,19 @@ def test_remembered_heads_are_bounded_and_never_go_back() -> None:
 
 
 def test_a_reread_head_is_remembered() -> None:
-    """The plan asks the reader for the head once and remembers the answer (no IO here)."""
-    channel = opened_channel()
-    (opened,) = channel.collect_events()
-    core = Core(codec=OrjsonCodec())
+    """The head is read from the store once and remembered as this process's guess."""
+    with actae.open("memory://") as store:
+        run = store.start_run("wf", agent_id="a", state={})
+        shell = store._service
+        shell.forget_guesses([run.channel_id])
+        assert shell.core.heads.get(run.channel_id) is None
 
-    plan = reread_head(core, channel.id)
-    request = next(plan)
-    assert request == Read(StoreReader.head_event, (channel.id,), {})
-    with pytest.raises(StopIteration) as done:
-        plan.send(opened)
+        head = reread_head(shell, run.channel_id)
 
-    assert done.value.value == ChannelHead.of(opened)  # type: ignore[arg-type]
-    remembered = core.heads.get(channel.id)
-    assert remembered is not None
-    assert remembered.originator_version == 1
+        assert (head.originator_version, head.state_version) == (1, 1)
+        remembered = shell.core.heads.get(run.channel_id)
+        assert remembered is not None
+        assert remembered.originator_version == 1
 
 
 def test_a_forgotten_head_is_read_again() -> None:

@@ -1,17 +1,16 @@
-"""The retention part of the public store: policies, legal holds, purging finished runs.
+"""Purging finished runs by retention: the store's collaborator behind ``apply_retention``.
 
-:class:`actae.adapters.runtime.store.Store` inherits these. A purge writes the run's
-tombstone (domain/keeping.py), then deletes the events it replaces, the run's data key
-and the artifacts no other run references, a batch of runs per transaction so that
-writers are never locked out for long (docs/data.md).
+A purge writes the run's tombstone (domain/keeping.py), then deletes the events it
+replaces, the run's data key and the artifacts no other run references, a batch of runs per
+transaction so that writers are never locked out for long (docs/data.md).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TextIO
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from actae.adapters.custody.holding import Holding
@@ -19,17 +18,13 @@ from actae.adapters.runtime.backends import Backend
 from actae.adapters.runtime.service import ActaeService
 from actae.domain import keeping
 from actae.domain.channel import Channel
-from actae.domain.commands import Hold, Purge, Release, SetRetention
 from actae.domain.errors import NotFoundError
 from actae.domain.operation import Operation
-from actae.domain.retention import Retention, policy_view
+from actae.domain.retention import Retention
 from actae.domain.run import Run
-from actae.domain.validation import require_int, require_text
-from actae.domain.values import RetentionReport, RunInfo
+from actae.domain.values import RetentionReport
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from actae.adapters.readside.projector import Projector
 
 PURGED_TOPIC = Run.Purged.type_name
@@ -39,81 +34,29 @@ FINISH_WITHIN = timedelta(days=1)
 """How far back a retention pass looks for forgets and purges a crash left unfinished."""
 
 
-class RetentionMethods:
-    """``Store`` methods that decide how long finished runs are kept, and purge them."""
+class Purger:
+    """Decides which finished runs are due, writes their tombstones, deletes what they replace."""
 
-    _service: ActaeService
-    _holding: Holding
-    _backend: Backend
+    def __init__(self, service: ActaeService, holding: Holding, backend: Backend) -> None:
+        self._service = service
+        self._holding = holding
+        self._backend = backend
 
-    if TYPE_CHECKING:
-
-        def projector(self, *, batch_size: int = ..., out: TextIO | None = ...) -> Projector:
-            """The store's read models."""
-            ...
-
-        def now(self) -> datetime:
-            """The store's clock."""
-            ...
-
-    def set_retention(
-        self, policy: Mapping[str, Any] | None, *, agent: str | None = None, actor: str
-    ) -> dict[str, dict[str, str] | None]:
-        """Keep finished runs for a while after they end, by status; ``None``: forever.
-
-        ``set_retention({"completed": "7d", "failed": "30d", "cancelled": "7d"}, actor=...)``
-        sets the store's default; with ``agent=`` the policy of that agent's runs, which
-        replaces the default for them. A status a policy does not name is kept forever.
-        Durations: ``"45s"``, ``"30m"``, ``"12h"``, ``"7d"``, ``"2w"``, ``"7y"``, seconds or
-        a ``timedelta``. Stored as an audited event, so every worker applies the same
-        policies. Returns them all, as :meth:`retention` does.
-        """
-        command = SetRetention(policy=policy, agent=agent, actor=actor)
-        return policy_view(self._service.execute(keeping.set_retention, command).policies)
-
-    def retention(self) -> dict[str, dict[str, str] | None]:
-        """The policies in force: ``{"default": {"completed": "7d"}, "billing": None}``."""
-        kept = self._service.run(keeping.policies())
-        return {} if kept is None else policy_view(kept.policies)
-
-    def hold(self, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
-        """Place a legal hold: retention never purges the run until it is released."""
-        return self._service.execute(keeping.hold, Hold(run_id=run_id, actor=actor, reason=reason))
-
-    def release(self, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
-        """Lift the legal hold: retention applies to the run again."""
-        command = Release(run_id=run_id, actor=actor, reason=reason)
-        return self._service.execute(keeping.release, command)
-
-    def apply_retention(
+    def apply(
         self,
+        projector: Projector,
+        now: datetime,
         *,
         actor: str,
-        dry_run: bool = False,
-        limit: int = 10_000,
-        progress: Callable[[int], None] | None = None,
+        dry_run: bool,
+        limit: int,
+        progress: Callable[[int], None] | None,
+        started: float,
     ) -> RetentionReport:
-        """Purge the finished runs whose end plus their policy's time has passed.
-
-        A purge keeps the run's tombstone (``store.run`` reports ``purged_at``, its
-        workflow, dates, counts, the policy and ``actor``) and its lineage; it deletes its
-        events, its data key and the artifacts no other run references. A run on hold is
-        never purged, nor one whose forks or delegated children (and theirs) are held, live
-        or within their own window; a fork keeps its own copy of the state it started
-        from. At most ``limit`` runs per call (workers call it periodically); ``dry_run``
-        says what would go and changes nothing. ``progress`` is told how many were purged
-        after each batch. A purge or a forget that a crash
-        interrupted (its event written, its deletes not) is finished first.
-        """
-        started = time.monotonic()
-        actor = require_text("actor", actor)
-        limit = require_int("limit", limit, minimum=1)
-        projector = self.projector()
-        projector.catch_up()
-        now = self.now()
+        """One retention pass over read models caught up to ``now`` (``Store.apply_retention``)."""
         if not dry_run:
             self._finish_interrupted(projector, now)
-        kept = self._service.run(keeping.policies())
+        kept = keeping.policies(self._service.reader)
         if kept is None or kept.shortest() is None:
             return _report(dry_run, 0, [], 0, 0, 0, started)
         rules, own = kept.rules(now), kept.own_agents()
@@ -134,8 +77,6 @@ class RetentionMethods:
         projector.catch_up()
         return _report(False, len(candidates), purged, held, events, artifacts, started)
 
-    # -- internals ------------------------------------------------------------------------
-
     def _is_due(self, kept: Retention, run_id: UUID, now: datetime) -> bool:
         """Whether the stored run is due, and every run inheriting from it lets it go.
 
@@ -146,14 +87,14 @@ class RetentionMethods:
             run = self._service.reader.run_aggregate(run_id)
             if kept.due(run, now) is None:
                 return False
-            return self._service.run(keeping.lineage_lets_go(kept, run, now))
+            return keeping.lineage_lets_go(self._service.reader, kept, run, now)
         except NotFoundError:
             return False
 
     def _tombstone(self, run_id: UUID, actor: str) -> bool:
         """Write the run's tombstone if it is (still) due; whether it was."""
         try:
-            tombstone = self._service.execute(keeping.purge, Purge(run_id=run_id, actor=actor))
+            tombstone = self._service.call(keeping.purge, run_id, actor=actor)
         except NotFoundError:  # purged meanwhile by another worker
             return False
         return tombstone is not None
