@@ -1,7 +1,7 @@
 """Purging finished runs while writers keep writing: the purge's rate, and what writers feel.
 
 Retention deletes a purged run's events a batch of runs per transaction (100,
-``adapters/runtime/store_retention.py``), so that writers are never locked out for long.
+``adapters/runtime/retention.py``), so that writers are never locked out for long.
 This benchmark checks it on PostgreSQL: ``--runs`` finished runs (default 10,000: a start,
 two ~2 KB transitions and a completion each, written by four client processes) are aged past
 their policy with a :class:`actae.ManualClock`, then purged by ``apply_retention`` calls of

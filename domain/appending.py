@@ -93,11 +93,13 @@ def record(
     usage: Mapping[str, float] | None = None,
     redact: Redactor | None = None,
 ) -> Append:
-    """Append a recorded result after ``expected_cursor`` (the channel's log position).
+    """Record a result (a model call, a tool output) right after ``expected_cursor``.
 
-    A record creates no state version, so the state version is not checked. ``usage``
-    (e.g. ``{"tokens": 812, "cost": 0.02}``) adds to the run's running totals, which budgets
-    are checked against. ``redact`` runs on ``payload`` before the store's own redactor.
+    ``expected_cursor`` is the channel's log position the caller last saw (the state
+    version is not checked: a record creates none). ``usage`` (e.g. ``{"tokens": 812,
+    "cost": 0.02}``) adds to the run's running totals, which budgets are checked against.
+    ``redact`` removes secrets from ``payload`` before the store's own redactor does; the
+    event counts what left it (docs/data.md).
     """
     cid = require_uuid("channel_id", channel_id)
     kind = require_text("kind", kind)
@@ -135,11 +137,11 @@ def transition(
     expected_cursor: int,
     operation_id: str | None = None,
 ) -> Append:
-    """Append an event and the state version it creates, atomically.
+    """Commit an event and the next state version together, or nothing at all.
 
-    The head must still be at ``expected_version`` (the *state* version the caller last
-    saw) and ``expected_cursor`` (the channel's *log* position); otherwise nothing is
-    written and ``ConflictError`` reports what is stored.
+    ``expected_version`` is the *state* version the caller last saw and
+    ``expected_cursor`` the channel's *log* position: both must still be the head's;
+    otherwise nothing is written and ``ConflictError`` reports what is stored.
     """
     cid = require_uuid("channel_id", channel_id)
     kind = require_text("kind", kind)

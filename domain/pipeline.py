@@ -48,7 +48,7 @@ happen only under a pile-up that retrying at once would not clear either.
 
 @dataclass
 class Core:
-    """What decide functions use besides their command; none of it does IO.
+    """What commands use besides their arguments; none of it does IO.
 
     ``heads`` are this process's guesses of channel heads (:mod:`actae.domain.heads`),
     ``effects`` of the effects it holds (:mod:`actae.domain.known_effects`),

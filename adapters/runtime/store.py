@@ -41,6 +41,7 @@ from actae.adapters.telemetry import tracing
 from actae.adapters.telemetry.names import FORK_SPAN, START_SPAN
 from actae.adapters.telemetry.runs import fork_attributes, started
 from actae.domain import appending, forking, keeping, ledger, lifecycle, starting
+from actae.domain.appending import Append
 from actae.domain.artifacts import ArtifactRef, reference_in
 from actae.domain.effects import EffectInfo
 from actae.domain.errors import (
@@ -50,7 +51,7 @@ from actae.domain.errors import (
     ValidationError,
 )
 from actae.domain.lifecycle import Migration
-from actae.domain.pipeline import Shell
+from actae.domain.pipeline import Core, Shell
 from actae.domain.ports import Clock
 from actae.domain.reader import channel_event_of, operation_record_of
 from actae.domain.redaction import Redactor
@@ -77,6 +78,7 @@ from actae.domain.values import (
 
 P = ParamSpec("P")
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 GLOBAL_PAGE = 10_000
 """Events of all channels that ``Store.events(None)`` returns when given no ``limit``."""
@@ -162,14 +164,38 @@ def command(decide: Callable[Concatenate[Shell, P], T]) -> Callable[Concatenate[
     def method(self: Store, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return self._service.call(decide, *args, **kwargs)
 
-    bound = functools.wraps(decide)(method)
-    bound.__module__ = __name__
-    bound.__qualname__ = f"Store.{decide.__name__}"
+    return _named_as(method, decide)
+
+
+def appended(
+    decide: Callable[Concatenate[Core, P], Append],
+) -> Callable[Concatenate[Store, P], Receipt]:
+    """The ``Store`` method that writes the ``Append`` that ``decide`` makes; its receipt.
+
+    ``record`` and ``transition``: ``decide`` checks the arguments (``domain/appending.py``),
+    ``ActaeService.append`` writes (as for :func:`command`, the signature is ``decide``'s).
+    """
+
+    def method(self: Store, /, *args: P.args, **kwargs: P.kwargs) -> Receipt:
+        service = self._service
+        return service.append(decide(service.core, *args, **kwargs))
+
+    return _named_as(method, decide, returns="Receipt")
+
+
+def _named_as(method: F, decide: Callable[..., Any], returns: str | None = None) -> F:
+    """``method`` with ``decide``'s name, docstring and signature, ``self`` for its first."""
+    functools.wraps(decide)(method)
+    method.__module__ = __name__
+    method.__qualname__ = f"Store.{decide.__name__}"
     signature = inspect.signature(decide)
     me = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
     parameters = [me, *list(signature.parameters.values())[1:]]
-    bound.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
-    return bound
+    signature = signature.replace(parameters=parameters)
+    if returns is not None:
+        signature = signature.replace(return_annotation=returns)
+    method.__signature__ = signature  # type: ignore[attr-defined]
+    return method
 
 
 class Store:
@@ -265,64 +291,8 @@ class Store:
         except Exception:  # the command itself reports it
             return False
 
-    def record(
-        self,
-        channel_id: UUID | str,
-        *,
-        kind: str,
-        payload: dict[str, Any],
-        expected_cursor: int,
-        operation_id: str | None = None,
-        usage: Mapping[str, float] | None = None,
-        redact: Redactor | None = None,
-    ) -> Receipt:
-        """Record a result (a model call, a tool output) right after ``expected_cursor``.
-
-        ``expected_cursor`` is the channel's log position the caller last saw (the state
-        version is not checked: a record creates none). ``usage`` (e.g. ``{"tokens": 812,
-        "cost": 0.02}``) adds to the run's running totals, which budgets are checked against.
-        ``redact`` removes secrets from ``payload`` before the store's own redactor does; the
-        event counts what left it (docs/data.md).
-        """
-        append = appending.record(
-            self._service.core,
-            channel_id,
-            kind=kind,
-            payload=payload,
-            expected_cursor=expected_cursor,
-            operation_id=operation_id,
-            usage=usage,
-            redact=redact,
-        )
-        return self._service.append(append)
-
-    def transition(
-        self,
-        channel_id: UUID | str,
-        *,
-        kind: str,
-        payload: dict[str, Any],
-        state: dict[str, Any],
-        expected_version: int,
-        expected_cursor: int,
-        operation_id: str | None = None,
-    ) -> Receipt:
-        """Commit an event and the next state version together, or nothing at all.
-
-        ``expected_version`` is the *state* version the caller last saw and
-        ``expected_cursor`` the channel's *log* position: both must still be the head's.
-        """
-        append = appending.transition(
-            self._service.core,
-            channel_id,
-            kind=kind,
-            payload=payload,
-            state=state,
-            expected_version=expected_version,
-            expected_cursor=expected_cursor,
-            operation_id=operation_id,
-        )
-        return self._service.append(append)
+    record = appended(appending.record)
+    transition = appended(appending.transition)
 
     def fork(
         self,
