@@ -46,6 +46,7 @@ from typing import Any
 
 import actae
 from benchmarks.common import DSN, STATE, progress, save, scratch_schema, stamp, with_schema
+from benchmarks.core import transition_step
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ("actae", "domain", "projections", "adapters")
@@ -237,20 +238,8 @@ def transition_files(dsn: str) -> dict[str, list[str]]:
         actae.open(with_schema(dsn, schema)) as store,
     ):
         run = store.start_run(f"house-{uuid.uuid4()}", agent_id="bench", state=STATE)
-        head = store.head(run.channel_id)
 
-        def step(n: int) -> actae.Receipt:
-            return store.transition(
-                run.channel_id,
-                kind="step",
-                payload={"n": n},
-                state={**STATE, "step": n},
-                expected_version=head.state_version,
-                expected_cursor=head.cursor,
-                operation_id=f"{run.run_id}:{n}",
-            )
-
-        head = step(1)  # warms caches and lazy imports
+        head = transition_step(store, run, store.head(run.channel_id), 1)  # warms caches
         entered: list[str] = []
         on_stack: list[str] = []
 
@@ -271,7 +260,7 @@ def transition_files(dsn: str) -> dict[str, list[str]]:
                 entered.append(name)
 
         with traced(profile):
-            step(2)
+            transition_step(store, run, head, 2)
     if not on_stack:
         raise RuntimeError("no INSERT of events was seen during the traced transition")
     return {"entered": entered, "on_stack": on_stack}
