@@ -21,7 +21,11 @@ import psycopg
 from psycopg import sql
 
 DSN = "postgresql://postgres@127.0.0.1:5432/test"
-RESULTS = Path(__file__).with_name("results")
+QUICK_RUN = os.environ.get("ACTAE_BENCH_QUICK") == "1"
+"""``ACTAE_BENCH_QUICK=1 make bench``: every benchmark with small counts, to check that the
+pipeline runs end to end (a few minutes); its figures mean nothing and go to
+``benchmarks/results/quick/``, so they never mix with a real run's."""
+RESULTS = Path(__file__).with_name("results") / ("quick" if QUICK_RUN else "")
 
 
 def stamp() -> dict[str, str]:
@@ -37,7 +41,7 @@ def stamp() -> dict[str, str]:
 
 def save(name: str, results: dict[str, Any]) -> None:
     """Write ``benchmarks/results/<name>.json``."""
-    RESULTS.mkdir(exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2))
 
 

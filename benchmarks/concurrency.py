@@ -57,6 +57,7 @@ import actae
 from actae.langgraph import AsyncActaeSaver
 from benchmarks.common import (
     DSN,
+    QUICK_RUN,
     STATE,
     progress,
     save,
@@ -424,7 +425,7 @@ def main() -> None:
     parser.add_argument("--dsn", default=DSN)
     parser.add_argument("--quick", action="store_true", help="fewer, shorter turns")
     args = parser.parse_args()
-    sizes = QUICK if args.quick else FULL
+    sizes = QUICK if args.quick or QUICK_RUN else FULL
     results: dict[str, Any] = {
         **stamp(),
         "quick": args.quick,

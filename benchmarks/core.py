@@ -30,6 +30,7 @@ import actae
 from actae.domain.channel import Channel
 from benchmarks.common import (
     DSN,
+    QUICK_RUN,
     STATE,
     drop_schemas,
     latency,
@@ -50,9 +51,10 @@ from benchmarks.raw import (
 
 SIZES = (1_000, 10_000, 100_000)
 FILL_CHUNK = 4_000  # events per save while filling a long channel (a write holds <= 4,096)
-TURN, TURNS = 100, 10  # 1 connection: Actae and raw alternate, 100 transitions a turn
-WORKERS, PER_WORKER = 4, 300  # client processes, transitions each, per round
-ROUNDS = 3  # Actae and raw take turns, round by round; medians are reported
+# 1 connection: Actae and raw alternate, 100 transitions a turn
+TURN, TURNS = (20, 3) if QUICK_RUN else (100, 10)
+WORKERS, PER_WORKER = 4, 30 if QUICK_RUN else 300  # client processes, transitions each
+ROUNDS = 1 if QUICK_RUN else 3  # Actae and raw take turns, round by round; medians reported
 
 
 # -- reads ----------------------------------------------------------------------------------
@@ -336,7 +338,7 @@ def main() -> None:
     parser.add_argument("--sqlite-only", action="store_true")
     parser.add_argument("--quick", action="store_true", help="channels of 1k and 10k only")
     args = parser.parse_args()
-    sizes = SIZES[:2] if args.quick else SIZES
+    sizes = SIZES[:2] if args.quick or QUICK_RUN else SIZES
     results: dict[str, Any] = {
         **stamp(),
         "sizes": list(sizes),

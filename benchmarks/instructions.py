@@ -36,13 +36,25 @@ import psycopg
 from psycopg import sql
 
 import actae
-from benchmarks.common import DSN, STATE, drop_schemas, progress, save, stamp, with_schema
+from benchmarks.common import (
+    DSN,
+    QUICK_RUN,
+    STATE,
+    drop_schemas,
+    progress,
+    save,
+    stamp,
+    with_schema,
+)
 from benchmarks.ledger import raw_job
 from benchmarks.projections import build_backlog
 from benchmarks.raw import RawBaseline, raw_catch_up_loop, raw_catch_up_schema
 
 COUNTS = {"transition": 50, "claim": 50, "catch-up": 2000}
 """``N`` per operation: enough that ``N`` operations dwarf the noise of start-up."""
+QUICK_COUNTS = {"transition": 10}
+"""A quick run (``ACTAE_BENCH_QUICK=1``) counts the transition only: each valgrind run costs
+minutes of start-up whatever ``N``."""
 
 
 # -- what runs under valgrind -----------------------------------------------------------------
@@ -130,7 +142,9 @@ def instructions(argv: list[str]) -> int:
             *argv,
         ]
         env = {**os.environ, "PYTHONHASHSEED": "0"}
-        subprocess.run(command, check=True, env=env, capture_output=True)
+        done = subprocess.run(command, check=False, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"callgrind run {argv} failed:\n{done.stderr[-3000:]}")
         for line in out.read_text().splitlines():
             if line.startswith(("summary:", "totals:")):
                 return int(line.split()[1])
@@ -280,7 +294,7 @@ def main() -> None:
     args = parser.parse_args()
     counts = {
         name: args.count or count
-        for name, count in COUNTS.items()
+        for name, count in (QUICK_COUNTS if QUICK_RUN else COUNTS).items()
         if not args.only or name in args.only
     }
     results: dict[str, Any] = {**stamp(), **measure(args.dsn, counts)}

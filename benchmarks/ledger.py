@@ -25,15 +25,15 @@ import psycopg
 from psycopg import sql
 
 import actae
-from benchmarks.common import DSN, medians, progress, save
+from benchmarks.common import DSN, QUICK_RUN, medians, progress, save
 from benchmarks.core import in_processes
 
 WORKERS = 4
-CLAIMS_PER_WORKER = 400
+CLAIMS_PER_WORKER = 40 if QUICK_RUN else 400
 RUNS_PER_WORKER = 40
 """Each worker's claims go round its runs: without completions, a run ends with 10 open
 effects, whose keys every note on its channel carries (an agent's pending tool calls)."""
-ROUNDS = 3
+ROUNDS = 1 if QUICK_RUN else 3
 LABELS = ("claim", "claim+complete")
 
 

@@ -39,6 +39,7 @@ from psycopg import sql
 import actae
 from benchmarks.common import (
     DSN,
+    QUICK_RUN,
     STATE,
     progress,
     save,
@@ -49,8 +50,9 @@ from benchmarks.common import (
 from benchmarks.core import Turns, transition_step
 from benchmarks.raw import RawBaseline
 
-TURN, TURNS = 100, 10  # every peer takes 10 turns of 100 steps, in rotation
-WARMUP = 50
+# every peer takes 10 turns of 100 steps, in rotation
+TURN, TURNS = (20, 2) if QUICK_RUN else (100, 10)
+WARMUP = 10 if QUICK_RUN else 50
 
 Steps = Callable[[int, int], list[float]]
 """Runs ``count`` steps numbered from ``first``; returns their latencies in ms."""

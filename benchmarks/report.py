@@ -1,19 +1,24 @@
 """One summary of every benchmark, with the targets of docs/performance.md beside the figures.
 
-``make bench`` runs the eight benchmarks (each writes ``benchmarks/results/<name>.json`` and
-prints its full tables), then this module, which prints the summary and writes it to
-``benchmarks/results/summary.md``. ``python -m benchmarks.report --readme`` also replaces the
-block between the ``bench:start``/``bench:end`` markers in README.md with it.
+``make bench`` runs the benchmarks and the house measures (each writes
+``benchmarks/results/<name>.json`` and prints its full tables), then this module, which
+prints the summary and writes it to ``benchmarks/results/summary.md``. ``python -m
+benchmarks.report --readme`` also replaces the block between the ``bench:start``/``bench:end``
+markers in README.md with it. The block names the run's date; results files written more
+than ``ONE_RUN`` apart are named with their dates, because the targets table is meant to be
+one run's.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from datetime import datetime, timedelta
 from typing import Any
 
 from benchmarks.anatomy import table as anatomy_table
-from benchmarks.common import RESULTS, update_readme
+from benchmarks.common import QUICK_RUN, RESULTS, update_readme
+from benchmarks.house import table as house_table
 from benchmarks.instructions import table as instructions_table
 from benchmarks.peers import table as peers_table
 from benchmarks.scaling import table as scaling_table
@@ -28,14 +33,39 @@ def load(name: str) -> dict[str, Any]:
     return data
 
 
+BENCHMARKS = (
+    "core",
+    "ledger",
+    "projections",
+    "peers",
+    "anatomy",
+    "concurrency",
+    "scaling",
+    "instructions",
+    "house",
+)
+ONE_RUN = timedelta(hours=3)
+"""How far apart one ``make bench``'s results files can be written (it takes under one)."""
+
+
+def provenance(results: dict[str, dict[str, Any]]) -> str:
+    """Empty when every results file is one run's; else each file's date, as a warning."""
+    dates = {name: datetime.fromisoformat(data["date"]) for name, data in results.items()}
+    if max(dates.values()) - min(dates.values()) <= ONE_RUN:
+        return ""
+    return "Not one run: the results files were written at " + ", ".join(
+        f"{name} {date:%Y-%m-%d %H:%M}" for name, date in dates.items()
+    )
+
+
 def verdict(ok: bool) -> str:
     return "met" if ok else "**missed**"
 
 
 def summary() -> str:
-    core, ledger, proj, peers = load("core"), load("ledger"), load("projections"), load("peers")
-    anatomy, concurrency, scaling = load("anatomy"), load("concurrency"), load("scaling")
-    instructions = load("instructions")
+    everything = {name: load(name) for name in BENCHMARKS}
+    core, ledger, proj, peers = (everything[name] for name in BENCHMARKS[:4])
+    anatomy, concurrency, scaling, instructions, house = (everything[n] for n in BENCHMARKS[4:])
     pg = core["postgresql"]
     ours, raw = pg["transitions"], pg["raw"]
     sizes = [str(size) for size in core["sizes"]]
@@ -113,12 +143,22 @@ def summary() -> str:
     for name, key in (("projection", "projection_lag_ms"), ("subscription", "subscription_lag_ms")):
         a, r = live[key]["p99"], raw_live[key]["p99"]
         add(
-            f"live {name} lag p99 ms at {live['write_rate']:,.0f} transitions/s",
+            f"live {name} lag p99 ms at {live['write_rate']:,.0f} transitions/s, "
+            "the follower in another process",
             f"{a:.1f}",
             f"{r:.1f}",
             f"{a / r:.1f}x",
             "",
         )
+    foreign = proj["postgresql"]["foreign"]["subscription_lag_ms"]
+    add(
+        f"subscription lag p50 / p99 ms at {live['write_rate']:,.0f} transitions/s, "
+        "foreign transactions open",
+        f"{foreign['p50']:.1f} / {foreign['p99']:.1f}",
+        "",
+        "",
+        "",
+    )
     complete = live["gaps_or_reorders"] == 0 and live["delivered"] == live["samples"]
     add(
         "subscription, 4 writers: delivered, gaps or reorders",
@@ -176,12 +216,19 @@ def summary() -> str:
         "",
         "",
     )
-    everything = {"core": core, "ledger": ledger, "projections": proj, "peers": peers}
-    everything |= {"anatomy": anatomy, "scaling": scaling}
+    warning = provenance(everything)
+    quick = "QUICK RUN (`ACTAE_BENCH_QUICK=1`): small counts, the figures mean nothing. "
     lines = [
-        f"PostgreSQL 15, {core['machine']}, {core['date'][:10]}; command: `make bench`.",
+        f"{quick if QUICK_RUN else ''}PostgreSQL 15, {core['machine']}, {core['date'][:10]}; "
+        "command: `make bench`.",
+        *(["", f"**{warning}.**"] if warning else []),
         "",
         targets_table(everything),
+        "",
+        "The house measures (`python -m benchmarks.house`): lines, import graph, and the library "
+        "files one transition passes through before its INSERT.",
+        "",
+        house_table(house),
         "",
         "Client instructions per operation, counted by callgrind (`python -m "
         f"benchmarks.instructions`, {instructions['date'][:10]}): the one figure this VM's "
@@ -215,6 +262,8 @@ def main() -> None:
     print("\nActae benchmark summary\n")
     print(text)
     if args.readme:
+        if QUICK_RUN:
+            raise SystemExit("a quick run's figures do not go into README.md")
         update_readme("bench", text)
 
 

@@ -70,6 +70,7 @@ import actae
 from benchmarks.anatomy import machine_busy_seconds
 from benchmarks.common import (
     DSN,
+    QUICK_RUN,
     medians,
     progress,
     save,
@@ -248,14 +249,15 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, help="length of each turn (5, or 1 if --quick)")
     parser.add_argument("--quick", action="store_true", help="3 rounds of 1-second turns")
     args = parser.parse_args()
-    seconds = args.seconds or (QUICK_SECONDS if args.quick else SECONDS)
+    quick = args.quick or QUICK_RUN
+    seconds = args.seconds or (QUICK_SECONDS if quick else SECONDS)
     started = time.perf_counter()
     results: dict[str, Any] = {
         **stamp(),
-        "quick": args.quick,
+        "quick": quick,
         "seconds_per_turn": seconds,
         "writers": list(WRITERS),
-        **measure(args.dsn, seconds, QUICK_ROUNDS if args.quick else ROUNDS),
+        **measure(args.dsn, seconds, QUICK_ROUNDS if quick else ROUNDS),
     }
     results["wall_seconds"] = time.perf_counter() - started
     save("scaling", results)
