@@ -140,37 +140,37 @@ class _Saver(BaseCheckpointSaver[int]):
         threads = [thread_id_of(thread_id) for thread_id in thread_ids]
         forgetting.prune(self._context(), threads, strategy)
 
+    athread_run: Callable[[str], Coroutine[Any, Any, RunInfo | None]]
+    """:meth:`thread_run` awaited; like every ``a<name>`` below, made by :func:`_coroutine`."""
 
-def _in_thread(
-    method: Callable[Concatenate[_Saver, P], T],
-) -> Callable[Concatenate[_Saver, P], Coroutine[Any, Any, T]]:
-    """``ActaeSaver``'s coroutine for the blocking ``method``: it runs in a worker thread."""
-
-    async def in_thread(self: _Saver, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return await asyncio.to_thread(method, self, *args, **kwargs)
-
-    return _named(in_thread, method, "ActaeSaver", "in a worker thread")
+    async def _call(self, method: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """``method(*args, **kwargs)``, awaited where the saver's coroutines run it."""
+        raise NotImplementedError
 
 
-def _in_portal(
-    method: Callable[Concatenate[_Saver, P], T],
-) -> Callable[Concatenate[AsyncActaeSaver, P], Coroutine[Any, Any, T]]:
-    """``AsyncActaeSaver``'s coroutine for the blocking ``method``: it runs in the portal."""
+def _coroutine(method: Callable[Concatenate[_Saver, P], T]) -> Any:
+    """The coroutine twin ``a<name>`` of a blocking method: the saver's ``_call`` runs it."""
 
-    async def in_the_portal(self: AsyncActaeSaver, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        self._remember_loop()
-        return await run_in_portal(method, self, *args, **kwargs)
+    async def coroutine(self: _Saver, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._call(method, self, *args, **kwargs)
 
-    return _named(in_the_portal, method, "AsyncActaeSaver", "in a greenback portal")
-
-
-def _named(coroutine: F, method: Callable[..., Any], owner: str, where: str) -> F:
-    """``coroutine``, named as ``owner``'s coroutine twin of ``method`` (tracebacks, ``help``)."""
+    coroutine.__name__ = coroutine.__qualname__ = f"a{method.__name__}"
     summary = (method.__doc__ or "").splitlines()[0]
-    coroutine.__name__ = f"a{method.__name__}"
-    coroutine.__qualname__ = f"{owner}.a{method.__name__}"
-    coroutine.__doc__ = f"{summary}\n\nThe blocking :meth:`{method.__name__}`, run {where}."
+    coroutine.__doc__ = f"{summary}\n\nThe blocking :meth:`{method.__name__}`, awaited."
     return coroutine
+
+
+for _name in (
+    "thread_run",
+    "get_tuple",
+    "put",
+    "put_writes",
+    "delete_thread",
+    "delete_for_runs",
+    "copy_thread",
+    "prune",
+):
+    setattr(_Saver, f"a{_name}", _coroutine(getattr(_Saver, _name)))
 
 
 class ActaeSaver(_Saver):
@@ -209,16 +209,9 @@ class ActaeSaver(_Saver):
         with open(url, redact=redact, keyring=keyring) as store:
             yield cls(store, serde=serde, workflow_id=workflow_id, agent_id=agent_id)
 
-    # -- the coroutines, for a graph run with ainvoke: the blocking methods, in a thread -----
-
-    athread_run = _in_thread(_Saver.thread_run)
-    aget_tuple = _in_thread(_Saver.get_tuple)
-    aput = _in_thread(_Saver.put)
-    aput_writes = _in_thread(_Saver.put_writes)
-    adelete_thread = _in_thread(_Saver.delete_thread)
-    adelete_for_runs = _in_thread(_Saver.delete_for_runs)
-    acopy_thread = _in_thread(_Saver.copy_thread)
-    aprune = _in_thread(_Saver.prune)
+    async def _call(self, method: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """For a graph run with ``ainvoke``: the blocking method, in a worker thread."""
+        return await asyncio.to_thread(method, *args, **kwargs)
 
     async def alist(
         self,
@@ -233,7 +226,7 @@ class ActaeSaver(_Saver):
         def listed() -> builtins.list[CheckpointTuple]:
             return builtins.list(self.list(config, filter=filter, before=before, limit=limit))
 
-        for item in await asyncio.to_thread(listed):
+        for item in await self._call(listed):
             yield item
 
 
@@ -276,14 +269,10 @@ class AsyncActaeSaver(_Saver):
         async with open_async(url, redact=redact, keyring=keyring) as store:
             yield cls(store, serde=serde, workflow_id=workflow_id, agent_id=agent_id)
 
-    athread_run = _in_portal(_Saver.thread_run)
-    aget_tuple = _in_portal(_Saver.get_tuple)
-    aput = _in_portal(_Saver.put)
-    aput_writes = _in_portal(_Saver.put_writes)
-    adelete_thread = _in_portal(_Saver.delete_thread)
-    adelete_for_runs = _in_portal(_Saver.delete_for_runs)
-    acopy_thread = _in_portal(_Saver.copy_thread)
-    aprune = _in_portal(_Saver.prune)
+    async def _call(self, method: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """The blocking method in a greenback portal: where the store would block, it awaits."""
+        self._remember_loop()
+        return await run_in_portal(method, *args, **kwargs)
 
     async def alist(
         self,
@@ -294,14 +283,9 @@ class AsyncActaeSaver(_Saver):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         """:meth:`list`, each checkpoint read in the portal: stopping early reads no more."""
-        self._remember_loop()
         items = self.list(config, filter=filter, before=before, limit=limit)
-
-        def following() -> CheckpointTuple | None:
-            return next(items, None)
-
         try:
-            while (item := await run_in_portal(following)) is not None:
+            while (item := await self._call(next, items, None)) is not None:
                 yield item
         finally:
             items.close()
