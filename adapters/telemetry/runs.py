@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from time import perf_counter
-from types import TracebackType
 from typing import Self
 
 from opentelemetry import context as otel_context
@@ -125,9 +124,15 @@ def taking(run: RunInfo, *, worker: str, sealed: bool = False) -> TakenRun:
 
 
 class Call(Opened):
-    """The span of one workflow call, told where its result is."""
+    """The span of one workflow call of ``run``, told where its result is."""
 
     replayed = False
+
+    def __init__(self, run: RunTrace, name: str, attributes: Attributes | None) -> None:
+        super().__init__(
+            run.tracer, name, attributes, run.parent(), sealed=run.sealed, run_id=run.run_id
+        )
+        self._run = run
 
     def answered(self, cursor: int, state_version: int) -> None:
         """The call was answered from the log (its own run's, or a forked-from ancestor's)."""
@@ -162,24 +167,13 @@ class Call(Opened):
 class StepCall(Call):
     """``actae.step {name}``; a step that returns is counted and timed, replayed or not."""
 
-    def __init__(self, run: RunTrace, name: str, attributes: Attributes | None) -> None:
-        super().__init__(
-            run.tracer, name, attributes, run.parent(), sealed=run.sealed, run_id=run.run_id
-        )
-        self._run = run
-        self._began = 0.0
+    _began = 0.0
 
     def __enter__(self) -> Self:
         self._began = perf_counter()
         return super().__enter__()
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        super().__exit__(kind, error, traceback)
+    def _ending(self, error: BaseException | None) -> None:
         if error is None:
             self._run.step_done(self.replayed, perf_counter() - self._began)
 
@@ -187,12 +181,7 @@ class StepCall(Call):
 class EffectCall(Call):
     """``actae.effect {name}``, with its claim (attempt, fencing token) and its outcome."""
 
-    def __init__(self, run: RunTrace, name: str, attributes: Attributes | None) -> None:
-        super().__init__(
-            run.tracer, name, attributes, run.parent(), sealed=run.sealed, run_id=run.run_id
-        )
-        self._run = run
-        self.outcome: str | None = None
+    outcome: str | None = None
 
     def claimed(self, claim: Claim) -> None:
         """The ledger's answer: an attempt granted (counted), or the effect already done."""
@@ -232,30 +221,18 @@ class EffectCall(Call):
         """``fn`` is called now: it completes or fails, whatever came before."""
         self.outcome = None
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def _ending(self, error: BaseException | None) -> None:
         if self.recording:
             ended = self.outcome or (COMPLETED if error is None else FAILED)
             self.describe({EFFECT_OUTCOME: ended})
-        super().__exit__(kind, error, traceback)
 
 
-class WaitCall(Opened):
+class WaitCall(Call):
     """``actae.wait {reason}``: ``decided`` (it returns) or ``suspended`` (the run waits)."""
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def _ending(self, error: BaseException | None) -> None:
         if self.recording and (error is None or isinstance(error, RunSuspended)):
             self.describe({WAIT_OUTCOME: "decided" if error is None else "suspended"})
-        super().__exit__(kind, error, traceback)
 
 
 class RunTrace:
@@ -297,26 +274,12 @@ class RunTrace:
 
     def transition(self, operation_id: str) -> Call:
         """The span of a transition (``actae.transition``)."""
-        return Call(
-            self.tracer,
-            TRANSITION_SPAN,
-            self._attributes(operation_id),
-            self.parent(),
-            sealed=self.sealed,
-            run_id=self.run_id,
-        )
+        return Call(self, TRANSITION_SPAN, self._attributes(operation_id))
 
     def wait(self, reason: str, name: str) -> WaitCall:
         """The span of a wait (``actae.wait {reason}``) for ``name``."""
         attributes = None if self.tracer is None else {**self.attributes, WAIT_NAME: name}
-        return WaitCall(
-            self.tracer,
-            f"{WAIT_SPAN} {reason}",
-            attributes,
-            self.parent(),
-            sealed=self.sealed,
-            run_id=self.run_id,
-        )
+        return WaitCall(self, f"{WAIT_SPAN} {reason}", attributes)
 
     @contextmanager
     def joined(self) -> Iterator[None]:
