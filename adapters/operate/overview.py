@@ -21,10 +21,10 @@ from actae.adapters.operate.views import (
     limit_of,
     select,
     status_counts,
+    status_in,
 )
 from actae.adapters.runtime.store import Store
 from actae.domain.effects import EffectStatus
-from actae.domain.errors import ValidationError
 from actae.domain.validation import require_int
 
 DEEPEST = 1000
@@ -47,15 +47,6 @@ def approvals(store: Store, *, limit: int | None = None) -> list[dict[str, Any]]
     )
 
 
-def effect_status(status: str) -> str:
-    """``status`` if it is an effect status, else a ``ValidationError`` naming the valid ones."""
-    try:
-        return EffectStatus(status).value
-    except ValueError:
-        names = ", ".join(s.value for s in EffectStatus)
-        raise ValidationError("status", f"expected one of {names}, got {status!r}") from None
-
-
 def effects_with_status(
     store: Store, status: str, *, limit: int | None = None
 ) -> list[dict[str, Any]]:
@@ -67,7 +58,7 @@ def effects_with_status(
             f"SELECT * FROM effects WHERE status = {p} "
             f"ORDER BY updated_at DESC, effect_key LIMIT {p}"
         ),
-        [effect_status(status), limit_of(limit)],
+        [status_in(EffectStatus, status), limit_of(limit)],
     )
 
 
@@ -157,9 +148,6 @@ class Totals:
 
 def totals(store: Store) -> Totals:
     """The store's totals as the read models have them now (no catching up: a scrape is cheap)."""
-    by_effect = select(
-        store, "effects", lambda p: "SELECT status, count(*) AS n FROM effects GROUP BY status"
-    )
     (ledger,) = select(
         store,
         "effects",
@@ -181,8 +169,7 @@ def totals(store: Store) -> Totals:
     sums = {name: float(row[f"total_{name}"]) for name in SUMMED}
     return Totals(
         runs=status_counts(store),
-        effects={s.value: 0 for s in EffectStatus}
-        | {str(r["status"]): int(r["n"]) for r in by_effect},
+        effects=status_counts(store, "effects", EffectStatus),
         in_doubt=int(ledger["doubtful"]),
         attempts=int(ledger["attempts_made"]),
         retries=int(ledger["retried"]),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 from uuid import UUID
 
@@ -106,7 +107,7 @@ def runs(
     """Runs newest first, filtered; ``after`` is the last run of the previous page."""
     conditions: dict[str, Any] = {}
     if status is not None:
-        conditions["status = {p}"] = run_status(status)
+        conditions["status = {p}"] = status_in(RunStatus, status)
     for column, value in (("workflow_id", workflow), ("agent_id", agent)):
         if value is not None:
             conditions[f"{column} = {{p}}"] = require_text(column, value)
@@ -132,23 +133,21 @@ def _where(conditions: dict[str, Any], mark: str) -> str:
     return "WHERE " + " AND ".join(c.format(p=mark) for c in conditions)
 
 
-def run_status(status: str) -> str:
-    """``status`` if it is a run status, else a ``ValidationError`` naming the valid ones."""
+def status_in(kind: type[StrEnum], status: str) -> str:
+    """``status`` if it is one of ``kind``, else a ``ValidationError`` naming the valid ones."""
     try:
-        return RunStatus(status).value
+        return kind(status).value
     except ValueError:
-        names = ", ".join(s.value for s in RunStatus)
+        names = ", ".join(s.value for s in kind)
         raise ValidationError("status", f"expected one of {names}, got {status!r}") from None
 
 
-def status_counts(store: Store) -> dict[str, int]:
-    """How many runs have each status (every status listed, zeros included)."""
-    rows = store.projector().db.query(
-        "SELECT status, count(*) AS n FROM run_status GROUP BY status"
-    )
-    counts = {status.value: 0 for status in RunStatus}
-    counts.update({str(row["status"]): int(row["n"]) for row in rows})
-    return counts
+def status_counts(
+    store: Store, of: str = "run_status", kind: type[StrEnum] = RunStatus
+) -> dict[str, int]:
+    """How many rows of ``of`` have each status of ``kind`` (every one listed, zeros included)."""
+    rows = store.projector().db.query(f"SELECT status, count(*) AS n FROM {of} GROUP BY status")
+    return {s.value: 0 for s in kind} | {str(row["status"]): int(row["n"]) for row in rows}
 
 
 def effects(
