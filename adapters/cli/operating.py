@@ -109,12 +109,7 @@ def show(db: str | None, db_file: str | None, run: str, as_json: bool) -> int:
 @click.option("--limit", type=whole(1, views.MOST), default=views.PAGE, show_default=True)
 @as_json
 def effects(
-    db: str | None,
-    db_file: str | None,
-    in_doubt: bool,
-    run: str | None,
-    limit: int,
-    as_json: bool,
+    db: str | None, db_file: str | None, in_doubt: bool, run: str | None, limit: int, as_json: bool
 ) -> int:
     """``actae effects``."""
     with _store(db, db_file) as store:
@@ -152,8 +147,7 @@ def _report(done: str, value: Any, as_json: bool) -> int:
 
 def _decision(verb: str) -> click.Command:
     @click.command(
-        name=verb,
-        help=f"{verb.capitalize()} the approval NAME a run waits for (or will wait for).",
+        name=verb, help=f"{verb.capitalize()} the approval NAME a run waits for (or will wait for)."
     )
     @store_options(required=True)
     @click.argument("run")

@@ -117,11 +117,7 @@ def get_run(request: Request, user: Viewer, run: str) -> dict[str, Any]:
 
 @router.get("/runs/{run}/events", summary="The run's channel events")
 def run_events(
-    request: Request,
-    user: Viewer,
-    run: str,
-    after: int = 0,
-    limit: int = EVENTS_PAGE,
+    request: Request, user: Viewer, run: str, after: int = 0, limit: int = EVENTS_PAGE
 ) -> dict[str, Any]:
     """Events after cursor ``after``, oldest first; ``next`` continues (``null``: the head)."""
     store = _store(request)

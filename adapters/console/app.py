@@ -51,11 +51,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 
 def create_app(
-    store: Store,
-    users: Users,
-    *,
-    max_body: int = MAX_BODY,
-    origins: Iterable[str] | None = None,
+    store: Store, users: Users, *, max_body: int = MAX_BODY, origins: Iterable[str] | None = None
 ) -> FastAPI:
     """The console over ``store`` (which it closes when it stops), for ``users``.
 

@@ -65,8 +65,7 @@ def parse_origin(text: str) -> str:
         or parts.fragment
     ):
         raise ValidationError(
-            "origin",
-            f"expected the address browsers use, as http(s)://HOST[:PORT], got {text!r}",
+            "origin", f"expected the address browsers use, as http(s)://HOST[:PORT], got {text!r}"
         )
     return _origin(parts.scheme, parts.netloc)
 

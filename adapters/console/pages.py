@@ -16,12 +16,7 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from actae.adapters.console.guards import (
-    PageSession,
-    require_csrf,
-    require_same_origin,
-    session_of,
-)
+from actae.adapters.console.guards import PageSession, require_csrf, require_same_origin, session_of
 from actae.adapters.console.sessions import COOKIE, SESSION_HOURS, Session
 from actae.adapters.console.state import console_of
 
@@ -141,9 +136,7 @@ def sign_in_form(request: Request, next: str = "/") -> Response:
 
 @router.post("/login")
 def sign_in(
-    request: Request,
-    token: Annotated[str, Form()],
-    next: Annotated[str, Form()] = "/",
+    request: Request, token: Annotated[str, Form()], next: Annotated[str, Form()] = "/"
 ) -> Response:
     """Start a session for the token's user: an HttpOnly, SameSite=Strict cookie.
 

@@ -151,11 +151,7 @@ def status_counts(
 
 
 def effects(
-    store: Store,
-    *,
-    in_doubt: bool = False,
-    run_id: UUID | None = None,
-    limit: int | None = None,
+    store: Store, *, in_doubt: bool = False, run_id: UUID | None = None, limit: int | None = None
 ) -> list[dict[str, Any]]:
     """Ledger effects, most recently changed first: all, a run's, or the ones in doubt."""
     conditions: dict[str, Any] = {}

@@ -52,13 +52,7 @@ from actae.adapters.telemetry.names import (
     WORKER,
     WORKFLOW_ID,
 )
-from actae.adapters.telemetry.tracing import (
-    Opened,
-    Start,
-    active_tracer,
-    in_a_span,
-    parent_context,
-)
+from actae.adapters.telemetry.tracing import Opened, Start, active_tracer, in_a_span, parent_context
 from actae.domain.effects import Claim
 from actae.domain.errors import RunSuspended
 from actae.domain.validation import storable_trace_context
