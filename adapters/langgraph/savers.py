@@ -19,7 +19,7 @@ import asyncio
 import builtins
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any, Concatenate, ParamSpec, Self, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar
 from uuid import UUID
 
 from langchain_core.runnables import RunnableConfig
@@ -44,21 +44,23 @@ from actae.domain.values import RunInfo
 
 P = ParamSpec("P")
 T = TypeVar("T")
-F = TypeVar("F", bound=Callable[..., Any])
+S = TypeVar("S", Store, AsyncStore)
 
 
-class _Saver(BaseCheckpointSaver[int]):
+class _Saver(BaseCheckpointSaver[int], Generic[S]):
     """LangGraph's blocking checkpointer calls on a ``Store``: what both savers share."""
 
     def __init__(
         self,
-        core: Store,
+        store: S,
         *,
         serde: SerializerProtocol | None = None,
         workflow_id: str = "langgraph",
         agent_id: str = "langgraph",
     ) -> None:
         super().__init__(serde=serde)
+        self.store: S = store
+        core = store.sync if isinstance(store, AsyncStore) else store
         self.redact = core.redactor
         """The store's redactor (``actae.open(redact=)``), run on what the serde blobs hold."""
         self.workflow_id = require_text("workflow_id", workflow_id, max_length=100)
@@ -67,6 +69,10 @@ class _Saver(BaseCheckpointSaver[int]):
         self._runs: dict[str, Ref] = {}
         self._stored: dict[tuple[UUID, str], None] = {}
         self._early: dict[tuple[UUID, str], int] = {}
+        self._remember_loop()
+
+    def _remember_loop(self) -> None:
+        """Note the event loop the coroutines run on (only ``AsyncActaeSaver`` needs it)."""
 
     def _context(self) -> Context:
         # Made per call: LangGraph's with_allowlist copies a saver and swaps its serde.
@@ -148,10 +154,10 @@ class _Saver(BaseCheckpointSaver[int]):
         raise NotImplementedError
 
 
-def _coroutine(method: Callable[Concatenate[_Saver, P], T]) -> Any:
+def _coroutine(method: Callable[Concatenate[_Saver[Any], P], T]) -> Any:
     """The coroutine twin ``a<name>`` of a blocking method: the saver's ``_call`` runs it."""
 
-    async def coroutine(self: _Saver, /, *args: P.args, **kwargs: P.kwargs) -> T:
+    async def coroutine(self: _Saver[Any], /, *args: P.args, **kwargs: P.kwargs) -> T:
         return await self._call(method, self, *args, **kwargs)
 
     coroutine.__name__ = coroutine.__qualname__ = f"a{method.__name__}"
@@ -173,7 +179,7 @@ for _name in (
     setattr(_Saver, f"a{_name}", _coroutine(getattr(_Saver, _name)))
 
 
-class ActaeSaver(_Saver):
+class ActaeSaver(_Saver[Store]):
     """A LangGraph checkpointer on an Actae ``Store``: ``builder.compile(checkpointer=saver)``.
 
     ``with ActaeSaver.from_url(url) as saver`` opens the store and closes it afterwards;
@@ -181,17 +187,6 @@ class ActaeSaver(_Saver):
     ``workflow_id`` (default ``"langgraph"``) for the agent named ``agent_id`` in the
     config's metadata, or the saver's ``agent_id``. docs/langgraph.md has the details.
     """
-
-    def __init__(
-        self,
-        store: Store,
-        *,
-        serde: SerializerProtocol | None = None,
-        workflow_id: str = "langgraph",
-        agent_id: str = "langgraph",
-    ) -> None:
-        super().__init__(store, serde=serde, workflow_id=workflow_id, agent_id=agent_id)
-        self.store = store
 
     @classmethod
     @contextmanager
@@ -230,7 +225,7 @@ class ActaeSaver(_Saver):
             yield item
 
 
-class AsyncActaeSaver(_Saver):
+class AsyncActaeSaver(_Saver[AsyncStore]):
     """A LangGraph checkpointer on an Actae store, for ``ainvoke``/``astream``.
 
     ``async with AsyncActaeSaver.from_url(url) as saver`` opens the store with
@@ -239,19 +234,8 @@ class AsyncActaeSaver(_Saver):
     work from any thread but its event loop's, which they would stall.
     """
 
-    def __init__(
-        self,
-        store: AsyncStore,
-        *,
-        serde: SerializerProtocol | None = None,
-        workflow_id: str = "langgraph",
-        agent_id: str = "langgraph",
-    ) -> None:
-        super().__init__(store.sync, serde=serde, workflow_id=workflow_id, agent_id=agent_id)
-        self.store = store
-        self.loop: asyncio.AbstractEventLoop | None = None
-        """The event loop the coroutines run on, the one loop a blocking call is refused on."""
-        self._remember_loop()
+    loop: asyncio.AbstractEventLoop | None = None
+    """The event loop the coroutines run on, the one loop a blocking call is refused on."""
 
     @classmethod
     @asynccontextmanager
