@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 import orjson
+from rich.console import Group, RenderableType
 
 from actae.adapters.cli.invocation import invocation
 from actae.adapters.cli.options import actor, as_json, store_options, whole
@@ -34,6 +35,15 @@ def _store(db: str | None, db_file: str | None) -> Iterator[Store]:
     with open_store(invocation().required_url(db, db_file), create=False) as store:
         views.fresh(store)
         yield store
+
+
+def _report(shown: RenderableType, value: Any, as_json: bool) -> int:
+    """``value`` as JSON for scripts, or what is ``shown`` to people."""
+    if as_json:
+        print_json(value)
+    else:
+        console().print(shown)
+    return 0
 
 
 @click.command(help="List runs, newest first, with what each should do next.")
@@ -65,13 +75,8 @@ def runs(
             store, status=status, workflow=workflow, agent=agent, limit=limit, after=last
         )
         counts = views.status_counts(store)
-    if as_json:
-        print_json({"runs": rows, "counts": counts})
-    else:
-        out = console()
-        out.print(counts_line(counts))
-        out.print(runs_table(rows) if rows else "no runs match")
-    return 0
+    shown = Group(counts_line(counts), runs_table(rows) if rows else "no runs match")
+    return _report(shown, {"runs": rows, "counts": counts}, as_json)
 
 
 @click.command(
@@ -85,21 +90,16 @@ def show(db: str | None, db_file: str | None, run: str, as_json: bool) -> int:
     """``actae show RUN``."""
     with _store(db, db_file) as store:
         view = views.run_view(store, resolve_run(store, run))
-    if as_json:
-        print_json(
-            {
-                "run": view.info,
-                "status": view.status,
-                "next_action": view.next_action,
-                "read_model": view.row,
-                "effects": view.effects,
-                "parents": view.parents,
-                "children": view.children,
-            }
-        )
-    else:
-        console().print(run_panel(view))
-    return 0
+    document = {
+        "run": view.info,
+        "status": view.status,
+        "next_action": view.next_action,
+        "read_model": view.row,
+        "effects": view.effects,
+        "parents": view.parents,
+        "children": view.children,
+    }
+    return _report(run_panel(view), document, as_json)
 
 
 @click.command(help="List ledger effects; --in-doubt shows the ones that may have happened.")
@@ -115,11 +115,7 @@ def effects(
     with _store(db, db_file) as store:
         run_id = None if run is None else resolve_run(store, run)
         rows = views.effects(store, in_doubt=in_doubt, run_id=run_id, limit=limit)
-    if as_json:
-        print_json(rows)
-    else:
-        console().print(effects_table(rows) if rows else "no effects match")
-    return 0
+    return _report(effects_table(rows) if rows else "no effects match", rows, as_json)
 
 
 @click.command(help="Every operator action on a run and its effects: actor, time and reason.")
@@ -130,19 +126,7 @@ def audit(db: str | None, db_file: str | None, run: str, as_json: bool) -> int:
     """``actae audit RUN``."""
     with _store(db, db_file) as store:
         rows = views.audit(store, resolve_run(store, run))
-    if as_json:
-        print_json(rows)
-    else:
-        console().print(audit_table(rows) if rows else "no operator actions on this run")
-    return 0
-
-
-def _report(done: str, value: Any, as_json: bool) -> int:
-    if as_json:
-        print_json(value)
-    else:
-        console().print(done)
-    return 0
+    return _report(audit_table(rows) if rows else "no operator actions on this run", rows, as_json)
 
 
 def _decision(verb: str) -> click.Command:
@@ -248,8 +232,8 @@ def override(
     """``actae override EFFECT completed|failed``."""
     with _store(db, db_file) as store:
         key = resolve_effect(store, effect)
-        info = actions.override(
-            store, key, outcome, actor=actor, reason=reason, evidence=evidence, result=result
+        info = store.override(
+            key, outcome, actor=actor, reason=reason, evidence=evidence, result=result
         )
     return _report(f"override: effect {key} is now {info.status}", info, as_json)
 

@@ -341,8 +341,7 @@ def override_effect(request: Request, user: Operator, key: str, body: Settlement
     """
     store = _store(request)
     effect_key = resolve_effect(store, key)
-    info = actions.override(
-        store,
+    info = store.override(
         effect_key,
         body.outcome,
         actor=user.name,
