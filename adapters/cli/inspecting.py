@@ -26,9 +26,9 @@ def _reading(
     The options are the method's keyword arguments, by the same names.
     """
 
-    def answer(db: str | None, db_file: str | None, **given: Any) -> None:
+    def answer(**given: Any) -> None:
         target = given.pop(argument)
-        with open_store(invocation().required_url(db, db_file), create=False) as store:
+        with open_store(invocation().required_url(), create=False) as store:
             print_json(getattr(store, method or name)(target, **given))
 
     for option in (*reversed(options), click.argument(argument), store_options(required=True)):

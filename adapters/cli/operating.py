@@ -30,9 +30,9 @@ from actae.domain.values import RunStatus
 
 
 @contextmanager
-def _store(db: str | None, db_file: str | None) -> Iterator[Store]:
+def _store() -> Iterator[Store]:
     """The store (never created by an operator's command), with its read models caught up."""
-    with open_store(invocation().required_url(db, db_file), create=False) as store:
+    with open_store(invocation().required_url(), create=False) as store:
         views.fresh(store)
         yield store
 
@@ -59,8 +59,6 @@ def _report(shown: RenderableType, value: Any, as_json: bool) -> int:
 @click.option("--after", metavar="RUN", help="the page after this run (the last one shown)")
 @as_json
 def runs(
-    db: str | None,
-    db_file: str | None,
     status: str | None,
     workflow: str | None,
     agent: str | None,
@@ -69,7 +67,7 @@ def runs(
     as_json: bool,
 ) -> int:
     """``actae runs``."""
-    with _store(db, db_file) as store:
+    with _store() as store:
         last = None if after is None else resolve_run(store, after)
         rows = views.runs(
             store, status=status, workflow=workflow, agent=agent, limit=limit, after=last
@@ -86,9 +84,9 @@ def runs(
 @store_options(required=True)
 @click.argument("run")
 @as_json
-def show(db: str | None, db_file: str | None, run: str, as_json: bool) -> int:
+def show(run: str, as_json: bool) -> int:
     """``actae show RUN``."""
-    with _store(db, db_file) as store:
+    with _store() as store:
         view = views.run_view(store, resolve_run(store, run))
     document = {
         "run": view.info,
@@ -108,11 +106,9 @@ def show(db: str | None, db_file: str | None, run: str, as_json: bool) -> int:
 @click.option("--run", metavar="RUN", help="only this run's effects")
 @click.option("--limit", type=whole(1, views.MOST), default=views.PAGE, show_default=True)
 @as_json
-def effects(
-    db: str | None, db_file: str | None, in_doubt: bool, run: str | None, limit: int, as_json: bool
-) -> int:
+def effects(in_doubt: bool, run: str | None, limit: int, as_json: bool) -> int:
     """``actae effects``."""
-    with _store(db, db_file) as store:
+    with _store() as store:
         run_id = None if run is None else resolve_run(store, run)
         rows = views.effects(store, in_doubt=in_doubt, run_id=run_id, limit=limit)
     return _report(effects_table(rows) if rows else "no effects match", rows, as_json)
@@ -122,9 +118,9 @@ def effects(
 @store_options(required=True)
 @click.argument("run")
 @as_json
-def audit(db: str | None, db_file: str | None, run: str, as_json: bool) -> int:
+def audit(run: str, as_json: bool) -> int:
     """``actae audit RUN``."""
-    with _store(db, db_file) as store:
+    with _store() as store:
         rows = views.audit(store, resolve_run(store, run))
     return _report(audit_table(rows) if rows else "no operator actions on this run", rows, as_json)
 
@@ -140,15 +136,13 @@ def _decision(verb: str) -> click.Command:
     @click.option("--note", help="kept with the decision")
     @as_json
     def command(
-        db: str | None,
-        db_file: str | None,
         run: str,
         name: str,
         actor: str,
         note: str | None,
         as_json: bool,
     ) -> int:
-        with _store(db, db_file) as store:
+        with _store() as store:
             info = actions.decide(
                 store, verb, resolve_run(store, run), name, actor=actor, note=note
             )
@@ -177,10 +171,8 @@ def _run_action(verb: str) -> click.Command:
     @actor
     @click.option("--reason", required=True, help="why (recorded in the audit log)")
     @as_json
-    def command(
-        db: str | None, db_file: str | None, run: str, actor: str, reason: str, as_json: bool
-    ) -> int:
-        with _store(db, db_file) as store:
+    def command(run: str, actor: str, reason: str, as_json: bool) -> int:
+        with _store() as store:
             info = actions.act(store, verb, resolve_run(store, run), actor=actor, reason=reason)
         return _report(f"{verb}: run {info.run_id} is now {info.status}", info, as_json)
 
@@ -219,8 +211,6 @@ def _json_value(option: str) -> Callable[[click.Context, click.Parameter, str | 
 @click.option("--result", metavar="JSON", callback=_json_value("--result"), help="a JSON value")
 @as_json
 def override(
-    db: str | None,
-    db_file: str | None,
     effect: str,
     outcome: str,
     actor: str,
@@ -230,7 +220,7 @@ def override(
     as_json: bool,
 ) -> int:
     """``actae override EFFECT completed|failed``."""
-    with _store(db, db_file) as store:
+    with _store() as store:
         key = resolve_effect(store, effect)
         info = store.override(
             key, outcome, actor=actor, reason=reason, evidence=evidence, result=result

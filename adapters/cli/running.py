@@ -39,9 +39,9 @@ log = logging.getLogger("actae.cli")
 
 @click.command(help="Run a short workflow, kill its worker with SIGKILL, recover, fork.")
 @store_options(required=False)
-def demo(db: str | None, db_file: str | None) -> int:
+def demo() -> int:
     """``actae demo``."""
-    return run_demo(invocation().url(db, db_file, required=False))
+    return run_demo(invocation().url(required=False))
 
 
 @click.command(
@@ -72,9 +72,9 @@ def demo(db: str | None, db_file: str | None) -> int:
     help="also take the PostgreSQL server of --db (a cluster on this machine) down once or "
     "twice per run: restart it, SIGKILL its postmaster, or terminate every session",
 )
-def drill(db: str | None, db_file: str | None, **options: Any) -> int:
+def drill(**options: Any) -> int:
     """``actae drill``: its options are :func:`~actae.adapters.drill.run.drill`'s."""
-    return run_drill(invocation().url(db, db_file, required=False), **options)
+    return run_drill(invocation().url(required=False), **options)
 
 
 @click.command(
@@ -95,8 +95,6 @@ def drill(db: str | None, db_file: str | None, **options: Any) -> int:
 @wait_for_db
 @log_format
 def project(
-    db: str | None,
-    db_file: str | None,
     once: bool,
     rebuild: bool,
     batch_size: int,
@@ -104,7 +102,7 @@ def project(
     log_format: str,
 ) -> int:
     """``actae project``."""
-    url = invocation().required_url(db, db_file)
+    url = invocation().required_url()
     configure(json=log_format == "json")
     name_connections("actae-projector")
 
@@ -203,8 +201,6 @@ def import_workflows(target: str) -> None:
     "by every process given the same file (see docs/time.md)",
 )
 def worker(
-    db: str | None,
-    db_file: str | None,
     imports: tuple[str, ...],
     name: str | None,
     lease: float,
@@ -220,7 +216,7 @@ def worker(
     given = invocation()
     if not imports and given.registry is None:
         raise click.UsageError("missing option '--import'")
-    url = given.required_url(db, db_file)
+    url = given.required_url()
     name = name or f"{socket.gethostname()}:{os.getpid()}"
     configure(json=log_format == "json", worker=name)
     name_connections(f"actae-worker:{name}")
