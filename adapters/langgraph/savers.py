@@ -16,7 +16,6 @@ work from any thread but its event loop's (as ``AsyncPostgresSaver``'s do).
 from __future__ import annotations
 
 import asyncio
-import builtins
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar
@@ -146,6 +145,25 @@ class _Saver(BaseCheckpointSaver[int], Generic[S]):
         threads = [thread_id_of(thread_id) for thread_id in thread_ids]
         forgetting.prune(self._context(), threads, strategy)
 
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """:meth:`list`, a checkpoint at a time, read where the coroutines run it.
+
+        Stopping early reads no more.
+        """
+        items = self.list(config, filter=filter, before=before, limit=limit)
+        try:
+            while (item := await self._call(next, items, None)) is not None:
+                yield item
+        finally:
+            items.close()
+
     athread_run: Callable[[str], Coroutine[Any, Any, RunInfo | None]]
     """:meth:`thread_run` awaited; like every ``a<name>`` below, made by :func:`_coroutine`."""
 
@@ -208,22 +226,6 @@ class ActaeSaver(_Saver[Store]):
         """For a graph run with ``ainvoke``: the blocking method, in a worker thread."""
         return await asyncio.to_thread(method, *args, **kwargs)
 
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        """:meth:`list`, read in a worker thread."""
-
-        def listed() -> builtins.list[CheckpointTuple]:
-            return builtins.list(self.list(config, filter=filter, before=before, limit=limit))
-
-        for item in await self._call(listed):
-            yield item
-
 
 class AsyncActaeSaver(_Saver[AsyncStore]):
     """A LangGraph checkpointer on an Actae store, for ``ainvoke``/``astream``.
@@ -257,22 +259,6 @@ class AsyncActaeSaver(_Saver[AsyncStore]):
         """The blocking method in a greenback portal: where the store would block, it awaits."""
         self._remember_loop()
         return await run_in_portal(method, *args, **kwargs)
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        """:meth:`list`, each checkpoint read in the portal: stopping early reads no more."""
-        items = self.list(config, filter=filter, before=before, limit=limit)
-        try:
-            while (item := await self._call(next, items, None)) is not None:
-                yield item
-        finally:
-            items.close()
 
     def _context(self) -> Context:
         """The context, refusing a blocking call on the saver's loop (it would stall it)."""
