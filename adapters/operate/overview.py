@@ -62,43 +62,42 @@ def effects_with_status(
     )
 
 
-def ancestry(store: Store, run_id: UUID) -> list[dict[str, Any]]:
-    """The lineage edges from ``run_id`` up to its root (forks and delegations), nearest first.
+def _walk(
+    store: Store, run_id: UUID, start: str, step: str, order: str, limit: int = DEEPEST
+) -> list[dict[str, Any]]:
+    """Lineage rows from ``run_id`` (the edges whose ``start`` it is), ``step`` by ``step``.
 
-    Each row is a lineage row (a fork's carries its receipt) plus ``depth`` (1: the run's own
-    edge to where it came from).
+    Each row is a lineage row (a fork's carries its receipt) plus ``depth`` (1: an edge of
+    the run itself), at most :data:`DEEPEST` levels and ``limit`` rows.
     """
     return select(
         store,
         "lineage",
         lambda p: (
-            "WITH RECURSIVE up AS ("
-            f"SELECT lineage.*, 1 AS depth FROM lineage WHERE child_run_id = {p} "
-            "UNION ALL SELECT l.*, up.depth + 1 FROM lineage l "
-            f"JOIN up ON l.child_run_id = up.parent_run_id WHERE up.depth < {p}"
-            ") SELECT * FROM up ORDER BY depth"
+            "WITH RECURSIVE walk AS ("
+            f"SELECT lineage.*, 1 AS depth FROM lineage WHERE {start} = {p} "
+            "UNION ALL SELECT l.*, walk.depth + 1 FROM lineage l "
+            f"JOIN walk ON {step} WHERE walk.depth < {p}"
+            f") SELECT * FROM walk ORDER BY {order} LIMIT {p}"
         ),
-        [run_id, DEEPEST],
+        [run_id, DEEPEST, limit],
     )
 
 
-def descendants(store: Store, run_id: UUID, *, limit: int = MOST) -> list[dict[str, Any]]:
-    """The lineage edges below ``run_id`` (its forks and children, theirs, ...), level by level.
+def ancestry(store: Store, run_id: UUID) -> list[dict[str, Any]]:
+    """The lineage edges from ``run_id`` up to its root (forks and delegations), nearest first."""
+    return _walk(store, run_id, "child_run_id", "l.child_run_id = walk.parent_run_id", "depth")
 
-    Each row is a lineage row plus ``depth`` (1: an edge from the run itself); at most
-    ``limit`` rows.
-    """
-    return select(
+
+def descendants(store: Store, run_id: UUID, *, limit: int = MOST) -> list[dict[str, Any]]:
+    """The lineage edges below ``run_id`` (its forks and children, theirs, ...), level by level."""
+    return _walk(
         store,
-        "lineage",
-        lambda p: (
-            "WITH RECURSIVE down AS ("
-            f"SELECT lineage.*, 1 AS depth FROM lineage WHERE parent_run_id = {p} "
-            "UNION ALL SELECT l.*, down.depth + 1 FROM lineage l "
-            f"JOIN down ON l.parent_run_id = down.child_run_id WHERE down.depth < {p}"
-            f") SELECT * FROM down ORDER BY depth, created_at, child_run_id LIMIT {p}"
-        ),
-        [run_id, DEEPEST, require_int("limit", limit, minimum=1, maximum=MOST)],
+        run_id,
+        "parent_run_id",
+        "l.parent_run_id = walk.child_run_id",
+        "depth, created_at, child_run_id",
+        require_int("limit", limit, minimum=1, maximum=MOST),
     )
 
 

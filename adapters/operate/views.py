@@ -90,6 +90,14 @@ def select(
     return [typed(table(of), row) for row in rows]
 
 
+def rows_where(
+    store: Store, of: str, column: str, value: Any, order: str = ""
+) -> list[dict[str, Any]]:
+    """Typed rows of the table ``of`` whose ``column`` is ``value``, in ``order`` if given."""
+    ordered = f" ORDER BY {order}" if order else ""
+    return select(store, of, lambda p: f"SELECT * FROM {of} WHERE {column} = {p}{ordered}", [value])
+
+
 def limit_of(limit: int | None) -> int:
     """``limit`` checked (1 to :data:`MOST`), or :data:`PAGE` when not given."""
     return PAGE if limit is None else require_int("limit", limit, minimum=1, maximum=MOST)
@@ -172,26 +180,13 @@ def effects(
 
 def audit(store: Store, run_id: UUID) -> list[dict[str, Any]]:
     """Every operator action on the run and its effects, oldest first."""
-    return select(
-        store,
-        "audit",
-        lambda p: f"SELECT * FROM audit WHERE run_id = {p} ORDER BY at, aggregate_id, version",
-        [run_id],
-    )
+    return rows_where(store, "audit", "run_id", run_id, "at, aggregate_id, version")
 
 
 def edges(store: Store, run_id: UUID) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The run's lineage rows: where it came from (fork or parent), its forks and children."""
-    up = select(
-        store, "lineage", lambda p: f"SELECT * FROM lineage WHERE child_run_id = {p}", [run_id]
-    )
-    down = select(
-        store,
-        "lineage",
-        lambda p: f"SELECT * FROM lineage WHERE parent_run_id = {p} ORDER BY created_at",
-        [run_id],
-    )
-    return up, down
+    up = rows_where(store, "lineage", "child_run_id", run_id)
+    return up, rows_where(store, "lineage", "parent_run_id", run_id, "created_at")
 
 
 @dataclass(frozen=True)
@@ -251,9 +246,7 @@ def facts_of_info(info: RunInfo) -> RunFacts:
 def run_view(store: Store, run_id: UUID) -> RunView:
     """The run ``run_id`` in full (``NotFoundError`` for a run the store never saw)."""
     info = store.run(run_id)
-    rows = select(
-        store, "run_status", lambda p: f"SELECT * FROM run_status WHERE run_id = {p}", [run_id]
-    )
+    rows = rows_where(store, "run_status", "run_id", run_id)
     parents, children = edges(store, run_id)
     return RunView(
         info=info,
@@ -266,9 +259,7 @@ def run_view(store: Store, run_id: UUID) -> RunView:
 
 def effect_row(store: Store, effect_key: str) -> dict[str, Any]:
     """The effects row of ``effect_key`` (``NotFoundError`` if the ledger has none)."""
-    rows = select(
-        store, "effects", lambda p: f"SELECT * FROM effects WHERE effect_key = {p}", [effect_key]
-    )
+    rows = rows_where(store, "effects", "effect_key", effect_key)
     if not rows:
         raise NotFoundError("effect", effect_key)
     return rows[0]
