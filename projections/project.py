@@ -79,17 +79,29 @@ def _nothing(_event: Any) -> list[Change]:
     return []
 
 
+def _identity(event: Any) -> dict[str, Any]:
+    """What a run's row says of what it is: from its start, or its tombstone (the same)."""
+    pins, fork = event.pins, event.forked_from
+    return {
+        "workflow_id": event.workflow_id,
+        "agent_id": event.agent_id,
+        "channel_id": event.channel_id,
+        "model": pins.model,
+        "prompt": pins.prompt,
+        "tools": pins.tools,
+        "schema_version": pins.schema_,
+        "parent_run_id": event.parent_run_id,
+        "forked_from_run_id": None if fork is None else fork.parent_run_id,
+    }
+
+
 def _run_started(event: Any) -> list[Change]:
-    pins = event.pins
-    fork = event.forked_from
     changes: list[Change] = [
         Upsert(
             RUN_STATUS,
             event.originator_id,
             {
-                "workflow_id": event.workflow_id,
-                "agent_id": event.agent_id,
-                "channel_id": event.channel_id,
+                **_identity(event),
                 "status": STARTED.status.value,
                 "lifecycle": RunStatus.RUNNING.value,
                 "escalated": False,
@@ -100,12 +112,6 @@ def _run_started(event: Any) -> list[Change]:
                 "open_effects": 0,
                 "in_doubt_effects": 0,
                 "steps_done": 0,
-                "model": pins.model,
-                "prompt": pins.prompt,
-                "tools": pins.tools,
-                "schema_version": pins.schema_,
-                "parent_run_id": event.parent_run_id,
-                "forked_from_run_id": None if fork is None else fork.parent_run_id,
                 "deadline": event.deadline,
                 "created_at": event.timestamp,
                 "updated_at": event.timestamp,
@@ -381,10 +387,11 @@ def _decided(event: Any) -> list[Change]:
     return [*changes, _run_audit(event, action, decision.actor, note, **detail)]
 
 
-def _paused(event: Any) -> list[Change]:
-    return [
-        *_run(event, {"lifecycle": "paused"}),
-        _run_audit(event, "pause", event.actor, event.reason),
+def _acted(action: str, values: dict[str, Any]) -> Callable[[Any], list[Change]]:
+    """An operator's action on a run: its row's ``values``, and the audit row."""
+    return lambda event: [
+        *_run(event, values),
+        _run_audit(event, action, event.actor, event.reason),
     ]
 
 
@@ -407,13 +414,6 @@ def _unpaused(event: Any) -> list[Change]:
     ]
 
 
-def _retried(event: Any) -> list[Change]:
-    return [
-        *_run(event, {"lifecycle": "running", "error": None, "ended_at": None}),
-        _run_audit(event, "retry", event.actor, event.reason),
-    ]
-
-
 def _failed_run(event: Any) -> list[Change]:
     error = _readable(event, event.error)
     values = {
@@ -433,13 +433,6 @@ def _forgotten(event: Any) -> list[Change]:
     return [*_run(event, values), _run_audit(event, "forget", event.actor, event.reason)]
 
 
-def _held(held: bool, action: str) -> Callable[[Any], list[Change]]:
-    return lambda event: [
-        *_run(event, {"held": held}),
-        _run_audit(event, action, event.actor, event.reason),
-    ]
-
-
 def _retention(event: Any) -> list[Change]:
     agent = event.agent or "default"
     keep = None if event.keep is None else {s: describe(t) for s, t in event.keep.items()}
@@ -449,11 +442,8 @@ def _retention(event: Any) -> list[Change]:
 
 def _purged(event: Any) -> list[Change]:
     """The tombstone: the run's row from it, and what the purged events fed, gone."""
-    fork = event.forked_from
     values = {
-        "workflow_id": event.workflow_id,
-        "agent_id": event.agent_id,
-        "channel_id": event.channel_id,
+        **_identity(event),
         "lifecycle": event.status.value,
         **NOT_WAITING,
         "unserved": False,
@@ -464,12 +454,6 @@ def _purged(event: Any) -> list[Change]:
         "purged_at": event.timestamp,
         "head_cursor": event.cursor,
         "state_version": event.state_version,
-        "model": event.pins.model,
-        "prompt": event.pins.prompt,
-        "tools": event.pins.tools,
-        "schema_version": event.pins.schema_,
-        "parent_run_id": event.parent_run_id,
-        "forked_from_run_id": None if fork is None else fork.parent_run_id,
         "created_at": event.started_at,
         **_usage_columns(event.usage),
     }
@@ -486,15 +470,15 @@ HANDLERS: tuple[tuple[type, Callable[[Any], list[Change]]], ...] = (
     (Run.Suspended, _suspended),
     (Run.Decided, _decided),
     (Run.Escalated, lambda e: _run(e, {"escalated": True})),
-    (Run.Paused, _paused),
+    (Run.Paused, _acted("pause", {"lifecycle": "paused"})),
     (Run.Unpaused, _unpaused),
     (Run.Cancelled, _cancelled),
     (Run.Completed, _ended("completed")),
     (Run.Failed, _failed_run),
-    (Run.Retried, _retried),
+    (Run.Retried, _acted("retry", {"lifecycle": "running", "error": None, "ended_at": None})),
     (Run.Forgotten, _forgotten),
-    (Run.Held, _held(True, "hold")),
-    (Run.Released, _held(False, "release")),
+    (Run.Held, _acted("hold", {"held": True})),
+    (Run.Released, _acted("release", {"held": False})),
     (Run.Purged, _purged),
     (Retention.Defined, _retention),
     (Retention.Changed, _retention),

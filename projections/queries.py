@@ -26,28 +26,35 @@ WHERE in_doubt AND position(':attempts' in effect_key) = 0
 ORDER BY updated_at
 """
 
-ANCESTRY = """
-WITH RECURSIVE up AS (
-    SELECT child_run_id, parent_run_id, relation, resolved_boundary, 1 AS depth
-    FROM lineage WHERE child_run_id = %(run_id)s
-    UNION ALL
-    SELECT l.child_run_id, l.parent_run_id, l.relation, l.resolved_boundary, up.depth + 1
-    FROM lineage l JOIN up ON l.child_run_id = up.parent_run_id
-)
-SELECT parent_run_id AS ancestor, relation, resolved_boundary, depth FROM up ORDER BY depth
-"""
 
-DESCENDANTS = """
-WITH RECURSIVE down AS (
+def _lineage_walk(walk: str, start: str, step: str, answer: str) -> str:
+    """A recursive walk over lineage from ``%(run_id)s``, up or down, and what it answers."""
+    return f"""
+WITH RECURSIVE {walk} AS (
     SELECT child_run_id, parent_run_id, relation, resolved_boundary, 1 AS depth
-    FROM lineage WHERE parent_run_id = %(run_id)s
+    FROM lineage WHERE {start} = %(run_id)s
     UNION ALL
-    SELECT l.child_run_id, l.parent_run_id, l.relation, l.resolved_boundary, down.depth + 1
-    FROM lineage l JOIN down ON l.parent_run_id = down.child_run_id
+    SELECT l.child_run_id, l.parent_run_id, l.relation, l.resolved_boundary, {walk}.depth + 1
+    FROM lineage l JOIN {walk} ON {step}
 )
-SELECT child_run_id AS descendant, parent_run_id, relation, resolved_boundary, depth
-FROM down ORDER BY depth, child_run_id
-"""
+{answer}
+"""  # noqa: S608 - the walk's own constant names
+
+
+ANCESTRY = _lineage_walk(
+    "up",
+    "child_run_id",
+    "l.child_run_id = up.parent_run_id",
+    "SELECT parent_run_id AS ancestor, relation, resolved_boundary, depth FROM up ORDER BY depth",
+)
+
+DESCENDANTS = _lineage_walk(
+    "down",
+    "parent_run_id",
+    "l.parent_run_id = down.child_run_id",
+    "SELECT child_run_id AS descendant, parent_run_id, relation, resolved_boundary, depth\n"
+    "FROM down ORDER BY depth, child_run_id",
+)
 
 RUNS_HELD_UP = """
 SELECT run_id, workflow_id, status, next_action, next_retry_at, wake_at, updated_at

@@ -53,6 +53,25 @@ class View:
     columns: tuple[Column, ...]
 
 
+def columns(text: str) -> tuple[Column, ...]:
+    """Columns written one a line, ``name type: meaning``; an indented line goes on the meaning.
+
+    Written as text, the tables read as the reference they become, one line a column.
+    """
+    lines: list[str] = []
+    for line in text.strip("\n").splitlines():
+        if line.startswith("        "):
+            lines[-1] += " " + line.strip()
+        else:
+            lines.append(line.strip())
+    found = []
+    for line in lines:
+        name, rest = line.split(" ", 1)
+        type_, doc = rest.split(": ", 1)
+        found.append(Column(name, type_, doc))
+    return tuple(found)
+
+
 SUMMARY_LENGTH = 200
 """Characters of an effect's result kept in ``effects.result_summary``."""
 
@@ -69,93 +88,55 @@ RUN_STATUS = Table(
     "run_status",
     "run_id",
     "One row per run: what it is doing now and what should happen next.",
-    (
-        Column("run_id", "uuid", "the run"),
-        Column("workflow_id", "text", "the caller's business key of the workflow"),
-        Column("agent_id", "text", "the agent that runs it"),
-        Column("channel_id", "uuid", "the run's main channel"),
-        Column(
-            "status",
-            "text",
-            "running | retrying | blocked | waiting | paused | completed | failed | "
-            "cancelled | forgotten (retrying and blocked derive from effects; forgotten: "
-            "its contents were destroyed, lifecycle keeps how it ended)",
-        ),
-        Column("lifecycle", "text", "the run's own status, before effects are considered"),
-        Column("waiting_reason", "text", "approval | timer | child | signal while waiting"),
-        Column(
-            "waiting_name",
-            "text",
-            "what it waits for: approval or signal name, timer, child:<run_id>",
-        ),
-        Column("wake_at", "timestamp", "when its timer fires or its wait expires"),
-        Column("escalated", "bool", "an approval expired and was escalated to a person"),
-        Column(
-            "next_action",
-            "text",
-            "what should happen next, e.g. 'continue', 'retry effect <key>', 'review effect "
-            "<key>', 'reconcile effect <key>', 'register workflow '<agent_id>'', 'fix and "
-            "retry: <error>', 'wait for approval <name>', 'unpause', 'none'",
-        ),
-        Column(
-            "error",
-            "text",
-            "why the run failed (its Run.Failed event), until it is retried; empty when the "
-            "store encrypts (read it with the keyring: actae show)",
-        ),
-        Column(
-            "forgotten_at",
-            "timestamp",
-            "when its contents were destroyed (store.forget): its structure stays, its "
-            "payloads, states and results can never be read again",
-        ),
-        Column(
-            "ended_at",
-            "timestamp",
-            "when it completed, failed or was cancelled (retention counts from then)",
-        ),
-        Column("held", "bool", "a legal hold is on it (store.hold): retention never purges it"),
-        Column(
-            "purged_at",
-            "timestamp",
-            "when retention purged it: its events are deleted, this row and its lineage, "
-            "usage and audit rows stay (audit without detail); its effects rows go",
-        ),
-        Column(
-            "unserved",
-            "bool",
-            "running, and no live worker has a workflow registered for agent_id (workers "
-            "advertise theirs in actae_worker_agents; set by every worker pass)",
-        ),
-        Column("next_retry_at", "timestamp", "earliest scheduled retry of its effects"),
-        Column("attempts", "int", "effect attempts (claims) made by the run so far"),
-        Column("open_effects", "int", "effects not settled yet"),
-        Column(
-            "in_doubt_effects",
-            "int",
-            "its effects in doubt now (effects.in_doubt), to be reconciled; a retried step's "
-            "attempt counter (key with :attempts) is made again instead and not counted",
-        ),
-        Column(
-            "steps_done",
-            "int",
-            "step results recorded on its main channel (kind step.result; replays add none)",
-        ),
-        Column("input_tokens", "float", "input tokens its steps recorded (usage input_tokens)"),
-        Column("output_tokens", "float", "output tokens its steps recorded (usage output_tokens)"),
-        Column("cost", "float", "cost its steps recorded (usage cost)"),
-        Column("head_cursor", "int", "cursor of the last event on the main channel"),
-        Column("state_version", "int", "state version in force at the head"),
-        Column("model", "text", "pinned model"),
-        Column("prompt", "text", "pinned prompt template version"),
-        Column("tools", "text", "pinned tool-contract version"),
-        Column("schema_version", "int", "pinned state-schema version"),
-        Column("parent_run_id", "uuid", "delegating parent run, if a child run"),
-        Column("forked_from_run_id", "uuid", "run this one was forked from, if a fork"),
-        Column("deadline", "timestamp", "deadline of the run, if any"),
-        Column("created_at", "timestamp", "when the run started"),
-        Column("updated_at", "timestamp", "time of the last event applied to this row"),
-    ),
+    columns("""
+    run_id uuid: the run
+    workflow_id text: the caller's business key of the workflow
+    agent_id text: the agent that runs it
+    channel_id uuid: the run's main channel
+    status text: running | retrying | blocked | waiting | paused | completed | failed |
+        cancelled | forgotten (retrying and blocked derive from effects; forgotten: its
+        contents were destroyed, lifecycle keeps how it ended)
+    lifecycle text: the run's own status, before effects are considered
+    waiting_reason text: approval | timer | child | signal while waiting
+    waiting_name text: what it waits for: approval or signal name, timer, child:<run_id>
+    wake_at timestamp: when its timer fires or its wait expires
+    escalated bool: an approval expired and was escalated to a person
+    next_action text: what should happen next, e.g. 'continue', 'retry effect <key>', 'review
+        effect <key>', 'reconcile effect <key>', 'register workflow '<agent_id>'', 'fix and
+        retry: <error>', 'wait for approval <name>', 'unpause', 'none'
+    error text: why the run failed (its Run.Failed event), until it is retried; empty when the
+        store encrypts (read it with the keyring: actae show)
+    forgotten_at timestamp: when its contents were destroyed (store.forget): its structure
+        stays, its payloads, states and results can never be read again
+    ended_at timestamp: when it completed, failed or was cancelled (retention counts from then)
+    held bool: a legal hold is on it (store.hold): retention never purges it
+    purged_at timestamp: when retention purged it: its events are deleted, this row and its
+        lineage, usage and audit rows stay (audit without detail); its effects rows go
+    unserved bool: running, and no live worker has a workflow registered for agent_id (workers
+        advertise theirs in actae_worker_agents; set by every worker pass)
+    next_retry_at timestamp: earliest scheduled retry of its effects
+    attempts int: effect attempts (claims) made by the run so far
+    open_effects int: effects not settled yet
+    in_doubt_effects int: its effects in doubt now (effects.in_doubt), to be reconciled; a
+        retried step's attempt counter (key with :attempts) is made again instead and not
+        counted
+    steps_done int: step results recorded on its main channel (kind step.result; replays add
+        none)
+    input_tokens float: input tokens its steps recorded (usage input_tokens)
+    output_tokens float: output tokens its steps recorded (usage output_tokens)
+    cost float: cost its steps recorded (usage cost)
+    head_cursor int: cursor of the last event on the main channel
+    state_version int: state version in force at the head
+    model text: pinned model
+    prompt text: pinned prompt template version
+    tools text: pinned tool-contract version
+    schema_version int: pinned state-schema version
+    parent_run_id uuid: delegating parent run, if a child run
+    forked_from_run_id uuid: run this one was forked from, if a fork
+    deadline timestamp: deadline of the run, if any
+    created_at timestamp: when the run started
+    updated_at timestamp: time of the last event applied to this row
+"""),
     # Runs by status (and what they wait for), a workflow's and an agent's runs newest first,
     # the newest runs, and the worker's pass over live runs. None of these columns changes on
     # a run's every event, so the frequent updates of the head columns stay cheap. Retention
@@ -174,22 +155,22 @@ LINEAGE = Table(
     "lineage",
     "child_run_id",
     "One row per edge: a fork (with its receipt) or a delegated child run.",
-    (
-        Column("child_run_id", "uuid", "the forked or delegated run"),
-        Column("parent_run_id", "uuid", "the run it came from"),
-        Column("relation", "text", "fork | child"),
-        Column("workflow_id", "text", "workflow of the child"),
-        Column("parent_channel_id", "uuid", "fork: the channel forked from"),
-        Column("child_channel_id", "uuid", "the child's main channel"),
-        Column("requested_boundary", "int", "fork: cursor asked for"),
-        Column("resolved_boundary", "int", "fork: cursor where the copied state was made"),
-        Column("state_version", "int", "fork: parent state version copied"),
-        Column("state_checksum", "text", "fork: checksum of the copied state"),
-        Column("reason", "text", "fork: why"),
-        Column("model", "text", "pinned model of the child"),
-        Column("operation_id", "text", "operation id of the fork or start"),
-        Column("created_at", "timestamp", "when the edge was made"),
-    ),
+    columns("""
+    child_run_id uuid: the forked or delegated run
+    parent_run_id uuid: the run it came from
+    relation text: fork | child
+    workflow_id text: workflow of the child
+    parent_channel_id uuid: fork: the channel forked from
+    child_channel_id uuid: the child's main channel
+    requested_boundary int: fork: cursor asked for
+    resolved_boundary int: fork: cursor where the copied state was made
+    state_version int: fork: parent state version copied
+    state_checksum text: fork: checksum of the copied state
+    reason text: fork: why
+    model text: pinned model of the child
+    operation_id text: operation id of the fork or start
+    created_at timestamp: when the edge was made
+"""),
     indexes=(("parent_run_id",),),  # a run's descendants walk down from the parent
 )
 
@@ -200,43 +181,29 @@ EFFECTS = Table(
     "unsettled ones. An effect is in doubt when in_doubt is true: its claim was granted over "
     "an unanswered one, or its lease ran out (expires_at <= now on the store's clock; the "
     "projector and every worker pass mark that as soon as it happens).",
-    (
-        Column("effect_id", "uuid", "ledger id of the effect"),
-        Column("effect_key", "text", "the caller's idempotency key of the effect"),
-        Column("run_id", "uuid", "the run it belongs to"),
-        Column(
-            "status",
-            "text",
-            "pending | claimed | retry_scheduled | needs_review | completed | abandoned",
-        ),
-        Column("holder", "text", "worker holding the claim"),
-        Column("token", "int", "current fencing token"),
-        Column("attempts", "int", "claims made so far (retries = attempts - 1)"),
-        Column(
-            "in_doubt",
-            "bool",
-            "status = 'claimed' and it may have happened: claimed_in_doubt, or the lease ran out",
-        ),
-        Column("claimed_in_doubt", "bool", "the current claim was granted over an unanswered one"),
-        Column("first_claimed_at", "timestamp", "first claim"),
-        Column("claimed_at", "timestamp", "current claim"),
-        Column("expires_at", "timestamp", "lease expiry of the current claim"),
-        Column(
-            "deadline",
-            "timestamp",
-            "when the current attempt must be over (claim time + timeout): no takeover before",
-        ),
-        Column("retry_at", "timestamp", "when the next attempt may start"),
-        Column("last_error", "text", "error of the last failed attempt"),
-        Column("settled_by", "text", "completed, reconciled by <actor>, or abandoned by <actor>"),
-        Column(
-            "result_summary",
-            "text",
-            f"the start of its result as compact JSON (at most {SUMMARY_LENGTH} characters), "
-            "once completed or reconciled as completed",
-        ),
-        Column("updated_at", "timestamp", "time of the last ledger event"),
-    ),
+    columns(f"""
+    effect_id uuid: ledger id of the effect
+    effect_key text: the caller's idempotency key of the effect
+    run_id uuid: the run it belongs to
+    status text: pending | claimed | retry_scheduled | needs_review | completed | abandoned
+    holder text: worker holding the claim
+    token int: current fencing token
+    attempts int: claims made so far (retries = attempts - 1)
+    in_doubt bool: status = 'claimed' and it may have happened: claimed_in_doubt, or the lease
+        ran out
+    claimed_in_doubt bool: the current claim was granted over an unanswered one
+    first_claimed_at timestamp: first claim
+    claimed_at timestamp: current claim
+    expires_at timestamp: lease expiry of the current claim
+    deadline timestamp: when the current attempt must be over (claim time + timeout): no
+        takeover before
+    retry_at timestamp: when the next attempt may start
+    last_error text: error of the last failed attempt
+    settled_by text: completed, reconciled by <actor>, or abandoned by <actor>
+    result_summary text: the start of its result as compact JSON (at most {SUMMARY_LENGTH}
+        characters), once completed or reconciled as completed
+    updated_at timestamp: time of the last ledger event
+"""),
     # run_id: a run's derived columns are recomputed from its effects; (status, expires_at):
     # the claims whose lease ran out, looked for on every projector pass and by the in-doubt
     # query; the rest serve the effects in doubt, the retried ones and a lookup by key.
@@ -256,45 +223,25 @@ AUDIT = Table(
     "the events that carry an actor (approvals, denials and signals; pause, unpause, cancel, "
     "retry and fail; an effect's reconciliation, override or abandonment; forgetting, legal "
     "holds, purges and retention policies).",
-    (
-        Column(
-            "aggregate_id",
-            "uuid",
-            "the run or the effect acted on (the event's aggregate; the store's retention "
-            "policies for a policy change)",
-        ),
-        Column("version", "int", "the event's version in that aggregate"),
-        Column(
-            "run_id",
-            "uuid",
-            "the run acted on, or the run of the effect acted on; null for a policy change",
-        ),
-        Column("effect_key", "text", "the effect acted on; null for an action on the run"),
-        Column(
-            "action",
-            "text",
-            "approve | deny | signal | pause | unpause | cancel | retry | fail | reconcile | "
-            "override | abandon | forget | hold | release | purge | retention",
-        ),
-        Column("actor", "text", "who acted, as they named themselves (a worker, or actae)"),
-        Column(
-            "reason",
-            "text",
-            "why: the reason or note given (a failure's error, an override's reason); an "
-            "approval's or denial's note only on a store in clear: on an encrypted store the "
-            "note is sealed with the decision, this is null and detail.noted says one was given",
-        ),
-        Column(
-            "detail",
-            "json",
-            "what else it said: approval or signal name, payload, whether it woke the run and "
-            "whether a note was given (noted); "
-            "the status an unpause returned to; a reconciliation's outcome, evidence and result; "
-            "the events a purge deleted; a retention policy's agent and durations (emptied "
-            "when the run is purged; contents stay out when the store encrypts)",
-        ),
-        Column("at", "timestamp", "when, on the store's clock"),
-    ),
+    columns("""
+    aggregate_id uuid: the run or the effect acted on (the event's aggregate; the store's
+        retention policies for a policy change)
+    version int: the event's version in that aggregate
+    run_id uuid: the run acted on, or the run of the effect acted on; null for a policy change
+    effect_key text: the effect acted on; null for an action on the run
+    action text: approve | deny | signal | pause | unpause | cancel | retry | fail | reconcile
+        | override | abandon | forget | hold | release | purge | retention
+    actor text: who acted, as they named themselves (a worker, or actae)
+    reason text: why: the reason or note given (a failure's error, an override's reason); an
+        approval's or denial's note only on a store in clear: on an encrypted store the note is
+        sealed with the decision, this is null and detail.noted says one was given
+    detail json: what else it said: approval or signal name, payload, whether it woke the run
+        and whether a note was given (noted); the status an unpause returned to; a
+        reconciliation's outcome, evidence and result; the events a purge deleted; a retention
+        policy's agent and durations (emptied when the run is purged; contents stay out when
+        the store encrypts)
+    at timestamp: when, on the store's clock
+"""),
     indexes=(("run_id", "at"),),  # a run's audit log, oldest first
 )
 
@@ -304,15 +251,15 @@ USAGE = Table(
     "One row per channel event that carries usage totals: the run's running totals after "
     "it, as every channel event carries them (cumulative, not what the event added; the view "
     "cost_per_day takes the differences). A fork's channel starts its totals at zero.",
-    (
-        Column("channel_id", "uuid", "the run's main channel"),
-        Column("cursor", "int", "the event's cursor on it"),
-        Column("run_id", "uuid", "the run"),
-        Column("at", "timestamp", "when the event was recorded"),
-        Column("input_tokens", "float", "the run's input tokens so far"),
-        Column("output_tokens", "float", "the run's output tokens so far"),
-        Column("cost", "float", "the run's cost so far"),
-    ),
+    columns("""
+    channel_id uuid: the run's main channel
+    cursor int: the event's cursor on it
+    run_id uuid: the run
+    at timestamp: when the event was recorded
+    input_tokens float: the run's input tokens so far
+    output_tokens float: the run's output tokens so far
+    cost float: the run's cost so far
+"""),
 )
 
 TABLES = (RUN_STATUS, LINEAGE, EFFECTS, AUDIT, USAGE)
@@ -330,16 +277,16 @@ COST_PER_DAY = View(
     "cost_per_day",
     "Tokens and cost per UTC day, workflow, agent and model: what each usage row added to "
     "its channel's totals (total minus the previous row's), summed.",
-    (
-        Column("day", "date", "the UTC date of the usage"),
-        Column("workflow_id", "text", "workflow of the runs"),
-        Column("agent_id", "text", "agent of the runs"),
-        Column("model", "text", "pinned model of the runs"),
-        Column("runs", "int", "runs that recorded usage that day"),
-        Column("input_tokens", "float", "input tokens recorded that day"),
-        Column("output_tokens", "float", "output tokens recorded that day"),
-        Column("cost", "float", "cost recorded that day"),
-    ),
+    columns("""
+    day date: the UTC date of the usage
+    workflow_id text: workflow of the runs
+    agent_id text: agent of the runs
+    model text: pinned model of the runs
+    runs int: runs that recorded usage that day
+    input_tokens float: input tokens recorded that day
+    output_tokens float: output tokens recorded that day
+    cost float: cost recorded that day
+"""),
 )
 
 VIEWS = (OUTSTANDING_EFFECTS, COST_PER_DAY)

@@ -55,11 +55,9 @@ superuser). PostgreSQL only.
     "granting rebuilt tables to it",
 )
 @as_json
-def grant_analyst(
-    db: str | None, db_file: str | None, role: str, revoke: bool, as_json: bool
-) -> int:
+def grant_analyst(role: str, revoke: bool, as_json: bool) -> int:
     """``actae grant-analyst ROLE``."""
-    url = invocation().required_url(db, db_file)
+    url = invocation().required_url()
     backend_for(parse_store_url(url)).server(
         "--db", needed_by="grant-analyst ", missing="roles to grant to"
     )

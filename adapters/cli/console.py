@@ -76,8 +76,6 @@ def _room(module: str) -> ModuleType:
 @click.pass_context
 def console(
     ctx: click.Context,
-    db: str | None,
-    db_file: str | None,
     host: str,
     port: int,
     auth_file: Path | None,
@@ -88,7 +86,7 @@ def console(
     """``actae console``, or its subcommand."""
     if ctx.invoked_subcommand is not None:
         return 0
-    url = invocation().required_url(db, db_file)
+    url = invocation().required_url()
     if auth_file is None:
         raise ValidationError(
             "--auth-file",

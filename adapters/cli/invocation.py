@@ -23,17 +23,21 @@ class Invocation:
     registry: Registry | None = None
     on_commit: CommitHook | None = None
     db: str | None = None
+    db_given: str | None = None
+    """``--db``, as given."""
+    db_file: str | None = None
+    """``--db-file``, as given."""
 
-    def url(self, db: str | None, db_file: str | None, *, required: bool = True) -> str | None:
+    def url(self, *, required: bool = True) -> str | None:
         """The store URL from ``--db``, ``--db-file`` or ``$ACTAE_DB``, checked before any work."""
-        self.db = store_url(db, db_file, os.environ, required=required)
+        self.db = store_url(self.db_given, self.db_file, os.environ, required=required)
         if self.db is not None:
             parse_store_url(self.db)  # a bad URL fails here, before any work starts
         return self.db
 
-    def required_url(self, db: str | None, db_file: str | None) -> str:
+    def required_url(self) -> str:
         """Like :meth:`url`, for a command that needs a store (no default)."""
-        url = self.url(db, db_file, required=True)
+        url = self.url(required=True)
         assert url is not None  # noqa: S101 - store_url raises rather than return None here
         return url
 

@@ -52,9 +52,9 @@ def new(out: str, as_json: bool) -> None:
 @click.option("--keyring", "keyring_path", required=True, metavar="PATH", help="the keyring file")
 @store_options(required=True)
 @as_json
-def rotate(keyring_path: str, db: str | None, db_file: str | None, as_json: bool) -> None:
+def rotate(keyring_path: str, as_json: bool) -> None:
     """Rotate the master key of the store at ``--db``."""
-    url = invocation().required_url(db, db_file)
+    url = invocation().required_url()
     rotated = load_keyring(keyring_path).with_new_key()
     with open_store(url, keyring=keyring_path, create=False):
         pass  # the store opens with the current keyring before the file changes

@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 import orjson
+from rich.console import Group, RenderableType
 
 from actae.adapters.cli.invocation import invocation
 from actae.adapters.cli.options import actor, as_json, store_options, whole
@@ -29,11 +30,20 @@ from actae.domain.values import RunStatus
 
 
 @contextmanager
-def _store(db: str | None, db_file: str | None) -> Iterator[Store]:
+def _store() -> Iterator[Store]:
     """The store (never created by an operator's command), with its read models caught up."""
-    with open_store(invocation().required_url(db, db_file), create=False) as store:
+    with open_store(invocation().required_url(), create=False) as store:
         views.fresh(store)
         yield store
+
+
+def _report(shown: RenderableType, value: Any, as_json: bool) -> int:
+    """``value`` as JSON for scripts, or what is ``shown`` to people."""
+    if as_json:
+        print_json(value)
+    else:
+        console().print(shown)
+    return 0
 
 
 @click.command(help="List runs, newest first, with what each should do next.")
@@ -49,8 +59,6 @@ def _store(db: str | None, db_file: str | None) -> Iterator[Store]:
 @click.option("--after", metavar="RUN", help="the page after this run (the last one shown)")
 @as_json
 def runs(
-    db: str | None,
-    db_file: str | None,
     status: str | None,
     workflow: str | None,
     agent: str | None,
@@ -59,19 +67,14 @@ def runs(
     as_json: bool,
 ) -> int:
     """``actae runs``."""
-    with _store(db, db_file) as store:
+    with _store() as store:
         last = None if after is None else resolve_run(store, after)
         rows = views.runs(
             store, status=status, workflow=workflow, agent=agent, limit=limit, after=last
         )
         counts = views.status_counts(store)
-    if as_json:
-        print_json({"runs": rows, "counts": counts})
-    else:
-        out = console()
-        out.print(counts_line(counts))
-        out.print(runs_table(rows) if rows else "no runs match")
-    return 0
+    shown = Group(counts_line(counts), runs_table(rows) if rows else "no runs match")
+    return _report(shown, {"runs": rows, "counts": counts}, as_json)
 
 
 @click.command(
@@ -81,25 +84,20 @@ def runs(
 @store_options(required=True)
 @click.argument("run")
 @as_json
-def show(db: str | None, db_file: str | None, run: str, as_json: bool) -> int:
+def show(run: str, as_json: bool) -> int:
     """``actae show RUN``."""
-    with _store(db, db_file) as store:
+    with _store() as store:
         view = views.run_view(store, resolve_run(store, run))
-    if as_json:
-        print_json(
-            {
-                "run": view.info,
-                "status": view.status,
-                "next_action": view.next_action,
-                "read_model": view.row,
-                "effects": view.effects,
-                "parents": view.parents,
-                "children": view.children,
-            }
-        )
-    else:
-        console().print(run_panel(view))
-    return 0
+    document = {
+        "run": view.info,
+        "status": view.status,
+        "next_action": view.next_action,
+        "read_model": view.row,
+        "effects": view.effects,
+        "parents": view.parents,
+        "children": view.children,
+    }
+    return _report(run_panel(view), document, as_json)
 
 
 @click.command(help="List ledger effects; --in-doubt shows the ones that may have happened.")
@@ -108,52 +106,28 @@ def show(db: str | None, db_file: str | None, run: str, as_json: bool) -> int:
 @click.option("--run", metavar="RUN", help="only this run's effects")
 @click.option("--limit", type=whole(1, views.MOST), default=views.PAGE, show_default=True)
 @as_json
-def effects(
-    db: str | None,
-    db_file: str | None,
-    in_doubt: bool,
-    run: str | None,
-    limit: int,
-    as_json: bool,
-) -> int:
+def effects(in_doubt: bool, run: str | None, limit: int, as_json: bool) -> int:
     """``actae effects``."""
-    with _store(db, db_file) as store:
+    with _store() as store:
         run_id = None if run is None else resolve_run(store, run)
         rows = views.effects(store, in_doubt=in_doubt, run_id=run_id, limit=limit)
-    if as_json:
-        print_json(rows)
-    else:
-        console().print(effects_table(rows) if rows else "no effects match")
-    return 0
+    return _report(effects_table(rows) if rows else "no effects match", rows, as_json)
 
 
 @click.command(help="Every operator action on a run and its effects: actor, time and reason.")
 @store_options(required=True)
 @click.argument("run")
 @as_json
-def audit(db: str | None, db_file: str | None, run: str, as_json: bool) -> int:
+def audit(run: str, as_json: bool) -> int:
     """``actae audit RUN``."""
-    with _store(db, db_file) as store:
+    with _store() as store:
         rows = views.audit(store, resolve_run(store, run))
-    if as_json:
-        print_json(rows)
-    else:
-        console().print(audit_table(rows) if rows else "no operator actions on this run")
-    return 0
-
-
-def _report(done: str, value: Any, as_json: bool) -> int:
-    if as_json:
-        print_json(value)
-    else:
-        console().print(done)
-    return 0
+    return _report(audit_table(rows) if rows else "no operator actions on this run", rows, as_json)
 
 
 def _decision(verb: str) -> click.Command:
     @click.command(
-        name=verb,
-        help=f"{verb.capitalize()} the approval NAME a run waits for (or will wait for).",
+        name=verb, help=f"{verb.capitalize()} the approval NAME a run waits for (or will wait for)."
     )
     @store_options(required=True)
     @click.argument("run")
@@ -162,15 +136,13 @@ def _decision(verb: str) -> click.Command:
     @click.option("--note", help="kept with the decision")
     @as_json
     def command(
-        db: str | None,
-        db_file: str | None,
         run: str,
         name: str,
         actor: str,
         note: str | None,
         as_json: bool,
     ) -> int:
-        with _store(db, db_file) as store:
+        with _store() as store:
             info = actions.decide(
                 store, verb, resolve_run(store, run), name, actor=actor, note=note
             )
@@ -199,10 +171,8 @@ def _run_action(verb: str) -> click.Command:
     @actor
     @click.option("--reason", required=True, help="why (recorded in the audit log)")
     @as_json
-    def command(
-        db: str | None, db_file: str | None, run: str, actor: str, reason: str, as_json: bool
-    ) -> int:
-        with _store(db, db_file) as store:
+    def command(run: str, actor: str, reason: str, as_json: bool) -> int:
+        with _store() as store:
             info = actions.act(store, verb, resolve_run(store, run), actor=actor, reason=reason)
         return _report(f"{verb}: run {info.run_id} is now {info.status}", info, as_json)
 
@@ -241,8 +211,6 @@ def _json_value(option: str) -> Callable[[click.Context, click.Parameter, str | 
 @click.option("--result", metavar="JSON", callback=_json_value("--result"), help="a JSON value")
 @as_json
 def override(
-    db: str | None,
-    db_file: str | None,
     effect: str,
     outcome: str,
     actor: str,
@@ -252,10 +220,10 @@ def override(
     as_json: bool,
 ) -> int:
     """``actae override EFFECT completed|failed``."""
-    with _store(db, db_file) as store:
+    with _store() as store:
         key = resolve_effect(store, effect)
-        info = actions.override(
-            store, key, outcome, actor=actor, reason=reason, evidence=evidence, result=result
+        info = store.override(
+            key, outcome, actor=actor, reason=reason, evidence=evidence, result=result
         )
     return _report(f"override: effect {key} is now {info.status}", info, as_json)
 

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
+from actae.adapters.cli.invocation import Invocation
 from actae.adapters.cli.opening import DB_ENV
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -50,20 +51,37 @@ class Seconds(click.ParamType[float, Any]):
 
 
 def store_options(*, required: bool) -> Callable[[F], F]:
-    """``--db URL`` and ``--db-file PATH`` (a file keeps a password out of ``ps`` and history)."""
+    """``--db URL`` and ``--db-file PATH`` (a file keeps a password out of ``ps`` and history).
+
+    Kept on the :class:`~actae.adapters.cli.invocation.Invocation`, not passed to the
+    command, which asks it for the URL (``invocation().url()``).
+    """
     default = f"${DB_ENV}" if required else f"${DB_ENV}, else SQLite in a temporary folder"
 
     def decorate(command: F) -> F:
         command = click.option(
             "--db-file",
             metavar="PATH",
+            expose_value=False,
+            callback=_kept("db_file"),
             help="a file whose first line is the store URL (used when --db is not given)",
         )(command)
         return click.option(
-            "--db", metavar="URL", help=f"store URL, e.g. sqlite:///runs.db (default: {default})"
+            "--db",
+            metavar="URL",
+            expose_value=False,
+            callback=_kept("db_given"),
+            help=f"store URL, e.g. sqlite:///runs.db (default: {default})",
         )(command)
 
     return decorate
+
+
+def _kept(name: str) -> Callable[[click.Context, click.Parameter, str | None], None]:
+    def keep(ctx: click.Context, _: click.Parameter, value: str | None) -> None:
+        setattr(ctx.find_root().ensure_object(Invocation), name, value)
+
+    return keep
 
 
 def wait_for_db(command: F) -> F:

@@ -39,11 +39,9 @@ from actae.adapters.runtime.store import open as open_store
     help="at most N runs this time (run again for more)",
 )
 @as_json
-def retention(
-    db: str | None, db_file: str | None, dry_run: bool, actor: str, limit: int, as_json: bool
-) -> int:
+def retention(dry_run: bool, actor: str, limit: int, as_json: bool) -> int:
     """``actae retention``."""
-    url = invocation().required_url(db, db_file)
+    url = invocation().required_url()
     with open_store(url, create=False) as store:
         policies = store.retention()
         report = store.apply_retention(actor=actor, dry_run=dry_run, limit=limit)

@@ -15,8 +15,8 @@ import os
 import signal
 import socket
 import sys
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -31,7 +31,7 @@ from actae.adapters.persistence.libpq import name_connections
 from actae.adapters.runtime.async_store import AsyncStore
 from actae.adapters.runtime.async_worker import AsyncWorker
 from actae.adapters.runtime.store import Store
-from actae.adapters.runtime.worker import REGISTRY, RETENTION_EVERY, Registry, Worker
+from actae.adapters.runtime.worker import REGISTRY, RETENTION_EVERY, Worker
 from actae.domain.errors import ValidationError
 
 log = logging.getLogger("actae.cli")
@@ -39,9 +39,9 @@ log = logging.getLogger("actae.cli")
 
 @click.command(help="Run a short workflow, kill its worker with SIGKILL, recover, fork.")
 @store_options(required=False)
-def demo(db: str | None, db_file: str | None) -> int:
+def demo() -> int:
     """``actae demo``."""
-    return run_demo(invocation().url(db, db_file, required=False))
+    return run_demo(invocation().url(required=False))
 
 
 @click.command(
@@ -72,28 +72,9 @@ def demo(db: str | None, db_file: str | None) -> int:
     help="also take the PostgreSQL server of --db (a cluster on this machine) down once or "
     "twice per run: restart it, SIGKILL its postmaster, or terminate every session",
 )
-def drill(
-    db: str | None,
-    db_file: str | None,
-    agents: int,
-    runs: int,
-    seed: int | None,
-    kill_after: int,
-    as_json: bool,
-    crash_point: str | None,
-    db_fault: str | None,
-) -> int:
-    """``actae drill``."""
-    return run_drill(
-        invocation().url(db, db_file, required=False),
-        agents=agents,
-        runs=runs,
-        seed=seed,
-        kill_after=kill_after,
-        as_json=as_json,
-        crash_point=crash_point,
-        db_fault=db_fault,
-    )
+def drill(**options: Any) -> int:
+    """``actae drill``: its options are :func:`~actae.adapters.drill.run.drill`'s."""
+    return run_drill(invocation().url(required=False), **options)
 
 
 @click.command(
@@ -114,8 +95,6 @@ def drill(
 @wait_for_db
 @log_format
 def project(
-    db: str | None,
-    db_file: str | None,
     once: bool,
     rebuild: bool,
     batch_size: int,
@@ -123,7 +102,7 @@ def project(
     log_format: str,
 ) -> int:
     """``actae project``."""
-    url = invocation().required_url(db, db_file)
+    url = invocation().required_url()
     configure(json=log_format == "json")
     name_connections("actae-projector")
 
@@ -222,8 +201,6 @@ def import_workflows(target: str) -> None:
     "by every process given the same file (see docs/time.md)",
 )
 def worker(
-    db: str | None,
-    db_file: str | None,
     imports: tuple[str, ...],
     name: str | None,
     lease: float,
@@ -239,71 +216,51 @@ def worker(
     given = invocation()
     if not imports and given.registry is None:
         raise click.UsageError("missing option '--import'")
-    url = given.required_url(db, db_file)
+    url = given.required_url()
     name = name or f"{socket.gethostname()}:{os.getpid()}"
     configure(json=log_format == "json", worker=name)
     name_connections(f"actae-worker:{name}")
     for target in imports:
         import_workflows(target)
-    registry = REGISTRY if given.registry is None else given.registry
+    serving: dict[str, Any] = {
+        "name": name,
+        "registry": REGISTRY if given.registry is None else given.registry,
+        "lease": lease,
+        "poll_interval": poll_interval,
+        "retention_every": retention_every,
+    }
     clock = OffsetClock(clock_file) if clock_file else None
     within = wait_for_db or 0.0
     with open_waiting(url, "worker", lambda s: s.projector(), within=within, clock=clock) as store:
         if concurrency > 1:
             if given.on_commit is not None:
                 store.on_commit(given.on_commit)
-            pace = Pace(lease, poll_interval, concurrency, once, retention_every)
-            return asyncio.run(_work_concurrently(store, name, registry, pace))
-        serving = Worker(
-            store,
-            name=name,
-            registry=registry,
-            lease=lease,
-            poll_interval=poll_interval,
-            on_commit=given.on_commit,
-            retention_every=retention_every,
-        )
+            return asyncio.run(_work_concurrently(store, serving, concurrency, once))
+        worker = Worker(store, on_commit=given.on_commit, **serving)
         if once:
-            serving.run_once()
-            serving.withdraw()
+            worker.run_once()
+            worker.withdraw()
             return 0
         for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda *_: serving.request_stop())
+            signal.signal(signum, lambda *_: worker.request_stop())
         log.info("working on %s", store.url)
-        serving.run()
+        worker.run()
     return 0
 
 
-@dataclass(frozen=True)
-class Pace:
-    """How a concurrent worker paces itself: its lease, polling, slots, and one pass or many."""
-
-    lease: float
-    poll_interval: float
-    concurrency: int
-    once: bool
-    retention_every: float
-
-
-async def _work_concurrently(store: Store, name: str, registry: Registry, pace: Pace) -> int:
+async def _work_concurrently(
+    store: Store, serving: dict[str, Any], concurrency: int, once: bool
+) -> int:
     """``actae worker --concurrency N``: an ``AsyncWorker`` on the store, until stopped."""
     async with AsyncStore(store) as async_store:
-        serving = AsyncWorker(
-            async_store,
-            name=name,
-            registry=registry,
-            concurrency=pace.concurrency,
-            lease=pace.lease,
-            poll_interval=pace.poll_interval,
-            retention_every=pace.retention_every,
-        )
-        if pace.once:
-            await serving.run_once()
-            await serving.withdraw()
+        worker = AsyncWorker(async_store, concurrency=concurrency, **serving)
+        if once:
+            await worker.run_once()
+            await worker.withdraw()
             return 0
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, serving.request_stop)
-        log.info("working on %s, %d runs at once", store.url, pace.concurrency)
-        await serving.run()
+            loop.add_signal_handler(signum, worker.request_stop)
+        log.info("working on %s, %d runs at once", store.url, concurrency)
+        await worker.run()
     return 0

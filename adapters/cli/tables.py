@@ -123,15 +123,8 @@ def audit_table(rows: Sequence[Mapping[str, Any]]) -> Table:
 
 def _pins(pins: Pins) -> str:
     """The pins a run has (model, prompt, tools, schema), ``none`` if it has none."""
-    named = {
-        "model": pins.model,
-        "prompt": pins.prompt,
-        "tools": pins.tools,
-        "schema": pins.schema_,
-    }
-    return (
-        " ".join(f"{name}={value}" for name, value in named.items() if value is not None) or "none"
-    )
+    named = pins.as_dict().items()
+    return " ".join(f"{name}={value}" for name, value in named if value is not None) or "none"
 
 
 def _decisions(info: RunInfo) -> str:

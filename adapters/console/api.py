@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
@@ -54,6 +54,10 @@ def _store(request: Request) -> Store:
     return console_of(request).store
 
 
+Known = Annotated[Store, Depends(_store)]
+"""The console's store (a route parameter)."""
+
+
 def _given(text: str | None) -> str | None:
     """A query parameter, with an empty one (``?status=``) taken as not given."""
     return text if text else None
@@ -75,8 +79,8 @@ def me(user: Viewer) -> dict[str, Any]:
 
 @router.get("/runs", summary="Runs, newest first, with counts by status")
 def list_runs(
-    request: Request,
     user: Viewer,
+    store: Known,
     status: str | None = None,
     workflow: str | None = None,
     agent: str | None = None,
@@ -84,7 +88,6 @@ def list_runs(
     after: str | None = None,
 ) -> dict[str, Any]:
     """One page of runs; ``next`` is the ``after`` of the next page (``null``: the last one)."""
-    store = _store(request)
     last = None if not after else resolve_run(store, after)
     rows = views.runs(
         store,
@@ -102,29 +105,22 @@ def list_runs(
 
 
 @router.get("/approvals", summary="Runs waiting for an approval")
-def list_approvals(request: Request, user: Viewer, limit: int = views.PAGE) -> dict[str, Any]:
+def list_approvals(user: Viewer, store: Known, limit: int = views.PAGE) -> dict[str, Any]:
     """The approvals inbox: runs waiting on an approval, the longest-waiting first."""
-    store = _store(request)
     return {"runs": overview.approvals(store, limit=limit)}
 
 
 @router.get("/runs/{run}", summary="One run in full")
-def get_run(request: Request, user: Viewer, run: str) -> dict[str, Any]:
+def get_run(user: Viewer, store: Known, run: str) -> dict[str, Any]:
     """Status, waiting reason, next action, pins, head, decisions, usage and effects."""
-    store = _store(request)
     return current_run(store, resolve_run(store, run))
 
 
 @router.get("/runs/{run}/events", summary="The run's channel events")
 def run_events(
-    request: Request,
-    user: Viewer,
-    run: str,
-    after: int = 0,
-    limit: int = EVENTS_PAGE,
+    user: Viewer, store: Known, run: str, after: int = 0, limit: int = EVENTS_PAGE
 ) -> dict[str, Any]:
     """Events after cursor ``after``, oldest first; ``next`` continues (``null``: the head)."""
-    store = _store(request)
     info = store.run(resolve_run(store, run))
     if limit < 1 or limit > views.MOST:
         raise ValidationError("limit", f"expected 1 to {views.MOST}, got {limit}")
@@ -138,19 +134,16 @@ def run_events(
 
 
 @router.get("/runs/{run}/state", summary="The state in force at a cursor")
-def run_state(
-    request: Request, user: Viewer, run: str, cursor: int | None = None
-) -> dict[str, Any]:
+def run_state(user: Viewer, store: Known, run: str, cursor: int | None = None) -> dict[str, Any]:
     """The state version in force at ``cursor`` (default: the head), checksum verified."""
-    store = _store(request)
     info = store.run(resolve_run(store, run))
     return state_document(store.state_at(info.channel_id, cursor))
 
 
 @router.get("/runs/{run}/diff", summary="What changed between two state versions")
 def run_diff(
-    request: Request,
     user: Viewer,
+    store: Known,
     run: str,
     before: Annotated[int | None, Query(alias="from")] = None,
     after: Annotated[int | None, Query(alias="to")] = None,
@@ -160,7 +153,6 @@ def run_diff(
     Keys added, removed and changed, nested; ``to`` defaults to the head's version, ``from``
     to the one before ``to``.
     """
-    store = _store(request)
     info = store.run(resolve_run(store, run))
     to = state_version(store, info.channel_id, info.state_version if after is None else after)
     start = max(to.version - 1, 1) if before is None else before
@@ -173,37 +165,33 @@ def run_diff(
 
 
 @router.get("/runs/{run}/lineage", summary="Forks and children around the run")
-def run_lineage(request: Request, user: Viewer, run: str) -> dict[str, Any]:
+def run_lineage(user: Viewer, store: Known, run: str) -> dict[str, Any]:
     """Nodes (runs) and edges (forks with their receipts, delegated children)."""
-    store = _store(request)
     return lineage_document(store, resolve_run(store, run))
 
 
 @router.get("/runs/{run}/audit", summary="Operator actions on the run")
-def run_audit(request: Request, user: Viewer, run: str) -> dict[str, Any]:
+def run_audit(user: Viewer, store: Known, run: str) -> dict[str, Any]:
     """Who did what to the run and its effects, and why, oldest first."""
-    store = _store(request)
     return {"audit": views.audit(store, resolve_run(store, run))}
 
 
 @router.get("/audit", summary="Recent operator actions")
-def recent_audit(request: Request, user: Viewer, limit: int = views.PAGE) -> dict[str, Any]:
+def recent_audit(user: Viewer, store: Known, limit: int = views.PAGE) -> dict[str, Any]:
     """The latest operator actions on any run, newest first."""
-    store = _store(request)
     return {"audit": overview.recent_audit(store, limit=limit)}
 
 
 @router.get("/effects", summary="Ledger effects: in doubt, by status or by run")
 def list_effects(
-    request: Request,
     user: Viewer,
+    store: Known,
     in_doubt: bool = False,
     status: str | None = None,
     run: str | None = None,
     limit: int = views.PAGE,
 ) -> dict[str, Any]:
     """Effects, most recently changed first: those in doubt, with a ledger status, or a run's."""
-    store = _store(request)
     if _given(status) is not None:
         if in_doubt or run:
             raise ValidationError("status", "give status alone, or in_doubt and run")
@@ -213,9 +201,8 @@ def list_effects(
 
 
 @router.get("/effects/{key:path}", summary="One effect with every attempt")
-def get_effect(request: Request, user: Viewer, key: str) -> dict[str, Any]:
+def get_effect(user: Viewer, store: Known, key: str) -> dict[str, Any]:
     """The ledger's word on the effect: status, fencing token, lease, attempts, result."""
-    store = _store(request)
     return effect_document(store.effect(resolve_effect(store, key)))
 
 
@@ -287,13 +274,12 @@ class Settlement(BaseModel):
     )
 
 
-def _act_on_run(request: Request, run: str, act: Callable[[Store, UUID], object]) -> dict[str, Any]:
+def _act_on_run(store: Store, run: str, act: Callable[[Store, UUID], object]) -> dict[str, Any]:
     """Resolve ``run``, ``act(store, run_id)``, catch the read models up; the run's document.
 
     Catching up here (once, after a change succeeded) is what makes the returned document
     and the next read show the change: the live projector may not have got to it yet.
     """
-    store = _store(request)
     run_id = resolve_run(store, run)
     act(store, run_id)
     views.fresh(store)
@@ -301,12 +287,12 @@ def _act_on_run(request: Request, run: str, act: Callable[[Store, UUID], object]
 
 
 def _lifecycle_route(verb: str) -> Callable[..., dict[str, Any]]:
-    def act(request: Request, user: Operator, run: str, body: Reason) -> dict[str, Any]:
+    def act(user: Operator, store: Known, run: str, body: Reason) -> dict[str, Any]:
         def change(store: Store, run_id: UUID) -> None:
             actions.act(store, verb, run_id, actor=user.name, reason=body.reason)
             log.info("%s: %s run %s: %s", user.name, verb, run_id, body.reason)
 
-        return _act_on_run(request, run, change)
+        return _act_on_run(store, run, change)
 
     act.__name__ = f"{verb}_run"
     act.__doc__ = f"{verb.capitalize()} the run, as the signed-in operator, for ``reason``."
@@ -314,12 +300,12 @@ def _lifecycle_route(verb: str) -> Callable[..., dict[str, Any]]:
 
 
 def _decision_route(verb: str) -> Callable[..., dict[str, Any]]:
-    def decide(request: Request, user: Operator, run: str, body: Answer) -> dict[str, Any]:
+    def decide(user: Operator, store: Known, run: str, body: Answer) -> dict[str, Any]:
         def change(store: Store, run_id: UUID) -> None:
             actions.decide(store, verb, run_id, body.name, actor=user.name, note=body.note)
             log.info("%s: %s %r of run %s", user.name, verb, body.name, run_id)
 
-        return _act_on_run(request, run, change)
+        return _act_on_run(store, run, change)
 
     decide.__name__ = f"{verb}_run"
     decide.__doc__ = f"{verb.capitalize()} the run's approval ``name``, as the signed-in operator."
@@ -337,16 +323,14 @@ for _verb in actions.RUN_ACTIONS:
 
 
 @router.post("/effects/{key:path}/override", summary="Settle an effect in doubt")
-def override_effect(request: Request, user: Operator, key: str, body: Settlement) -> dict[str, Any]:
+def override_effect(user: Operator, store: Known, key: str, body: Settlement) -> dict[str, Any]:
     """Record what the effect did, as the signed-in operator.
 
     ``completed`` with its ``result`` (what the workflow's ``ctx.effect`` returns) or
     ``failed`` (attempted again), with the evidence; the run goes on from there.
     """
-    store = _store(request)
     effect_key = resolve_effect(store, key)
-    info = actions.override(
-        store,
+    info = store.override(
         effect_key,
         body.outcome,
         actor=user.name,

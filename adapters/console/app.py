@@ -7,9 +7,9 @@ the pages to this origin: a Content-Security-Policy that allows only this consol
 script and styles, no framing, no sniffing, no referrer to other sites (``same-origin``, not
 ``no-referrer``: under that, browsers send ``Origin: null`` with the console's own form
 posts, which the sign-in's origin check could not tell from a forged one). Errors carry
-them too: the middleware that answers unexpected ones
-(:class:`~actae.adapters.console.errors.Failures`) sits inside the one that adds the
-headers, and Starlette's plain-text last resort is never reached.
+them too: one middleware adds them and answers unexpected errors
+(:class:`~actae.adapters.console.errors.Answers`), so Starlette's plain-text last resort
+is never reached.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from actae.adapters.console import api, errors, metrics, pages
 from actae.adapters.console.auth import Users
@@ -32,38 +31,6 @@ from actae.adapters.runtime.store import Store
 
 STATIC = Path(__file__).parent / "static"
 """The pages' script, styles and icon, shipped in the package."""
-
-SECURITY_HEADERS = (
-    (
-        b"content-security-policy",
-        b"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-        b"connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
-        b"frame-ancestors 'none'",
-    ),
-    (b"x-content-type-options", b"nosniff"),
-    (b"x-frame-options", b"DENY"),
-    (b"referrer-policy", b"same-origin"),
-)
-
-
-class SecurityHeaders:
-    """Adds :data:`SECURITY_HEADERS` to every HTTP response (streams included)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Pass the request on; add the headers as the response starts."""
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def sending(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
-            await send(message)
-
-        await self.app(scope, receive, sending)
 
 
 def _version() -> str:
@@ -84,11 +51,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 
 def create_app(
-    store: Store,
-    users: Users,
-    *,
-    max_body: int = MAX_BODY,
-    origins: Iterable[str] | None = None,
+    store: Store, users: Users, *, max_body: int = MAX_BODY, origins: Iterable[str] | None = None
 ) -> FastAPI:
     """The console over ``store`` (which it closes when it stops), for ``users``.
 
@@ -120,7 +83,6 @@ def create_app(
     app.include_router(metrics.router)
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
-    app.add_middleware(errors.Failures)  # inner: its answers still pass SecurityHeaders
     app.add_middleware(BodyLimit, max_body=max_body)  # before any route reads a body
-    app.add_middleware(SecurityHeaders)  # added last: the outermost
+    app.add_middleware(errors.Answers)  # added last: the outermost
     return app

@@ -7,11 +7,11 @@ to do: 422 fix the input, 404 no such thing, 409 not in a state that allows it (
 decide again). FastAPI's own request checks answer 422 in the same shape, as a
 ``ValidationError`` would. Pages that need a signed-in browser redirect to ``/login``.
 
-Anything else that goes wrong answers in the same shape too (:class:`Failures`): 503
+Anything else that goes wrong answers in the same shape too (:class:`Answers`): 503
 ``unavailable`` for an error that waiting makes go away (the database restarting or out of
 reach, as :func:`actae.adapters.persistence.outages.is_transient` classifies them), else 500
-``internal`` with the details in the log only. :class:`Failures` sits inside the middleware
-that adds the security headers, so these answers carry them as every other one does.
+``internal`` with the details in the log only. The same middleware adds the security
+headers, so these answers carry them as every other one does.
 """
 
 from __future__ import annotations
@@ -117,20 +117,34 @@ def failure(method: str, path: str, error: Exception) -> Response:
     )
 
 
-class Failures:
-    """Answers an exception no handler took (before the response started) as :func:`failure`.
+SECURITY_HEADERS = (
+    (
+        b"content-security-policy",
+        b"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        b"connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+        b"frame-ancestors 'none'",
+    ),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"same-origin"),
+)
+"""Every HTTP response's headers (streams and errors included): this origin's pages only."""
 
-    Starlette's own last resort answers in plain text, outside every middleware (so without
-    the security headers), and re-raises; this one answers in the console's shape, inside
-    them. An exception after the response started (a stream cut short) is re-raised: there
-    is nothing left to answer with.
+
+class Answers:
+    """The outermost middleware: :data:`SECURITY_HEADERS` on every response, and :func:`failure`.
+
+    It answers an exception no handler took, before the response started. Starlette's own
+    last resort answers in plain text, outside every middleware (so without the security
+    headers), and re-raises. An exception after the response started (a stream cut short) is
+    re-raised: there is nothing left to answer with.
     """
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Pass the request on; answer what it raised."""
+        """Pass the request on; add the headers as the response starts; answer what it raised."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -140,6 +154,7 @@ class Failures:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
+                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
             await send(message)
 
         try:
@@ -148,7 +163,7 @@ class Failures:
             if started:
                 raise
             response = failure(scope["method"], scope["path"], error)
-            await response(scope, receive, send)
+            await response(scope, receive, sending)
 
 
 def _actae_error(request: Request, error: ActaeError) -> Response:

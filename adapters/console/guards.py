@@ -65,8 +65,7 @@ def parse_origin(text: str) -> str:
         or parts.fragment
     ):
         raise ValidationError(
-            "origin",
-            f"expected the address browsers use, as http(s)://HOST[:PORT], got {text!r}",
+            "origin", f"expected the address browsers use, as http(s)://HOST[:PORT], got {text!r}"
         )
     return _origin(parts.scheme, parts.netloc)
 
@@ -82,13 +81,14 @@ def own_origins(host: str, port: int, extra: Iterable[str] = ()) -> frozenset[st
     names = [shown]
     if _wildcard(host):
         names = list(LOOPBACK_NAMES)
-    elif _loopback(host):
+    elif loopback(host):
         names = [shown, *LOOPBACK_NAMES]
     found = {_origin("http", f"{name}:{port}") for name in names}
     return frozenset(found | {parse_origin(origin) for origin in extra})
 
 
-def _loopback(host: str) -> bool:
+def loopback(host: str) -> bool:
+    """Whether ``host`` names this machine (a loopback address, or ``localhost``)."""
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:

@@ -19,7 +19,7 @@ Scrapes need credentials like any other read: a viewer's bearer token
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -48,16 +48,8 @@ class StoreCollector(Collector):
         """The metrics, as the read models have them now."""
         store = self._console.store
         totals = overview.totals(store)
-        runs = GaugeMetricFamily("actae_runs", "Runs by status, from run_status", labels=["status"])
-        for status, count in totals.runs.items():
-            runs.add_metric([status], count)
-        yield runs
-        effects = GaugeMetricFamily(
-            "actae_effects", "Ledger effects by status, from effects", labels=["status"]
-        )
-        for status, count in totals.effects.items():
-            effects.add_metric([status], count)
-        yield effects
+        yield _by_status("actae_runs", "Runs by status, from run_status", totals.runs)
+        yield _by_status("actae_effects", "Ledger effects by status, from effects", totals.effects)
         yield GaugeMetricFamily(
             "actae_effects_in_doubt",
             "Effects that may have happened unrecorded (claimed, lease run out or unanswered)",
@@ -98,6 +90,13 @@ class StoreCollector(Collector):
             "Event streams the console has open",
             value=self._console.streams,
         )
+
+
+def _by_status(name: str, documentation: str, counts: Mapping[str, int]) -> Metric:
+    family = GaugeMetricFamily(name, documentation, labels=["status"])
+    for status, count in counts.items():
+        family.add_metric([status], count)
+    return family
 
 
 def registry_for(console: Console) -> CollectorRegistry:

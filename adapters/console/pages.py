@@ -9,18 +9,14 @@ styles and icon are served from the package (``/static``), so the console works 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from html import escape
 from typing import Annotated
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from actae.adapters.console.guards import (
-    PageSession,
-    require_csrf,
-    require_same_origin,
-    session_of,
-)
+from actae.adapters.console.guards import PageSession, require_csrf, require_same_origin, session_of
 from actae.adapters.console.sessions import COOKIE, SESSION_HOURS, Session
 from actae.adapters.console.state import console_of
 
@@ -29,12 +25,12 @@ log = logging.getLogger("actae.console")
 router = APIRouter(include_in_schema=False)
 
 SECTIONS = (
-    ("/", "runs", "Runs"),
-    ("/approvals", "approvals", "Approvals"),
-    ("/effects", "effects", "Effects in doubt"),
-    ("/audit", "audit", "Audit log"),
+    ("/", "runs", "Runs"),  # filtered by status, with counts
+    ("/approvals", "approvals", "Approvals"),  # runs waiting on an approval
+    ("/effects", "effects", "Effects in doubt"),  # or needing review, each with an override
+    ("/audit", "audit", "Audit log"),  # recent operator actions
 )
-"""The navigation: path, page name, title."""
+"""The navigation, and a page each: path, page name, title."""
 NO_STORE = {"Cache-Control": "no-store"}
 """Pages carry a CSRF token: never cached."""
 
@@ -140,9 +136,7 @@ def sign_in_form(request: Request, next: str = "/") -> Response:
 
 @router.post("/login")
 def sign_in(
-    request: Request,
-    token: Annotated[str, Form()],
-    next: Annotated[str, Form()] = "/",
+    request: Request, token: Annotated[str, Form()], next: Annotated[str, Form()] = "/"
 ) -> Response:
     """Start a session for the token's user: an HttpOnly, SameSite=Strict cookie.
 
@@ -186,28 +180,15 @@ def sign_out(request: Request, csrf_token: Annotated[str, Form()] = "") -> Respo
     return response
 
 
-@router.get("/")
-def runs_page(session: PageSession) -> HTMLResponse:
-    """Runs, filtered by status, with counts."""
-    return _shell(session, "runs", "Runs")
+def _section(page: str, title: str) -> Callable[[PageSession], HTMLResponse]:
+    def section(session: PageSession) -> HTMLResponse:
+        return _shell(session, page, title)
+
+    return section
 
 
-@router.get("/approvals")
-def approvals_page(session: PageSession) -> HTMLResponse:
-    """Runs waiting on an approval."""
-    return _shell(session, "approvals", "Approvals")
-
-
-@router.get("/effects")
-def effects_page(session: PageSession) -> HTMLResponse:
-    """Effects in doubt or needing review, each with an override form."""
-    return _shell(session, "effects", "Effects in doubt")
-
-
-@router.get("/audit")
-def audit_page(session: PageSession) -> HTMLResponse:
-    """Recent operator actions."""
-    return _shell(session, "audit", "Audit log")
+for _path, _page, _title in SECTIONS:
+    router.get(_path, name=f"{_page}_page")(_section(_page, _title))
 
 
 @router.get("/runs/{run}")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 import signal
 import socket
@@ -25,7 +24,7 @@ import uvicorn
 
 from actae.adapters.console.app import create_app
 from actae.adapters.console.auth import load_users
-from actae.adapters.console.guards import own_origins, parse_origin
+from actae.adapters.console.guards import loopback, own_origins, parse_origin
 from actae.adapters.console.limits import MAX_BODY
 from actae.adapters.console.state import Console
 from actae.adapters.logs import ROOT, configure
@@ -112,13 +111,6 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
-
-
 def serve(
     url: str,
     *,
@@ -151,7 +143,7 @@ def serve(
     sock = _listen(host, port)
     shown = f"[{host}]" if ":" in host else host
     address = f"http://{shown}:{sock.getsockname()[1]}/"
-    if not _loopback(host):
+    if not loopback(host):
         log.warning("listening on %s over plain HTTP: put it behind TLS (docs/console.md)", host)
     try:
         store = open_store(url, create=False)

@@ -77,10 +77,7 @@ def message(kind: str, data: Any, *, event_id: int | None = None) -> str:
 
 
 async def follow(
-    console: Console,
-    info: RunInfo,
-    after: int,
-    snapshot: Callable[[], dict[str, Any]],
+    console: Console, info: RunInfo, after: int, snapshot: Callable[[], dict[str, Any]]
 ) -> AsyncIterator[str]:
     """The stream of ``info``'s run after cursor ``after``; ``snapshot()`` is its status."""
     live = console.live

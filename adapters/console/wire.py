@@ -25,60 +25,39 @@ def plain(value: dict[str, Any]) -> dict[str, Any]:
 def run_document(view: RunView) -> dict[str, Any]:
     """A run in full: the store's word on it, its read-model row and its effects."""
     info = view.info
-    return plain(
-        {
-            "run_id": info.run_id,
-            "channel_id": info.channel_id,
-            "workflow_id": info.workflow_id,
-            "agent_id": info.agent_id,
-            "status": view.status,
-            "lifecycle": view.lifecycle,
-            "next_action": view.next_action,
-            "head_cursor": info.cursor,
-            "state_version": info.state_version,
-            "pins": info.pins.as_dict(),
-            "created_at": info.created_at,
-            "deadline": info.deadline,
-            "parent_run_id": info.parent_run_id,
-            "forked_from": None if info.forked_from is None else receipt_document(info.forked_from),
-            "waiting": None if info.waiting is None else info.waiting.model_dump(),
-            "decisions": {name: d.model_dump() for name, d in info.decisions.items()},
-            "result": info.result,
-            "error": info.error,
-            "budget": info.budget,
-            "usage": info.usage,
-            "retries": info.retries,
-            "read_model": view.row,
-            "effects": view.effects,
-        }
+    return _fields(
+        info,
+        "run_id channel_id workflow_id agent_id",
+        status=view.status,
+        lifecycle=view.lifecycle,
+        next_action=view.next_action,
+        head_cursor=info.cursor,
+        state_version=info.state_version,
+        pins=info.pins.as_dict(),
+        **_fields(info, "created_at deadline parent_run_id"),
+        forked_from=None if info.forked_from is None else receipt_document(info.forked_from),
+        waiting=None if info.waiting is None else info.waiting.model_dump(),
+        decisions={name: d.model_dump() for name, d in info.decisions.items()},
+        **_fields(info, "result error budget usage retries"),
+        read_model=view.row,
+        effects=view.effects,
     )
+
+
+def _fields(of: Any, names: str, /, **more: Any) -> dict[str, Any]:
+    """The attributes ``names`` (space-separated) of ``of``, then ``more``, as JSON."""
+    return plain({name: getattr(of, name) for name in names.split()} | more)
 
 
 def event_document(event: ChannelEvent) -> dict[str, Any]:
     """One event of a run's channel, as the timeline shows it."""
-    return plain(
-        {
-            "cursor": event.cursor,
-            "kind": event.kind,
-            "state_version": event.state_version,
-            "state_cursor": event.state_cursor,
-            "operation_id": event.operation_id,
-            "payload": event.payload,
-            "timestamp": event.recorded_at,
-        }
-    )
+    names = "cursor kind state_version state_cursor operation_id payload"
+    return _fields(event, names, timestamp=event.recorded_at)
 
 
 def state_document(state: StateVersion) -> dict[str, Any]:
     """A state version: where it was made, its checksum and the state."""
-    return plain(
-        {
-            "version": state.version,
-            "cursor": state.cursor,
-            "checksum": state.checksum,
-            "state": state.state,
-        }
-    )
+    return _fields(state, "version cursor checksum state")
 
 
 def change_document(change: Change) -> dict[str, Any]:
@@ -93,20 +72,14 @@ def change_document(change: Change) -> dict[str, Any]:
 
 def receipt_document(receipt: ForkReceipt) -> dict[str, Any]:
     """A fork's receipt: where it was asked for, where it resolved, what it copied, why."""
-    return plain(
-        {
-            "parent_run_id": receipt.parent_run_id,
-            "child_run_id": receipt.child_run_id,
-            "requested_boundary": receipt.requested_boundary,
-            "resolved_boundary": receipt.resolved_boundary,
-            "state_version": receipt.state_version,
-            "state_checksum": receipt.state_checksum,
-            "reason": receipt.reason,
-            "pins": receipt.pins.as_dict(),
-            "operation_id": receipt.operation_id,
-            "created_at": receipt.created_at,
-            "inherited": None if receipt.inherited is None else receipt.inherited.model_dump(),
-        }
+    names = "parent_run_id child_run_id requested_boundary resolved_boundary state_version"
+    return _fields(
+        receipt,
+        f"{names} state_checksum reason",
+        pins=receipt.pins.as_dict(),
+        operation_id=receipt.operation_id,
+        created_at=receipt.created_at,
+        inherited=None if receipt.inherited is None else receipt.inherited.model_dump(),
     )
 
 
@@ -116,21 +89,12 @@ def effect_document(info: EffectInfo) -> dict[str, Any]:
     ``result`` is the ledger's record; ``value`` is what a workflow's ``ctx.effect`` returns
     from it (the ledger keeps a workflow's value in an envelope).
     """
-    return plain(
-        {
-            "effect_key": info.effect_key,
-            "run_id": info.run_id,
-            "status": info.status.value,
-            "token": info.token,
-            "attempt": info.attempt,
-            "holder": info.holder,
-            "expires_at": info.expires_at,
-            "retry_at": info.retry_at,
-            "in_doubt": info.in_doubt,
-            "last_error": info.last_error,
-            "result": info.result,
-            "value": workflow_value(info.result),
-            "request": info.request,
-            "attempts": [attempt.model_dump() for attempt in info.attempts],
-        }
+    return _fields(
+        info,
+        "effect_key run_id",
+        status=info.status.value,
+        **_fields(info, "token attempt holder expires_at retry_at in_doubt last_error result"),
+        value=workflow_value(info.result),
+        request=info.request,
+        attempts=[attempt.model_dump() for attempt in info.attempts],
     )

@@ -174,21 +174,20 @@ class DatabaseServer:
         ended = started + timedelta(seconds=seconds)
         return Outage(fault, started, ended, round(seconds, 3), terminated)
 
+    def _value(self, query: str) -> Any:
+        """The one value ``query`` answers, on a session of its own."""
+        with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
+            row = conn.execute(query).fetchone()
+        assert row is not None  # noqa: S101 - each query here always answers one row
+        return row[0]
+
     def _server_time(self) -> float:
         """Now on the server's clock (epoch seconds)."""
-        with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
-            row = conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()
-        assert row is not None  # noqa: S101 - the function always answers
-        return float(row[0])
+        return float(self._value("SELECT extract(epoch FROM clock_timestamp())::float8"))
 
     def started_at(self) -> float:
         """When the running postmaster started (epoch seconds, the server's clock)."""
-        with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
-            row = conn.execute(
-                "SELECT extract(epoch FROM pg_postmaster_start_time())::float8"
-            ).fetchone()
-        assert row is not None  # noqa: S101 - the function always answers
-        return float(row[0])
+        return float(self._value("SELECT extract(epoch FROM pg_postmaster_start_time())::float8"))
 
     def _ctl(self, action: str, *options: str) -> None:
         command = [
@@ -224,12 +223,12 @@ class DatabaseServer:
 
     def _terminate(self) -> int:
         """Terminate every other session of the URL's database; how many there were."""
-        with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
-            row = conn.execute(
+        return int(
+            self._value(
                 "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
                 "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            ).fetchone()
-        return int(row[0]) if row else 0
+            )
+        )
 
     def accepts_connections(self) -> bool:
         """Whether a new session can be opened and answers a query now."""

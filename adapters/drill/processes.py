@@ -92,24 +92,22 @@ class DrillProcesses:
         return "working on" in (self.folder / f"{name}.log").read_text(errors="replace")
 
     def _stop_workers(self) -> None:
-        for process in self.workers:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in self.workers:
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        _stop(self.workers)
         self.workers.clear()
 
     def close(self) -> None:
         """Stop every process and the store."""
-        for process in [*self.workers, self.provider]:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in [*self.workers, self.provider]:
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        _stop([*self.workers, self.provider])
         self.store.close()
+
+
+def _stop(processes: list[subprocess.Popen[str]]) -> None:
+    """SIGTERM to each process still running; SIGKILL to one still there 10 s later."""
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()

@@ -96,11 +96,6 @@ def namespace_state(thread_id: str, checkpoint_ns: str) -> dict[str, Any]:
     return {"langgraph": NAMESPACE_MARK, "thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
 
 
-def deleted_state(thread_id: str, checkpoint_ns: str) -> dict[str, Any]:
-    """The state a tombstone leaves: no checkpoint is in force."""
-    return {"langgraph": DELETED_MARK, "thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
-
-
 def checkpoint_state(
     checkpoint_id: str,
     checkpoint: Packed,

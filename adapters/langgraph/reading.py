@@ -25,13 +25,7 @@ from actae.adapters.langgraph.history import (
     history,
     scan_store,
 )
-from actae.adapters.langgraph.threads import (
-    Context,
-    Ref,
-    find_namespace,
-    find_thread,
-    namespaces,
-)
+from actae.adapters.langgraph.threads import Context, Ref, find_namespace, find_thread, namespaces
 from actae.domain.values import ChannelEvent
 
 Address = tuple[str, str]

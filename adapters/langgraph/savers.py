@@ -16,10 +16,9 @@ work from any thread but its event loop's (as ``AsyncPostgresSaver``'s do).
 from __future__ import annotations
 
 import asyncio
-import builtins
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any, Concatenate, ParamSpec, Self, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar
 from uuid import UUID
 
 from langchain_core.runnables import RunnableConfig
@@ -44,21 +43,23 @@ from actae.domain.values import RunInfo
 
 P = ParamSpec("P")
 T = TypeVar("T")
-F = TypeVar("F", bound=Callable[..., Any])
+S = TypeVar("S", Store, AsyncStore)
 
 
-class _Saver(BaseCheckpointSaver[int]):
+class _Saver(BaseCheckpointSaver[int], Generic[S]):
     """LangGraph's blocking checkpointer calls on a ``Store``: what both savers share."""
 
     def __init__(
         self,
-        core: Store,
+        store: S,
         *,
         serde: SerializerProtocol | None = None,
         workflow_id: str = "langgraph",
         agent_id: str = "langgraph",
     ) -> None:
         super().__init__(serde=serde)
+        self.store: S = store
+        core = store.sync if isinstance(store, AsyncStore) else store
         self.redact = core.redactor
         """The store's redactor (``actae.open(redact=)``), run on what the serde blobs hold."""
         self.workflow_id = require_text("workflow_id", workflow_id, max_length=100)
@@ -67,6 +68,10 @@ class _Saver(BaseCheckpointSaver[int]):
         self._runs: dict[str, Ref] = {}
         self._stored: dict[tuple[UUID, str], None] = {}
         self._early: dict[tuple[UUID, str], int] = {}
+        self._remember_loop()
+
+    def _remember_loop(self) -> None:
+        """Note the event loop the coroutines run on (only ``AsyncActaeSaver`` needs it)."""
 
     def _context(self) -> Context:
         # Made per call: LangGraph's with_allowlist copies a saver and swaps its serde.
@@ -140,40 +145,59 @@ class _Saver(BaseCheckpointSaver[int]):
         threads = [thread_id_of(thread_id) for thread_id in thread_ids]
         forgetting.prune(self._context(), threads, strategy)
 
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """:meth:`list`, a checkpoint at a time, read where the coroutines run it.
 
-def _in_thread(
-    method: Callable[Concatenate[_Saver, P], T],
-) -> Callable[Concatenate[_Saver, P], Coroutine[Any, Any, T]]:
-    """``ActaeSaver``'s coroutine for the blocking ``method``: it runs in a worker thread."""
+        Stopping early reads no more.
+        """
+        items = self.list(config, filter=filter, before=before, limit=limit)
+        try:
+            while (item := await self._call(next, items, None)) is not None:
+                yield item
+        finally:
+            items.close()
 
-    async def in_thread(self: _Saver, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return await asyncio.to_thread(method, self, *args, **kwargs)
+    athread_run: Callable[[str], Coroutine[Any, Any, RunInfo | None]]
+    """:meth:`thread_run` awaited; like every ``a<name>`` below, made by :func:`_coroutine`."""
 
-    return _named(in_thread, method, "ActaeSaver", "in a worker thread")
-
-
-def _in_portal(
-    method: Callable[Concatenate[_Saver, P], T],
-) -> Callable[Concatenate[AsyncActaeSaver, P], Coroutine[Any, Any, T]]:
-    """``AsyncActaeSaver``'s coroutine for the blocking ``method``: it runs in the portal."""
-
-    async def in_the_portal(self: AsyncActaeSaver, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        self._remember_loop()
-        return await run_in_portal(method, self, *args, **kwargs)
-
-    return _named(in_the_portal, method, "AsyncActaeSaver", "in a greenback portal")
+    async def _call(self, method: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """``method(*args, **kwargs)``, awaited where the saver's coroutines run it."""
+        raise NotImplementedError
 
 
-def _named(coroutine: F, method: Callable[..., Any], owner: str, where: str) -> F:
-    """``coroutine``, named as ``owner``'s coroutine twin of ``method`` (tracebacks, ``help``)."""
+def _coroutine(method: Callable[Concatenate[_Saver[Any], P], T]) -> Any:
+    """The coroutine twin ``a<name>`` of a blocking method: the saver's ``_call`` runs it."""
+
+    async def coroutine(self: _Saver[Any], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._call(method, self, *args, **kwargs)
+
+    coroutine.__name__ = coroutine.__qualname__ = f"a{method.__name__}"
     summary = (method.__doc__ or "").splitlines()[0]
-    coroutine.__name__ = f"a{method.__name__}"
-    coroutine.__qualname__ = f"{owner}.a{method.__name__}"
-    coroutine.__doc__ = f"{summary}\n\nThe blocking :meth:`{method.__name__}`, run {where}."
+    coroutine.__doc__ = f"{summary}\n\nThe blocking :meth:`{method.__name__}`, awaited."
     return coroutine
 
 
-class ActaeSaver(_Saver):
+for _name in (
+    "thread_run",
+    "get_tuple",
+    "put",
+    "put_writes",
+    "delete_thread",
+    "delete_for_runs",
+    "copy_thread",
+    "prune",
+):
+    setattr(_Saver, f"a{_name}", _coroutine(getattr(_Saver, _name)))
+
+
+class ActaeSaver(_Saver[Store]):
     """A LangGraph checkpointer on an Actae ``Store``: ``builder.compile(checkpointer=saver)``.
 
     ``with ActaeSaver.from_url(url) as saver`` opens the store and closes it afterwards;
@@ -181,17 +205,6 @@ class ActaeSaver(_Saver):
     ``workflow_id`` (default ``"langgraph"``) for the agent named ``agent_id`` in the
     config's metadata, or the saver's ``agent_id``. docs/langgraph.md has the details.
     """
-
-    def __init__(
-        self,
-        store: Store,
-        *,
-        serde: SerializerProtocol | None = None,
-        workflow_id: str = "langgraph",
-        agent_id: str = "langgraph",
-    ) -> None:
-        super().__init__(store, serde=serde, workflow_id=workflow_id, agent_id=agent_id)
-        self.store = store
 
     @classmethod
     @contextmanager
@@ -209,35 +222,12 @@ class ActaeSaver(_Saver):
         with open(url, redact=redact, keyring=keyring) as store:
             yield cls(store, serde=serde, workflow_id=workflow_id, agent_id=agent_id)
 
-    # -- the coroutines, for a graph run with ainvoke: the blocking methods, in a thread -----
-
-    athread_run = _in_thread(_Saver.thread_run)
-    aget_tuple = _in_thread(_Saver.get_tuple)
-    aput = _in_thread(_Saver.put)
-    aput_writes = _in_thread(_Saver.put_writes)
-    adelete_thread = _in_thread(_Saver.delete_thread)
-    adelete_for_runs = _in_thread(_Saver.delete_for_runs)
-    acopy_thread = _in_thread(_Saver.copy_thread)
-    aprune = _in_thread(_Saver.prune)
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        """:meth:`list`, read in a worker thread."""
-
-        def listed() -> builtins.list[CheckpointTuple]:
-            return builtins.list(self.list(config, filter=filter, before=before, limit=limit))
-
-        for item in await asyncio.to_thread(listed):
-            yield item
+    async def _call(self, method: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """For a graph run with ``ainvoke``: the blocking method, in a worker thread."""
+        return await asyncio.to_thread(method, *args, **kwargs)
 
 
-class AsyncActaeSaver(_Saver):
+class AsyncActaeSaver(_Saver[AsyncStore]):
     """A LangGraph checkpointer on an Actae store, for ``ainvoke``/``astream``.
 
     ``async with AsyncActaeSaver.from_url(url) as saver`` opens the store with
@@ -246,19 +236,8 @@ class AsyncActaeSaver(_Saver):
     work from any thread but its event loop's, which they would stall.
     """
 
-    def __init__(
-        self,
-        store: AsyncStore,
-        *,
-        serde: SerializerProtocol | None = None,
-        workflow_id: str = "langgraph",
-        agent_id: str = "langgraph",
-    ) -> None:
-        super().__init__(store.sync, serde=serde, workflow_id=workflow_id, agent_id=agent_id)
-        self.store = store
-        self.loop: asyncio.AbstractEventLoop | None = None
-        """The event loop the coroutines run on, the one loop a blocking call is refused on."""
-        self._remember_loop()
+    loop: asyncio.AbstractEventLoop | None = None
+    """The event loop the coroutines run on, the one loop a blocking call is refused on."""
 
     @classmethod
     @asynccontextmanager
@@ -276,35 +255,10 @@ class AsyncActaeSaver(_Saver):
         async with open_async(url, redact=redact, keyring=keyring) as store:
             yield cls(store, serde=serde, workflow_id=workflow_id, agent_id=agent_id)
 
-    athread_run = _in_portal(_Saver.thread_run)
-    aget_tuple = _in_portal(_Saver.get_tuple)
-    aput = _in_portal(_Saver.put)
-    aput_writes = _in_portal(_Saver.put_writes)
-    adelete_thread = _in_portal(_Saver.delete_thread)
-    adelete_for_runs = _in_portal(_Saver.delete_for_runs)
-    acopy_thread = _in_portal(_Saver.copy_thread)
-    aprune = _in_portal(_Saver.prune)
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        """:meth:`list`, each checkpoint read in the portal: stopping early reads no more."""
+    async def _call(self, method: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """The blocking method in a greenback portal: where the store would block, it awaits."""
         self._remember_loop()
-        items = self.list(config, filter=filter, before=before, limit=limit)
-
-        def following() -> CheckpointTuple | None:
-            return next(items, None)
-
-        try:
-            while (item := await run_in_portal(following)) is not None:
-                yield item
-        finally:
-            items.close()
+        return await run_in_portal(method, *args, **kwargs)
 
     def _context(self) -> Context:
         """The context, refusing a blocking call on the saver's loop (it would stall it)."""

@@ -195,11 +195,7 @@ def forget_remembered(ctx: Context, ref: Ref) -> None:
 
 
 def _started(
-    ctx: Context,
-    operation: str,
-    agent_id: str,
-    state: dict[str, object],
-    parent: UUID | None,
+    ctx: Context, operation: str, agent_id: str, state: dict[str, object], parent: UUID | None
 ) -> Ref:
     known, operation = current_run(ctx, operation)
     if known is not None:

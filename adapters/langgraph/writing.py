@@ -151,10 +151,7 @@ def put(
 
 
 def put_writes(
-    ctx: Context,
-    config: RunnableConfig,
-    writes: Sequence[tuple[str, Any]],
-    task: tuple[str, str],
+    ctx: Context, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task: tuple[str, str]
 ) -> None:
     """Record the pending writes of one task (``(task_id, task_path)``) for a checkpoint."""
     if not writes:

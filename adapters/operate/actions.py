@@ -8,11 +8,9 @@ the console name the same verbs and reach the store through this one table.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 from uuid import UUID
 
 from actae.adapters.runtime.store import Store
-from actae.domain.effects import EffectInfo
 from actae.domain.values import RunInfo
 
 RunAction = Callable[..., RunInfo]
@@ -32,7 +30,7 @@ DECISIONS: dict[str, RunAction] = {"approve": Store.approve, "deny": Store.deny}
 """Answers to a run's approval ``name``, with an actor and an optional note."""
 
 OUTCOMES = ("completed", "failed")
-"""What an operator can say an effect in doubt (or needing review) did."""
+"""What an operator can say an effect in doubt (or needing review) did (``store.override``)."""
 
 
 def act(store: Store, verb: str, run_id: UUID, *, actor: str, reason: str) -> RunInfo:
@@ -45,19 +43,3 @@ def decide(
 ) -> RunInfo:
     """Approve or deny the run's approval ``name``, as ``actor``."""
     return DECISIONS[verb](store, run_id, name, actor=actor, note=note)
-
-
-def override(
-    store: Store,
-    effect_key: str,
-    outcome: str,
-    *,
-    actor: str,
-    reason: str,
-    evidence: dict[str, Any] | None,
-    result: Any = None,
-) -> EffectInfo:
-    """Settle an effect in doubt or needing review, with the evidence that says how it went."""
-    return store.override(
-        effect_key, outcome, actor=actor, reason=reason, evidence=evidence, result=result
-    )

@@ -21,10 +21,10 @@ from actae.adapters.operate.views import (
     limit_of,
     select,
     status_counts,
+    status_in,
 )
 from actae.adapters.runtime.store import Store
 from actae.domain.effects import EffectStatus
-from actae.domain.errors import ValidationError
 from actae.domain.validation import require_int
 
 DEEPEST = 1000
@@ -47,15 +47,6 @@ def approvals(store: Store, *, limit: int | None = None) -> list[dict[str, Any]]
     )
 
 
-def effect_status(status: str) -> str:
-    """``status`` if it is an effect status, else a ``ValidationError`` naming the valid ones."""
-    try:
-        return EffectStatus(status).value
-    except ValueError:
-        names = ", ".join(s.value for s in EffectStatus)
-        raise ValidationError("status", f"expected one of {names}, got {status!r}") from None
-
-
 def effects_with_status(
     store: Store, status: str, *, limit: int | None = None
 ) -> list[dict[str, Any]]:
@@ -67,47 +58,46 @@ def effects_with_status(
             f"SELECT * FROM effects WHERE status = {p} "
             f"ORDER BY updated_at DESC, effect_key LIMIT {p}"
         ),
-        [effect_status(status), limit_of(limit)],
+        [status_in(EffectStatus, status), limit_of(limit)],
+    )
+
+
+def _walk(
+    store: Store, run_id: UUID, start: str, step: str, order: str, limit: int = DEEPEST
+) -> list[dict[str, Any]]:
+    """Lineage rows from ``run_id`` (the edges whose ``start`` it is), ``step`` by ``step``.
+
+    Each row is a lineage row (a fork's carries its receipt) plus ``depth`` (1: an edge of
+    the run itself), at most :data:`DEEPEST` levels and ``limit`` rows.
+    """
+    return select(
+        store,
+        "lineage",
+        lambda p: (
+            "WITH RECURSIVE walk AS ("
+            f"SELECT lineage.*, 1 AS depth FROM lineage WHERE {start} = {p} "
+            "UNION ALL SELECT l.*, walk.depth + 1 FROM lineage l "
+            f"JOIN walk ON {step} WHERE walk.depth < {p}"
+            f") SELECT * FROM walk ORDER BY {order} LIMIT {p}"
+        ),
+        [run_id, DEEPEST, limit],
     )
 
 
 def ancestry(store: Store, run_id: UUID) -> list[dict[str, Any]]:
-    """The lineage edges from ``run_id`` up to its root (forks and delegations), nearest first.
-
-    Each row is a lineage row (a fork's carries its receipt) plus ``depth`` (1: the run's own
-    edge to where it came from).
-    """
-    return select(
-        store,
-        "lineage",
-        lambda p: (
-            "WITH RECURSIVE up AS ("
-            f"SELECT lineage.*, 1 AS depth FROM lineage WHERE child_run_id = {p} "
-            "UNION ALL SELECT l.*, up.depth + 1 FROM lineage l "
-            f"JOIN up ON l.child_run_id = up.parent_run_id WHERE up.depth < {p}"
-            ") SELECT * FROM up ORDER BY depth"
-        ),
-        [run_id, DEEPEST],
-    )
+    """The lineage edges from ``run_id`` up to its root (forks and delegations), nearest first."""
+    return _walk(store, run_id, "child_run_id", "l.child_run_id = walk.parent_run_id", "depth")
 
 
 def descendants(store: Store, run_id: UUID, *, limit: int = MOST) -> list[dict[str, Any]]:
-    """The lineage edges below ``run_id`` (its forks and children, theirs, ...), level by level.
-
-    Each row is a lineage row plus ``depth`` (1: an edge from the run itself); at most
-    ``limit`` rows.
-    """
-    return select(
+    """The lineage edges below ``run_id`` (its forks and children, theirs, ...), level by level."""
+    return _walk(
         store,
-        "lineage",
-        lambda p: (
-            "WITH RECURSIVE down AS ("
-            f"SELECT lineage.*, 1 AS depth FROM lineage WHERE parent_run_id = {p} "
-            "UNION ALL SELECT l.*, down.depth + 1 FROM lineage l "
-            f"JOIN down ON l.parent_run_id = down.child_run_id WHERE down.depth < {p}"
-            f") SELECT * FROM down ORDER BY depth, created_at, child_run_id LIMIT {p}"
-        ),
-        [run_id, DEEPEST, require_int("limit", limit, minimum=1, maximum=MOST)],
+        run_id,
+        "parent_run_id",
+        "l.parent_run_id = walk.child_run_id",
+        "depth, created_at, child_run_id",
+        require_int("limit", limit, minimum=1, maximum=MOST),
     )
 
 
@@ -157,9 +147,6 @@ class Totals:
 
 def totals(store: Store) -> Totals:
     """The store's totals as the read models have them now (no catching up: a scrape is cheap)."""
-    by_effect = select(
-        store, "effects", lambda p: "SELECT status, count(*) AS n FROM effects GROUP BY status"
-    )
     (ledger,) = select(
         store,
         "effects",
@@ -181,8 +168,7 @@ def totals(store: Store) -> Totals:
     sums = {name: float(row[f"total_{name}"]) for name in SUMMED}
     return Totals(
         runs=status_counts(store),
-        effects={s.value: 0 for s in EffectStatus}
-        | {str(r["status"]): int(r["n"]) for r in by_effect},
+        effects=status_counts(store, "effects", EffectStatus),
         in_doubt=int(ledger["doubtful"]),
         attempts=int(ledger["attempts_made"]),
         retries=int(ledger["retried"]),

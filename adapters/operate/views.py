@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 from uuid import UUID
 
@@ -89,6 +90,14 @@ def select(
     return [typed(table(of), row) for row in rows]
 
 
+def rows_where(
+    store: Store, of: str, column: str, value: Any, order: str = ""
+) -> list[dict[str, Any]]:
+    """Typed rows of the table ``of`` whose ``column`` is ``value``, in ``order`` if given."""
+    ordered = f" ORDER BY {order}" if order else ""
+    return select(store, of, lambda p: f"SELECT * FROM {of} WHERE {column} = {p}{ordered}", [value])
+
+
 def limit_of(limit: int | None) -> int:
     """``limit`` checked (1 to :data:`MOST`), or :data:`PAGE` when not given."""
     return PAGE if limit is None else require_int("limit", limit, minimum=1, maximum=MOST)
@@ -106,7 +115,7 @@ def runs(
     """Runs newest first, filtered; ``after`` is the last run of the previous page."""
     conditions: dict[str, Any] = {}
     if status is not None:
-        conditions["status = {p}"] = run_status(status)
+        conditions["status = {p}"] = status_in(RunStatus, status)
     for column, value in (("workflow_id", workflow), ("agent_id", agent)):
         if value is not None:
             conditions[f"{column} = {{p}}"] = require_text(column, value)
@@ -132,31 +141,25 @@ def _where(conditions: dict[str, Any], mark: str) -> str:
     return "WHERE " + " AND ".join(c.format(p=mark) for c in conditions)
 
 
-def run_status(status: str) -> str:
-    """``status`` if it is a run status, else a ``ValidationError`` naming the valid ones."""
+def status_in(kind: type[StrEnum], status: str) -> str:
+    """``status`` if it is one of ``kind``, else a ``ValidationError`` naming the valid ones."""
     try:
-        return RunStatus(status).value
+        return kind(status).value
     except ValueError:
-        names = ", ".join(s.value for s in RunStatus)
+        names = ", ".join(s.value for s in kind)
         raise ValidationError("status", f"expected one of {names}, got {status!r}") from None
 
 
-def status_counts(store: Store) -> dict[str, int]:
-    """How many runs have each status (every status listed, zeros included)."""
-    rows = store.projector().db.query(
-        "SELECT status, count(*) AS n FROM run_status GROUP BY status"
-    )
-    counts = {status.value: 0 for status in RunStatus}
-    counts.update({str(row["status"]): int(row["n"]) for row in rows})
-    return counts
+def status_counts(
+    store: Store, of: str = "run_status", kind: type[StrEnum] = RunStatus
+) -> dict[str, int]:
+    """How many rows of ``of`` have each status of ``kind`` (every one listed, zeros included)."""
+    rows = store.projector().db.query(f"SELECT status, count(*) AS n FROM {of} GROUP BY status")
+    return {s.value: 0 for s in kind} | {str(row["status"]): int(row["n"]) for row in rows}
 
 
 def effects(
-    store: Store,
-    *,
-    in_doubt: bool = False,
-    run_id: UUID | None = None,
-    limit: int | None = None,
+    store: Store, *, in_doubt: bool = False, run_id: UUID | None = None, limit: int | None = None
 ) -> list[dict[str, Any]]:
     """Ledger effects, most recently changed first: all, a run's, or the ones in doubt."""
     conditions: dict[str, Any] = {}
@@ -177,26 +180,13 @@ def effects(
 
 def audit(store: Store, run_id: UUID) -> list[dict[str, Any]]:
     """Every operator action on the run and its effects, oldest first."""
-    return select(
-        store,
-        "audit",
-        lambda p: f"SELECT * FROM audit WHERE run_id = {p} ORDER BY at, aggregate_id, version",
-        [run_id],
-    )
+    return rows_where(store, "audit", "run_id", run_id, "at, aggregate_id, version")
 
 
 def edges(store: Store, run_id: UUID) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The run's lineage rows: where it came from (fork or parent), its forks and children."""
-    up = select(
-        store, "lineage", lambda p: f"SELECT * FROM lineage WHERE child_run_id = {p}", [run_id]
-    )
-    down = select(
-        store,
-        "lineage",
-        lambda p: f"SELECT * FROM lineage WHERE parent_run_id = {p} ORDER BY created_at",
-        [run_id],
-    )
-    return up, down
+    up = rows_where(store, "lineage", "child_run_id", run_id)
+    return up, rows_where(store, "lineage", "parent_run_id", run_id, "created_at")
 
 
 @dataclass(frozen=True)
@@ -256,9 +246,7 @@ def facts_of_info(info: RunInfo) -> RunFacts:
 def run_view(store: Store, run_id: UUID) -> RunView:
     """The run ``run_id`` in full (``NotFoundError`` for a run the store never saw)."""
     info = store.run(run_id)
-    rows = select(
-        store, "run_status", lambda p: f"SELECT * FROM run_status WHERE run_id = {p}", [run_id]
-    )
+    rows = rows_where(store, "run_status", "run_id", run_id)
     parents, children = edges(store, run_id)
     return RunView(
         info=info,
@@ -271,9 +259,7 @@ def run_view(store: Store, run_id: UUID) -> RunView:
 
 def effect_row(store: Store, effect_key: str) -> dict[str, Any]:
     """The effects row of ``effect_key`` (``NotFoundError`` if the ledger has none)."""
-    rows = select(
-        store, "effects", lambda p: f"SELECT * FROM effects WHERE effect_key = {p}", [effect_key]
-    )
+    rows = rows_where(store, "effects", "effect_key", effect_key)
     if not rows:
         raise NotFoundError("effect", effect_key)
     return rows[0]

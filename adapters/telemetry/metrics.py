@@ -11,12 +11,12 @@ measurement out and changes nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, Self
 
 from opentelemetry import metrics
-from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
+from opentelemetry.metrics import CallbackOptions, CallbackT, MeterProvider, Observation
 
 from actae.adapters.telemetry.guard import GAUGE, PROVIDER
 from actae.adapters.telemetry.names import (
@@ -106,23 +106,20 @@ def _instruments_for(provider: MeterProvider) -> Instruments:
 
 
 def _instruments_of(meter: metrics.Meter) -> Instruments:
+    counter = meter.create_counter
     return Instruments(
-        steps=meter.create_counter(
-            STEPS, unit="{step}", description="Workflow steps, executed or replayed"
-        ),
+        steps=counter(STEPS, "{step}", "Workflow steps, executed or replayed"),
         step_duration=meter.create_histogram(
             STEP_DURATION,
             unit="s",
             description="How long a workflow step took, its recording included",
             explicit_bucket_boundaries_advisory=STEP_SECONDS,
         ),
-        effect_attempts=meter.create_counter(
-            EFFECT_ATTEMPTS, unit="{attempt}", description="Claims granted to run an effect"
-        ),
-        effect_retries=meter.create_counter(
+        effect_attempts=counter(EFFECT_ATTEMPTS, "{attempt}", "Claims granted to run an effect"),
+        effect_retries=counter(
             EFFECT_RETRIES,
-            unit="{attempt}",
-            description="Attempts of an effect after its first (a failure or a doubt before)",
+            "{attempt}",
+            "Attempts of an effect after its first (a failure or a doubt before)",
         ),
     )
 
@@ -161,46 +158,40 @@ def observe(store: Observed, *, meter_provider: MeterProvider | None = None) -> 
     """
     observing = Observing()
 
-    def runs(_: CallbackOptions) -> Iterable[Observation]:
-        with GAUGE:
-            if observing.stopped:
-                return []
-            counted = {
-                row["status"]: row["n"] for row in store.projector().db.query(RUNS_BY_STATUS)
-            }
-            return [Observation(int(counted.get(s.value, 0)), {STATUS: s.value}) for s in RunStatus]
-        return []
+    def gauge(read: Callable[[], list[Observation]]) -> CallbackT:
+        def reading(_: CallbackOptions) -> Iterable[Observation]:
+            with GAUGE:
+                return [] if observing.stopped else read()
+            return []
 
-    def in_doubt(_: CallbackOptions) -> Iterable[Observation]:
-        with GAUGE:
-            if observing.stopped:
-                return []
-            (row,) = store.projector().db.query(IN_DOUBT_COUNT)
-            return [Observation(int(row["n"]))]
-        return []
+        return reading
 
-    def lag(_: CallbackOptions) -> Iterable[Observation]:
-        with GAUGE:
-            if observing.stopped:
-                return []
-            return [Observation(store.projector().lag())]
-        return []
+    def runs() -> list[Observation]:
+        rows = store.projector().db.query(RUNS_BY_STATUS)
+        counted = {row["status"]: row["n"] for row in rows}
+        return [Observation(int(counted.get(s.value, 0)), {STATUS: s.value}) for s in RunStatus]
 
+    def in_doubt() -> list[Observation]:
+        (row,) = store.projector().db.query(IN_DOUBT_COUNT)
+        return [Observation(int(row["n"]))]
+
+    gauges = (
+        (RUNS, runs, "{run}", "Runs by status, from run_status"),
+        (
+            EFFECTS_IN_DOUBT,
+            in_doubt,
+            "{effect}",
+            "Effects that may have happened unrecorded, from the effects read model",
+        ),
+        (
+            PROJECTION_LAG,
+            lambda: [Observation(store.projector().lag())],
+            "{event}",
+            "Events stored that the read models do not reflect yet",
+        ),
+    )
     with PROVIDER:
         meter = (meter_provider or metrics.get_meter_provider()).get_meter(SCOPE, SCOPE_VERSION)
-        meter.create_observable_gauge(
-            RUNS, [runs], unit="{run}", description="Runs by status, from run_status"
-        )
-        meter.create_observable_gauge(
-            EFFECTS_IN_DOUBT,
-            [in_doubt],
-            unit="{effect}",
-            description="Effects that may have happened unrecorded, from the effects read model",
-        )
-        meter.create_observable_gauge(
-            PROJECTION_LAG,
-            [lag],
-            unit="{event}",
-            description="Events stored that the read models do not reflect yet",
-        )
+        for name, read, unit, description in gauges:
+            meter.create_observable_gauge(name, [gauge(read)], unit, description)
     return observing

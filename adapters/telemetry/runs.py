@@ -16,50 +16,16 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from time import perf_counter
-from types import TracebackType
 from typing import Self
 
 from opentelemetry import context as otel_context
 from opentelemetry.context import Context
 from opentelemetry.util.types import AttributeValue
 
+from actae.adapters.telemetry import names
 from actae.adapters.telemetry.guard import METRIC, SPAN_CONTEXT
 from actae.adapters.telemetry.metrics import Instruments, instruments
-from actae.adapters.telemetry.names import (
-    AGENT_ID,
-    COMPLETED,
-    CURSOR,
-    EFFECT_ATTEMPT,
-    EFFECT_FENCING_TOKEN,
-    EFFECT_IN_DOUBT,
-    EFFECT_OUTCOME,
-    EFFECT_SPAN,
-    FAILED,
-    IN_DOUBT,
-    MODEL,
-    OPERATION_ID,
-    REPLAYED,
-    REPLAYED_OUTCOME,
-    RUN_ID,
-    RUN_OUTCOME,
-    RUN_SPAN,
-    STATE_VERSION,
-    STEP_SPAN,
-    TRANSITION_SPAN,
-    USAGE_ATTRIBUTES,
-    WAIT_NAME,
-    WAIT_OUTCOME,
-    WAIT_SPAN,
-    WORKER,
-    WORKFLOW_ID,
-)
-from actae.adapters.telemetry.tracing import (
-    Opened,
-    Start,
-    active_tracer,
-    in_a_span,
-    parent_context,
-)
+from actae.adapters.telemetry.tracing import Opened, Start, active_tracer, in_a_span, parent_context
 from actae.domain.effects import Claim
 from actae.domain.errors import RunSuspended
 from actae.domain.validation import storable_trace_context
@@ -71,12 +37,12 @@ Attributes = dict[str, AttributeValue]
 def run_attributes(run: RunInfo) -> Attributes:
     """What names a run on each of its spans."""
     named: Attributes = {
-        RUN_ID: str(run.run_id),
-        WORKFLOW_ID: run.workflow_id,
-        AGENT_ID: run.agent_id,
+        names.RUN_ID: str(run.run_id),
+        names.WORKFLOW_ID: run.workflow_id,
+        names.AGENT_ID: run.agent_id,
     }
     if run.pins.model is not None:
-        named[MODEL] = run.pins.model
+        named[names.MODEL] = run.pins.model
     return named
 
 
@@ -93,7 +59,7 @@ def started(start: Start, run: RunInfo) -> None:
 
 def fork_attributes(fork: ForkReceipt) -> Attributes:
     """What names a fork's child run on the span it was forked in."""
-    return {RUN_ID: str(fork.child_run_id)}
+    return {names.RUN_ID: str(fork.child_run_id)}
 
 
 class TakenRun(Opened):
@@ -101,7 +67,7 @@ class TakenRun(Opened):
 
     def ended(self, outcome: str) -> None:
         """What the worker made of its turn (``completed``, ``failed: ...``, a wait, ...)."""
-        self.describe({RUN_OUTCOME: outcome})
+        self.describe({names.RUN_OUTCOME: outcome})
 
 
 def taking(run: RunInfo, *, worker: str, sealed: bool = False) -> TakenRun:
@@ -113,26 +79,34 @@ def taking(run: RunInfo, *, worker: str, sealed: bool = False) -> TakenRun:
     """
     tracer = active_tracer()
     if tracer is None:
-        return TakenRun(None, RUN_SPAN, None)
+        return TakenRun(None, names.RUN_SPAN, None)
     attributes = {
         **run_attributes(run),
-        WORKER: worker,
-        CURSOR: run.cursor,
-        STATE_VERSION: run.state_version,
+        names.WORKER: worker,
+        names.CURSOR: run.cursor,
+        names.STATE_VERSION: run.state_version,
     }
     parent = parent_context(run.trace_context, run.run_id)
-    return TakenRun(tracer, RUN_SPAN, attributes, parent, sealed=sealed, run_id=run.run_id)
+    return TakenRun(tracer, names.RUN_SPAN, attributes, parent, sealed=sealed, run_id=run.run_id)
 
 
 class Call(Opened):
-    """The span of one workflow call, told where its result is."""
+    """The span of one workflow call of ``run``, told where its result is."""
 
     replayed = False
+
+    def __init__(self, run: RunTrace, name: str, attributes: Attributes | None) -> None:
+        super().__init__(
+            run.tracer, name, attributes, run.parent(), sealed=run.sealed, run_id=run.run_id
+        )
+        self._run = run
 
     def answered(self, cursor: int, state_version: int) -> None:
         """The call was answered from the log (its own run's, or a forked-from ancestor's)."""
         self.replayed = True
-        self.describe({REPLAYED: True, CURSOR: cursor, STATE_VERSION: state_version})
+        self.describe(
+            {names.REPLAYED: True, names.CURSOR: cursor, names.STATE_VERSION: state_version}
+        )
 
     def recorded(self, receipt: Receipt) -> None:
         """The call's write: where it landed (a write recognised as a repeat is a replay)."""
@@ -149,37 +123,30 @@ class Call(Opened):
     def _landed(self, receipt: Receipt, *, replayed: bool) -> None:
         self.replayed = replayed
         self.describe(
-            {REPLAYED: replayed, CURSOR: receipt.cursor, STATE_VERSION: receipt.state_version}
+            {
+                names.REPLAYED: replayed,
+                names.CURSOR: receipt.cursor,
+                names.STATE_VERSION: receipt.state_version,
+            }
         )
 
     def used(self, usage: Mapping[str, float] | None) -> None:
         """What the call consumed: tokens in OpenTelemetry's GenAI terms, and its cost."""
         if usage and self.recording:
-            spent = USAGE_ATTRIBUTES.items()
+            spent = names.USAGE_ATTRIBUTES.items()
             self.describe({attribute: usage[key] for key, attribute in spent if key in usage})
 
 
 class StepCall(Call):
     """``actae.step {name}``; a step that returns is counted and timed, replayed or not."""
 
-    def __init__(self, run: RunTrace, name: str, attributes: Attributes | None) -> None:
-        super().__init__(
-            run.tracer, name, attributes, run.parent(), sealed=run.sealed, run_id=run.run_id
-        )
-        self._run = run
-        self._began = 0.0
+    _began = 0.0
 
     def __enter__(self) -> Self:
         self._began = perf_counter()
         return super().__enter__()
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        super().__exit__(kind, error, traceback)
+    def _ending(self, error: BaseException | None) -> None:
         if error is None:
             self._run.step_done(self.replayed, perf_counter() - self._began)
 
@@ -187,20 +154,15 @@ class StepCall(Call):
 class EffectCall(Call):
     """``actae.effect {name}``, with its claim (attempt, fencing token) and its outcome."""
 
-    def __init__(self, run: RunTrace, name: str, attributes: Attributes | None) -> None:
-        super().__init__(
-            run.tracer, name, attributes, run.parent(), sealed=run.sealed, run_id=run.run_id
-        )
-        self._run = run
-        self.outcome: str | None = None
+    outcome: str | None = None
 
     def claimed(self, claim: Claim) -> None:
         """The ledger's answer: an attempt granted (counted), or the effect already done."""
         self.describe(
             {
-                EFFECT_ATTEMPT: claim.attempt,
-                EFFECT_FENCING_TOKEN: claim.token,
-                EFFECT_IN_DOUBT: claim.in_doubt,
+                names.EFFECT_ATTEMPT: claim.attempt,
+                names.EFFECT_FENCING_TOKEN: claim.token,
+                names.EFFECT_IN_DOUBT: claim.in_doubt,
             }
         )
         if claim.status == "granted":
@@ -213,12 +175,12 @@ class EffectCall(Call):
         ``actae.cursor`` (docs/telemetry.md).
         """
         self.replayed = True
-        self.outcome = REPLAYED_OUTCOME
-        self.describe({REPLAYED: True})
+        self.outcome = names.REPLAYED_OUTCOME
+        self.describe({names.REPLAYED: True})
 
     def in_doubt(self) -> None:
         """An earlier attempt may have happened: a reconcile or a person decides."""
-        self.outcome = IN_DOUBT
+        self.outcome = names.IN_DOUBT
 
     def noted(self, head: Receipt) -> None:
         """The ledger noted the effect's settlement on the run's channel (now the ``head``).
@@ -232,30 +194,18 @@ class EffectCall(Call):
         """``fn`` is called now: it completes or fails, whatever came before."""
         self.outcome = None
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def _ending(self, error: BaseException | None) -> None:
         if self.recording:
-            ended = self.outcome or (COMPLETED if error is None else FAILED)
-            self.describe({EFFECT_OUTCOME: ended})
-        super().__exit__(kind, error, traceback)
+            ended = self.outcome or (names.COMPLETED if error is None else names.FAILED)
+            self.describe({names.EFFECT_OUTCOME: ended})
 
 
-class WaitCall(Opened):
+class WaitCall(Call):
     """``actae.wait {reason}``: ``decided`` (it returns) or ``suspended`` (the run waits)."""
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def _ending(self, error: BaseException | None) -> None:
         if self.recording and (error is None or isinstance(error, RunSuspended)):
-            self.describe({WAIT_OUTCOME: "decided" if error is None else "suspended"})
-        super().__exit__(kind, error, traceback)
+            self.describe({names.WAIT_OUTCOME: "decided" if error is None else "suspended"})
 
 
 class RunTrace:
@@ -272,9 +222,9 @@ class RunTrace:
         self.attributes = run_attributes(run)
         self._recorded = parent_context(run.trace_context, run.run_id) if self.tracer else None
         self._instruments: Instruments = instruments()
-        self._executed: Attributes = {AGENT_ID: run.agent_id, REPLAYED: False}
-        self._replayed: Attributes = {AGENT_ID: run.agent_id, REPLAYED: True}
-        self._labels: Attributes = {AGENT_ID: run.agent_id}
+        self._executed: Attributes = {names.AGENT_ID: run.agent_id, names.REPLAYED: False}
+        self._replayed: Attributes = {names.AGENT_ID: run.agent_id, names.REPLAYED: True}
+        self._labels: Attributes = {names.AGENT_ID: run.agent_id}
 
     def parent(self) -> Context | None:
         """The current context, or outside any span the run's own (:func:`parent_context`)."""
@@ -285,38 +235,24 @@ class RunTrace:
     def _attributes(self, operation_id: str) -> Attributes | None:
         if self.tracer is None:
             return None
-        return {**self.attributes, OPERATION_ID: operation_id}
+        return {**self.attributes, names.OPERATION_ID: operation_id}
 
     def step(self, name: str, operation_id: str) -> StepCall:
         """The span of step ``name`` (``actae.step {name}``)."""
-        return StepCall(self, f"{STEP_SPAN} {name}", self._attributes(operation_id))
+        return StepCall(self, f"{names.STEP_SPAN} {name}", self._attributes(operation_id))
 
     def effect(self, name: str, operation_id: str) -> EffectCall:
         """The span of effect ``name`` (``actae.effect {name}``)."""
-        return EffectCall(self, f"{EFFECT_SPAN} {name}", self._attributes(operation_id))
+        return EffectCall(self, f"{names.EFFECT_SPAN} {name}", self._attributes(operation_id))
 
     def transition(self, operation_id: str) -> Call:
         """The span of a transition (``actae.transition``)."""
-        return Call(
-            self.tracer,
-            TRANSITION_SPAN,
-            self._attributes(operation_id),
-            self.parent(),
-            sealed=self.sealed,
-            run_id=self.run_id,
-        )
+        return Call(self, names.TRANSITION_SPAN, self._attributes(operation_id))
 
     def wait(self, reason: str, name: str) -> WaitCall:
         """The span of a wait (``actae.wait {reason}``) for ``name``."""
-        attributes = None if self.tracer is None else {**self.attributes, WAIT_NAME: name}
-        return WaitCall(
-            self.tracer,
-            f"{WAIT_SPAN} {reason}",
-            attributes,
-            self.parent(),
-            sealed=self.sealed,
-            run_id=self.run_id,
-        )
+        attributes = None if self.tracer is None else {**self.attributes, names.WAIT_NAME: name}
+        return WaitCall(self, f"{names.WAIT_SPAN} {reason}", attributes)
 
     @contextmanager
     def joined(self) -> Iterator[None]:

@@ -129,6 +129,7 @@ class Opened:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        self._ending(error)
         if not self._opened:
             return
         if isinstance(error, Exception):
@@ -138,6 +139,9 @@ class Opened:
                 otel_context.detach(self._token)  # type: ignore[arg-type]
         with SPAN_END:
             self.span.end()
+
+    def _ending(self, error: BaseException | None) -> None:
+        """What a kind of span does as its block ends, before the span ends (opened or not)."""
 
     def describe(self, attributes: Attributes) -> None:
         """Set ``attributes`` on the span (nothing when it records nothing)."""
