@@ -20,7 +20,7 @@ from uuid import UUID
 
 from pydantic import Field
 
-from actae.domain.aggregate import Aggregate
+from actae.domain.aggregate import Acted, Aggregate, fields_of
 from actae.domain.effects import (
     Attempt,
     EffectInfo,
@@ -42,6 +42,8 @@ from actae.domain.errors import (
 
 OPERATION_NAMESPACE = UUID("6f1e2a4c-3b5d-5e7f-8a9b-0c1d2e3f4a5b")
 NAMESPACE_BYTES = OPERATION_NAMESPACE.bytes
+UNKNOWN = "result holder expires_at deadline retry_at last_error first_claimed_at"
+"""What an effect's ledger does not know before its first claim."""
 
 
 class Operation(Aggregate):
@@ -114,26 +116,15 @@ class Operation(Aggregate):
 
         def apply(self, aggregate: Any) -> None:
             """Start an effect's ledger: nobody holds it, nothing is known yet."""
-            aggregate.operation_id = self.operation_id
-            aggregate.command = "effect"
-            aggregate.fingerprint = self.fingerprint
-            aggregate.run_id = self.run_id
-            aggregate.channel_id = self.channel_id
-            aggregate.request = self.request
-            aggregate.policy = self.policy
-            aggregate.result = None
-            aggregate.token = 0
-            aggregate.holder = None
-            aggregate.expires_at = None
-            aggregate.deadline = None
-            aggregate.in_doubt = False
-            aggregate.retry_at = None
-            aggregate.needs_review = False
-            aggregate.abandoned = False
-            aggregate.last_error = None
-            aggregate.first_claimed_at = None
-            aggregate.attempts = []
-            aggregate.contents_withheld = self.withheld
+            vars(aggregate).update(
+                fields_of(self, "operation_id fingerprint run_id channel_id request policy"),
+                command="effect",
+                token=0,
+                attempts=[],
+                contents_withheld=self.withheld,
+                **dict.fromkeys(UNKNOWN.split()),
+                **dict.fromkeys(("in_doubt", "needs_review", "abandoned"), False),
+            )
 
     class Claimed(Aggregate.Event):
         """A worker claimed the effect under a lease; ``token`` fences everyone older."""
@@ -271,13 +262,10 @@ class Operation(Aggregate):
             aggregate.in_doubt = False
             aggregate.needs_review = False
 
-    class Abandoned(Aggregate.Event):
+    class Abandoned(Acted):
         """An operator gave up on the effect; it will not be attempted again."""
 
         type_name = "Operation.Abandoned"
-
-        actor: str
-        reason: str
 
         def apply(self, aggregate: Any) -> None:
             """Close the effect without an outcome."""

@@ -60,7 +60,7 @@ def event_classes() -> list[type[DomainEvent]]:
     """Every event class of ``actae.domain`` that a stored topic can name.
 
     Stand-ins for withheld contents are left out, and so are the base classes (``Event``,
-    ``Created``) and the classes an aggregate's body declares when eventsourcing redefines
+    ``Created``, ``Acted``: no type name of their own) and the classes an aggregate's body declares when eventsourcing redefines
     them on the aggregate's own ``Event``: the redefinition takes their name, and only it
     is ever written.
     """
@@ -74,6 +74,7 @@ def event_classes() -> list[type[DomainEvent]]:
             cls.__module__.startswith("actae.domain.")
             and cls.withheld is None
             and cls.__name__ not in BASES
+            and hasattr(cls, "type_name")
             and named(cls)
         ):
             found.add(cls)
