@@ -143,13 +143,12 @@ class Operation(Aggregate):
             """Hand the effect to the worker; an unanswered earlier attempt counts as expired."""
             if aggregate.holder is not None:
                 aggregate.settle_attempt("expired", "lease ran out without an answer")
-            aggregate.token = self.token
-            aggregate.holder = self.worker
-            aggregate.expires_at = self.expires_at
-            aggregate.deadline = self.deadline
-            aggregate.in_doubt = self.in_doubt
-            aggregate.retry_at = None
-            aggregate.first_claimed_at = aggregate.first_claimed_at or self.timestamp
+            vars(aggregate).update(
+                fields_of(self, "token expires_at deadline in_doubt"),
+                holder=self.worker,
+                retry_at=None,
+                first_claimed_at=aggregate.first_claimed_at or self.timestamp,
+            )
             attempt = Attempt(
                 attempt=len(aggregate.attempts) + 1,
                 token=self.token,
@@ -205,10 +204,8 @@ class Operation(Aggregate):
 
         def apply(self, aggregate: Any) -> None:
             """Settle the effect for good."""
-            aggregate.settle_attempt("completed", None)
+            aggregate.settled("completed", None)
             aggregate.result = None if self.withheld else self.result
-            aggregate.holder = None
-            aggregate.in_doubt = False
 
     class Failed(Aggregate.Event):
         """An attempt failed; it is retried at ``retry_at``, or needs review when ``None``."""
@@ -225,9 +222,7 @@ class Operation(Aggregate):
 
         def apply(self, aggregate: Any) -> None:
             """Release the effect and schedule the next attempt (or stop for review)."""
-            aggregate.settle_attempt("failed", self.error)
-            aggregate.holder = None
-            aggregate.in_doubt = False
+            aggregate.settled("failed", self.error)
             aggregate.last_error = self.error
             aggregate.retry_at = self.retry_at
             aggregate.needs_review = self.retry_at is None
@@ -253,12 +248,10 @@ class Operation(Aggregate):
         def apply(self, aggregate: Any) -> None:
             """Settle the doubt: completed for good, or known not to have happened."""
             if self.outcome == "completed":
-                aggregate.settle_attempt("completed", f"reconciled by {self.actor}")
+                aggregate.settled("completed", f"reconciled by {self.actor}")
                 aggregate.result = None if self.withheld else self.result
-                aggregate.holder = None
             elif not self.keeps_claim:
-                aggregate.settle_attempt("failed", f"reconciled by {self.actor}")
-                aggregate.holder = None
+                aggregate.settled("failed", f"reconciled by {self.actor}")
             aggregate.in_doubt = False
             aggregate.needs_review = False
 
@@ -269,9 +262,7 @@ class Operation(Aggregate):
 
         def apply(self, aggregate: Any) -> None:
             """Close the effect without an outcome."""
-            aggregate.settle_attempt("abandoned", self.reason)
-            aggregate.holder = None
-            aggregate.in_doubt = False
+            aggregate.settled("abandoned", self.reason)
             aggregate.abandoned = True
 
     # -- identity -------------------------------------------------------------------------
@@ -398,6 +389,12 @@ class Operation(Aggregate):
             last = self.attempts[-1]
             self.attempts[-1] = last.model_copy(update={"outcome": outcome, "detail": detail})
 
+    def settled(self, outcome: str, detail: str | None) -> None:
+        """Close the open attempt with ``outcome``; nobody holds the effect, nor doubts it."""
+        self.settle_attempt(outcome, detail)
+        self.holder = None
+        self.in_doubt = False
+
     # -- ledger commands ------------------------------------------------------------------
 
     def claim(self, *, worker: str, lease: float, timeout: float | None, now: datetime) -> bool:
@@ -500,10 +497,7 @@ class Operation(Aggregate):
         is in doubt (``DeadlinePassedError``; the holder records it with :meth:`doubt`).
         """
         self.ensure_held(token, now, worker=worker)
-        if self.deadline is not None and now >= self.deadline:
-            raise DeadlinePassedError(
-                self.operation_id, token=token, deadline=self.deadline, now=now
-            )
+        self._ensure_in_time(token, now)
         self.trigger_event(
             self.Completed,
             timestamp=now,
@@ -512,6 +506,12 @@ class Operation(Aggregate):
             run_id=self.run_id,
             redacted=redacted or {},
         )
+
+    def _ensure_in_time(self, token: int, now: datetime) -> None:
+        if self.deadline is not None and now >= self.deadline:
+            raise DeadlinePassedError(
+                self.operation_id, token=token, deadline=self.deadline, now=now
+            )
 
     def doubt(self, *, token: int, worker: str, reason: str, now: datetime) -> None:
         """The holder cannot say whether its attempt happened: in doubt from ``now`` on."""
@@ -537,10 +537,8 @@ class Operation(Aggregate):
         attempt as in doubt). A ``final`` failure is kept: it leaves the effect for review.
         """
         self.ensure_held(token, now, worker=worker)
-        if not final and self.deadline is not None and now >= self.deadline:
-            raise DeadlinePassedError(
-                self.operation_id, token=token, deadline=self.deadline, now=now
-            )
+        if not final:
+            self._ensure_in_time(token, now)
         retry_at, why_not = (None, None) if final else self._next_attempt_at(retry_after, draw, now)
         if why_not is not None:
             error = f"{error} (not retried: {why_not})"
