@@ -129,9 +129,9 @@ class Acted(Aggregate.Event):
     reason: str
 
 
-def fields_of(event: BaseModel, names: str) -> dict[str, Any]:
-    """The values of ``event``'s fields ``names`` (space-separated), by name."""
-    return {name: getattr(event, name) for name in names.split()}
+def fields_of(source: object, names: str) -> dict[str, Any]:
+    """The values of ``source``'s attributes ``names`` (space-separated), by name."""
+    return {name: getattr(source, name) for name in names.split()}
 
 
 def folded(events: Iterable[DomainEvent]) -> object:

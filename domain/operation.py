@@ -366,19 +366,13 @@ class Operation(Aggregate):
 
     def info(self, now: datetime) -> EffectInfo:
         """Everything the ledger knows about this effect, as seen at ``now``."""
+        status = self.status(now)
         return EffectInfo(
+            **fields_of(self, "run_id token holder expires_at retry_at last_error result request"),
             effect_key=self.operation_id,
-            run_id=self.run_id,
-            status=self.status(now),
-            token=self.token,
+            status=status,
             attempt=len(self.attempts),
-            holder=self.holder,
-            expires_at=self.expires_at,
-            retry_at=self.retry_at,
-            in_doubt=self.in_doubt or self.status(now) is EffectStatus.IN_DOUBT,
-            last_error=self.last_error,
-            result=self.result,
-            request=self.request,
+            in_doubt=self.in_doubt or status is EffectStatus.IN_DOUBT,
             attempts=list(self.attempts),
             deadline=self.deadline,
         )

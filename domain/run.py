@@ -20,6 +20,8 @@ from actae.domain.errors import IllegalTransitionError, NotWaitingError
 from actae.domain.values import ForkRecord, Pins, RunStatus
 from actae.domain.waits import Decision, Wait
 
+LINEAGE = "workflow_id agent_id channel_id pins parent_run_id forked_from"
+"""What identifies a run and its ancestry: a tombstone keeps it."""
 APPROVAL_KINDS = frozenset({"approved", "denied"})
 """Decisions that answer an approval the run waits for; a signal may come early."""
 
@@ -75,10 +77,8 @@ class Run(Aggregate):
 
         def apply(self, aggregate: Any) -> None:
             """Take the run's identity and pins; no forks yet; running."""
-            names = "workflow_id agent_id channel_id pins deadline parent_run_id forked_from"
-            vars(aggregate).update(
-                _present(), **fields_of(self, f"{names} budget trace_context"), forks=[]
-            )
+            names = f"{LINEAGE} deadline budget trace_context"
+            vars(aggregate).update(_present(), **fields_of(self, names), forks=[])
 
     class Forked(Aggregate.Event):
         """A child run was forked from this run's channel."""
@@ -304,10 +304,9 @@ class Run(Aggregate):
 
         def apply(self, aggregate: Any) -> None:
             """Become the tombstone: identity, ending and lineage, no contents."""
-            names = "workflow_id agent_id channel_id pins parent_run_id forked_from"
             vars(aggregate).update(
                 _present(),
-                **fields_of(self, f"{names} status ended_at forgotten_at"),
+                **fields_of(self, f"{LINEAGE} status ended_at forgotten_at"),
                 forks=list(self.forks),
                 children=list(self.children),
                 deadline=None,
@@ -473,18 +472,8 @@ class Run(Aggregate):
             self.Purged,
             timestamp=at,
             originator_topic=self.type_name,
-            workflow_id=self.workflow_id,
-            agent_id=self.agent_id,
-            channel_id=self.channel_id,
-            pins=self.pins,
-            parent_run_id=self.parent_run_id,
-            forked_from=self.forked_from,
-            forks=self.forks,
-            children=self.children,
-            status=self.status,
+            **fields_of(self, f"{LINEAGE} forks children status ended_at forgotten_at"),
             started_at=self.created_on,
-            ended_at=self.ended_at,
-            forgotten_at=self.forgotten_at,
             cursor=cursor,
             state_version=state_version,
             usage=usage,
