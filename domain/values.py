@@ -15,8 +15,9 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field
 
 from actae.domain.aggregate import Value
+from actae.domain.custody import locked
 from actae.domain.effects import EffectInfo
-from actae.domain.errors import ForgottenError, KeyringError
+from actae.domain.errors import ForgottenError
 from actae.domain.waits import Decision, Wait
 
 PIN_NAMES = ("model", "prompt", "tools", "schema")
@@ -140,10 +141,7 @@ class ChannelEvent:
             return self.payload
         if self.forgotten:
             raise ForgottenError(self.run_id)
-        raise KeyringError(
-            f"run {self.run_id}'s contents are encrypted: open the store with the keyring "
-            "that wrapped its data key"
-        )
+        raise locked(self.run_id)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

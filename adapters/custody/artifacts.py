@@ -210,10 +210,6 @@ class Artifacts:
     def _name(digest: str, run_id: UUID, data_key: bytes | None) -> str:
         return digest if data_key is None else sealed_name(data_key, run_id, digest)
 
-    def names_of(self, run_id: UUID) -> list[str]:
-        """The blob names ``run_id`` references."""
-        return self.refs.names_of(run_id)
-
     def purge(self, run_id: UUID) -> int:
         """Drop ``run_id``'s references and delete the blobs no run references any more.
 
