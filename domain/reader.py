@@ -65,10 +65,11 @@ class StoreReader:
             if isinstance(event, Channel.Event):
                 return event
             break
-        head = self.head_event(channel_id)
-        raise NotFoundError(
-            "cursor", cursor, f"channel {channel_id} ends at cursor {head.originator_version}"
-        )
+        raise self._past_the_end(channel_id, cursor)
+
+    def _past_the_end(self, channel_id: UUID, cursor: int) -> NotFoundError:
+        end = self.head_event(channel_id).originator_version
+        return NotFoundError("cursor", cursor, f"channel {channel_id} ends at cursor {end}")
 
     def event_range(
         self, channel_id: UUID, *, after: int, upto: int | None = None, limit: int | None = None
@@ -128,12 +129,8 @@ class StoreReader:
     def events(self, channel_id: UUID, *, after: int, limit: int | None) -> list[ChannelEvent]:
         """Events after cursor ``after``, oldest first, at most ``limit`` of them."""
         stored = self.event_range(channel_id, after=after, limit=limit)
-        if not stored:
-            head = self.head_event(channel_id)
-            if after > head.originator_version:
-                raise NotFoundError(
-                    "cursor", after, f"channel {channel_id} ends at {head.originator_version}"
-                )
+        if not stored and after > self.head_event(channel_id).originator_version:
+            raise self._past_the_end(channel_id, after)
         return [channel_event_of(event) for event in stored]
 
     def recover(self, channel_id: UUID) -> Recovery:
