@@ -129,7 +129,7 @@ class Acted(Aggregate.Event):
     reason: str
 
 
-def fields_of(source: object, names: str) -> dict[str, Any]:
+def picked(source: object, names: str) -> dict[str, Any]:
     """The values of ``source``'s attributes ``names`` (space-separated), by name."""
     return {name: getattr(source, name) for name in names.split()}
 

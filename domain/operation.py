@@ -20,7 +20,7 @@ from uuid import UUID
 
 from pydantic import Field
 
-from actae.domain.aggregate import Acted, Aggregate, fields_of
+from actae.domain.aggregate import Acted, Aggregate, picked
 from actae.domain.effects import (
     Attempt,
     EffectInfo,
@@ -117,7 +117,7 @@ class Operation(Aggregate):
         def apply(self, aggregate: Any) -> None:
             """Start an effect's ledger: nobody holds it, nothing is known yet."""
             vars(aggregate).update(
-                fields_of(self, "operation_id fingerprint run_id channel_id request policy"),
+                picked(self, "operation_id fingerprint run_id channel_id request policy"),
                 command="effect",
                 token=0,
                 attempts=[],
@@ -144,7 +144,7 @@ class Operation(Aggregate):
             if aggregate.holder is not None:
                 aggregate.settle_attempt("expired", "lease ran out without an answer")
             vars(aggregate).update(
-                fields_of(self, "token expires_at deadline in_doubt"),
+                picked(self, "token expires_at deadline in_doubt"),
                 holder=self.worker,
                 retry_at=None,
                 first_claimed_at=aggregate.first_claimed_at or self.timestamp,
@@ -368,7 +368,7 @@ class Operation(Aggregate):
         """Everything the ledger knows about this effect, as seen at ``now``."""
         status = self.status(now)
         return EffectInfo(
-            **fields_of(self, "run_id token holder expires_at retry_at last_error result request"),
+            **picked(self, "run_id token holder expires_at retry_at last_error result request"),
             effect_key=self.operation_id,
             status=status,
             attempt=len(self.attempts),

@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import TypeVar
 from uuid import UUID
 
-from actae.domain.aggregate import DomainEvent, fields_of, folded
+from actae.domain.aggregate import DomainEvent, folded, picked
 from actae.domain.channel import Channel
 from actae.domain.custody import FORGOTTEN, ensure_readable
 from actae.domain.effects import EffectStatus
@@ -331,7 +331,7 @@ def run_info_of(run: Run, *, cursor: int, state_version: int, replayed: bool = F
     """The public view of a run, with the head values the caller decides to report."""
     same = "channel_id workflow_id agent_id pins deadline parent_run_id waiting retries held"
     return RunInfo(
-        **fields_of(run, f"{same} forgotten_at ended_at purged_at"),
+        **picked(run, f"{same} forgotten_at ended_at purged_at"),
         run_id=run.id,
         cursor=cursor,
         state_version=state_version,

@@ -15,7 +15,7 @@ from uuid import UUID
 from eventsourcing.domain import CanMutateAggregate
 from pydantic import Field
 
-from actae.domain.aggregate import Acted, Aggregate, fields_of
+from actae.domain.aggregate import Acted, Aggregate, picked
 from actae.domain.errors import IllegalTransitionError, NotWaitingError
 from actae.domain.values import ForkRecord, Pins, RunStatus
 from actae.domain.waits import Decision, Wait
@@ -78,7 +78,7 @@ class Run(Aggregate):
         def apply(self, aggregate: Any) -> None:
             """Take the run's identity and pins; no forks yet; running."""
             names = f"{LINEAGE} deadline budget trace_context"
-            vars(aggregate).update(_present(), **fields_of(self, names), forks=[])
+            vars(aggregate).update(_present(), **picked(self, names), forks=[])
 
     class Forked(Aggregate.Event):
         """A child run was forked from this run's channel."""
@@ -306,7 +306,7 @@ class Run(Aggregate):
             """Become the tombstone: identity, ending and lineage, no contents."""
             vars(aggregate).update(
                 _present(),
-                **fields_of(self, f"{LINEAGE} status ended_at forgotten_at"),
+                **picked(self, f"{LINEAGE} status ended_at forgotten_at"),
                 forks=list(self.forks),
                 children=list(self.children),
                 deadline=None,
@@ -472,7 +472,7 @@ class Run(Aggregate):
             self.Purged,
             timestamp=at,
             originator_topic=self.type_name,
-            **fields_of(self, f"{LINEAGE} forks children status ended_at forgotten_at"),
+            **picked(self, f"{LINEAGE} forks children status ended_at forgotten_at"),
             started_at=self.created_on,
             cursor=cursor,
             state_version=state_version,
