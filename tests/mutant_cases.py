@@ -340,7 +340,7 @@ MUTANTS = [
     Mutant(
         "in-doubt-on-read",
         "domain/operation.py",
-        "in_doubt=self.in_doubt or self.status(now) is EffectStatus.IN_DOUBT,",
+        "in_doubt=self.in_doubt or status is EffectStatus.IN_DOUBT,",
         "in_doubt=self.in_doubt,",
         "an expired, unanswered claim must read as in doubt before anyone claims again",
         LEDGER,
