@@ -19,10 +19,14 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from actae.domain import type_names
 
 
-class DomainEvent(BaseModel):
-    """An immutable fact about one aggregate, at one version, at one time."""
+class Value(BaseModel):
+    """An immutable value that refuses fields it does not declare (events, waits, policies)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class DomainEvent(Value):
+    """An immutable fact about one aggregate, at one version, at one time."""
 
     type_name: ClassVar[str]
     """The event's stable name, which its stored rows carry as their topic: its aggregate's
@@ -116,6 +120,18 @@ class Aggregate(BaseAggregate[UUID]):
         """Refuse to invent ids: commands pass ids in, so event bodies stay deterministic."""
         msg = "Actae aggregates are created with an explicit id"
         raise NotImplementedError(msg)
+
+
+class Acted(Aggregate.Event):
+    """An event someone caused on purpose: who, and why, kept for the audit trail."""
+
+    actor: str
+    reason: str
+
+
+def picked(source: object, names: str) -> dict[str, Any]:
+    """The values of ``source``'s attributes ``names`` (space-separated), by name."""
+    return {name: getattr(source, name) for name in names.split()}
 
 
 def folded(events: Iterable[DomainEvent]) -> object:

@@ -11,16 +11,16 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from actae.domain.aggregate import Value
 
 ARTIFACT_MARKER = "$artifact"
 """The one key of the JSON object that stands for an offloaded document in a stored event."""
 
 
-class ArtifactRef(BaseModel):
+class ArtifactRef(Value):
     """An authenticated reference to an artifact (see :meth:`actae.Store.put_artifact`)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     digest: str = Field(pattern=r"^[0-9a-f]{64}$")
     """SHA-256 of the artifact's bytes (before any encryption), lower-case hex."""

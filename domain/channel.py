@@ -137,11 +137,7 @@ class Channel(Aggregate):
         return self.version
 
     def ensure_at(self, *, expected_version: int | None, expected_cursor: int) -> None:
-        """Refuse to write unless the caller saw exactly this head.
-
-        ``expected_version`` is the *state* version (``None``: not checked, as for a
-        record) and ``expected_cursor`` the *log* position, the cursor of the last event.
-        """
+        """Refuse to write unless the caller saw exactly this head (``ChannelHead.ensure_at``)."""
         self.head().ensure_at(expected_version=expected_version, expected_cursor=expected_cursor)
 
     def head(self) -> ChannelHead:

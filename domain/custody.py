@@ -78,7 +78,13 @@ def ensure_readable(event: DomainEvent, run_id: UUID) -> None:
     if reason == FORGOTTEN:
         raise ForgottenError(run_id)
     if reason == LOCKED:
-        raise KeyringError(
-            f"run {run_id}'s contents are encrypted: open the store with the keyring that "
-            "wrapped its data key (actae.open(url, keyring=path) or ?keyring=path)"
-        )
+        raise locked(run_id)
+
+
+def locked(run_id: UUID | None) -> KeyringError:
+    """The refusal of encrypted contents (of ``run_id``) without the keyring that opens them."""
+    whose = "these contents are" if run_id is None else f"run {run_id}'s contents are"
+    return KeyringError(
+        f"{whose} encrypted: open the store with the keyring that wrapped its data key "
+        "(actae.open(url, keyring=path) or ?keyring=path)"
+    )

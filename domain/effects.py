@@ -14,7 +14,9 @@ from enum import StrEnum
 from typing import Any
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from actae.domain.aggregate import Value
 
 
 class EffectStatus(StrEnum):
@@ -150,14 +152,12 @@ def workflow_value(result: dict[str, Any] | None) -> Any:
     return result["value"] if result.keys() == {"value"} else result
 
 
-class RetryPolicy(BaseModel):
+class RetryPolicy(Value):
     """Exponential backoff with full jitter, capped by attempts and by total time.
 
     The default allows 5 attempts over about 10 minutes. A provider's ``retry_after`` wins
     when it asks for a longer wait than the backoff.
     """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     # Stored with the effect: a signed 64-bit integer and finite numbers (JSON has no inf).
     max_attempts: int = Field(default=5, ge=1, le=2**63 - 1)
@@ -171,10 +171,8 @@ class RetryPolicy(BaseModel):
         return draw * ceiling
 
 
-class Attempt(BaseModel):
+class Attempt(Value):
     """One claim of an effect and how it ended (``None`` while it is still open)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     attempt: int
     token: int

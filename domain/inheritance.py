@@ -27,11 +27,7 @@ if TYPE_CHECKING:
 
 CALL_KINDS = ("step", "record", "transition")
 """Calls recorded on the channel under their own operation id (values replay from the event)."""
-SETTLED_EFFECT_NOTES = {
-    "effect.completed": "completed",
-    "effect.failed": "failed",
-    "effect.abandoned": "abandoned",
-}
+SETTLED_EFFECT_NOTES = {f"effect.{end}": end for end in ("completed", "failed", "abandoned")}
 DECISION_NOTES = ("run.approved", "run.denied", "run.signal", "run.timer", "run.expired")
 
 

@@ -20,7 +20,7 @@ from uuid import UUID
 
 from pydantic import Field
 
-from actae.domain.aggregate import Aggregate
+from actae.domain.aggregate import Acted, Aggregate, picked
 from actae.domain.effects import (
     Attempt,
     EffectInfo,
@@ -42,6 +42,8 @@ from actae.domain.errors import (
 
 OPERATION_NAMESPACE = UUID("6f1e2a4c-3b5d-5e7f-8a9b-0c1d2e3f4a5b")
 NAMESPACE_BYTES = OPERATION_NAMESPACE.bytes
+UNKNOWN = "result holder expires_at deadline retry_at last_error first_claimed_at"
+"""What an effect's ledger does not know before its first claim."""
 
 
 class Operation(Aggregate):
@@ -114,26 +116,15 @@ class Operation(Aggregate):
 
         def apply(self, aggregate: Any) -> None:
             """Start an effect's ledger: nobody holds it, nothing is known yet."""
-            aggregate.operation_id = self.operation_id
-            aggregate.command = "effect"
-            aggregate.fingerprint = self.fingerprint
-            aggregate.run_id = self.run_id
-            aggregate.channel_id = self.channel_id
-            aggregate.request = self.request
-            aggregate.policy = self.policy
-            aggregate.result = None
-            aggregate.token = 0
-            aggregate.holder = None
-            aggregate.expires_at = None
-            aggregate.deadline = None
-            aggregate.in_doubt = False
-            aggregate.retry_at = None
-            aggregate.needs_review = False
-            aggregate.abandoned = False
-            aggregate.last_error = None
-            aggregate.first_claimed_at = None
-            aggregate.attempts = []
-            aggregate.contents_withheld = self.withheld
+            vars(aggregate).update(
+                picked(self, "operation_id fingerprint run_id channel_id request policy"),
+                command="effect",
+                token=0,
+                attempts=[],
+                contents_withheld=self.withheld,
+                **dict.fromkeys(UNKNOWN.split()),
+                **dict.fromkeys(("in_doubt", "needs_review", "abandoned"), False),
+            )
 
     class Claimed(Aggregate.Event):
         """A worker claimed the effect under a lease; ``token`` fences everyone older."""
@@ -152,13 +143,12 @@ class Operation(Aggregate):
             """Hand the effect to the worker; an unanswered earlier attempt counts as expired."""
             if aggregate.holder is not None:
                 aggregate.settle_attempt("expired", "lease ran out without an answer")
-            aggregate.token = self.token
-            aggregate.holder = self.worker
-            aggregate.expires_at = self.expires_at
-            aggregate.deadline = self.deadline
-            aggregate.in_doubt = self.in_doubt
-            aggregate.retry_at = None
-            aggregate.first_claimed_at = aggregate.first_claimed_at or self.timestamp
+            vars(aggregate).update(
+                picked(self, "token expires_at deadline in_doubt"),
+                holder=self.worker,
+                retry_at=None,
+                first_claimed_at=aggregate.first_claimed_at or self.timestamp,
+            )
             attempt = Attempt(
                 attempt=len(aggregate.attempts) + 1,
                 token=self.token,
@@ -214,10 +204,8 @@ class Operation(Aggregate):
 
         def apply(self, aggregate: Any) -> None:
             """Settle the effect for good."""
-            aggregate.settle_attempt("completed", None)
+            aggregate.settled("completed", None)
             aggregate.result = None if self.withheld else self.result
-            aggregate.holder = None
-            aggregate.in_doubt = False
 
     class Failed(Aggregate.Event):
         """An attempt failed; it is retried at ``retry_at``, or needs review when ``None``."""
@@ -234,9 +222,7 @@ class Operation(Aggregate):
 
         def apply(self, aggregate: Any) -> None:
             """Release the effect and schedule the next attempt (or stop for review)."""
-            aggregate.settle_attempt("failed", self.error)
-            aggregate.holder = None
-            aggregate.in_doubt = False
+            aggregate.settled("failed", self.error)
             aggregate.last_error = self.error
             aggregate.retry_at = self.retry_at
             aggregate.needs_review = self.retry_at is None
@@ -262,28 +248,21 @@ class Operation(Aggregate):
         def apply(self, aggregate: Any) -> None:
             """Settle the doubt: completed for good, or known not to have happened."""
             if self.outcome == "completed":
-                aggregate.settle_attempt("completed", f"reconciled by {self.actor}")
+                aggregate.settled("completed", f"reconciled by {self.actor}")
                 aggregate.result = None if self.withheld else self.result
-                aggregate.holder = None
             elif not self.keeps_claim:
-                aggregate.settle_attempt("failed", f"reconciled by {self.actor}")
-                aggregate.holder = None
+                aggregate.settled("failed", f"reconciled by {self.actor}")
             aggregate.in_doubt = False
             aggregate.needs_review = False
 
-    class Abandoned(Aggregate.Event):
+    class Abandoned(Acted):
         """An operator gave up on the effect; it will not be attempted again."""
 
         type_name = "Operation.Abandoned"
 
-        actor: str
-        reason: str
-
         def apply(self, aggregate: Any) -> None:
             """Close the effect without an outcome."""
-            aggregate.settle_attempt("abandoned", self.reason)
-            aggregate.holder = None
-            aggregate.in_doubt = False
+            aggregate.settled("abandoned", self.reason)
             aggregate.abandoned = True
 
     # -- identity -------------------------------------------------------------------------
@@ -387,19 +366,13 @@ class Operation(Aggregate):
 
     def info(self, now: datetime) -> EffectInfo:
         """Everything the ledger knows about this effect, as seen at ``now``."""
+        status = self.status(now)
         return EffectInfo(
+            **picked(self, "run_id token holder expires_at retry_at last_error result request"),
             effect_key=self.operation_id,
-            run_id=self.run_id,
-            status=self.status(now),
-            token=self.token,
+            status=status,
             attempt=len(self.attempts),
-            holder=self.holder,
-            expires_at=self.expires_at,
-            retry_at=self.retry_at,
-            in_doubt=self.in_doubt or self.status(now) is EffectStatus.IN_DOUBT,
-            last_error=self.last_error,
-            result=self.result,
-            request=self.request,
+            in_doubt=self.in_doubt or status is EffectStatus.IN_DOUBT,
             attempts=list(self.attempts),
             deadline=self.deadline,
         )
@@ -409,6 +382,12 @@ class Operation(Aggregate):
         if self.attempts and self.attempts[-1].outcome is None:
             last = self.attempts[-1]
             self.attempts[-1] = last.model_copy(update={"outcome": outcome, "detail": detail})
+
+    def settled(self, outcome: str, detail: str | None) -> None:
+        """Close the open attempt with ``outcome``; nobody holds the effect, nor doubts it."""
+        self.settle_attempt(outcome, detail)
+        self.holder = None
+        self.in_doubt = False
 
     # -- ledger commands ------------------------------------------------------------------
 
@@ -512,10 +491,7 @@ class Operation(Aggregate):
         is in doubt (``DeadlinePassedError``; the holder records it with :meth:`doubt`).
         """
         self.ensure_held(token, now, worker=worker)
-        if self.deadline is not None and now >= self.deadline:
-            raise DeadlinePassedError(
-                self.operation_id, token=token, deadline=self.deadline, now=now
-            )
+        self._ensure_in_time(token, now)
         self.trigger_event(
             self.Completed,
             timestamp=now,
@@ -524,6 +500,12 @@ class Operation(Aggregate):
             run_id=self.run_id,
             redacted=redacted or {},
         )
+
+    def _ensure_in_time(self, token: int, now: datetime) -> None:
+        if self.deadline is not None and now >= self.deadline:
+            raise DeadlinePassedError(
+                self.operation_id, token=token, deadline=self.deadline, now=now
+            )
 
     def doubt(self, *, token: int, worker: str, reason: str, now: datetime) -> None:
         """The holder cannot say whether its attempt happened: in doubt from ``now`` on."""
@@ -549,10 +531,8 @@ class Operation(Aggregate):
         attempt as in doubt). A ``final`` failure is kept: it leaves the effect for review.
         """
         self.ensure_held(token, now, worker=worker)
-        if not final and self.deadline is not None and now >= self.deadline:
-            raise DeadlinePassedError(
-                self.operation_id, token=token, deadline=self.deadline, now=now
-            )
+        if not final:
+            self._ensure_in_time(token, now)
         retry_at, why_not = (None, None) if final else self._next_attempt_at(retry_after, draw, now)
         if why_not is not None:
             error = f"{error} (not retried: {why_not})"

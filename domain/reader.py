@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import TypeVar
 from uuid import UUID
 
-from actae.domain.aggregate import DomainEvent, folded
+from actae.domain.aggregate import DomainEvent, folded, picked
 from actae.domain.channel import Channel
 from actae.domain.custody import FORGOTTEN, ensure_readable
 from actae.domain.effects import EffectStatus
@@ -65,10 +65,11 @@ class StoreReader:
             if isinstance(event, Channel.Event):
                 return event
             break
-        head = self.head_event(channel_id)
-        raise NotFoundError(
-            "cursor", cursor, f"channel {channel_id} ends at cursor {head.originator_version}"
-        )
+        raise self._past_the_end(channel_id, cursor)
+
+    def _past_the_end(self, channel_id: UUID, cursor: int) -> NotFoundError:
+        end = self.head_event(channel_id).originator_version
+        return NotFoundError("cursor", cursor, f"channel {channel_id} ends at cursor {end}")
 
     def event_range(
         self, channel_id: UUID, *, after: int, upto: int | None = None, limit: int | None = None
@@ -128,12 +129,8 @@ class StoreReader:
     def events(self, channel_id: UUID, *, after: int, limit: int | None) -> list[ChannelEvent]:
         """Events after cursor ``after``, oldest first, at most ``limit`` of them."""
         stored = self.event_range(channel_id, after=after, limit=limit)
-        if not stored:
-            head = self.head_event(channel_id)
-            if after > head.originator_version:
-                raise NotFoundError(
-                    "cursor", after, f"channel {channel_id} ends at {head.originator_version}"
-                )
+        if not stored and after > self.head_event(channel_id).originator_version:
+            raise self._past_the_end(channel_id, after)
         return [channel_event_of(event) for event in stored]
 
     def recover(self, channel_id: UUID) -> Recovery:
@@ -332,29 +329,19 @@ def channel_event_of(event: Channel.Event, position: int | None = None) -> Chann
 
 def run_info_of(run: Run, *, cursor: int, state_version: int, replayed: bool = False) -> RunInfo:
     """The public view of a run, with the head values the caller decides to report."""
+    same = "channel_id workflow_id agent_id pins deadline parent_run_id waiting retries held"
     return RunInfo(
+        **picked(run, f"{same} forgotten_at ended_at purged_at"),
         run_id=run.id,
-        channel_id=run.channel_id,
-        workflow_id=run.workflow_id,
-        agent_id=run.agent_id,
-        pins=run.pins,
         cursor=cursor,
         state_version=state_version,
         status=run_status(run.status, forgotten=run.forgotten_at is not None),
         created_at=run.created_on,
-        deadline=run.deadline,
-        parent_run_id=run.parent_run_id,
         forked_from=None if run.forked_from is None else run.forked_from.receipt(),
         replayed=replayed,
-        waiting=run.waiting,
         decisions=dict(run.inbox),
         result=None if run.forgotten_at else run.result,
         error=None if run.forgotten_at else run.error,
         budget=dict(run.budget),
-        retries=run.retries,
         trace_context=dict(run.trace_context),
-        forgotten_at=run.forgotten_at,
-        held=run.held,
-        ended_at=run.ended_at,
-        purged_at=run.purged_at,
     )

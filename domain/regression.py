@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 from uuid import UUID
 
 from actae.domain.aggregate import DomainEvent
@@ -135,19 +136,12 @@ class WatchedLog:
         self._log = log
         self._seen = seen
 
-    def stream(
-        self,
-        originator_id: UUID,
-        *,
-        gt: int | None = None,
-        lte: int | None = None,
-        desc: bool = False,
-        limit: int | None = None,
-    ) -> Iterator[DomainEvent]:
+    def stream(self, originator_id: UUID, **window: Any) -> Iterator[DomainEvent]:
         """The log's ``stream``, checked when it reads up to the aggregate's newest event."""
-        newest = lte is None and (desc or limit is None)  # the read ends at the newest event
+        desc = window.get("desc", False)
+        newest = window.get("lte") is None and (desc or window.get("limit") is None)  # to the end
         floor = self._seen.floor(originator_id)
-        events = list(self._log.stream(originator_id, gt=gt, lte=lte, desc=desc, limit=limit))
+        events = list(self._log.stream(originator_id, **window))
         if newest:
             self._seen.ensure_not_behind(events[::-1] if desc else events, floor)
         else:

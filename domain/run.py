@@ -15,11 +15,13 @@ from uuid import UUID
 from eventsourcing.domain import CanMutateAggregate
 from pydantic import Field
 
-from actae.domain.aggregate import Aggregate
+from actae.domain.aggregate import Acted, Aggregate, picked
 from actae.domain.errors import IllegalTransitionError, NotWaitingError
 from actae.domain.values import ForkRecord, Pins, RunStatus
 from actae.domain.waits import Decision, Wait
 
+LINEAGE = "workflow_id agent_id channel_id pins parent_run_id forked_from"
+"""What identifies a run and its ancestry: a tombstone keeps it."""
 APPROVAL_KINDS = frozenset({"approved", "denied"})
 """Decisions that answer an approval the run waits for; a signal may come early."""
 
@@ -75,29 +77,8 @@ class Run(Aggregate):
 
         def apply(self, aggregate: Any) -> None:
             """Take the run's identity and pins; no forks yet; running."""
-            aggregate.workflow_id = self.workflow_id
-            aggregate.agent_id = self.agent_id
-            aggregate.channel_id = self.channel_id
-            aggregate.pins = self.pins
-            aggregate.deadline = self.deadline
-            aggregate.parent_run_id = self.parent_run_id
-            aggregate.forked_from = self.forked_from
-            aggregate.budget = self.budget
-            aggregate.trace_context = self.trace_context
-            aggregate.forks = []
-            aggregate.status = RunStatus.RUNNING
-            aggregate.waiting = None
-            aggregate.paused_from = None
-            aggregate.inbox = {}
-            aggregate.children = []
-            aggregate.result = None
-            aggregate.error = None
-            aggregate.retries = 0
-            aggregate.forgotten_at = None
-            aggregate.ended_at = None
-            aggregate.held = False
-            aggregate.purged_at = None
-            aggregate.tombstone = None
+            names = f"{LINEAGE} deadline budget trace_context"
+            vars(aggregate).update(_present(), **picked(self, names), forks=[])
 
     class Forked(Aggregate.Event):
         """A child run was forked from this run's channel."""
@@ -163,26 +144,21 @@ class Run(Aggregate):
             if aggregate.waiting is not None:
                 aggregate.waiting = aggregate.waiting.model_copy(update={"escalated": True})
 
-    class Paused(Aggregate.Event):
+    class Paused(Acted):
         """An operator paused the run."""
 
         type_name = "Run.Paused"
-
-        actor: str
-        reason: str
 
         def apply(self, aggregate: Any) -> None:
             """Pause, remembering what to return to."""
             aggregate.paused_from = aggregate.status
             aggregate.status = RunStatus.PAUSED
 
-    class Unpaused(Aggregate.Event):
+    class Unpaused(Acted):
         """An operator let the run continue, back in the status ``resumes_to``."""
 
         type_name = "Run.Unpaused"
 
-        actor: str
-        reason: str
         resumes_to: RunStatus
 
         def apply(self, aggregate: Any) -> None:
@@ -190,13 +166,10 @@ class Run(Aggregate):
             aggregate.status = self.resumes_to
             aggregate.paused_from = None
 
-    class Cancelled(Aggregate.Event):
+    class Cancelled(Acted):
         """The run was cancelled; it stops at its next step boundary."""
 
         type_name = "Run.Cancelled"
-
-        actor: str
-        reason: str
 
         def apply(self, aggregate: Any) -> None:
             """Cancel for good."""
@@ -238,7 +211,7 @@ class Run(Aggregate):
             aggregate.error = None if self.withheld else self.error
             aggregate.ended_at = self.timestamp
 
-    class Retried(Aggregate.Event):
+    class Retried(Acted):
         """An operator sent the failed run back to running.
 
         Its workflow runs again from the top, replaying every recorded step; steps retried
@@ -247,9 +220,6 @@ class Run(Aggregate):
 
         type_name = "Run.Retried"
 
-        actor: str
-        reason: str
-
         def apply(self, aggregate: Any) -> None:
             """Run again; the error stays in history, not in the run's present."""
             aggregate.status = RunStatus.RUNNING
@@ -257,7 +227,7 @@ class Run(Aggregate):
             aggregate.retries += 1
             aggregate.ended_at = None
 
-    class Forgotten(Aggregate.Event):
+    class Forgotten(Acted):
         """The run's data key was destroyed: its contents can never be read again.
 
         Its structure stays (cursors, kinds, versions, times, lineage, this audit record). A
@@ -266,8 +236,6 @@ class Run(Aggregate):
 
         type_name = "Run.Forgotten"
 
-        actor: str
-        reason: str
         cancels: bool = False
         """The run was live: forgetting it cancels it."""
 
@@ -279,25 +247,19 @@ class Run(Aggregate):
                 aggregate.waiting = None
                 aggregate.ended_at = self.timestamp
 
-    class Held(Aggregate.Event):
+    class Held(Acted):
         """A legal hold was placed: retention never purges the run while it lasts."""
 
         type_name = "Run.Held"
-
-        actor: str
-        reason: str
 
         def apply(self, aggregate: Any) -> None:
             """Hold."""
             aggregate.held = True
 
-    class Released(Aggregate.Event):
+    class Released(Acted):
         """The legal hold was lifted: retention applies again."""
 
         type_name = "Run.Released"
-
-        actor: str
-        reason: str
 
         def apply(self, aggregate: Any) -> None:
             """Release."""
@@ -342,26 +304,17 @@ class Run(Aggregate):
 
         def apply(self, aggregate: Any) -> None:
             """Become the tombstone: identity, ending and lineage, no contents."""
-            for name in ("workflow_id", "agent_id", "channel_id", "pins", "parent_run_id"):
-                setattr(aggregate, name, getattr(self, name))
-            aggregate.forked_from = self.forked_from
-            aggregate.forks = list(self.forks)
-            aggregate.children = list(self.children)
-            aggregate.status = self.status
-            aggregate.ended_at = self.ended_at
-            aggregate.forgotten_at = self.forgotten_at
-            aggregate.deadline = None
-            aggregate.budget = {}
-            aggregate.trace_context = {}
-            aggregate.waiting = None
-            aggregate.paused_from = None
-            aggregate.inbox = {}
-            aggregate.result = None
-            aggregate.error = None
-            aggregate.retries = 0
-            aggregate.held = False
-            aggregate.purged_at = self.timestamp
-            aggregate.tombstone = self
+            vars(aggregate).update(
+                _present(),
+                **picked(self, f"{LINEAGE} status ended_at forgotten_at"),
+                forks=list(self.forks),
+                children=list(self.children),
+                deadline=None,
+                budget={},
+                trace_context={},
+                purged_at=self.timestamp,
+                tombstone=self,
+            )
 
     class Migrated(Aggregate.Event):
         """The run's state was upgraded from one schema version to the next."""
@@ -519,18 +472,8 @@ class Run(Aggregate):
             self.Purged,
             timestamp=at,
             originator_topic=self.type_name,
-            workflow_id=self.workflow_id,
-            agent_id=self.agent_id,
-            channel_id=self.channel_id,
-            pins=self.pins,
-            parent_run_id=self.parent_run_id,
-            forked_from=self.forked_from,
-            forks=self.forks,
-            children=self.children,
-            status=self.status,
+            **picked(self, f"{LINEAGE} forks children status ended_at forgotten_at"),
             started_at=self.created_on,
-            ended_at=self.ended_at,
-            forgotten_at=self.forgotten_at,
             cursor=cursor,
             state_version=state_version,
             usage=usage,
@@ -575,6 +518,25 @@ class Run(Aggregate):
         self.trigger_event(
             self.Migrated, timestamp=at, from_schema=self.pins.schema_, to_schema=to_schema
         )
+
+
+def _present() -> dict[str, Any]:
+    """A run's present as it starts: running, nothing waited for, decided or ended."""
+    return {
+        "status": RunStatus.RUNNING,
+        "waiting": None,
+        "paused_from": None,
+        "inbox": {},
+        "children": [],
+        "result": None,
+        "error": None,
+        "retries": 0,
+        "forgotten_at": None,
+        "ended_at": None,
+        "held": False,
+        "purged_at": None,
+        "tombstone": None,
+    }
 
 
 TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})

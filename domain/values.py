@@ -14,8 +14,10 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from actae.domain.aggregate import Value
+from actae.domain.custody import locked
 from actae.domain.effects import EffectInfo
-from actae.domain.errors import ForgottenError, KeyringError
+from actae.domain.errors import ForgottenError
 from actae.domain.waits import Decision, Wait
 
 PIN_NAMES = ("model", "prompt", "tools", "schema")
@@ -139,10 +141,7 @@ class ChannelEvent:
             return self.payload
         if self.forgotten:
             raise ForgottenError(self.run_id)
-        raise KeyringError(
-            f"run {self.run_id}'s contents are encrypted: open the store with the keyring "
-            "that wrapped its data key"
-        )
+        raise locked(self.run_id)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -156,7 +155,7 @@ class StateVersion:
     checksum: str
 
 
-class Inheritance(BaseModel):
+class Inheritance(Value):
     """What a fork's child replays from its ancestors instead of executing again.
 
     Counts the workflow calls recorded at or before ``through_cursor`` (the requested
@@ -164,25 +163,21 @@ class Inheritance(BaseModel):
     child never starts them again, it returns their outcome once the parent's is settled.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
     through_cursor: int
     steps: int = 0
     records: int = 0
     transitions: int = 0
     effects: int = 0
     decisions: int = 0
-    in_doubt: list[str] = []
+    in_doubt: list[str] = Field(default_factory=list)
 
 
-class ForkRecord(BaseModel):
+class ForkRecord(Value):
     """What a fork did, as stored on both the parent and the child run.
 
     ``resolved_boundary`` is the cursor where the state version in force at
     ``requested_boundary`` was created; the child starts from exactly that state.
     """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     child_run_id: UUID
     child_channel_id: UUID

@@ -10,16 +10,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import Field
+
+from actae.domain.aggregate import Value
 
 WAIT_REASONS = ("approval", "timer", "signal", "child")
 EXPIRY_ACTIONS = ("fail", "escalate")
 
 
-class Wait(BaseModel):
+class Wait(Value):
     """A run waits for ``name`` (for ``reason``), possibly ``until`` a time."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     reason: str
     name: str
@@ -28,13 +28,11 @@ class Wait(BaseModel):
     escalated: bool = False
 
 
-class Decision(BaseModel):
+class Decision(Value):
     """What ended (or will end) a wait named ``name``.
 
     ``kind`` is approved | denied | signal | timer | expired | child.
     """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
     kind: str
@@ -42,7 +40,7 @@ class Decision(BaseModel):
     note: str | None = None
     noted: bool = False
     """Whether a note was given: metadata, in clear where the note itself is sealed."""
-    payload: dict[str, Any] = {}
+    payload: dict[str, Any] = Field(default_factory=dict)
     at: datetime
 
     @property

@@ -340,7 +340,7 @@ MUTANTS = [
     Mutant(
         "in-doubt-on-read",
         "domain/operation.py",
-        "in_doubt=self.in_doubt or self.status(now) is EffectStatus.IN_DOUBT,",
+        "in_doubt=self.in_doubt or status is EffectStatus.IN_DOUBT,",
         "in_doubt=self.in_doubt,",
         "an expired, unanswered claim must read as in doubt before anyone claims again",
         LEDGER,
@@ -450,8 +450,9 @@ MUTANTS = [
     Mutant(
         "late-completion",
         "domain/operation.py",
-        "worker=worker)\n        if self.deadline is not None and now >= self.deadline:",
-        "worker=worker)\n        if False:",
+        "        self._ensure_in_time(token, now)\n"
+        "        self.trigger_event(\n            self.Completed,",
+        "        self.trigger_event(\n            self.Completed,",
         "an answer after the deadline may race a takeover: in doubt, never completed",
         DEADLINES,
     ),
@@ -466,8 +467,8 @@ MUTANTS = [
     Mutant(
         "late-failure-retried",
         "domain/operation.py",
-        "if not final and self.deadline is not None and now >= self.deadline:",
-        "if False:",
+        "        if not final:\n            self._ensure_in_time(token, now)",
+        "        if False:\n            self._ensure_in_time(token, now)",
         "a client that gave up at the deadline cannot say the call did not land: in doubt,"
         " never retried without asking the provider",
         DEADLINES,
@@ -667,8 +668,8 @@ MUTANTS = [
     Mutant(
         "fork-replays-no-calls",
         "adapters/runtime/inheritance.py",
-        "return self._inheritance().calls.get(self._suffix(key))",
-        "return None",
+        'found: ChannelEvent | None = self._inherited("calls", key)',
+        "found: ChannelEvent | None = None",
         "a fork's child would sample its parent's recorded model calls again",
         FORK_REPLAY,
     ),
@@ -691,8 +692,8 @@ MUTANTS = [
     Mutant(
         "fork-forgets-decisions",
         "adapters/runtime/inheritance.py",
-        "return self._inheritance().decisions.get(self._suffix(name))",
-        "return None",
+        'found: Decision | None = self._inherited("decisions", name)',
+        "found: Decision | None = None",
         "a fork's child would wait again for an approval its parent already received",
         FORK_REPLAY,
     ),
@@ -1022,7 +1023,7 @@ MUTANTS = [
     Mutant(
         "worker-ignores-lease-expiry",
         "adapters/runtime/outcomes.py",
-        "        return Cooldown(stop.expires_at)",
+        "        return Cooldown(stop.expires_at, cursor=cursor)",
         "        return None",
         "a worker behind a dead worker's effect lease would spin until it expires",
         WORKER,

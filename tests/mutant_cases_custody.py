@@ -118,8 +118,8 @@ CUSTODY_MUTANTS = [
     Mutant(
         "forgotten-run-goes-on",
         "adapters/runtime/boundary.py",
-        "        RunStatus.FORGOTTEN,\n",
-        "",
+        "- RUNNING_STATUSES - {RunStatus.WAITING}",
+        "- RUNNING_STATUSES - {RunStatus.WAITING, RunStatus.FORGOTTEN}",
         "a live run that is forgotten stops at its next step boundary",
         EDGES,
     ),

@@ -863,10 +863,9 @@ FAULT_MUTANTS = [
         "regression-floor-after-the-read",
         "domain/regression.py",
         "        floor = self._seen.floor(originator_id)\n"
-        "        events = list(self._log.stream(originator_id, gt=gt, lte=lte, desc=desc,"
-        " limit=limit))\n",
-        "        events = list(self._log.stream(originator_id, gt=gt, lte=lte, desc=desc,"
-        " limit=limit))\n        floor = self._seen.floor(originator_id)\n",
+        "        events = list(self._log.stream(originator_id, **window))\n",
+        "        events = list(self._log.stream(originator_id, **window))\n"
+        "        floor = self._seen.floor(originator_id)\n",
         "a write this process commits while a read is on its way is newer than the read's"
         " answer: taken after the read, the floor would stop racing writers for nothing",
         REGRESSION_FLOOR,

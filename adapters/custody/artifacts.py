@@ -29,6 +29,7 @@ import io
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 from uuid import UUID
 
 from actae.adapters.custody.blobs import BlobStore
@@ -42,6 +43,8 @@ from actae.domain.errors import CorruptionError, NotFoundError, ValidationError
 
 REF_FORMAT = b"actae/artifact-ref/1"
 MAX_MEDIA_TYPE = 255
+MAC_FIELDS = {"digest", "size", "media_type", "run_id", "sealed"}
+"""What a reference's MAC covers: every field but the key's id and the MAC itself."""
 
 
 @dataclass(frozen=True)
@@ -134,24 +137,10 @@ class Artifacts:
             self.blobs.put(name, stored)
         digest = seen.hexdigest()
         self.refs.add_ref(self._name(digest, run_id, data_key), run_id)
-        sealed = data_key is not None
-        mac = ref_mac(
-            self.keys.current_secret(),
-            digest=digest,
-            size=seen.size,
-            media_type=media_type,
-            run_id=run_id,
-            sealed=sealed,
-        )
-        return ArtifactRef(
-            digest=digest,
-            size=seen.size,
-            media_type=media_type,
-            run_id=run_id,
-            sealed=sealed,
-            key=self.keys.current,
-            mac=mac,
-        )
+        fields: dict[str, Any] = {"digest": digest, "size": seen.size, "media_type": media_type}
+        fields.update(run_id=run_id, sealed=data_key is not None)
+        mac = ref_mac(self.keys.current_secret(), **fields)
+        return ArtifactRef(**fields, key=self.keys.current, mac=mac)
 
     def _held(
         self, data: bytes | bytearray | memoryview, seen: _Digest, run_id: UUID, key: bytes | None
@@ -176,14 +165,7 @@ class Artifacts:
         secret = self.keys.secret(ref.key)
         if secret is None:
             raise CorruptionError(what, f"it was made with key {ref.key!r}, which is not held")
-        expected = ref_mac(
-            secret,
-            digest=ref.digest,
-            size=ref.size,
-            media_type=ref.media_type,
-            run_id=ref.run_id,
-            sealed=ref.sealed,
-        )
+        expected = ref_mac(secret, **ref.model_dump(include=MAC_FIELDS))
         if not hmac.compare_digest(expected, ref.mac):
             raise CorruptionError(what, "its MAC does not match: it was altered or forged")
 
@@ -227,10 +209,6 @@ class Artifacts:
     @staticmethod
     def _name(digest: str, run_id: UUID, data_key: bytes | None) -> str:
         return digest if data_key is None else sealed_name(data_key, run_id, digest)
-
-    def names_of(self, run_id: UUID) -> list[str]:
-        """The blob names ``run_id`` references."""
-        return self.refs.names_of(run_id)
 
     def purge(self, run_id: UUID) -> int:
         """Drop ``run_id``'s references and delete the blobs no run references any more.

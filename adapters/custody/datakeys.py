@@ -32,7 +32,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from actae.adapters.custody.keyring import KEY_BYTES, Keyring, load_keyring
 from actae.adapters.persistence.awaiting import off_the_loop
 from actae.adapters.persistence.forgets import TOKEN_NAME, ForgetWatch, new_token
-from actae.domain.errors import CorruptionError, ForgottenError, KeyringError
+from actae.domain.custody import locked
+from actae.domain.errors import CorruptionError, ForgottenError
 
 NONCE_BYTES = 12
 CACHE_SECONDS = 30.0
@@ -211,10 +212,7 @@ class DataKeys:
 
     def _keyring(self) -> Keyring:
         if self.keyring is None:
-            raise KeyringError(
-                "these contents are encrypted: open the store with its keyring "
-                "(actae.open(url, keyring=path) or ?keyring=path)"
-            )
+            raise locked(None)
         self._reload_if_changed()
         return self.keyring
 
@@ -235,10 +233,7 @@ class DataKeys:
         if entry == FORGOTTEN:
             raise ForgottenError(run_id)
         if entry == KEYED:
-            raise KeyringError(
-                f"run {run_id} is encrypted: open the store with the keyring that wrapped "
-                "its data key (actae.open(url, keyring=path) or ?keyring=path)"
-            )
+            raise locked(run_id)
         assert isinstance(entry, bytes)  # noqa: S101 - CLEAR is handled by the callers
         return entry
 

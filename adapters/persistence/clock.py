@@ -239,9 +239,8 @@ def store_clock(given: Clock | None, conninfo: Mapping[str, str] | None) -> Cloc
 
 def host_skew(clock: Clock) -> float | None:
     """Seconds the database's clock is ahead of this host's; None if ``clock`` is not on it."""
-    if isinstance(clock, OffsetClock) and clock.base is not None:
-        return host_skew(clock.base)
-    return clock.skew if isinstance(clock, DatabaseClock) else None
+    found = _database_clock(clock)
+    return None if found is None else found.skew
 
 
 def skew_warning(skew: float | None) -> str | None:
@@ -257,15 +256,18 @@ def skew_warning(skew: float | None) -> str | None:
 
 def close_clock(clock: Clock) -> None:
     """Stop a clock's background readings, if it takes any."""
-    if isinstance(clock, OffsetClock) and clock.base is not None:
-        close_clock(clock.base)
-    elif isinstance(clock, DatabaseClock):
-        clock.close()
+    if (found := _database_clock(clock)) is not None:
+        found.close()
 
 
 def read_clock_with(clock: Clock, execute: Execute) -> None:
     """Let the database's clock under ``clock`` (if any) take its readings through ``execute``."""
-    if isinstance(clock, OffsetClock) and clock.base is not None:
-        read_clock_with(clock.base, execute)
-    elif isinstance(clock, DatabaseClock):
-        clock.read_through(execute)
+    if (found := _database_clock(clock)) is not None:
+        found.read_through(execute)
+
+
+def _database_clock(clock: Clock) -> DatabaseClock | None:
+    """The database's clock that ``clock`` is, or runs on under its offsets."""
+    while isinstance(clock, OffsetClock) and clock.base is not None:
+        clock = clock.base
+    return clock if isinstance(clock, DatabaseClock) else None

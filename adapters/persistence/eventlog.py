@@ -26,18 +26,9 @@ class RecordedEventLog:
         self.mapper = mapper
         self.recorder = recorder
 
-    def stream(
-        self,
-        originator_id: UUID,
-        *,
-        gt: int | None = None,
-        lte: int | None = None,
-        desc: bool = False,
-        limit: int | None = None,
-    ) -> Iterator[DomainEvent]:
-        """The aggregate's events with ``gt < version <= lte``, at most ``limit`` of them."""
-        stored = self.recorder.select_events(originator_id, gt=gt, lte=lte, desc=desc, limit=limit)
-        return map(self._decode, stored)
+    def stream(self, originator_id: UUID, **window: Any) -> Iterator[DomainEvent]:
+        """The aggregate's events in ``window`` (the keywords of ``EventLog.stream``)."""
+        return map(self._decode, self.recorder.select_events(originator_id, **window))
 
     def together(self, requests: Sequence[Request]) -> list[list[DomainEvent]]:
         """Several aggregates' events, one list per request (``actae.domain.ports.Request``).

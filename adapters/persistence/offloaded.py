@@ -12,11 +12,11 @@ straight through.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 from uuid import UUID
 
-from eventsourcing.persistence import ApplicationRecorder, Notification, StoredEvent
+from eventsourcing.persistence import Notification, StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
 
 from actae.adapters.persistence import operation_ids
@@ -32,65 +32,11 @@ from actae.adapters.persistence.forgets import (
 from actae.adapters.persistence.migrations import migrate_sqlite
 from actae.adapters.persistence.predecessors import refuse_orphans
 
-
-class OffTheLoop(ApplicationRecorder):
-    """The recorder's entry points, each off the event loop inside a portal.
-
-    Mixed in before an eventsourcing recorder, whose methods ``super()`` reaches (mypy sees
-    only the abstract ones of ``ApplicationRecorder``, hence the ``safe-super`` ignores).
-    """
-
-    def insert_events(
-        self, stored_events: Sequence[StoredEvent], **kwargs: Any
-    ) -> Sequence[int] | None:
-        """Insert events atomically; their positions."""
-        return off_the_loop(super().insert_events, stored_events, **kwargs)  # type: ignore[safe-super]
-
-    def select_events(
-        self,
-        originator_id: UUID | str,
-        *,
-        gt: int | None = None,
-        lte: int | None = None,
-        desc: bool = False,
-        limit: int | None = None,
-    ) -> Sequence[StoredEvent]:
-        """Events of one aggregate."""
-        return off_the_loop(
-            super().select_events,  # type: ignore[safe-super]
-            originator_id,
-            gt=gt,
-            lte=lte,
-            desc=desc,
-            limit=limit,
-        )
-
-    def select_notifications(
-        self,
-        start: int | None,
-        limit: int,
-        stop: int | None = None,
-        topics: Sequence[str] = (),
-        *,
-        inclusive_of_start: bool = True,
-    ) -> Sequence[Notification]:
-        """Events in global order from ``start``."""
-        return off_the_loop(
-            super().select_notifications,  # type: ignore[safe-super]
-            start,
-            limit,
-            stop,
-            topics,
-            inclusive_of_start=inclusive_of_start,
-        )
-
-    def max_notification_id(self) -> int:
-        """The newest event's global position (0 when there is none)."""
-        return off_the_loop(super().max_notification_id)  # type: ignore[safe-super,return-value]
+T = TypeVar("T")
 
 
-class ActaeSQLiteRecorder(OffTheLoop, SQLiteApplicationRecorder):
-    """eventsourcing's SQLite application recorder, off the event loop in a portal.
+class ActaeSQLiteRecorder(SQLiteApplicationRecorder):
+    """eventsourcing's SQLite application recorder, each entry point off the event loop.
 
     Its table has the ``operation_id`` column (:mod:`actae.adapters.persistence.operation_ids`);
     the store's migrations make it.
@@ -112,40 +58,28 @@ class ActaeSQLiteRecorder(OffTheLoop, SQLiteApplicationRecorder):
         with self.datastore.transaction(commit=True) as cursor:
             migrate_sqlite(cursor.sqlite_cursor)  # sqlite3's own: its execute answers rows
 
-    def select_events(
-        self,
-        originator_id: UUID | str,
-        *,
-        gt: int | None = None,
-        lte: int | None = None,
-        desc: bool = False,
-        limit: int | None = None,
-    ) -> Sequence[StoredEvent]:
+    def select_events(self, *args: Any, **kwargs: Any) -> Sequence[StoredEvent]:
         """Events of one aggregate, read after the forget token (no cached key outlives it)."""
-        off_the_loop(self._observe_forgets)
-        return super().select_events(originator_id, gt=gt, lte=lte, desc=desc, limit=limit)
+        return off_the_loop(self._after_forgets, super().select_events, *args, **kwargs)
 
-    def select_notifications(
-        self,
-        start: int | None,
-        limit: int,
-        stop: int | None = None,
-        topics: Sequence[str] = (),
-        *,
-        inclusive_of_start: bool = True,
-    ) -> Sequence[Notification]:
+    def select_notifications(self, *args: Any, **kwargs: Any) -> Sequence[Notification]:
         """Events in global order, read after the forget token."""
-        off_the_loop(self._observe_forgets)
-        return super().select_notifications(
-            start, limit, stop, topics, inclusive_of_start=inclusive_of_start
-        )
+        return off_the_loop(self._after_forgets, super().select_notifications, *args, **kwargs)
 
-    def _observe_forgets(self) -> None:
-        """Tell :attr:`forgets` the token the last forget left (in process: no round trip)."""
+    def max_notification_id(self) -> int:
+        """The newest event's global position (0 when there is none)."""
+        return off_the_loop(super().max_notification_id)
+
+    def _after_forgets(self, read: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``read(*args, **kwargs)`` once :attr:`forgets` knows the token the last forget left.
+
+        In process, the token costs no round trip.
+        """
         with self.datastore.transaction(commit=False) as c:
             c.execute(f"SELECT value FROM {SECRETS_TABLE} WHERE name = ?", (TOKEN_NAME,))  # noqa: S608
             row = c.fetchone()
         self.forgets.observe(None if row is None else row["value"])
+        return read(*args, **kwargs)
 
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any

@@ -20,7 +20,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import TypedDict, TypeVar, Unpack
 
 import psycopg
 from eventsourcing.persistence import PersistenceError
@@ -29,12 +29,10 @@ from tenacity import (
     RetryCallState,
     Retrying,
     retry_if_exception,
-    stop_any,
     stop_before_delay,
     stop_never,
     wait_random_exponential,
 )
-from tenacity.stop import stop_base
 
 from actae.adapters.persistence.awaiting import pause
 from actae.domain.errors import ValidationError
@@ -196,29 +194,24 @@ class Outage:
             self._say(f"{self._who}: database back after {self.last_duration:.1f} s")
 
 
-class _When(stop_base):
-    """Stop retrying once ``condition()`` holds (the process is stopping, a lease is lost)."""
+class RetryOptions(TypedDict, total=False):
+    """How :func:`retrying` retries (every option may be left out)."""
 
-    def __init__(self, condition: Callable[[], bool]) -> None:
-        self._condition = condition
+    give_up: Callable[[], bool]
+    """Stop retrying (re-raising the last error) once it turns true."""
+    within: float | None
+    """Stop retrying after so many seconds (``None``: never)."""
+    sleep: Callable[[float], object]
+    before_retry: Callable[[], None] | None
+    """Runs before each new attempt (a reconnect, say)."""
 
-    def __call__(self, retry_state: RetryCallState) -> bool:
-        return self._condition()
 
-
-def retrying(
-    outage: Outage,
-    *,
-    give_up: Callable[[], bool] = lambda: False,
-    within: float | None = None,
-    sleep: Callable[[float], object] = pause,
-    before_retry: Callable[[], None] | None = None,
-) -> Retrying:
-    """A tenacity ``Retrying`` that waits out transient errors and re-raises the rest.
-
-    Stops (re-raising the last error) when ``give_up()`` turns true or after ``within``
-    seconds; ``before_retry`` runs before each new attempt (a reconnect, say).
-    """
+def retrying(outage: Outage, **options: Unpack[RetryOptions]) -> Retrying:
+    """A tenacity ``Retrying`` that waits out transient errors and re-raises the rest."""
+    give_up = options.get("give_up", lambda: False)
+    within = options.get("within")
+    sleep = options.get("sleep", pause)
+    before_retry = options.get("before_retry")
 
     def note(state: RetryCallState) -> None:
         failure = state.outcome.exception() if state.outcome is not None else None
@@ -230,30 +223,19 @@ def retrying(
     def wait(seconds: float) -> None:
         sleep(seconds)
 
-    stop = stop_never if within is None else stop_before_delay(within)
     return Retrying(
-        retry=retry_if_exception(is_transient),
+        retry=retry_if_exception(lambda error: is_transient(error) and not give_up()),
         wait=wait_random_exponential(multiplier=FIRST_WAIT, max=MAX_WAIT),
-        stop=stop_any(stop, _When(give_up)),
+        stop=stop_never if within is None else stop_before_delay(within),
         sleep=wait,
         before_sleep=note,
         reraise=True,
     )
 
 
-def ride_out(
-    call: Callable[[], T],
-    outage: Outage,
-    *,
-    give_up: Callable[[], bool] = lambda: False,
-    within: float | None = None,
-    sleep: Callable[[float], object] = pause,
-    before_retry: Callable[[], None] | None = None,
-) -> T:
+def ride_out(call: Callable[[], T], outage: Outage, **options: Unpack[RetryOptions]) -> T:
     """``call()``, tried again through transient errors (see :func:`retrying`)."""
-    for attempt in retrying(
-        outage, give_up=give_up, within=within, sleep=sleep, before_retry=before_retry
-    ):
+    for attempt in retrying(outage, **options):
         with attempt:
             result = call()
     outage.ended()

@@ -1,6 +1,6 @@
 """Global positions on PostgreSQL: issued without a lock held across commit, read in order.
 
-Writers no longer take turns. Each write statement draws one value ``b`` from the events
+Writers do not take turns. Each write statement draws one value ``b`` from the events
 table's sequence and gives its ``n`` events the positions ``b * BLOCK`` to
 ``b * BLOCK + n - 1``: a block of its own, so two concurrent writes never interleave their
 positions (eventsourcing's non-interleaving contract), and no lock is held while the

@@ -1,10 +1,10 @@
 """Taking turns at changing a store's schema, on a lock only the store's owner can take.
 
 Processes that open one store at once must not migrate it, or create its read models, at
-the same time. They used to take turns on an advisory lock, but ``pg_advisory_lock`` needs
-no privilege at all: any role that can connect (an analyst's, say) could take the key first
-and hold every process's open for as long as it liked. A turn is now a lock on a table the
-store owns, taken with ``LOCK TABLE ... IN SHARE UPDATE EXCLUSIVE MODE``:
+the same time. Not on an advisory lock: ``pg_advisory_lock`` needs no privilege at all, so
+any role that can connect (an analyst's, say) could take the key first and hold every
+process's open for as long as it liked. A turn is a lock on a table the store owns, taken
+with ``LOCK TABLE ... IN SHARE UPDATE EXCLUSIVE MODE``:
 
 * ``LOCK TABLE`` checks the privileges before it waits, and every mode above ``ROW
   EXCLUSIVE`` needs ``UPDATE``, ``DELETE`` or ``TRUNCATE`` on the table, which an analyst

@@ -58,22 +58,12 @@ class AsyncRunContext:
 
     def __init__(self, context: RunContext) -> None:
         self.sync = context
-        self._turn = asyncio.Lock()
-
-    @property
-    def run(self) -> RunInfo:
+        self.run: RunInfo = context.run
         """The run as it was when this context was made."""
-        return self.sync.run
-
-    @property
-    def run_id(self) -> Any:
-        """The run this context drives."""
-        return self.sync.run_id
-
-    @property
-    def worker(self) -> str:
+        self.run_id: Any = context.run_id
+        self.worker: str = context.worker
         """The worker driving the run."""
-        return self.sync.worker
+        self._turn = asyncio.Lock()
 
     @property
     def head(self) -> Receipt:

@@ -10,21 +10,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from actae.domain.errors import RunStoppedError, RunSuspended
+from actae.domain.status import RUNNING_STATUSES
 from actae.domain.values import RunInfo, RunStatus
 
 if TYPE_CHECKING:
     from actae.adapters.runtime.store import Store
 
-STOPPED = frozenset(
-    {
-        RunStatus.PAUSED,
-        RunStatus.CANCELLED,
-        RunStatus.COMPLETED,
-        RunStatus.FAILED,
-        RunStatus.FORGOTTEN,
-    }
-)
-"""Statuses at which workflow code stops at its next boundary."""
+STOPPED = frozenset(RunStatus) - RUNNING_STATUSES - {RunStatus.WAITING}
+"""Statuses at which workflow code stops at its next boundary: paused, ended, forgotten."""
 
 
 def ensure_may_go_on(store: Store, info: RunInfo, worker: str) -> None:

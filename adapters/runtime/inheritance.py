@@ -31,26 +31,23 @@ class Inheritance:
         self._run = run
         self._prefix: Prefix | None = None
 
-    def _inheritance(self) -> Prefix:
-        """The run's inherited calls, read once."""
-        if self._prefix is None:
+    def _inherited(self, table: str, key: str) -> Any:
+        """The prefix's entry of ``table`` for ``key`` (``None`` unless the run is a fork)."""
+        if self._run.forked_from is None:
+            return None
+        if self._prefix is None:  # read once
             self._prefix = prefix_of(self._reader, self._run.forked_from)
-        return self._prefix
-
-    def _suffix(self, key: str) -> str:
-        return call_suffix(self._run.run_id, key) or key
+        return getattr(self._prefix, table).get(call_suffix(self._run.run_id, key) or key)
 
     def call(self, key: str) -> ChannelEvent | None:
         """The ancestor's event recording the call named ``key``, if it is in the prefix."""
-        if self._run.forked_from is None:
-            return None
-        return self._inheritance().calls.get(self._suffix(key))
+        found: ChannelEvent | None = self._inherited("calls", key)
+        return found
 
     def decision(self, name: str) -> Decision | None:
         """An approval, signal or timer an ancestor received at or before the boundary."""
-        if self._run.forked_from is None:
-            return None
-        return self._inheritance().decisions.get(self._suffix(name))
+        found: Decision | None = self._inherited("decisions", name)
+        return found
 
     def effect(self, key: str) -> tuple[bool, Any]:
         """``(True, result)`` if an ancestor's effect stands for ``key``; else ``(False, None)``.
@@ -62,9 +59,7 @@ class Inheritance:
         happen, and two keys would make it happen twice. Only an effect the parent abandoned
         for good is the child's to run.
         """
-        if self._run.forked_from is None:
-            return False, None
-        found = self._inheritance().effects.get(self._suffix(key))
+        found = self._inherited("effects", key)
         if found is None or self._store.find_effect(key) is not None:  # its own outcome counts
             return False, None
         parent = self._store.effect(found.effect_key)

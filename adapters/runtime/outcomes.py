@@ -77,21 +77,14 @@ def cooldown_for(stop: ActaeError, now: datetime, *, cursor: int | None) -> Cool
     worker had seen) or: a dead worker's effect lease until it expires, a retry until it
     is due.
     """
-    found = _cooldown_for(stop, now)
-    return None if found is None else replace(found, cursor=cursor)
-
-
-def _cooldown_for(stop: ActaeError, now: datetime) -> Cooldown | None:
-    """The clocks' part of ``cooldown_for``: when the reason for ``stop`` can have ended."""
     if isinstance(stop, RunSuspended | RunStoppedError):
         return None
     if isinstance(stop, LeaseHeldError):
-        return Cooldown(stop.expires_at)
+        return Cooldown(stop.expires_at, cursor=cursor)
     if isinstance(stop, RetryNotDueError):
-        return Cooldown(stop.retry_at)
-    if isinstance(stop, ConflictError):
-        return Cooldown.short(now, CONFLICT_COOLDOWN)
-    return Cooldown.short(now, COOLDOWN)
+        return Cooldown(stop.retry_at, cursor=cursor)
+    seconds = CONFLICT_COOLDOWN if isinstance(stop, ConflictError) else COOLDOWN
+    return replace(Cooldown.short(now, seconds), cursor=cursor)
 
 
 EXPLANATIONS: tuple[tuple[type[ActaeError], Callable[[Any], str]], ...] = (

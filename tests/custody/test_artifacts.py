@@ -122,7 +122,7 @@ def test_equal_content_is_stored_once_per_name(kit: Kit, monkeypatch: pytest.Mon
     assert kit.count() == 1  # clear: named by the digest, shared across runs
     if kit.sql is not None:
         assert kit.sql("SELECT count(*) FROM actae_artifact_chunks")[0][0] == 2
-    assert kit.artifacts.names_of(RUN_A) == kit.artifacts.names_of(RUN_B) == [in_a.digest]
+    assert kit.artifacts.refs.names_of(RUN_A) == kit.artifacts.refs.names_of(RUN_B) == [in_a.digest]
     assert read_all(kit, in_b, None) == data
 
     sealed = kit.artifacts.put(RUN_A, data, media_type=BINARY, data_key=KEY_A)
@@ -130,7 +130,7 @@ def test_equal_content_is_stored_once_per_name(kit: Kit, monkeypatch: pytest.Mon
     assert kit.count() == 2  # sealed: once per run, under a name that hides the digest
     name = kit.artifacts.name_of(sealed, KEY_A)
     assert name != sealed.digest
-    assert kit.artifacts.names_of(RUN_A) == sorted([in_a.digest, name])
+    assert kit.artifacts.refs.names_of(RUN_A) == sorted([in_a.digest, name])
     assert read_all(kit, again, KEY_A) == data
 
     kit.artifacts.put(RUN_B, data, media_type=BINARY, data_key=KEY_B)
@@ -145,7 +145,7 @@ def test_purge_deletes_only_the_blobs_no_run_references(kit: Kit) -> None:
     assert kit.count() == 2
 
     assert kit.artifacts.purge(RUN_A) == 1  # its sealed blob; the shared one stays for B
-    assert kit.artifacts.names_of(RUN_A) == []
+    assert kit.artifacts.refs.names_of(RUN_A) == []
     assert read_all(kit, in_b, None) == shared
     assert kit.artifacts.refs.drop_refs(RUN_A) == []
 
@@ -248,7 +248,7 @@ def test_a_failed_source_leaves_nothing_behind(kit: Kit) -> None:
         with pytest.raises(OSError, match="connection reset"):
             kit.artifacts.put(RUN_A, Failing(), media_type=BINARY, data_key=key)
     assert kit.count() == 0
-    assert kit.artifacts.names_of(RUN_A) == []
+    assert kit.artifacts.refs.names_of(RUN_A) == []
     if kit.sql is not None:
         assert kit.sql("SELECT count(*) FROM actae_artifact_chunks")[0][0] == 0
     blobs = kit.artifacts.blobs
@@ -343,7 +343,7 @@ def test_bad_input_is_refused_before_anything_is_stored(
     sealed = artifacts.put(RUN_A, b"x", media_type=BINARY, data_key=KEY_A)
     with pytest.raises(ValidationError, match="pass its run's data key"):
         artifacts.open(sealed, data_key=None)
-    assert artifacts.names_of(RUN_A) == [artifacts.name_of(sealed, KEY_A)]
+    assert artifacts.refs.names_of(RUN_A) == [artifacts.name_of(sealed, KEY_A)]
 
 
 def test_blob_store_specs(tmp_path: Path) -> None:

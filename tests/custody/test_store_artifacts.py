@@ -50,7 +50,7 @@ def test_a_large_state_is_offloaded_and_reads_back(
         assert store.state_at(run.channel_id, 1).state == BIG
         assert store.state_at(run.channel_id).state == BIG
         assert store.events(run.channel_id)[1].payload == {"small": True}
-        assert len(store._holding.artifacts.names_of(run.run_id)) == 1  # stored once
+        assert len(store._holding.artifacts.refs.names_of(run.run_id)) == 1  # stored once
     if small_inline.startswith("sqlite"):
         bodies = raw_event_bodies(small_inline.split("?", maxsplit=1)[0])
         assert max(len(body) for body in bodies) < 1024 + 1024
@@ -66,7 +66,7 @@ def test_identical_documents_of_two_runs_are_stored_once(small_inline: str) -> N
         names = {
             name
             for run_id in (first.run_id, second.run_id, fork.child_run_id)
-            for name in holding.artifacts.names_of(run_id)
+            for name in holding.artifacts.refs.names_of(run_id)
         }
         assert len(names) == 1
         assert store.state_at(fork.child_channel_id).state == BIG

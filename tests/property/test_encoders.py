@@ -60,9 +60,9 @@ def event_classes() -> list[type[DomainEvent]]:
     """Every event class of ``actae.domain`` that a stored topic can name.
 
     Stand-ins for withheld contents are left out, and so are the base classes (``Event``,
-    ``Created``) and the classes an aggregate's body declares when eventsourcing redefines
-    them on the aggregate's own ``Event``: the redefinition takes their name, and only it
-    is ever written.
+    ``Created``, ``Acted``: no type name of their own) and the classes an aggregate's body
+    declares when eventsourcing redefines them on the aggregate's own ``Event``: the
+    redefinition takes their name, and only it is ever written.
     """
     for module in pkgutil.walk_packages(actae.domain.__path__, "actae.domain."):
         importlib.import_module(module.name)
@@ -74,6 +74,7 @@ def event_classes() -> list[type[DomainEvent]]:
             cls.__module__.startswith("actae.domain.")
             and cls.withheld is None
             and cls.__name__ not in BASES
+            and hasattr(cls, "type_name")
             and named(cls)
         ):
             found.add(cls)
