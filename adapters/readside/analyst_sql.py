@@ -10,13 +10,14 @@ Each guard is the database's own, not a parse of the SQL here:
   followed by a write); SQLite has ``PRAGMA query_only`` and an authorizer that allows only
   reading (SELECT, reads of columns, functions, recursive CTEs), so a DELETE, a PRAGMA, an
   ATTACH, a temporary table or a BEGIN is refused when the statement is prepared;
-- **nothing kept**: PostgreSQL's connection is the analysts' own (never the projector's),
-  its transaction is rolled back (which undoes ``set_config``, ``SET`` and temporary tables)
-  and then ``DISCARD ALL`` drops prepared statements, advisory locks and every other session
-  setting; its ``search_path`` comes from the connection's startup options, which
-  ``DISCARD ALL`` restores. A SQLite database (a file, or ``memory://``'s in-memory one)
-  gets a connection of its own, opened read-only, for each call (a fraction of a
-  millisecond), closed after it.
+- **nothing kept**: PostgreSQL's connection is borrowed from the process's pool outside any
+  transaction, its transaction is rolled back (which undoes ``set_config``, ``SET`` and
+  temporary tables) and then ``DISCARD ALL`` drops prepared statements (psycopg forgets its
+  own with them), advisory locks and every session setting but the connection's startup
+  options (its ``search_path``), before the pool's own settings are made again and it goes
+  back. A SQLite
+  database (a file, or ``memory://``'s in-memory one) gets a connection of its own, opened
+  read-only, for each call (a fraction of a millisecond), closed after it.
 
 What none of this stops is a function the store's role may call: on PostgreSQL a read-only
 transaction still runs ``pg_terminate_backend`` or ``pg_read_file`` if the store's role is
@@ -27,7 +28,6 @@ see docs/data.md, "An analyst role".
 from __future__ import annotations
 
 import sqlite3
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -57,55 +57,43 @@ def _refused(found: str) -> ValidationError:
     return ValidationError("statement", f"{ONE_READ}; {found}. Nothing was run or changed")
 
 
-class PostgresQueries:
-    """Analysts' statements on a PostgreSQL connection of their own (opened on first use)."""
+def analysts_read(
+    conn: psycopg.Connection[Any],
+    statement: str,
+    params: Any,
+    restore: Callable[[psycopg.Connection[Any]], None],
+) -> Rows:
+    """``statement``'s rows, read in a read-only transaction that is then undone.
 
-    def __init__(self, conninfo: dict[str, str], schema: str) -> None:
-        options = f"{conninfo.get('options', '')} -c search_path={schema}".strip()
-        self._conninfo = {**conninfo, "options": options}
-        self._conn: psycopg.Connection[Any] | None = None
-        self._lock = threading.Lock()  # one statement at a time on the one connection
-
-    def run(self, statement: str, params: Any) -> Rows:
-        """``statement``'s rows, read in a read-only transaction that is then undone."""
-        with self._lock:
-            conn = self._connection()
-            try:
-                conn.execute("BEGIN READ ONLY")
-                try:
-                    with conn.pipeline():  # the extended protocol: one statement only
-                        cursor = conn.execute(statement, params)
-                    return _rows(cursor)
-                finally:
-                    self._reset(conn)
-            except psycopg.errors.ReadOnlySqlTransaction as error:
-                raise _refused(f"PostgreSQL refused a write: {error}") from error
-            except psycopg.errors.SyntaxError as error:
-                raise _refused(f"PostgreSQL refused it: {error}") from error
-
-    def _connection(self) -> psycopg.Connection[Any]:
-        if self._conn is None or self._conn.closed:
-            self._conn = psycopg.connect(
-                **self._conninfo,  # type: ignore[arg-type]
-                autocommit=True,
-                prepare_threshold=None,  # psycopg keeps no prepared statement here
-            )
-        return self._conn
-
-    def _reset(self, conn: psycopg.Connection[Any]) -> None:
-        """Undo what the statement did to the session; a connection that cannot is closed."""
+    ``conn`` is a pooled connection outside any transaction; ``restore(conn)`` sets its
+    session up again after ``DISCARD ALL``. A connection that cannot be reset is closed (the pool
+    discards it).
+    """
+    try:
+        conn.execute("BEGIN READ ONLY")
         try:
-            conn.execute("ROLLBACK")
-            conn.execute("DISCARD ALL")
-        except psycopg.Error:
-            conn.close()  # the next call opens a new one
-            raise
+            with conn.pipeline():  # the extended protocol: one statement only
+                cursor = conn.execute(statement, params, prepare=False)
+            return _rows(cursor)
+        finally:
+            _reset(conn, restore)
+    except psycopg.errors.ReadOnlySqlTransaction as error:
+        raise _refused(f"PostgreSQL refused a write: {error}") from error
+    except psycopg.errors.SyntaxError as error:
+        raise _refused(f"PostgreSQL refused it: {error}") from error
 
-    def close(self) -> None:
-        """Close the connection, if one was opened."""
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
+
+def _reset(
+    conn: psycopg.Connection[Any], restore: Callable[[psycopg.Connection[Any]], None]
+) -> None:
+    """Undo what the statement did to the session, then set the session up as the pool's."""
+    try:
+        conn.execute("ROLLBACK")
+        conn.execute("DISCARD ALL")
+        restore(conn)
+    except psycopg.Error:
+        conn.close()
+        raise
 
 
 class SqliteQueries:

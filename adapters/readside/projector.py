@@ -217,11 +217,14 @@ class Projector:
         """Mark claims whose lease has run out by now (the store's clock) in doubt.
 
         Takes the tracking row's lock first, as a batch does: the sweep sees every batch
-        before it and never runs beside a rebuild's swap. Returns 0 (a retryable step).
+        before it and never runs beside a rebuild's swap. The clock is read before the
+        transaction, so that a sweep holds one pooled connection, not two. Returns 0 (a
+        retryable step).
         """
+        now = self._clock()
         with self.db.transaction():
             self.db.lock_position(name)
-            self._next_expiry = self.db.expire_claims(self._clock(), suffix)
+            self._next_expiry = self.db.expire_claims(now, suffix)
         self._swept_at = time.monotonic()
         self._ledger_moved = False
         return 0

@@ -14,7 +14,8 @@ sent, so it never outlasts the expiry the database stored.
 
 The rows themselves are coordination between workers, not a read model: :class:`RunLeases`
 writes them (and the agents each live worker serves, ``actae_worker_agents``, which a
-worker renews with its leases) over whatever connection the store's backend gives it.
+worker renews with its leases) through the read models' transactions: on PostgreSQL each
+borrows one of the process pool's connections for its length.
 """
 
 # ruff: noqa: S608 - SQL assembled from our own constant table and column names, never input

@@ -388,7 +388,7 @@ class Worker:
         return cooldown is None
 
     def _leases(self) -> RunLeases:
-        """The run leases and advertisements, over the connection of the store's read models."""
+        """The run leases and advertisements, written as the store's read models are."""
         return RunLeases(self.store.projector().db)
 
     def _keep_advertising(self) -> None:
