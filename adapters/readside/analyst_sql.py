@@ -10,14 +10,11 @@ Each guard is the database's own, not a parse of the SQL here:
   followed by a write); SQLite has ``PRAGMA query_only`` and an authorizer that allows only
   reading (SELECT, reads of columns, functions, recursive CTEs), so a DELETE, a PRAGMA, an
   ATTACH, a temporary table or a BEGIN is refused when the statement is prepared;
-- **nothing kept**: PostgreSQL's connection is borrowed from the process's pool outside any
-  transaction, its transaction is rolled back (which undoes ``set_config``, ``SET`` and
-  temporary tables) and then ``DISCARD ALL`` drops prepared statements (psycopg forgets its
-  own with them), advisory locks and every session setting but the connection's startup
-  options (its ``search_path``), before the pool's own settings are made again and it goes
-  back. A SQLite
-  database (a file, or ``memory://``'s in-memory one) gets a connection of its own, opened
-  read-only, for each call (a fraction of a millisecond), closed after it.
+- **nothing kept**: each call gets a connection of its own, closed after it: on PostgreSQL
+  never one of the process's pool (its transaction ends with the session, and with it
+  every setting, temporary table, prepared statement and advisory lock the statement
+  made; an idle process holds no connection for analysts), on SQLite (a file, or
+  ``memory://``'s) one opened read-only (a fraction of a millisecond).
 
 What none of this stops is a function the store's role may call: on PostgreSQL a read-only
 transaction still runs ``pg_terminate_backend`` or ``pg_read_file`` if the store's role is
@@ -57,43 +54,29 @@ def _refused(found: str) -> ValidationError:
     return ValidationError("statement", f"{ONE_READ}; {found}. Nothing was run or changed")
 
 
-def analysts_read(
-    conn: psycopg.Connection[Any],
-    statement: str,
-    params: Any,
-    restore: Callable[[psycopg.Connection[Any]], None],
-) -> Rows:
-    """``statement``'s rows, read in a read-only transaction that is then undone.
+class PostgresQueries:
+    """Analysts' statements on PostgreSQL, each on a connection of the call's own."""
 
-    ``conn`` is a pooled connection outside any transaction; ``restore(conn)`` sets its
-    session up again after ``DISCARD ALL``. A connection that cannot be reset is closed (the pool
-    discards it).
-    """
-    try:
-        conn.execute("BEGIN READ ONLY")
-        try:
-            with conn.pipeline():  # the extended protocol: one statement only
-                cursor = conn.execute(statement, params, prepare=False)
-            return _rows(cursor)
-        finally:
-            _reset(conn, restore)
-    except psycopg.errors.ReadOnlySqlTransaction as error:
-        raise _refused(f"PostgreSQL refused a write: {error}") from error
-    except psycopg.errors.SyntaxError as error:
-        raise _refused(f"PostgreSQL refused it: {error}") from error
+    def __init__(self, conninfo: dict[str, str], schema: str) -> None:
+        options = f"{conninfo.get('options', '')} -c search_path={schema}".strip()
+        self._conninfo = {**conninfo, "options": options}
 
-
-def _reset(
-    conn: psycopg.Connection[Any], restore: Callable[[psycopg.Connection[Any]], None]
-) -> None:
-    """Undo what the statement did to the session, then set the session up as the pool's."""
-    try:
-        conn.execute("ROLLBACK")
-        conn.execute("DISCARD ALL")
-        restore(conn)
-    except psycopg.Error:
-        conn.close()
-        raise
+    def run(self, statement: str, params: Any) -> Rows:
+        """``statement``'s rows, read in a read-only transaction that ends with the session."""
+        with psycopg.connect(
+            **self._conninfo,  # type: ignore[arg-type]
+            autocommit=True,
+            prepare_threshold=None,  # psycopg prepares nothing either
+        ) as conn:
+            try:
+                conn.execute("BEGIN READ ONLY")
+                with conn.pipeline():  # the extended protocol: one statement only
+                    cursor = conn.execute(statement, params)
+                return _rows(cursor)
+            except psycopg.errors.ReadOnlySqlTransaction as error:
+                raise _refused(f"PostgreSQL refused a write: {error}") from error
+            except psycopg.errors.SyntaxError as error:
+                raise _refused(f"PostgreSQL refused it: {error}") from error
 
 
 class SqliteQueries:

@@ -24,14 +24,13 @@ from typing import Any, ClassVar
 from uuid import UUID
 
 import psycopg
-from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 
 from actae.adapters.persistence.clock import wall_clock
 from actae.adapters.persistence.postgres import ActaePostgresRecorder
 from actae.adapters.persistence.turns import DEFAULT_LOCK_WAIT
-from actae.adapters.readside.analyst_sql import SqliteQueries, analysts_read, read_only_sqlite
+from actae.adapters.readside.analyst_sql import PostgresQueries, SqliteQueries, read_only_sqlite
 from actae.adapters.readside.grants import regrant
 from actae.adapters.readside.retention_rows import RetentionLookups
 from actae.adapters.readside.schema import (
@@ -355,6 +354,8 @@ class PostgresReadModels(PostgresSchema, ReadModelDB):
     name = "postgresql"
     mark = "%s"
     lock_suffix = " FOR UPDATE"
+    analysts: PostgresQueries
+    """Where ``projector.query`` runs (set by ``postgres_db``)."""
 
     def __init__(
         self, recorder: ActaePostgresRecorder, *, lock_wait: float = DEFAULT_LOCK_WAIT
@@ -434,11 +435,8 @@ class PostgresReadModels(PostgresSchema, ReadModelDB):
         )
 
     def read_only_query(self, statement: str, params: Any = None) -> list[dict[str, Any]]:
-        """On a pooled connection of its own, reset before it goes back (``analyst_sql``)."""
-        with self._borrowed() as conn:
-            if conn.pgconn.transaction_status != TransactionStatus.IDLE:
-                raise RuntimeError("an analyst's statement never runs inside a transaction")
-            return analysts_read(conn, statement, params, self._datastore.after_connect_func())
+        """On a connection of the call's own, never a pooled one (``PostgresQueries``)."""
+        return self.analysts.run(statement, params)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -531,13 +529,18 @@ class SqliteReadModels(SqliteSchema, ReadModelDB):
 
 
 def postgres_db(
-    recorder: ActaePostgresRecorder, *, lock_wait: float = DEFAULT_LOCK_WAIT
+    recorder: ActaePostgresRecorder,
+    conninfo: dict[str, str],
+    *,
+    lock_wait: float = DEFAULT_LOCK_WAIT,
 ) -> ReadModelDB:
     """Read models in the store's schema, on the connections of the event store's ``recorder``.
 
-    Creators wait ``lock_wait`` s for a turn.
+    Creators wait ``lock_wait`` s for a turn; analysts' statements connect with ``conninfo``.
     """
-    return PostgresReadModels(recorder, lock_wait=lock_wait)
+    db = PostgresReadModels(recorder, lock_wait=lock_wait)
+    db.analysts = PostgresQueries(conninfo, recorder.datastore.schema)
+    return db
 
 
 def sqlite_db(database: str, read_only: str) -> ReadModelDB:

@@ -201,8 +201,9 @@ class PostgresBackend(Backend):
             raise
 
     def read_models(self) -> ReadModelDB:
-        """The read models in the store's schema, through the event store's pool."""
-        return postgres_db(self._recorder, lock_wait=self.url.lock_wait)
+        """The read models in the store's schema, on the event store's connections."""
+        url = self.url
+        return postgres_db(self._recorder, url.postgres_conninfo, lock_wait=url.lock_wait)
 
     def attach_clock(self, clock: Clock) -> None:
         """The database clock reads through the event store's pool: no connection of its own."""
