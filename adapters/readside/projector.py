@@ -35,7 +35,7 @@ from actae.adapters.persistence.outages import Outage, is_transient, ride_out
 from actae.adapters.readside.read_ahead import ReadAhead
 from actae.adapters.readside.readmodels import ReadModelDB
 from actae.adapters.readside.standings import mark_regressed, mark_unserved
-from actae.adapters.readside.subscription import Backoff, Waiter
+from actae.adapters.readside.subscription import Backoff, Waiter, pausing
 from actae.projections.changes import Change, Upsert
 from actae.projections.project import project
 from actae.projections.tables import EFFECTS
@@ -309,7 +309,7 @@ class Projector:
                 batch,
                 self.outage,
                 give_up=stopping,
-                sleep=self._stop.wait,
+                sleep=pausing(self._stop),
                 before_retry=self._reconnect,
             )
         except Exception as error:
