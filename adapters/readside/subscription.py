@@ -26,7 +26,6 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
-from types import TracebackType
 from typing import Protocol, Self
 
 from actae.adapters.persistence.awaiting import in_portal, pause
@@ -239,10 +238,5 @@ class Subscription:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *_: object) -> None:
         self.close()
