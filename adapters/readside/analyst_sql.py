@@ -63,20 +63,22 @@ class PostgresQueries:
 
     def run(self, statement: str, params: Any) -> Rows:
         """``statement``'s rows, read in a read-only transaction that ends with the session."""
-        with psycopg.connect(
+        conn = psycopg.connect(
             **self._conninfo,  # type: ignore[arg-type]
             autocommit=True,
             prepare_threshold=None,  # psycopg prepares nothing either
-        ) as conn:
-            try:
-                conn.execute("BEGIN READ ONLY")
-                with conn.pipeline():  # the extended protocol: one statement only
-                    cursor = conn.execute(statement, params)
-                return _rows(cursor)
-            except psycopg.errors.ReadOnlySqlTransaction as error:
-                raise _refused(f"PostgreSQL refused a write: {error}") from error
-            except psycopg.errors.SyntaxError as error:
-                raise _refused(f"PostgreSQL refused it: {error}") from error
+        )
+        try:
+            conn.execute("BEGIN READ ONLY")
+            with conn.pipeline():  # the extended protocol: one statement only
+                cursor = conn.execute(statement, params)
+            return _rows(cursor)
+        except psycopg.errors.ReadOnlySqlTransaction as error:
+            raise _refused(f"PostgreSQL refused a write: {error}") from error
+        except psycopg.errors.SyntaxError as error:
+            raise _refused(f"PostgreSQL refused it: {error}") from error
+        finally:
+            conn.close()  # the session ends: nothing the statement did to it outlives the call
 
 
 class SqliteQueries:
