@@ -379,7 +379,8 @@ class PostgresReadModels(PostgresSchema, ReadModelDB):
         """The connection of this thread's transaction, else one from the pool for the block.
 
         Rows come as tuples while it is lent here (the pool's give dicts); every pooled
-        session looks in the store's schema first (``process_pool``).
+        session looks in the store's schema first (``process_pool``). A session that refused
+        a write is closed: after a failover it is a standby's, and stays one.
         """
         held: psycopg.Connection[Any] | None = getattr(self._held, "conn", None)
         if held is not None:
@@ -392,6 +393,9 @@ class PostgresReadModels(PostgresSchema, ReadModelDB):
             conn.row_factory = tuple_row
             self._held.conn = conn
             yield conn
+        except psycopg.errors.ReadOnlySqlTransaction:
+            conn.close()  # perhaps a standby's session: the pool connects anew, as the recorder
+            raise
         finally:
             self._held.conn = None
             conn.row_factory = rows
