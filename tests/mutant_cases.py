@@ -881,8 +881,8 @@ MUTANTS = [
     Mutant(
         "analyst-sql-simple-protocol",
         "adapters/readside/analyst_sql.py",
-        "                    with conn.pipeline():  # the extended protocol: one statement only",
-        "                    if True:",
+        "            with conn.pipeline():  # the extended protocol: one statement only",
+        "            if True:",
         "'SELECT 1; COMMIT; DELETE FROM audit' must be refused whole, not run one by one",
         QUERIES,
         postgres=True,
@@ -890,8 +890,8 @@ MUTANTS = [
     Mutant(
         "analyst-sql-read-write",
         "adapters/readside/analyst_sql.py",
-        '                conn.execute("BEGIN READ ONLY")',
-        '                conn.execute("BEGIN")',
+        '            conn.execute("BEGIN READ ONLY")',
+        '            conn.execute("BEGIN")',
         "a write in projector.query is refused by the database, not quietly undone",
         QUERIES,
         postgres=True,
@@ -899,8 +899,8 @@ MUTANTS = [
     Mutant(
         "analyst-sql-session-kept",
         "adapters/readside/analyst_sql.py",
-        '            conn.execute("DISCARD ALL")',
-        "            pass",
+        "            conn.close()  # the session ends",
+        "            self.kept = conn  # the session ends",
         "an advisory lock or a prepared statement taken in projector.query must not outlive it",
         QUERIES,
         postgres=True,

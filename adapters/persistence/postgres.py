@@ -273,6 +273,7 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
             max_size=pool.max_size,
             timeout=pool.timeout,
             max_lifetime=pool.max_lifetime,
+            max_idle=pool.max_idle,  # an idle process shrinks it as it does the blocking one
             configure=configure,
             name=f"{pool.name}-async",
             open=False,

@@ -118,8 +118,11 @@ def process_pool(
     It is eventsourcing's pool (same connection class, settings on connect, sizes and
     timeouts) except in what an idle process holds: one connection (``min_size``; more are
     opened on demand, up to the URL's ``pool_size + max_overflow``, and closed again after
-    :data:`IDLE_CONNECTION_SECONDS` unused) and one thread that opens them. The event
-    store, the artifacts, the data keys and the clock all take their connections from it.
+    :data:`IDLE_CONNECTION_SECONDS` unused) and one thread that opens them, and in that
+    every session looks in the store's schema first (the read models name their tables
+    unqualified, and every session must name a relation alike). The event store, the read
+    models, the run leases, the artifacts, the data keys and the clock all take their
+    connections from it.
     """
     stock = datastore.pool
     assert isinstance(stock.kwargs, dict)  # noqa: S101 - eventsourcing builds it as a dict
@@ -127,6 +130,8 @@ def process_pool(
     arguments.update(conninfo)
     if not arguments.get("password"):
         arguments.pop("password", None)
+    options = f"{arguments.get('options', '')} -c search_path={datastore.schema}"
+    arguments["options"] = options.strip()
     return ConnectionPool(
         connection_class=stock.connection_class,
         kwargs=arguments,

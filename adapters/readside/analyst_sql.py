@@ -10,13 +10,11 @@ Each guard is the database's own, not a parse of the SQL here:
   followed by a write); SQLite has ``PRAGMA query_only`` and an authorizer that allows only
   reading (SELECT, reads of columns, functions, recursive CTEs), so a DELETE, a PRAGMA, an
   ATTACH, a temporary table or a BEGIN is refused when the statement is prepared;
-- **nothing kept**: PostgreSQL's connection is the analysts' own (never the projector's),
-  its transaction is rolled back (which undoes ``set_config``, ``SET`` and temporary tables)
-  and then ``DISCARD ALL`` drops prepared statements, advisory locks and every other session
-  setting; its ``search_path`` comes from the connection's startup options, which
-  ``DISCARD ALL`` restores. A SQLite database (a file, or ``memory://``'s in-memory one)
-  gets a connection of its own, opened read-only, for each call (a fraction of a
-  millisecond), closed after it.
+- **nothing kept**: each call gets a connection of its own, closed after it: on PostgreSQL
+  never one of the process's pool (its transaction ends with the session, and with it
+  every setting, temporary table, prepared statement and advisory lock the statement
+  made; an idle process holds no connection for analysts), on SQLite (a file, or
+  ``memory://``'s) one opened read-only (a fraction of a millisecond).
 
 What none of this stops is a function the store's role may call: on PostgreSQL a read-only
 transaction still runs ``pg_terminate_backend`` or ``pg_read_file`` if the store's role is
@@ -27,7 +25,6 @@ see docs/data.md, "An analyst role".
 from __future__ import annotations
 
 import sqlite3
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -58,54 +55,30 @@ def _refused(found: str) -> ValidationError:
 
 
 class PostgresQueries:
-    """Analysts' statements on a PostgreSQL connection of their own (opened on first use)."""
+    """Analysts' statements on PostgreSQL, each on a connection of the call's own."""
 
     def __init__(self, conninfo: dict[str, str], schema: str) -> None:
         options = f"{conninfo.get('options', '')} -c search_path={schema}".strip()
         self._conninfo = {**conninfo, "options": options}
-        self._conn: psycopg.Connection[Any] | None = None
-        self._lock = threading.Lock()  # one statement at a time on the one connection
 
     def run(self, statement: str, params: Any) -> Rows:
-        """``statement``'s rows, read in a read-only transaction that is then undone."""
-        with self._lock:
-            conn = self._connection()
-            try:
-                conn.execute("BEGIN READ ONLY")
-                try:
-                    with conn.pipeline():  # the extended protocol: one statement only
-                        cursor = conn.execute(statement, params)
-                    return _rows(cursor)
-                finally:
-                    self._reset(conn)
-            except psycopg.errors.ReadOnlySqlTransaction as error:
-                raise _refused(f"PostgreSQL refused a write: {error}") from error
-            except psycopg.errors.SyntaxError as error:
-                raise _refused(f"PostgreSQL refused it: {error}") from error
-
-    def _connection(self) -> psycopg.Connection[Any]:
-        if self._conn is None or self._conn.closed:
-            self._conn = psycopg.connect(
-                **self._conninfo,  # type: ignore[arg-type]
-                autocommit=True,
-                prepare_threshold=None,  # psycopg keeps no prepared statement here
-            )
-        return self._conn
-
-    def _reset(self, conn: psycopg.Connection[Any]) -> None:
-        """Undo what the statement did to the session; a connection that cannot is closed."""
+        """``statement``'s rows, read in a read-only transaction that ends with the session."""
+        conn = psycopg.connect(
+            **self._conninfo,  # type: ignore[arg-type]
+            autocommit=True,
+            prepare_threshold=None,  # psycopg prepares nothing either
+        )
         try:
-            conn.execute("ROLLBACK")
-            conn.execute("DISCARD ALL")
-        except psycopg.Error:
-            conn.close()  # the next call opens a new one
-            raise
-
-    def close(self) -> None:
-        """Close the connection, if one was opened."""
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
+            conn.execute("BEGIN READ ONLY")
+            with conn.pipeline():  # the extended protocol: one statement only
+                cursor = conn.execute(statement, params)
+            return _rows(cursor)
+        except psycopg.errors.ReadOnlySqlTransaction as error:
+            raise _refused(f"PostgreSQL refused a write: {error}") from error
+        except psycopg.errors.SyntaxError as error:
+            raise _refused(f"PostgreSQL refused it: {error}") from error
+        finally:
+            conn.close()  # the session ends: nothing the statement did to it outlives the call
 
 
 class SqliteQueries:

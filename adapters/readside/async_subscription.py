@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
-from types import TracebackType
 from typing import Protocol, Self
 
 from actae.adapters.persistence.awaiting import run_in_portal
@@ -143,12 +142,7 @@ class AsyncSubscription:
         if self._waiter is not None:
             self._waiter.wake()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *_: object) -> None:
         self.stop()
         if self._waiter is not None:
             await self._waiter.close()

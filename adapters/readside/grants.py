@@ -64,7 +64,10 @@ class GrantingDB(Protocol):
     a grant and a rebuild's swap meet in one order).
     """
 
-    conn: psycopg.Connection[Any]
+    @property
+    def conn(self) -> psycopg.Connection[Any]:
+        """The connection of the transaction a grant runs in."""
+        ...
 
     def transaction(self) -> AbstractContextManager[None]:
         """A transaction, or a savepoint inside one."""

@@ -35,7 +35,7 @@ from actae.adapters.persistence.outages import Outage, is_transient, ride_out
 from actae.adapters.readside.read_ahead import ReadAhead
 from actae.adapters.readside.readmodels import ReadModelDB
 from actae.adapters.readside.standings import mark_regressed, mark_unserved
-from actae.adapters.readside.subscription import Backoff, Waiter
+from actae.adapters.readside.subscription import Backoff, Waiter, pausing
 from actae.projections.changes import Change, Upsert
 from actae.projections.project import project
 from actae.projections.tables import EFFECTS
@@ -217,11 +217,14 @@ class Projector:
         """Mark claims whose lease has run out by now (the store's clock) in doubt.
 
         Takes the tracking row's lock first, as a batch does: the sweep sees every batch
-        before it and never runs beside a rebuild's swap. Returns 0 (a retryable step).
+        before it and never runs beside a rebuild's swap. The clock is read before the
+        transaction, so that a sweep holds one pooled connection, not two. Returns 0 (a
+        retryable step).
         """
+        now = self._clock()
         with self.db.transaction():
             self.db.lock_position(name)
-            self._next_expiry = self.db.expire_claims(self._clock(), suffix)
+            self._next_expiry = self.db.expire_claims(now, suffix)
         self._swept_at = time.monotonic()
         self._ledger_moved = False
         return 0
@@ -306,7 +309,7 @@ class Projector:
                 batch,
                 self.outage,
                 give_up=stopping,
-                sleep=self._stop.wait,
+                sleep=pausing(self._stop),
                 before_retry=self._reconnect,
             )
         except Exception as error:

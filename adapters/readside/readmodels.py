@@ -16,7 +16,7 @@ import json
 import sqlite3
 import threading
 from abc import abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -24,10 +24,11 @@ from typing import Any, ClassVar
 from uuid import UUID
 
 import psycopg
-from psycopg import sql
+from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 
 from actae.adapters.persistence.clock import wall_clock
+from actae.adapters.persistence.postgres import ActaePostgresRecorder
 from actae.adapters.persistence.turns import DEFAULT_LOCK_WAIT
 from actae.adapters.readside.analyst_sql import PostgresQueries, SqliteQueries, read_only_sqlite
 from actae.adapters.readside.grants import regrant
@@ -51,10 +52,13 @@ from actae.projections.tables import TABLES, Table
 
 
 class ReadModelDB(SchemaMethods, RetentionLookups):
-    """One connection to the database holding the read models (one subclass per backend).
+    """The read models' statements and transactions (one subclass per backend).
 
-    Statements are written once and take each parameter as ``self.mark``: the drivers share
-    no parameter style (sqlite3 takes ``?``, psycopg ``%s``), so each backend names its own.
+    Each unit of work runs on the connection :meth:`_borrowed` gives it: on PostgreSQL one
+    borrowed from the process's pool for the transaction (or the single statement), on
+    SQLite the read models' own. Statements are written once and take each parameter as
+    ``self.mark``: the drivers share no parameter style (sqlite3 takes ``?``, psycopg
+    ``%s``), so each backend names its own.
     """
 
     name: ClassVar[str]
@@ -64,37 +68,27 @@ class ReadModelDB(SchemaMethods, RetentionLookups):
     lock_suffix: ClassVar[str]
     """What a SELECT ends with to lock its rows until the transaction ends."""
 
-    def __init__(self, connect: Callable[[], Any]) -> None:
-        self._connect = connect
-        self.conn: Any = connect()
-        self.lock = threading.RLock()  # one connection, possibly shared by threads
-
     @abstractmethod
     def adapt(self, value: Any) -> Any:
         """A Python value in the form this backend's driver stores."""
 
     @abstractmethod
     def reconnect(self) -> None:
-        """Recover the connection before a retry (after a transient failure)."""
+        """Recover the connections before a retry (after a transient failure)."""
 
     @abstractmethod
-    def _heal(self) -> None:
-        """Replace a connection the server dropped (a restart, a terminated backend).
-
-        Called before each unit of work, so a long-running process's first statement after
-        an outage goes to a new connection instead of failing on the dead one. A failure to
-        connect is the caller's transient error to wait out.
-        """
+    def _borrowed(self) -> AbstractContextManager[Any]:
+        """The connection of this thread's transaction, else one for a single statement."""
 
     def close(self) -> None:
-        """Close the connection."""
-        self.conn.close()
+        """Let go of what the read models hold of their own."""
 
     # -- statements -----------------------------------------------------------------------
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
-        """Run one statement (written with this backend's parameter ``mark``)."""
-        return self.conn.execute(statement, params)
+        """Run one statement (written with this backend's parameter ``mark``); its cursor."""
+        with self._borrowed() as conn:
+            return conn.execute(statement, params)
 
     @abstractmethod
     def executemany(self, statement: str, rows: list[Sequence[Any]]) -> None:
@@ -105,11 +99,10 @@ class ReadModelDB(SchemaMethods, RetentionLookups):
 
         Trusted SQL only (the worker's candidates, operator views, metrics): an analyst's
         statement goes through :meth:`read_only_query`, whose guards cost a transaction and
-        a reset per call on a connection of its own.
+        a reset per call.
         """
-        with self.lock:
-            self._heal()
-            cursor = self.conn.execute(statement, params or ())
+        with self._borrowed() as conn:
+            cursor = conn.execute(statement, params or ())
             names = [d[0] for d in cursor.description]
             return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
@@ -348,17 +341,65 @@ def moment(value: Any) -> datetime | None:
 
 
 class PostgresReadModels(PostgresSchema, ReadModelDB):
-    """Read models on PostgreSQL: psycopg's own parameters, row locks, reconnects."""
+    """Read models on PostgreSQL, on the process's pool: psycopg's parameters, row locks.
+
+    A transaction borrows a connection the way the event store's recorder does (the one
+    it kept back from its last statement, else one of the process pool's) for its length:
+    its row locks and tracking position commit together on it. A statement outside one
+    borrows a connection for that statement. So a process that is idle between passes
+    holds one connection for events and read models alike. The pool discards a connection
+    the server dropped, and :meth:`reconnect` has it test the idle ones.
+    """
 
     name = "postgresql"
     mark = "%s"
     lock_suffix = " FOR UPDATE"
     analysts: PostgresQueries
-    """Where ``projector.query`` runs: a connection of its own (set by ``postgres_db``)."""
+    """Where ``projector.query`` runs (set by ``postgres_db``)."""
 
-    def __init__(self, connect: Callable[[], Any], *, lock_wait: float = DEFAULT_LOCK_WAIT) -> None:
-        super().__init__(connect)
+    def __init__(
+        self, recorder: ActaePostgresRecorder, *, lock_wait: float = DEFAULT_LOCK_WAIT
+    ) -> None:
+        self._recorder = recorder
+        self._datastore = recorder.datastore
+        self._datastore.pool.open()  # as the recorder's first statement would (a no-op since)
+        self._held = threading.local()
         self.lock_wait = lock_wait
+
+    @property
+    def conn(self) -> psycopg.Connection[Any]:
+        """The connection of this thread's transaction (only inside :meth:`transaction`)."""
+        conn: psycopg.Connection[Any] | None = getattr(self._held, "conn", None)
+        if conn is None:
+            raise RuntimeError("the read models' connection is lent inside a transaction only")
+        return conn
+
+    @contextmanager
+    def _borrowed(self) -> Iterator[psycopg.Connection[Any]]:
+        """The connection of this thread's transaction, else one from the pool for the block.
+
+        Rows come as tuples while it is lent here (the pool's give dicts); every pooled
+        session looks in the store's schema first (``process_pool``). A session that refused
+        a write is closed: after a failover it is a standby's, and stays one.
+        """
+        held: psycopg.Connection[Any] | None = getattr(self._held, "conn", None)
+        if held is not None:
+            yield held
+            return
+        kept = self._recorder.kept
+        conn = kept.take()
+        rows = conn.row_factory
+        try:
+            conn.row_factory = tuple_row
+            self._held.conn = conn
+            yield conn
+        except psycopg.errors.ReadOnlySqlTransaction:
+            conn.close()  # perhaps a standby's session: the pool connects anew, as the recorder
+            raise
+        finally:
+            self._held.conn = None
+            conn.row_factory = rows
+            kept.give_back(conn)
 
     def adapt(self, value: Any) -> Any:
         """A dict as jsonb; psycopg stores every other value as it is."""
@@ -370,23 +411,12 @@ class PostgresReadModels(PostgresSchema, ReadModelDB):
         regrant(self.conn)
 
     def reconnect(self) -> None:
-        """Drop the connection and open a new one.
-
-        Under the lock, so that no other thread's statement loses its connection midway.
-        """
-        with self.lock:
-            try:
-                self.conn.close()
-            finally:
-                self.conn = self._connect()
-
-    def _heal(self) -> None:
-        if self.conn.closed:
-            self.conn = self._connect()
+        """Have the pool test its idle connections and replace those the server dropped."""
+        self._recorder._discard_dead_connections()  # the event store's own way
 
     def executemany(self, statement: str, rows: list[Sequence[Any]]) -> None:
         """Run one statement for many rows (psycopg's connection has no ``executemany``)."""
-        with self.conn.cursor() as cursor:
+        with self._borrowed() as conn, conn.cursor() as cursor:
             cursor.executemany(statement, rows)
 
     def _upsert_rows(
@@ -409,23 +439,14 @@ class PostgresReadModels(PostgresSchema, ReadModelDB):
         )
 
     def read_only_query(self, statement: str, params: Any = None) -> list[dict[str, Any]]:
-        """On the analysts' own connection, never this one (``PostgresQueries``)."""
+        """On a connection of the call's own, never a pooled one (``PostgresQueries``)."""
         return self.analysts.run(statement, params)
-
-    def close(self) -> None:
-        """Close both connections."""
-        try:
-            self.analysts.close()
-        finally:
-            super().close()
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """A transaction, or a savepoint inside one (psycopg nests them)."""
-        with self.lock:
-            self._heal()
-            with self.conn.transaction():
-                yield
+        """A transaction on a borrowed connection, or a savepoint inside one."""
+        with self._borrowed() as conn, conn.transaction():
+            yield
 
 
 class SqliteReadModels(SqliteSchema, ReadModelDB):
@@ -437,9 +458,20 @@ class SqliteReadModels(SqliteSchema, ReadModelDB):
     analysts: SqliteQueries
     """Where ``projector.query`` runs: a read-only connection per call (set by ``sqlite_db``)."""
 
-    def __init__(self, connect: Callable[[], Any]) -> None:
-        super().__init__(connect)
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        """The read models' own connection (a SQLite connection is a file handle)."""
+        self.lock = threading.RLock()  # one connection, possibly shared by threads
         self._depth = 0  # of nested transactions: the outer one begins, inner ones save points
+
+    @contextmanager
+    def _borrowed(self) -> Iterator[sqlite3.Connection]:
+        with self.lock:
+            yield self.conn
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.conn.close()
 
     def adapt(self, value: Any) -> Any:
         """Ids, moments, flags and documents as the text and integers SQLite stores."""
@@ -455,9 +487,6 @@ class SqliteReadModels(SqliteSchema, ReadModelDB):
 
     def reconnect(self) -> None:
         """Keep the connection: SQLite's transient error is a lock, not a lost connection."""
-
-    def _heal(self) -> None:
-        """Nothing to heal: no server drops the connection to a SQLite database."""
 
     def executemany(self, statement: str, rows: list[Sequence[Any]]) -> None:
         """Run one statement for many rows."""
@@ -504,17 +533,17 @@ class SqliteReadModels(SqliteSchema, ReadModelDB):
 
 
 def postgres_db(
-    conninfo: dict[str, str], schema: str, *, lock_wait: float = DEFAULT_LOCK_WAIT
+    recorder: ActaePostgresRecorder,
+    conninfo: dict[str, str],
+    *,
+    lock_wait: float = DEFAULT_LOCK_WAIT,
 ) -> ReadModelDB:
-    """Read models in the store's PostgreSQL schema; creators wait ``lock_wait`` s for a turn."""
+    """Read models in the store's schema, on the connections of the event store's ``recorder``.
 
-    def connect() -> psycopg.Connection[Any]:
-        conn = psycopg.connect(**conninfo, autocommit=True)  # type: ignore[arg-type]
-        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
-        return conn
-
-    db = PostgresReadModels(connect, lock_wait=lock_wait)
-    db.analysts = PostgresQueries(conninfo, schema)
+    Creators wait ``lock_wait`` s for a turn; analysts' statements connect with ``conninfo``.
+    """
+    db = PostgresReadModels(recorder, lock_wait=lock_wait)
+    db.analysts = PostgresQueries(conninfo, recorder.datastore.schema)
     return db
 
 
@@ -523,14 +552,10 @@ def sqlite_db(database: str, read_only: str) -> ReadModelDB:
 
     ``read_only`` is the URI that opens it read-only, for the analysts' queries.
     """
-
-    def connect() -> sqlite3.Connection:
-        conn = sqlite3.connect(
-            database, uri=True, timeout=30, isolation_level=None, check_same_thread=False
-        )
-        conn.execute("PRAGMA journal_mode=WAL")  # an in-memory database keeps its own
-        return conn
-
-    db = SqliteReadModels(connect)
+    conn = sqlite3.connect(
+        database, uri=True, timeout=30, isolation_level=None, check_same_thread=False
+    )
+    conn.execute("PRAGMA journal_mode=WAL")  # an in-memory database keeps its own
+    db = SqliteReadModels(conn)
     db.analysts = read_only_sqlite(read_only)
     return db

@@ -205,7 +205,11 @@ class PostgresSchema(SchemaMethods):
     """Seconds a creator waits for its turn before :class:`~actae.StoreBusyError`."""
 
     if TYPE_CHECKING:  # provided by PostgresReadModels
-        conn: psycopg.Connection[Any]
+
+        @property
+        def conn(self) -> psycopg.Connection[Any]:
+            """The connection of the transaction the statements run in."""
+            ...
 
     def take_turns(self) -> None:
         """Creators take turns on the tracking table, a lock only the store's owner can take.

@@ -26,7 +26,6 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
-from types import TracebackType
 from typing import Protocol, Self
 
 from actae.adapters.persistence.awaiting import in_portal, pause
@@ -39,6 +38,22 @@ Fetch = Callable[[int], list[ChannelEvent]]
 
 FIRST_WAIT = 0.001
 """Seconds a reader waits after its first empty look; doubled after each further one."""
+
+
+def pausing(stopped: threading.Event) -> Callable[[float], None]:
+    """A wait between attempts: until ``stopped`` in a thread; the coroutine sleeps in a portal.
+
+    A thread's wait ends early on a stop; in a portal a thread's wait would block the event
+    loop, so the coroutine sleeps instead and the stop is seen at the next attempt.
+    """
+
+    def wait(seconds: float) -> None:
+        if in_portal():
+            pause(seconds)
+        else:
+            stopped.wait(seconds)
+
+    return wait
 
 
 class Backoff:
@@ -203,19 +218,12 @@ class Subscription:
                 lambda: self._fetch(self.position),
                 self.outage,
                 give_up=self._stopped.is_set,
-                sleep=self._pause,
+                sleep=pausing(self._stopped),
             )
         except Exception as error:
             if self._stopped.is_set() and is_transient(error):
                 return []
             raise
-
-    def _pause(self, seconds: float) -> None:
-        """Wait between attempts: until stopped in a thread; the coroutine sleeps in a portal."""
-        if in_portal():
-            pause(seconds)
-        else:
-            self._stopped.wait(seconds)
 
     def stop(self) -> None:
         """End the iteration (from any thread); a blocked ``next()`` returns promptly."""
@@ -230,10 +238,5 @@ class Subscription:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *_: object) -> None:
         self.close()

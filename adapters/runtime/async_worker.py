@@ -2,10 +2,13 @@
 
 It is the :class:`~actae.adapters.runtime.worker.Worker` (candidates, leases, wake-ups,
 cooldowns, poison isolation and outcomes are decided there, once), with up to
-``concurrency`` runs in flight instead of one after the other. Each run is served from a
-thread of the worker's own pool under its own lease. A sync workflow runs in that thread; an
-``async def`` workflow runs on the worker's event loop, where many of them wait on their
-model calls together, while the thread only waits for it to finish.
+``concurrency`` runs in flight instead of one after the other. Each run is a task on the
+worker's event loop that runs the ``Worker``'s code in a portal, as an ``AsyncStore`` runs
+the ``Store``'s (:func:`~actae.adapters.persistence.awaiting.run_in_portal`): where that
+code would block on the store, the task awaits instead. An ``async def`` workflow is
+awaited there too, so many of them wait on their model calls together; a plain workflow's
+code blocks, so it runs in a thread (at most ``concurrency`` of them, made as needed) while
+its task waits.
 """
 
 from __future__ import annotations
@@ -13,12 +16,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import logging
-import threading
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from datetime import datetime
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
+from actae.adapters.persistence.awaiting import awaiting, run_in_portal
 from actae.adapters.persistence.outages import ride_out
 from actae.adapters.runtime.async_store import AsyncStore
 from actae.adapters.runtime.worker import REGISTRY, RETENTION_EVERY, Registry, Worker
@@ -26,6 +30,7 @@ from actae.domain.errors import HistoryRegressedError
 from actae.domain.validation import require_int
 
 log = logging.getLogger("actae.worker")
+T = TypeVar("T")
 
 
 class AsyncWorker:
@@ -57,16 +62,14 @@ class AsyncWorker:
             lease=lease,
             poll_interval=poll_interval,
             out=out,
-            run_coroutine=self._on_loop,
+            run_coroutine=self._awaited,
+            run_blocking=self._in_thread,
             retention_every=retention_every,
         )
-        self._threads = concurrent.futures.ThreadPoolExecutor(
-            concurrency, thread_name_prefix=f"actae {name}"
-        )
-        self._in_flight: dict[str, asyncio.Future[int]] = {}
+        self._threads: concurrent.futures.ThreadPoolExecutor | None = None  # plain workflows'
+        self._in_flight: dict[str, asyncio.Task[int]] = {}
         self._fruitless: set[str] = set()  # runs whose last turn could not move them
-        self._workflows: set[concurrent.futures.Future[object]] = set()
-        self._workflows_lock = threading.Lock()
+        self._workflows: set[asyncio.Task[Any]] = set()  # async workflows' coroutines
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
         self._changed: asyncio.Event | None = None
@@ -108,7 +111,8 @@ class AsyncWorker:
             self._stopping = True
             await self._drain()
             await self.withdraw()
-            self._threads.shutdown(wait=False)
+            if self._threads is not None:
+                self._threads.shutdown(wait=False)
         if self._regressed is not None:  # as Worker.run: the error ends the loop
             raise self._regressed
 
@@ -125,23 +129,19 @@ class AsyncWorker:
         """
         served = await self._start_pass()
         advanced = await asyncio.gather(*served, return_exceptions=True)
-        await self._in_thread(self._worker.end_pass)
+        await run_in_portal(self._worker.end_pass)
         return sum(moves for moves in advanced if isinstance(moves, int))
 
     async def withdraw(self) -> None:
         """Stop advertising this worker's agents (``run()`` does it when it stops)."""
-        await self._in_thread(self._worker.withdraw)
+        await run_in_portal(self._worker.withdraw)
 
-    async def _start_pass(self) -> list[asyncio.Future[int]]:
+    async def _start_pass(self) -> list[asyncio.Task[int]]:
         """Start a run for each free slot; the runs started (each ends with its moves)."""
         self._bind()
         worker = self._worker
-        rows, now = await self._in_thread(
-            ride_out,
-            worker.begin_pass,
-            worker.outage,
-            give_up=lambda: self._stopping,
-            sleep=worker._stop.wait,
+        rows, now = await run_in_portal(
+            ride_out, worker.begin_pass, worker.outage, give_up=lambda: self._stopping
         )
         started = []
         for row in sorted(rows, key=lambda row: str(row["run_id"]) in self._fruitless):
@@ -156,13 +156,12 @@ class AsyncWorker:
             started.append(self._start(run_id, row, now))
         return started
 
-    def _start(self, run_id: str, row: Mapping[str, Any], now: datetime) -> asyncio.Future[int]:
-        """Serve one run in a pool thread; the slot frees itself when it ends."""
-        assert self._loop is not None  # noqa: S101 - bound by _start_pass
-        served = self._loop.run_in_executor(self._threads, self._worker._isolated, row, now)
+    def _start(self, run_id: str, row: Mapping[str, Any], now: datetime) -> asyncio.Task[int]:
+        """Serve one run in a task of its own; the slot frees itself when it ends."""
+        served = asyncio.create_task(run_in_portal(self._worker._isolated, row, now))
         self._in_flight[run_id] = served
 
-        def ended(done: asyncio.Future[int]) -> None:
+        def ended(done: asyncio.Task[int]) -> None:
             del self._in_flight[run_id]
             if done.cancelled():
                 return
@@ -192,8 +191,8 @@ class AsyncWorker:
     async def _drain(self) -> None:
         """Wait for the runs in flight (a stop lets them end, as ``Worker`` does).
 
-        Shielded: if ``run()`` itself is cancelled, its runs' threads still end, their async
-        workflows cancelled with the loop's other tasks, and leases are released.
+        Shielded: if ``run()`` itself is cancelled, its runs still end (their async
+        workflows cancelled, their plain ones run to their end) and leases are released.
         """
         if self._in_flight:
             await asyncio.shield(asyncio.gather(*self._in_flight.values(), return_exceptions=True))
@@ -203,24 +202,33 @@ class AsyncWorker:
             self._loop = asyncio.get_running_loop()
             self._changed = asyncio.Event()
 
-    async def _in_thread(self, function: Any, *args: Any, **kwargs: Any) -> Any:
-        return await asyncio.to_thread(function, *args, **kwargs)
+    def _awaited(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """An async workflow's result, awaited by its run's task (called in its portal).
 
-    def _on_loop(self, coroutine: Coroutine[Any, Any, object]) -> object:
-        """Run an async workflow's coroutine on the worker's loop; called from a pool thread."""
-        assert self._loop is not None  # noqa: S101 - runs start from _start_pass
-        running = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
-        with self._workflows_lock:
-            self._workflows.add(running)
+        The workflow runs as a task of its own, so that a shutdown cancels it and not the
+        run's bookkeeping: its run then ends as the ``Worker`` ends a cancelled workflow.
+        """
+        workflow = asyncio.get_running_loop().create_task(coroutine)
+        self._workflows.add(workflow)
         try:
-            return running.result()
+            return awaiting(workflow)
+        except asyncio.CancelledError:
+            if workflow.cancelled():  # the workflow, not its run's task
+                raise concurrent.futures.CancelledError from None
+            raise
         finally:
-            with self._workflows_lock:
-                self._workflows.discard(running)
+            self._workflows.discard(workflow)
+
+    def _in_thread(self, function: Callable[[], T]) -> T:
+        """A plain workflow's result: it runs in a thread while its run's task awaits it."""
+        if self._threads is None:
+            self._threads = concurrent.futures.ThreadPoolExecutor(
+                self.concurrency, thread_name_prefix=f"actae {self.name}"
+            )
+        call = contextvars.copy_context().run  # the run's span and logging context go along
+        return awaiting(asyncio.get_running_loop().run_in_executor(self._threads, call, function))
 
     def _cancel_workflows(self) -> None:
         """Cancel the async workflows in flight: each leaves its run as a killed worker would."""
-        with self._workflows_lock:
-            running = list(self._workflows)
-        for workflow in running:
+        for workflow in list(self._workflows):
             workflow.cancel()

@@ -95,7 +95,7 @@ class Backend:
         raise NotImplementedError
 
     def read_models(self) -> ReadModelDB:
-        """A connection to the read models, next to the events."""
+        """The read models, next to the events."""
         raise NotImplementedError
 
     def attach_clock(self, clock: Clock) -> None:
@@ -201,9 +201,9 @@ class PostgresBackend(Backend):
             raise
 
     def read_models(self) -> ReadModelDB:
-        """The read models in the store's schema."""
+        """The read models in the store's schema, on the event store's connections."""
         url = self.url
-        return postgres_db(url.postgres_conninfo, url.postgres_schema, lock_wait=url.lock_wait)
+        return postgres_db(self._recorder, url.postgres_conninfo, lock_wait=url.lock_wait)
 
     def attach_clock(self, clock: Clock) -> None:
         """The database clock reads through the event store's pool: no connection of its own."""

@@ -14,7 +14,8 @@ sent, so it never outlasts the expiry the database stored.
 
 The rows themselves are coordination between workers, not a read model: :class:`RunLeases`
 writes them (and the agents each live worker serves, ``actae_worker_agents``, which a
-worker renews with its leases) over whatever connection the store's backend gives it.
+worker renews with its leases) through the read models' transactions: on PostgreSQL each
+borrows one of the process pool's connections for its length.
 """
 
 # ruff: noqa: S608 - SQL assembled from our own constant table and column names, never input
@@ -24,6 +25,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -93,34 +95,31 @@ class RunLeases:
                 )
 
 
+@dataclass(eq=False)
 class RunLease:
-    """The lease ``token`` on ``run_id``, renewed every third of ``seconds`` while held."""
+    """The lease ``token`` on ``run_id``, renewed every third of ``seconds`` while held.
 
-    def __init__(
-        self,
-        leases: RunLeases,
-        run_id: Any,
-        *,
-        worker: str,
-        token: int,
-        seconds: float,
-        valid_from: float,
-        now: Callable[[], datetime],
-        outage: Outage,
-        on_beat: Callable[[], None] | None = None,
-    ) -> None:
-        self.run_id = run_id
-        self.worker = worker
-        self.token = token
-        self.seconds = seconds
-        self._leases = leases
-        self._now = now
-        self._outage = outage
-        self._on_beat = on_beat
-        self._valid_until = valid_from + seconds  # monotonic
+    Valid from ``valid_from`` (this process's monotonic clock, before the lease was taken);
+    ``now`` is the store's clock, ``outage`` logs the renewals' outages, and ``on_beat``
+    (a companion renewal: the worker's advertisement) runs after each renewal.
+    """
+
+    leases: RunLeases
+    run_id: Any
+    _: KW_ONLY
+    worker: str
+    token: int
+    seconds: float
+    valid_from: float
+    now: Callable[[], datetime]
+    outage: Outage
+    on_beat: Callable[[], None] | None = None
+
+    def __post_init__(self) -> None:
+        self._valid_until = self.valid_from + self.seconds  # monotonic
         self._lost = threading.Event()
         self._done = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"lease {run_id}", daemon=True)
+        self._thread = threading.Thread(target=self._beat, name=f"lease {self.run_id}", daemon=True)
 
     def start(self) -> RunLease:
         """Start heartbeating (until ``stop()``)."""
@@ -159,7 +158,7 @@ class RunLease:
             try:
                 held = ride_out(
                     self._renew,
-                    self._outage,
+                    self.outage,
                     give_up=lambda: self.lost or self._done.is_set(),
                     sleep=self._done.wait,
                 )
@@ -168,17 +167,17 @@ class RunLease:
             if not held:  # someone else took the run: never write for it again
                 self._lost.set()
                 return
-            if self._on_beat is not None:
+            if self.on_beat is not None:
                 try:  # a companion renewal (the worker's advertisement) is retried next beat
-                    self._on_beat()
+                    self.on_beat()
                 except Exception as error:
-                    self._outage.began(error)
+                    self.outage.began(error)
 
     def _renew(self) -> bool:
         """One renewal; valid from before it was sent, so never beyond the stored expiry."""
         sent = time.monotonic()
-        held = self._leases.renew(
-            self.run_id, self.token, self._now() + timedelta(seconds=self.seconds)
+        held = self.leases.renew(
+            self.run_id, self.token, self.now() + timedelta(seconds=self.seconds)
         )
         if held:
             self._valid_until = sent + self.seconds

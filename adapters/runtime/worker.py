@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import inspect
 import logging
 import threading
@@ -73,12 +74,18 @@ WorkflowCode = Callable[[RunContext], object] | Callable[[AsyncRunContext], Awai
 An ``async def`` workflow gets an :class:`AsyncRunContext` and is awaited."""
 
 RunCoroutine = Callable[[Coroutine[Any, Any, object]], object]
-"""Runs an async workflow's coroutine to its end from a worker thread; its result."""
+"""Runs an async workflow's coroutine to its end; its result."""
+RunBlocking = Callable[[Callable[[], object]], object]
+"""Runs a plain workflow's call to its end; its result."""
 
 CommitHook = Callable[[Sequence[object]], None]
 """Called with the events of a write right after it commits, before the write returns."""
 
 log = logging.getLogger("actae.worker")
+
+
+def _called(function: Callable[[], object]) -> object:
+    return function()
 
 
 @dataclass(frozen=True)
@@ -154,8 +161,9 @@ class Worker:
     there: the write is committed, and no one in the process learns it.
 
     An ``async def`` workflow's coroutine is run by ``run_coroutine``: by default
-    ``asyncio.run``, a loop of its own in the worker's thread; an ``AsyncWorker`` runs it on
-    its loop instead.
+    ``asyncio.run``, a loop of its own in the worker's thread; a plain workflow by
+    ``run_blocking``: by default called in the worker's thread. An ``AsyncWorker`` awaits
+    the one on its loop and runs the other in a thread, its run's task awaiting it.
     """
 
     def __init__(
@@ -169,6 +177,7 @@ class Worker:
         out: TextIO | None = None,
         on_commit: CommitHook | None = None,
         run_coroutine: RunCoroutine = asyncio.run,
+        run_blocking: RunBlocking = _called,
         retention_every: float | None = RETENTION_EVERY,
     ) -> None:
         self.store = store
@@ -176,6 +185,7 @@ class Worker:
         """Seconds between this worker's retention passes (``None``: it applies none)."""
         self._retention_due = 0.0  # monotonic
         self.run_coroutine = run_coroutine
+        self.run_blocking = run_blocking
         self.name = require_text("name", name)  # stored in the read models
         self.registry = registry
         self.lease = lease
@@ -388,7 +398,7 @@ class Worker:
         return cooldown is None
 
     def _leases(self) -> RunLeases:
-        """The run leases and advertisements, over the connection of the store's read models."""
+        """The run leases and advertisements, written as the store's read models are."""
         return RunLeases(self.store.projector().db)
 
     def _keep_advertising(self) -> None:
@@ -482,7 +492,8 @@ class Worker:
         if inspect.iscoroutinefunction(code.code):
             workflow = cast(Callable[[AsyncRunContext], Coroutine[Any, Any, object]], code.code)
             return self.run_coroutine(workflow(AsyncRunContext(ctx)))
-        return cast(Callable[[RunContext], object], code.code)(ctx)
+        plain = cast(Callable[[RunContext], object], code.code)
+        return self.run_blocking(functools.partial(plain, ctx))
 
     def _fail(self, run_id: Any, error: Exception) -> str:
         """Fail the run with ``error`` unless it failed already (``ctx.step`` does that).

@@ -97,7 +97,12 @@ def test_a_worker_projector_and_subscription_ride_out_a_restart(
         positions = [event.position or 0 for event in follower.received]
         assert positions == sorted(set(positions)), "an event was skipped or delivered twice"
         assert len(positions) == total
-        assert worker.outage.count + store.projector().outage.count >= 1  # it saw the outage
+        # the restart was seen: by the worker, the projector, or (whichever statement met a
+        # dead connection first) by the process's pool, which replaced its connections
+        pool = store._service.recorder.datastore.pool  # type: ignore[attr-defined]
+        stats = pool.get_stats()
+        lost = stats.get("connections_lost", 0) + stats.get("returns_bad", 0)
+        assert worker.outage.count + store.projector().outage.count + lost >= 1
 
 
 def test_a_steps_result_is_recorded_after_an_outage_longer_than_the_drivers_retries(

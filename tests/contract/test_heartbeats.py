@@ -37,12 +37,16 @@ def admin(pg_dsn: str) -> Iterator[psycopg.Connection[Any]]:
 
 
 def terminate(admin: psycopg.Connection[Any], store: actae.Store) -> int:
-    """End the backend of the store's read-model connection (where run leases live)."""
-    db = store.projector().db
-    pid = db.conn.info.backend_pid if not db.conn.closed else 0
-    if pid:
+    """End the backends of the store's idle pooled connections (where run leases renew).
+
+    How many were ended (the one lent at that moment, if any, is left alone).
+    """
+    datastore = store._service.recorder.datastore  # type: ignore[attr-defined]
+    idle = datastore.pool._pool  # psycopg_pool's idle connections
+    pids = [conn.info.backend_pid for conn in list(idle) if not conn.closed]
+    for pid in pids:
         admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-    return pid
+    return len(pids)
 
 
 def test_a_terminated_connection_does_not_let_a_running_steps_lease_lapse(

@@ -110,23 +110,46 @@ def started(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
         process.wait(DEADLINE)
 
 
-def test_an_idle_worker_holds_two_named_connections_and_four_threads(
-    store: str, pg_dsn: str, started: Callable[..., subprocess.Popen[bytes]], tmp_path: Path
+@pytest.mark.parametrize(
+    ("concurrency", "connections"),
+    [
+        (1, 1),  # events, read models, leases and the clock on one pooled connection
+        (4, 2),  # and an ``AsyncWorker``'s coroutines' statements on the async pool's one
+    ],
+)
+def test_an_idle_worker_holds_few_named_connections_and_four_threads(
+    store: str,
+    pg_dsn: str,
+    started: Callable[..., subprocess.Popen[bytes]],
+    tmp_path: Path,
+    concurrency: int,
+    connections: int,
 ) -> None:
     (tmp_path / "idle_workflows.py").write_text(WORKFLOWS)
     name = f"fp-{uuid.uuid4().hex[:8]}"
-    worker = started("worker", "--db", store, "--import", "idle_workflows.py", "--name", name)
+    worker = started(
+        "worker",
+        "--db",
+        store,
+        "--import",
+        "idle_workflows.py",
+        "--name",
+        name,
+        "--concurrency",
+        str(concurrency),
+    )
     settled(lambda: bool(sessions_of(worker.pid, pg_dsn)), "the worker to connect", worker)
-    settled(lambda: len(sessions_of(worker.pid, pg_dsn)) <= 2, "two connections", worker)
+    enough = lambda: len(sessions_of(worker.pid, pg_dsn)) <= connections  # noqa: E731
+    settled(enough, f"{connections} connections", worker)
     assert set(sessions_of(worker.pid, pg_dsn)) == {f"actae-worker:{name}"}
     assert threads_of(worker.pid) <= 4
 
 
 @pytest.mark.parametrize(
-    ("command", "application_name", "ready"),
+    ("command", "application_name", "ready", "connections"),
     [
-        (("project",), "actae-projector", "caught up"),
-        (("console",), "actae-console", "serving http://"),
+        (("project",), "actae-projector", "caught up", 1),
+        (("console",), "actae-console", "serving http://", 2),  # the async pool's one too
     ],
 )
 def test_an_idle_projector_or_console_names_its_connections_and_uses_little_cpu(
@@ -137,6 +160,7 @@ def test_an_idle_projector_or_console_names_its_connections_and_uses_little_cpu(
     command: tuple[str, ...],
     application_name: str,
     ready: str,
+    connections: int,
 ) -> None:
     extra: tuple[str, ...] = ()
     if command[0] == "console":
@@ -155,7 +179,8 @@ def test_an_idle_projector_or_console_names_its_connections_and_uses_little_cpu(
     log = tmp_path / "log"
     settled(lambda: ready in log.read_text(), f"{ready!r} in its log", process)
     settled(lambda: bool(sessions_of(process.pid, pg_dsn)), "it to connect", process)
-    settled(lambda: len(sessions_of(process.pid, pg_dsn)) <= 3, "its pool to shrink", process)
+    shrunk = lambda: len(sessions_of(process.pid, pg_dsn)) <= connections  # noqa: E731
+    settled(shrunk, "its pools to shrink", process)
     assert set(sessions_of(process.pid, pg_dsn)) == {application_name}
     before, since = cpu_seconds(process.pid), time.monotonic()
     time.sleep(CPU_WINDOW)  # the measurement itself: CPU time over a window of idleness

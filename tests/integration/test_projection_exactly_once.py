@@ -23,9 +23,7 @@ import pytest
 from eventsourcing.persistence import ApplicationRecorder, Notification
 
 import actae
-from actae.adapters.persistence.url import parse_store_url
 from actae.adapters.readside.read_ahead import ReadAhead
-from actae.adapters.readside.readmodels import postgres_db
 
 TIMEOUT = 30.0
 
@@ -78,10 +76,22 @@ def test_catching_up_in_batches_applies_every_event_once(store: actae.Store) -> 
     assert projector.position() == positions[-1]
 
 
-def projector_of(store: actae.Store, pg_url: str, batch_size: int = 2000) -> actae.Projector:
-    """Another projector of ``store``'s read models, on a connection of its own."""
-    parsed = parse_store_url(pg_url)
-    db = postgres_db(parsed.postgres_conninfo, parsed.postgres_schema)
+def backends_locking(projector: actae.Projector, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The backend each of ``projector``'s locks of its tracking row is taken on, as taken."""
+    pids: list[int] = []
+    locks = projector.db.lock_position
+
+    def locking(name: str) -> int:
+        pids.append(projector.db.conn.info.backend_pid)  # type: ignore[attr-defined]
+        return locks(name)
+
+    monkeypatch.setattr(projector.db, "lock_position", locking)
+    return pids
+
+
+def projector_of(store: actae.Store, batch_size: int = 2000) -> actae.Projector:
+    """Another projector of ``store``'s read models (on the store's pool, as every one is)."""
+    db = store._backend.read_models()
     return actae.Projector(
         store._service, db, store._waiter, backend=store._backend, batch_size=batch_size
     )
@@ -104,18 +114,20 @@ def test_two_projectors_racing_on_postgres_apply_every_event_once(
         store.projector().catch_up()  # the tracking row exists before the race
         projected_before = store.projector().position()
         backlog(store, runs=4, events=10)
-        first, second = (projector_of(store, pg_url) for _ in range(2))
+        first, second = (projector_of(store) for _ in range(2))
         applied = Applications()
         first.on_batch = second.on_batch = applied.hook
         holding, rival_done = threading.Event(), threading.Event()
         rival: list[BaseException | int] = []
-        second_pid = second.db.conn.info.backend_pid
+        rival_pids = backends_locking(second, monkeypatch)
 
         with psycopg.connect(pg_dsn, autocommit=True) as probe:
 
             def rival_waits_for_a_lock() -> bool:
+                if not rival_pids:
+                    return False
                 row = probe.execute(
-                    "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (second_pid,)
+                    "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", rival_pids[-1:]
                 ).fetchone()
                 return row is not None and row[0] == "Lock"
 
@@ -171,7 +183,7 @@ def test_a_page_read_ahead_is_not_used_once_another_projector_moved_on(pg_url: s
         store.projector().catch_up()
         before = store.projector().position()
         backlog(store, runs=2, events=6)
-        first, second = (projector_of(store, pg_url, batch_size=3) for _ in range(2))
+        first, second = (projector_of(store, batch_size=3) for _ in range(2))
         applied = Applications()
         first.on_batch = second.on_batch = applied.hook
         pages = ReadAhead(first._page_after)

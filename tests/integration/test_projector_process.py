@@ -13,8 +13,7 @@ import psycopg
 import pytest
 
 import actae
-from actae.adapters.persistence.url import parse_store_url
-from actae.adapters.readside.readmodels import ReadModelDB, postgres_db
+from actae.adapters.readside.readmodels import ReadModelDB
 
 TIMEOUT = 60
 PROJECT = [sys.executable, "-m", "actae.adapters.cli", "project"]
@@ -106,17 +105,27 @@ def test_two_projector_processes_never_apply_an_event_twice(pg_url: str) -> None
 @pytest.mark.postgres
 def test_projector_survives_a_lost_database_connection(pg_url: str, pg_dsn: str) -> None:
     with actae.open(pg_url) as store:
-        projector = store.projector().start()
+        projector = store.projector()
+        batches: list[int] = []  # the backend each batch committed on
+        moved = projector.db.set_position
+
+        def set_position(name: str, position: int) -> None:
+            batches.append(projector.db.conn.info.backend_pid)  # type: ignore[attr-defined]
+            moved(name, position)
+
+        projector.db.set_position = set_position  # type: ignore[method-assign]
+        projector.start()
         run = store.start_run("wf", agent_id="a", state={})
         wait_for(lambda: projector.position() > 0, "the first batch")
-        pid = projector.db.conn.info.backend_pid
+        pid = batches[-1]
         with psycopg.connect(pg_dsn, autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-        store.record(run.channel_id, kind="after", payload={}, expected_cursor=1)
-        target = store._service.recorder.max_notification_id()
+        with actae.open(pg_url) as writer:  # its own pool: the dead connection is the projector's
+            writer.record(run.channel_id, kind="after", payload={}, expected_cursor=1)
+            target = writer._service.recorder.max_notification_id()
         wait_for(lambda: _position_via_new_connection(pg_url) == target, "recovery")
         projector.stop()
-        assert projector.db.conn.info.backend_pid != pid
+        assert batches[-1] != pid
 
 
 def _position_via_new_connection(url: str) -> int:
@@ -149,25 +158,23 @@ def test_project_command_stops_on_sigterm_during_its_first_catch_up(durable_url:
 @pytest.mark.postgres
 def test_read_models_created_by_many_at_once(pg_url: str) -> None:
     """Workers and projectors that start together all find the read-model tables ready."""
-    with actae.open(pg_url):
-        pass  # the event store's schema exists; the read models do not yet
-    parsed = parse_store_url(pg_url)
-    dbs = [postgres_db(parsed.postgres_conninfo, parsed.postgres_schema) for _ in range(6)]
-    start = threading.Barrier(len(dbs))
-    failures: list[BaseException] = []
+    with actae.open(pg_url) as store:  # the event store's schema exists; the read models not
+        dbs = [store._backend.read_models() for _ in range(6)]
+        start = threading.Barrier(len(dbs))
+        failures: list[BaseException] = []
 
-    def create(db: ReadModelDB) -> None:
-        start.wait()
-        try:
-            db.ensure_schema()
-        except BaseException as error:  # reported below
-            failures.append(error)
+        def create(db: ReadModelDB) -> None:
+            start.wait()
+            try:
+                db.ensure_schema()
+            except BaseException as error:  # reported below
+                failures.append(error)
 
-    threads = [threading.Thread(target=create, args=(db,)) for db in dbs]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    for db in dbs:
-        db.close()
+        threads = [threading.Thread(target=create, args=(db,)) for db in dbs]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for db in dbs:
+            db.close()
     assert failures == []
