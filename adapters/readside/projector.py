@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, TextIO
+from typing import Any, Protocol, TextIO
 
 from eventsourcing.persistence import ApplicationRecorder, Mapper, Notification
 
@@ -36,12 +36,10 @@ from actae.adapters.readside.read_ahead import ReadAhead
 from actae.adapters.readside.readmodels import ReadModelDB
 from actae.adapters.readside.standings import mark_regressed, mark_unserved
 from actae.adapters.readside.subscription import Backoff, Waiter, pausing
+from actae.domain.ports import Clock
 from actae.projections.changes import Change, Upsert
 from actae.projections.project import project
 from actae.projections.tables import EFFECTS
-
-if TYPE_CHECKING:
-    from actae.adapters.runtime.service import ActaeService
 
 NAME = "read_models"
 REBUILD_SUFFIX = "__rebuild"
@@ -51,6 +49,25 @@ IDLE_POLL = 1.0
 """Seconds between two looks for other processes' events once the store has gone quiet."""
 
 log = logging.getLogger("actae.projector")
+
+
+class StoredEvents(Protocol):
+    """What the projector reads the store's events through (the store's command service)."""
+
+    @property
+    def recorder(self) -> ApplicationRecorder:
+        """The store's recorder: notifications after a position."""
+        ...
+
+    @property
+    def metadata_mapper(self) -> Mapper[Any]:
+        """Events as the read models see them (contents left sealed)."""
+        ...
+
+    @property
+    def clock(self) -> Clock:
+        """The store's clock, which leases expire by."""
+        ...
 
 
 class EventCounts(Protocol):
@@ -73,7 +90,7 @@ class Projector:
 
     def __init__(
         self,
-        service: ActaeService,
+        service: StoredEvents,
         db: ReadModelDB,
         waiter: Callable[[], Waiter],
         *,
@@ -82,7 +99,6 @@ class Projector:
         out: TextIO | None = None,
     ) -> None:
         self._recorder = service.recorder
-        assert isinstance(self._recorder, ApplicationRecorder)  # noqa: S101
         self._backend = backend
         self._mapper: Mapper[Any] = service.metadata_mapper
         self._clock = service.clock
