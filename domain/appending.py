@@ -35,6 +35,7 @@ from actae.domain.validation import (
     fingerprint,
     optional_text,
     require_amounts,
+    require_document,
     require_int,
     require_text,
     require_uuid,
@@ -145,8 +146,9 @@ def transition(
     """
     cid = require_uuid("channel_id", channel_id)
     kind = require_text("kind", kind)
-    body = core.document("payload", payload)
-    document = core.document("state", state)
+    limit = core.max_document_bytes
+    body = require_document("payload", payload, core.codec, max_bytes=limit)
+    document = require_document("state", state, core.codec, max_bytes=limit)
     expected_version = require_int("expected_version", expected_version, minimum=1)
     expected_cursor = require_int("expected_cursor", expected_cursor, minimum=1)
     operation_id = optional_text("operation_id", operation_id)

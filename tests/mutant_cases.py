@@ -255,9 +255,9 @@ MUTANTS = [
     # -- idempotency: one namespace of operation ids, kept unique by the store ------------
     Mutant(
         "operation-id-left-out-of-the-row",
-        "adapters/persistence/operation_ids.py",
-        "        if key is not None:\n            stored = StoredRecord(",
-        "        if False:\n            stored = StoredRecord(",
+        "adapters/persistence/codec.py",
+        "    if key is not None:\n        return StoredRecord(",
+        "    if False:\n        return StoredRecord(",
         "a record's row must carry its operation id, or a second execution is written",
         IDEMPOTENCY,
     ),
@@ -981,8 +981,8 @@ MUTANTS = [
     Mutant(
         "body-checksum-not-written",
         "adapters/persistence/codec.py",
-        "        state=stamped(topic, originator_id, version, body),",
-        "        state=body,",
+        "    state = stamped(topic, originator_id, version, body)",
+        "    state = body",
         "a body written by this version must never be accepted without a checksum",
         BODY_CHECKSUMS,
     ),

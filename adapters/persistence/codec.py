@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from actae.adapters.persistence.checksums import stamped, verified, where
 from actae.adapters.persistence.encoders import IDENTITY, Encoder, encoder_for, holds_models
+from actae.adapters.persistence.operation_ids import StoredRecord
 from actae.domain.aggregate import DomainEvent
 from actae.domain.channel import Channel
 from actae.domain.errors import CorruptionError
@@ -168,12 +169,15 @@ class PydanticMapper(Mapper[Any]):
 
 
 def stored_event_of(event: DomainEventProtocol[Any], topic: str, body: bytes) -> StoredEvent:
-    """The row for ``event``: its identity, topic, and ``body`` with its checksum."""
+    """The row for ``event``: its identity, topic, ``body`` with its checksum, operation id.
+
+    The operation id is there if the event records an operation
+    (:mod:`~actae.adapters.persistence.operation_ids`).
+    """
     originator_id = event.originator_id
     version = event.originator_version
-    return StoredEvent(
-        originator_id=originator_id,
-        originator_version=version,
-        topic=topic,
-        state=stamped(topic, originator_id, version, body),
-    )
+    state = stamped(topic, originator_id, version, body)
+    key = cast(DomainEvent, event).stored_operation_id
+    if key is not None:
+        return StoredRecord(originator_id, version, topic, state, key)
+    return StoredEvent(originator_id, version, topic, state)

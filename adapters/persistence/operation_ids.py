@@ -1,12 +1,13 @@
 """The events table's ``operation_id`` column: one namespace of operation ids, kept unique.
 
 A row that records an operation carries its id here (the domain says which:
-``DomainEvent.stored_operation_id``): an Operation's first event (a start's or a fork's
-record, an effect's registration), or the channel event of a record or a transition given an
-``operation_id``. A unique index over the rows that carry one (``WHERE operation_id IS NOT
-NULL``: the other rows cost it nothing) refuses a second execution in the statement that
-would write it; a record or a transition so writes one row instead of two
-(docs/performance.md, "The operation record: folded or separate").
+``DomainEvent.stored_operation_id``, and the mapper makes that row a :class:`StoredRecord`):
+an Operation's first event (a start's or a fork's record, an effect's registration), or the
+channel event of a record or a transition given an ``operation_id``. A unique index over
+the rows that carry one (``WHERE operation_id IS NOT NULL``: the other rows cost it nothing)
+refuses a second execution in the statement that would write it; a record or a transition
+so writes one row instead of two (docs/performance.md, "The operation record: folded or
+separate").
 
 The column and its index are part of the baseline schema
 (:mod:`actae.adapters.persistence.baseline`).
@@ -14,13 +15,10 @@ The column and its index are part of the baseline schema
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from eventsourcing.persistence import Mapper, StoredEvent
-
-from actae.domain.aggregate import DomainEvent
+from eventsourcing.persistence import StoredEvent
 
 
 @dataclass(frozen=True)
@@ -28,20 +26,6 @@ class StoredRecord(StoredEvent):
     """A stored event whose row records the operation ``operation_id``."""
 
     operation_id: str = ""
-
-
-def stored_rows(mapper: Mapper[Any], events: Iterable[DomainEvent]) -> list[StoredEvent]:
-    """The rows to insert for ``events``: each mapped, with its operation id if it has one."""
-    rows: list[StoredEvent] = []
-    for event in events:
-        stored = mapper.to_stored_event(event)
-        key = event.stored_operation_id
-        if key is not None:
-            stored = StoredRecord(
-                stored.originator_id, stored.originator_version, stored.topic, stored.state, key
-            )
-        rows.append(stored)
-    return rows
 
 
 def operation_id_of(stored: StoredEvent) -> str | None:

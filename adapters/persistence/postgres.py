@@ -96,7 +96,6 @@ from actae.adapters.persistence.lost_replies import (
     retried_on_connection_errors,
 )
 from actae.adapters.persistence.migrations import migrate_postgres
-from actae.adapters.persistence.operation_ids import operation_id_of
 from actae.adapters.persistence.positions import BLOCK, Horizon
 from actae.adapters.persistence.predecessors import PredecessorMissing, first_orphan
 from actae.adapters.persistence.turns import DEFAULT_LOCK_WAIT
@@ -319,7 +318,7 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
                     e.originator_version,
                     e.topic,
                     e.state,
-                    operation_id_of(e),
+                    getattr(e, "operation_id", None),  # a StoredRecord's (operation_ids)
                 )
             ]
         else:
@@ -328,7 +327,7 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
                 [e.originator_version for e in stored_events],
                 [e.topic for e in stored_events],
                 [e.state for e in stored_events],
-                [operation_id_of(e) for e in stored_events],
+                [getattr(e, "operation_id", None) for e in stored_events],
             ]
         owners = owners_of(kwargs)
         # The forgotten-key guard's, after the rows: as array text, which the statement casts,

@@ -23,7 +23,6 @@ from uuid import UUID
 from eventsourcing.persistence import IntegrityError
 
 from actae.adapters.persistence.forgets import content_owners
-from actae.adapters.persistence.operation_ids import stored_rows
 from actae.adapters.persistence.recorders import EventStore
 from actae.adapters.readside.subscription import Commits
 from actae.domain.aggregate import DomainEvent
@@ -204,7 +203,7 @@ class ActaeService:
         events: list[Any] = pending_events(objs)  # eventsourcing types them as protocols
         channel_events = [event for event in events if isinstance(event, Channel.Event)]
         try:
-            rows = stored_rows(self.mapper, events)
+            rows = [self.mapper.to_stored_event(event) for event in events]
             owners = content_owners(events)  # the insert refuses a forgotten one's
             positions = self.recorder.insert_events(rows, owners=owners, **kwargs)
         except BaseException as error:  # a lost race, or an outcome unknown: guesses go
