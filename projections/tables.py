@@ -9,6 +9,7 @@ and schema cannot drift apart. Types are abstract: ``uuid``, ``text``, ``int``, 
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 
 from actae.domain.effects import OUTSTANDING, EffectStatus
@@ -53,23 +54,32 @@ class View:
     columns: tuple[Column, ...]
 
 
-def columns(text: str) -> tuple[Column, ...]:
-    """Columns written one a line, ``name type: meaning``; an indented line goes on the meaning.
+TYPES = frozenset({"uuid", "text", "int", "float", "bool", "timestamp", "date", "json"})
+"""The abstract column types the adapters know how to make."""
 
-    Written as text, the tables read as the reference they become, one line a column.
+
+def columns(text: str) -> tuple[Column, ...]:
+    """Columns written one a line, ``name type: meaning``; a deeper-indented line goes on.
+
+    Written as text, the tables read as the reference they become, one line a column. A
+    line that is not a column (a name that is no identifier, an unknown type, a repeated
+    name, no meaning) fails the import, naming the line.
     """
     lines: list[str] = []
-    for line in text.strip("\n").splitlines():
-        if line.startswith("        "):
+    for line in textwrap.dedent(text).strip("\n").splitlines():
+        if line[:1].isspace() and lines:
             lines[-1] += " " + line.strip()
         else:
             lines.append(line.strip())
-    found = []
+    found: dict[str, Column] = {}
     for line in lines:
-        name, rest = line.split(" ", 1)
-        type_, doc = rest.split(": ", 1)
-        found.append(Column(name, type_, doc))
-    return tuple(found)
+        name, _, rest = line.partition(" ")
+        type_, colon, doc = rest.partition(": ")
+        if not (name.isidentifier() and type_ in TYPES and colon and doc) or name in found:
+            msg = f"not a new column {line!r}: expected 'name type: meaning', type one of"
+            raise ValueError(f"{msg} {sorted(TYPES)}")
+        found[name] = Column(name, type_, doc)
+    return tuple(found.values())
 
 
 SUMMARY_LENGTH = 200

@@ -63,6 +63,21 @@ def off_the_loop(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) ->
     return function(*args, **kwargs)
 
 
+def blocking(function: Callable[P, T]) -> Callable[P, T]:
+    """``function``, always called through :func:`off_the_loop`.
+
+    For a unit of work on a blocking connection (a read-model transaction, a run lease):
+    inside a portal a row lock or a full pool then holds up a thread, never the loop
+    that every async workflow of the process shares.
+    """
+
+    @functools.wraps(function)
+    def called(*args: P.args, **kwargs: P.kwargs) -> T:
+        return off_the_loop(function, *args, **kwargs)
+
+    return called
+
+
 def _threads() -> ThreadPoolExecutor:
     global _store_threads  # noqa: PLW0603 - one pool per process, made on first use
     if _store_threads is None:

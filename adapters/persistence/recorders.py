@@ -130,7 +130,10 @@ def process_pool(
     arguments.update(conninfo)
     if not arguments.get("password"):
         arguments.pop("password", None)
-    options = f"{arguments.get('options', '')} -c search_path={datastore.schema}"
+    # The store's schema first (the read models name their tables unqualified), then
+    # public, where extensions and the database's own functions live.
+    path = ",".join(dict.fromkeys((datastore.schema, "public")))
+    options = f"{arguments.get('options', '')} -c search_path={path}"
     arguments["options"] = options.strip()
     return ConnectionPool(
         connection_class=stock.connection_class,

@@ -25,6 +25,7 @@ see docs/data.md, "An analyst role".
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -54,15 +55,28 @@ def _refused(found: str) -> ValidationError:
     return ValidationError("statement", f"{ONE_READ}; {found}. Nothing was run or changed")
 
 
+ANALYST_SESSIONS = 2
+"""Analysts' statements a process runs on PostgreSQL at once; more wait for a turn."""
+
+
 class PostgresQueries:
-    """Analysts' statements on PostgreSQL, each on a connection of the call's own."""
+    """Analysts' statements on PostgreSQL, each on a connection of the call's own.
+
+    At most :data:`ANALYST_SESSIONS` at once, so a burst of queries (a dashboard's) cannot
+    take the server's connections from the process's writers.
+    """
 
     def __init__(self, conninfo: dict[str, str], schema: str) -> None:
         options = f"{conninfo.get('options', '')} -c search_path={schema}".strip()
         self._conninfo = {**conninfo, "options": options}
+        self._turns = threading.BoundedSemaphore(ANALYST_SESSIONS)
 
     def run(self, statement: str, params: Any) -> Rows:
         """``statement``'s rows, read in a read-only transaction that ends with the session."""
+        with self._turns:
+            return self._run(statement, params)
+
+    def _run(self, statement: str, params: Any) -> Rows:
         conn = psycopg.connect(
             **self._conninfo,  # type: ignore[arg-type]
             autocommit=True,

@@ -16,10 +16,12 @@ import json
 import sqlite3
 import threading
 from abc import abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any, ClassVar
 from uuid import UUID
 
@@ -98,8 +100,8 @@ class ReadModelDB(SchemaMethods, RetentionLookups):
         """Rows of one of Actae's own statements, as dicts, on the read models' connection.
 
         Trusted SQL only (the worker's candidates, operator views, metrics): an analyst's
-        statement goes through :meth:`read_only_query`, whose guards cost a transaction and
-        a reset per call.
+        statement goes through :meth:`read_only_query`, whose guards cost a read-only
+        transaction per call (on PostgreSQL, on a connection of its own).
         """
         with self._borrowed() as conn:
             cursor = conn.execute(statement, params or ())
@@ -340,6 +342,15 @@ def moment(value: Any) -> datetime | None:
     return datetime.fromisoformat(value)
 
 
+_LENT: ContextVar[Mapping[PostgresReadModels, psycopg.Connection[Any]]] = ContextVar(
+    "actae_read_models_lent", default=MappingProxyType({})
+)
+"""The connection each PostgreSQL read-model object lends its current unit of work.
+
+Per context, not per thread: the coroutines an ``AsyncWorker`` serves share the loop's
+thread, and each must see its own transaction, never another's."""
+
+
 class PostgresReadModels(PostgresSchema, ReadModelDB):
     """Read models on PostgreSQL, on the process's pool: psycopg's parameters, row locks.
 
@@ -363,41 +374,42 @@ class PostgresReadModels(PostgresSchema, ReadModelDB):
         self._recorder = recorder
         self._datastore = recorder.datastore
         self._datastore.pool.open()  # as the recorder's first statement would (a no-op since)
-        self._held = threading.local()
         self.lock_wait = lock_wait
 
     @property
     def conn(self) -> psycopg.Connection[Any]:
-        """The connection of this thread's transaction (only inside :meth:`transaction`)."""
-        conn: psycopg.Connection[Any] | None = getattr(self._held, "conn", None)
+        """The connection of this context's transaction (only inside :meth:`transaction`)."""
+        conn = _LENT.get().get(self)
         if conn is None:
             raise RuntimeError("the read models' connection is lent inside a transaction only")
         return conn
 
     @contextmanager
     def _borrowed(self) -> Iterator[psycopg.Connection[Any]]:
-        """The connection of this thread's transaction, else one from the pool for the block.
+        """The connection of this context's transaction, else one from the pool for the block.
 
         Rows come as tuples while it is lent here (the pool's give dicts); every pooled
         session looks in the store's schema first (``process_pool``). A session that refused
         a write is closed: after a failover it is a standby's, and stays one.
         """
-        held: psycopg.Connection[Any] | None = getattr(self._held, "conn", None)
+        held = _LENT.get().get(self)
         if held is not None:
             yield held
             return
         kept = self._recorder.kept
         conn = kept.take()
         rows = conn.row_factory
+        lent: Token[Mapping[PostgresReadModels, psycopg.Connection[Any]]] | None = None
         try:
             conn.row_factory = tuple_row
-            self._held.conn = conn
+            lent = _LENT.set({**_LENT.get(), self: conn})
             yield conn
         except psycopg.errors.ReadOnlySqlTransaction:
             conn.close()  # perhaps a standby's session: the pool connects anew, as the recorder
             raise
         finally:
-            self._held.conn = None
+            if lent is not None:
+                _LENT.reset(lent)
             conn.row_factory = rows
             kept.give_back(conn)
 

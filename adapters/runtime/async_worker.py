@@ -17,12 +17,13 @@ import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
+import functools
 import logging
 from collections.abc import Callable, Coroutine, Mapping
 from datetime import datetime
 from typing import Any, TextIO, TypeVar
 
-from actae.adapters.persistence.awaiting import awaiting, run_in_portal
+from actae.adapters.persistence.awaiting import awaiting, off_the_loop, run_in_portal
 from actae.adapters.persistence.outages import ride_out
 from actae.adapters.runtime.async_store import AsyncStore
 from actae.adapters.runtime.worker import REGISTRY, RETENTION_EVERY, Registry, Worker
@@ -129,20 +130,21 @@ class AsyncWorker:
         """
         served = await self._start_pass()
         advanced = await asyncio.gather(*served, return_exceptions=True)
-        await run_in_portal(self._worker.end_pass)
+        await run_in_portal(off_the_loop, self._worker.end_pass)
         return sum(moves for moves in advanced if isinstance(moves, int))
 
     async def withdraw(self) -> None:
         """Stop advertising this worker's agents (``run()`` does it when it stops)."""
-        await run_in_portal(self._worker.withdraw)
+        await run_in_portal(off_the_loop, self._worker.withdraw)
 
     async def _start_pass(self) -> list[asyncio.Task[int]]:
         """Start a run for each free slot; the runs started (each ends with its moves)."""
         self._bind()
         worker = self._worker
-        rows, now = await run_in_portal(
+        begin = functools.partial(
             ride_out, worker.begin_pass, worker.outage, give_up=lambda: self._stopping
         )
+        rows, now = await run_in_portal(off_the_loop, begin)  # read models: a thread waits
         started = []
         for row in sorted(rows, key=lambda row: str(row["run_id"]) in self._fruitless):
             run_id = str(row["run_id"])

@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+from actae.adapters.persistence.awaiting import blocking
 from actae.adapters.persistence.outages import Outage, ride_out
 from actae.adapters.readside.schema import LEASES, WORKERS
 from actae.adapters.readside.standings import Transactional
@@ -47,6 +48,7 @@ class RunLeases:
     def __init__(self, connection: Transactional) -> None:
         self._db = connection
 
+    @blocking
     def acquire(self, run_id: Any, worker: str, now: datetime, until: datetime) -> int | None:
         """Take the run if nobody holds a live lease on it; returns the new token."""
         db, p = self._db, self._db.mark
@@ -60,6 +62,7 @@ class RunLeases:
             ).fetchone()
         return None if row is None else int(row[0])
 
+    @blocking
     def renew(self, run_id: Any, token: int, until: datetime) -> bool:
         """Extend our lease; False if someone else took the run."""
         db, p = self._db, self._db.mark
@@ -70,6 +73,7 @@ class RunLeases:
             )
             return bool(cursor.rowcount)
 
+    @blocking
     def release(self, run_id: Any, token: int, now: datetime) -> None:
         """Let the run go (only if we still hold it)."""
         db, p = self._db, self._db.mark
@@ -83,6 +87,7 @@ class RunLeases:
         """A run id as ``run_status.run_id`` stores it, so the two tables join."""
         return self._db.adapt(UUID(str(run_id)))
 
+    @blocking
     def advertise(self, worker: str, agents: Sequence[str], until: datetime) -> None:
         """Say that ``worker`` runs workflows for ``agents`` until ``until`` (store clock)."""
         db, p = self._db, self._db.mark
