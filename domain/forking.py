@@ -70,9 +70,10 @@ def fork(
         head = reader.head_event(cid)
         parent = reader.run_aggregate(head.run_id)
         moment = shell.now()
+        child_run_id = uuid4()
         record = ForkRecord(
-            child_run_id=uuid4(),
-            child_channel_id=uuid4(),
+            child_run_id=child_run_id,
+            child_channel_id=Run.channel_for(child_run_id),
             parent_run_id=parent.id,
             parent_channel_id=cid,
             requested_boundary=at,

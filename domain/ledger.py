@@ -431,13 +431,10 @@ def _load_or_register(
     """
     found = None if number == 0 else shell.reader.operation(key)
     if found is None:
-        channel_id = shell.core.heads.main_channel(run_id)
-        if channel_id is None:
-            channel_id = shell.reader.run_aggregate(run_id).channel_id
         return Operation.register(
             effect_key=key,
             run_id=run_id,
-            channel_id=channel_id,
+            channel_id=_main_channel(shell, run_id),
             request=request,
             fingerprint=content,
             policy=policy,
@@ -445,6 +442,21 @@ def _load_or_register(
         )
     found.ensure_same(content)
     return found
+
+
+def _main_channel(shell: Shell, run_id: UUID) -> UUID:
+    """The run's main channel, which proves the run exists.
+
+    Remembered by this process, else read with the channel's head in one round trip: the
+    claim notes itself on that channel, so its head is the next read anyway (remembered
+    here, :func:`_commit` finds it).
+    """
+    channel_id = shell.core.heads.main_channel(run_id)
+    if channel_id is None:
+        run, head = shell.reader.run_and_head(run_id)
+        shell.core.heads.put(head)
+        channel_id = run.channel_id
+    return channel_id
 
 
 def _policy(retry: RetryPolicy | Mapping[str, Any] | None) -> RetryPolicy:

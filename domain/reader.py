@@ -162,6 +162,27 @@ class StoreReader:
             )
         return run
 
+    def run_and_head(self, run_id: UUID) -> tuple[Run, Channel.Event]:
+        """The run aggregate (as :meth:`run_aggregate`) and its main channel's head event.
+
+        One round trip where the log can (PostgreSQL) when the channel is where a run's start
+        puts it (:meth:`Run.channel_for`); the run read proves the guess, and a run whose
+        channel is elsewhere, or that is not found, is read the long way.
+        """
+        guess = Run.channel_for(run_id)
+        run_events, head_events = self._log.together([(run_id, False), (guess, True)])
+        run = folded(run_events)
+        head = head_events[0] if head_events else None
+        if (
+            isinstance(run, Run)
+            and run.purged_at is None
+            and run.channel_id == guess
+            and isinstance(head, Channel.Event)
+        ):
+            return run, head
+        run = self.run_aggregate(run_id)
+        return run, self.head_event(run.channel_id)
+
     def run_or_tombstone(self, run_id: UUID) -> Run:
         """The run aggregate, or what its tombstone keeps of it once it was purged."""
         run = folded(self._log.stream(run_id))

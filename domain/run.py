@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
-from uuid import UUID
+from uuid import UUID, uuid5
 
 from eventsourcing.domain import CanMutateAggregate
 from pydantic import Field
@@ -22,6 +22,8 @@ from actae.domain.waits import Decision, Wait
 
 LINEAGE = "workflow_id agent_id channel_id pins parent_run_id forked_from"
 """What identifies a run and its ancestry: a tombstone keeps it."""
+CHANNEL_NAMESPACE = UUID("0b6c3e1d-9a4f-5c2e-8d7b-3f1a2c4e6b8d")
+"""The namespace of the main channel ids :meth:`Run.channel_for` derives from run ids."""
 APPROVAL_KINDS = frozenset({"approved", "denied"})
 """Decisions that answer an approval the run waits for; a signal may come early."""
 
@@ -327,6 +329,17 @@ class Run(Aggregate):
         def apply(self, aggregate: Any) -> None:
             """Pin the new schema version."""
             aggregate.pins = aggregate.pins.model_copy(update={"schema_": self.to_schema})
+
+    @staticmethod
+    def channel_for(run_id: UUID) -> UUID:
+        """The main channel id a new run gets: derived from its run id.
+
+        So a command that knows only the run (a claim) can read the run and its channel's
+        head in one round trip. It is only a guess when read: a run's channel is the
+        ``channel_id`` its start recorded, and a run whose channel lives elsewhere is read
+        the long way (:meth:`actae.domain.reader.StoreReader.run_and_head`).
+        """
+        return uuid5(CHANNEL_NAMESPACE, str(run_id))
 
     @classmethod
     def start(

@@ -80,11 +80,12 @@ def start_run(
     def attempt(_: int) -> RunInfo:
         parent_run = None if parent is None else reader.run_aggregate(parent)
         at = shell.now()
+        run_id = uuid4()
         run = Run.start(
-            run_id=uuid4(),
+            run_id=run_id,
             workflow_id=workflow_id,
             agent_id=agent_id,
-            channel_id=uuid4(),
+            channel_id=Run.channel_for(run_id),
             pins=checked_pins,
             deadline=deadline,
             parent_run_id=parent,

@@ -384,3 +384,22 @@ def test_retries_stop_at_the_total_time_cap(ledger: actae.Store, run: actae.RunI
 
     assert info.status is actae.EffectStatus.NEEDS_REVIEW
     assert info.retry_at is None
+
+
+def test_a_claim_finds_a_run_whose_channel_is_not_where_new_runs_put_it(
+    durable_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run's channel is the one its start recorded; ``Run.channel_for`` is only a guess."""
+    from uuid import uuid4
+
+    from actae.domain.run import Run
+
+    with monkeypatch.context() as patched, actae.open(durable_url) as store:
+        patched.setattr(Run, "channel_for", staticmethod(lambda _run_id: uuid4()))
+        run = store.start_run("w", agent_id="x", state={})
+    with actae.open(durable_url) as store:  # a process that knows nothing of the run
+        claim = store.claim("charge", run_id=run.run_id, worker="w", lease=LEASE, request={})
+        assert claim.status == "granted"
+        assert [e.effect_key for e in store.recover(run.channel_id).outstanding] == ["charge"]
+        with pytest.raises(actae.NotFoundError):
+            store.claim("other", run_id=run.channel_id, worker="w", lease=LEASE)

@@ -56,3 +56,16 @@ def test_claim_then_complete_fail_or_renew_are_one_statement_each(
             else:
                 store.heartbeat(key, token=claim.token, worker="w1", lease=30.0)
             assert len(statements) == 1, (settle, statements)
+
+
+def test_a_claim_on_a_run_this_process_has_not_seen_reads_once(
+    pg_url: str, statements: list[str]
+) -> None:
+    with actae.open(pg_url) as store:
+        run = store.start_run("w", agent_id="x", state={})
+    with actae.open(pg_url) as store:
+        store.start_run("other", agent_id="x", state={})  # the first write's own look-ups
+        statements.clear()
+        store.claim("charge", run_id=run.run_id, worker="w1", lease=30.0, request={})
+        assert len(statements) == 2, statements  # the run with its channel's head; the write
+        assert [e.effect_key for e in store.recover(run.channel_id).outstanding] == ["charge"]
