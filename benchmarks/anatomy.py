@@ -129,7 +129,9 @@ def statement_rung(url: str, statement: sql.SQL | str) -> Iterator[Writer]:
             sequence=sql.Literal(f'"{schema}".actae_events_notification_id_seq'),
         ).as_string()
 
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    # The recorder's statement names its sequence unqualified, as its pooled sessions
+    # (which look in the store's schema first) resolve it.
+    with psycopg.connect(dsn, autocommit=True, options=f"-c search_path={schema}") as conn:
 
         def write(count: int) -> list[float]:
             channel = uuid.uuid4()
