@@ -11,9 +11,8 @@ from actae.adapters.readside.subscription import Subscription
 from actae.adapters.runtime.async_context import AsyncRunContext
 from actae.adapters.runtime.async_store import AsyncStore, open_async
 from actae.adapters.runtime.async_worker import AsyncWorker
-from actae.adapters.runtime.context import RunContext
 from actae.adapters.runtime.deadlines import current_deadline
-from actae.adapters.runtime.store import Store, open
+from actae.adapters.runtime.store import RunContext, Store, open
 from actae.adapters.runtime.worker import Registry, Worker, Workflow, workflow
 from actae.adapters.telemetry.metrics import observe
 from actae.domain.artifacts import ArtifactRef

@@ -325,6 +325,14 @@ def effect(shell: Shell, effect_key: str) -> EffectInfo:
     return found.info(shell.now())
 
 
+def find_effect(shell: Shell, effect_key: str) -> EffectInfo | None:
+    """Like :meth:`effect`, but ``None`` for a key the ledger never saw."""
+    try:
+        return effect(shell, effect_key)
+    except NotFoundError:
+        return None
+
+
 # -- internals ----------------------------------------------------------------------------
 
 

@@ -676,7 +676,7 @@ MUTANTS = [
     Mutant(
         "fork-replays-no-effects",
         "adapters/runtime/inheritance.py",
-        "        if found is None or self._store.find_effect(key) is not None:",
+        "        if found is None or self._service.call(ledger.find_effect, key) is not None:",
         "        if True:",
         "a fork's child would send its parent's completed effects again, under a new key",
         FORK_REPLAY,
@@ -749,7 +749,7 @@ MUTANTS = [
     # -- steps: retries, unrecordable results ----------------------------------------------
     Mutant(
         "step-result-error-not-final",
-        "adapters/runtime/context.py",
+        "adapters/runtime/store.py",
         "        except ValidationError as error:\n            reason",
         "        except KeyError as error:\n            reason",
         "a step whose result cannot be recorded would be called again on every pass",
@@ -789,7 +789,7 @@ MUTANTS = [
     ),
     Mutant(
         "earlier-rounds-left-open",
-        "adapters/runtime/context.py",
+        "adapters/runtime/store.py",
         "            if self.run.retries:\n"
         "                self._ledger.close_earlier_rounds(key)\n",
         "",

@@ -217,7 +217,7 @@ CUSTODY_MUTANTS = [
     ),
     Mutant(
         "call-spans-not-sealed",
-        "adapters/runtime/context.py",
+        "adapters/runtime/store.py",
         "RunTrace(run, sealed=store.encrypting)",
         "RunTrace(run)",
         "a step's span on an encrypted store says its error's type only",

@@ -54,7 +54,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "lost-lease-ignored",
-        "adapters/runtime/context.py",
+        "adapters/runtime/store.py",
         """        if self.lease is not None:
             self.lease.ensure_held()
 """,
@@ -65,7 +65,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "step-result-not-waited-through-outage",
-        "adapters/runtime/context.py",
+        "adapters/runtime/store.py",
         """        return ride_out(write, self.outage, give_up=lambda: lease.lost)""",
         """        return write()""",
         "a step that ran during an outage would run again: its result was never recorded",
@@ -387,7 +387,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "context-name-unchecked",
-        "adapters/runtime/context.py",
+        "adapters/runtime/store.py",
         "count = self._occurrences[(kind, _named(kind, name))] + 1",
         "count = self._occurrences[(kind, name)] + 1",
         "a step name with a lone surrogate would fail the run with a raw UnicodeEncodeError",

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from actae.adapters.runtime.context import RunContext
+from actae.adapters.runtime.store import RunContext
 from actae.adapters.runtime.worker import CommitHook, Registry
 from actae.domain.effects import RetryPolicy
 from actae.domain.errors import RunSuspended

@@ -1,6 +1,6 @@
 """Durable steps for async workflow code: ``await store.resume(...)`` gives an AsyncRunContext.
 
-Each method is the :class:`~actae.adapters.runtime.context.RunContext` method of the same
+Each method is the :class:`~actae.adapters.runtime.store.RunContext` method of the same
 name, run in a greenback portal on the loop (as ``AsyncStore`` runs ``Store``'s): operation
 ids, replay, the ledger, retries, waits and their errors are the sync context's, written once.
 What differs is only what the context calls:
@@ -30,9 +30,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
 from actae.adapters.persistence.awaiting import awaiting, run_in_portal
-from actae.adapters.runtime.context import RunContext
 from actae.adapters.runtime.deadlines import by_deadline, current_deadline
 from actae.adapters.runtime.run_ledger import Reconcile
+from actae.adapters.runtime.store import RunContext
 from actae.domain.effects import RetryPolicy
 from actae.domain.values import Receipt, RunInfo
 

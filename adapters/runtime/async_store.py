@@ -35,8 +35,7 @@ from actae.adapters.readside.async_subscription import (
 from actae.adapters.readside.projector import Projector
 from actae.adapters.readside.subscription import Subscription, Unwaited
 from actae.adapters.runtime.async_context import AsyncRunContext
-from actae.adapters.runtime.context import RunContext
-from actae.adapters.runtime.store import Store, open
+from actae.adapters.runtime.store import RunContext, Store, open
 from actae.domain.ports import Clock
 from actae.domain.redaction import Redactor
 from actae.domain.validation import DEFAULT_MAX_DOCUMENT_BYTES

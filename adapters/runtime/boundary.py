@@ -7,20 +7,17 @@ its deadline or over its budget is failed here, by the worker that found out.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from actae.adapters.runtime.service import ActaeService
+from actae.domain import lifecycle
 from actae.domain.errors import RunStoppedError, RunSuspended
 from actae.domain.status import RUNNING_STATUSES
 from actae.domain.values import RunInfo, RunStatus
-
-if TYPE_CHECKING:
-    from actae.adapters.runtime.store import Store
 
 STOPPED = frozenset(RunStatus) - RUNNING_STATUSES - {RunStatus.WAITING}
 """Statuses at which workflow code stops at its next boundary: paused, ended, forgotten."""
 
 
-def ensure_may_go_on(store: Store, info: RunInfo, worker: str) -> None:
+def ensure_may_go_on(service: ActaeService, info: RunInfo, worker: str) -> None:
     """Raise unless the run described by ``info`` may go on (failing it if it is overdue).
 
     ``RunSuspended`` while it waits; ``RunStoppedError`` once it stopped, or after failing
@@ -36,15 +33,15 @@ def ensure_may_go_on(store: Store, info: RunInfo, worker: str) -> None:
         )
     if info.status in STOPPED:
         raise RunStoppedError(info.run_id, status=info.status.value)
-    reason = _overdue(store, info)
+    reason = _overdue(service, info)
     if reason is not None:
-        store.fail_run(info.run_id, reason, actor=worker)
+        service.call(lifecycle.fail_run, info.run_id, reason, actor=worker)
         raise RunStoppedError(info.run_id, status=RunStatus.FAILED.value)
 
 
-def _overdue(store: Store, info: RunInfo) -> str | None:
+def _overdue(service: ActaeService, info: RunInfo) -> str | None:
     """Why the run must fail now: its deadline passed, or it spent more than its budget."""
-    if info.deadline is not None and store.now() >= info.deadline:
+    if info.deadline is not None and service.now() >= info.deadline:
         return f"deadline {info.deadline.isoformat()} passed"
     over = {
         k: (info.usage.get(k, 0.0), v) for k, v in info.budget.items() if info.usage.get(k, 0.0) > v

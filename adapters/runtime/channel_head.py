@@ -10,14 +10,12 @@ rival's.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 from uuid import UUID
 
 from actae.domain.errors import ConflictError
+from actae.domain.reader import StoreReader
 from actae.domain.values import Receipt
-
-if TYPE_CHECKING:
-    from actae.adapters.runtime.store import Store
 
 T = TypeVar("T")
 NOTE_KINDS = ("run.", "effect.")
@@ -27,14 +25,14 @@ NOTE_KINDS = ("run.", "effect.")
 class ChannelHead:
     """The last event of one channel that its run context knows of."""
 
-    def __init__(self, store: Store, channel_id: UUID) -> None:
-        self._store = store
+    def __init__(self, reader: StoreReader, channel_id: UUID) -> None:
+        self._reader = reader
         self._channel_id = channel_id
-        self.receipt = store.head(channel_id)
+        self.receipt = reader.head(channel_id)
 
     def refresh(self) -> None:
         """Adopt the channel's head after ledger notes the context wrote itself."""
-        self.receipt = self._store.head(self._channel_id)
+        self.receipt = self._reader.head(self._channel_id)
 
     def adopt(self, receipt: Receipt) -> None:
         """Move to a write of the context's own, also one recognised as a replay.
@@ -51,7 +49,7 @@ class ChannelHead:
         Anything else written after the head means another worker drives this run: the
         stale head stays, and the next write is refused by ``expected_cursor``.
         """
-        newer = self._store.events(self._channel_id, after=self.receipt.cursor)
+        newer = self._reader.events(self._channel_id, after=self.receipt.cursor, limit=None)
         if all(event.kind.startswith(NOTE_KINDS) for event in newer):
             self.refresh()
 

@@ -9,25 +9,22 @@ is returned as if the child had recorded it, and nothing runs again.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from actae.adapters.runtime.service import ActaeService
+from actae.domain import ledger
 from actae.domain.effects import EffectStatus, workflow_value
 from actae.domain.errors import EffectBlockedError
 from actae.domain.inheritance import Prefix, call_suffix, prefix_of
 from actae.domain.values import ChannelEvent, RunInfo
 from actae.domain.waits import Decision
 
-if TYPE_CHECKING:
-    from actae.adapters.runtime.store import Store
-    from actae.domain.reader import StoreReader
-
 
 class Inheritance:
     """What a run inherits from the run it was forked from (nothing, unless it is a fork)."""
 
-    def __init__(self, store: Store, reader: StoreReader, run: RunInfo) -> None:
-        self._store = store
-        self._reader = reader
+    def __init__(self, service: ActaeService, run: RunInfo) -> None:
+        self._service = service
         self._run = run
         self._prefix: Prefix | None = None
 
@@ -36,7 +33,7 @@ class Inheritance:
         if self._run.forked_from is None:
             return None
         if self._prefix is None:  # read once
-            self._prefix = prefix_of(self._reader, self._run.forked_from)
+            self._prefix = prefix_of(self._service.reader, self._run.forked_from)
         return getattr(self._prefix, table).get(call_suffix(self._run.run_id, key) or key)
 
     def call(self, key: str) -> ChannelEvent | None:
@@ -60,9 +57,10 @@ class Inheritance:
         for good is the child's to run.
         """
         found = self._inherited("effects", key)
-        if found is None or self._store.find_effect(key) is not None:  # its own outcome counts
+        # The child's own outcome for ``key`` counts first.
+        if found is None or self._service.call(ledger.find_effect, key) is not None:
             return False, None
-        parent = self._store.effect(found.effect_key)
+        parent = self._service.call(ledger.effect, found.effect_key)
         if parent.status is EffectStatus.COMPLETED:
             return True, workflow_value(parent.result)
         if parent.status is EffectStatus.ABANDONED:

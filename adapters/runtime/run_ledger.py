@@ -13,8 +13,10 @@ fresh budget): backoff with full jitter, ``retry_after`` honoured. A healthy ste
 touches the ledger; the entry is made when its first attempt fails. A step is not a side
 effect: an attempt whose worker died is simply made again.
 
-Every ledger write notes itself on the run's channel, so each is followed by ``refresh``
-(the context adopts the new head); writes after ``fn`` ran go through ``durably``.
+The writes are the domain's ledger commands run on the command service, as the ``Store``
+methods of the same names run them. Every ledger write notes itself on the run's channel, so
+each is followed by ``ChannelHead.refresh`` (the context adopts the new head); writes after
+``fn`` ran go through ``durably``.
 """
 
 from __future__ import annotations
@@ -23,11 +25,15 @@ import asyncio
 import threading
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar, cast
+from typing import Any, NoReturn, Protocol, TypeVar, cast
 
 from actae.adapters.persistence.awaiting import in_portal, run_in_portal
 from actae.adapters.persistence.outages import is_transient
+from actae.adapters.runtime.channel_head import ChannelHead
 from actae.adapters.runtime.deadlines import DeadlineReachedError, attempt_deadline
+from actae.adapters.runtime.service import ActaeService
+from actae.adapters.telemetry.runs import EffectCall
+from actae.domain import ledger, lifecycle
 from actae.domain.effects import (
     Claim,
     EffectInfo,
@@ -46,12 +52,9 @@ from actae.domain.errors import (
     RunStoppedError,
     ValidationError,
 )
+from actae.domain.redaction import Redactor
 from actae.domain.validation import MAX_REASON_LENGTH
-from actae.domain.values import RunStatus
-
-if TYPE_CHECKING:
-    from actae.adapters.runtime.context import RunContext
-    from actae.adapters.runtime.inheritance import Inheritance
+from actae.domain.values import RunInfo, RunStatus
 
 T = TypeVar("T")
 Reconcile = Callable[[str], Any]
@@ -76,21 +79,24 @@ class RunLedger:
 
     def __init__(
         self,
-        context: RunContext,
-        inherited: Inheritance,
+        service: ActaeService,
+        run: RunInfo,
+        head: ChannelHead,
         *,
-        refresh: Callable[[], None],
+        worker: str,
+        redact: Redactor | None,
         durably: Durably,
     ) -> None:
-        self._ctx = context
-        self._inherited = inherited
-        self._store = context.store
-        self._worker = context.worker
-        self._refresh = refresh
+        self._service = service
+        self._run = run
+        self._head = head
+        self._worker = worker
+        self._redact = redact
         self._durably = durably
 
     def effect(
         self,
+        call: EffectCall,
         name: str,
         key: str,
         fn: Callable[[str, int], T],
@@ -102,41 +108,36 @@ class RunLedger:
         request: dict[str, Any] | None,
         timeout: float | None,
     ) -> T:
-        """``RunContext.effect`` after its step boundary, as the effect named ``key``."""
-        ctx = self._ctx
-        with ctx.trace.effect(name, key) as call:
-            inherited, value = self._inherited.effect(key)
-            if inherited:
-                call.replayed_outcome()
-                return cast(T, value)
-            claim = self._store.claim(
-                key,
-                run_id=ctx.run.run_id,
-                worker=self._worker,
-                lease=lease,
-                request=request or {"name": name},
-                retry=retry,
-                timeout=timeout,
-            )
-            call.claimed(claim)
-            if claim.status == "completed":
-                call.replayed_outcome()
-                return cast(T, workflow_value(claim.result))
-            self._refresh()
-            try:  # the ledger notes each settlement on the channel: where, the span says
-                if claim.in_doubt:
-                    call.in_doubt()
-                    settled = self._settle_doubt(key, claim, idempotent, reconcile)
-                    if settled is not None:
-                        call.noted(ctx.head)
-                        return cast(T, workflow_value(settled))
-                call.attempting()
-                done = self._attempt(key, claim, fn, lease)
-            except (EffectBlockedError, RetryNotDueError, DeadlinePassedError):
-                call.noted(ctx.head)  # noted as failed, for review, or in doubt
-                raise
-            call.ran(ctx.head)
-            return done
+        """``RunContext.effect`` past its boundary and its fork's prefix, in its span ``call``."""
+        claim = self._service.call(
+            ledger.claim,
+            key,
+            run_id=self._run.run_id,
+            worker=self._worker,
+            lease=lease,
+            request=request or {"name": name},
+            retry=retry,
+            timeout=timeout,
+        )
+        call.claimed(claim)
+        if claim.status == "completed":
+            call.replayed_outcome()
+            return cast(T, workflow_value(claim.result))
+        self._head.refresh()
+        try:  # the ledger notes each settlement on the channel: where, the span says
+            if claim.in_doubt:
+                call.in_doubt()
+                settled = self._settle_doubt(key, claim, idempotent, reconcile)
+                if settled is not None:
+                    call.noted(self._head.receipt)
+                    return cast(T, workflow_value(settled))
+            call.attempting()
+            done = self._attempt(key, claim, fn, lease)
+        except (EffectBlockedError, RetryNotDueError, DeadlinePassedError):
+            call.noted(self._head.receipt)  # noted as failed, for review, or in doubt
+            raise
+        call.ran(self._head.receipt)
+        return done
 
     def _settle_doubt(
         self, key: str, claim: Claim, idempotent: bool, reconcile: Reconcile | None
@@ -144,7 +145,8 @@ class RunLedger:
         """Resolve an in-doubt claim; returns the result if the effect turned out done."""
         if reconcile is not None:
             found = reconcile(key)
-            info = self._store.reconcile(
+            info = self._service.call(
+                ledger.reconcile,
                 key,
                 "failed" if found is None else "completed",
                 actor=self._worker,
@@ -152,18 +154,19 @@ class RunLedger:
                 evidence={"source": "reconcile callback", "found": found is not None},
                 result=None if found is None else workflow_result(found),
             )
-            self._refresh()
+            self._head.refresh()
             return info.result
         if idempotent:
             return None
-        self._store.fail_effect(
+        self._service.call(
+            ledger.fail_effect,
             key,
             token=claim.token,
             worker=self._worker,
             final=True,
             error="in doubt: an earlier attempt may have happened; no reconcile",
         )
-        self._refresh()
+        self._head.refresh()
         raise EffectBlockedError(
             key,
             status=EffectStatus.NEEDS_REVIEW.value,
@@ -188,7 +191,7 @@ class RunLedger:
         return value
 
     def _not_due(self, key: str, retry_at: datetime) -> RetryNotDueError:
-        wait = (retry_at - self._store.now()).total_seconds()
+        wait = (retry_at - self._service.now()).total_seconds()
         return RetryNotDueError(key, retry_at=retry_at, wait=wait)
 
     def _failed(self, key: str, token: int, error: Exception) -> EffectInfo:
@@ -200,7 +203,8 @@ class RunLedger:
         message = f"{type(error).__name__}: {error}"
         try:
             info = self._durably(
-                lambda: self._store.fail_effect(
+                lambda: self._service.call(
+                    ledger.fail_effect,
                     key,
                     token=token,
                     worker=self._worker,
@@ -210,18 +214,20 @@ class RunLedger:
             )
         except DeadlinePassedError:
             raise self._in_doubt(key, token, "it failed at or after its deadline") from error
-        self._refresh()
+        self._head.refresh()
         return info
 
     def _in_doubt(self, key: str, token: int, why: str) -> DeadlinePassedError:
         """Record the attempt of ``token`` as in doubt (answered late); the error to raise."""
         reason = f"in doubt: {why}; it may or may not have happened"
         info = self._durably(
-            lambda: self._store.doubt_effect(key, token=token, worker=self._worker, reason=reason)
+            lambda: self._service.call(
+                ledger.doubt_effect, key, token=token, worker=self._worker, reason=reason
+            )
         )
-        self._refresh()
-        deadline = info.deadline or self._store.now()
-        return DeadlinePassedError(key, token=token, deadline=deadline, now=self._store.now())
+        self._head.refresh()
+        deadline = info.deadline or self._service.now()
+        return DeadlinePassedError(key, token=token, deadline=deadline, now=self._service.now())
 
     def _complete(self, key: str, token: int, value: Any) -> None:
         """Record the effect's outcome; a result that cannot be recorded stops everything.
@@ -237,31 +243,36 @@ class RunLedger:
             raise self._in_doubt(key, token, "it answered after its deadline") from None
         except ValidationError as error:
             reason = f"it ran, but its result cannot be recorded: {error.reason}"
-            self._store.fail_effect(
+            self._service.call(
+                ledger.fail_effect,
                 key,
                 token=token,
                 worker=self._worker,
                 error=f"{reason}; settle it with store.override(key, 'completed', result=...)",
                 final=True,
             )
-            self._store.fail_run(
-                self._ctx.run.run_id, f"effect {key!r}: {reason}", actor=self._worker
+            self._service.call(
+                lifecycle.fail_run,
+                self._run.run_id,
+                f"effect {key!r}: {reason}",
+                actor=self._worker,
             )
-            self._refresh()
+            self._head.refresh()
             raise ValidationError(f"effect {key!r}", reason) from error
 
     def complete(self, key: str, token: int, value: Any) -> None:
         """Record ``value`` as the result of the attempt of ``token`` (redacted, durably)."""
         self._durably(
-            lambda: self._store.complete_effect(
+            lambda: self._service.call(
+                ledger.complete_effect,
                 key,
                 token=token,
                 worker=self._worker,
                 result=workflow_result(value),
-                redact=self._ctx.redact,
+                redact=self._redact,
             )
         )
-        self._refresh()
+        self._head.refresh()
 
     def _with_heartbeats(self, key: str, token: int, lease: float, call: Callable[[], T]) -> T:
         """``call()`` while the claim is renewed every third of ``lease``.
@@ -274,7 +285,9 @@ class RunLedger:
         def beat() -> bool:
             """One renewal; whether to keep renewing."""
             try:
-                self._store.heartbeat(key, token=token, worker=self._worker, lease=lease)
+                self._service.call(
+                    ledger.heartbeat, key, token=token, worker=self._worker, lease=lease
+                )
             except FencingError:
                 return False  # someone else holds it now; our complete() will be refused
             except Exception as error:  # the next beat tries again, for as long as it can
@@ -305,7 +318,7 @@ class RunLedger:
 
     def attempts_key(self, key: str) -> str:
         """The ledger entry that counts the attempts of the step named ``key``, this round."""
-        return step_attempts_key(key, self._ctx.run.retries)
+        return step_attempts_key(key, self._run.retries)
 
     def step(
         self, key: str, name: str, fn: Callable[[], T], policy: RetryPolicy
@@ -316,7 +329,7 @@ class RunLedger:
         ``RunStoppedError`` once the policy is exhausted (the run is failed with the reason).
         """
         attempts = self.attempts_key(key)
-        info = self._store.find_effect(attempts)
+        info = self._service.call(ledger.find_effect, attempts)
         claim = None
         if info is not None:
             if info.status is EffectStatus.COMPLETED:  # in the ledger, not yet on the channel
@@ -324,7 +337,7 @@ class RunLedger:
             if info.status in GIVEN_UP:  # its worker died between giving up and failing the run
                 self._give_up(attempts, name, info)
             claim = self._claim_attempt(attempts, name, policy)
-            self._refresh()
+            self._head.refresh()
         try:
             if claim is None:
                 return fn(), None
@@ -340,19 +353,20 @@ class RunLedger:
         A run failed while one of its steps was retrying would otherwise show ``retrying``
         forever, for an attempt that nobody will make.
         """
-        run = self._ctx.run
+        run = self._run
         for earlier in range(run.retries):
             attempts = step_attempts_key(key, earlier)
-            info = self._store.find_effect(attempts)
+            info = self._service.call(ledger.find_effect, attempts)
             if info is not None and info.status not in SETTLED:
                 reason = f"superseded: the run was retried (round {run.retries})"
-                self._store.abandon(attempts, actor=self._worker, reason=reason)
-                self._refresh()
+                self._service.call(ledger.abandon, attempts, actor=self._worker, reason=reason)
+                self._head.refresh()
 
     def _claim_attempt(self, attempts: str, name: str, policy: RetryPolicy) -> Claim:
-        return self._store.claim(
+        return self._service.call(
+            ledger.claim,
             attempts,
-            run_id=self._ctx.run.run_id,
+            run_id=self._run.run_id,
             worker=self._worker,
             lease=STEP_LEASE,
             request={"step": name},
@@ -360,14 +374,15 @@ class RunLedger:
         )
 
     def _schedule_next(self, attempts: str, name: str, token: int, error: Exception) -> NoReturn:
-        info = self._store.fail_effect(
+        info = self._service.call(
+            ledger.fail_effect,
             attempts,
             token=token,
             worker=self._worker,
             error=f"{type(error).__name__}: {error}",
             retry_after=retry_after_of(error),
         )
-        self._refresh()
+        self._head.refresh()
         if info.retry_at is not None:
             raise self._not_due(attempts, info.retry_at) from error
         self._give_up(attempts, name, info)
@@ -379,10 +394,12 @@ class RunLedger:
         if info.status is not EffectStatus.ABANDONED:
             # An abandonment's reason is metadata, in clear: the error (contents) stays in
             # the sealed failure events and the run's error.
-            self._store.abandon(attempts, actor=self._worker, reason=gave_up[:MAX_REASON_LENGTH])
-        run_id = self._ctx.run.run_id
-        self._store.fail_run(run_id, reason, actor=self._worker)
-        self._refresh()
+            self._service.call(
+                ledger.abandon, attempts, actor=self._worker, reason=gave_up[:MAX_REASON_LENGTH]
+            )
+        run_id = self._run.run_id
+        self._service.call(lifecycle.fail_run, run_id, reason, actor=self._worker)
+        self._head.refresh()
         raise RunStoppedError(run_id, status=RunStatus.FAILED.value)
 
 

@@ -40,7 +40,6 @@ from actae.adapters.persistence.clock import skew_warning
 from actae.adapters.persistence.outages import Outage, is_transient, ride_out, store_outage
 from actae.adapters.redaction.redactors import redactor_of
 from actae.adapters.runtime.async_context import AsyncRunContext
-from actae.adapters.runtime.context import RunContext
 from actae.adapters.runtime.outcomes import (
     COOLDOWN,
     Cooldown,
@@ -52,6 +51,7 @@ from actae.adapters.runtime.outcomes import (
     worth_a_turn_at,
 )
 from actae.adapters.runtime.run_lease import RunLease, RunLeases
+from actae.adapters.runtime.store import RunContext
 from actae.adapters.telemetry.runs import taking
 from actae.adapters.telemetry.tracing import failed_here
 from actae.domain.disclosure import error_text

@@ -131,7 +131,6 @@ MODULES = [
     "actae.adapters.runtime.backends",
     "actae.adapters.runtime.boundary",
     "actae.adapters.runtime.channel_head",
-    "actae.adapters.runtime.context",
     "actae.adapters.runtime.deadlines",
     "actae.adapters.runtime.inheritance",
     "actae.adapters.runtime.outcomes",
