@@ -495,7 +495,11 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         if self._sequence is None:
             table = self._table.as_string()
             rows = self._execute(
-                "SELECT s.seqrelid::regclass::text, s.seqcache FROM pg_sequence s"
+                # Qualified whatever the session's search path (regclass::text would leave
+                # the schema out where the path already names it).
+                "SELECT format('%%I.%%I', n.nspname, c.relname), s.seqcache FROM pg_sequence s"
+                " JOIN pg_class c ON c.oid = s.seqrelid"
+                " JOIN pg_namespace n ON n.oid = c.relnamespace"
                 " WHERE s.seqrelid = pg_get_serial_sequence(%s, 'notification_id')::regclass",
                 [table],
             )

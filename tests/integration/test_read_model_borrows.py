@@ -16,6 +16,7 @@ import pytest
 
 import actae
 from actae.adapters.persistence.awaiting import awaiting, run_in_portal
+from actae.adapters.readside.readmodels import PostgresReadModels
 
 pytestmark = pytest.mark.postgres
 
@@ -26,6 +27,7 @@ def test_two_coroutines_on_one_thread_hold_two_transactions(pg_url: str) -> None
     async def main() -> dict[str, int]:
         async with actae.open_async(pg_url) as store:
             db = store.sync.projector().db
+            assert isinstance(db, PostgresReadModels)
             first_in, second_done = asyncio.Event(), asyncio.Event()
             sessions: dict[str, int] = {}
 
