@@ -8,6 +8,7 @@ connection, so the two would commit (or roll back) together.
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
 
@@ -16,6 +17,7 @@ import pytest
 
 import actae
 from actae.adapters.persistence.awaiting import awaiting, run_in_portal
+from actae.adapters.readside.analyst_sql import ANALYST_SESSIONS
 from actae.adapters.readside.readmodels import PostgresReadModels
 
 pytestmark = pytest.mark.postgres
@@ -111,3 +113,54 @@ def wait_for_lock_waiter(side: psycopg.Connection[tuple[object, ...]], schema: s
                 return str(row[0])
             time.sleep(0.01)  # polling the server for the condition, with a deadline
     raise TimeoutError(f"no session waited for the lock on {schema}.actae_run_leases")
+
+
+def test_analysts_statements_take_at_most_two_sessions_at_once(pg_url: str, pg_dsn: str) -> None:
+    """A burst of ``projector.query`` calls waits its turn instead of taking connections."""
+    callers = ANALYST_SESSIONS + 2
+    with actae.open(pg_url) as store, psycopg.connect(pg_dsn, autocommit=False) as side:
+        projector = store.projector()
+        side.execute("SELECT pg_advisory_xact_lock(4242)")  # each analyst statement waits for it
+        threads = [
+            threading.Thread(target=projector.query, args=("SELECT pg_advisory_xact_lock_shared(4242)",))
+            for _ in range(callers)
+        ]
+        for thread in threads:
+            thread.start()
+        try:
+            deadline = time.monotonic() + DEADLINE
+            while (
+                waiting_on_the_lock(side) + waiting_for_a_turn(threads) < callers
+            ):  # every caller is either in the server's lock wait or in the turn's
+                assert time.monotonic() < deadline, "the callers never all waited"
+                time.sleep(0.01)  # polling for the condition, with a deadline
+            assert waiting_on_the_lock(side) == ANALYST_SESSIONS
+        finally:
+            side.rollback()
+            for thread in threads:
+                thread.join(DEADLINE)
+
+
+def waiting_on_the_lock(side: psycopg.Connection[tuple[object, ...]]) -> int:
+    """Sessions that wait for an advisory lock (the analysts' statements)."""
+    with psycopg.connect(side.info.dsn, autocommit=True) as watcher:
+        row = watcher.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def waiting_for_a_turn(threads: list[threading.Thread]) -> int:
+    """Of ``threads``, those that wait to acquire a lock inside an analyst's statement call."""
+    frames = sys._current_frames()  # where each thread stands, read only
+    count = 0
+    for thread in threads:
+        names = []
+        frame = frames.get(thread.ident or -1)
+        while frame is not None:
+            names.append((frame.f_code.co_name, frame.f_code.co_filename))
+            frame = frame.f_back
+        acquiring = any(name == "acquire" and "threading" in file for name, file in names)
+        in_a_query = any(name == "run" and file.endswith("analyst_sql.py") for name, file in names)
+        count += acquiring and in_a_query
+    return count
