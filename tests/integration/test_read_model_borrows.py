@@ -120,10 +120,10 @@ def test_analysts_statements_take_at_most_two_sessions_at_once(pg_url: str, pg_d
     callers = ANALYST_SESSIONS + 2
     with actae.open(pg_url) as store, psycopg.connect(pg_dsn, autocommit=False) as side:
         projector = store.projector()
-        side.execute("SELECT pg_advisory_xact_lock(4242)")  # each analyst statement waits for it
+        side.execute("SELECT pg_advisory_xact_lock(4242)")  # each analyst statement waits
+        statement = "SELECT pg_advisory_xact_lock_shared(4242)"
         threads = [
-            threading.Thread(target=projector.query, args=("SELECT pg_advisory_xact_lock_shared(4242)",))
-            for _ in range(callers)
+            threading.Thread(target=projector.query, args=(statement,)) for _ in range(callers)
         ]
         for thread in threads:
             thread.start()
