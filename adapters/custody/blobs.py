@@ -2,21 +2,34 @@
 
 A :class:`BlobStore` knows names and bytes, nothing about runs, keys or digests; the
 :class:`~actae.adapters.custody.artifacts.Artifacts` above it decides names and checks what
-comes back. Every backend streams: ``put`` consumes an iterable of chunks and ``open``
-returns an iterator of chunks, so a gigabyte passes through a few megabytes of memory.
-``put`` is idempotent by name:
-the name stands for the content, so when it exists the new bytes are discarded.
+comes back. Every backend streams (a gigabyte passes through a few megabytes of memory),
+and ``put`` is idempotent by name: the name stands for the content.
+
+**In the database, each chunk is its own short statement.** A blob written in one
+transaction would hold SQLite's write lock, or a PostgreSQL transaction and its connection,
+for as long as its source takes to produce a gigabyte. So chunks commit one by one under a
+fresh blob id, and one transaction names the blob at the end, discarding the new chunks when
+the name exists already. A marker row ``pending:<blob>`` exists meanwhile, so that what a
+crash leaves is recognisable and :meth:`DatabaseBlobs.sweep` removes it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import uuid
 from collections.abc import Callable, Iterable, Iterator
-from typing import Protocol
+from contextlib import AbstractContextManager
+from typing import Any, ClassVar, Protocol
 from urllib.parse import unquote, urlsplit
 
 from actae.adapters.custody.files import FileBlobs
-from actae.adapters.custody.pieces import BlobName
-from actae.domain.errors import ValidationError
+from actae.adapters.custody.pieces import BlobName, bounded, checked_rows, resolved
+from actae.domain.errors import NotFoundError, ValidationError
+
+PENDING = "pending:"
+"""Prefix of the name of a blob still being written (an artifact's name is hex)."""
+READ_BATCH = 4
+"""Chunk rows fetched per statement while reading: a few MiB in memory, few round trips."""
 
 
 class BlobStore(Protocol):
@@ -48,6 +61,134 @@ class BlobStore(Protocol):
     def close(self) -> None:
         """Release connections; the store is not used after."""
         ...
+
+
+class Tables:
+    """The custody tables of one database: its connections, and statements in its dialect.
+
+    Statements are written once, with ``?`` marks and ``{p}`` before each table's name; a
+    backend gives the prefix (its schema), the marks and how it connects.
+    """
+
+    prefix = ""
+    mark = "?"
+    older_than = "datetime('now', '-' || ? || ' seconds')"
+    """The moment ``?`` seconds ago, compared with a row's ``created_at`` (``{older_than}``)."""
+    fetch_options: ClassVar[dict[str, Any]] = {}
+    """What the driver needs to fetch ``bytea`` as bytes (not as hex text)."""
+
+    def sql(self, statement: str) -> str:
+        """``statement`` with its tables named and its marks the driver's."""
+        named = statement.format(p=self.prefix, older_than=self.older_than)
+        return named if self.mark == "?" else named.replace("%", "%%").replace("?", self.mark)
+
+    def connection(self) -> AbstractContextManager[Any]:
+        """A connection in autocommit mode, handed back on exit."""
+        raise NotImplementedError
+
+    def transaction(self) -> AbstractContextManager[Any]:
+        """A connection inside a transaction: committed on exit, rolled back on error."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what the tables hold (again: nothing happens)."""
+
+
+class DatabaseBlobs:
+    """Blobs in ``actae_artifacts`` and ``actae_artifact_chunks`` of the store's database."""
+
+    def __init__(self, tables: Tables) -> None:
+        self.tables = tables
+        s = tables.sql
+        self._mark = s("INSERT INTO {p}actae_artifacts (name, blob, size) VALUES (?, ?, 0)")
+        self._chunk = s("INSERT INTO {p}actae_artifact_chunks (blob, seq, data) VALUES (?, ?, ?)")
+        self._name = s(
+            "INSERT INTO {p}actae_artifacts (name, blob, size) VALUES (?, ?, ?) "
+            "ON CONFLICT (name) DO NOTHING"
+        )
+        self._unmark = s("DELETE FROM {p}actae_artifacts WHERE name = ?")
+        self._drop_chunks = s("DELETE FROM {p}actae_artifact_chunks WHERE blob = ?")
+        self._find = s("SELECT blob, size FROM {p}actae_artifacts WHERE name = ?")
+        self._batch = s(
+            "SELECT seq, data FROM {p}actae_artifact_chunks WHERE blob = ? AND seq >= ? "
+            "ORDER BY seq LIMIT ?"
+        )
+        self._delete = s("DELETE FROM {p}actae_artifacts WHERE name = ? RETURNING blob")
+        self._stale = s(
+            "DELETE FROM {p}actae_artifacts WHERE name LIKE 'pending:%' "
+            "AND created_at < {older_than} RETURNING blob"
+        )
+
+    def put(self, name: BlobName, chunks: Iterable[bytes]) -> int:
+        """Write the chunks as they come, then name the blob (or drop it: a duplicate)."""
+        blob = str(uuid.uuid4())
+        pending = PENDING + blob
+        tables = self.tables
+        with tables.connection() as conn:
+            conn.execute(self._mark, (pending, blob))
+        try:
+            size = 0
+            for seq, piece in enumerate(bounded(chunks)):
+                with tables.connection() as conn:
+                    conn.execute(self._chunk, (blob, seq, piece))
+                size += len(piece)
+            final = resolved(name)
+            with tables.transaction() as conn:
+                if not conn.execute(self._name, (final, blob, size)).rowcount:
+                    conn.execute(self._drop_chunks, (blob,))
+                conn.execute(self._unmark, (pending,))
+        except BaseException:
+            # Best effort: if the database is what failed, the marker stays for sweep().
+            with contextlib.suppress(Exception), tables.transaction() as conn:
+                conn.execute(self._drop_chunks, (blob,))
+                conn.execute(self._unmark, (pending,))
+            raise
+        return size
+
+    def has(self, name: str) -> bool:
+        """Whether a blob of that name exists (complete: a named blob always is)."""
+        with self.tables.connection() as conn:
+            return conn.execute(self._find, (name,)).fetchone() is not None
+
+    def open(self, name: str) -> Iterator[bytes]:
+        """The blob's chunks in order; :class:`NotFoundError` at once when it is missing.
+
+        Rows are fetched a few at a time as the iterator is read, each batch on a connection
+        of its own; a gap, a surplus or a shortfall raises :class:`CorruptionError`.
+        """
+        with self.tables.connection() as conn:
+            row = conn.execute(self._find, (name,)).fetchone()
+        if row is None:
+            raise NotFoundError("blob", name)
+        blob, size = row
+        return checked_rows(name, int(size), lambda seq: self._fetch(blob, seq))
+
+    def _fetch(self, blob: Any, start: int) -> list[tuple[int, bytes]]:
+        tables = self.tables
+        with tables.connection() as conn:
+            rows = conn.execute(self._batch, (blob, start, READ_BATCH), **tables.fetch_options)
+            return [(int(seq), bytes(data)) for seq, data in rows]
+
+    def delete(self, names: Iterable[str]) -> int:
+        """Delete these blobs and their chunks; how many existed."""
+        with self.tables.transaction() as conn:
+            found = [conn.execute(self._delete, (name,)).fetchall() for name in names]
+            return self._drop(conn, [blob for rows in found for (blob,) in rows])
+
+    def sweep(self, older_than: float) -> int:
+        """Remove the chunks of writes that a crash interrupted ``older_than`` seconds ago."""
+        with self.tables.transaction() as conn:
+            stale = conn.execute(self._stale, (float(older_than),)).fetchall()
+            return self._drop(conn, [blob for (blob,) in stale])
+
+    def _drop(self, conn: Any, blobs: list[Any]) -> int:
+        for blob in blobs:
+            conn.execute(self._drop_chunks, (blob,))
+        return len(blobs)
+
+    def close(self) -> None:
+        """Release the tables' connections (shared with the references of the same store)."""
+        self.tables.close()
 
 
 def blob_store(spec: str | None, in_database: Callable[[], BlobStore]) -> BlobStore:

@@ -20,10 +20,10 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 from uuid import UUID
 
 from cryptography.exceptions import InvalidTag
@@ -48,34 +48,6 @@ class StoredKey:
 
     master_key: str
     wrapped: bytes | None
-
-
-class KeyTable(Protocol):
-    """Where wrapped data keys live: the store's own database."""
-
-    def get(self, run_id: UUID) -> StoredKey | None:
-        """The run's row, or ``None`` when it has none."""
-
-    def add(self, run_id: UUID, key: StoredKey) -> StoredKey:
-        """Insert ``key`` unless the run has one already; the row that is there after."""
-
-    def destroy(self, run_id: UUID) -> bool:
-        """Drop the run's wrapped key for good; whether it had one."""
-
-    def stale(self, current: str, limit: int) -> list[tuple[UUID, StoredKey]]:
-        """Up to ``limit`` live keys wrapped by another master key than ``current``."""
-
-    def rewrap(self, run_id: UUID, old: StoredKey, new: StoredKey) -> bool:
-        """Replace ``old`` by ``new`` if the row still holds ``old``."""
-
-    def any(self) -> bool:
-        """Whether any run was ever given a key."""
-
-    def drop(self, run_ids: Sequence[UUID]) -> int:
-        """Delete the rows of these runs (purged by retention); how many."""
-
-    def present(self, run_ids: Sequence[UUID]) -> dict[UUID, bool]:
-        """Which of these runs have a row, each with whether its key is live (not forgotten)."""
 
 
 CLEAR = "clear"
@@ -104,7 +76,7 @@ class DataKeys:
     """
 
     def __init__(
-        self, table: KeyTable, keyring: Keyring | None, watch: ForgetWatch | None = None
+        self, table: SqlKeyTable, keyring: Keyring | None, watch: ForgetWatch | None = None
     ) -> None:
         self.table = table
         self.keyring = keyring
@@ -326,46 +298,55 @@ Transaction = Callable[[], AbstractContextManager[Any]]
 """Opens a transaction on the store's database and yields a DB-API cursor."""
 
 
-class SqlKeyTable:
-    """Keys in ``actae_data_keys`` of a SQLite file or a PostgreSQL schema.
+class SqlTable:
+    """A table of the store's own database, through the event store's transactions.
 
-    The statements differ only in the driver's placeholder and the table's qualified name;
-    ids are stored as text on SQLite and as ``uuid`` on PostgreSQL (the driver converts).
+    Statements are written with ``?`` marks and ``{table}``; the backend gives the driver's
+    mark and the table's qualified name.
+    """
+
+    def __init__(self, transaction: Transaction, *, table: str, mark: str) -> None:
+        self._transaction = transaction
+        self._table = table
+        self._mark = mark
+
+    def _sql(self, statement: str) -> str:
+        return statement.format(table=self._table).replace("?", self._mark)
+
+    def _rows(self, statement: str, *params: Any) -> list[tuple[Any, ...]]:
+        with self._transaction() as cursor:
+            cursor.execute(self._sql(statement), params)
+            rows = cursor.fetchall()  # every statement here returns rows
+        return [tuple(row.values()) if isinstance(row, dict) else tuple(row) for row in rows]
+
+
+class SqlKeyTable(SqlTable):
+    """Wrapped data keys in ``actae_data_keys`` of a SQLite file or a PostgreSQL schema.
+
+    Ids are stored as text on SQLite and as ``uuid`` on PostgreSQL (the driver converts).
     """
 
     def __init__(
         self, transaction: Transaction, *, table: str, mark: str, text_ids: bool, secrets: str
     ):
-        self._transaction = transaction
-        self._table = table
+        super().__init__(transaction, table=table, mark=mark)
         self._secrets = secrets
-        self._mark = mark
         self._text_ids = text_ids
 
     def _id(self, run_id: UUID) -> Any:
         return str(run_id) if self._text_ids else run_id
 
-    def _sql(self, statement: str) -> str:
-        return statement.format(table=self._table).replace("?", self._mark)
-
-    def _rows(self, statement: str, *params: Any) -> Iterator[tuple[Any, ...]]:
-        with self._transaction() as cursor:
-            cursor.execute(self._sql(statement), params)
-            rows = cursor.fetchall()  # every statement here returns rows
-        for row in rows:
-            yield tuple(row.values()) if isinstance(row, dict) else tuple(row)
-
     def any(self) -> bool:
-        """See :class:`KeyTable`."""
-        return bool(list(self._rows("SELECT 1 FROM {table} LIMIT 1")))
+        """Whether any run was ever given a key."""
+        return bool(self._rows("SELECT 1 FROM {table} LIMIT 1"))
 
     def drop(self, run_ids: Sequence[UUID]) -> int:
-        """See :class:`KeyTable`."""
+        """Delete the rows of these runs (purged by retention); how many."""
         statement = "DELETE FROM {table} WHERE run_id = ? RETURNING run_id"
-        return sum(len(list(self._rows(statement, self._id(run_id)))) for run_id in run_ids)
+        return sum(len(self._rows(statement, self._id(run_id))) for run_id in run_ids)
 
     def present(self, run_ids: Sequence[UUID]) -> dict[UUID, bool]:
-        """See :class:`KeyTable`."""
+        """Which of these runs have a row, each with whether its key is live (not forgotten)."""
         found: dict[UUID, bool] = {}
         for start in range(0, len(run_ids), 500):  # SQLite's limit on parameters
             part = [self._id(run_id) for run_id in run_ids[start : start + 500]]
@@ -377,28 +358,29 @@ class SqlKeyTable:
         return found
 
     def get(self, run_id: UUID) -> StoredKey | None:
-        """See :class:`KeyTable`."""
+        """The run's row, or ``None`` when it has none."""
         statement = "SELECT master_key, wrapped FROM {table} WHERE run_id = ?"
         for master_key, wrapped in self._rows(statement, self._id(run_id)):
             return StoredKey(master_key, None if wrapped is None else bytes(wrapped))
         return None
 
     def add(self, run_id: UUID, key: StoredKey) -> StoredKey:
-        """See :class:`KeyTable`."""
+        """Insert ``key`` unless the run has one already; the row that is there after."""
         insert = (
             "INSERT INTO {table} (run_id, master_key, wrapped) VALUES (?, ?, ?) "
             "ON CONFLICT (run_id) DO NOTHING RETURNING run_id"
         )
-        list(self._rows(insert, self._id(run_id), key.master_key, key.wrapped))
+        self._rows(insert, self._id(run_id), key.master_key, key.wrapped)
         found = self.get(run_id)
         assert found is not None  # noqa: S101 - inserted or kept just now
         return found
 
     def destroy(self, run_id: UUID) -> bool:
-        """See :class:`KeyTable`; a new forget token in the same transaction.
+        """Drop the run's wrapped key for good; whether it had one.
 
-        Every read of another process brings the token back and so stops trusting the
-        keys it cached (:mod:`actae.adapters.persistence.forgets`).
+        A new forget token is written in the same transaction: every read of another
+        process brings it back and so stops trusting the keys it cached
+        (:mod:`actae.adapters.persistence.forgets`).
         """
         statement = (
             "UPDATE {table} SET wrapped = NULL, forgotten_at = CURRENT_TIMESTAMP "
@@ -416,7 +398,7 @@ class SqlKeyTable:
         return destroyed
 
     def stale(self, current: str, limit: int) -> list[tuple[UUID, StoredKey]]:
-        """See :class:`KeyTable`."""
+        """Up to ``limit`` live keys wrapped by another master key than ``current``."""
         statement = (
             "SELECT run_id, master_key, wrapped FROM {table} "
             "WHERE wrapped IS NOT NULL AND master_key <> ? ORDER BY run_id LIMIT ?"
@@ -425,10 +407,14 @@ class SqlKeyTable:
         return [(UUID(str(r)), StoredKey(m, bytes(w))) for r, m, w in rows]
 
     def rewrap(self, run_id: UUID, old: StoredKey, new: StoredKey) -> bool:
-        """See :class:`KeyTable`."""
+        """Replace ``old`` by ``new`` if the row still holds ``old``."""
         statement = (
             "UPDATE {table} SET master_key = ?, wrapped = ? "
             "WHERE run_id = ? AND master_key = ? AND wrapped = ? RETURNING run_id"
         )
         params = (new.master_key, new.wrapped, self._id(run_id), old.master_key, old.wrapped)
-        return bool(list(self._rows(statement, *params)))
+        return bool(self._rows(statement, *params))
+
+
+KeyTable = SqlKeyTable
+"""Where wrapped data keys live: the store's own database."""

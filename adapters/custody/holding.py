@@ -14,7 +14,7 @@ from uuid import UUID
 
 from actae.adapters.custody.artifacts import Artifacts, RefKeys
 from actae.adapters.custody.blobs import BlobStore
-from actae.adapters.custody.datakeys import DataKeys, KeyTable, Transaction
+from actae.adapters.custody.datakeys import DataKeys, KeyTable, SqlTable
 from actae.adapters.custody.keyring import KEY_BYTES, Keyring, load_keyring
 from actae.adapters.custody.refs import RefRecorder
 from actae.adapters.custody.sealing import SealingMapper
@@ -103,27 +103,14 @@ class Documents:
 JSON = "application/json"
 
 
-class SecretTable:
+class SecretTable(SqlTable):
     """Secrets the store makes for itself, in ``actae_secrets``."""
-
-    def __init__(self, transaction: Transaction, *, table: str, mark: str) -> None:
-        self._transaction = transaction
-        self._table = table
-        self._mark = mark
 
     def get_or_make(self, name: str) -> bytes:
         """The secret ``name``; 32 random bytes made now if the store has none yet."""
-        mark, table = self._mark, self._table
-        with self._transaction() as cursor:
-            cursor.execute(
-                f"INSERT INTO {table} (name, value) VALUES ({mark}, {mark}) "  # noqa: S608
-                "ON CONFLICT (name) DO NOTHING",
-                (name, os.urandom(KEY_BYTES)),
-            )
-        with self._transaction() as cursor:
-            cursor.execute(f"SELECT value FROM {table} WHERE name = {mark}", (name,))  # noqa: S608
-            row = cursor.fetchall()[0]
-        value = row["value"] if isinstance(row, dict) else row[0]
+        insert = "INSERT INTO {table} (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING"
+        self._rows(insert + " RETURNING name", name, os.urandom(KEY_BYTES))
+        ((value,),) = self._rows("SELECT value FROM {table} WHERE name = ?", name)
         return bytes(value)
 
 

@@ -8,25 +8,40 @@ content is stored once across runs), and a blob is deleted only when none is lef
 
 from __future__ import annotations
 
-from typing import Protocol
 from uuid import UUID
 
+from actae.adapters.custody.blobs import Tables
 
-class RefRecorder(Protocol):
-    """The (name, run) pairs of artifact references."""
+
+class RefRecorder:
+    """The (name, run) pairs of artifact references, in ``actae_artifact_refs``."""
+
+    def __init__(self, tables: Tables) -> None:
+        self.tables = tables
+        s = tables.sql
+        self._add = s(
+            "INSERT INTO {p}actae_artifact_refs (name, run_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
+        )
+        self._names = s("SELECT name FROM {p}actae_artifact_refs WHERE run_id = ? ORDER BY name")
+        self._drop = s("DELETE FROM {p}actae_artifact_refs WHERE run_id = ? RETURNING name")
+        self._used = s("SELECT 1 FROM {p}actae_artifact_refs WHERE name = ? LIMIT 1")
 
     def add_ref(self, name: str, run_id: UUID) -> None:
         """Record that ``run_id`` references ``name`` (again: no change)."""
-        ...
+        with self.tables.connection() as conn:
+            conn.execute(self._add, (name, str(run_id)))
 
     def names_of(self, run_id: UUID) -> list[str]:
         """The names ``run_id`` references, sorted."""
-        ...
+        with self.tables.connection() as conn:
+            return [name for (name,) in conn.execute(self._names, (str(run_id),))]
 
     def drop_refs(self, run_id: UUID) -> list[str]:
         """Forget ``run_id``'s references; the names no run references any more, sorted."""
-        ...
+        with self.tables.transaction() as conn:
+            dropped = {name for (name,) in conn.execute(self._drop, (str(run_id),)).fetchall()}
+            return sorted(n for n in dropped if conn.execute(self._used, (n,)).fetchone() is None)
 
     def close(self) -> None:
-        """Release connections."""
-        ...
+        """Release the tables' connections (shared with the blobs of the same store)."""
+        self.tables.close()
