@@ -1,13 +1,9 @@
 """Log lines: the library's loggers, the two line formats, and the entry points' set-up.
 
-Library modules only get loggers, all under ``actae`` (``actae.worker``, ``actae.projector``,
-``actae.cli``, ``actae.drill``), and log with fields passed in ``extra`` (``worker``,
-``run_id``); they never add handlers. Only the entry points do, through :func:`configure`:
-the ``actae`` command for its long-running ``worker`` and ``project``. An application routes
-Actae's lines as it routes any library's, on the ``actae`` logger (docs/logging.md).
-
+Library modules log under ``actae`` with fields in ``extra`` (``worker``, ``run_id``) and
+never add handlers; only the entry points do, through :func:`configure` (docs/logging.md).
 An object given ``out=`` (``Worker``, ``Projector``, the drill) also writes its own lines
-there, in the plain text it always wrote, whatever logging is configured: :class:`Lines`.
+there, whatever logging is configured: :class:`Lines`.
 """
 
 from __future__ import annotations
@@ -66,10 +62,9 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
-    """The message first, as the processes always said it, then when, how bad, who, which run.
+    """The message first (it reads and greps as it always did), then when, how bad, who.
 
-    ``caught up: 3 events, position 9  [2026-01-05T12:00:00.123Z INFO actae.cli worker=w1]``:
-    a line still starts with what it says, so it reads (and greps) as it always did.
+    ``caught up: 3 events, position 9  [2026-01-05T12:00:00.123Z INFO actae.cli worker=w1]``
     """
 
     def format(self, record: logging.LogRecord) -> str:
@@ -115,10 +110,8 @@ def configure(
 ) -> logging.Handler:
     """Write the ``actae`` loggers' lines to ``stream`` (default: stderr); for entry points.
 
-    ``json`` writes one JSON object per line (:class:`JsonFormatter`), else one line of text
-    (:class:`TextFormatter`). ``fields`` go on every line that lacks them: ``worker=name`` in
-    a worker process, so its projector's and outage lines say which worker too. A second
-    call replaces the first one's handler rather than doubling every line.
+    ``json`` writes one JSON object per line, else text. ``fields`` go on every line that
+    lacks them (``worker=name``). A second call replaces the first one's handler.
     """
     logger = logging.getLogger(ROOT)
     for handler in list(logger.handlers):
@@ -136,10 +129,8 @@ def configure(
 class Lines:
     """One object's log lines: to its logger with the object's fields, and to ``out`` if given.
 
-    ``out`` gets every line of this object (whatever the logging configuration lets through)
-    in ``formatter``'s form: by default the plain text these objects always wrote to it. With
-    ``out`` and no handler configured anywhere, Python's last resort (warnings to stderr) is
-    not used: the line is on ``out`` already.
+    ``out`` gets every line whatever logging lets through, in ``formatter``'s form (plain
+    text by default); with ``out`` and no handler anywhere, Python's last resort is not used.
     """
 
     def __init__(
@@ -158,10 +149,7 @@ class Lines:
             self._out.setFormatter(formatter or logging.Formatter("%(message)s"))
 
     def say(self, message: str, *, level: int = logging.INFO, **fields: object) -> None:
-        """Log ``message`` with this object's fields and ``fields`` (those not None).
-
-        Field values other than text and numbers (a run's UUID) are logged as text.
-        """
+        """Log ``message`` with this object's fields and ``fields`` (those not None)."""
         extra = {
             name: value if isinstance(value, str | int | float) else str(value)
             for name, value in {**self.fields, **fields}.items()

@@ -1,24 +1,17 @@
 """Artifacts: large bytes of a run, kept outside the event log and handed back verified.
 
-``put`` streams a source into a :class:`~actae.adapters.custody.blobs.BlobStore` a chunk at
-a time (hashing it, and sealing it under the run's data key when one is given), records
-which run references the blob, and returns an :class:`ArtifactRef` that an event can hold
-instead of the bytes. ``open`` checks the reference's MAC before anything else, then
-returns a stream that verifies what it reads (:mod:`~actae.adapters.custody.reading`).
+``put`` streams a source into a blob store a chunk at a time (hashing it, and sealing it
+under the run's data key when one is given), records which run references the blob, and
+returns an :class:`ArtifactRef` that an event holds instead of the bytes.
 
-**Names.** A clear artifact's blob is named by its SHA-256: equal content is stored once,
-whichever runs put it. A sealed one's is an HMAC of its run and digest under a key derived
-from the run's data key (:func:`~actae.adapters.custody.chunks.sealed_name`): equal content
-is stored once within the run, and the name reveals nothing about the content. Forgetting
-a run's data key makes its sealed blobs unreadable and unnameable, while the references
-(which record names) still let retention delete them.
+**Names.** A clear blob is named by its SHA-256: equal content is stored once. A sealed
+one's name is keyed (:func:`~actae.adapters.custody.chunks.sealed_name`): stored once
+within its run, and telling nothing. Forgetting the data key leaves the blobs unreadable,
+while the references (which record names) still let retention delete them.
 
-**The reference's MAC** is HMAC-SHA256 under the store's current reference key over a
-length-prefixed encoding of the digest, size, media type, run id and whether the artifact is
-sealed: none of them can be changed, nor a reference made up, without the key. The sealed
-flag is covered too, so that a reference cannot be flipped to look up the clear name of the
-same content. The key's id travels in the reference so that keys can rotate: old references
-verify under the key that made them, as long as the store still holds it.
+**The reference's MAC** (HMAC-SHA256 under the store's current reference key) covers the
+digest, size, media type, run and the sealed flag (so a reference cannot be flipped to look
+up the clear name of the same content). The key's id travels with it, so keys can rotate.
 """
 
 from __future__ import annotations
@@ -26,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import io
+import itertools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -35,7 +29,7 @@ from uuid import UUID
 from actae.adapters.custody.blobs import BlobStore
 from actae.adapters.custody.chunks import KEY_BYTES, ChunkCipher, sealed_name
 from actae.adapters.custody.pieces import CHUNK_SIZE
-from actae.adapters.custody.reading import ArtifactStream, clear_chunks, sealed_chunks
+from actae.adapters.custody.reading import ArtifactStream, clear_chunks, sealed_chunks, with_last
 from actae.adapters.custody.refs import RefRecorder
 from actae.adapters.custody.sources import Source, chunks_of
 from actae.domain.artifacts import ArtifactRef
@@ -49,11 +43,7 @@ MAC_FIELDS = {"digest", "size", "media_type", "run_id", "sealed"}
 
 @dataclass(frozen=True)
 class RefKeys:
-    """The keys that MAC artifact references: the current one's id, and every secret by id.
-
-    References are made with ``current`` and verified with whichever key made them, so a
-    rotated-out key stays in ``secrets`` for as long as references made with it are read.
-    """
+    """The keys that MAC artifact references: the current one's id, every secret by id."""
 
     current: str
     secrets: Mapping[str, bytes] = field(repr=False)
@@ -98,6 +88,11 @@ class _Digest:
         self.hash = hashlib.sha256()
         self.size = 0
 
+    def add(self, chunk: bytes) -> bytes:
+        self.hash.update(chunk)
+        self.size += len(chunk)
+        return chunk
+
     def hexdigest(self) -> str:
         return self.hash.hexdigest()
 
@@ -115,10 +110,8 @@ class Artifacts:
     ) -> ArtifactRef:
         """Stream ``source`` into the store as ``run_id``'s artifact; its reference.
 
-        ``data_key`` (the run's 32-byte data key) seals the bytes; ``None`` stores them in
-        clear. It has no default so that no caller stores clear bytes by forgetting it.
-        Everything that can be refused (the run id, media type, key, kind of source) is
-        refused before a byte is read or written.
+        ``data_key`` seals the bytes, ``None`` stores them in clear: no default, so that no
+        caller stores clear bytes by forgetting it. Refusals come before any byte moves.
         """
         if not isinstance(run_id, UUID):
             raise ValidationError("run_id", f"expected a UUID, got {type(run_id).__name__}")
@@ -145,15 +138,13 @@ class Artifacts:
     def _held(
         self, data: bytes | bytearray | memoryview, seen: _Digest, run_id: UUID, key: bytes | None
     ) -> bool:
-        """Whether bytes already in memory are stored already (then ``seen`` has their digest).
+        """Whether bytes in memory are stored already (then ``seen`` has their digest).
 
-        Their name is known before a chunk is written, so a duplicate costs one lookup
-        instead of a full write and a delete.
+        Their name is known before a chunk is written: a duplicate costs one lookup.
         """
-        view = memoryview(data).cast("B")
         probe = _Digest()
-        probe.hash.update(view)
-        probe.size = view.nbytes
+        probe.hash.update(data)
+        probe.size = memoryview(data).nbytes
         if not self.blobs.has(self._name(probe.hexdigest(), run_id, key)):
             return False
         seen.hash, seen.size = probe.hash, probe.size
@@ -172,12 +163,9 @@ class Artifacts:
     def open(self, ref: ArtifactRef, *, data_key: bytes | None) -> io.BufferedReader:
         """A binary stream of the artifact's bytes, verified as they are read.
 
-        The MAC is checked first, and a missing blob is reported here, both as
-        :class:`CorruptionError`. The stream then raises :class:`CorruptionError` at the
-        first read that meets a bad chunk (sealed chunks are checked one by one) and, before
-        end of file, if the size or SHA-256 differ from the reference: **read to the end**
-        to have the whole checked. ``data_key`` is the run's data key, required for a
-        sealed artifact and ignored for a clear one. Close the stream when done.
+        A bad MAC or a missing blob raise :class:`CorruptionError` here; a bad chunk, size
+        or digest at the read that meets it, before end of file: **read to the end** to have
+        the whole checked. ``data_key`` is required for a sealed artifact. Close the stream.
         """
         self.verify(ref)
         name = self.name_of(ref, data_key)
@@ -213,11 +201,9 @@ class Artifacts:
     def purge(self, run_id: UUID) -> int:
         """Drop ``run_id``'s references and delete the blobs no run references any more.
 
-        Returns how many blobs were deleted. Meant for runs that are over: a put of the
-        same clear content by another run at the same moment could find the blob present,
-        skip storing it, and record its reference just after the blob was deleted (its
-        ``open`` would then report the bytes missing). Purging with a lock that puts of the
-        same name also take would close that window.
+        Returns how many blobs were deleted. Meant for runs that are over: another run's put
+        of the same clear content at that moment could find the blob, skip it, and record
+        its reference just after the delete (a lock shared with puts would close that).
         """
         return self.blobs.delete(self.refs.drop_refs(run_id))
 
@@ -230,25 +216,14 @@ class Artifacts:
 def _stored(
     plaintext: Iterator[bytes], seen: _Digest, cipher: ChunkCipher | None
 ) -> Iterator[bytes]:
-    """The chunks to store: hashed, then sealed when there is a cipher.
+    """The chunks to store: hashed, then sealed when there is a cipher, read one ahead.
 
-    Reads one chunk ahead so that the last is known when it is sealed, by which time the
-    digest and size are too (they go into its associated data). An empty source still gives
-    one sealed chunk, so that a sealed empty artifact cannot be confused with a lost one.
+    An empty source still gives one sealed chunk: a sealed empty artifact is not a lost one.
     """
-    current = next(plaintext, None)
-    if current is None:
-        current = b""
-        if cipher is None:
-            return
-    index = 0
-    while current is not None:
-        seen.hash.update(current)
-        seen.size += len(current)
-        following = next(plaintext, None)
-        if cipher is None:
-            yield current
-        else:
-            end = (seen.size, seen.hexdigest()) if following is None else None
-            yield cipher.seal(current, index, end)
-        current, index = following, index + 1
+    if cipher is None:
+        yield from map(seen.add, plaintext)
+        return
+    first = next(plaintext, b"")
+    for index, (chunk, last) in enumerate(with_last(itertools.chain([first], plaintext))):
+        seen.add(chunk)
+        yield cipher.seal(chunk, index, (seen.size, seen.hexdigest()) if last else None)

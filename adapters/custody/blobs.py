@@ -1,6 +1,6 @@
 """Where artifact bytes live, by name: the store's database or a directory.
 
-A :class:`BlobStore` knows names and bytes, nothing about runs, keys or digests; the
+A blob store knows names and bytes, nothing about runs, keys or digests; the
 :class:`~actae.adapters.custody.artifacts.Artifacts` above it decides names and checks what
 comes back. Every backend streams (a gigabyte passes through a few megabytes of memory),
 and ``put`` is idempotent by name: the name stands for the content.
@@ -19,7 +19,7 @@ import contextlib
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 from urllib.parse import unquote, urlsplit
 
 from actae.adapters.custody.files import FileBlobs
@@ -30,37 +30,6 @@ PENDING = "pending:"
 """Prefix of the name of a blob still being written (an artifact's name is hex)."""
 READ_BATCH = 4
 """Chunk rows fetched per statement while reading: a few MiB in memory, few round trips."""
-
-
-class BlobStore(Protocol):
-    """Bytes by name, streamed both ways."""
-
-    def put(self, name: BlobName, chunks: Iterable[bytes]) -> int:
-        """Store the chunks under ``name`` (resolved after the last chunk); their size.
-
-        If ``name`` exists, the new bytes are discarded: nothing is stored twice.
-        """
-        ...
-
-    def has(self, name: str) -> bool:
-        """Whether a complete blob of that name exists."""
-        ...
-
-    def open(self, name: str) -> Iterator[bytes]:
-        """Its chunks, read as the iterator is; :class:`NotFoundError` at once if missing."""
-        ...
-
-    def delete(self, names: Iterable[str]) -> int:
-        """Delete these blobs (missing ones are skipped); how many were deleted."""
-        ...
-
-    def sweep(self, older_than: float) -> int:
-        """Remove what writes interrupted by a crash at least ``older_than`` s ago left."""
-        ...
-
-    def close(self) -> None:
-        """Release connections; the store is not used after."""
-        ...
 
 
 class Tables:
@@ -189,6 +158,10 @@ class DatabaseBlobs:
     def close(self) -> None:
         """Release the tables' connections (shared with the references of the same store)."""
         self.tables.close()
+
+
+BlobStore = DatabaseBlobs | FileBlobs
+"""Bytes by name, streamed both ways; ``put`` discards bytes whose name exists already."""
 
 
 def blob_store(spec: str | None, in_database: Callable[[], BlobStore]) -> BlobStore:

@@ -1,29 +1,16 @@
 """The chunk cipher: each 1 MiB chunk sealed on its own with AES-256-GCM, bound to its place.
 
-A sealed chunk is ``nonce (12 bytes) || ciphertext || tag (16 bytes)``, with a fresh random
-nonce per chunk (a 96-bit random nonce per chunk is safe for far more chunks than a run's
-data key will ever seal). Its associated data binds it to
+A sealed chunk is ``nonce (12 bytes) || ciphertext || tag (16 bytes)``, a fresh random nonce
+each. Its associated data binds it to the format, the run (a chunk copied into another run's
+blob fails, even under a shared key), its index (no reordering, dropping or duplicating),
+whether it is the last (no cutting short or extending at a chunk boundary) and, on the last
+only, the artifact's size and SHA-256. The writer reads one chunk ahead, so it has hashed
+every byte when it seals the last; a reader takes size and digest from the reference whose
+MAC it checked, so the last tag also proves the ciphertext was written as *that* artifact.
 
-* the format (``actae/artifact-chunk/1``),
-* the run (its id): a chunk copied into another run's blob fails, even under a shared key,
-* its index: chunks cannot be reordered, dropped from the middle or duplicated,
-* whether it is the last: the blob cannot be cut short at a chunk boundary, nor extended;
-* and, on the last chunk only, the artifact's total size and SHA-256.
-
-The digest is known only once every byte has been read, but so is the last chunk: the
-writer reads one chunk ahead, so when it seals the last one it has hashed them all. A
-reader takes the size and digest from the reference it was given (whose MAC it checked
-first), so the last chunk's tag also proves that this ciphertext was written as *that*
-artifact: a blob swapped for another of the same run, same key, is refused there, before
-its last bytes are released. (The earlier chunks are released as they verify; the reader's
-own running SHA-256 is checked at the same point.)
-
-Chunks are framed by size alone: every chunk but the last holds exactly
-:data:`~actae.adapters.custody.pieces.CHUNK_SIZE` plaintext bytes, so a stored blob is cut
-back into sealed chunks however the blob store happened to chunk it (:func:`records`).
-
-The data key is never used directly: HKDF-Expand derives one key for the chunks and one
-for the names (:func:`sealed_name`), so that the same secret never serves two algorithms.
+Every chunk but the last holds exactly ``CHUNK_SIZE`` plaintext bytes, so a stored blob is
+cut back into sealed chunks however its store chunked it (:func:`records`). The data key is
+never used directly: HKDF-Expand derives one key for the chunks and one for the names.
 """
 
 from __future__ import annotations
@@ -61,10 +48,8 @@ def subkey(data_key: bytes, purpose: bytes) -> bytes:
 def sealed_name(data_key: bytes, run_id: UUID, digest: str) -> str:
     """A sealed artifact's blob name: HMAC-SHA256 of its run and digest, under its key.
 
-    Equal content sealed twice in a run gets one name (one blob), while the name says
-    nothing about the content to whoever lacks the key. The run is in it so that two runs
-    that somehow share a key still get blobs of their own (their chunks are bound to their
-    run and could not be read across).
+    Equal content sealed twice in a run gets one blob, and the name tells nothing without
+    the key; the run is in it so that two runs sharing a key still get blobs of their own.
     """
     message = run_id.bytes + bytes.fromhex(digest)
     return hmac.new(subkey(data_key, b"name"), message, hashlib.sha256).hexdigest()
@@ -108,11 +93,7 @@ def chunk_count(size: int) -> int:
 
 
 def records(pieces: Iterable[bytes]) -> Iterator[bytes]:
-    """The stored stream cut back into sealed chunks of :data:`SEALED_CHUNK` bytes.
-
-    Pieces that already are whole chunks (the database backends store one per row) pass
-    without a copy; others (a file read in round sizes) are joined and cut.
-    """
+    """The stored stream cut back into sealed chunks (whole ones pass without a copy)."""
     buffer = bytearray()
     for piece in pieces:
         if not buffer and len(piece) == SEALED_CHUNK:

@@ -1,17 +1,13 @@
 """Each run's data key: made on the run's first sealed write, wrapped by a master key.
 
-The table ``actae_data_keys`` holds, per run, its 32-byte AES-256 data key encrypted
-(AES-256-GCM) under a master key of the keyring, and which one. Forgetting a run sets the
-wrapped key to NULL: from then on no keyring can open the run's contents. Rotation re-wraps
-the keys under a new master key and touches nothing else.
+``actae_data_keys`` holds each run's AES-256 data key wrapped (AES-256-GCM) by a master key
+of the keyring, and which one. Forgetting sets the wrapped key to NULL: no keyring opens
+the run's contents any more. Rotation re-wraps the keys and touches nothing else.
 
-A key is created outside the transaction that writes the run's first event, by an insert
-that keeps an existing row (two writers racing agree on the first one's key); a key whose
-run never got written is harmless. Unwrapped keys are cached for ``CACHE_SECONDS``, but
-no cached key outlives a forget, whichever process made it: every read brings back the
-token each forget replaces, and a new token sends every key back to the table
-(:mod:`actae.adapters.persistence.forgets`); every write refuses a forgotten run in its own
-statement.
+A key is made outside the transaction of the run's first event, by an insert that keeps an
+existing row (racing writers agree on the first key). Unwrapped keys are cached, but none
+outlives a forget in any process: every read brings back the token each forget replaces,
+and a new token sends every key back to the table (:mod:`~actae.adapters.persistence.forgets`).
 """
 
 from __future__ import annotations
@@ -61,18 +57,11 @@ KEYED = "keyed"
 class DataKeys:
     """Data keys of runs, unwrapped with the keyring (``None``: no encryption for new runs).
 
-    A run gets its key when it is born (its channel's first event) in a store opened with a
-    keyring, never later: a run is encrypted from its first event or not at all, so a run
-    written in clear before the keyring came stays wholly in clear, and forgetting it is
-    refused rather than pretended.
-
-    A store that never encrypted costs nothing more: while the key table is empty (asked
-    again every ``CACHE_SECONDS``), no run is looked up. Once it holds keys, each run is
-    looked up once per ``CACHE_SECONDS``, so that a process opened without the keyring
-    refuses to add clear contents to an encrypted run.
-
-    The keyring file is read again when it changes (checked every ``CACHE_SECONDS``), so a
-    rotation reaches running processes without a restart.
+    A run gets its key when it is born in a store opened with a keyring, never later: a run
+    written in clear stays wholly in clear, and forgetting it is refused, not pretended.
+    While the key table is empty (asked again every ``CACHE_SECONDS``) no run is looked up;
+    once it holds keys, each run is, so that a process without the keyring refuses to add
+    clear contents to an encrypted run. A changed keyring file is read again (rotation).
     """
 
     def __init__(
@@ -95,11 +84,9 @@ class DataKeys:
         return self.keyring is not None
 
     def for_write(self, run_id: UUID, *, born: bool = False) -> bytes | None:
-        """The key to seal the run's new contents with; made now for a run being ``born``.
+        """The key to seal the run's new contents with (``None``: clear); made if ``born``.
 
-        ``None``: write in clear (no keyring when it was born, or born before encryption).
-        ``ForgottenError`` for a forgotten run: nothing may be added to it; ``KeyringError``
-        for an encrypted run when this store has no keyring that opens its key.
+        ``ForgottenError`` for a forgotten run; ``KeyringError`` when no keyring opens its key.
         """
         if self.keyring is None and not self.ever_encrypted():
             return None
@@ -109,8 +96,7 @@ class DataKeys:
     def for_read(self, run_id: UUID, *, fresh: bool = False) -> bytes:
         """The key that opens the run's sealed contents (``fresh``: asked of the table now).
 
-        ``ForgottenError`` once it was forgotten; ``KeyringError`` when the store has no
-        keyring, or not the master key that wraps it.
+        ``ForgottenError`` once forgotten; ``KeyringError`` without the master key that wraps it.
         """
         if fresh:
             with self._lock:
@@ -123,9 +109,8 @@ class DataKeys:
     def clear_allowed(self, run_id: UUID) -> str | None:
         """Why contents stored in clear must not be read as the run's (``None``: they may).
 
-        ``forgotten`` for a forgotten run (nothing of it may be read); ``encrypted`` for a
-        run that has a key, whose every content is sealed: clear ones were not written by
-        Actae with the keyring, or were tampered with.
+        ``forgotten``, or ``encrypted``: every content of a keyed run is sealed, so clear
+        ones were not written by Actae with the keyring, or were tampered with.
         """
         if not self.ever_encrypted():
             return None
@@ -173,14 +158,11 @@ class DataKeys:
         done = 0
         while rows := off_the_loop(self.table.stale, keyring.current, batch):
             for run_id, old in rows:
-                key = unwrap(keyring, run_id, old)
-                new = StoredKey(keyring.current, wrap(keyring, run_id, key, keyring.current))
+                new = wrap(keyring, run_id, unwrap(keyring, run_id, old))
                 done += off_the_loop(self.table.rewrap, run_id, old, new)
             if progress is not None:
                 progress(done)
         return done
-
-    # -- internals ------------------------------------------------------------------------
 
     def _keyring(self) -> Keyring:
         if self.keyring is None:
@@ -219,9 +201,7 @@ class DataKeys:
                 return cached[2]
         stored = off_the_loop(self.table.get, run_id)
         if stored is None and create:
-            keyring = self._keyring()
-            key = os.urandom(KEY_BYTES)
-            fresh = StoredKey(keyring.current, wrap(keyring, run_id, key, keyring.current))
+            fresh = wrap(self._keyring(), run_id, os.urandom(KEY_BYTES))
             stored = off_the_loop(self.table.add, run_id, fresh)
             self._encrypted_before = True
         entry: bytes | str
@@ -269,22 +249,20 @@ def _wrapping_data(run_id: UUID, master_key: str) -> bytes:
     return b"actae data key v1|" + run_id.bytes + b"|" + master_key.encode()
 
 
-def wrap(keyring: Keyring, run_id: UUID, key: bytes, master_key: str) -> bytes:
-    """``key`` encrypted under ``master_key``, bound to ``run_id``: nonce then ciphertext."""
-    nonce = os.urandom(NONCE_BYTES)
-    sealed = AESGCM(keyring.secret(master_key)).encrypt(
-        nonce, key, _wrapping_data(run_id, master_key)
-    )
-    return nonce + sealed
+def wrap(keyring: Keyring, run_id: UUID, key: bytes) -> StoredKey:
+    """``key`` wrapped by the current master key, bound to ``run_id``: nonce, ciphertext."""
+    nonce, current = os.urandom(NONCE_BYTES), keyring.current
+    aead = AESGCM(keyring.secret(current))
+    return StoredKey(current, nonce + aead.encrypt(nonce, key, _wrapping_data(run_id, current)))
 
 
 def unwrap(keyring: Keyring, run_id: UUID, stored: StoredKey) -> bytes:
     """The data key in ``stored``; ``CorruptionError`` if it was altered or moved."""
     assert stored.wrapped is not None  # noqa: S101 - callers check for a forgotten key
-    secret = keyring.secret(stored.master_key)
     nonce, sealed = stored.wrapped[:NONCE_BYTES], stored.wrapped[NONCE_BYTES:]
+    aead = AESGCM(keyring.secret(stored.master_key))
     try:
-        return AESGCM(secret).decrypt(nonce, sealed, _wrapping_data(run_id, stored.master_key))
+        return aead.decrypt(nonce, sealed, _wrapping_data(run_id, stored.master_key))
     except InvalidTag:
         raise CorruptionError(
             f"data key of run {run_id}", "it does not open with its master key (altered?)"

@@ -1,16 +1,10 @@
 """Blobs as files in a directory (``artifacts="file:///var/lib/actae/artifacts"``).
 
-For stores whose database should not carry gigabytes: the bytes go to a local or mounted
-filesystem, the references stay in the database. A blob is the file ``root/ab/cd/<name>``
-(two levels of fan-out keep every directory small). It is written in full to a temporary
-file under ``root/.incoming`` (the same filesystem, so the final rename is atomic), synced,
-then renamed into place and its directory synced: a crash leaves either no blob or the whole
-blob, never a torn one, and what a crash leaves in ``.incoming`` :meth:`FileBlobs.sweep`
-removes.
-
-Two writers of one name race harmlessly: a name stands for one content (a digest, or a
-run's keyed digest, whose sealed copies are all valid), so whichever rename lands last
-leaves an equally good file, and a reader holding the other keeps reading it.
+A blob is the file ``root/ab/cd/<name>`` (two levels of fan-out keep directories small),
+written in full under ``root/.incoming`` (the same filesystem), synced, renamed into place
+and its directory synced: a crash leaves no blob or the whole blob, never a torn one.
+Two writers of one name race harmlessly: a name stands for one content, so whichever
+rename lands last leaves an equally good file.
 """
 
 from __future__ import annotations
@@ -83,8 +77,7 @@ class FileBlobs:
     def open(self, name: str) -> Iterator[bytes]:
         """The blob's bytes in chunks; :class:`NotFoundError` at once when it is missing.
 
-        The file is opened on the first ``next`` and closed when the iterator ends or is
-        closed, so an iterator that is never read holds no descriptor.
+        The file is opened on the first ``next``: an iterator never read holds no descriptor.
         """
         path = self.path(name)
         if not os.path.isfile(path):
@@ -101,10 +94,9 @@ class FileBlobs:
         return removed
 
     def sweep(self, older_than: float) -> int:
-        """Remove temporary files that writes interrupted by a crash left behind.
+        """Remove what crashed writes left in ``.incoming``, untouched for ``older_than`` s.
 
-        Only files untouched for ``older_than`` seconds go, so a write in progress, which
-        touches its file with every chunk, is spared.
+        A write in progress touches its file with every chunk, so it is spared.
         """
         limit = time.time() - older_than
         removed = 0

@@ -1,9 +1,7 @@
 """What a store holds its agents' data with: keys, the sealing mapper, artifacts.
 
-Built once per ``actae.open`` around the event store's recorder: the data keys and the
-store's own secret live in the same database, artifacts where the URL's ``artifacts``
-says (the database by default). The mappers exist before the schema is migrated; what
-needs the custody tables is made by :meth:`Holding.prepare`, once they exist.
+The mappers exist before the schema is migrated; what needs the custody tables is made by
+:meth:`Holding.prepare`, once they exist.
 """
 
 from __future__ import annotations
@@ -66,9 +64,17 @@ class Holding:
             current = keyring.current
         blobs, refs = self._custody(self.url.artifacts)
         self._artifacts = Artifacts(blobs, refs, RefKeys(current, secrets))
-        documents = Documents(self._artifacts)
-        self.mapper.offloader = documents
-        self.metadata_mapper.offloader = documents
+        self.mapper.offloader = self
+        self.metadata_mapper.offloader = self
+
+    def put_document(self, run_id: UUID, data: bytes, data_key: bytes | None) -> ArtifactRef:
+        """Store an offloaded document's JSON for ``run_id`` (off an async loop); its reference."""
+        put = self.artifacts.put
+        return off_the_loop(put, run_id, data, media_type="application/json", data_key=data_key)
+
+    def read_document(self, ref: ArtifactRef, data_key: bytes | None) -> bytes:
+        """The JSON of an offloaded document, verified (off an async loop)."""
+        return off_the_loop(self.artifacts.read, ref, data_key=data_key)
 
     def data_key_for_reading(self, ref: ArtifactRef) -> bytes | None:
         """The key that opens ``ref``'s bytes (``None`` for clear ones).
@@ -82,25 +88,6 @@ class Holding:
         """Release the artifacts' connections."""
         if self._artifacts is not None:
             self._artifacts.close()
-
-
-class Documents:
-    """Offloaded documents, as the sealing mapper stores and reads them (off an async loop)."""
-
-    def __init__(self, artifacts: Artifacts) -> None:
-        self.artifacts = artifacts
-
-    def put_document(self, run_id: UUID, data: bytes, data_key: bytes | None) -> ArtifactRef:
-        """Store a document's JSON for ``run_id``; its reference."""
-        put = self.artifacts.put
-        return off_the_loop(put, run_id, data, media_type=JSON, data_key=data_key)
-
-    def read_document(self, ref: ArtifactRef, data_key: bytes | None) -> bytes:
-        """The JSON ``ref`` names, verified."""
-        return off_the_loop(self.artifacts.read, ref, data_key=data_key)
-
-
-JSON = "application/json"
 
 
 class SecretTable(SqlTable):
@@ -131,10 +118,6 @@ def holding_for(
     watch: ForgetWatch,
     custody: Custody,
 ) -> Holding:
-    """Keys and secrets in ``tables`` (the store's own database), and the mappers over them.
-
-    ``watch`` is what the recorder's reads saw of forgets; ``custody`` makes the artifacts'
-    tables once the schema is migrated.
-    """
+    """Keys and secrets in ``tables``, forgets as ``watch`` saw them, artifacts by ``custody``."""
     keys, secrets = tables
     return Holding(url, DataKeys(keys, keyring, watch), secrets, custody)

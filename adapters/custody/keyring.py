@@ -1,9 +1,8 @@
 """The keyring: a file of named master keys, the current one wrapping new data keys.
 
-``actae keys new --out keys.json`` writes one; ``actae keys rotate`` adds a key, makes it
-current and re-wraps every run's data key under it. A keyring never leaves the operator's
-hands: the store holds only data keys wrapped by it, so a copy of the database (a backup, a
-dump) reveals nothing without the keyring, and a backup is restorable only with it.
+``actae keys new --out keys.json`` writes one; ``actae keys rotate`` adds a current key and
+re-wraps every data key under it. The store holds only data keys wrapped by it, so a copy of
+the database reveals nothing without the keyring (and a backup restores only with it).
 
 The file is JSON::
 
@@ -11,9 +10,8 @@ The file is JSON::
      "keys": {"k-20261201-3f9a": {"created": "2026-12-01T10:00:00+00:00",
                                   "secret": "<32 random bytes, base64>"}}}
 
-Keys that are no longer current stay in the file: data keys not yet re-wrapped and
-artifact references signed with them still need them. It is written atomically with mode
-0600.
+Keys no longer current stay: data keys not yet re-wrapped and artifact references signed
+with them still need them. It is written atomically with mode 0600.
 """
 
 from __future__ import annotations
@@ -144,8 +142,7 @@ def _parsed(document: Any, where: str) -> Keyring:
 def save_keyring(keyring: Keyring, path: str | os.PathLike[str], *, replace: bool) -> None:
     """Write ``keyring`` to ``path`` atomically, readable by its owner only (0600).
 
-    Without ``replace`` an existing file is refused: overwriting a keyring would make every
-    store it protects unreadable.
+    Without ``replace`` an existing file is refused: that would make its stores unreadable.
     """
     where = Path(os.fspath(path))
     if not replace and where.exists():

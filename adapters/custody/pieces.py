@@ -1,10 +1,7 @@
-"""How artifact bytes are cut: 1 MiB chunks, and a bound on what one stored row holds.
+"""How artifact bytes are cut: 1 MiB chunks, so that a gigabyte never sits in memory.
 
-Every layer moves artifacts a chunk at a time so that a gigabyte never sits in memory: the
-source is read in :data:`CHUNK_SIZE` pieces, each is hashed (and sealed) on its own, and the
-blob stores write and read them one by one. A database row holds one chunk as given (a
-sealed chunk is 28 bytes longer than its plaintext); :func:`bounded` only splits what a
-caller other than :class:`~actae.adapters.custody.artifacts.Artifacts` might pass whole.
+Every layer moves a chunk at a time; a database row holds one chunk as given (a sealed one
+is 28 bytes longer), and :func:`bounded` only splits what another caller might pass whole.
 """
 
 from __future__ import annotations
@@ -26,10 +23,9 @@ artifact is named by its digest, which is known only at the end of the stream.""
 
 
 def bounded(chunks: Iterable[bytes], limit: int = MAX_PIECE) -> Iterator[bytes]:
-    """``chunks`` as ``bytes``, none longer than ``limit`` and none empty.
+    """``chunks`` as ``bytes``, none empty and none longer than ``limit`` (those are split).
 
-    Chunks within the limit pass unchanged (no copy when they already are ``bytes``), so a
-    sealed chunk stays one row; a longer one is split rather than refused.
+    Chunks within the limit pass without a copy, so a sealed chunk stays one row.
     """
     for chunk in chunks:
         view = memoryview(chunk).cast("B")
@@ -48,9 +44,8 @@ def checked_rows(
 ) -> Iterator[bytes]:
     """A database blob's chunks from ``fetch(first_seq)`` batches, checked as they come.
 
-    The rows must number 0, 1, 2, ... without a gap and add up to the recorded ``size``:
-    a deleted or added row is reported here, by number, before a reader is given bytes
-    that it would otherwise only find wrong at the end.
+    The rows must number 0, 1, 2, ... and add up to ``size``: a deleted or added row is
+    reported by number before a reader is given bytes it would only find wrong at the end.
     """
     seq, total = 0, 0
     while batch := fetch(seq):

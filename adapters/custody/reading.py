@@ -1,19 +1,10 @@
 """Reading an artifact back: a file-like stream that checks every chunk it hands out.
 
-The stream pulls one stored chunk at a time and keeps one more in hand (it reads one
-ahead), so it knows which chunk is the last *before* releasing it:
-
-* a sealed chunk is released only once its GCM tag verifies (the last one's tag also
-  covers the reference's size and digest, :mod:`~actae.adapters.custody.chunks`);
-* the running size is checked against the reference as bytes arrive (too many: refused
-  at once);
-* before the last chunk is released, the total size and the SHA-256 of everything read are
-  compared with the reference.
-
-So a consumer that reads to the end has either every byte verified or a
-:class:`CorruptionError`, and end of file is never reported for bytes that failed.
-**A consumer that stops early has had its chunks' tags checked (when sealed) but not the
-digest of the whole**: clear bytes are only known to be right once the end is read.
+The stream reads one chunk ahead, so it knows which is the last *before* releasing it: a
+sealed chunk is released once its tag verifies, the running size is checked as bytes
+arrive, and the total size and SHA-256 are compared with the reference before the last
+chunk goes. End of file is never reported for bytes that failed. **A consumer that stops
+early has had its sealed chunks' tags checked but not the digest of the whole.**
 """
 
 from __future__ import annotations
@@ -101,10 +92,7 @@ def sealed_chunks(
 
 
 class ArtifactStream(io.RawIOBase):
-    """A readable binary stream over verified chunks (wrap it in a ``BufferedReader``).
-
-    Closing it closes the chunk iterator, which releases what the blob store held for it.
-    """
+    """A readable binary stream over verified chunks; closing it closes their iterator."""
 
     def __init__(self, chunks: Iterator[bytes]) -> None:
         super().__init__()

@@ -1,10 +1,8 @@
-"""What an artifact can be made from, read as 1 MiB chunks.
+"""What an artifact can be made from, read as 1 MiB chunks: bytes, a binary file, a path.
 
-Bytes in memory, a binary file object (anything with ``read``: a file, a socket's file, a
-pipe, an HTTP response), or a path. Every chunk but the last is exactly
-:data:`~actae.adapters.custody.pieces.CHUNK_SIZE` bytes long, even from a source whose
-``read`` returns short counts (a pipe, a socket): the chunk cipher frames sealed chunks by
-that size. A ``str`` is refused rather than guessed at: it could be content or a path.
+Every chunk but the last is exactly ``CHUNK_SIZE`` bytes, even from a pipe or a socket whose
+``read`` returns short counts: the chunk cipher frames sealed chunks by that size. A ``str``
+is refused rather than guessed at: it could be content or a path.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The built-in secret patterns, and how they scan a text cheaply.
 
-Each kind has a regex that finds it and cheap hints that say where it may match (substring
-and literal-led searches; a general regex search costs 5 to 15 ns per character), so a clean
-text costs a few ``str.find`` calls and no regex at all. :func:`redacted_text` applies the
-patterns in turn; a redacted piece becomes ``[redacted:<name>]``, which no pattern matches,
-so redacting twice changes nothing the second time.
+Each kind has a regex and cheap hints of where it may match (a general regex search costs 5
+to 15 ns per character), so a clean text costs a few ``str.find`` calls and no regex. A
+redacted piece becomes ``[redacted:<name>]``, which no pattern matches: redacting is idempotent.
 """
 
 from __future__ import annotations
@@ -49,12 +47,9 @@ SECRET_KEYS = frozenset(
         "set-cookie",
     }
 )
-"""Keys whose string value is a secret whatever it looks like (random passwords and opaque
-tokens match no pattern). Matched case-insensitively, ignoring ``-`` and ``_``: ``API-Key``,
-``apiKey`` and ``CLIENT_SECRET`` all count; ``max_tokens`` or ``token_count`` do not.
-
-One exception: a ``token`` next to a ``logprob`` key is a model's output token (the
-log-probability entries of chat APIs), not a credential, and is kept.
+"""Keys whose string value is a secret whatever it looks like, matched ignoring case, ``-``
+and ``_`` (``API-Key``, ``apiKey``; not ``max_tokens``). A ``token`` beside a ``logprob`` key
+is a model's output token (chat APIs' log-probabilities), not a credential, and is kept.
 """
 
 

@@ -1,18 +1,16 @@
 """The built-in redactors: walk a JSON document, clean its texts, count what left it.
 
-:data:`redact_secrets` applies the patterns of :data:`~.patterns.PATTERNS` to every string,
-**dict keys included** (a secret in a key is still a secret stored forever; a key that
-redacts to one already present gets a ``#2``, ``#3``... suffix, so no entry is lost), and
-replaces the whole string value stored under a telling key (:data:`~.patterns.SECRET_KEYS`),
-counted as ``secret_field``. Numbers, booleans and ``None`` are never changed, so a document
-keeps its shape and types except for redacted strings. :func:`redactor_from` builds a
-redactor from a user's own named regexes and :func:`chain` runs several in turn::
+:data:`redact_secrets` applies :data:`~.patterns.PATTERNS` to every string, **dict keys
+included** (a secret in a key is stored forever too; a key that redacts to one already
+present gets a ``#2``, ``#3``... suffix, so no entry is lost), and replaces a whole string
+stored under a telling key (:data:`~.patterns.SECRET_KEYS`), counted as ``secret_field``.
+Numbers, booleans and ``None`` never change. :func:`redactor_from` builds a redactor from a
+user's named regexes, :func:`chain` runs several in turn::
 
     redact = chain(redact_secrets, redactor_from({"employee_id": "EMP-[0-9]{6}"}))
 
-Cost: the document is copied once (the copy is the result); its strings long enough to hold
-a secret are joined and scanned together, and only when something was redacted are they put
-back into the copy (docs/performance.md has the figures).
+The document is copied once; its strings are joined and scanned together, and put back only
+when something was redacted (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -63,10 +61,8 @@ def _each(texts: list[str], redact: Callable[[str], str]) -> list[str] | None:
 class _Walker(PlainRedactor):
     """A redactor: copies the document, replaces secret keys' values, redacts every text.
 
-    Two passes: the copy collects every string (values and keys, in order) long enough to
-    hold a secret; they are redacted together, and only if one changed does a second walk
-    over the copy put them back. Built by :func:`builtin_redactor` and
-    :func:`redactor_from`, whose results need no check.
+    The copy collects the strings long enough to hold a secret (values and keys, in order);
+    they are redacted together, and a second walk puts them back only if one changed.
     """
 
     __slots__ = ("_key_lengths", "_min_length", "_secret_keys", "_texts")
@@ -253,10 +249,8 @@ def _secret_key_names(keys: Iterable[str]) -> frozenset[str]:
 
 
 redact_secrets: Redactor = builtin_redactor()
-"""The default redactor: every built-in pattern, and the values under :data:`SECRET_KEYS`.
-
-Secret keys are on by default: a password or an opaque session token matches no pattern, and
-the keys that name them rarely name anything else.
+"""The default redactor: every built-in pattern, and the values under :data:`SECRET_KEYS`
+(a password or an opaque token matches no pattern; the keys that name them name little else).
 """
 
 
@@ -292,11 +286,9 @@ def redactor_from(
     """A redactor from a user's own named regexes (and, optionally, telling keys).
 
     Every non-empty match becomes ``[redacted:<name>]`` and counts under ``name`` (letters,
-    digits, ``_ . -``, at most 64 characters); the patterns apply one after another, in the
-    mapping's order, to every string and dict key. A string pattern is compiled as given, a
-    compiled one keeps its flags. A pattern that matches its own marker text makes the
-    redactor count again on every pass; avoid that (``[``, ``]`` and ``:`` help).
-    Combine with the defaults: ``chain(redact_secrets, redactor_from({...}))``.
+    digits, ``_ . -``, at most 64 characters), pattern after pattern in the mapping's order,
+    on every string and dict key. A pattern that matches its own marker counts again on
+    every pass; avoid that. Combine with the defaults: ``chain(redact_secrets, ...)``.
     """
     if not isinstance(patterns, Mapping):
         raise ValidationError("patterns", f"expected a mapping, got {type(patterns).__name__}")
@@ -344,8 +336,7 @@ def _compiled(field: str, pattern: object) -> re.Pattern[str]:
 def chain(*redactors: Redactor) -> Redactor:
     """A redactor that runs ``redactors`` in turn, each on the previous one's output.
 
-    Counts are summed by name. A redactor that is not built here (a user's callable) has its
-    result checked before the next one sees it (the field is ``chain[<index>]``).
+    Counts are summed by name; a user's callable has its result checked (``chain[<index>]``).
     """
     if not redactors:
         raise ValidationError("redactors", "expected at least one redactor")
