@@ -19,12 +19,12 @@ import contextlib
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
-from typing import Any, ClassVar
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from actae.adapters.custody.files import FileBlobs
-from actae.adapters.custody.pieces import BlobName, bounded, checked_rows, resolved
-from actae.domain.errors import NotFoundError, ValidationError
+from actae.adapters.custody.pieces import BlobName, resolved
+from actae.domain.errors import CorruptionError, NotFoundError, ValidationError
 
 PENDING = "pending:"
 """Prefix of the name of a blob still being written (an artifact's name is hex)."""
@@ -43,13 +43,15 @@ class Tables:
     mark = "?"
     older_than = "datetime('now', '-' || ? || ' seconds')"
     """The moment ``?`` seconds ago, compared with a row's ``created_at`` (``{older_than}``)."""
-    fetch_options: ClassVar[dict[str, Any]] = {}
-    """What the driver needs to fetch ``bytea`` as bytes (not as hex text)."""
 
     def sql(self, statement: str) -> str:
         """``statement`` with its tables named and its marks the driver's."""
         named = statement.format(p=self.prefix, older_than=self.older_than)
         return named if self.mark == "?" else named.replace("%", "%%").replace("?", self.mark)
+
+    def run(self, conn: Any, statement: str, *params: Any) -> Any:
+        """Execute ``statement`` on ``conn`` with ``params``; the cursor."""
+        return conn.execute(self.sql(statement), params)
 
     def connection(self) -> AbstractContextManager[Any]:
         """A connection in autocommit mode, handed back on exit."""
@@ -68,56 +70,42 @@ class DatabaseBlobs:
 
     def __init__(self, tables: Tables) -> None:
         self.tables = tables
-        s = tables.sql
-        self._mark = s("INSERT INTO {p}actae_artifacts (name, blob, size) VALUES (?, ?, 0)")
-        self._chunk = s("INSERT INTO {p}actae_artifact_chunks (blob, seq, data) VALUES (?, ?, ?)")
-        self._name = s(
-            "INSERT INTO {p}actae_artifacts (name, blob, size) VALUES (?, ?, ?) "
-            "ON CONFLICT (name) DO NOTHING"
-        )
-        self._unmark = s("DELETE FROM {p}actae_artifacts WHERE name = ?")
-        self._drop_chunks = s("DELETE FROM {p}actae_artifact_chunks WHERE blob = ?")
-        self._find = s("SELECT blob, size FROM {p}actae_artifacts WHERE name = ?")
-        self._batch = s(
-            "SELECT seq, data FROM {p}actae_artifact_chunks WHERE blob = ? AND seq >= ? "
-            "ORDER BY seq LIMIT ?"
-        )
-        self._delete = s("DELETE FROM {p}actae_artifacts WHERE name = ? RETURNING blob")
-        self._stale = s(
-            "DELETE FROM {p}actae_artifacts WHERE name LIKE 'pending:%' "
-            "AND created_at < {older_than} RETURNING blob"
-        )
 
     def put(self, name: BlobName, chunks: Iterable[bytes]) -> int:
         """Write the chunks as they come, then name the blob (or drop it: a duplicate)."""
         blob = str(uuid.uuid4())
         pending = PENDING + blob
-        tables = self.tables
+        tables, run = self.tables, self.tables.run
+        insert = "INSERT INTO {p}actae_artifacts (name, blob, size) VALUES (?, ?, ?)"
+        chunk = "INSERT INTO {p}actae_artifact_chunks (blob, seq, data) VALUES (?, ?, ?)"
         with tables.connection() as conn:
-            conn.execute(self._mark, (pending, blob))
+            run(conn, insert, pending, blob, 0)
         try:
             size = 0
-            for seq, piece in enumerate(bounded(chunks)):
+            for seq, piece in enumerate(chunks):
                 with tables.connection() as conn:
-                    conn.execute(self._chunk, (blob, seq, piece))
+                    run(conn, chunk, blob, seq, piece)
                 size += len(piece)
             final = resolved(name)
             with tables.transaction() as conn:
-                if not conn.execute(self._name, (final, blob, size)).rowcount:
-                    conn.execute(self._drop_chunks, (blob,))
-                conn.execute(self._unmark, (pending,))
+                named = run(conn, insert + " ON CONFLICT (name) DO NOTHING", final, blob, size)
+                self._forget(conn, pending, [] if named.rowcount else [blob])
         except BaseException:
             # Best effort: if the database is what failed, the marker stays for sweep().
             with contextlib.suppress(Exception), tables.transaction() as conn:
-                conn.execute(self._drop_chunks, (blob,))
-                conn.execute(self._unmark, (pending,))
+                self._forget(conn, pending, [blob])
             raise
         return size
 
     def has(self, name: str) -> bool:
         """Whether a blob of that name exists (complete: a named blob always is)."""
+        return self._find(name) is not None
+
+    def _find(self, name: str) -> tuple[Any, int] | None:
         with self.tables.connection() as conn:
-            return conn.execute(self._find, (name,)).fetchone() is not None
+            sql = "SELECT blob, size FROM {p}actae_artifacts WHERE name = ?"
+            row = self.tables.run(conn, sql, name).fetchone()
+        return None if row is None else (row[0], int(row[1]))
 
     def open(self, name: str) -> Iterator[bytes]:
         """The blob's chunks in order; :class:`NotFoundError` at once when it is missing.
@@ -125,34 +113,42 @@ class DatabaseBlobs:
         Rows are fetched a few at a time as the iterator is read, each batch on a connection
         of its own; a gap, a surplus or a shortfall raises :class:`CorruptionError`.
         """
-        with self.tables.connection() as conn:
-            row = conn.execute(self._find, (name,)).fetchone()
-        if row is None:
+        found = self._find(name)
+        if found is None:
             raise NotFoundError("blob", name)
-        blob, size = row
-        return checked_rows(name, int(size), lambda seq: self._fetch(blob, seq))
+        blob, size = found
+        return checked_rows(name, size, lambda seq: self._fetch(blob, seq))
 
     def _fetch(self, blob: Any, start: int) -> list[tuple[int, bytes]]:
-        tables = self.tables
-        with tables.connection() as conn:
-            rows = conn.execute(self._batch, (blob, start, READ_BATCH), **tables.fetch_options)
+        sql = "SELECT seq, data FROM {p}actae_artifact_chunks WHERE blob = ? AND seq >= ? "
+        with self.tables.connection() as conn:
+            rows = self.tables.run(conn, sql + "ORDER BY seq LIMIT ?", blob, start, READ_BATCH)
             return [(int(seq), bytes(data)) for seq, data in rows]
 
     def delete(self, names: Iterable[str]) -> int:
         """Delete these blobs and their chunks; how many existed."""
+        sql = "DELETE FROM {p}actae_artifacts WHERE name = ? RETURNING blob"
         with self.tables.transaction() as conn:
-            found = [conn.execute(self._delete, (name,)).fetchall() for name in names]
-            return self._drop(conn, [blob for rows in found for (blob,) in rows])
+            found = [self.tables.run(conn, sql, name).fetchall() for name in names]
+            return self._forget(conn, None, [blob for rows in found for (blob,) in rows])
 
     def sweep(self, older_than: float) -> int:
         """Remove the chunks of writes that a crash interrupted ``older_than`` seconds ago."""
+        sql = (
+            "DELETE FROM {p}actae_artifacts WHERE name LIKE 'pending:%' "
+            "AND created_at < {older_than} RETURNING blob"
+        )
         with self.tables.transaction() as conn:
-            stale = conn.execute(self._stale, (float(older_than),)).fetchall()
-            return self._drop(conn, [blob for (blob,) in stale])
+            stale = self.tables.run(conn, sql, float(older_than)).fetchall()
+            return self._forget(conn, None, [blob for (blob,) in stale])
 
-    def _drop(self, conn: Any, blobs: list[Any]) -> int:
+    def _forget(self, conn: Any, pending: str | None, blobs: list[Any]) -> int:
+        """Delete the chunks of ``blobs`` and the ``pending`` marker; how many blobs."""
+        run = self.tables.run
         for blob in blobs:
-            conn.execute(self._drop_chunks, (blob,))
+            run(conn, "DELETE FROM {p}actae_artifact_chunks WHERE blob = ?", blob)
+        if pending is not None:
+            run(conn, "DELETE FROM {p}actae_artifacts WHERE name = ?", pending)
         return len(blobs)
 
     def close(self) -> None:
@@ -162,6 +158,28 @@ class DatabaseBlobs:
 
 BlobStore = DatabaseBlobs | FileBlobs
 """Bytes by name, streamed both ways; ``put`` discards bytes whose name exists already."""
+
+
+def checked_rows(
+    name: str, size: int, fetch: Callable[[int], list[tuple[int, bytes]]]
+) -> Iterator[bytes]:
+    """A database blob's chunks from ``fetch(first_seq)`` batches, checked as they come.
+
+    The rows must number 0, 1, 2, ... and add up to ``size``: a deleted or added row is
+    reported by number before a reader is given bytes it would only find wrong at the end.
+    """
+    seq, total = 0, 0
+    while batch := fetch(seq):
+        for found, data in batch:
+            if found != seq:
+                raise CorruptionError(f"blob {name}", f"chunk {seq} is missing")
+            total += len(data)
+            if total > size:
+                raise CorruptionError(f"blob {name}", f"more than its {size} bytes are stored")
+            seq += 1
+            yield data
+    if total != size:
+        raise CorruptionError(f"blob {name}", f"{total} of its {size} bytes are stored")
 
 
 def blob_store(spec: str | None, in_database: Callable[[], BlobStore]) -> BlobStore:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import Any
 
 import psycopg
 from psycopg.rows import tuple_row
@@ -28,7 +28,6 @@ class PostgresTables(Tables):
 
     mark = "%s"
     older_than = "now() - make_interval(secs => ?)"
-    fetch_options: ClassVar[dict[str, Any]] = {"binary": True}
 
     def __init__(self, url: StoreUrl, pool: ConnectionPool[Any] | None = None) -> None:
         self.prefix = f'"{url.postgres_schema}".'
@@ -42,6 +41,10 @@ class PostgresTables(Tables):
             num_workers=1,
             open=True,
         )
+
+    def run(self, conn: Any, statement: str, *params: Any) -> Any:
+        """Execute ``statement`` on ``conn``, its answer in binary (``bytea`` never as hex)."""
+        return conn.execute(self.sql(statement), params, binary=True)
 
     @contextlib.contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:

@@ -18,29 +18,29 @@ class RefRecorder:
 
     def __init__(self, tables: Tables) -> None:
         self.tables = tables
-        s = tables.sql
-        self._add = s(
-            "INSERT INTO {p}actae_artifact_refs (name, run_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
-        )
-        self._names = s("SELECT name FROM {p}actae_artifact_refs WHERE run_id = ? ORDER BY name")
-        self._drop = s("DELETE FROM {p}actae_artifact_refs WHERE run_id = ? RETURNING name")
-        self._used = s("SELECT 1 FROM {p}actae_artifact_refs WHERE name = ? LIMIT 1")
 
     def add_ref(self, name: str, run_id: UUID) -> None:
         """Record that ``run_id`` references ``name`` (again: no change)."""
+        sql = (
+            "INSERT INTO {p}actae_artifact_refs (name, run_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
+        )
         with self.tables.connection() as conn:
-            conn.execute(self._add, (name, str(run_id)))
+            self.tables.run(conn, sql, name, str(run_id))
 
     def names_of(self, run_id: UUID) -> list[str]:
         """The names ``run_id`` references, sorted."""
+        sql = "SELECT name FROM {p}actae_artifact_refs WHERE run_id = ? ORDER BY name"
         with self.tables.connection() as conn:
-            return [name for (name,) in conn.execute(self._names, (str(run_id),))]
+            return [name for (name,) in self.tables.run(conn, sql, str(run_id))]
 
     def drop_refs(self, run_id: UUID) -> list[str]:
         """Forget ``run_id``'s references; the names no run references any more, sorted."""
+        drop = "DELETE FROM {p}actae_artifact_refs WHERE run_id = ? RETURNING name"
+        used = "SELECT 1 FROM {p}actae_artifact_refs WHERE name = ? LIMIT 1"
+        run = self.tables.run
         with self.tables.transaction() as conn:
-            dropped = {name for (name,) in conn.execute(self._drop, (str(run_id),)).fetchall()}
-            return sorted(n for n in dropped if conn.execute(self._used, (n,)).fetchone() is None)
+            dropped = {name for (name,) in run(conn, drop, str(run_id)).fetchall()}
+            return sorted(n for n in dropped if run(conn, used, n).fetchone() is None)
 
     def close(self) -> None:
         """Release the tables' connections (shared with the blobs of the same store)."""

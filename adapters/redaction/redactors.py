@@ -78,69 +78,41 @@ class _Walker(PlainRedactor):
     def __call__(self, document: Any) -> Redacted:
         counts: dict[str, int] = {}
         texts: list[str] = []
-        copy = self._copy_list([document], texts, counts, 0)
+        copy = self._copy([document], texts, counts, 0)
         if texts and (redacted := self._texts(texts, counts)) is not None:
-            self._put_list(copy, iter(redacted))
+            self._put(copy, iter(redacted))
         return Redacted(copy[0], counts)
 
-    def _copy_list(
-        self,
-        value: list[Any] | tuple[Any, ...],
-        texts: list[str],
-        counts: dict[str, int],
-        depth: int,
-    ) -> list[Any]:
+    def _copy(self, value: Any, texts: list[str], counts: dict[str, int], depth: int) -> Any:
+        """A copy of the list, tuple or dict ``value``, collecting its texts in walk order."""
         if depth > MAX_DEPTH:
             raise _too_deep()
-        out: list[Any] = []
-        collect, keep, min_length = texts.append, out.append, self._min_length
-        for item in value:
-            if isinstance(item, str):
-                if len(item) >= min_length:
-                    collect(item)
-                keep(item)
-            elif isinstance(item, dict):
-                keep(self._copy_dict(item, texts, counts, depth + 1))
-            elif isinstance(item, _SEQUENCES):
-                keep(self._copy_list(item, texts, counts, depth + 1))
-            elif item is None or isinstance(item, _NUMBERS):
-                keep(item)
-            else:
-                raise _not_json(item)
-        return out
-
-    def _copy_dict(
-        self, value: dict[Any, Any], texts: list[str], counts: dict[str, int], depth: int
-    ) -> dict[str, Any]:
-        if depth > MAX_DEPTH:
-            raise _too_deep()
-        out: dict[str, Any] = {}
         collect, min_length, key_lengths = texts.append, self._min_length, self._key_lengths
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise _not_json(key, what="key")
-            if len(key) >= min_length:
-                collect(key)
-            if isinstance(item, str):
+        is_dict = isinstance(value, dict)
+        out: Any = {} if is_dict else [None] * len(value)
+        for key, item in value.items() if is_dict else enumerate(value):
+            if is_dict:
+                if not isinstance(key, str):
+                    raise _not_json(key, what="key")
+                if len(key) >= min_length:
+                    collect(key)
                 if (
-                    len(key) in key_lengths
+                    isinstance(item, str)
+                    and len(key) in key_lengths
                     and item
                     and self._is_secret_key(key, value)
                     and not _is_marker(item)
                 ):
                     counts[SECRET_FIELD] = counts.get(SECRET_FIELD, 0) + 1
                     item = _SECRET_MARKER  # noqa: PLW2901 - the value that is kept
+            if isinstance(item, str):
                 if len(item) >= min_length:
                     collect(item)
-                out[key] = item
-            elif isinstance(item, dict):
-                out[key] = self._copy_dict(item, texts, counts, depth + 1)
-            elif isinstance(item, _SEQUENCES):
-                out[key] = self._copy_list(item, texts, counts, depth + 1)
-            elif item is None or isinstance(item, _NUMBERS):
-                out[key] = item
-            else:
+            elif isinstance(item, _CONTAINERS):
+                item = self._copy(item, texts, counts, depth + 1)  # noqa: PLW2901 - its copy
+            elif item is not None and not isinstance(item, _NUMBERS):
                 raise _not_json(item)
+            out[key] = item
         return out
 
     def _is_secret_key(self, key: str, siblings: dict[Any, Any]) -> bool:
@@ -149,48 +121,34 @@ class _Walker(PlainRedactor):
             return False
         return name != "token" or "logprob" not in siblings
 
-    def _put_list(self, value: list[Any], redacted: Iterator[str]) -> None:
+    def _put(self, value: Any, redacted: Iterator[str]) -> None:
         """Put the redacted texts back into the copy, in the order they were collected."""
-        for index, item in enumerate(value):
+        min_length = self._min_length
+        is_dict = isinstance(value, dict)
+        renamed: dict[str, str] = {}
+        key: Any
+        for key, item in value.items() if is_dict else enumerate(value):
+            if is_dict and len(key) >= min_length and (new_key := next(redacted)) != key:
+                renamed[key] = new_key
             if isinstance(item, str):
-                if len(item) >= self._min_length:
-                    value[index] = next(redacted)
-            elif isinstance(item, dict):
-                self._put_dict(item, redacted)
-            elif isinstance(item, list):
-                self._put_list(item, redacted)
-
-    def _put_dict(self, value: dict[str, Any], redacted: Iterator[str]) -> None:
-        entries: list[tuple[str, str, Any]] = []
-        renamed = False
-        for key, item in value.items():
-            new_key = next(redacted) if len(key) >= self._min_length else key
-            renamed = renamed or new_key != key
-            if isinstance(item, str):
-                if len(item) >= self._min_length:
-                    item = next(redacted)  # noqa: PLW2901 - the redacted value
-            elif isinstance(item, dict):
-                self._put_dict(item, redacted)
-            elif isinstance(item, list):
-                self._put_list(item, redacted)
-            entries.append((key, new_key, item))
-        if not renamed:
-            for key, _, item in entries:
-                value[key] = item
-            return
-        # A key that redacts to a name already present gets a "#2", "#3"… suffix: no entry
-        # is lost, and the secret is not told by which one it was.
-        out: dict[str, Any] = {}
-        for key, new_key, item in entries:
-            out[new_key if new_key == key else _unused(new_key, out, value)] = item
-        value.clear()
-        value.update(out)
+                if len(item) >= min_length:
+                    value[key] = next(redacted)
+            elif isinstance(item, dict | list):
+                self._put(item, redacted)
+        if renamed:
+            # A key that redacts to a name already present gets a "#2", "#3"… suffix: no
+            # entry is lost, and the secret is not told by which one it was.
+            out: dict[str, Any] = {}
+            for key, item in value.items():
+                out[_unused(renamed[key], out, value) if key in renamed else key] = item
+            value.clear()
+            value.update(out)
 
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 """A user pattern's name, as :func:`redactor_from` accepts it."""
 _MARKER = re.compile(rf"\[redacted:{_NAME.pattern}\]")
-_SEQUENCES = (list, tuple)
+_CONTAINERS = (dict, list, tuple)
 _NUMBERS = (int, float)  # bool is an int
 
 
