@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
@@ -83,20 +82,6 @@ class TextFormatter(logging.Formatter):
         return line
 
 
-class _Defaults(logging.Filter):
-    """Adds fields to every record that lacks them (a worker process's name, say)."""
-
-    def __init__(self, fields: Mapping[str, object]) -> None:
-        super().__init__()
-        self._fields = dict(fields)
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        for name, value in self._fields.items():
-            if not hasattr(record, name):
-                setattr(record, name, value)
-        return True
-
-
 class _EntryPointHandler(logging.StreamHandler[TextIO]):
     """The handler :func:`configure` installs (and replaces when called again)."""
 
@@ -120,7 +105,14 @@ def configure(
     installed = _EntryPointHandler(sys.stderr if stream is None else stream)
     installed.setFormatter(JsonFormatter() if json else TextFormatter())
     if fields:
-        installed.addFilter(_Defaults(fields))
+
+        def defaults(record: logging.LogRecord) -> bool:
+            for name, value in fields.items():
+                if not hasattr(record, name):
+                    setattr(record, name, value)
+            return True
+
+        installed.addFilter(defaults)
     logger.addHandler(installed)
     logger.setLevel(level)
     return installed

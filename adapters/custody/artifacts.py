@@ -27,7 +27,8 @@ from typing import Any
 from uuid import UUID
 
 from actae.adapters.custody.blobs import BlobStore
-from actae.adapters.custody.chunks import KEY_BYTES, ChunkCipher, sealed_name
+from actae.adapters.custody.chunks import ChunkCipher, sealed_name
+from actae.adapters.custody.keyring import KEY_BYTES
 from actae.adapters.custody.pieces import CHUNK_SIZE
 from actae.adapters.custody.reading import ArtifactStream, clear_chunks, sealed_chunks, with_last
 from actae.adapters.custody.refs import RefRecorder
@@ -55,14 +56,6 @@ class RefKeys:
         if self.current not in self.secrets:
             raise ValidationError("keys.current", f"no secret for key {self.current!r}")
         object.__setattr__(self, "secrets", MappingProxyType(dict(self.secrets)))
-
-    def current_secret(self) -> bytes:
-        """The secret of the current key."""
-        return self.secrets[self.current]
-
-    def secret(self, key_id: str) -> bytes | None:
-        """The secret of ``key_id``, if held."""
-        return self.secrets.get(key_id)
 
 
 def ref_mac(
@@ -132,7 +125,7 @@ class Artifacts:
         self.refs.add_ref(self._name(digest, run_id, data_key), run_id)
         fields: dict[str, Any] = {"digest": digest, "size": seen.size, "media_type": media_type}
         fields.update(run_id=run_id, sealed=data_key is not None)
-        mac = ref_mac(self.keys.current_secret(), **fields)
+        mac = ref_mac(self.keys.secrets[self.keys.current], **fields)
         return ArtifactRef(**fields, key=self.keys.current, mac=mac)
 
     def _held(
@@ -153,7 +146,7 @@ class Artifacts:
     def verify(self, ref: ArtifactRef) -> None:
         """Check the reference's MAC; :class:`CorruptionError` if it fails or its key is gone."""
         what = f"artifact reference {ref.digest}"
-        secret = self.keys.secret(ref.key)
+        secret = self.keys.secrets.get(ref.key)
         if secret is None:
             raise CorruptionError(what, f"it was made with key {ref.key!r}, which is not held")
         expected = ref_mac(secret, **ref.model_dump(include=MAC_FIELDS))

@@ -36,18 +36,16 @@ class Tables:
     """The custody tables of one database: its connections, and statements in its dialect.
 
     Statements are written once, with ``?`` marks and ``{p}`` before each table's name; a
-    backend gives the prefix (its schema), the marks and how it connects.
+    backend gives the prefix (its schema), how it connects and runs a statement.
     """
 
     prefix = ""
-    mark = "?"
     older_than = "datetime('now', '-' || ? || ' seconds')"
     """The moment ``?`` seconds ago, compared with a row's ``created_at`` (``{older_than}``)."""
 
     def sql(self, statement: str) -> str:
-        """``statement`` with its tables named and its marks the driver's."""
-        named = statement.format(p=self.prefix, older_than=self.older_than)
-        return named if self.mark == "?" else named.replace("%", "%%").replace("?", self.mark)
+        """``statement`` with its tables named."""
+        return statement.format(p=self.prefix, older_than=self.older_than)
 
     def run(self, conn: Any, statement: str, *params: Any) -> Any:
         """Execute ``statement`` on ``conn`` with ``params``; the cursor."""

@@ -26,6 +26,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.hashes import SHA256
 from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
 
+from actae.adapters.custody.keyring import KEY_BYTES
 from actae.adapters.custody.pieces import CHUNK_SIZE
 from actae.domain.errors import CorruptionError, ValidationError
 
@@ -35,7 +36,6 @@ TAG_BYTES = 16
 OVERHEAD = NONCE_BYTES + TAG_BYTES
 SEALED_CHUNK = CHUNK_SIZE + OVERHEAD
 """Stored bytes of every sealed chunk but the last."""
-KEY_BYTES = 32
 
 
 def subkey(data_key: bytes, purpose: bytes) -> bytes:

@@ -26,7 +26,6 @@ from actae.adapters.persistence.url import StoreUrl
 class PostgresTables(Tables):
     """The pool and the schema of the artifact tables (given no pool, one of their own)."""
 
-    mark = "%s"
     older_than = "now() - make_interval(secs => ?)"
 
     def __init__(self, url: StoreUrl, pool: ConnectionPool[Any] | None = None) -> None:
@@ -43,8 +42,9 @@ class PostgresTables(Tables):
         )
 
     def run(self, conn: Any, statement: str, *params: Any) -> Any:
-        """Execute ``statement`` on ``conn``, its answer in binary (``bytea`` never as hex)."""
-        return conn.execute(self.sql(statement), params, binary=True)
+        """Execute ``statement`` in psycopg's marks, its answer in binary (never hex text)."""
+        text = self.sql(statement).replace("%", "%%").replace("?", "%s")
+        return conn.execute(text, params, binary=True)
 
     @contextlib.contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:

@@ -58,21 +58,16 @@ def _from_path(path: str) -> Iterator[bytes]:
 
 
 def _from_file(file: Readable) -> Iterator[bytes]:
-    while chunk := _read_full(file):
+    """Chunks of exactly ``CHUNK_SIZE`` bytes (fewer only at the end), however ``read`` counts."""
+    while chunk := _read(file, CHUNK_SIZE):
+        if len(chunk) < CHUNK_SIZE:
+            buffer = bytearray(chunk)
+            while len(buffer) < CHUNK_SIZE and (more := _read(file, CHUNK_SIZE - len(buffer))):
+                buffer += more
+            chunk = bytes(buffer)
         yield chunk
         if len(chunk) < CHUNK_SIZE:
             return
-
-
-def _read_full(file: Readable) -> bytes:
-    """Exactly ``CHUNK_SIZE`` bytes, or fewer only at the end of the file."""
-    first = _read(file, CHUNK_SIZE)
-    if not first or len(first) == CHUNK_SIZE:
-        return first
-    buffer = bytearray(first)
-    while len(buffer) < CHUNK_SIZE and (more := _read(file, CHUNK_SIZE - len(buffer))):
-        buffer += more
-    return bytes(buffer)
 
 
 def _read(file: Readable, size: int) -> bytes:
