@@ -135,12 +135,10 @@ class Artifacts:
 
         Their name is known before a chunk is written: a duplicate costs one lookup.
         """
-        probe = _Digest()
-        probe.hash.update(data)
-        probe.size = memoryview(data).nbytes
+        probe = hashlib.sha256(data)
         if not self.blobs.has(self._name(probe.hexdigest(), run_id, key)):
             return False
-        seen.hash, seen.size = probe.hash, probe.size
+        seen.hash, seen.size = probe, memoryview(data).nbytes
         return True
 
     def verify(self, ref: ArtifactRef) -> None:

@@ -165,23 +165,19 @@ class DataKeys:
         return done
 
     def _keyring(self) -> Keyring:
-        if self.keyring is None:
-            raise locked(None)
-        self._reload_if_changed()
-        return self.keyring
-
-    def _reload_if_changed(self) -> None:
-        """Read the keyring file again if it changed since (a rotation added a key)."""
+        """The keyring, read again if its file changed (a rotation added a key)."""
         keyring = self.keyring
-        if keyring is None or keyring.path is None:
-            return
-        if time.monotonic() - self._keyring_checked_at < CACHE_SECONDS:
-            return
-        self._keyring_checked_at = time.monotonic()
-        stamp = _stamp_of(keyring)
-        if stamp != self._keyring_stamp:
-            self.keyring = load_keyring(keyring.path)
-            self._keyring_stamp = stamp
+        if keyring is None:
+            raise locked(None)
+        if (
+            keyring.path is not None
+            and time.monotonic() >= self._keyring_checked_at + CACHE_SECONDS
+        ):
+            self._keyring_checked_at = time.monotonic()
+            if (stamp := _stamp_of(keyring)) != self._keyring_stamp:
+                keyring = self.keyring = load_keyring(keyring.path)
+                self._keyring_stamp = stamp
+        return keyring
 
     def _usable(self, run_id: UUID, entry: bytes | str) -> bytes:
         if entry == FORGOTTEN:

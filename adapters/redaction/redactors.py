@@ -212,30 +212,29 @@ redact_secrets: Redactor = builtin_redactor()
 """
 
 
-class _Rule:
-    """One user pattern: every non-empty match becomes the marker of its name."""
+_Rule = Callable[[str, dict[str, int]], str]
+"""One user pattern, applied to a text: every non-empty match becomes its name's marker."""
 
-    __slots__ = ("name", "pattern", "replacement")
 
-    def __init__(self, name: str, pattern: re.Pattern[str]) -> None:
-        self.name = name
-        self.pattern = pattern
-        self.replacement = marker(name)
+def _rule(name: str, pattern: re.Pattern[str]) -> _Rule:
+    replacement = marker(name)
 
-    def __call__(self, text: str, counts: dict[str, int]) -> str:
+    def apply(text: str, counts: dict[str, int]) -> str:
         pieces: list[str] = []
         done = 0
-        for match in self.pattern.finditer(text):
+        for match in pattern.finditer(text):
             start, end = match.span()
             if start == end:  # a pattern that can match nothing must not insert markers
                 continue
-            pieces += (text[done:start], self.replacement)
+            pieces += (text[done:start], replacement)
             done = end
         if not pieces:
             return text
         pieces.append(text[done:])
-        counts[self.name] = counts.get(self.name, 0) + len(pieces) // 2
+        counts[name] = counts.get(name, 0) + len(pieces) // 2
         return "".join(pieces)
+
+    return apply
 
 
 def redactor_from(
@@ -258,7 +257,7 @@ def redactor_from(
                 field,
                 "a name has 1 to 64 letters, digits, '_', '.' or '-', the first a letter or digit",
             )
-        rules.append(_Rule(name, _compiled(field, pattern)))
+        rules.append(_rule(name, _compiled(field, pattern)))
     if not rules:
         raise ValidationError("patterns", "expected at least one pattern")
     return _Walker(_rule_texts(rules), _secret_key_names(secret_keys), 1)
