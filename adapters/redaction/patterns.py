@@ -11,16 +11,6 @@ import re
 import string
 from collections.abc import Iterator, Mapping
 
-__all__ = [
-    "MIN_LENGTH",
-    "PATTERNS",
-    "SECRET_FIELD",
-    "SECRET_KEYS",
-    "luhn_valid",
-    "marker",
-    "redacted_text",
-]
-
 SECRET_FIELD = "secret_field"  # noqa: S105 - a count name, not a password
 """The count name of string values replaced because of the key they are stored under."""
 

@@ -31,8 +31,6 @@ from actae.domain.errors import ValidationError
 from actae.domain.redaction import PlainRedactor, Redacted, Redactor, in_turn
 from actae.domain.validation import MAX_DEPTH, key_label, require_text
 
-__all__ = ["builtin_redactor", "chain", "redact_secrets", "redactor_from", "redactor_of"]
-
 _SECRET_MARKER = marker(SECRET_FIELD)
 
 _Texts = Callable[[list[str], dict[str, int]], list[str] | None]
