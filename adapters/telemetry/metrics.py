@@ -9,8 +9,9 @@ read models at each collection. Every call and every reading is guarded (:mod:`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol, Self
+from typing import Any, Protocol
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, CallbackT, MeterProvider, Observation
@@ -94,7 +95,7 @@ def _instruments_of(meter: metrics.Meter) -> Instruments:
     )
 
 
-class Observing:
+class Observing(AbstractContextManager["Observing"]):
     """The gauges of :func:`observe`, reporting until :meth:`stop` (or the ``with`` block's end).
 
     Stop before the store closes: OpenTelemetry cannot take an instrument back, and a later
@@ -107,9 +108,6 @@ class Observing:
     def stop(self) -> None:
         """Report nothing from now on."""
         self.stopped = True
-
-    def __enter__(self) -> Self:
-        return self
 
     def __exit__(self, *_: object) -> None:
         self.stop()
