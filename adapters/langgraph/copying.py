@@ -1,15 +1,10 @@
 """``copy_thread``: the copy is an Actae fork, with its receipt; nothing is duplicated.
 
-The new thread's run is a fork of the source thread's run at its head, started under the
-new thread's operation id, so the copy is found as that thread, and both runs keep the fork
-receipt (``store.lineage``): who was copied from where, at which cursor, and when. The
-fork's channel starts with the source's latest state; reading the copy reads the source's
-history up to that cursor (every checkpoint and write), then the copy's own.
-
-Each other namespace of the source becomes a namespace of the copy that starts with a
-``langgraph.copied`` record naming the source's channel and cursor, read the same way. A
-copy into a thread that exists already (Actae cannot fork into an existing run) splices the
-source in that way for the root namespace too.
+The new thread's run is a fork of the source's at its head, started under the new thread's
+operation id, so both keep the fork receipt (``store.lineage``); reading the copy reads the
+source's history up to that cursor, then the copy's own. Each other namespace, and the root
+of a target that exists already (Actae cannot fork into a run), starts with a
+``langgraph.copied`` record naming the source's channel and cursor, read the same way.
 """
 
 from __future__ import annotations

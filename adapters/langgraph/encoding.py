@@ -1,28 +1,9 @@
 """How LangGraph's objects become Actae documents, and the names they are stored under.
 
-Actae stores JSON, checked and checksummed. A checkpoint, its metadata and a pending write
-hold LangGraph objects (messages, Pydantic models, bytes, ``Send``...) that only the saver's
-``serde`` round-trips exactly, so each is stored *packed*: ``{"type": ..., "data":
-<base64 of serde.dumps_typed>}``, the same bytes a PostgresSaver keeps in its ``bytea``
-columns. Around them sit plain fields (thread, namespace, ids, source, step, run id) that
-anyone reading the channel, or a read model, can use without LangGraph.
-
-A thread's channel holds, besides Actae's own events:
-
-========================  ============  =================================================
-kind                      written as    what it means
-========================  ============  =================================================
-``langgraph.checkpoint``  transition    a checkpoint; the state *is* the checkpoint
-``langgraph.writes``      record        one ``put_writes`` call: a task's pending writes
-``langgraph.deleted``     transition    tombstone: everything before it reads as gone
-``langgraph.pruned``      record        only the checkpoint it names stays visible
-``langgraph.forgotten``   record        the checkpoints it names read as gone
-``langgraph.copied``      record        another channel's history, as far as a cursor,
-                                        reads as if written here (``copy_thread``)
-========================  ============  =================================================
-
-Operation ids are derived from what the call is about (thread, channel, checkpoint, task),
-so that a retried call finds the original and replays it instead of writing again.
+Only the saver's ``serde`` round-trips a checkpoint's objects exactly, so each is stored
+*packed* (base64 of ``serde.dumps_typed``) beside plain fields a reader without LangGraph
+can use; docs/langgraph.md lists the kinds. Operation ids are derived from what a call is
+about, so that a retried call replays instead of writing again.
 """
 
 from __future__ import annotations
@@ -37,7 +18,6 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 CHECKPOINT = "langgraph.checkpoint"
 WRITES = "langgraph.writes"
-DELETED = "langgraph.deleted"
 PRUNED = "langgraph.pruned"
 FORGOTTEN = "langgraph.forgotten"
 COPIED = "langgraph.copied"
@@ -45,12 +25,10 @@ COPIED = "langgraph.copied"
 THREAD_MARK = "thread"
 NAMESPACE_MARK = "namespace"
 CHECKPOINT_MARK = "checkpoint"
-DELETED_MARK = "deleted"
 """Values of the ``"langgraph"`` key of a state: what the state is."""
 
 MAX_THREAD_ID_LENGTH = 256
-"""Thread ids go verbatim into operation ids (Actae allows 512 characters), so that a
-thread's run can be found by its id and listed by it."""
+"""Thread ids go verbatim into operation ids (512 at most), to find a thread's run by it."""
 _MAX_PART = 200
 _MAX_OPERATION_ID = 500
 _SUMMARY_KEYS = ("source", "step", "run_id")
@@ -107,7 +85,7 @@ def checkpoint_state(
 ) -> dict[str, Any]:
     """The state version a checkpoint is: everything ``get_tuple`` returns, in one read.
 
-    ``writes_from``: the first cursor where writes for it recorded before it may be.
+    ``writes_from``: the first cursor where writes recorded before it may be.
     """
     state: dict[str, Any] = {
         "langgraph": CHECKPOINT_MARK,
@@ -138,10 +116,8 @@ def checkpoint_payload(
 ) -> dict[str, Any]:
     """The event of a checkpoint: where it belongs, its parent, and its metadata.
 
-    The packed metadata is exact; ``source``, ``step`` and ``run_id`` are repeated as plain
-    JSON when they are plain, for readers of the log that do not run LangGraph.
-    ``redacted`` counts what the store's redactor removed from the checkpoint and its
-    metadata before they were packed (a transition has no ``redacted`` field of its own).
+    ``source``, ``step`` and ``run_id`` are repeated as plain JSON when they are plain.
+    ``redacted`` counts what redaction removed before packing (a transition has no such field).
     """
     thread_id, checkpoint_ns = address
     payload: dict[str, Any] = {
@@ -188,9 +164,8 @@ def writes_payload(
 def indexed_writes(writes: list[tuple[str, object]]) -> tuple[list[tuple[int, str, object]], bool]:
     """Each write with LangGraph's index (``WRITES_IDX_MAP``), and whether all are special.
 
-    Special writes (errors, interrupts, scheduled, resume values) replace an earlier write
-    of the same task and index, as every LangGraph saver upserts them; ordinary writes keep
-    the first one stored.
+    Special writes (errors, interrupts, resume values) replace an earlier one of the same
+    task and index, as LangGraph's savers upsert them; ordinary writes keep the first.
     """
     indexed = [
         (WRITES_IDX_MAP.get(channel, idx), channel, value)
@@ -213,14 +188,12 @@ def _plain(value: object) -> bool:
 
 
 def operation_id(workflow_id: str, what: str, *parts: str) -> str:
-    """``workflow_id:what:part:part...``, or its digest when it would be too long to store.
-
-    Parts are LangGraph's ids (threads, namespaces, checkpoints, tasks): usually short, but
-    a nested subgraph's namespace can be long. The digest keeps the id deterministic.
-    """
+    """``workflow_id:what:part:part...``, or its digest when it cannot be stored as it is."""
     text = ":".join((workflow_id, what, *parts))
-    if len(text) <= _MAX_OPERATION_ID and "\x00" not in text and _encodable(text):
-        return text
+    if len(text) <= _MAX_OPERATION_ID and not any(
+        c == "\x00" or "\ud800" <= c <= "\udfff" for c in text
+    ):
+        return text  # else too long, or holding what Actae refuses (NUL, a lone surrogate)
     return f"{workflow_id}:{what}:sha256:{digest(text)}"
 
 
@@ -228,11 +201,3 @@ def digest(value: object) -> str:
     """A short, stable digest of a JSON-able value (or text)."""
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate: Actae refuses it
-        return False
-    return True

@@ -1,21 +1,11 @@
 """``delete_thread``, ``prune`` and ``delete_for_runs``: through the store's own custody.
 
-* ``delete_thread`` (and ``prune(..., strategy="delete")``) ends every run of the thread
-  the way the store deletes anything: forgotten at once when the store encrypts (its data
-  key destroyed, audited: every checkpoint of it is unreadable for good), else completed,
-  so that retention purges it when the store's policy says (docs/data.md). The thread reads
-  as empty at once, and a later ``put`` starts it afresh on a new run.
-* ``prune(..., strategy="keep_latest")`` records, per namespace, the one checkpoint that
-  stays visible, with its writes;
-* ``delete_for_runs`` records, on every channel holding one (a copy's included), which
-  checkpoints of those LangGraph runs read as gone.
-
-The last two hide checkpoints inside a thread that goes on: a run's log is kept or
-forgotten whole, so their checkpoints stay in it until the thread is deleted or its run
-purged, and every read of this saver honours the records
-(:mod:`~actae.adapters.langgraph.history`). Each record names the head it read and retries
-on a lost race: it applies to what is there when it lands. Tombstones written by earlier
-versions of ``delete_thread`` are still honoured.
+``delete_thread`` (and ``prune(..., strategy="delete")``) ends every run of the thread as
+the store deletes anything: forgotten at once when the store encrypts, else completed, for
+retention to purge (docs/data.md); a later ``put`` starts it afresh. ``keep_latest`` and
+``delete_for_runs`` hide checkpoints inside a thread that goes on, with a record each reads
+honour (:mod:`.history`): a run's log is kept or forgotten whole. Each record names the head
+it read and retries on a lost race, so it applies to what is there when it lands.
 """
 
 from __future__ import annotations
@@ -51,13 +41,7 @@ STRATEGIES = ("keep_latest", "delete")
 
 
 def delete_thread(ctx: Context, thread_id: str, reason: str = "delete_thread") -> None:
-    """End every run of ``thread_id``, as the store's own deletion paths do.
-
-    Each namespace's run is forgotten when the store encrypts (its checkpoints are
-    crypto-shredded at once, audited), else completed, so that retention purges it by the
-    store's policy. The thread then reads as empty, and a later checkpoint starts it afresh
-    on a new run. Nothing happens for an unknown thread.
-    """
+    """End every run of ``thread_id``: forgotten (crypto-shredded) or completed for retention."""
     root = find_thread(ctx, thread_id)
     if root is None:
         return
@@ -88,10 +72,9 @@ def prune(ctx: Context, thread_ids: Sequence[str], strategy: str) -> None:
 
 
 def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> None:
-    """Forget the checkpoints of the LangGraph runs ``run_ids``, in every thread.
+    """Forget the checkpoints of the LangGraph runs ``run_ids``, in every thread and copy.
 
-    LangGraph names runs, not threads, so this reads the store's whole log once: the
-    checkpoints whose metadata names one of the runs, and which channels copied which.
+    LangGraph names runs, not threads, so this reads the store's whole log once.
     """
     wanted = {str(run_id) for run_id in run_ids}
     if not wanted:
@@ -147,17 +130,13 @@ def _keep_latest(ctx: Context, address: tuple[str, str], ref: Ref) -> None:
     thread_id, checkpoint_ns = address
 
     def write(head: Receipt) -> None:
-        latest = at_head(ctx.store, ref.channel_id)
-        kept = None if latest is None else latest.checkpoint_id
+        latest = at_head(ctx.store, ref.channel_id) or history(ctx.store, ref.channel_id).latest()
         if latest is None:
-            entry = history(ctx.store, ref.channel_id).latest()
-            kept = None if entry is None else entry.checkpoint_id
-        if kept is None:
             return  # nothing visible: nothing to prune
         payload = {
             "thread_id": thread_id,
             "checkpoint_ns": checkpoint_ns,
-            "keep": kept,
+            "keep": latest.checkpoint_id,
             "reason": "prune keep_latest",
         }
         _recorded(ctx, ref.channel_id, PRUNED, payload, head)
@@ -168,18 +147,12 @@ def _keep_latest(ctx: Context, address: tuple[str, str], ref: Ref) -> None:
 def _recorded(
     ctx: Context, channel_id: UUID, kind: str, payload: dict[str, Any], head: Receipt
 ) -> Receipt:
-    """Record the marker ``kind`` right after ``head``."""
+    """Record the marker ``kind`` right after ``head``, under an id naming both."""
+    what = kind.removeprefix("langgraph.")
     return ctx.store.record(
         channel_id,
         kind=kind,
         payload=payload,
         expected_cursor=head.cursor,
-        operation_id=_marker_id(ctx, kind, channel_id, head),
-    )
-
-
-def _marker_id(ctx: Context, kind: str, channel_id: UUID, head: Receipt) -> str:
-    """A marker's operation id: its kind, its channel and the head it follows."""
-    return operation_id(
-        ctx.workflow_id, kind.removeprefix("langgraph."), str(channel_id), str(head.cursor)
+        operation_id=operation_id(ctx.workflow_id, what, str(channel_id), str(head.cursor)),
     )

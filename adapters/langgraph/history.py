@@ -1,21 +1,16 @@
 """What a thread's channel shows: its visible checkpoints and their pending writes.
 
-Actae's log is append-only, so forgetting is itself an event (a tombstone, a prune, a
-forget; see :mod:`~actae.adapters.langgraph.encoding`) and reading folds the channel from
-its first event: :class:`Visible` applies each event in order. A copied thread reads its
-source's history up to the cursor it was copied at, then its own: a fork's first event, or a
-``langgraph.copied`` record, splices the source in where it stands.
-
-Reading the whole history is the slow path. The common read, the latest checkpoint of a
-namespace, is its channel's head (:func:`at_head`, one ``recover``): the state in force is
-the checkpoint and the records after it are its writes. It answers whenever nothing after
-that checkpoint could change what is visible, and says so otherwise.
+The log is append-only, so hiding is itself an event (a prune, a forget) and reading folds
+the channel from its start (:class:`Visible`); a copy's first event splices its source in,
+up to the cursor it was copied at. The common read, a namespace's latest checkpoint, is the
+channel's head instead (:func:`at_head`, one ``recover``), whenever nothing after that
+checkpoint could change what is visible.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from typing import Any
 from uuid import UUID
 
@@ -23,8 +18,6 @@ from actae.adapters.langgraph.encoding import (
     CHECKPOINT,
     CHECKPOINT_MARK,
     COPIED,
-    DELETED,
-    DELETED_MARK,
     FORGOTTEN,
     PRUNED,
     WRITES,
@@ -69,12 +62,7 @@ def writes_of(payload: dict[str, Any]) -> list[StoredWrite]:
 
 
 def add_writes(into: dict[tuple[str, int], StoredWrite], writes: list[StoredWrite]) -> None:
-    """Add ``writes``, as LangGraph's savers store them, keyed by task and index.
-
-    A special write (negative index: an error, an interrupt, a resume value) replaces the
-    one before it; an ordinary write keeps the first stored, like an insert that ignores
-    conflicts.
-    """
+    """Add ``writes`` by task and index: a special one (negative index) replaces, others not."""
     for write in writes:
         key = (write.task_id, write.idx)
         if write.idx < 0 or key not in into:
@@ -95,8 +83,7 @@ class Entry:
 class Visible:
     """The checkpoints a history shows, oldest first, each with its pending writes.
 
-    Writes recorded before their checkpoint (LangGraph does not order them) wait in
-    ``early`` until it comes; the markers that hide checkpoints drop them too.
+    Writes recorded before their checkpoint wait in ``early`` until it comes.
     """
 
     def __init__(self) -> None:
@@ -117,9 +104,6 @@ class Visible:
             entry = self.entries.get(checkpoint_id)
             into = entry.writes if entry is not None else self.early.setdefault(checkpoint_id, {})
             add_writes(into, writes_of(payload))
-        elif event.kind == DELETED:
-            self.entries.clear()
-            self.early.clear()
         elif event.kind == PRUNED:
             kept = self.entries.get(str(payload["keep"]))
             self.entries = {} if kept is None else {kept.checkpoint_id: kept}
@@ -134,9 +118,7 @@ class Visible:
         for checkpoint_id, entry in source.entries.items():
             mine = self.entries.get(checkpoint_id)
             if mine is None:
-                self.entries[checkpoint_id] = Entry(
-                    checkpoint_id, entry.channel_id, entry.cursor, entry.payload, dict(entry.writes)
-                )
+                self.entries[checkpoint_id] = replace(entry, writes=dict(entry.writes))
             else:  # copied twice: one checkpoint, the writes of both
                 add_writes(mine.writes, list(entry.writes.values()))
 
@@ -151,24 +133,31 @@ class Visible:
             known.channel_id, known.cursor, known.payload = event.channel_id, event.cursor, payload
 
 
-def history(store: Store, channel_id: UUID, through: int | None = None) -> Visible:
-    """The visible checkpoints of a channel, as of cursor ``through`` (default: its head)."""
-    visible = Visible()
-    after = 0
+def events(
+    store: Store, channel_id: UUID, after: int = 0, through: int | None = None
+) -> Iterator[ChannelEvent]:
+    """The channel's events after cursor ``after`` (as far as ``through``), a page at a time."""
     while True:
         limit = PAGE if through is None else min(PAGE, through - after)
         if limit <= 0:
-            return visible
+            return
         page = store.events(channel_id, after, limit)
-        for event in page:
-            source = _spliced(store, event)
-            if source is None:
-                visible.apply(event)
-            else:
-                visible.merge(source)
+        yield from page
         if len(page) < limit:
-            return visible
+            return
         after = page[-1].cursor
+
+
+def history(store: Store, channel_id: UUID, through: int | None = None) -> Visible:
+    """The visible checkpoints of a channel, as of cursor ``through`` (default: its head)."""
+    visible = Visible()
+    for event in events(store, channel_id, through=through):
+        source = _spliced(store, event)
+        if source is None:
+            visible.apply(event)
+        else:
+            visible.merge(source)
+    return visible
 
 
 def _spliced(store: Store, event: ChannelEvent) -> Visible | None:
@@ -185,34 +174,28 @@ def _spliced(store: Store, event: ChannelEvent) -> Visible | None:
 
 @dataclass(frozen=True, slots=True)
 class AtHead:
-    """The latest checkpoint as the head shows it: its state, or none (the thread is empty)."""
+    """The latest checkpoint as the head shows it: its state and its writes."""
 
-    state: dict[str, Any] | None
+    state: dict[str, Any]
     writes: list[StoredWrite]
 
     @property
-    def checkpoint_id(self) -> str | None:
-        """The latest checkpoint's id; ``None`` when no checkpoint is visible."""
-        return None if self.state is None else str(self.state["checkpoint_id"])
+    def checkpoint_id(self) -> str:
+        """The latest checkpoint's id."""
+        return str(self.state["checkpoint_id"])
 
 
 def at_head(store: Store, channel_id: UUID) -> AtHead | None:
     """The latest checkpoint from the channel's head alone, or ``None`` when it cannot tell.
 
-    It can tell when the state in force is a checkpoint this channel put (or a tombstone)
-    and what follows is only writes, forgets of other checkpoints, or a prune that kept it:
-    then nothing earlier can be visible over it. A copied history, a forget or prune that
-    hides it, or a fork's inherited state need the whole fold. Writes recorded before the
-    checkpoint are read from where its state says they start (``writes_from``).
+    It can when the state in force is a checkpoint this channel put and what follows is
+    only writes, forgets of others, or a prune that kept it. Writes recorded before it are
+    read from where its state says they start (``writes_from``).
     """
     recovery = store.recover(channel_id)
     state = recovery.state
-    mark = state.state.get("langgraph")
-    if state.cursor < 2 or mark not in (CHECKPOINT_MARK, DELETED_MARK):
-        return None
-    if mark == DELETED_MARK:
-        copied = any(event.kind == COPIED for event in recovery.events)
-        return None if copied else AtHead(None, [])
+    if state.cursor < 2 or state.state.get("langgraph") != CHECKPOINT_MARK:
+        return None  # no checkpoint, or a fork's inherited one: the fold knows
     if state.state.get("revised"):
         return None  # its writes from before the revision are further back
     checkpoint_id = str(state.state["checkpoint_id"])
@@ -223,7 +206,7 @@ def at_head(store: Store, channel_id: UUID) -> AtHead | None:
         before = store.events(channel_id, start, state.cursor - 1 - start)
     writes: dict[tuple[str, int], StoredWrite] = {}
     for event in before:  # older checkpoints and copies here change nothing about it
-        if event.kind in (DELETED, PRUNED) or _forgets(event, checkpoint_id):
+        if event.kind == PRUNED or _forgets(event, checkpoint_id):
             return None  # it dropped early writes: the fold knows which
         _add_if_for(writes, event, checkpoint_id)
     for event in recovery.events:
@@ -245,44 +228,29 @@ def _forgets(event: ChannelEvent, checkpoint_id: str) -> bool:
 
 
 def _keeps(event: ChannelEvent, checkpoint_id: str) -> bool:
-    """Whether ``event``, after the checkpoint, leaves it the latest visible one.
-
-    A prune that keeps another, a forget that names it, a tombstone, a copied history
-    (whose checkpoints would follow it) do not; writes and anything not the saver's do.
-    """
+    """Whether ``event``, after the checkpoint, leaves it the latest visible one."""
     if event.kind == PRUNED:
         return bool(event.contents()["keep"] == checkpoint_id)
     if event.kind == FORGOTTEN:
         return not _forgets(event, checkpoint_id)
-    return event.kind not in (COPIED, CHECKPOINT, DELETED)
+    return event.kind not in (COPIED, CHECKPOINT)  # a copy's checkpoints would follow it
 
 
 def hidden_since(store: Store, channel_id: UUID, checkpoint_id: str, cursor: int) -> int | None:
     """The cursor of the last event after ``cursor`` that hides ``checkpoint_id``, if any.
 
-    Asked when a put or a write replays an earlier one: if a tombstone, prune or forget
-    came since, the earlier write is not visible, and the call must write again (under an
-    operation id that names that event, so a retry of it replays in turn).
+    Asked when a put or a write replays: if a prune or forget hid the earlier write since,
+    the call writes again, under an id naming that event (so that a retry replays in turn).
     """
     hidden: int | None = None
-    after = cursor
-    while True:
-        page = store.events(channel_id, after, PAGE)
-        for event in page:
-            hides = event.kind in (PRUNED, FORGOTTEN) and not _keeps(event, checkpoint_id)
-            if hides or event.kind == DELETED:
-                hidden = event.cursor
-        if len(page) < PAGE:
-            return hidden
-        after = page[-1].cursor
+    for event in events(store, channel_id, cursor):
+        if event.kind in (PRUNED, FORGOTTEN) and not _keeps(event, checkpoint_id):
+            hidden = event.cursor
+    return hidden
 
 
 def scan_store(store: Store, visit: Callable[[ChannelEvent], None]) -> None:
-    """Show ``visit`` every event of every channel in the store, in the store's order.
-
-    For the calls LangGraph does not scope to a thread (``list(None)``,
-    ``delete_for_runs``): they read the whole log, which is what an index would spare.
-    """
+    """Show ``visit`` every event of every channel, in the store's order (the whole log)."""
     after = 0
     while True:
         page = store.events(None, after, GLOBAL_PAGE)

@@ -1,10 +1,8 @@
 """``get_tuple`` and ``list``: checkpoints back as LangGraph's ``CheckpointTuple``.
 
-The latest checkpoint of a namespace comes from its channel's head (one ``recover``); any
-other checkpoint, and a list, from the channel's folded history
-(:mod:`~actae.adapters.langgraph.history`), loading the state of each checkpoint handed
-out, and only of those. A list is newest first: the order the checkpoints were put in,
-reversed (for several namespaces at once, by checkpoint id, as LangGraph's savers sort).
+A namespace's latest checkpoint comes from its channel's head (one ``recover``), any other,
+and a list, from its folded history (:mod:`.history`), loading the state of each checkpoint
+handed out and only those. A list is newest first (across namespaces, by checkpoint id).
 """
 
 from __future__ import annotations
@@ -75,9 +73,7 @@ def get_tuple(ctx: Context, config: RunnableConfig) -> CheckpointTuple | None:
     if ref is None:
         return None
     head = at_head(ctx.store, ref.channel_id)
-    if head is not None and head.state is None:
-        return None  # deleted: nothing is visible
-    if head is not None and head.state is not None and wanted in (None, head.checkpoint_id):
+    if head is not None and wanted in (None, head.checkpoint_id):
         return tuple_of(ctx, address, head.state, head.writes)
     visible = history(ctx.store, ref.channel_id)
     entry = visible.latest() if wanted is None else visible.entries.get(wanted)
@@ -127,9 +123,8 @@ def list_checkpoints(
 ) -> Iterator[CheckpointTuple]:
     """The checkpoints that answer ``query``, newest first, at most ``limit``.
 
-    With a config, of its thread (of every namespace when it names none); without one, of
-    every thread in the store, which reads the store's whole log to find them. Each
-    checkpoint's state is read as it is handed out: a caller that stops early reads no more.
+    Of the config's thread, or without one of every thread (reading the whole log). Each
+    state is read as it is handed out: a caller that stops early reads no more.
     """
     threads = _all_threads(ctx) if config is None else [address_of(config)[0]]
     left = limit

@@ -1,20 +1,12 @@
 """Redaction of what the saver stores: the values inside LangGraph's serde blobs.
 
-A checkpoint's channel values, its metadata and a task's pending writes are stored packed
-(:mod:`.encoding`): base64 of ``serde.dumps_typed``, which no redactor can read. So on a
-store opened with ``redact=`` the saver redacts each value *before* it is packed, with the
-store's own redactor, and reports what it removed: a ``langgraph.writes`` record counts it
-in its ``redacted`` field like any record, a checkpoint (a transition, which has no such
-field) under ``redacted`` in its event's payload.
-
-A value is walked the way the graph holds it: plain JSON goes to the redactor whole (so a
-``password`` key still empties its value), and inside dicts, lists, tuples, sets, pydantic
-models (LangChain's messages), dataclasses (``Interrupt``, ``Command``), ``Send`` and
-exceptions each part is walked in turn and the object rebuilt only when something changed.
-Numbers, dates, UUIDs and enums hold no free text and are kept. Anything else (bytes, an
-object of unknown shape) cannot be looked inside, so it is refused with a
-``ValidationError`` naming where it is, and nothing is written: storing it would keep
-whatever secret it holds, and say ``redacted={}``.
+No redactor can read a packed blob (:mod:`.encoding`), so on a store opened with
+``redact=`` each value is redacted *before* it is packed and what was removed is counted
+(a record's ``redacted``, or a checkpoint event's). A value is walked as the graph holds
+it: plain JSON goes to the redactor whole (a ``password`` key still empties its value);
+containers, pydantic models, dataclasses, ``Send`` and exceptions part by part, rebuilt only
+when something changed. Anything else (bytes, an opaque object) is refused with a
+``ValidationError``: storing it would keep its secret and say ``redacted={}``.
 """
 
 from __future__ import annotations
@@ -52,8 +44,7 @@ _KEPT = (
     uuid.UUID,
     enum.Enum,
 )
-"""Values without free text (``bool`` is an ``int``, a ``datetime`` a ``date``; an enum's
-value is the code's)."""
+"""Values without free text (``bool`` is an ``int``, a ``datetime`` a ``date``)."""
 
 
 def redacted_value(value: object, redact: Redactor, where: str) -> tuple[Any, Found]:
@@ -76,18 +67,8 @@ def redacted_channel_values(checkpoint: Checkpoint, redact: Redactor) -> tuple[C
 
 
 def reporting(found: Found) -> Redactor | None:
-    """A redactor that removes nothing and reports ``found``, for ``store.record(redact=)``.
-
-    What the saver removed before packing is then counted in the record's ``redacted``
-    field, with whatever the store's own redactor finds in the rest of the payload.
-    """
-    if not found:
-        return None
-
-    def report(document: Any) -> Redacted:
-        return Redacted(document, dict(found))
-
-    return report
+    """A redactor that removes nothing and reports ``found``, for ``store.record(redact=)``."""
+    return (lambda document: Redacted(document, dict(found))) if found else None
 
 
 class _Walk:

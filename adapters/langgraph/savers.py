@@ -1,16 +1,10 @@
 """The savers a graph is compiled with: ``ActaeSaver`` (a ``Store``), ``AsyncActaeSaver``.
 
-The translation is written once, as plain code calling ``Store``
-(:mod:`~actae.adapters.langgraph.reading`, ``writing``, ``forgetting``, ``copying``), and
-the blocking methods of :class:`_Saver` call it. ``AsyncActaeSaver``'s coroutines run those
-very methods inside a greenback portal on the event loop's thread, as ``AsyncStore`` runs
-``Store``'s (:func:`~actae.adapters.persistence.awaiting.run_in_portal`): where the store
-would block, the coroutine awaits instead. Nothing is decided twice, so the two savers
-cannot drift apart.
-
-Like LangGraph's own savers, each also answers the other style of call: ``ActaeSaver``'s
-coroutines run its blocking methods in a thread, and ``AsyncActaeSaver``'s blocking methods
-work from any thread but its event loop's (as ``AsyncPostgresSaver``'s do).
+The translation is written once, as plain code calling ``Store``; ``AsyncActaeSaver``'s
+coroutines run the very same blocking methods in a greenback portal
+(:func:`~actae.adapters.persistence.awaiting.run_in_portal`), so the two cannot drift
+apart. Like LangGraph's savers, each answers the other style of call too: ``ActaeSaver``'s
+coroutines run in a thread, ``AsyncActaeSaver``'s blocking methods from any other thread.
 """
 
 from __future__ import annotations
@@ -18,8 +12,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import replace
 from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar
-from uuid import UUID
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -33,7 +27,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from actae.adapters.langgraph import copying, forgetting, reading, threads, writing
 from actae.adapters.langgraph.encoding import thread_id_of
-from actae.adapters.langgraph.threads import Context, Ref
+from actae.adapters.langgraph.threads import Context
 from actae.adapters.persistence.awaiting import in_portal, run_in_portal
 from actae.adapters.runtime.async_store import AsyncStore, open_async
 from actae.adapters.runtime.store import Store, open
@@ -64,27 +58,18 @@ class _Saver(BaseCheckpointSaver[int], Generic[S]):
         """The store's redactor (``actae.open(redact=)``), run on what the serde blobs hold."""
         self.workflow_id = require_text("workflow_id", workflow_id, max_length=100)
         self.agent_id = require_text("agent_id", agent_id)
-        self._core = core
-        self._runs: dict[str, Ref] = {}
-        self._stored: dict[tuple[UUID, str], None] = {}
-        self._early: dict[tuple[UUID, str], int] = {}
+        self._memory = Context(
+            core, self.serde, self.workflow_id, self.agent_id, redact=self.redact
+        )
         self._remember_loop()
 
     def _remember_loop(self) -> None:
         """Note the event loop the coroutines run on (only ``AsyncActaeSaver`` needs it)."""
 
     def _context(self) -> Context:
-        # Made per call: LangGraph's with_allowlist copies a saver and swaps its serde.
-        return Context(
-            self._core,
-            self.serde,
-            self.workflow_id,
-            self.agent_id,
-            self._runs,
-            self._stored,
-            self._early,
-            self.redact,
-        )
+        # Made per call, sharing the memory: LangGraph's with_allowlist copies a saver and
+        # swaps its serde.
+        return replace(self._memory, serde=self.serde)
 
     def thread_run(self, thread_id: str) -> RunInfo | None:
         """The Actae run that holds ``thread_id`` (``store.run`` of it), if it has one."""
@@ -153,10 +138,7 @@ class _Saver(BaseCheckpointSaver[int], Generic[S]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        """:meth:`list`, a checkpoint at a time, read where the coroutines run it.
-
-        Stopping early reads no more.
-        """
+        """:meth:`list`, a checkpoint at a time, read where the coroutines run; stop any time."""
         items = self.list(config, filter=filter, before=before, limit=limit)
         try:
             while (item := await self._call(next, items, None)) is not None:
@@ -200,10 +182,9 @@ for _name in (
 class ActaeSaver(_Saver[Store]):
     """A LangGraph checkpointer on an Actae ``Store``: ``builder.compile(checkpointer=saver)``.
 
-    ``with ActaeSaver.from_url(url) as saver`` opens the store and closes it afterwards;
-    ``ActaeSaver(store)`` uses a store you opened. A thread becomes a run of
-    ``workflow_id`` (default ``"langgraph"``) for the agent named ``agent_id`` in the
-    config's metadata, or the saver's ``agent_id``. docs/langgraph.md has the details.
+    ``with ActaeSaver.from_url(url) as saver`` opens and closes the store; ``ActaeSaver(store)``
+    uses yours. A thread becomes a run of ``workflow_id`` for the agent named ``agent_id`` in
+    the config's metadata, or the saver's ``agent_id`` (docs/langgraph.md).
     """
 
     @classmethod
@@ -230,9 +211,8 @@ class ActaeSaver(_Saver[Store]):
 class AsyncActaeSaver(_Saver[AsyncStore]):
     """A LangGraph checkpointer on an Actae store, for ``ainvoke``/``astream``.
 
-    ``async with AsyncActaeSaver.from_url(url) as saver`` opens the store with
-    ``actae.open_async(url)`` and closes it afterwards; ``AsyncActaeSaver(async_store)``
-    uses an ``AsyncStore`` you opened. Its blocking methods (a sync ``graph.get_state``)
+    ``async with AsyncActaeSaver.from_url(url) as saver`` opens and closes the store
+    (``actae.open_async``); ``AsyncActaeSaver(async_store)`` uses yours. Its blocking methods
     work from any thread but its event loop's, which they would stall.
     """
 
@@ -272,16 +252,16 @@ class AsyncActaeSaver(_Saver[AsyncStore]):
 
     def _on_the_loop(self) -> bool:
         """Whether this thread runs the saver's loop (or any loop, before it knows its own)."""
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            return False
-        return self.loop is None or running is self.loop
+        running = _running_loop()
+        return running is not None and (self.loop is None or running is self.loop)
 
     def _remember_loop(self) -> None:
         """Note the event loop the coroutines run on (made outside one, from the first call)."""
-        if self.loop is None:
-            try:
-                self.loop = asyncio.get_running_loop()
-            except RuntimeError:
-                return
+        self.loop = self.loop or _running_loop()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

@@ -1,21 +1,12 @@
 """Which Actae run holds a LangGraph thread, and which holds each of its namespaces.
 
-A thread is a run (workflow ``langgraph`` by default) found again by the operation id it was
-started under, ``langgraph:thread:<thread_id>``: starting is idempotent, so two processes
-that meet a new thread at once start one run, and the id needs no table of its own. A
-checkpoint namespace other than the root (a subgraph's checkpoints, ``"node:<task>"``) is a
-child run of the thread's run, started under ``langgraph:ns:<thread run>:<namespace>``, with
-a channel of its own: the latest checkpoint of a namespace is then always the head of its
-channel, one read away, and deleting, pruning or copying a thread finds its namespaces as
-the children of the thread's run.
-
-Deleting a thread ends its runs (forgotten when the store encrypts, else completed, for
-retention to purge): a later checkpoint starts the thread afresh on a new run, started under
-the next generation of the operation id (``…:thread:<thread_id>#2``, ``#3``, …). A thread's
-run is found by walking the generations to the first whose run has not ended. This process
-remembers what it has looked up; deleting a thread forgets it here (another process finds
-out when its own memory of it is dropped, or at once for an encrypted store, whose ended
-runs refuse writes).
+A thread is a run found again by the operation id it was started under,
+``langgraph:thread:<thread_id>``: starting is idempotent, so two processes meeting a new
+thread start one run, with no table of its own. Any other namespace is a child run of the
+thread's run (``langgraph:ns:<thread run>:<namespace>``) with its own channel, so its latest
+checkpoint is always its channel's head. A deleted thread's runs end, and a later
+checkpoint starts the next generation (``…#2``, ``#3``): the thread's run is the first
+generation whose run has not ended.
 """
 
 from __future__ import annotations
@@ -59,19 +50,16 @@ class Context:
     """What every operation needs: the store, names, the serializer, known runs."""
 
     store: Store
-    """The synchronous store; ``AsyncActaeSaver`` calls it inside a greenback portal."""
     serde: SerializerProtocol
     workflow_id: str
     agent_id: str
     runs: dict[str, Ref] = field(default_factory=dict)
     """Runs found so far, by the operation id that started them (they never change)."""
     stored: dict[tuple[UUID, str], None] = field(default_factory=dict)
-    """Checkpoints (channel, id) known to be stored: put here, or looked up. Most recent last."""
+    """Checkpoints (channel, id) known to be stored: put here, or looked up."""
     early: dict[tuple[UUID, str], int] = field(default_factory=dict)
-    """Checkpoints that writes were recorded for before the checkpoint was: the first
-    cursor such a write can be at (see :mod:`~actae.adapters.langgraph.writing`)."""
+    """The first cursor of writes recorded before their checkpoint (:mod:`.writing`)."""
     redact: Redactor | None = None
-    """The store's redactor: what the serde blobs hold is redacted before it is packed."""
 
     def thread_operation(self, thread_id: str) -> str:
         """The operation id that starts (and so names) the run of ``thread_id``."""
@@ -84,8 +72,7 @@ class Context:
 
 
 REMEMBERED = 10_000
-"""Entries :attr:`Context.runs`, :attr:`Context.stored` and :attr:`Context.early` keep, the
-oldest forgotten first (forgetting one costs a lookup, never a wrong answer)."""
+"""Entries each memory of :class:`Context` keeps, oldest forgotten first (a lookup's cost)."""
 
 
 _remembering = threading.Lock()
@@ -130,8 +117,7 @@ def ensure_namespace(ctx: Context, thread_id: str, checkpoint_ns: str, agent_id:
 def namespaces(store: Store, root: Ref) -> list[tuple[str, Ref]]:
     """Every namespace of the thread whose run is ``root``: the root first, then children.
 
-    A namespace's run names its namespace in its first state; children of the thread's run
-    that are not namespaces (someone else's delegated runs) are left out.
+    A namespace's first state names it; other children (delegated runs) are left out.
     """
     found = [("", root)]
     for child in store.lineage(root.run_id).children:
@@ -147,16 +133,11 @@ def _namespace_operation(ctx: Context, root: Ref, checkpoint_ns: str) -> str:
 
 
 def _found(ctx: Context, operation: str) -> Ref | None:
-    """The live run started under ``operation`` (or a later generation of it), if any."""
-    ref, _ = current_run(ctx, operation)
-    return ref
+    return current_run(ctx, operation)[0]
 
 
 def current_run(ctx: Context, operation: str) -> tuple[Ref | None, str]:
-    """The live run of ``operation``'s generations, and the id the next start would take.
-
-    A generation whose run ended (its thread was deleted) is passed over.
-    """
+    """The live run of ``operation``'s generations, and the id the next start would take."""
     generation, number = operation, 1
     while True:
         known = ctx.runs.get(generation)
@@ -172,19 +153,12 @@ def current_run(ctx: Context, operation: str) -> tuple[Ref | None, str]:
                 "LangGraph thread's run: choose another workflow_id for the saver"
             )
         info = ctx.store.run(record.result[key])
-        if not ended(info):
+        if info.ended_at is None and info.forgotten_at is None and info.purged_at is None:
             ref = Ref(info.run_id, info.channel_id)
             remember(ctx.runs, generation, ref)
             return ref, generation
         number += 1
         generation = f"{operation}#{number}"
-
-
-def ended(info: RunInfo) -> bool:
-    """Whether a thread's run ended (deleted: completed, forgotten, purged or cancelled)."""
-    return (
-        info.ended_at is not None or info.forgotten_at is not None or (info.purged_at is not None)
-    )
 
 
 def forget_remembered(ctx: Context, ref: Ref) -> None:

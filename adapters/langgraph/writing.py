@@ -1,29 +1,15 @@
 """``put`` and ``put_writes``: a checkpoint is a transition, a task's writes a record.
 
-Each write names the head it read (``expected_version`` and ``expected_cursor``), so it
-lands exactly after what its writer saw, and carries an operation id derived from what it
-is (channel, checkpoint, task), so a retried call replays instead of writing twice.
+Each write names the head it read and an operation id derived from what it is, so a retry
+replays. When the head moved first, a call that lost to records only (writes commute, a
+checkpoint still follows its parent) tries again after it; a ``put`` that lost to another
+checkpoint lets the ``ConflictError`` reach LangGraph, as Actae refuses a stale writer. A
+replay that a prune or forget hid since writes again.
 
-When the head moved first (``ConflictError``), what moved it decides:
-
-* only records (another task's writes, a prune, a forget): the call tries again after the
-  head the refusal reports. Pending writes commute, and a checkpoint still follows the one
-  it was computed from;
-* another checkpoint or a tombstone on the same namespace, for ``put``: two writers are
-  advancing one thread at once (two processes resuming it, or a delete racing a run). The
-  ``ConflictError`` reaches LangGraph, as Actae's version guard refuses a stale writer,
-  instead of the two interleaving their checkpoints.
-
-A replay is checked against what came since: if a tombstone, prune or forget hid the
-earlier write, the call writes again, so a thread deleted and put again starts afresh.
-
-LangGraph saves in the background and does not order a checkpoint's writes after the
-checkpoint: a graph's input is written before its first checkpoint, and a fast task's
-writes can land before a slow put. Such *early* writes can only come from the process that
-made the checkpoint (no one else knows its id yet), so this process keeps track: a write
-for a checkpoint it has not stored (and the store does not know) notes the head it follows
-before it is recorded, and the checkpoint's state says from which cursor its writes start
-(``writes_from``), so that the head still answers ``get_tuple`` in one read.
+LangGraph saves in the background, so a checkpoint's writes can land before it. Only the
+process that made the checkpoint knows its id, so it notes the head such an *early* write
+follows, and the checkpoint's state says where its writes start (``writes_from``): the head
+still answers ``get_tuple`` in one read.
 """
 
 from __future__ import annotations
@@ -67,8 +53,7 @@ from actae.domain.redaction import merge_counts
 from actae.domain.values import Receipt
 
 MAX_ATTEMPTS = 1000
-"""Attempts a call makes while other writers keep landing first (each loss is another's
-progress: a fan-out of N tasks finishing together costs the last one N - 1 attempts)."""
+"""Attempts while other writers land first (N tasks finishing together: N - 1 for the last)."""
 
 
 @dataclass(slots=True)
@@ -189,12 +174,7 @@ def put_writes(
 def _redacted_checkpoint(
     ctx: Context, checkpoint: Checkpoint, metadata: CheckpointMetadata
 ) -> tuple[Checkpoint, CheckpointMetadata, Found]:
-    """The checkpoint and its metadata as they may be stored, and what redaction removed.
-
-    On a store with ``redact=`` both are redacted before they are packed (the serde blob
-    hides them from the store's own redactor); a value it cannot look inside is refused
-    with a ``ValidationError`` naming its channel, before anything is written.
-    """
+    """The checkpoint and its metadata as they may be stored, and what redaction removed."""
     if ctx.redact is None:
         return checkpoint, metadata, {}
     checkpoint, in_values = redacted_channel_values(checkpoint, ctx.redact)
@@ -205,7 +185,7 @@ def _redacted_checkpoint(
 def _redacted_writes(
     ctx: Context, writes: list[tuple[int, str, object]]
 ) -> tuple[list[tuple[int, str, object]], Found]:
-    """A task's writes as they may be stored, and what redaction removed (see above)."""
+    """A task's writes as they may be stored, and what redaction removed."""
     if ctx.redact is None:
         return writes, {}
     cleaned: list[tuple[int, str, object]] = []
@@ -218,11 +198,7 @@ def _redacted_writes(
 
 
 def _noted_if_early(ctx: Context, channel_id: UUID, checkpoint_id: str) -> Receipt | None:
-    """Note a write for a checkpoint that is not stored yet; the head it then follows.
-
-    ``None`` when the checkpoint is stored (the common case costs nothing once this process
-    has put or looked up the checkpoint).
-    """
+    """Note a write for a checkpoint not stored yet, and return the head it follows."""
     key = (channel_id, checkpoint_id)
     if key in ctx.stored:
         return None
@@ -250,10 +226,8 @@ def _appended(
 ) -> None:
     """Append after the head, retrying as the module says; ``guard``: refuse a new version.
 
-    ``target`` is the channel and the checkpoint the write is for. ``revise`` is asked when
-    the operation id already holds other, still visible content: it changes the attempt and
-    says to go on, or says the earlier write stands. ``head``, if given, is the head the
-    first attempt follows (just read).
+    ``revise`` is asked when the id holds other, still visible content: it changes the
+    attempt and says to go on, or that the earlier write stands. ``head``: just read.
     """
     channel_id, checkpoint_id = target
     attempt = Attempt(base)
@@ -291,10 +265,9 @@ def _appended(
 
 
 def after_head(store: Store, channel_id: UUID, write: Callable[[Receipt], object]) -> None:
-    """Run ``write`` after the head, again after the new head whenever another writer got first.
+    """Run ``write`` after the head, again after each new head another writer made first.
 
-    For the writes that apply to whatever is there when they land (tombstones, prunes,
-    forgets, copies): ``write`` decides anew from each head it is given.
+    For the writes (prunes, forgets, copies) that decide anew from each head they are given.
     """
     conflict: ConflictError | None = None
     known: Receipt | None = None

@@ -1,15 +1,9 @@
 """Telemetry never changes what a run does: every OpenTelemetry call Actae makes is guarded.
 
-OpenTelemetry's SDK lets an exception from a span processor, a propagator, an exemplar
-filter or a view reach the caller, and the caller here is a workflow's step. Each call into
-OpenTelemetry (starting and ending a span, attaching its context, setting its attributes,
-injecting and extracting a trace context, recording a metric, reading a gauge) runs in a
-``with`` block of one of the guards below: an exception leaving it is swallowed, the call is
-left out (no span, no attribute, no measurement) and the first failure of each kind is
-logged, once, as a warning on the ``actae.telemetry`` logger.
-
-A guard is a plain object with ``__enter__``/``__exit__``, not a generator: the step path goes
-through a few of them even with no SDK configured.
+The SDK lets a processor's, propagator's or view's exception reach the caller, here a
+workflow's step: a guard swallows it, leaves the call out and logs the first failure of each
+kind once on the ``actae.telemetry`` logger. A plain object, not a generator: the step path
+goes through a few even with no SDK configured.
 """
 
 from __future__ import annotations

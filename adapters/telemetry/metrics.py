@@ -1,19 +1,17 @@
 """Metrics through OpenTelemetry's API: what steps and effects do, and what the read models say.
 
-Counters and the step-latency histogram are recorded as workflows run, in any process that
-runs them (``runs.RunTrace`` records them beside the spans of the same calls). The gauges
-(runs by status, effects in doubt, projection lag) describe the whole store, so they are
-registered once by the application (:func:`observe`) in the one process that should report
-them, and read from the read models whenever the SDK collects. Every call into OpenTelemetry
-(and every gauge's reading) is guarded (:mod:`.guard`): a failing SDK or read leaves a
-measurement out and changes nothing else.
+Counters and the step-latency histogram are recorded as workflows run, in every process
+(``runs.RunTrace``, beside the spans). The gauges describe the whole store, so the
+application registers them once (:func:`observe`) in one process; they are read from the
+read models at each collection. Every call and every reading is guarded (:mod:`.guard`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol, Self
+from typing import Any, Protocol
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, CallbackT, MeterProvider, Observation
@@ -34,38 +32,16 @@ from actae.adapters.telemetry.names import (
 from actae.domain.values import RunStatus
 
 
-class ReadModels(Protocol):
-    """The read models' statements (the projector's database)."""
-
-    def query(self, statement: str, params: Any = None) -> list[dict[str, Any]]:
-        """The rows of one statement."""
-        ...
-
-
-class Projecting(Protocol):
-    """A store's projector: its read models, and how far behind the log they are."""
-
-    @property
-    def db(self) -> ReadModels:
-        """The read models it writes."""
-        ...
-
-    def lag(self) -> int:
-        """Events stored after its position."""
-        ...
-
-
 class Observed(Protocol):
     """What the gauges read of a store (``Store`` is one); telemetry imports no runtime."""
 
-    def projector(self) -> Projecting:
-        """The store's projector."""
+    def projector(self) -> Any:
+        """The store's projector: ``.db.query(statement)`` and ``.lag()``."""
         ...
 
 
 STEP_SECONDS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
-"""Bucket bounds of the step-latency histogram: a replayed step takes a millisecond, a model
-call seconds to minutes (the SDK's default bounds are meant for milliseconds)."""
+"""A replayed step takes a millisecond, a model call minutes (the SDK's defaults are ms)."""
 
 RUNS_BY_STATUS = "SELECT status, count(*) AS n FROM run_status GROUP BY status"
 IN_DOUBT_COUNT = "SELECT count(*) AS n FROM effects WHERE in_doubt"
@@ -87,22 +63,17 @@ _made: tuple[MeterProvider, Instruments] | None = None
 def instruments() -> Instruments:
     """The instruments of the meter provider in force now.
 
-    Made again only when the global provider changes (once: from the API's proxy to the
-    application's SDK), since every instrument made also stays registered with its meter.
+    Made again only when the global provider changes (the API's proxy to the SDK's): every
+    instrument made stays registered with its meter.
     """
     global _made  # noqa: PLW0603 - one set per process-wide provider
     provider = metrics.get_meter_provider()
-    made = _made
-    if made is None or made[0] is not provider:
-        made = _made = provider, _instruments_for(provider)
-    return made[1]
-
-
-def _instruments_for(provider: MeterProvider) -> Instruments:
-    """The provider's instruments; the API's no-op ones when it fails to make them."""
-    with PROVIDER:
-        return _instruments_of(provider.get_meter(SCOPE, SCOPE_VERSION))
-    return _instruments_of(metrics.NoOpMeter(SCOPE, SCOPE_VERSION))
+    if _made is None or _made[0] is not provider:
+        made = None
+        with PROVIDER:  # the API's no-op instruments when the provider fails to make them
+            made = _instruments_of(provider.get_meter(SCOPE, SCOPE_VERSION))
+        _made = provider, made or _instruments_of(metrics.NoOpMeter(SCOPE, SCOPE_VERSION))
+    return _made[1]
 
 
 def _instruments_of(meter: metrics.Meter) -> Instruments:
@@ -124,12 +95,11 @@ def _instruments_of(meter: metrics.Meter) -> Instruments:
     )
 
 
-class Observing:
-    """The store-wide gauges of :func:`observe`, reporting until :meth:`stop`.
+class Observing(AbstractContextManager["Observing"]):
+    """The gauges of :func:`observe`, reporting until :meth:`stop` (or the ``with`` block's end).
 
-    As a context manager it stops at the end of the block: ``with actae.open(url) as store,
-    observe(store):`` stops reporting before the store closes, so no collection after that
-    tries to read a closed store (OpenTelemetry cannot take an instrument back).
+    Stop before the store closes: OpenTelemetry cannot take an instrument back, and a later
+    collection would read a closed store.
     """
 
     def __init__(self) -> None:
@@ -139,9 +109,6 @@ class Observing:
         """Report nothing from now on."""
         self.stopped = True
 
-    def __enter__(self) -> Self:
-        return self
-
     def __exit__(self, *_: object) -> None:
         self.stop()
 
@@ -150,11 +117,9 @@ def observe(store: Observed, *, meter_provider: MeterProvider | None = None) -> 
     """Report the store's runs by status, its effects in doubt and the read models' lag.
 
     Call once per store, in one process (a worker, the console): the gauges are read from
-    the read models at each collection, so they are as fresh as the projector (``actae
-    project`` or the workers keep it current), and the lag says how fresh that is.
-    ``meter_provider`` defaults to the global one. Stop it before closing the store. A gauge
-    that cannot be read (the database is down) reports nothing at that collection; a failure
-    is logged once on the ``actae.telemetry`` logger.
+    the read models at each collection, so they are as fresh as the projector, and the lag
+    says how fresh that is. ``meter_provider`` defaults to the global one. A gauge that
+    cannot be read reports nothing at that collection (logged once on ``actae.telemetry``).
     """
     observing = Observing()
 
@@ -175,20 +140,13 @@ def observe(store: Observed, *, meter_provider: MeterProvider | None = None) -> 
         (row,) = store.projector().db.query(IN_DOUBT_COUNT)
         return [Observation(int(row["n"]))]
 
+    def lag() -> list[Observation]:
+        return [Observation(store.projector().lag())]
+
     gauges = (
         (RUNS, runs, "{run}", "Runs by status, from run_status"),
-        (
-            EFFECTS_IN_DOUBT,
-            in_doubt,
-            "{effect}",
-            "Effects that may have happened unrecorded, from the effects read model",
-        ),
-        (
-            PROJECTION_LAG,
-            lambda: [Observation(store.projector().lag())],
-            "{event}",
-            "Events stored that the read models do not reflect yet",
-        ),
+        (EFFECTS_IN_DOUBT, in_doubt, "{effect}", "Effects that may have happened unrecorded"),
+        (PROJECTION_LAG, lag, "{event}", "Events stored that the read models do not reflect yet"),
     )
     with PROVIDER:
         meter = (meter_provider or metrics.get_meter_provider()).get_meter(SCOPE, SCOPE_VERSION)

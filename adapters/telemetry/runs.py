@@ -1,14 +1,10 @@
 """The spans of a run: a worker's turn (``actae.run``) and each workflow call under it.
 
 Every span names its run; a call's span also says whether it ran or was answered from the
-log (``actae.replayed``), where it was recorded (``actae.cursor``, ``actae.state_version``)
-and under which operation id. Outside any span (``store.resume`` called from a plain
-script) the calls are opened under the context the run recorded at its start (or the one
-made from its id, when it recorded none), so a run is one trace however it is driven. Every
-call into OpenTelemetry is guarded (:mod:`.guard`): a failing SDK never fails a step.
-
-The calls are context managers of their own rather than generators: a step that is not
-traced (no SDK configured) pays for two clock readings and two no-op metric calls.
+log, where it was recorded and under which operation id. Outside any span the calls open
+under the context the run recorded at its start (:func:`.tracing.parent_context`). The
+calls are context managers, not generators: an untraced step pays two clock readings and
+two no-op metric calls.
 """
 
 from __future__ import annotations
@@ -47,11 +43,10 @@ def run_attributes(run: RunInfo) -> Attributes:
 
 
 def started(start: Start, run: RunInfo) -> None:
-    """Name the run on the start's own span, and say so when the start was a repeat.
+    """Name the run on the start's own span, marked ``actae.replayed`` for a repeat.
 
-    A repeat answered with a run that kept another context (not this call's own write,
-    replayed after a lost reply) was recorded in that context's trace: its span here is the
-    start's echo, marked ``actae.replayed``.
+    A repeat's run kept another context (not this call's own write, replayed after a lost
+    reply): it was recorded in that trace, and this span is its echo.
     """
     repeat = run.replayed and run.trace_context != storable_trace_context(start.trace_context)
     start.describe(run_attributes(run), replayed=repeat)
@@ -71,11 +66,9 @@ class TakenRun(Opened):
 
 
 def taking(run: RunInfo, *, worker: str, sealed: bool = False) -> TakenRun:
-    """The ``actae.run`` span of one worker's turn with ``run``, in the run's own trace.
+    """The ``actae.run`` span of one worker's turn, a child of the run's recorded context.
 
-    It is a child of the context the run recorded at its start, whatever span is current:
-    a worker that takes over a run killed mid-way reports into the same trace. On a
-    ``sealed`` store it names a failure by its type only (``tracing.failed``).
+    Whatever span is current: a worker taking over a killed run reports into its trace.
     """
     tracer = active_tracer()
     if tracer is None:
@@ -113,11 +106,7 @@ class Call(Opened):
         self._landed(receipt, replayed=receipt.replayed)
 
     def ran(self, receipt: Receipt) -> None:
-        """The call's function ran now; its result is recorded at ``receipt``.
-
-        Not a replay, even when the write was recognised as a repeat of one whose reply was
-        lost: the work was done this time.
-        """
+        """The call's function ran now (no replay, even if its write repeated a lost reply)."""
         self._landed(receipt, replayed=False)
 
     def _landed(self, receipt: Receipt, *, replayed: bool) -> None:
@@ -169,11 +158,7 @@ class EffectCall(Call):
             self._run.effect_attempted(claim.attempt)
 
     def replayed_outcome(self) -> None:
-        """The effect had happened: its recorded result is returned, ``fn`` is not called.
-
-        Where the ledger noted it on the run's channel is not looked up: the span has no
-        ``actae.cursor`` (docs/telemetry.md).
-        """
+        """The effect had happened: its result is returned, ``fn`` not called (no cursor)."""
         self.replayed = True
         self.outcome = names.REPLAYED_OUTCOME
         self.describe({names.REPLAYED: True})
@@ -183,11 +168,7 @@ class EffectCall(Call):
         self.outcome = names.IN_DOUBT
 
     def noted(self, head: Receipt) -> None:
-        """The ledger noted the effect's settlement on the run's channel (now the ``head``).
-
-        A doubt reconciled, or stopped for review, or an attempt that failed: ``fn`` did not
-        complete now, and nothing was replayed either.
-        """
+        """The ledger noted the effect's settlement at ``head`` (reconciled, stopped, failed)."""
         self._landed(head, replayed=False)
 
     def attempting(self) -> None:
@@ -211,8 +192,7 @@ class WaitCall(Call):
 class RunTrace:
     """The spans and step metrics of one run's workflow calls (a ``RunContext`` holds one).
 
-    The tracer and the instruments are looked up once, when the run's context is made. On
-    a ``sealed`` store (opened with a keyring) the spans name a failure by its type only.
+    The tracer and instruments are looked up once; ``sealed``: failures named by type only.
     """
 
     def __init__(self, run: RunInfo, *, sealed: bool = False) -> None:

@@ -1,19 +1,10 @@
 """Spans through OpenTelemetry's API, and the trace context a run keeps to stay one trace.
 
-Actae depends on the API only. Until the application configures an SDK the global tracer
-provider is the API's own, which records nothing: then no span is even opened, so the step
-path costs what it cost before tracing existed. The provider is looked up when a run's
-context is made and at each start, never once at import, so a provider set by an
-application (or a test) after importing Actae is the one that gets the spans.
-
-A run is one trace however many workers take it: ``start_run`` records where it started
-(the current span, or a short ``actae.start`` span of its own) as propagation headers (W3C
-``traceparent``), and every later span of the run is opened under that context
-(:func:`parent_context`). A run that recorded none (started untraced, or before runs kept
-a trace context) is opened under a context made from its id: trace id = the run id.
-
-Every call into OpenTelemetry goes through a guard (:mod:`.guard`): a failing SDK leaves a
-span out, never the run's work.
+Until the application configures an SDK no span is even opened, so the step path costs what
+it did before tracing; the provider is looked up per run context and per start, never at
+import. A run is one trace however many workers take it: ``start_run`` keeps the context it
+started in (W3C headers), and later spans open under it (:func:`parent_context`), or under
+one made from the run's id. Every call goes through a guard (:mod:`.guard`).
 """
 
 from __future__ import annotations
@@ -55,11 +46,10 @@ from actae.domain.errors import RunSuspended
 from actae.domain.validation import MAX_TEXT_LENGTH
 
 NOT_KEPT = frozenset({"baggage"})
-"""Propagated headers a run does not keep: baggage is the caller's data, not the trace's, and
-the event log keeps what it is given forever."""
+"""Baggage is the caller's data, not the trace's, and the event log keeps things forever."""
 
 API_PROVIDERS = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
-"""The API's own tracer providers: in force until an SDK is configured, they record nothing."""
+"""The API's own tracer providers, which record nothing."""
 
 
 def active_tracer() -> trace.Tracer | None:
@@ -81,12 +71,10 @@ def span_name(prefix: str, name: object) -> str:
 
 
 class Opened:
-    """A span, current while the ``with`` block runs (none at all without a ``tracer``).
+    """A span, current while the ``with`` block runs (none without a ``tracer``).
 
-    An exception leaving the block marks the span failed (:func:`failed`) and goes on. A
-    span the SDK fails to start is left out: the block runs in no span of its own. A span
-    of a ``sealed`` store (of run ``run_id``, when it is about one) names an error by its
-    type only (:func:`failed`).
+    An exception leaving the block marks it failed (:func:`failed`, by type only when
+    ``sealed``); a span the SDK fails to start is left out.
     """
 
     def __init__(
@@ -158,12 +146,10 @@ def failed(
     run_id: UUID | None = None,
     cursor: int | None = None,
 ) -> None:
-    """Record ``error`` on ``target`` and set its status to ERROR.
+    """Record ``error`` on ``target`` and set its status to ERROR (a ``RunSuspended`` waits).
 
-    What the status and the exception event say of it is :func:`error_text`'s: on a
-    ``sealed`` store (opened with a keyring) its type and where to read it, never its
-    message nor a traceback (whose last line is the message): a span outlives ``forget``.
-    A ``RunSuspended`` is how a workflow says it waits: it is no failure of anything.
+    The text is :func:`error_text`'s: on a ``sealed`` store the type and where to read it,
+    never the message nor a traceback, since a span outlives ``forget``.
     """
     if isinstance(error, RunSuspended):
         return
@@ -178,7 +164,7 @@ def failed(
 
 
 EXCEPTION_EVENT = "exception"
-"""The event OpenTelemetry's ``record_exception`` adds; a sealed store's carries the type only."""
+"""The event ``record_exception`` adds; a sealed store's carries the type only."""
 
 
 def _type_name(error: BaseException) -> str:
@@ -209,10 +195,7 @@ def in_a_span() -> bool:
 
 
 def current_trace_context() -> dict[str, str]:
-    """The current context as the propagator's headers (W3C ``traceparent``, ...), to keep.
-
-    Empty when the propagator fails: the run then keeps no context (:func:`parent_context`).
-    """
+    """The current context as the propagator's headers, to keep; empty if it fails."""
     with INJECT:
         carrier: dict[str, str] = {}
         propagate.inject(carrier)
@@ -223,11 +206,9 @@ def current_trace_context() -> dict[str, str]:
 
 
 def parent_context(trace_context: Mapping[str, str], run_id: UUID) -> Context:
-    """The context to open run ``run_id``'s spans under, when no span of the run is current.
+    """The context to open the run's spans under when none of it is current.
 
-    The one the run kept as ``trace_context``; when it kept none that names a span (started
-    untraced, before runs kept one, or the propagator cannot read it now), the context of
-    :func:`run_span_context`, so that the run is still one trace.
+    The one it kept, or else (none kept, or unreadable now) :func:`run_span_context`'s.
     """
     if trace_context:
         with EXTRACT:
@@ -238,12 +219,9 @@ def parent_context(trace_context: Mapping[str, str], run_id: UUID) -> Context:
 
 
 def run_span_context(run_id: UUID) -> SpanContext:
-    """A remote parent made from the run's id, the same in every process: its trace is the run's.
+    """A remote parent made from the run's id, the same in every process (never exported).
 
-    Trace id = the run id's 128 bits (never 0 for a run id: a UUID4 has its version bits set),
-    span id = the low 64 bits of ``uuid5(run_id, "actae.run")`` (never 0: they hold the
-    variant bits). No span with this id is ever exported: backends show the run's spans as
-    children of a parent that does not arrive, all in the one trace.
+    Trace id = the run id, span id = the low 64 bits of ``uuid5(run_id, "actae.run")``.
     """
     span_id = uuid5(run_id, RUN_SPAN).int & 0xFFFF_FFFF_FFFF_FFFF
     return SpanContext(
@@ -262,11 +240,7 @@ class Start:
     own: Opened | None = None
 
     def describe(self, attributes: Attributes, *, replayed: bool = False) -> None:
-        """Name the run on the start's own span (an enclosing span is the caller's).
-
-        ``replayed``: the start was answered by an earlier one's run, recorded in that one's
-        trace (a repeat of the same start that got past the look :func:`starting` takes).
-        """
+        """Name the run on the start's own span; ``replayed``: answered by an earlier start."""
         if self.own is not None:
             self.own.describe({**(attributes or {}), **({REPLAYED: True} if replayed else {})})
 
@@ -282,12 +256,9 @@ def starting(
 ) -> Iterator[Start]:
     """The trace context for a run started in the block.
 
-    Inside a span, that span's context; otherwise a short span named ``span_name`` of its
-    own (naming a failure by its type alone on a ``sealed`` store), so that a run started by
-    a plain script still has a trace to join when tracing is configured, unless
-    ``repeated()`` says the start already ran (its repeat keeps the first one's context, so
-    a span of its own would be a stray trace). Without an SDK the context is empty, and
-    nothing is recorded.
+    Inside a span, its context; else a short span ``span_name`` of its own, so that a run
+    a plain script started has a trace to join, unless ``repeated()`` says the start ran
+    already (a span would be a stray trace). Without an SDK, empty.
     """
     if in_a_span():
         yield Start(current_trace_context())

@@ -431,3 +431,15 @@ def test_the_async_savers_redact_and_keyring_reach_its_store(tmp_path: Path) -> 
     with ActaeSaver.from_url(url, redact=True, keyring=str(keys)) as blocking:
         assert (blocking.redact is not None, blocking.store.encrypting) == (True, True)
     assert (redactor is not None, encrypting) == (True, True)
+
+
+def test_a_put_repeated_after_a_prune_hid_it_is_stored_again(memory_saver: ActaeSaver) -> None:
+    saver, first = memory_saver, checkpoint(step=0)
+    saver.put(config("t"), first, metadata(0), {})
+    put(saver, config("t", first["id"]), 1)
+    saver.prune(["t"], strategy="keep_latest")
+    assert saver.get_tuple(config("t", first["id"])) is None
+    saver.put(config("t"), first, metadata(0), {})  # a retry of the first put, after the prune
+    again = saver.get_tuple(config("t", first["id"]))
+    assert again is not None
+    assert again.checkpoint["id"] == first["id"]

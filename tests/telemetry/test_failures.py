@@ -269,3 +269,15 @@ def test_gauges_that_cannot_be_read_report_nothing_and_say_so_once(
         with actae.observe(store, meter_provider=NoMeters()):  # no gauges, and no error
             assert warned(caplog)[1].startswith(f"telemetry: {PROVIDER.kind} failed")
     provider.shutdown()
+
+
+def test_a_provider_that_cannot_make_meters_leaves_the_api_s_no_op_instruments(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    failing = NoMeters()
+    monkeypatch.setattr(metrics, "get_meter_provider", lambda: failing)
+    monkeypatch.setattr(actae_metrics, "_made", None)
+    made = actae_metrics.instruments()
+    made.steps.add(1)  # a no-op instrument: nothing raised, nothing recorded
+    assert made is actae_metrics.instruments()  # made once for the provider
+    assert warned(caplog)[0].startswith(f"telemetry: {PROVIDER.kind} failed")
