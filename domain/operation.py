@@ -305,28 +305,14 @@ class Operation(Aggregate):
         )
 
     @classmethod
-    def register(
-        cls,
-        *,
-        effect_key: str,
-        run_id: UUID,
-        channel_id: UUID,
-        request: dict[str, Any],
-        fingerprint: str,
-        policy: RetryPolicy,
-        at: datetime,
-    ) -> Operation:
-        """Declare an effect before its first claim."""
+    def register(cls, *, effect_key: str, at: datetime, **fields: Any) -> Operation:
+        """Declare an effect before its first claim (``fields``: :class:`Registered`'s)."""
         return cls.created(
             cls.Registered,
             originator_id=cls.id_for(effect_key),
             timestamp=at,
             operation_id=effect_key,
-            run_id=run_id,
-            channel_id=channel_id,
-            request=request,
-            fingerprint=fingerprint,
-            policy=policy,
+            **fields,
         )
 
     def ensure_same(self, fingerprint: str) -> None:
@@ -492,14 +478,11 @@ class Operation(Aggregate):
         """
         self.ensure_held(token, now, worker=worker)
         self._ensure_in_time(token, now)
-        self.trigger_event(
-            self.Completed,
-            timestamp=now,
-            token=token,
-            result=result,
-            run_id=self.run_id,
-            redacted=redacted or {},
-        )
+        self._sealed(self.Completed, now, token=token, result=result, redacted=redacted or {})
+
+    def _sealed(self, event: type[Aggregate.Event], now: datetime, **fields: Any) -> None:
+        """Trigger ``event``, whose contents the data key of the effect's run seals."""
+        self.trigger_event(event, timestamp=now, run_id=self.run_id, **fields)
 
     def _ensure_in_time(self, token: int, now: datetime) -> None:
         if self.deadline is not None and now >= self.deadline:
@@ -536,14 +519,7 @@ class Operation(Aggregate):
         retry_at, why_not = (None, None) if final else self._next_attempt_at(retry_after, draw, now)
         if why_not is not None:
             error = f"{error} (not retried: {why_not})"
-        self.trigger_event(
-            self.Failed,
-            timestamp=now,
-            token=token,
-            error=error,
-            retry_at=retry_at,
-            run_id=self.run_id,
-        )
+        self._sealed(self.Failed, now, token=token, error=error, retry_at=retry_at)
 
     def _next_attempt_at(
         self, retry_after: float | None, draw: float, now: datetime
@@ -588,15 +564,14 @@ class Operation(Aggregate):
         elif status not in (EffectStatus.IN_DOUBT, EffectStatus.NEEDS_REVIEW):
             detail = "only an effect in doubt or needing review can be reconciled"
             raise EffectBlockedError(self.operation_id, status=status.value, detail=detail)
-        self.trigger_event(
+        self._sealed(
             self.Reconciled,
-            timestamp=now,
+            now,
             outcome=outcome,
             actor=actor,
             evidence=evidence,
             result=result,
             keeps_claim=token is not None and outcome == "failed",
-            run_id=self.run_id,
             override_reason=_text_or_none(evidence.get(OVERRIDE_REASON)),
         )
 

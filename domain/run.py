@@ -342,38 +342,9 @@ class Run(Aggregate):
         return uuid5(CHANNEL_NAMESPACE, str(run_id))
 
     @classmethod
-    def start(
-        cls,
-        *,
-        run_id: UUID,
-        workflow_id: str,
-        agent_id: str,
-        channel_id: UUID,
-        pins: Pins,
-        deadline: datetime | None,
-        parent_run_id: UUID | None,
-        forked_from: ForkRecord | None,
-        operation_id: str | None,
-        at: datetime,
-        budget: dict[str, float] | None = None,
-        trace_context: dict[str, str] | None = None,
-    ) -> Run:
-        """Start a run whose main channel is ``channel_id``."""
-        return cls.created(
-            cls.Started,
-            originator_id=run_id,
-            timestamp=at,
-            workflow_id=workflow_id,
-            agent_id=agent_id,
-            channel_id=channel_id,
-            pins=pins,
-            deadline=deadline,
-            parent_run_id=parent_run_id,
-            forked_from=forked_from,
-            operation_id=operation_id,
-            budget=budget or {},
-            trace_context=trace_context or {},
-        )
+    def start(cls, *, run_id: UUID, at: datetime, **fields: Any) -> Run:
+        """Start a run; ``fields`` are :class:`Started`'s (its main channel is ``channel_id``)."""
+        return cls.created(cls.Started, originator_id=run_id, timestamp=at, **fields)
 
     def record_fork(self, fork: ForkRecord, *, at: datetime) -> None:
         """Note that ``fork`` created a child of this run."""

@@ -34,6 +34,9 @@ from actae.domain.validation import (
 )
 from actae.domain.values import RunInfo
 
+Note = tuple[str, dict[str, Any]]
+"""The opening event of a run's main channel: its kind and payload."""
+
 
 def start_run(
     shell: Shell,
@@ -80,30 +83,21 @@ def start_run(
     def attempt(_: int) -> RunInfo:
         parent_run = None if parent is None else reader.run_aggregate(parent)
         at = shell.now()
-        run_id = uuid4()
-        run = Run.start(
-            run_id=run_id,
+        run, channel = open_run(
+            uuid4(),
+            ("run.started", {"workflow_id": workflow_id, "agent_id": agent_id}),
+            document.value,
+            document.checksum,
+            at,
             workflow_id=workflow_id,
             agent_id=agent_id,
-            channel_id=Run.channel_for(run_id),
             pins=checked_pins,
             deadline=deadline,
             parent_run_id=parent,
             forked_from=None,
             operation_id=operation_id,
-            at=at,
             budget=spend,
             trace_context=trace,
-        )
-        channel = Channel.open(
-            channel_id=run.channel_id,
-            run_id=run.id,
-            kind="run.started",
-            payload={"workflow_id": workflow_id, "agent_id": agent_id},
-            state=document.value,
-            state_checksum=document.checksum,
-            operation_id=operation_id,
-            at=at,
         )
         aggregates: list[Aggregate] = [run, channel]
         if parent_run is not None:
@@ -115,6 +109,25 @@ def start_run(
 
     what = lambda: f"start of {workflow_id!r} under parent {parent}"  # noqa: E731 - formatted only if it gives up
     return retried(shell, attempt, what, once=once)
+
+
+def open_run(
+    run_id: UUID, opening: Note, state: dict[str, Any], checksum: str, at: datetime, **fields: Any
+) -> tuple[Run, Channel]:
+    """A new run (``fields``: its start's) and its main channel, opened with ``state``."""
+    run = Run.start(run_id=run_id, channel_id=Run.channel_for(run_id), at=at, **fields)
+    kind, payload = opening
+    channel = Channel.open(
+        channel_id=run.channel_id,
+        run_id=run_id,
+        kind=kind,
+        payload=payload,
+        state=state,
+        state_checksum=checksum,
+        operation_id=fields["operation_id"],
+        at=at,
+    )
+    return run, channel
 
 
 def _replayed(reader: StoreReader, original: Operation) -> RunInfo:
