@@ -1,14 +1,11 @@
 """Forks: a child run whose first state is the parent's state at or before a cursor.
 
-The requested boundary resolves to the cursor where the state version in force there was
-created; the child copies that state (checksum verified), inherits the parent's pins with the
-given overrides, and both runs keep the fork receipt. The receipt counts what the child
-inherits: the workflow calls the parent recorded up to the requested boundary, which the
-child's workflow code replays instead of running again (``domain/inheritance.py``). Parent
-and child are saved in one transaction with the operation record; a lost race with another
-fork of the same parent is retried, a repeat of the same operation replays the original
-receipt. A fork without an ``operation_id`` is recorded under one made up front, so that an
-attempt whose write committed unseen (a lost reply) is replayed, never forked twice.
+The boundary resolves to the cursor where the state in force there was made; the child
+copies that state (checksum verified) and the parent's pins with the overrides, and both
+runs keep the receipt, which counts the recorded calls the child replays
+(``domain/inheritance.py``). Parent, child and operation record are saved in one
+transaction; a fork without an ``operation_id`` gets one up front, so a lost reply is
+replayed, never forked twice.
 """
 
 from __future__ import annotations

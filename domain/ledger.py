@@ -85,7 +85,7 @@ def claim(
     key = require_text("effect_key", effect_key)
     run = require_uuid("run_id", run_id)
     worker = require_text("worker", worker)
-    lease = _lease(lease)
+    lease = _seconds("lease", lease)
     timeout = _timeout(key, lease, timeout)
     body = shell.core.document("request", {} if request is None else request)
     policy = _policy(retry)
@@ -119,7 +119,7 @@ def heartbeat(
     """
     token = _token(token)
     worker = require_text("worker", worker)
-    lease = _lease(lease)
+    lease = _seconds("lease", lease)
 
     def move(effect: Operation, at: datetime) -> None:
         effect.heartbeat(token=token, worker=worker, lease=lease, now=at)
@@ -454,10 +454,6 @@ def _policy(retry: RetryPolicy | Mapping[str, Any] | None) -> RetryPolicy:
         return RetryPolicy(**retry)
     except (TypeError, ValueError) as error:
         raise ValidationError("retry", str(error).splitlines()[0]) from None
-
-
-def _lease(lease: float) -> float:
-    return _seconds("lease", lease)
 
 
 def _timeout(key: str, lease: float, timeout: float | None) -> float | None:
