@@ -36,10 +36,8 @@ class KnownEffects:
     def effect(self, effect_id: UUID, now: datetime) -> Operation | None:
         """A fresh aggregate of the remembered effect (it may be stale), or ``None``.
 
-        Only while the remembered lease is live at ``now``: once it has run out, another
-        process may have taken the effect over, settled it, and its run may have ended
-        and been purged (a write on a purged effect collides with nothing), so the store
-        is asked again.
+        Only while its lease is live at ``now``: after, it may have been taken over, settled
+        and purged elsewhere, and a write on a purged effect collides with nothing.
         """
         events = self._events.get(effect_id)
         if events is None:

@@ -266,18 +266,11 @@ class Operation(Aggregate):
         return UUID(bytes=digest[:16], version=5)
 
     @classmethod
-    def executed(
-        cls,
-        *,
-        operation_id: str,
-        command: str,
-        fingerprint: str,
-        result: dict[str, Any],
-        at: datetime,
-    ) -> Operation.Executed:
+    def executed(cls, *, operation_id: str, at: datetime, **fields: Any) -> Operation.Executed:
         """The record that a command ran and what it returned: the Operation's first event.
 
-        Written, never read back in the call: no aggregate is built around it (cheaper).
+        ``fields``: its ``command``, ``fingerprint`` and ``result``. Written, never read back
+        in the call: no aggregate is built around it (cheaper).
         """
         return cls.Executed(
             originator_id=cls.id_for(operation_id),
@@ -285,9 +278,7 @@ class Operation(Aggregate):
             timestamp=at,
             originator_topic=cls.type_name,
             operation_id=operation_id,
-            command=command,
-            fingerprint=fingerprint,
-            result=result,
+            **fields,
         )
 
     @classmethod

@@ -1,12 +1,9 @@
 """Starting runs: a run with its main channel, whose first event creates state version 1.
 
-A run started under a parent is recorded on the parent too, in the same transaction; a lost
-race with another change of the parent is retried, and a repeat of the same operation
-replays the original run. A start without an ``operation_id`` is recorded under one made up
-front, so that an attempt whose write committed unseen (a lost reply) is found and replayed
-instead of starting a second run (docs/lost-replies.md). The trace context the start was
-made in is kept with the run, but it is not part of what the start asks for: the same start
-retried from another span (another request, another process) is still the same start.
+A start under a parent is recorded on the parent in the same transaction (a lost race is
+retried). A start without an ``operation_id`` gets one up front, so a lost reply is
+replayed, never a second run (docs/lost-replies.md). Its trace context is kept with the
+run but is no part of its content: the start retried from another span is the same start.
 """
 
 from __future__ import annotations
