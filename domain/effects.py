@@ -152,7 +152,7 @@ class Attempt(Value):
     outcome: str | None = None
     detail: str | None = None
     deadline: datetime | None = None
-    """When the attempt must be over (claim time plus its timeout; ``None`` before it was kept)."""
+    """When the attempt must be over (claim time plus its timeout; ``None``: no deadline)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
