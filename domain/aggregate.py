@@ -51,10 +51,7 @@ class DomainEvent(Value):
     def stored_operation_id(self) -> str | None:
         """The operation id this event's row carries, unique across the store (or ``None``).
 
-        The row that records an operation (an Operation's first event, the channel event of
-        a record or transition given an ``operation_id``) carries its id in a column of its
-        own with a unique index: a second execution of the id is refused by the store in
-        the transaction that would write it, whichever kind of command it is.
+        A unique index on it refuses a second execution of the id, whatever the command.
         """
         return None
 
@@ -72,10 +69,8 @@ class Aggregate(BaseAggregate[UUID]):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Register the aggregate and its events under their type names (or refuse them).
 
-        After eventsourcing has made the class: it redefines every event class of the body
-        on the aggregate's own ``Event``, and the redefinitions are what is stored. The
-        aggregate's name is registered with eventsourcing too, which resolves a first
-        event's ``originator_topic`` by it without importing anything.
+        After eventsourcing has made the class (its redefined event classes are what is
+        stored); eventsourcing resolves ``originator_topic`` by the name, importing nothing.
         """
         super().__init_subclass__(**kwargs)
         events = [
@@ -104,11 +99,9 @@ class Aggregate(BaseAggregate[UUID]):
 
     @classmethod
     def created(cls, event_class: type[Created], **fields: Any) -> Self:
-        """The new aggregate that its first event, of ``event_class``, makes (it is pending).
+        """The new aggregate its first event, of ``event_class`` with ``fields``, makes (pending).
 
-        ``fields`` are the event's, ``originator_id`` among them. The event names the
-        aggregate by its type name (eventsourcing's ``_create`` would name it by module
-        path).
+        The event names the aggregate by type name (``_create`` would use its module path).
         """
         event = event_class(originator_version=1, originator_topic=cls.type_name, **fields)
         aggregate = cast(Self, event.mutate(None))

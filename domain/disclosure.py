@@ -1,16 +1,9 @@
 """What a log line or a span may say about an error: contents stay where they are sealed.
 
-An exception's message is contents: a tool's error echoes its input, a model's answer
-quotes the prompt, a failed request repeats the key it was sent. On a store that encrypts
-(opened with a keyring) the event log seals that message under the run's data key, and
-``forget`` shreds it; a log line or a span shipped to a collector would keep it in clear,
-out of reach of either. So on such a store what is said outside the store is the error's
-type alone, and where to read the rest (the run, and the cursor of the record that holds
-it), by someone who holds the keyring. On a clear store the message is said as it always
-was: the store holds it in clear already.
-
-This module is the one place either is decided: the worker's log lines and run outcomes
-(``actae.run.outcome``) and every span's status and exception event say what it returns.
+An exception's message is contents (a tool's error echoes its input). On a store that
+encrypts, the event log seals it and ``forget`` shreds it, so a log line or a span names
+the error's type alone and where to read the rest; on a clear store it says the message.
+This module is the one place that is decided, for log lines, run outcomes and spans.
 """
 
 from __future__ import annotations

@@ -50,17 +50,10 @@ def effect_status(
     held: bool = False,
     retry_at: datetime | None = None,
 ) -> EffectStatus:
-    """Where an effect stands by its recorded facts alone, before any clock is read.
+    """Where an effect stands by its recorded facts alone, the most final fact first.
 
-    The first fact that holds decides, the most final first: an operator's abandonment
-    stands whatever happened before it; a recorded result means the effect happened; a
-    failure nobody may retry stops everything until a person looks; a worker holding a
-    claim (``CLAIMED`` here: whether its lease still runs is a question of time, answered
-    by :func:`effect_status_at`); a retry scheduled for ``retry_at``; otherwise nothing is
-    under way (never tried, or a doubt reconciled as "did not happen").
-
-    Time-independent on purpose: the read model stores this status, computed from each
-    event's facts, and no event records a lease running out.
+    Time-independent on purpose: the read model stores it, and no event records a lease
+    running out (:func:`effect_status_at` adds that).
     """
     if abandoned:
         return EffectStatus.ABANDONED
@@ -76,10 +69,9 @@ def effect_status(
 
 
 def lease_ran_out(expires_at: datetime | None, now: datetime) -> bool:
-    """Whether a claim's lease is over at ``now``: at its expiry time, not a moment later.
+    """Whether a claim's lease is over at ``now``: at its expiry time, as a run lease's is.
 
-    The same boundary as the run leases' takeover. The read models ask this on the store's
-    clock, in SQL (``lease_ran_out`` in ``actae.adapters.readside.standings``, its one mirror).
+    Its one mirror is SQL: ``lease_ran_out`` in ``actae.adapters.readside.standings``.
     """
     live = expires_at is not None and now < expires_at
     return not live
@@ -88,11 +80,7 @@ def lease_ran_out(expires_at: datetime | None, now: datetime) -> bool:
 def effect_status_at(
     status: EffectStatus, *, expires_at: datetime | None, now: datetime
 ) -> EffectStatus:
-    """``status`` (from :func:`effect_status`) as seen at ``now``, its one time-dependent part.
-
-    A claim whose lease ran out without an answer is in doubt: its worker may have done the
-    effect and died before saying so, so nobody may silently run it again.
-    """
+    """``status`` as seen at ``now``: a claim whose lease ran out unanswered is in doubt."""
     if status is EffectStatus.CLAIMED and lease_ran_out(expires_at, now):
         return EffectStatus.IN_DOUBT
     return status
@@ -101,8 +89,7 @@ def effect_status_at(
 STEP_RESULT = "step.result"
 """The kind of channel event ``ctx.step`` records a result as (the read models count them)."""
 STEP_ATTEMPTS = ":attempts"
-"""Marks the ledger entry that counts a retried step's attempts (not a side effect: a step
-whose worker died is simply made again, so nobody needs to reconcile it)."""
+"""Marks the ledger entry that counts a retried step's attempts (no side effect)."""
 
 
 def step_attempts_key(step_key: str, retry_round: int) -> str:
@@ -111,21 +98,13 @@ def step_attempts_key(step_key: str, retry_round: int) -> str:
 
 
 def counts_step_attempts(effect_key: str) -> bool:
-    """Whether ``effect_key`` is a retried step's attempt counter (:func:`step_attempts_key`).
-
-    Such an entry guards no side effect: a step whose worker died is simply made again, and
-    a slow model call may outlast the counter's lease. So its attempts have no deadline.
-    """
+    """Whether ``effect_key`` is a step's attempt counter (no side effect: no deadline)."""
     head, marker, rest = effect_key.rpartition(STEP_ATTEMPTS)
     return bool(head) and bool(marker) and (rest == "" or rest.startswith(":round"))
 
 
 def retry_after_of(error: BaseException) -> float | str | None:
-    """An exception's ``retry_after``: seconds, or a Retry-After header's value as it came.
-
-    Anything else (a timedelta, a bool) is ignored, so a provider's odd exception can never
-    keep its failed attempt from being recorded.
-    """
+    """An exception's ``retry_after`` (seconds or a Retry-After header), else ``None``."""
     value = getattr(error, "retry_after", None)
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         return None
@@ -133,20 +112,12 @@ def retry_after_of(error: BaseException) -> float | str | None:
 
 
 def workflow_result(value: Any) -> dict[str, Any]:
-    """The ledger result holding a workflow effect's return value (any JSON value).
-
-    The ledger stores results as JSON objects; ``ctx.effect`` and ``store.override`` both
-    keep the value under ``"value"``, so an operator's result reads back exactly as given.
-    """
+    """The ledger result (a JSON object) holding a workflow effect's value under ``value``."""
     return {"value": value}
 
 
 def workflow_value(result: dict[str, Any] | None) -> Any:
-    """What ``ctx.effect`` returns for a settled effect's ledger result.
-
-    A result that is not the envelope (someone settled a workflow's effect with
-    ``store.reconcile`` and a plain result object) is returned as it was given.
-    """
+    """What ``ctx.effect`` returns for a ledger result (a plain one, not the envelope, as is)."""
     if result is None:
         return None
     return result["value"] if result.keys() == {"value"} else result
@@ -181,7 +152,7 @@ class Attempt(Value):
     outcome: str | None = None
     detail: str | None = None
     deadline: datetime | None = None
-    """When the attempt must be over (claim time plus its timeout; ``None`` before it was kept)."""
+    """When the attempt must be over (claim time plus its timeout; ``None``: no deadline)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

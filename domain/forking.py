@@ -1,31 +1,27 @@
 """Forks: a child run whose first state is the parent's state at or before a cursor.
 
-The requested boundary resolves to the cursor where the state version in force there was
-created; the child copies that state (checksum verified), inherits the parent's pins with the
-given overrides, and both runs keep the fork receipt. The receipt counts what the child
-inherits: the workflow calls the parent recorded up to the requested boundary, which the
-child's workflow code replays instead of running again (``domain/inheritance.py``). Parent
-and child are saved in one transaction with the operation record; a lost race with another
-fork of the same parent is retried, a repeat of the same operation replays the original
-receipt. A fork without an ``operation_id`` is recorded under one made up front, so that an
-attempt whose write committed unseen (a lost reply) is replayed, never forked twice.
+The boundary resolves to the cursor where the state in force there was made; the child
+copies that state (checksum verified) and the parent's pins with the overrides, and both
+runs keep the receipt, which counts the recorded calls the child replays
+(``domain/inheritance.py``). Parent, child and operation record are saved in one
+transaction; a fork without an ``operation_id`` gets one up front, so a lost reply is
+replayed, never forked twice.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any, NoReturn
 from uuid import UUID, uuid4
 
-from actae.domain.aggregate import Aggregate
-from actae.domain.channel import Channel
+from actae.domain.aggregate import Aggregate, picked
 from actae.domain.errors import ConflictError, NotFoundError
 from actae.domain.inheritance import prefix_of
 from actae.domain.operation import Operation
 from actae.domain.pipeline import Once, Shell, retried
 from actae.domain.reader import StoreReader
 from actae.domain.run import Run
+from actae.domain.starting import open_run
 from actae.domain.validation import (
     MAX_REASON_LENGTH,
     fingerprint,
@@ -35,7 +31,7 @@ from actae.domain.validation import (
     require_uuid,
     storable_trace_context,
 )
-from actae.domain.values import ForkReceipt, ForkRecord, StateVersion
+from actae.domain.values import ForkReceipt, ForkRecord
 
 
 def fork(
@@ -87,7 +83,20 @@ def fork(
         )
         prefix = prefix_of(reader, record)
         record = record.model_copy(update={"inherited": prefix.summary(through_cursor=at)})
-        child, channel = _child(parent, record, state, cid, operation_id, moment, trace)
+        opening = {"parent_channel_id": str(cid), "resolved_boundary": state.cursor}
+        child, channel = open_run(
+            child_run_id,
+            ("run.forked", opening),
+            state.state,
+            state.checksum,
+            moment,
+            **picked(parent, "workflow_id agent_id deadline"),
+            pins=record.pins,
+            parent_run_id=None,
+            forked_from=record,
+            operation_id=operation_id,
+            trace_context=trace,
+        )
         parent.record_fork(record, at=moment)
         aggregates: list[Aggregate] = [child, channel, parent]
         shell.save(*aggregates, once.executed({"child_run_id": str(child.id)}, moment))
@@ -105,42 +114,6 @@ def fork(
 
     what = lambda: f"fork of channel {cid}"  # noqa: E731 - formatted only if it gives up
     return retried(shell, attempt, what, once=once, exhausted=exhausted)
-
-
-def _child(
-    parent: Run,
-    record: ForkRecord,
-    state: StateVersion,
-    cid: UUID,
-    operation_id: str | None,
-    at: datetime,
-    trace_context: dict[str, str],
-) -> tuple[Run, Channel]:
-    """The forked run and its channel, opened with the parent's state at the boundary."""
-    child = Run.start(
-        run_id=record.child_run_id,
-        workflow_id=parent.workflow_id,
-        agent_id=parent.agent_id,
-        channel_id=record.child_channel_id,
-        pins=record.pins,
-        deadline=parent.deadline,
-        parent_run_id=None,
-        forked_from=record,
-        operation_id=operation_id,
-        at=at,
-        trace_context=trace_context,
-    )
-    channel = Channel.open(
-        channel_id=record.child_channel_id,
-        run_id=child.id,
-        kind="run.forked",
-        payload={"parent_channel_id": str(cid), "resolved_boundary": state.cursor},
-        state=state.state,
-        state_checksum=state.checksum,
-        operation_id=operation_id,
-        at=at,
-    )
-    return child, channel
 
 
 def _replayed(reader: StoreReader, original: Operation) -> ForkReceipt:

@@ -1,16 +1,11 @@
 """What a fork inherits: its ancestors' recorded workflow calls up to each fork boundary.
 
-Workflow code names each durable call by run, kind, name and occurrence
-(``<run>:step:draft:1``). A fork's child has a run id of its own, so without this its calls
-would find no record and run again: the model re-sampled, the email re-sent, although the
-parent's history already holds them. The prefix indexes the calls the parent recorded on
-its channel at or before the requested boundary (and, for a fork of a fork, what the parent
-inherited in turn) by the part of the name that does not mention the run, so the child's
-code replays them and goes live after the boundary.
-
-An effect whose attempt started at or before the boundary belongs to the prefix: the child
-never starts it again under a key of its own. A model call still running at the boundary
-left no record, so the child samples it afresh, as the fork intends.
+A durable call is named by run, kind, name and occurrence (``<run>:step:draft:1``); a
+child has a run id of its own, so without this its calls would run again (the model
+re-sampled, the email re-sent). The prefix indexes the calls its ancestors recorded up to
+each boundary by the name's part that does not mention the run: the child replays them
+and goes live after the boundary. An effect whose attempt started by the boundary belongs
+to it; a model call still running then left no record and is sampled afresh.
 """
 
 from __future__ import annotations

@@ -110,9 +110,8 @@ def set_retention(
 def purge(shell: Shell, run_id: UUID, *, actor: str) -> Run.Purged | None:
     """Write the run's tombstone if a policy says it is due now; the tombstone, else ``None``.
 
-    Decided on the run as stored, so a hold placed meanwhile, a retry, or another worker's
-    purge of the same run wins: the tombstone is appended after the run's last event, and
-    a lost race is decided again from fresh state.
+    Decided on the run as stored (a lost race again on fresh state), so a hold placed
+    meanwhile, a retry or another worker's purge wins.
     """
     actor = require_text("actor", actor)
     reader = shell.reader
@@ -145,11 +144,9 @@ def purge(shell: Shell, run_id: UUID, *, actor: str) -> Run.Purged | None:
 def lineage_lets_go(reader: StoreReader, kept: Retention, run: Run, at: datetime) -> bool:
     """Whether every run that inherits from ``run`` lets it be purged now.
 
-    Its forks and delegated children, and theirs, read from the store: a hold on any of
-    them protects the runs it inherits from, and a parent goes only once each descendant
-    has ended and passed its own window (is due itself, or purged already). A fork
-    replays the prefix it inherited and a child's result is its parent's to keep, so the
-    parent must outlive them.
+    A fork replays its inherited prefix and a child's result is its parent's, so a parent
+    goes only once every descendant (read from the store) is due or purged: a hold on any
+    of them keeps it.
     """
     seen: set[UUID] = {run.id}
     waiting = [*_inheritors(run)]

@@ -1,19 +1,11 @@
 """A per-process memory of the effects this process holds, so completing one need not read it.
 
-A worker claims an effect, calls the provider, then completes (or fails, or heartbeats)
-it. Reading the effect back before that second write costs a round trip; the claim's own
-events already say everything the decision needs. So the events of each effect this
-process registered and claimed are kept here while it holds it (its newest event is a
-claim or a renewal), used only while the remembered lease is live, and dropped once it
-settles. (An effect claimed again after a failed attempt is read first, as before.)
-
-Like :mod:`actae.domain.heads`, the memory is a guess, never trusted for an answer: an
-effect another process changed meanwhile has a newer event at the version the decision
-writes, the store refuses the write (the primary key on ``(effect, version)``), the memory
-forgets it and the decision is taken again on what the store holds. A decision the guess
-*refuses* (a token the guess thinks stale, a holder it does not know) is taken again on
-the stored effect, and so is the repeat of a call whose first reply was lost (only the
-stored effect shows its outcome). A stale guess costs a round trip, never an answer.
+The claim's own events say all the next decision needs, so those of each effect this
+process registered and claimed are kept while it holds it (newest event a claim or a
+renewal, lease live) and dropped once it settles. Like :mod:`actae.domain.heads` it is a
+guess, never trusted for an answer: a stale one makes the store refuse the write (the key
+``(effect, version)``), and a refusal it decides, or a repeat whose first reply was lost,
+is decided again on the stored effect. A stale guess costs a round trip, never an answer.
 """
 
 from __future__ import annotations
@@ -44,10 +36,8 @@ class KnownEffects:
     def effect(self, effect_id: UUID, now: datetime) -> Operation | None:
         """A fresh aggregate of the remembered effect (it may be stale), or ``None``.
 
-        Only while the remembered lease is live at ``now``: once it has run out, another
-        process may have taken the effect over, settled it, and its run may have ended
-        and been purged (a write on a purged effect collides with nothing), so the store
-        is asked again.
+        Only while its lease is live at ``now``: after, it may have been taken over, settled
+        and purged elsewhere, and a write on a purged effect collides with nothing.
         """
         events = self._events.get(effect_id)
         if events is None:

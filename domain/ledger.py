@@ -1,15 +1,10 @@
 """The tool-execution ledger's commands: claim, heartbeat, complete, doubt, fail, reconcile.
 
-Each is a plain function whose signature is ``Store``'s method of the same name (``Store``
-binds it; the first argument is the :class:`Shell`). Every verb loads the effect's
-Operation aggregate, lets it decide (it raises the contract's errors: ``LeaseHeldError``,
-``FencingError``, ``RetryNotDueError``, ``EffectBlockedError``) and saves the decision. A
-first claim reads nothing: it registers the effect optimistically, the store refuses the
-write if the key exists, and the next attempt loads it. Outcomes (claimed, completed,
-failed, reconciled, abandoned) are also recorded on the run's main channel *in the same
-transaction*, so the channel log shows every side effect and its head knows which effects
-are still open. A save that loses a race is re-decided from the fresh state, so exactly one
-of many simultaneous claims is granted.
+``Store`` binds each as its method of the same name (the first argument is the
+:class:`Shell`). A verb loads the effect's Operation, lets it decide and saves the decision
+with a note on the run's main channel in one transaction, so the channel's head knows the
+open effects. A first claim registers optimistically (the store refuses an existing key); a
+save that loses a race is re-decided, so exactly one of simultaneous claims is granted.
 """
 
 from __future__ import annotations
@@ -90,7 +85,7 @@ def claim(
     key = require_text("effect_key", effect_key)
     run = require_uuid("run_id", run_id)
     worker = require_text("worker", worker)
-    lease = _lease(lease)
+    lease = _seconds("lease", lease)
     timeout = _timeout(key, lease, timeout)
     body = shell.core.document("request", {} if request is None else request)
     policy = _policy(retry)
@@ -124,7 +119,7 @@ def heartbeat(
     """
     token = _token(token)
     worker = require_text("worker", worker)
-    lease = _lease(lease)
+    lease = _seconds("lease", lease)
 
     def move(effect: Operation, at: datetime) -> None:
         effect.heartbeat(token=token, worker=worker, lease=lease, now=at)
@@ -346,11 +341,9 @@ def _decide(
 ) -> EffectInfo:
     """Load, decide, save; re-decided from fresh state if the save lost a race.
 
-    The first attempt starts from what this process remembers of an effect it holds
-    (:mod:`actae.domain.known_effects`), if it does: a memory another process made stale
-    makes the save lose a race, and a refusal decided on it is decided again on the stored
-    effect. ``recorded`` answers a repeat of a call whose outcome is already stored (the
-    first reply was lost); only a stored effect can show one.
+    The first attempt starts from what this process remembers (:mod:`.known_effects`): a
+    stale memory loses the race, and a refusal decided on it is decided again on the stored
+    effect. ``recorded`` answers a repeat whose first reply was lost (stored effects only).
     """
     key = require_text("effect_key", effect_key)
     effect_id = Operation.id_for(key)
@@ -389,11 +382,7 @@ def _saved(
 
 
 def _commit(shell: Shell, effect: Operation, note: Note) -> None:
-    """Save the effect's new events with the outcome noted on the run's main channel.
-
-    Both go in one transaction, so the channel log shows every side effect and its head
-    knows which effects are still open.
-    """
+    """Save the effect's new events with the outcome noted on the run's main channel."""
     kind, payload, settled = note
     head = shell.core.heads.get(effect.channel_id) or reread_head(shell, effect.channel_id)
     channel = Channel.from_head(head)
@@ -432,11 +421,7 @@ def _load_or_register(
     policy: RetryPolicy,
     number: int,
 ) -> Operation:
-    """The effect as stored, or a new registration.
-
-    The first attempt skips the lookup: a key that exists makes the save fail, and the
-    next attempt looks it up.
-    """
+    """The effect as stored, or a new registration (unlooked-for on the first attempt)."""
     found = None if number == 0 else shell.reader.operation(key)
     if found is None:
         return Operation.register(
@@ -453,12 +438,7 @@ def _load_or_register(
 
 
 def _main_channel(shell: Shell, run_id: UUID) -> UUID:
-    """The run's main channel, which proves the run exists.
-
-    Remembered by this process, else read with the channel's head in one round trip: the
-    claim notes itself on that channel, so its head is the next read anyway (remembered
-    here, :func:`_commit` finds it).
-    """
+    """The run's main channel, which proves the run exists (if unremembered: with its head)."""
     channel_id = shell.core.heads.main_channel(run_id)
     if channel_id is None:
         run, head = shell.reader.run_and_head(run_id)
@@ -474,10 +454,6 @@ def _policy(retry: RetryPolicy | Mapping[str, Any] | None) -> RetryPolicy:
         return RetryPolicy(**retry)
     except (TypeError, ValueError) as error:
         raise ValidationError("retry", str(error).splitlines()[0]) from None
-
-
-def _lease(lease: float) -> float:
-    return _seconds("lease", lease)
 
 
 def _timeout(key: str, lease: float, timeout: float | None) -> float | None:

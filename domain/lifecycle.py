@@ -1,11 +1,9 @@
 """Run lifecycle commands: waits and the decisions that end them, operator actions, endings.
 
-Each is a plain function whose signature is ``Store``'s method of the same name (``Store``
-binds it; the first argument is the :class:`Shell`). It loads the Run aggregate, lets it
-decide (illegal moves raise ``IllegalTransitionError`` naming the current status), and saves
-the run's event together with a note on the run's channel (kind ``run.<what>``, with actor
-and reason), in one transaction. A lost race is re-decided from fresh state, so a timer
-fires exactly once even when several workers find it due at the same moment.
+``Store`` binds each as its method of the same name (the first argument is the
+:class:`Shell`). It loads the Run, lets it decide (``IllegalTransitionError`` names the
+status) and saves its event with a note on the run's channel (``run.<what>``) in one
+transaction; a lost race is re-decided, so a due timer fires exactly once.
 """
 
 from __future__ import annotations

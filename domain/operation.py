@@ -1,14 +1,9 @@
 """The Operation aggregate: the durable identity of one logical invocation.
 
-Its id is derived from the caller's ``operation_id`` (uuid5), and its first row carries the
-operation id itself, unique in the store, so two attempts of the same invocation contend
-and the store decides which one happened. Two uses share the one namespace of operation ids
-with the records and transitions, whose channel events are their own records:
-
-- a *command* (start, fork) executed once, with its result (a record or transition written
-  before schema version 4 has one too, and a reader answers the others as one);
-- an *effect* of the tool-execution ledger: claims under leases with fencing tokens that
-  strictly increase, completions, failures with scheduled retries, reconciliation.
+Its id is uuid5 of the caller's ``operation_id``, which its first row carries, unique in the
+store: two attempts of one invocation contend and the store decides which happened. It is
+a *command* (start, fork) executed once with its result, or an *effect* of the ledger:
+claims under leases with strictly increasing fencing tokens, completions, retries.
 """
 
 from __future__ import annotations
@@ -136,8 +131,7 @@ class Operation(Aggregate):
         expires_at: datetime
         in_doubt: bool
         deadline: datetime | None = None
-        """When the attempt must be over: claim time plus its timeout, on the store's clock
-        (``None`` before it was kept). Heartbeats move the lease, never this."""
+        """When the attempt must be over (claim time plus timeout); heartbeats never move it."""
 
         def apply(self, aggregate: Any) -> None:
             """Hand the effect to the worker; an unanswered earlier attempt counts as expired."""
@@ -173,8 +167,7 @@ class Operation(Aggregate):
     class Doubted(Aggregate.Event):
         """The holder cannot say whether its attempt happened; its lease ends at once.
 
-        Its answer came after the attempt's deadline, or its call was cancelled at it. The
-        effect is in doubt, and the next claim settles it (reconcile, idempotent retry, review).
+        It answered after its deadline, or was cancelled at it: the next claim settles it.
         """
 
         type_name = "Operation.Doubted"
@@ -198,7 +191,7 @@ class Operation(Aggregate):
         token: int
         result: dict[str, Any]
         run_id: UUID | None = None
-        """The effect's run, whose data key seals the result (``None`` before it was kept)."""
+        """The effect's run, whose data key seals the result."""
         redacted: dict[str, int] = Field(default_factory=dict)
         """Secrets removed from ``result`` before it was written, counted by pattern name."""
 
@@ -218,7 +211,7 @@ class Operation(Aggregate):
         error: str
         retry_at: datetime | None
         run_id: UUID | None = None
-        """The effect's run, whose data key seals the error (``None`` before it was kept)."""
+        """The effect's run, whose data key seals the error."""
 
         def apply(self, aggregate: Any) -> None:
             """Release the effect and schedule the next attempt (or stop for review)."""
@@ -240,10 +233,9 @@ class Operation(Aggregate):
         result: dict[str, Any] | None
         keeps_claim: bool
         run_id: UUID | None = None
-        """The effect's run, whose data key seals the evidence (``None`` before it was kept)."""
+        """The effect's run, whose data key seals the evidence."""
         override_reason: str | None = None
-        """An operator's reason when this is an override, in clear for the audit trail
-        (events before it was kept hold it in ``evidence`` only)."""
+        """An operator's reason when this is an override, in clear for the audit trail."""
 
         def apply(self, aggregate: Any) -> None:
             """Settle the doubt: completed for good, or known not to have happened."""
@@ -269,29 +261,16 @@ class Operation(Aggregate):
 
     @staticmethod
     def id_for(operation_id: str) -> UUID:
-        """The aggregate id of an operation id: stable across processes and hosts.
-
-        ``uuid5(OPERATION_NAMESPACE, operation_id)``, computed without ``uuid5``'s generic
-        argument handling (every command with an operation id pays for this).
-        """
+        """``uuid5(OPERATION_NAMESPACE, operation_id)``, without ``uuid5``'s argument handling."""
         digest = sha1(NAMESPACE_BYTES + operation_id.encode(), usedforsecurity=False).digest()
         return UUID(bytes=digest[:16], version=5)
 
     @classmethod
-    def executed(
-        cls,
-        *,
-        operation_id: str,
-        command: str,
-        fingerprint: str,
-        result: dict[str, Any],
-        at: datetime,
-    ) -> Operation.Executed:
+    def executed(cls, *, operation_id: str, at: datetime, **fields: Any) -> Operation.Executed:
         """The record that a command ran and what it returned: the Operation's first event.
 
-        A command's operation record is written and never read back in the same call, so
-        the write path saves this event directly instead of building an aggregate around it
-        (:meth:`created` costs several times as much; the stored event is the same).
+        ``fields``: its ``command``, ``fingerprint`` and ``result``. Written, never read back
+        in the call: no aggregate is built around it (cheaper).
         """
         return cls.Executed(
             originator_id=cls.id_for(operation_id),
@@ -299,34 +278,18 @@ class Operation(Aggregate):
             timestamp=at,
             originator_topic=cls.type_name,
             operation_id=operation_id,
-            command=command,
-            fingerprint=fingerprint,
-            result=result,
+            **fields,
         )
 
     @classmethod
-    def register(
-        cls,
-        *,
-        effect_key: str,
-        run_id: UUID,
-        channel_id: UUID,
-        request: dict[str, Any],
-        fingerprint: str,
-        policy: RetryPolicy,
-        at: datetime,
-    ) -> Operation:
-        """Declare an effect before its first claim."""
+    def register(cls, *, effect_key: str, at: datetime, **fields: Any) -> Operation:
+        """Declare an effect before its first claim (``fields``: :class:`Registered`'s)."""
         return cls.created(
             cls.Registered,
             originator_id=cls.id_for(effect_key),
             timestamp=at,
             operation_id=effect_key,
-            run_id=run_id,
-            channel_id=channel_id,
-            request=request,
-            fingerprint=fingerprint,
-            policy=policy,
+            **fields,
         )
 
     def ensure_same(self, fingerprint: str) -> None:
@@ -394,9 +357,8 @@ class Operation(Aggregate):
     def claim(self, *, worker: str, lease: float, timeout: float | None, now: datetime) -> bool:
         """Grant a claim, or refuse it with the reason. ``False``: already completed.
 
-        The attempt granted must be over ``timeout`` seconds from ``now``: its deadline. An
-        earlier attempt whose lease ran out is taken over only once its deadline has passed.
-        ``timeout=None``: no deadline (a retried step's attempt counter guards no effect).
+        The attempt must be over ``timeout`` seconds from ``now`` (``None``: no deadline, for
+        a step's attempt counter); a lapsed one is taken over only after its deadline.
         """
         status = self.status(now)
         if status is EffectStatus.COMPLETED:
@@ -423,12 +385,7 @@ class Operation(Aggregate):
         return True
 
     def ensure_deadline_passed(self, now: datetime) -> None:
-        """Refuse to act over the open attempt before its deadline: it may still be running.
-
-        Its lease ran out (its worker may be cut off from the database), but its provider
-        call may still land until the deadline: a takeover, reconciliation or retry before
-        then could make the effect happen twice.
-        """
+        """Refuse to act over the open attempt before its deadline: its call may still land."""
         if self.deadline is not None and now < self.deadline:
             raise DeadlineNotPassedError(
                 self.operation_id,
@@ -487,19 +444,15 @@ class Operation(Aggregate):
     ) -> None:
         """Record that the effect happened (``redacted``: what redaction removed from it).
 
-        Not after the attempt's deadline: others may by then take it over, so a late answer
-        is in doubt (``DeadlinePassedError``; the holder records it with :meth:`doubt`).
+        Not after the deadline, when others may take it over: ``DeadlinePassedError``.
         """
         self.ensure_held(token, now, worker=worker)
         self._ensure_in_time(token, now)
-        self.trigger_event(
-            self.Completed,
-            timestamp=now,
-            token=token,
-            result=result,
-            run_id=self.run_id,
-            redacted=redacted or {},
-        )
+        self._sealed(self.Completed, now, token=token, result=result, redacted=redacted or {})
+
+    def _sealed(self, event: type[Aggregate.Event], now: datetime, **fields: Any) -> None:
+        """Trigger ``event``, whose contents the data key of the effect's run seals."""
+        self.trigger_event(event, timestamp=now, run_id=self.run_id, **fields)
 
     def _ensure_in_time(self, token: int, now: datetime) -> None:
         if self.deadline is not None and now >= self.deadline:
@@ -525,10 +478,8 @@ class Operation(Aggregate):
     ) -> None:
         """Record a failed attempt and when to try again, by policy and ``retry_after``.
 
-        A failure to be retried is refused at or after the attempt's deadline, as a late
-        answer is: a client that gave up at the deadline cannot say whether its call landed,
-        so a retry could execute it twice (``DeadlinePassedError``; the holder records the
-        attempt as in doubt). A ``final`` failure is kept: it leaves the effect for review.
+        A failure to be retried is refused at or after the deadline, as a late answer is (the
+        call may have landed): ``DeadlinePassedError``. A ``final`` one leaves it for review.
         """
         self.ensure_held(token, now, worker=worker)
         if not final:
@@ -536,14 +487,7 @@ class Operation(Aggregate):
         retry_at, why_not = (None, None) if final else self._next_attempt_at(retry_after, draw, now)
         if why_not is not None:
             error = f"{error} (not retried: {why_not})"
-        self.trigger_event(
-            self.Failed,
-            timestamp=now,
-            token=token,
-            error=error,
-            retry_at=retry_at,
-            run_id=self.run_id,
-        )
+        self._sealed(self.Failed, now, token=token, error=error, retry_at=retry_at)
 
     def _next_attempt_at(
         self, retry_after: float | None, draw: float, now: datetime
@@ -588,15 +532,14 @@ class Operation(Aggregate):
         elif status not in (EffectStatus.IN_DOUBT, EffectStatus.NEEDS_REVIEW):
             detail = "only an effect in doubt or needing review can be reconciled"
             raise EffectBlockedError(self.operation_id, status=status.value, detail=detail)
-        self.trigger_event(
+        self._sealed(
             self.Reconciled,
-            timestamp=now,
+            now,
             outcome=outcome,
             actor=actor,
             evidence=evidence,
             result=result,
             keeps_claim=token is not None and outcome == "failed",
-            run_id=self.run_id,
             override_reason=_text_or_none(evidence.get(OVERRIDE_REASON)),
         )
 

@@ -33,8 +33,7 @@ class Codec(Protocol):
     def canonical_with_hint(self, value: Any) -> tuple[bytes, bool]:
         """``canonical(value)``, and whether an integer beyond +-(2**53 - 1) may be inside.
 
-        The hint is free for the encoder and spares the validation a walk through every
-        document to check integer ranges: ``False`` guarantees there is no such integer.
+        ``False`` guarantees there is none, sparing the validation a walk (free to encoders).
         """
         ...
 
@@ -42,9 +41,8 @@ class Codec(Protocol):
 class OperationRows(NamedTuple):
     """A request for an operation's record: its aggregate's events, or else its one row.
 
-    A start, a fork or an effect keeps its record in an Operation aggregate (id
-    ``aggregate_id``); a record or a transition is recorded by its channel event, whose row
-    carries ``operation_id``. Records written before that carry it in an aggregate too.
+    A start, fork or effect is an Operation aggregate (``aggregate_id``); a record or a
+    transition is its channel event, whose row carries ``operation_id``.
     """
 
     aggregate_id: UUID
@@ -77,10 +75,7 @@ class EventLog(Protocol):
     def together(self, requests: Sequence[Request]) -> list[list[DomainEvent]]:
         """Several aggregates' events at once, one list per request (see :data:`Request`).
 
-        ``last_only`` asks for the aggregate's last event alone; an :class:`OperationRows`
-        for the operation's record. A backend that can answers in one round trip (a worker
-        asks for a run, its channel's head and a step's record before every step); any
-        other asks once per request.
+        In one round trip where the backend can (a worker asks this before every step).
         """
         ...
 

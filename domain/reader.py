@@ -150,11 +150,7 @@ class StoreReader:
     # -- runs and operations --------------------------------------------------------------
 
     def run_aggregate(self, run_id: UUID) -> Run:
-        """The run aggregate (its history is its start plus its forks).
-
-        A purged run is not found: nothing can be done to it, only its tombstone read
-        (:meth:`run_or_tombstone`).
-        """
+        """The run aggregate; a purged run is not found (:meth:`run_or_tombstone` reads it)."""
         run = self.run_or_tombstone(run_id)
         if run.purged_at is not None:
             raise NotFoundError(
@@ -165,9 +161,8 @@ class StoreReader:
     def run_and_head(self, run_id: UUID) -> tuple[Run, Channel.Event]:
         """The run aggregate (as :meth:`run_aggregate`) and its main channel's head event.
 
-        One round trip where the log can (PostgreSQL) when the channel is where a run's start
-        puts it (:meth:`Run.channel_for`); the run read proves the guess, and a run whose
-        channel is elsewhere, or that is not found, is read the long way.
+        One round trip where the log can, guessing the channel by :meth:`Run.channel_for`;
+        the run read proves the guess, else the run is read the long way.
         """
         guess = Run.channel_for(run_id)
         run_events, head_events = self._log.together([(run_id, False), (guess, True)])
@@ -213,9 +208,7 @@ class StoreReader:
     ) -> tuple[RunInfo, Operation | None]:
         """``run(run_id)`` and ``operation(operation_id)`` in one round trip where it can.
 
-        A worker asks both before every step (may the run go on? did this step run before?):
-        the run's events, the head of its channel ``channel_id`` and the operation record
-        are one request to the event log (one statement on PostgreSQL).
+        A worker asks both before every step: may the run go on, did this step run before?
         """
         requests: list[Request] = [(run_id, False), (channel_id, True)]
         if operation_id is not None:
@@ -284,8 +277,7 @@ def operation_rows(operation_id: str) -> OperationRows:
 def operation_of(events: Sequence[DomainEvent], operation_id: str) -> Operation | None:
     """The operation its record's ``events`` describe (``None``: it never ran).
 
-    The Operation aggregate's events fold into it; the channel event of a record or a
-    transition stands for an executed command whose result is the event's receipt.
+    A record's or transition's channel event stands for a command whose result is its receipt.
     """
     if events and isinstance(events[0], Channel.Event):
         event = events[0]

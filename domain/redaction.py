@@ -1,15 +1,10 @@
 """The redaction port: what the domain knows of removing secrets before storage.
 
-Tools echo secrets back and the event log would keep them forever. A *redactor* cleans a
-JSON document before anything is written, and the event records what was redacted (pattern
-names and counts), never the secret. How secrets are found is an adapter's business
-(``actae.adapters.redaction`` holds the built-in patterns); the domain only runs the
-redactors it is given, refuses a result that breaks the contract, and records the counts.
-
-The contract of a :data:`Redactor`: it takes a JSON document and returns a
-:class:`Redacted`, a *new* cleaned document (its input is never mutated) and
-``{pattern name: count}`` of non-zero counts. Its output is plain JSON again: a result of a
-redactor that does not promise so (a :class:`PlainRedactor`) is :func:`checked`.
+A *redactor* cleans a JSON document before anything is written, and the event records what
+was redacted (pattern names and counts), never the secret. Finding secrets is an adapter's
+business (``actae.adapters.redaction``). A :data:`Redactor` returns a :class:`Redacted`: a
+*new* cleaned document (its input untouched) and ``{pattern name: count}`` of non-zero
+counts, plain JSON; a :class:`PlainRedactor`'s result, which promises less, is :func:`checked`.
 """
 
 from __future__ import annotations

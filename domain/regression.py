@@ -1,20 +1,14 @@
 """What this process saw of each aggregate's history, so it notices a store that holds less.
 
-A channel's cursor and an effect's fencing token only grow. If the store ever answers with
-a head below a cursor this process wrote or read, or an effect whose newest token is below
-one it was granted, committed events are gone: a failover to a standby that was behind, or
-a restore from an old backup. Writing on would build a new history over the lost one, and
-every answer the store gives about it (which steps ran, which effects were fenced) would be
-wrong without a word. So the reads and writes of a store pass through :class:`SeenHistory`,
-which remembers the highest version (and token) per aggregate, and the first read that
-finds less raises :class:`HistoryRegressedError` and latches: the store's shell then
-refuses every write of this process (``ActaeService.save``).
+Cursors and fencing tokens only grow. A head below a cursor this process wrote or read, or
+a newest token below one it was granted, means committed events are gone (a failover to a
+standby that was behind, an old backup); writing on would build a new history over the
+lost one. So a store's reads and writes pass through :class:`SeenHistory`, and the first
+read that finds less raises :class:`HistoryRegressedError` and latches: the shell then
+refuses every write of this process.
 
-The memory is a floor, never a guess used for an answer: it is only compared with what the
-store returns. An aggregate it forgot (oldest first, past ``maxsize``) is simply not
-checked. A read that returns nothing proves no regression (a purge deletes a run's channel
-and effects whole, and a missing aggregate is ``NotFoundError`` anyway); nor does a read of
-a bounded range, which need not reach the head.
+The memory is a floor, only compared with what the store returns. An aggregate it forgot
+(past ``maxsize``), an empty read and a bounded range's read prove nothing and pass.
 """
 
 from __future__ import annotations

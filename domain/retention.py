@@ -70,18 +70,9 @@ class Retention(Aggregate):
             aggregate.policies[self.agent or DEFAULT] = self.keep
 
     @classmethod
-    def define(
-        cls, *, agent: str | None, keep: Policy | None, actor: str, at: datetime
-    ) -> Retention:
-        """The store's first policy."""
-        return cls.created(
-            cls.Defined,
-            originator_id=RETENTION_ID,
-            timestamp=at,
-            agent=agent,
-            keep=keep,
-            actor=actor,
-        )
+    def define(cls, *, at: datetime, **fields: Any) -> Retention:
+        """The store's first policy (``fields``: :class:`Defined`'s)."""
+        return cls.created(cls.Defined, originator_id=RETENTION_ID, timestamp=at, **fields)
 
     def change(self, *, agent: str | None, keep: Policy | None, actor: str, at: datetime) -> None:
         """Set the policy of ``agent`` (``None``: the store's default)."""

@@ -73,9 +73,8 @@ class Run(Aggregate):
         operation_id: str | None
         budget: dict[str, float] = Field(default_factory=dict)
         trace_context: dict[str, str] = Field(default_factory=dict)
-        """The distributed trace the run belongs to (W3C ``traceparent``/``tracestate``),
-        recorded so that every worker that ever takes the run reports into that one trace;
-        empty when the starter traced nothing (and in runs started before it was kept)."""
+        """The run's distributed trace (W3C ``traceparent``/``tracestate``): every worker that
+        takes the run reports into it. Empty when the starter traced nothing."""
 
         def apply(self, aggregate: Any) -> None:
             """Take the run's identity and pins; no forks yet; running."""
@@ -232,8 +231,7 @@ class Run(Aggregate):
     class Forgotten(Acted):
         """The run's data key was destroyed: its contents can never be read again.
 
-        Its structure stays (cursors, kinds, versions, times, lineage, this audit record). A
-        live run is cancelled by it, since its workflow could no longer read its own state.
+        Its structure stays; a live run is cancelled, its workflow could not read its state.
         """
 
         type_name = "Run.Forgotten"
@@ -270,10 +268,8 @@ class Run(Aggregate):
     class Purged(Aggregate.Created):
         """The run's tombstone: retention deleted its events, this stays (metadata only).
 
-        Written after the run's last event; the events before it are then deleted, so it is
-        the run's whole history from then on. It keeps what identifies the run, how it
-        ended, its lineage (fork receipts, parent and children), its totals, and the policy
-        and actor that purged it.
+        Written after the run's last event, it is then its whole history: identity, ending,
+        lineage, totals, and the policy and actor that purged it.
         """
 
         type_name = "Run.Purged"
@@ -332,48 +328,17 @@ class Run(Aggregate):
 
     @staticmethod
     def channel_for(run_id: UUID) -> UUID:
-        """The main channel id a new run gets: derived from its run id.
+        """The main channel id a new run gets, derived from its run id.
 
-        So a command that knows only the run (a claim) can read the run and its channel's
-        head in one round trip. It is only a guess when read: a run's channel is the
-        ``channel_id`` its start recorded, and a run whose channel lives elsewhere is read
-        the long way (:meth:`actae.domain.reader.StoreReader.run_and_head`).
+        A command that knows only the run (a claim) reads run and head in one round trip;
+        when read, it is only a guess (:meth:`.StoreReader.run_and_head`).
         """
         return uuid5(CHANNEL_NAMESPACE, str(run_id))
 
     @classmethod
-    def start(
-        cls,
-        *,
-        run_id: UUID,
-        workflow_id: str,
-        agent_id: str,
-        channel_id: UUID,
-        pins: Pins,
-        deadline: datetime | None,
-        parent_run_id: UUID | None,
-        forked_from: ForkRecord | None,
-        operation_id: str | None,
-        at: datetime,
-        budget: dict[str, float] | None = None,
-        trace_context: dict[str, str] | None = None,
-    ) -> Run:
-        """Start a run whose main channel is ``channel_id``."""
-        return cls.created(
-            cls.Started,
-            originator_id=run_id,
-            timestamp=at,
-            workflow_id=workflow_id,
-            agent_id=agent_id,
-            channel_id=channel_id,
-            pins=pins,
-            deadline=deadline,
-            parent_run_id=parent_run_id,
-            forked_from=forked_from,
-            operation_id=operation_id,
-            budget=budget or {},
-            trace_context=trace_context or {},
-        )
+    def start(cls, *, run_id: UUID, at: datetime, **fields: Any) -> Run:
+        """Start a run; ``fields`` are :class:`Started`'s (its main channel is ``channel_id``)."""
+        return cls.created(cls.Started, originator_id=run_id, timestamp=at, **fields)
 
     def record_fork(self, fork: ForkRecord, *, at: datetime) -> None:
         """Note that ``fork`` created a child of this run."""
@@ -535,21 +500,9 @@ class Run(Aggregate):
 
 def _present() -> dict[str, Any]:
     """A run's present as it starts: running, nothing waited for, decided or ended."""
-    return {
-        "status": RunStatus.RUNNING,
-        "waiting": None,
-        "paused_from": None,
-        "inbox": {},
-        "children": [],
-        "result": None,
-        "error": None,
-        "retries": 0,
-        "forgotten_at": None,
-        "ended_at": None,
-        "held": False,
-        "purged_at": None,
-        "tombstone": None,
-    }
+    unset = "waiting paused_from result error forgotten_at ended_at purged_at tombstone"
+    started = {"inbox": {}, "children": [], "retries": 0, "held": False}
+    return {**dict.fromkeys(unset.split()), **started, "status": RunStatus.RUNNING}
 
 
 TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})

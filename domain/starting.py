@@ -1,12 +1,9 @@
 """Starting runs: a run with its main channel, whose first event creates state version 1.
 
-A run started under a parent is recorded on the parent too, in the same transaction; a lost
-race with another change of the parent is retried, and a repeat of the same operation
-replays the original run. A start without an ``operation_id`` is recorded under one made up
-front, so that an attempt whose write committed unseen (a lost reply) is found and replayed
-instead of starting a second run (docs/lost-replies.md). The trace context the start was
-made in is kept with the run, but it is not part of what the start asks for: the same start
-retried from another span (another request, another process) is still the same start.
+A start under a parent is recorded on the parent in the same transaction (a lost race is
+retried). A start without an ``operation_id`` gets one up front, so a lost reply is
+replayed, never a second run (docs/lost-replies.md). Its trace context is kept with the
+run but is no part of its content: the start retried from another span is the same start.
 """
 
 from __future__ import annotations
@@ -33,6 +30,9 @@ from actae.domain.validation import (
     storable_trace_context,
 )
 from actae.domain.values import RunInfo
+
+Note = tuple[str, dict[str, Any]]
+"""The opening event of a run's main channel: its kind and payload."""
 
 
 def start_run(
@@ -80,30 +80,21 @@ def start_run(
     def attempt(_: int) -> RunInfo:
         parent_run = None if parent is None else reader.run_aggregate(parent)
         at = shell.now()
-        run_id = uuid4()
-        run = Run.start(
-            run_id=run_id,
+        run, channel = open_run(
+            uuid4(),
+            ("run.started", {"workflow_id": workflow_id, "agent_id": agent_id}),
+            document.value,
+            document.checksum,
+            at,
             workflow_id=workflow_id,
             agent_id=agent_id,
-            channel_id=Run.channel_for(run_id),
             pins=checked_pins,
             deadline=deadline,
             parent_run_id=parent,
             forked_from=None,
             operation_id=operation_id,
-            at=at,
             budget=spend,
             trace_context=trace,
-        )
-        channel = Channel.open(
-            channel_id=run.channel_id,
-            run_id=run.id,
-            kind="run.started",
-            payload={"workflow_id": workflow_id, "agent_id": agent_id},
-            state=document.value,
-            state_checksum=document.checksum,
-            operation_id=operation_id,
-            at=at,
         )
         aggregates: list[Aggregate] = [run, channel]
         if parent_run is not None:
@@ -115,6 +106,25 @@ def start_run(
 
     what = lambda: f"start of {workflow_id!r} under parent {parent}"  # noqa: E731 - formatted only if it gives up
     return retried(shell, attempt, what, once=once)
+
+
+def open_run(
+    run_id: UUID, opening: Note, state: dict[str, Any], checksum: str, at: datetime, **fields: Any
+) -> tuple[Run, Channel]:
+    """A new run (``fields``: its start's) and its main channel, opened with ``state``."""
+    run = Run.start(run_id=run_id, channel_id=Run.channel_for(run_id), at=at, **fields)
+    kind, payload = opening
+    channel = Channel.open(
+        channel_id=run.channel_id,
+        run_id=run_id,
+        kind=kind,
+        payload=payload,
+        state=state,
+        state_checksum=checksum,
+        operation_id=fields["operation_id"],
+        at=at,
+    )
+    return run, channel
 
 
 def _replayed(reader: StoreReader, original: Operation) -> RunInfo:

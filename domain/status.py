@@ -1,16 +1,10 @@
 """A run's standing: the status it shows and the next action it asks for, decided once.
 
-Everyone who looks at a run asks the same two questions, where does it stand and what
-should happen next: the ``run_status`` read model stores the answer (the projector applies
-:func:`standing` to the facts its tables hold of each run), the operator's views show it, a
-worker reads it to choose the runs a turn could move (:func:`worth_a_turn`), and the store's
-reader applies :func:`run_status` to a run's own events. So the rule lives here only; the
-adapters gather the facts and apply it.
-
-A run's *lifecycle* is its own status (``Run.status``: running, waiting, paused, or how it
-ended). Its *status* is that lifecycle, except that a forgotten run says so and a running
-run is held back by its open effects (:data:`RUN_HELD_BACK`). Its *next action* is the most
-pressing thing someone (or something) should do about it (:func:`next_action`).
+The rule lives here only: the ``run_status`` read model's projector applies :func:`standing`
+to the facts its tables hold, workers pick runs with :func:`worth_a_turn`, and the store's
+reader applies :func:`run_status` to a run's own events. A run's status is its lifecycle
+(``Run.status``), except that a forgotten run says so and open effects may hold a running
+run back (:data:`RUN_HELD_BACK`).
 """
 
 from __future__ import annotations
@@ -29,10 +23,8 @@ RUN_HELD_BACK: tuple[tuple[EffectStatus, RunStatus], ...] = (
 )
 """The open effects' statuses that hold a running run back, the most pressing first.
 
-An effect needing review blocks the run: nothing moves until a person looks. One waiting for
-its scheduled retry makes the run ``retrying``: it will move on by itself, so a review, when
-there is one, is what the run's status must say. Any other open effect (pending, claimed, in
-doubt) leaves the run ``running``.
+A review blocks it until a person looks; a scheduled retry moves on by itself, so a review
+comes first. Any other open effect (pending, claimed, in doubt) leaves it ``running``.
 """
 RUNNING_STATUSES = frozenset({RunStatus.RUNNING, *(run for _, run in RUN_HELD_BACK)})
 """The statuses a running run shows: its own, or what its effects make it."""
@@ -42,12 +34,9 @@ EFFECT_ACTIONS: tuple[tuple[EffectStatus, str], ...] = (
     (EffectStatus.IN_DOUBT, "reconcile"),
     (EffectStatus.RETRY_SCHEDULED, "retry"),
 )
-"""What a running run's open effects ask for, the most pressing first.
-
-A review stops everything, so it comes first; an effect in doubt may have happened, and
-nobody may run it again before someone reconciles it; a scheduled retry happens by itself
-and is named last among them.
-"""
+"""What a running run's open effects ask for, the most pressing first: a review stops
+everything, an effect in doubt must be reconciled before it runs again, a retry comes by
+itself."""
 NO_ACTION = "none"
 """The next action of a run that nothing more is to be done for (ended, or forgotten)."""
 CONTINUE = "continue"
@@ -57,10 +46,7 @@ NO_ERROR = "see the run's Run.Failed event"
 
 
 def held_back_status(statuses: Collection[EffectStatus]) -> RunStatus | None:
-    """The status a running run takes from its open effects' ``statuses``, if any holds it.
-
-    ``None``: no open effect holds the run back, it stays running (see :data:`RUN_HELD_BACK`).
-    """
+    """The status a running run takes from its open effects' ``statuses`` (``None``: none)."""
     return next((run for effect, run in RUN_HELD_BACK if effect in statuses), None)
 
 
@@ -80,13 +66,10 @@ def run_status(
 class RunFacts:
     """What a run's standing is decided from: its own facts and those around it.
 
-    ``effects`` holds, for each effect status that asks for something
-    (:data:`EFFECT_ACTIONS`), the first key (in key order) of the run's open effects in that
-    status. In doubt there means a claim that may have happened unanswered (its lease ran
-    out, or it was granted over an unanswered one); a retried step's attempt counter never
-    is (a step is made again, never reconciled). The other facts come from outside the
-    run's events: ``unserved`` (a running run no live worker has a workflow for) and
-    ``regressed`` (how far the run's channel went back behind what a process saw).
+    ``effects``: for each status of :data:`EFFECT_ACTIONS`, the first key of the run's open
+    effects in it (a step's attempt counter is never in doubt: a step is made again).
+    ``unserved``: no live worker has its workflow; ``regressed``: how far its channel went
+    back behind what a process saw.
     """
 
     lifecycle: RunStatus = RunStatus.RUNNING
@@ -117,12 +100,8 @@ def standing(facts: RunFacts) -> Standing:
 def next_action(facts: RunFacts) -> str:
     """What should happen next to a run with these ``facts``, the most pressing first.
 
-    Nothing for a forgotten run. Then a regressed history, before anything the run might
-    wait for: its channel lost events a process saw, and an operator must look
-    (docs/outages.md). Then what its lifecycle asks (the wait it is in, an unpause, a fix
-    and a retry), nothing for a run that ended, and for a running run what its effects ask
-    (:data:`EFFECT_ACTIONS`), a workflow to register if no live worker serves it, or to
-    continue.
+    A regressed history comes before anything the run waits for: an operator must look
+    (docs/outages.md).
     """
     if facts.forgotten:
         return NO_ACTION
@@ -158,10 +137,8 @@ def worth_a_turn(
 ) -> bool:
     """Whether a worker's turn with a run of ``status`` could move it at ``now``.
 
-    A running run moves at once. A waiting one once its wait is due (``wake_at``: a timer
-    fires, an unanswered wait expires), a retrying one once its retry is (``retry_at``,
-    the earliest scheduled). A blocked one waits for a person's review, a paused one for an
-    unpause: an event, which changes its status. An ended or forgotten run never moves.
+    A waiting or retrying run moves once ``wake_at`` or ``retry_at`` is due; a blocked or
+    paused one only after an event, which changes its status.
     """
     if status is RunStatus.RUNNING:
         return True

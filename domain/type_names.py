@@ -1,16 +1,10 @@
 """Stable type names: what a stored row calls the class of its event and of its aggregate.
 
-A row must name the class that decodes it. eventsourcing's default name is the class's
-module path (``module:QualName``): moving a file or renaming a module would then leave
-stored rows naming classes that are no longer there, and a tampered name would import
-whatever module it names. So every aggregate and every event it stores declares a name of
-its own where it is defined (``type_name = "Run.Started"``: the aggregate's name, a dot, the
-event's), and this registry maps names to classes. Reading a name looks it up here and
-nothing else: a name that is not here is not Actae's, and nothing is imported for it.
-
-:class:`~actae.domain.aggregate.Aggregate` declares each subclass and its events when the
-class is made, so a missing, malformed or repeated name fails the import of its module,
-before any row could be written under it.
+eventsourcing names a class by module path: a moved module would orphan stored rows, and a
+tampered name would import whatever it names. So every aggregate and event declares its own
+(``type_name = "Run.Started"``) and this registry maps names to classes; nothing is ever
+imported for a name. :class:`~actae.domain.aggregate.Aggregate` declares each subclass
+when it is made, so a missing, malformed or repeated name fails its module's import.
 """
 
 from __future__ import annotations

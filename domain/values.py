@@ -192,8 +192,7 @@ class ForkRecord(Value):
     created_at: datetime
     operation_id: str | None
     inherited: Inheritance | None = None
-    """The recorded calls the child replays from its ancestors (``None`` before they were
-    counted: forks made by earlier versions)."""
+    """The recorded calls the child replays from its ancestors."""
 
     def receipt(self, *, replayed: bool = False) -> ForkReceipt:
         """The public receipt for this fork."""

@@ -450,9 +450,8 @@ MUTANTS = [
     Mutant(
         "late-completion",
         "domain/operation.py",
-        "        self._ensure_in_time(token, now)\n"
-        "        self.trigger_event(\n            self.Completed,",
-        "        self.trigger_event(\n            self.Completed,",
+        "        self._ensure_in_time(token, now)\n        self._sealed(self.Completed,",
+        "        self._sealed(self.Completed,",
         "an answer after the deadline may race a takeover: in doubt, never completed",
         DEADLINES,
     ),
