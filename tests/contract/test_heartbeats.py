@@ -151,7 +151,12 @@ def test_a_renewal_whose_backend_is_terminated_mid_statement_is_retried(
 
     @workflows.workflow("slow")
     def slow(ctx: actae.RunContext) -> None:
-        ctx.step("long", lambda: (started.set(), finish.wait(DEADLINE), 1)[-1])
+        def long_step() -> int:
+            started.set()
+            finish.wait(DEADLINE)
+            return 1
+
+        ctx.step("long", long_step)
 
     schema = pg_url.rsplit("schema=", 1)[1]
     leases = sql.SQL("SELECT 1 FROM {}.actae_run_leases WHERE run_id = %s FOR UPDATE").format(
