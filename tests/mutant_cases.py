@@ -909,7 +909,8 @@ MUTANTS = [
         "adapters/readside/analyst_sql.py",
         "            if action in READS:",
         "            if True:",
-        "on SQLite a BEGIN or an ATTACH in projector.query must not stay on the shared connection",
+        "on SQLite an ATTACH in projector.query would create the file it names (the read-only"
+        " connection refuses only the writes into it)",
         QUERIES,
     ),
     Mutant(

@@ -32,6 +32,7 @@ REGRESSION = ("tests/contract/test_history_regression.py",)
 REGRESSION_FLOOR = ("tests/unit/test_regression_floor.py",)
 READ_ONLY = ("tests/unit/test_outages.py", "tests/chaos/test_read_only.py")
 ON_A_STANDBY = (
+    "tests/integration/test_standby_sessions.py",
     "tests/chaos/test_read_only.py::test_processes_ride_out_a_read_only_server[standby]",
 )
 TURNS = ("tests/integration/test_open_turns.py",)

@@ -137,3 +137,53 @@ def run_once_completes(worker: actae.Worker, run_id: Any, store: actae.Store) ->
     """One more pass (the lost lease has expired by now); whether the run completed."""
     worker.run_once()
     return store.run(run_id).status is actae.RunStatus.COMPLETED
+
+
+def test_a_renewal_whose_backend_is_terminated_mid_statement_is_retried(
+    pg_url: str, admin: psycopg.Connection[Any]
+) -> None:
+    """The pool replaces a terminated idle connection before lending it, so the renewal
+    itself must meet the error: it waits on a row lock the test holds, and its backend is
+    ended while it waits. The heartbeat retries on a new connection; the lease holds."""
+    lease = 6.0  # long enough that one renewal blocked for a moment does not lapse it
+    started, finish = threading.Event(), threading.Event()
+    workflows = actae.Registry()
+
+    @workflows.workflow("slow")
+    def slow(ctx: actae.RunContext) -> None:
+        def long_step() -> int:
+            started.set()
+            finish.wait(DEADLINE)
+            return 1
+
+        ctx.step("long", long_step)
+
+    schema = pg_url.rsplit("schema=", 1)[1]
+    leases = sql.SQL("SELECT 1 FROM {}.actae_run_leases WHERE run_id = %s FOR UPDATE").format(
+        sql.Identifier(schema)
+    )
+    blocked = "SELECT pid FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))"
+    with actae.open(pg_url) as store, actae.open(pg_url) as rival:
+        run = store.start_run("r", agent_id="slow", state={})
+        worker = actae.Worker(store, name="w1", registry=workflows, lease=lease)
+        thread = threading.Thread(target=run_until_idle, args=(worker,), daemon=True)
+        thread.start()
+        wait_for(started.is_set, "the step to start")
+        with admin.transaction():
+            admin.execute(leases, (run.run_id,))
+            me = admin.info.backend_pid
+            wait_for(lambda: admin.execute(blocked, (me,)).fetchall(), "a renewal to wait")
+            for (pid,) in admin.execute(blocked, (me,)).fetchall():
+                admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        watch_until = time.monotonic() + 2 * lease
+        while time.monotonic() < watch_until:
+            now = rival.now()
+            taken = RunLeases(rival.projector().db).acquire(
+                run.run_id, "rival", now, now + timedelta(seconds=lease)
+            )
+            assert taken is None, "the lease lapsed after one renewal's backend was ended"
+            time.sleep(lease / 4)  # pacing of the observation, not synchronisation
+        finish.set()
+        thread.join(DEADLINE)
+        assert not thread.is_alive()
+        assert store.run(run.run_id).status is actae.RunStatus.COMPLETED

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import psycopg
 import pytest
 
@@ -177,3 +179,14 @@ def test_a_statement_keeps_no_lock_or_prepared_statement_on_postgres(
         assert projector.query("SELECT count(*) AS n FROM pg_prepared_statements") == [{"n": 0}]
         (path,) = projector.query("SELECT current_schemas(false) AS s")
         assert path["s"] == [store.projector().db.query("SELECT current_schema() AS c")[0]["c"]]
+
+
+def test_an_attach_on_sqlite_is_refused_before_it_creates_a_file(tmp_path: Path) -> None:
+    """The connection is read-only, but SQLite creates the file an ATTACH names before it
+    refuses a write: only the authorizer keeps a statement from touching the disk."""
+    elsewhere = tmp_path / "elsewhere.db"
+    with actae.open(f"sqlite:///{tmp_path / 'runs.db'}") as store:
+        projector = _store_with_audit(store)
+        with pytest.raises(actae.ValidationError):
+            projector.query(f"ATTACH DATABASE '{elsewhere}' AS mine")
+    assert not elsewhere.exists()

@@ -227,3 +227,30 @@ def test_a_remembered_effect_of_a_purged_run_is_not_written_again(
         a.complete_effect("charge", token=claim.token, worker="w1", result={"late": True})
     with pytest.raises(actae.NotFoundError):
         a.effect("charge")
+
+
+@pytest.mark.parametrize("purged_by", ["this store", "the other store"])
+def test_a_remembered_effect_of_a_purged_run_is_not_written_over_its_key_used_again(
+    two_clocked: tuple[actae.Store, actae.Store, actae.ManualClock], purged_by: str
+) -> None:
+    """Once a purged effect's key is claimed again, a heartbeat built on the memory of the
+    old claim (it notes nothing on the purged run's channel) would find its predecessor and
+    extend another worker's lease: the store must be asked."""
+    a, b, clock = two_clocked
+    purger = a if purged_by == "this store" else b
+    lease = 4 * 3600.0 if purger is a else LEASE  # the remembered lease live, or run out
+    run = a.start_run("w", agent_id="x", state={})
+    claim = a.claim(
+        "charge", run_id=run.run_id, worker="w1", lease=lease, timeout=4 * 3600.0, request={}
+    )
+    purger.set_retention({"cancelled": "1h"}, actor="ops")
+    purger.cancel(run.run_id, actor="ops", reason="stopped")
+    clock.advance(2 * 3600)
+    assert purger.apply_retention(actor="ops").purged == [run.run_id]
+    again = b.start_run("w", agent_id="y", state={})
+    theirs = b.claim("charge", run_id=again.run_id, worker="w2", lease=LEASE, request={})
+
+    with pytest.raises(actae.NotHolderError):
+        a.heartbeat("charge", token=claim.token, worker="w1", lease=lease)
+    effect = b.effect("charge")
+    assert (effect.holder, effect.expires_at) == ("w2", theirs.expires_at)
