@@ -210,20 +210,29 @@ def _lock_and_find(db: GrantingDB, role: str) -> tuple[str, int]:
         raise ValidationError(
             "ROLE", f"{role} is a superuser: it reads every table whatever is granted"
         )
-    owners = conn.execute(
-        "SELECT DISTINCT pg_get_userbyid(c.relowner) FROM pg_class c "
-        "JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = %s "
-        "WHERE c.relname = ANY(%s) AND pg_has_role(%s::oid, c.relowner, 'MEMBER')",
+    _refuse_if_any(
+        conn,
+        "DISTINCT pg_get_userbyid(c.relowner)",
+        "c.relname = ANY(%s) AND pg_has_role(%s::oid, c.relowner, 'MEMBER')",
         [schema, [*READ_MODELS, *PRIVATE], oid],
-    ).fetchall()
-    if owners:
-        owner = ", ".join(str(name) for (name,) in owners)
-        raise ValidationError(
-            "ROLE",
-            f"{role} owns the store's tables or is a member of their owner ({owner}): an "
-            "analyst needs a role of its own",
-        )
+        f"{role} owns the store's tables or is a member of their owner ({{}}): an "
+        "analyst needs a role of its own",
+    )
     return str(schema), oid
+
+
+def _refuse_if_any(
+    conn: psycopg.Connection[Any], select: str, where: str, params: list[Any], message: str
+) -> None:
+    """Fail with ``message`` (``{}``: the names found) if the schema's tables give any row."""
+    rows = conn.execute(
+        f"SELECT {select} FROM pg_class c "  # noqa: S608  # constant texts
+        "JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = %s "
+        f"WHERE {where} ORDER BY 1",
+        params,
+    ).fetchall()
+    if rows:
+        raise ValidationError("ROLE", message.format(", ".join(str(name) for (name,) in rows)))
 
 
 def _analysts_table(conn: psycopg.Connection[Any], schema: str) -> bool | None:
@@ -294,21 +303,15 @@ def _refuse_leaks(
     conn: psycopg.Connection[Any], schema: str, oid: int, role: str, private: list[str]
 ) -> None:
     """Fail (rolling the grant back) if ``role`` could still use a private table."""
-    rows = conn.execute(
-        "SELECT c.relname FROM pg_class c "
-        "JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = %s "
-        "WHERE c.relname = ANY(%s) AND (has_table_privilege(%s::oid, c.oid, %s) "
-        "OR has_any_column_privilege(%s::oid, c.oid, 'SELECT, INSERT, UPDATE, REFERENCES')) "
-        "ORDER BY 1",
+    _refuse_if_any(
+        conn,
+        "c.relname",
+        "c.relname = ANY(%s) AND (has_table_privilege(%s::oid, c.oid, %s) "
+        "OR has_any_column_privilege(%s::oid, c.oid, 'SELECT, INSERT, UPDATE, REFERENCES'))",
         [schema, private, oid, ACCESS, oid],
-    ).fetchall()
-    if rows:
-        leaks = ", ".join(str(name) for (name,) in rows)
-        raise ValidationError(
-            "ROLE",
-            f"{role} could still use {leaks} through PUBLIC or a role it belongs to (or "
-            "pg_read_all_data); revoke those grants first. Nothing was granted",
-        )
+        f"{role} could still use {{}} through PUBLIC or a role it belongs to (or "
+        "pg_read_all_data); revoke those grants first. Nothing was granted",
+    )
 
 
 def _names(schema: str, names: Any) -> sql.Composed:

@@ -1,23 +1,18 @@
 """Replay-to-live subscriptions: catch up from a position, then follow new events.
 
 A subscription is pulled by its reader: it fetches the next batch after the last delivered
-position, and only when there is nothing new does it wait. Writers never notify anyone
-(a ``NOTIFY`` takes a cluster-wide lock until its commit is flushed, so it would make every
-commit in the cluster wait for the one before; docs/performance.md has the measurements):
-a reader is woken at once by a commit of its own process (the store's ``written``
-condition), and otherwise looks again after a :class:`Backoff` wait, short while events
-flow and growing to the caller's ``poll_interval`` when the store is idle. It never holds a
-lock between reads, so a slow subscriber cannot slow writers down, and because it always
-asks the store for "everything after my position", the hand-over from history to live
+position, and only when there is nothing new does it wait, woken at once by a commit of its
+own process (the store's ``written`` condition), otherwise after a :class:`Backoff` wait.
+Writers notify no one (a ``NOTIFY`` serialises the cluster's commits; docs/performance.md).
+It holds no lock between reads, so a slow subscriber cannot slow writers down, and because
+it always asks for "everything after my position", the hand-over from history to live
 delivery has no gap and no duplicate.
 
 Per-channel subscriptions use cursors (gapless by the primary key). The global subscription
-uses the event store's positions, which the recorder only ever returns up to a point below
-which no write in flight can still add one (``adapters/persistence/positions.py``).
-
-A database outage does not end a subscription: it knows its position, so it waits the outage
-out (logged once on the ``actae`` logger) and asks again for everything after that
-position; nothing is skipped or delivered twice.
+uses the event store's positions, which the recorder only returns up to a point below which
+no write in flight can still add one (``adapters/persistence/positions.py``). A database
+outage does not end a subscription: it waits the outage out (logged once on the ``actae``
+logger) and asks again for everything after its position.
 """
 
 from __future__ import annotations
@@ -41,10 +36,9 @@ FIRST_WAIT = 0.001
 
 
 def pausing(stopped: threading.Event) -> Callable[[float], None]:
-    """A wait between attempts: until ``stopped`` in a thread; the coroutine sleeps in a portal.
+    """A wait between attempts: until ``stopped`` in a thread; in a portal, a plain sleep.
 
-    A thread's wait ends early on a stop; in a portal a thread's wait would block the event
-    loop, so the coroutine sleeps instead and the stop is seen at the next attempt.
+    (A thread's wait would block the event loop; the stop is seen at the next attempt.)
     """
 
     def wait(seconds: float) -> None:
