@@ -5,7 +5,7 @@ Each command is a pure function of the caller's arguments: it validates all of t
 over a channel head: whether the head is the one the caller expected (``expected_version``,
 the state version, and ``expected_cursor``, the log position) and which event follows it.
 The shell (``adapters/runtime/service.py``, ``ActaeService.append``) brings the head (this
-process's guess, :mod:`actae.domain.heads`, or the store's), the time, and the write.
+process's guess, ``HeadCache``, or the store's), the time, and the write.
 
 Given an ``operation_id``, the event is the command's operation record too: it carries the
 command's content fingerprint, and its row the id, which the store keeps unique (one row
