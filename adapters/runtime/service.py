@@ -107,7 +107,7 @@ class ActaeService:
                     if isinstance(found, Receipt):
                         return found
                     head = found
-                event = append.event_after(head, self.clock())
+                event = append.event_after(head, at=self.clock())
                 try:
                     self._write([event])
                 except RaceLost:
