@@ -5,7 +5,7 @@ Each command is a pure function of the caller's arguments: it validates all of t
 over a channel head: whether the head is the one the caller expected (``expected_version``,
 the state version, and ``expected_cursor``, the log position) and which event follows it.
 The shell (``adapters/runtime/service.py``, ``ActaeService.append``) brings the head (this
-process's guess, :mod:`actae.domain.heads`, or the store's), the time, and the write.
+process's guess, ``HeadCache``, or the store's), the time, and the write.
 
 Given an ``operation_id``, the event is the command's operation record too: it carries the
 command's content fingerprint, and its row the id, which the store keeps unique (one row
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from functools import partial
 from typing import Any
 from uuid import UUID
 
@@ -57,8 +57,8 @@ class Append:
     content: str
     expected_version: int | None
     expected_cursor: int
-    event_after: Callable[[ChannelHead, datetime], Channel.Event]
-    """The event that follows ``head``, written at ``at`` (pure)."""
+    event_after: Callable[..., Channel.Event]
+    """``event_after(head, at=...)``: the event that follows ``head``, written ``at`` (pure)."""
 
     def fits(self, head: ChannelHead) -> bool:
         """Whether ``head`` is the one the caller expected."""
@@ -110,20 +110,15 @@ def record(
     operation_id = optional_text("operation_id", operation_id)
     usage_part = (str(sorted(spent.items())),) if spent else ()  # old fingerprints stay valid
     content = fingerprint("record", str(cid), kind, body.checksum, *usage_part)
-    record_fingerprint = None if operation_id is None else content
-
-    def event_after(head: ChannelHead, at: datetime) -> Channel.Event:
-        return Channel.recorded(
-            head,
-            kind=kind,
-            payload=body.value,
-            operation_id=operation_id,
-            at=at,
-            usage=spent,
-            redacted=redacted,
-            fingerprint=record_fingerprint,
-        )
-
+    event_after = partial(
+        Channel.recorded,
+        kind=kind,
+        payload=body.value,
+        operation_id=operation_id,
+        usage=spent,
+        redacted=redacted,
+        fingerprint=None if operation_id is None else content,
+    )
     return Append(cid, operation_id, content, None, expected_cursor, event_after)
 
 
@@ -153,18 +148,13 @@ def transition(
     expected_cursor = require_int("expected_cursor", expected_cursor, minimum=1)
     operation_id = optional_text("operation_id", operation_id)
     content = fingerprint("transition", str(cid), kind, body.checksum, document.checksum)
-    record_fingerprint = None if operation_id is None else content
-
-    def event_after(head: ChannelHead, at: datetime) -> Channel.Event:
-        return Channel.transitioned(
-            head,
-            kind=kind,
-            payload=body.value,
-            state=document.value,
-            state_checksum=document.checksum,
-            operation_id=operation_id,
-            at=at,
-            fingerprint=record_fingerprint,
-        )
-
+    event_after = partial(
+        Channel.transitioned,
+        kind=kind,
+        payload=body.value,
+        state=document.value,
+        state_checksum=document.checksum,
+        operation_id=operation_id,
+        fingerprint=None if operation_id is None else content,
+    )
     return Append(cid, operation_id, content, expected_version, expected_cursor, event_after)

@@ -9,6 +9,7 @@ is one indexed read, never a replay of history.
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime
 from functools import cache
 from operator import attrgetter
@@ -267,7 +268,7 @@ class Channel(Aggregate):
 class ChannelHead(NamedTuple):
     """The fields of a channel event that describe the head, without the event's body.
 
-    What :class:`actae.domain.heads.HeadCache` remembers: enough for ``Channel.from_head``,
+    What :class:`HeadCache` remembers: enough for ``Channel.from_head``,
     small whatever the size of the state the event carried.
     """
 
@@ -386,3 +387,61 @@ def record_fields(
     for name, amount in (usage or {}).items():
         totals[name] = totals.get(name, 0.0) + amount
     return {"kind": kind, "payload": payload, "operation_id": operation_id, "usage": totals}
+
+
+# -- this process's guess of each channel's head --------------------------------------
+#
+# Remembering the last head this process wrote or read saves a read before each write. It
+# is never trusted for correctness: a write on a stale head asks for a cursor already taken,
+# the store's primary key refuses it, and the command re-reads the head before it answers.
+
+DEFAULT_MAX_CHANNELS = 10_000
+
+
+class HeadCache:
+    """The newest head event seen per channel; forgets the oldest-entered past ``maxsize``.
+
+    It also remembers each run's main channel: that never changes, so the answer is always
+    right and proves that the run exists.
+    """
+
+    def __init__(self, maxsize: int = DEFAULT_MAX_CHANNELS) -> None:
+        self._maxsize = maxsize
+        self._heads: dict[UUID, ChannelHead] = {}
+        self._channels: dict[UUID, UUID] = {}
+        self._lock = threading.Lock()
+
+    def get(self, channel_id: UUID) -> ChannelHead | None:
+        """The remembered head of ``channel_id``, if any (it may be stale)."""
+        return self._heads.get(channel_id)
+
+    def forget(self, channel_id: UUID) -> None:
+        """Drop the guess for ``channel_id``: a write on it lost a race, so it is stale."""
+        with self._lock:
+            self._heads.pop(channel_id, None)
+
+    def main_channel(self, run_id: UUID) -> UUID | None:
+        """The main channel of ``run_id``, if an event of it was seen."""
+        return self._channels.get(run_id)
+
+    def put(self, event: Channel.Event) -> None:
+        """Remember ``event``'s head fields unless a later event of its channel is known.
+
+        Only the head is kept (:class:`ChannelHead`), not the payload or a transition's
+        state: 10,000 remembered states of a megabyte each would hold gigabytes.
+        """
+        head = ChannelHead.of(event)
+        with self._lock:
+            if event.run_id not in self._channels:
+                if len(self._channels) >= self._maxsize:
+                    del self._channels[next(iter(self._channels))]
+                self._channels[event.run_id] = event.originator_id
+            known = self._heads.get(event.originator_id)
+            if known is not None and known.originator_version >= event.originator_version:
+                return
+            if known is None and len(self._heads) >= self._maxsize:
+                del self._heads[next(iter(self._heads))]
+            self._heads[event.originator_id] = head
+
+    def __len__(self) -> int:
+        return len(self._heads)

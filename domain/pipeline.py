@@ -26,8 +26,8 @@ from typing import Any, Generic, NoReturn, Protocol, TypeVar
 from uuid import uuid4
 
 from actae.domain.aggregate import Aggregate, DomainEvent
+from actae.domain.channel import HeadCache
 from actae.domain.errors import ContentionError
-from actae.domain.heads import HeadCache
 from actae.domain.known_effects import KnownEffects
 from actae.domain.operation import Operation
 from actae.domain.ports import Codec
@@ -50,7 +50,7 @@ happen only under a pile-up that retrying at once would not clear either.
 class Core:
     """What commands use besides their arguments; none of it does IO.
 
-    ``heads`` are this process's guesses of channel heads (:mod:`actae.domain.heads`),
+    ``heads`` are this process's guesses of channel heads (:class:`~.channel.HeadCache`),
     ``effects`` of the effects it holds (:mod:`actae.domain.known_effects`),
     ``seen`` how far it saw each aggregate's history go (:mod:`actae.domain.regression`),
     ``draw`` the source of retry jitter (a test pins it to make backoffs exact).

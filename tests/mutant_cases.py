@@ -149,7 +149,7 @@ MUTANTS = [
     ),
     Mutant(
         "head-cache-never-back",
-        "domain/heads.py",
+        "domain/channel.py",
         "if known is not None and known.originator_version >= event.originator_version:",
         "if False:",
         "a late reader must not replace a newer remembered head with an older one",
@@ -972,7 +972,7 @@ MUTANTS = [
     # -- stored bodies' checksums (issue 28, item 4) ---------------------------------------
     Mutant(
         "body-checksum-unchecked",
-        "adapters/persistence/checksums.py",
+        "adapters/persistence/codec.py",
         "    if actual != recorded:",
         "    if False:",
         "a byte flipped in a recorded step result must be refused, not served as the result",
@@ -988,7 +988,7 @@ MUTANTS = [
     ),
     Mutant(
         "body-checksum-missing-accepted",
-        "adapters/persistence/checksums.py",
+        "adapters/persistence/codec.py",
         '        raise CorruptionError(\n            where(stored),\n            "its body has no',
         "        return bytes(state)\n"
         '        raise CorruptionError(\n            where(stored),\n            "its body has no',
@@ -997,7 +997,7 @@ MUTANTS = [
     ),
     Mutant(
         "body-checksum-not-bound-to-its-row",
-        "adapters/persistence/checksums.py",
+        "adapters/persistence/codec.py",
         'digest = hashlib.sha256(b"%b|%b|%d|" % (topic.encode(), originator, version))',
         "digest = hashlib.sha256()",
         "a body copied to another row, or a changed topic or version, must be refused",
@@ -1005,7 +1005,7 @@ MUTANTS = [
     ),
     Mutant(
         "body-checksum-closing-unchecked",
-        "adapters/persistence/checksums.py",
+        "adapters/persistence/codec.py",
         " or state[-len(CLOSING) :] != CLOSING:",
         ":",
         "a changed byte at the very end of a body is a changed body too",

@@ -1,21 +1,33 @@
-"""JSON encoding with orjson: canonical bytes for checksums, a transcoder and a pydantic mapper.
+"""JSON encoding with orjson: canonical bytes, a transcoder, a pydantic mapper, body checksums.
 
 Values must be plain JSON. orjson would quietly turn datetimes, dataclasses and subclasses of
 built-in types into something else, which would break the round trip (and the checksum), so
 they are refused here instead.
+
+**Every stored body carries a checksum**, verified each time the body is read: a flipped
+byte in a recorded step result must not be served as the result, and neither SQLite's nor
+PostgreSQL's own checks see a byte changed inside a well-formed row (nor does AES-GCM, which
+authenticates only the sealed contents). It is SHA-256 over the row's identity (topic,
+aggregate id, version) and the body as the encoder wrote it, truncated to 128 bits, so a
+body copied to another row is refused too. It detects corruption, not a deliberate rewrite.
+It is the body's last member, ``"$checksum":"<32 hex>"``, so the body stays one JSON
+document for SQL and operators, and is found by position, without parsing. A body without
+one is refused: every body Actae writes has it (``tests/property/test_body_checksums.py``
+flips every byte; docs/architecture.md, "Stored bodies carry a checksum").
 """
 
 from __future__ import annotations
 
+import hashlib
 from functools import cache
 from typing import Any, cast
+from uuid import UUID
 
 import orjson
 from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import Mapper, StoredEvent, Transcoder
 from pydantic import BaseModel
 
-from actae.adapters.persistence.checksums import stamped, verified, where
 from actae.adapters.persistence.encoders import IDENTITY, Encoder, encoder_for, holds_models
 from actae.adapters.persistence.operation_ids import StoredRecord
 from actae.domain.aggregate import DomainEvent
@@ -108,7 +120,7 @@ class PydanticMapper(Mapper[Any]):
     the bytes ``OrjsonTranscoder`` would make of :meth:`fields_of`, without the dict: the
     transcoder it is given is used to decode (and must be that one). Each body is stored
     with its checksum and verified before it is decoded
-    (:mod:`actae.adapters.persistence.checksums`).
+    (:func:`stamped`, :func:`verified`).
     """
 
     def to_stored_event(self, domain_event: DomainEventProtocol[Any]) -> StoredEvent:
@@ -181,3 +193,63 @@ def stored_event_of(event: DomainEventProtocol[Any], topic: str, body: bytes) ->
     if key is not None:
         return StoredRecord(originator_id, version, topic, state, key)
     return StoredEvent(originator_id, version, topic, state)
+
+
+# -- body checksums ----------------------------------------------------------------------
+
+CHECKSUM = "$checksum"
+"""The body member that holds the checksum (the last one)."""
+OPENING = b',"' + CHECKSUM.encode() + b'":"'
+DIGITS = 32
+"""Hex digits kept of the SHA-256 (128 bits)."""
+CLOSING = b'"}'
+TAIL = len(OPENING) + DIGITS + len(CLOSING)
+"""Bytes the checksum member adds at the end of the body."""
+NOUNS = {
+    "Channel": ("channel", "cursor"),
+    "Run": ("run", "version"),
+    "Operation": ("operation", "version"),
+}
+"""How an error names the aggregate whose name starts a topic, and the place in it."""
+
+
+def stamped(topic: str, originator_id: UUID | str, version: int, body: bytes) -> bytes:
+    """``body`` (a JSON object with at least one member) with its checksum as last member."""
+    digest = checksum_of(topic, originator_id, version, body)
+    return b"".join((memoryview(body)[:-1], OPENING, digest, CLOSING))
+
+
+def verified(stored: StoredEvent) -> bytes:
+    """The body as its encoder wrote it, once its checksum matches (else ``CorruptionError``)."""
+    state = stored.state
+    if state[-TAIL : -TAIL + len(OPENING)] != OPENING or state[-len(CLOSING) :] != CLOSING:
+        raise CorruptionError(
+            where(stored),
+            "its body has no checksum member where every stored body has one: the row "
+            "changed below Actae after it was written; restore it from a backup",
+        )
+    body = b"".join((memoryview(state)[:-TAIL], b"}"))
+    recorded = bytes(state[-DIGITS - len(CLOSING) : -len(CLOSING)])
+    actual = checksum_of(stored.topic, stored.originator_id, stored.originator_version, body)
+    if actual != recorded:
+        raise CorruptionError(
+            where(stored),
+            f"its checksum {recorded.decode(errors='replace')} does not match its body "
+            f"(computed {actual.decode()}): the row changed below Actae after it was "
+            "written; restore it from a backup",
+        )
+    return body
+
+
+def checksum_of(topic: str, originator_id: UUID | str, version: int, body: bytes) -> bytes:
+    """The checksum of ``body`` in its row, as the hex digits the body stores."""
+    originator = originator_id.bytes if isinstance(originator_id, UUID) else originator_id.encode()
+    digest = hashlib.sha256(b"%b|%b|%d|" % (topic.encode(), originator, version))
+    digest.update(body)
+    return digest.hexdigest()[:DIGITS].encode()
+
+
+def where(stored: StoredEvent) -> str:
+    """The stored event named as a user finds it: its channel and cursor, or aggregate."""
+    noun, place = NOUNS.get(stored.topic.partition(".")[0], ("aggregate", "version"))
+    return f"stored event of {noun} {stored.originator_id} at {place} {stored.originator_version}"

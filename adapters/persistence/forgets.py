@@ -66,19 +66,3 @@ def refuse_forgotten(forgotten: Iterable[Any]) -> None:
     """``ForgottenError`` for the first of ``forgotten`` (run ids found destroyed), if any."""
     for run_id in forgotten:
         raise ForgottenError(run_id if isinstance(run_id, UUID) else UUID(str(run_id)))
-
-
-def owners_of(kwargs: dict[str, Any]) -> list[UUID]:
-    """The runs whose contents a write holds, as the service passed them (``owners=``)."""
-    return sorted(set(kwargs.get("owners", ())))
-
-
-def content_owners(events: Iterable[Any]) -> list[UUID]:
-    """The runs whose contents ``events`` hold (each class names its ``content_owner``)."""
-    found = set()
-    for event in events:
-        cls = type(event)
-        owner = getattr(event, cls.content_owner, None) if getattr(cls, "contents", ()) else None
-        if isinstance(owner, UUID):
-            found.add(owner)
-    return sorted(found)

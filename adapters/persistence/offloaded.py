@@ -26,7 +26,6 @@ from actae.adapters.persistence.forgets import (
     SECRETS_TABLE,
     TOKEN_NAME,
     ForgetWatch,
-    owners_of,
     refuse_forgotten,
 )
 from actae.adapters.persistence.migrations import migrate_sqlite
@@ -119,7 +118,7 @@ class ActaeSQLiteRecorder(SQLiteApplicationRecorder):
                 ),
             )
             positions.append(c.lastrowid)
-        owners = owners_of(kwargs)
+        owners = kwargs.get("owners", ())  # sorted, unique: the service's
         if owners:  # first, as on PostgreSQL: a forgotten run is refused as forgotten
             marks = ", ".join("?" * len(owners))
             c.execute(

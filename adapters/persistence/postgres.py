@@ -87,7 +87,6 @@ from actae.adapters.persistence.forgets import (
     SECRETS_TABLE,
     TOKEN_NAME,
     ForgetWatch,
-    owners_of,
     refuse_forgotten,
 )
 from actae.adapters.persistence.lost_replies import (
@@ -329,7 +328,7 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
                 [e.state for e in stored_events],
                 [getattr(e, "operation_id", None) for e in stored_events],
             ]
-        owners = owners_of(kwargs)
+        owners = kwargs.get("owners", ())  # sorted, unique: the service's
         # The forgotten-key guard's, after the rows: as array text, which the statement casts,
         # because adapting a list of UUIDs costs more client work than the rest of the row.
         params = [*params, "{" + ",".join(map(str, owners)) + "}"]

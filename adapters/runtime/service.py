@@ -22,7 +22,6 @@ from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
 
-from actae.adapters.persistence.forgets import content_owners
 from actae.adapters.persistence.recorders import EventStore
 from actae.adapters.readside.subscription import Commits
 from actae.domain.aggregate import DomainEvent
@@ -108,9 +107,9 @@ class ActaeService:
                     if isinstance(found, Receipt):
                         return found
                     head = found
-                event = append.event_after(head, self.clock())
+                event = append.event_after(head, at=self.clock())
                 try:
-                    self.save(event)
+                    self._write([event])
                 except RaceLost:
                     looked = True
                     original = self._earlier(append)
@@ -199,9 +198,11 @@ class ActaeService:
         The events go to the mapper and the recorder directly: there is no aggregate cache
         beyond those guesses, no snapshotting and no process application to keep up to date.
         """
+        return self._write(pending_events(objs), **kwargs)
+
+    def _write(self, events: list[Any], **kwargs: Any) -> Any:
+        """:meth:`save` of ``events`` (eventsourcing types them as protocols)."""
         self.ensure_not_regressed()
-        events: list[Any] = pending_events(objs)  # eventsourcing types them as protocols
-        channel_events = [event for event in events if isinstance(event, Channel.Event)]
         try:
             rows = [self.mapper.to_stored_event(event) for event in events]
             owners = content_owners(events)  # the insert refuses a forgotten one's
@@ -212,10 +213,22 @@ class ActaeService:
                 raise RaceLost from None
             raise
         self.core.seen.saw(events)
-        for event in channel_events:
-            self.core.heads.put(event)
+        for event in events:
+            if isinstance(event, Channel.Event):
+                self.core.heads.put(event)
         self.core.effects.written(events)
         for listener in self.commit_listeners:
             listener(events)
         self.written.committed()
         return positions
+
+
+def content_owners(events: Iterable[Any]) -> list[UUID]:
+    """The runs whose contents ``events`` hold (each class names its ``content_owner``)."""
+    found = set()
+    for event in events:
+        cls = type(event)
+        owner = getattr(event, cls.content_owner, None) if getattr(cls, "contents", ()) else None
+        if isinstance(owner, UUID):
+            found.add(owner)
+    return sorted(found)

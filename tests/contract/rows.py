@@ -17,7 +17,7 @@ import psycopg
 from eventsourcing.persistence import StoredEvent
 from psycopg import sql
 
-from actae.adapters.persistence.checksums import stamped, verified
+from actae.adapters.persistence.codec import stamped, verified
 from tests.custody.sealed import base_dsn, schema_of
 
 

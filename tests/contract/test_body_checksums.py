@@ -2,7 +2,7 @@
 
 Issue 28, item 4: on SQLite one byte flipped inside a recorded step result was served as
 the result, and ``PRAGMA integrity_check`` said ``ok``. Every body now carries a checksum
-(``adapters/persistence/checksums.py``); each read path must raise ``CorruptionError``
+(``adapters/persistence/codec.py``); each read path must raise ``CorruptionError``
 naming the channel and cursor (or the aggregate and version) of the row, for channel, run
 and operation events, in clear and encrypted stores.
 """

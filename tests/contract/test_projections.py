@@ -12,7 +12,7 @@ from eventsourcing.persistence import ApplicationRecorder, StoredEvent
 
 import actae
 from actae.adapters.operate import views
-from actae.adapters.persistence.checksums import stamped
+from actae.adapters.persistence.codec import stamped
 
 TIMEOUT = 30
 

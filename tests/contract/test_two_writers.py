@@ -1,9 +1,9 @@
 """Contract: two stores on one database, each with its own remembered channel heads.
 
-A command trusts the head its process last saw instead of reading it (``domain/heads.py``).
-These tests make that memory stale on purpose, by writing through a second store (another
-process, as far as the first can tell), and check that no answer changes: a stale head
-costs a re-read, never a wrong result.
+A command trusts the head its process last saw instead of reading it (``HeadCache`` in
+``domain/channel.py``). These tests make that memory stale on purpose, by writing through a
+second store (another process, as far as the first can tell), and check that no answer
+changes: a stale head costs a re-read, never a wrong result.
 """
 
 from __future__ import annotations

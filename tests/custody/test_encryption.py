@@ -18,7 +18,7 @@ from psycopg import sql
 
 import actae
 from actae.adapters.custody.keyring import load_keyring, save_keyring
-from actae.adapters.persistence.checksums import stamped
+from actae.adapters.persistence.codec import stamped
 from tests.custody.sealed import (
     MARKER,
     base_dsn,

@@ -1,7 +1,7 @@
 """Property: any single changed byte of any stored body is refused as corruption.
 
 Every body carries its checksum as its last JSON member
-(``adapters/persistence/checksums.py``). A byte changed in the body or in the digits fails
+(``adapters/persistence/codec.py``). A byte changed in the body or in the digits fails
 the checksum; a byte changed in the member's own name or punctuation makes the body look
 like one written before checksums, and must then be refused as invalid JSON or as a member
 that no event has. Both are checked here: events of every class drawn by hypothesis, and the
@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import actae
-from actae.adapters.persistence.checksums import CHECKSUM, TAIL, verified
+from actae.adapters.persistence.codec import CHECKSUM, TAIL, verified
 from actae.domain.aggregate import DomainEvent
 from actae.domain.channel import Channel
 from tests.custody.sealed import keyring_file

@@ -29,8 +29,7 @@ from pydantic import BaseModel, ValidationError
 import actae.domain
 from actae.adapters.custody.datakeys import DataKeys
 from actae.adapters.custody.sealing import SealingMapper
-from actae.adapters.persistence.checksums import verified
-from actae.adapters.persistence.codec import OrjsonTranscoder, PydanticMapper
+from actae.adapters.persistence.codec import OrjsonTranscoder, PydanticMapper, verified
 from actae.adapters.persistence.encoders import encoder_for
 from actae.domain.aggregate import DomainEvent
 from actae.domain.type_names import BASES, declared_names

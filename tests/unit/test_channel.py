@@ -10,9 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import actae
-from actae.domain.channel import Channel, ChannelHead
+from actae.domain.channel import Channel, ChannelHead, HeadCache
 from actae.domain.errors import ConflictError
-from actae.domain.heads import HeadCache
 from actae.domain.ledger import reread_head
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)

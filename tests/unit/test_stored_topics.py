@@ -11,8 +11,7 @@ import pytest
 from eventsourcing.persistence import StoredEvent
 
 import actae
-from actae.adapters.persistence.checksums import stamped
-from actae.adapters.persistence.codec import OrjsonTranscoder, PydanticMapper
+from actae.adapters.persistence.codec import OrjsonTranscoder, PydanticMapper, stamped
 from actae.domain.retention import Retention
 
 MAPPER = PydanticMapper(transcoder=OrjsonTranscoder())
