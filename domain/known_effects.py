@@ -2,10 +2,11 @@
 
 The claim's own events say all the next decision needs, so those of each effect this
 process registered and claimed are kept while it holds it (newest event a claim or a
-renewal, lease live) and dropped once it settles. Like :mod:`actae.domain.heads` it is a
-guess, never trusted for an answer: a stale one makes the store refuse the write (the key
-``(effect, version)``), and a refusal it decides, or a repeat whose first reply was lost,
-is decided again on the stored effect. A stale guess costs a round trip, never an answer.
+renewal, lease live) and dropped once it settles. Like the remembered heads
+(:mod:`actae.domain.channel`) it is a guess, never trusted for an answer: a stale one
+makes the store refuse the write (the key ``(effect, version)``), and a refusal it
+decides, or a repeat whose first reply was lost, is decided again on the stored effect.
+A stale guess costs a round trip, never an answer.
 """
 
 from __future__ import annotations
