@@ -1,9 +1,8 @@
 """The lineage around a run as a graph: runs as nodes, forks and delegations as edges.
 
-Edges come from the lineage read model, both ways from the run: up to its root and down
-through every fork and child below it. A fork edge carries its receipt as the store keeps
-it (``store.lineage``: requested and resolved boundary, state version, checksum, reason and
-what the child inherited), so the graph shows what the store would prove.
+Edges come from the lineage read model, up to the root and down through every fork and
+child. A fork edge carries its receipt as the store keeps it (``store.lineage``), so the
+graph shows what the store would prove.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from typing import Any
 from uuid import UUID
 
 from actae.adapters.console.wire import plain, receipt_document
-from actae.adapters.operate import overview
+from actae.adapters.operate import views
 from actae.adapters.runtime.store import Store
 
 NODE_COLUMNS = ("workflow_id", "agent_id", "status", "head_cursor", "state_version", "model")
@@ -33,7 +32,7 @@ def lineage_document(store: Store, run_id: UUID) -> dict[str, Any]:
     """``{"run_id", "nodes": [...], "edges": [...]}`` around ``run_id``."""
     lineage = store.lineage(run_id)
     receipts = {r.child_run_id: r for r in [*lineage.ancestors, *lineage.descendants]}
-    rows = overview.ancestry(store, run_id) + overview.descendants(store, run_id)
+    rows = views.ancestry(store, run_id) + views.descendants(store, run_id)
     edges: list[dict[str, Any]] = []
     seen: set[UUID] = set()
     for row in rows:
@@ -56,7 +55,7 @@ def lineage_document(store: Store, run_id: UUID) -> dict[str, Any]:
             )
         edges.append(edge)
     ids = [run_id, *(e["parent"] for e in edges), *(e["child"] for e in edges)]
-    found = overview.run_rows(store, ids)
+    found = views.run_rows(store, ids)
     nodes = [
         {
             "run_id": node,

@@ -19,7 +19,7 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from actae.adapters.operate import overview, views
+from actae.adapters.operate import views
 from tests.console.harness import (
     DEADLINE,
     OPERATOR,
@@ -558,7 +558,7 @@ def test_an_unexpected_failure_is_a_500_and_an_outage_a_503_in_the_json_shape(
     def unreachable(*args: Any, **kwargs: Any) -> Any:
         raise psycopg.OperationalError("server closed the connection unexpectedly")
 
-    monkeypatch.setattr(overview, "totals", broken)
+    monkeypatch.setattr(views, "totals", broken)
     monkeypatch.setattr(views, "runs", unreachable)
     viewer = console.bearer(VIEWER)
 

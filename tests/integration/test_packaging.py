@@ -82,7 +82,6 @@ MODULES = [
     "actae.adapters.logs",
     "actae.adapters.operate",
     "actae.adapters.operate.actions",
-    "actae.adapters.operate.overview",
     "actae.adapters.operate.prefixes",
     "actae.adapters.operate.rows",
     "actae.adapters.operate.versions",
