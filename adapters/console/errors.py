@@ -71,7 +71,12 @@ def status_of(error: e.ActaeError) -> int:
 
 
 def answer(
-    status: int, code: str, message: str, headers: Mapping[str, str] | None = None, **fields: Any
+    status: int,
+    code: str,
+    message: str,
+    headers: Mapping[str, str] | None = None,
+    /,
+    **fields: Any,
 ) -> JSONResponse:
     """An error in the one JSON shape of every error the console answers."""
     body = {"error": {"code": code, "message": message, **jsonable_encoder(fields)}}
