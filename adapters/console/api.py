@@ -21,13 +21,13 @@ from pydantic import BaseModel, Field
 
 from actae.adapters.console.auth import User
 from actae.adapters.console.guards import Operator, Viewer
-from actae.adapters.console.lineage import lineage_document
 from actae.adapters.console.state import Console, console_of
 from actae.adapters.console.stream import Stream, follow
 from actae.adapters.console.wire import (
     change_document,
     effect_document,
     event_document,
+    lineage_document,
     run_document,
     state_document,
 )
@@ -225,9 +225,9 @@ async def run_stream(
     if after > info.cursor:
         raise NotFoundError("cursor", after, f"run {run_id} is at cursor {info.cursor}")
 
-    slot = console.take_stream(user.name)  # released when the response ends, however it ends
+    release = console.take_stream(user.name)  # when the response ends, however it ends
     return Stream(
-        slot,
+        release,
         follow(console, info, after, lambda: current_run(store, run_id)),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},

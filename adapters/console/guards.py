@@ -25,8 +25,7 @@ from fastapi import Depends, Request
 
 from actae.adapters.console.auth import User
 from actae.adapters.console.errors import Refused, SignInFirst
-from actae.adapters.console.sessions import COOKIE, Session
-from actae.adapters.console.state import console_of
+from actae.adapters.console.state import COOKIE, Session, console_of
 from actae.domain.errors import ValidationError
 
 CSRF_HEADER = "X-CSRF-Token"

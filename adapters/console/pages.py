@@ -1,9 +1,7 @@
-"""The console's pages: sign in and out, and the shells its script fills from the API.
+"""The console's pages: sign in and out, and the shells ``static/console.js`` fills from the API.
 
-Each page is a small HTML shell (the user, the session's CSRF token in a meta tag, the
-section it shows); ``static/console.js`` reads the JSON API and draws the content, and
-follows a run live over its event stream. Nothing comes from another origin: the script,
-styles and icon are served from the package (``/static``), so the console works offline.
+Nothing comes from another origin (script, styles and icon are served from the package), so
+the console works offline.
 """
 
 from __future__ import annotations
@@ -17,8 +15,7 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from actae.adapters.console.guards import PageSession, require_csrf, require_same_origin, session_of
-from actae.adapters.console.sessions import COOKIE, SESSION_HOURS, Session
-from actae.adapters.console.state import console_of
+from actae.adapters.console.state import COOKIE, SESSION_HOURS, Session, console_of
 
 log = logging.getLogger("actae.console")
 

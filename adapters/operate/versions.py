@@ -1,9 +1,7 @@
 """State versions by number, and what changed between two of them.
 
-The store answers "the state in force at cursor N"; an operator asks "what is version 3, and
-what did version 4 change?". A version is pinned to the cursor of the event that made it, and
-versions only grow along a channel's log, so the cursor of version ``v`` is the first cursor
-whose version in force is ``v``: a binary search over cursors, reading one event per probe.
+Versions only grow along a channel's log, so the cursor of version ``v`` is the first cursor
+whose version in force is ``v``: a binary search over cursors, one event read per probe.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """What is going on in a store, for someone on call: lists, totals and one run in full.
 
-Lists come from the read models, one indexed query each. A command that runs once catches
+Lists come from the read models, one indexed query each, every row typed (:func:`typed`) so
+the CLI and the console print the same values on every backend. A command that runs once catches
 them up first (:func:`fresh`); the console leaves that to its live projector and at most
 waits for it (:func:`caught_up`), so that reading writes nothing. A run's own view adds the
 store's word on it (``store.run``), not what a projection last saw.
@@ -13,11 +14,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 from uuid import UUID
 
-from actae.adapters.operate.rows import typed
+import orjson
+
 from actae.adapters.runtime.store import Store
 from actae.domain.effects import EffectStatus
 from actae.domain.errors import ValidationError
@@ -37,6 +40,35 @@ SUMMED = ("steps_done", "input_tokens", "output_tokens", "cost")
 FIRST_LOOK = 0.002
 LOOK_AT_MOST_EVERY = 0.05
 """Seconds between looks at the read models' position while waiting (doubling up to the most)."""
+
+
+def _moment(value: Any) -> datetime:
+    return value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+
+
+def _document(value: Any) -> Any:
+    return orjson.loads(value) if isinstance(value, str | bytes) else value
+
+
+CONVERT: dict[str, Callable[[Any], Any]] = {
+    "uuid": lambda value: value if isinstance(value, UUID) else UUID(str(value)),
+    "text": str,
+    "int": int,
+    "float": float,
+    "bool": bool,
+    "timestamp": _moment,
+    "json": _document,
+}
+"""How a stored value of each abstract column type becomes a Python value."""
+
+
+def typed(table: Table, row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` of ``table`` with each known column converted (``None`` stays ``None``)."""
+    types = {column.name: column.type for column in table.columns}
+    return {
+        name: value if value is None or name not in types else CONVERT[types[name]](value)
+        for name, value in row.items()
+    }
 
 
 def table(name: str) -> Table:
