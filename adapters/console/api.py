@@ -52,7 +52,6 @@ def _store(request: Request) -> Store:
 
 
 Known = Annotated[Store, Depends(_store)]
-"""The console's store (a route parameter)."""
 
 
 def _given(text: str | None) -> str | None:
@@ -119,8 +118,7 @@ def run_events(
 ) -> dict[str, Any]:
     """Events after cursor ``after``, oldest first; ``next`` continues (``null``: the head)."""
     info = store.run(resolve_run(store, run))
-    if limit < 1 or limit > views.MOST:
-        raise ValidationError("limit", f"expected 1 to {views.MOST}, got {limit}")
+    limit = views.limit_of(limit)
     events = store.events(info.channel_id, after=after, limit=limit)
     return {
         "run_id": str(info.run_id),

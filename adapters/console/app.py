@@ -25,7 +25,6 @@ from actae.adapters.console.state import Console
 from actae.adapters.runtime.store import Store
 
 STATIC = Path(__file__).parent / "static"
-"""The pages' script, styles and icon, shipped in the package."""
 
 
 def _version() -> str:

@@ -172,8 +172,6 @@ def page_session(request: Request) -> Session:
 
 
 Viewer = Annotated[User, Depends(identify)]
-"""Any signed-in user (a route parameter)."""
 Operator = Annotated[User, Depends(require_operator)]
 """A signed-in operator: the actor of an action (a route parameter)."""
 PageSession = Annotated[Session, Depends(page_session)]
-"""The session of a browser asking for a page (a route parameter)."""

@@ -109,8 +109,7 @@ def _sign_in_page(back_to: str, problem: str = "", status: int = 200) -> HTMLRes
 def _local(path: str) -> str:
     """``path`` if it is a path on this site, else ``/`` (no redirect to elsewhere).
 
-    Browsers drop tabs and line breaks from a URL and read a backslash as a slash, so a
-    path holding any of them could still lead to another host: refused too.
+    Browsers drop tabs and line breaks and read a backslash as a slash: such a path could lead away.
     """
     if (
         path.startswith("/")
@@ -137,8 +136,7 @@ def sign_in(
 ) -> Response:
     """Start a session for the token's user: an HttpOnly, SameSite=Strict cookie.
 
-    Only from this console's own page: a sign-in another site's page sends is refused
-    (login CSRF: the browser would act, unknowing, as the user whose token that page holds).
+    Only from this console's own page (login CSRF would have the browser act as another user).
     """
     require_same_origin(request)
     console = console_of(request)

@@ -40,8 +40,7 @@ class Session:
 
     user: User
     csrf: str
-    expires: float
-    """``time.monotonic()`` moment it ends."""
+    expires: float  # time.monotonic()
 
 
 def _key(session_id: str) -> str:

@@ -103,16 +103,11 @@ def effect_document(info: EffectInfo) -> dict[str, Any]:
     )
 
 
-NODE_COLUMNS = ("workflow_id", "agent_id", "status", "head_cursor", "state_version", "model")
+NODE_COLUMNS = "workflow_id agent_id status head_cursor state_version model"
 """What a node shows of its run."""
 RECEIPT_COLUMNS = (
-    "requested_boundary",
-    "resolved_boundary",
-    "state_version",
-    "state_checksum",
-    "reason",
-    "operation_id",
-    "created_at",
+    "requested_boundary resolved_boundary state_version state_checksum reason operation_id "
+    "created_at"
 )
 """A fork's receipt as the read model has it (used when the store's is out of reach)."""
 
@@ -140,7 +135,7 @@ def lineage_document(store: Store, run_id: UUID) -> dict[str, Any]:
             edge["receipt"] = (
                 receipt_document(receipt)
                 if receipt is not None
-                else {name: row.get(name) for name in RECEIPT_COLUMNS}
+                else {name: row.get(name) for name in RECEIPT_COLUMNS.split()}
             )
         edges.append(edge)
     ids = [run_id, *(e["parent"] for e in edges), *(e["child"] for e in edges)]
@@ -149,7 +144,7 @@ def lineage_document(store: Store, run_id: UUID) -> dict[str, Any]:
         {
             "run_id": node,
             "current": node == run_id,
-            **{name: (found.get(node) or {}).get(name) for name in NODE_COLUMNS},
+            **{name: (found.get(node) or {}).get(name) for name in NODE_COLUMNS.split()},
         }
         for node in dict.fromkeys(ids)
     ]

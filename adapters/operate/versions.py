@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+import orjson
+
 from actae.adapters.runtime.store import Store
 from actae.domain.errors import NotFoundError
 from actae.domain.validation import require_int
@@ -67,17 +69,11 @@ def diff(before: Any, after: Any, path: tuple[str, ...] = ()) -> list[Change]:
             else:
                 changes.extend(diff(before[key], after[key], where))
         return changes
-    if _same(before, after):
+    if _json(before) == _json(after):
         return []
     return [Change(path, "changed", before=before, after=after)]
 
 
-def _same(before: Any, after: Any) -> bool:
-    """Equal as JSON values: the same type all the way down (``True`` is not ``1``)."""
-    if type(before) is not type(after):
-        return False
-    if isinstance(before, dict):
-        return before.keys() == after.keys() and all(_same(before[k], after[k]) for k in before)
-    if isinstance(before, list):
-        return len(before) == len(after) and all(map(_same, before, after))
-    return bool(before == after)
+def _json(value: Any) -> bytes:
+    """``value`` as canonical JSON: the same only for the same types (``1``, ``1.0``, ``true``)."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
