@@ -15,7 +15,7 @@ from __future__ import annotations
 import string
 from uuid import UUID
 
-from actae.adapters.operate.views import select
+from actae.adapters.operate.views import rows_of, select
 from actae.adapters.runtime.store import Store
 from actae.domain.errors import NotFoundError, ValidationError
 from actae.domain.validation import require_text
@@ -50,15 +50,8 @@ def resolve_run(store: Store, text: str) -> UUID:
     if len(digits) == 32:
         return UUID(digits)
     low, high = UUID(digits.ljust(32, "0")), UUID(digits.ljust(32, "f"))
-    rows = select(
-        store,
-        "run_status",
-        lambda p: (
-            f"SELECT run_id FROM run_status WHERE run_id >= {p} AND run_id <= {p} "
-            f"ORDER BY run_id LIMIT {p}"
-        ),
-        [low, high, SHOWN + 1],
-    )
+    between = {"run_id >= {p}": low, "run_id <= {p}": high}
+    rows = rows_of(store, "run_status", between, "run_id", SHOWN + 1)
     return UUID(_one("run", text, [str(row["run_id"]) for row in rows]))
 
 

@@ -116,10 +116,10 @@ def select(
     return [typed(table(of), row) for row in rows]
 
 
-def _listed(
+def rows_of(
     store: Store, of: str, conditions: dict[str, Any], order: str, limit: int | None = None
 ) -> list[dict[str, Any]]:
-    """Rows of ``of`` meeting ``conditions`` (each with its ``{p}`` mark), in ``order``."""
+    """Typed rows of ``of`` meeting ``conditions`` (each with its ``{p}`` mark), in ``order``."""
     bounds = [*conditions.values(), *([] if limit is None else [limit])]
 
     def statement(p: str) -> str:
@@ -155,13 +155,13 @@ def runs(
         conditions[
             "(created_at, run_id) < (SELECT created_at, run_id FROM run_status WHERE run_id = {p})"
         ] = after
-    return _listed(store, "run_status", conditions, "created_at DESC, run_id DESC", limit_of(limit))
+    return rows_of(store, "run_status", conditions, "created_at DESC, run_id DESC", limit_of(limit))
 
 
 def approvals(store: Store, *, limit: int | None = None) -> list[dict[str, Any]]:
     """Runs waiting for an approval, the longest-waiting first."""
     waiting = {"status = {p}": "waiting", "waiting_reason = {p}": "approval"}
-    return _listed(store, "run_status", waiting, "updated_at, run_id", limit_of(limit))
+    return rows_of(store, "run_status", waiting, "updated_at, run_id", limit_of(limit))
 
 
 def status_in(kind: type[StrEnum], status: str) -> str:
@@ -197,17 +197,17 @@ def effects(
         conditions["run_id = {p}"] = run_id
     if status is not None:
         conditions["status = {p}"] = status_in(EffectStatus, status)
-    return _listed(store, "effects", conditions, "updated_at DESC, effect_key", limit_of(limit))
+    return rows_of(store, "effects", conditions, "updated_at DESC, effect_key", limit_of(limit))
 
 
 def audit(store: Store, run_id: UUID) -> list[dict[str, Any]]:
     """Every operator action on the run and its effects, oldest first."""
-    return _listed(store, "audit", {"run_id = {p}": run_id}, "at, aggregate_id, version")
+    return rows_of(store, "audit", {"run_id = {p}": run_id}, "at, aggregate_id, version")
 
 
 def recent_audit(store: Store, *, limit: int | None = None) -> list[dict[str, Any]]:
     """The latest operator actions on any run, newest first."""
-    return _listed(store, "audit", {}, "at DESC, aggregate_id, version", limit_of(limit))
+    return rows_of(store, "audit", {}, "at DESC, aggregate_id, version", limit_of(limit))
 
 
 def _walk(store: Store, run_id: UUID, start: str, step: str, order: str) -> list[dict[str, Any]]:
@@ -348,11 +348,11 @@ def facts_of_info(info: RunInfo) -> RunFacts:
 def run_view(store: Store, run_id: UUID) -> RunView:
     """The run ``run_id`` in full (``NotFoundError`` for a run the store never saw)."""
     info = store.run(run_id)
-    rows = _listed(store, "run_status", {"run_id = {p}": run_id}, "run_id")
+    rows = rows_of(store, "run_status", {"run_id = {p}": run_id}, "run_id")
     return RunView(
         info=info,
         row=rows[0] if rows else None,
         effects=effects(store, run_id=run_id, limit=MOST),
-        parents=_listed(store, "lineage", {"child_run_id = {p}": run_id}, "created_at"),
-        children=_listed(store, "lineage", {"parent_run_id = {p}": run_id}, "created_at"),
+        parents=rows_of(store, "lineage", {"child_run_id = {p}": run_id}, "created_at"),
+        children=rows_of(store, "lineage", {"parent_run_id = {p}": run_id}, "created_at"),
     )
