@@ -20,6 +20,7 @@ import psycopg
 import pytest
 
 from actae.adapters.operate import views
+from actae.adapters.operate.versions import diff
 from tests.console.harness import (
     DEADLINE,
     OPERATOR,
@@ -381,6 +382,12 @@ def test_the_timeline_state_and_diff_of_a_run(console: Console) -> None:
     assert ok(console.client.get(f"{base}/diff", headers=console.bearer()))["from"]["version"] == 2
     started = ok(console.client.get(f"{base}/diff?from=1&to=2", headers=console.bearer()))
     assert {c["kind"] for c in started["changes"]} == {"added", "removed"}
+
+
+def test_a_diff_tells_json_types_apart() -> None:
+    assert diff({"n": [1, {"k": True}]}, {"n": [1, {"k": 1}]}) != []  # true is not 1
+    assert diff({"n": 1}, {"n": 1.0}) != []
+    assert diff({"n": [{"a": 1, "b": 2}]}, {"n": [{"b": 2, "a": 1}]}) == []
 
 
 def test_lineage_shows_forks_with_their_receipts_and_children(console: Console) -> None:
