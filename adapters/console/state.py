@@ -151,9 +151,8 @@ class Console:
 
         def release() -> None:
             with self._streams_lock:
-                if held:
-                    self._streams -= Counter(held)  # drops the user at zero
-                    held.clear()
+                self._streams -= Counter(held)  # drops the user at zero
+                held.clear()  # so again gives back nothing
 
         return release
 

@@ -1,20 +1,29 @@
 """A run, live: its channel's events and its status as server-sent events.
 
-Events go out as ``event: event`` with the cursor as id (history, then live, no gap and no
-duplicate), so a browser that reconnects resumes after the last one (``Last-Event-ID``);
-``event: status`` sends the whole run at the start, shortly after events, and whenever else it
-changes. A status after events first waits briefly for the live projector, so its derived
-status is the one they made; a status that cannot be read in an outage is skipped, while the
-subscription rides the outage out. A stream ends when the browser goes away or the console
-stops (:meth:`Console.end_streams`), so a shutdown never waits for open tabs.
+``GET /api/runs/{run}/stream?after=N`` sends every event after cursor N (history first, then
+live, with no gap and no duplicate: the store's own subscription, woken by this
+process's commits and looking again for other processes') as ``event: event`` with the cursor as its
+id, so a browser that reconnects resumes after the last one it saw (``Last-Event-ID``).
+``event: status`` sends the whole run (the document of ``GET /api/runs/{run}``) at the start,
+shortly after events arrive, and when anything else changes it (a lease running out); a
+comment line keeps quiet connections open. A status after events first waits (briefly) for
+the console's live projector to reflect them, so the run's derived status (retrying,
+blocked) is the one they made; it only reads positions meanwhile, and writes nothing. A
+status that cannot be read while the database is out of reach is skipped, not fatal: the
+events go on as the subscription rides the outage out.
+
+A stream ends when the browser goes away (Starlette cancels it) and when the console stops
+(:meth:`Console.end_streams`), so a shutdown never waits for open tabs. Its user's stream
+slot (:meth:`Console.take_stream`) is given back when the response ends, however it ends.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 import orjson
@@ -45,8 +54,8 @@ CATCH_UP = 1.0
 class Stream(StreamingResponse):
     """A streaming response that gives its user's stream slot back when it ends.
 
-    Here, not in the generator: one that never started (the client left first) runs no
-    ``finally``.
+    Released here, not in the generator: a generator that never started (the client went
+    away first) runs no ``finally``.
     """
 
     def __init__(self, release: Callable[[], None], *args: Any, **kwargs: Any) -> None:
@@ -65,6 +74,24 @@ def message(kind: str, data: Any, *, event_id: int | None = None) -> str:
     """One server-sent event: ``event``, optional ``id`` and one line of JSON ``data``."""
     head = f"event: {kind}\n" + (f"id: {event_id}\n" if event_id is not None else "")
     return f"{head}data: {orjson.dumps(data).decode()}\n\n"
+
+
+async def follow(
+    console: Console, info: RunInfo, after: int, snapshot: Callable[[], dict[str, Any]]
+) -> AsyncIterator[str]:
+    """The stream of ``info``'s run after cursor ``after``; ``snapshot()`` is its status."""
+    live = console.live
+    if live is None:  # the console is stopping
+        return
+    try:
+        async with (
+            live.subscribe(info.channel_id, after=after) as events,
+            contextlib.aclosing(_pump(console, events, snapshot)) as lines,
+        ):
+            async for line in lines:
+                yield line
+    finally:
+        log.debug("stream of run %s ended", info.run_id)
 
 
 class _Arrivals:
@@ -108,7 +135,11 @@ def _patience(unsent_since: float | None) -> float:
 
 
 async def _status(read: Callable[[], dict[str, Any]]) -> dict[str, Any] | None:
-    """``read()`` in a thread; ``None`` while the database is out of reach (tried again later)."""
+    """``read()`` in a thread; ``None`` while the database is out of reach.
+
+    The events go on meanwhile (the subscription waits the outage out), and the status is
+    read again at the next events or keepalive.
+    """
     try:
         return await asyncio.to_thread(read)
     except Exception as error:
@@ -118,42 +149,36 @@ async def _status(read: Callable[[], dict[str, Any]]) -> dict[str, Any] | None:
         return None
 
 
-async def follow(
-    console: Console, info: RunInfo, after: int, snapshot: Callable[[], dict[str, Any]]
-) -> AsyncIterator[str]:
-    """The stream of ``info``'s run after cursor ``after``; ``snapshot()`` is its status."""
-
+async def _pump(
+    console: Console, events: AsyncSubscription, snapshot: Callable[[], dict[str, Any]]
+) -> AsyncGenerator[str, None]:
     def settled() -> dict[str, Any]:
         caught_up(console.store, CATCH_UP)  # late or not, the status goes out
         return snapshot()
 
-    live = console.live
-    if live is None:  # the console is stopping
-        return
-    async with live.subscribe(info.channel_id, after=after) as events:
-        yield f"retry: {RECONNECT_MS}\n\n"
-        sent = await _status(snapshot)
-        if sent is not None:
-            yield message("status", sent)
-        arrivals = _Arrivals(events, console.stopping)
-        unsent_since: float | None = None  # when the first event not yet followed by a status came
-        try:
-            while True:
-                try:
-                    event = await arrivals.wait(_patience(unsent_since))
-                except StopAsyncIteration:
-                    return
-                if event is not None:
-                    yield message("event", event_document(event), event_id=event.cursor)
-                    unsent_since = unsent_since or time.monotonic()
-                    if time.monotonic() - unsent_since < STATUS_AT_LEAST_EVERY:
-                        continue
-                now = await _status(settled)
-                if now is not None and now != sent:
-                    sent = now
-                    yield message("status", now)
-                elif unsent_since is None:
-                    yield ": keepalive\n\n"
-                unsent_since = None
-        finally:
-            arrivals.close()
+    yield f"retry: {RECONNECT_MS}\n\n"
+    sent = await _status(snapshot)
+    if sent is not None:
+        yield message("status", sent)
+    arrivals = _Arrivals(events, console.stopping)
+    unsent_since: float | None = None  # when the first event not yet followed by a status came
+    try:
+        while True:
+            try:
+                event = await arrivals.wait(_patience(unsent_since))
+            except StopAsyncIteration:
+                return
+            if event is not None:
+                yield message("event", event_document(event), event_id=event.cursor)
+                unsent_since = unsent_since or time.monotonic()
+                if time.monotonic() - unsent_since < STATUS_AT_LEAST_EVERY:
+                    continue
+            now = await _status(settled)
+            if now is not None and now != sent:
+                sent = now
+                yield message("status", now)
+            elif unsent_since is None:
+                yield ": keepalive\n\n"
+            unsent_since = None
+    finally:
+        arrivals.close()
