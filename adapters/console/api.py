@@ -1,13 +1,9 @@
 """The JSON API under ``/api``: what the console's pages read, and what scripts can call.
 
-Every read and action goes through :mod:`actae.adapters.operate`, as the CLI's commands do.
-Reads only read: the console's live projector keeps the read models up to date (a list may
-be a moment behind the log, never more than ``actae_projection_lag`` says), and a viewer's
-requests write nothing. An action catches the read models up once it has succeeded, so the
-document it returns and the next list show its change. A run is named by its id or a unique
-prefix of it, an effect by its key or a unique prefix. Every action is recorded with the
-signed-in user as its actor (:mod:`~actae.adapters.console.guards`); a request body cannot
-name another one.
+Reads only read (the console's live projector keeps the read models up to date), so a
+viewer's requests write nothing. An action catches the read models up once it has
+succeeded, so its answer and the next list show its change. The actor of every action is
+the signed-in user (:mod:`~actae.adapters.console.guards`), never the body's word.
 """
 
 from __future__ import annotations
@@ -23,18 +19,19 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
+from actae.adapters.console.auth import User
 from actae.adapters.console.guards import Operator, Viewer
-from actae.adapters.console.lineage import lineage_document
 from actae.adapters.console.state import Console, console_of
 from actae.adapters.console.stream import Stream, follow
 from actae.adapters.console.wire import (
     change_document,
     effect_document,
     event_document,
+    lineage_document,
     run_document,
     state_document,
 )
-from actae.adapters.operate import actions, overview, views
+from actae.adapters.operate import actions, views
 from actae.adapters.operate.prefixes import resolve_effect, resolve_run
 from actae.adapters.operate.versions import diff, state_version
 from actae.adapters.runtime.store import Store
@@ -55,7 +52,6 @@ def _store(request: Request) -> Store:
 
 
 Known = Annotated[Store, Depends(_store)]
-"""The console's store (a route parameter)."""
 
 
 def _given(text: str | None) -> str | None:
@@ -64,7 +60,7 @@ def _given(text: str | None) -> str | None:
 
 
 def current_run(store: Store, run_id: UUID) -> dict[str, Any]:
-    """The document of ``GET /api/runs/{run}``: the store's word and the read models' rows."""
+    """The document of ``GET /api/runs/{run}``."""
     return run_document(views.run_view(store, run_id))
 
 
@@ -107,7 +103,7 @@ def list_runs(
 @router.get("/approvals", summary="Runs waiting for an approval")
 def list_approvals(user: Viewer, store: Known, limit: int = views.PAGE) -> dict[str, Any]:
     """The approvals inbox: runs waiting on an approval, the longest-waiting first."""
-    return {"runs": overview.approvals(store, limit=limit)}
+    return {"runs": views.approvals(store, limit=limit)}
 
 
 @router.get("/runs/{run}", summary="One run in full")
@@ -122,8 +118,7 @@ def run_events(
 ) -> dict[str, Any]:
     """Events after cursor ``after``, oldest first; ``next`` continues (``null``: the head)."""
     info = store.run(resolve_run(store, run))
-    if limit < 1 or limit > views.MOST:
-        raise ValidationError("limit", f"expected 1 to {views.MOST}, got {limit}")
+    limit = views.limit_of(limit)
     events = store.events(info.channel_id, after=after, limit=limit)
     return {
         "run_id": str(info.run_id),
@@ -148,11 +143,7 @@ def run_diff(
     before: Annotated[int | None, Query(alias="from")] = None,
     after: Annotated[int | None, Query(alias="to")] = None,
 ) -> dict[str, Any]:
-    """What changed from state version ``from`` to version ``to``.
-
-    Keys added, removed and changed, nested; ``to`` defaults to the head's version, ``from``
-    to the one before ``to``.
-    """
+    """Keys added, removed and changed; ``to`` defaults to the head, ``from`` to the one before."""
     info = store.run(resolve_run(store, run))
     to = state_version(store, info.channel_id, info.state_version if after is None else after)
     start = max(to.version - 1, 1) if before is None else before
@@ -179,7 +170,7 @@ def run_audit(user: Viewer, store: Known, run: str) -> dict[str, Any]:
 @router.get("/audit", summary="Recent operator actions")
 def recent_audit(user: Viewer, store: Known, limit: int = views.PAGE) -> dict[str, Any]:
     """The latest operator actions on any run, newest first."""
-    return {"audit": overview.recent_audit(store, limit=limit)}
+    return {"audit": views.recent_audit(store, limit=limit)}
 
 
 @router.get("/effects", summary="Ledger effects: in doubt, by status or by run")
@@ -192,12 +183,13 @@ def list_effects(
     limit: int = views.PAGE,
 ) -> dict[str, Any]:
     """Effects, most recently changed first: those in doubt, with a ledger status, or a run's."""
-    if _given(status) is not None:
-        if in_doubt or run:
-            raise ValidationError("status", "give status alone, or in_doubt and run")
-        return {"effects": overview.effects_with_status(store, str(status), limit=limit)}
+    if _given(status) is not None and (in_doubt or run):
+        raise ValidationError("status", "give status alone, or in_doubt and run")
     run_id = None if not run else resolve_run(store, run)
-    return {"effects": views.effects(store, in_doubt=in_doubt, run_id=run_id, limit=limit)}
+    found = views.effects(
+        store, in_doubt=in_doubt, run_id=run_id, status=_given(status), limit=limit
+    )
+    return {"effects": found}
 
 
 @router.get("/effects/{key:path}", summary="One effect with every attempt")
@@ -214,11 +206,9 @@ async def run_stream(
     after: int = 0,
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> StreamingResponse:
-    """The run's events after cursor ``after``, then live, as server-sent events.
+    """The run's events after cursor ``after`` (or ``Last-Event-ID``), then live, and its status.
 
-    A browser that reconnects resends ``Last-Event-ID``, which wins over ``after``;
-    ``status`` events carry the whole run whenever it changes. Each user may have
-    :data:`~actae.adapters.console.state.STREAMS_PER_USER` streams open at once (429 beyond).
+    Each user may have :data:`~actae.adapters.console.state.STREAMS_PER_USER` open (429 beyond).
     """
     console: Console = console_of(request)
     store = console.store
@@ -233,13 +223,10 @@ async def run_stream(
     if after > info.cursor:
         raise NotFoundError("cursor", after, f"run {run_id} is at cursor {info.cursor}")
 
-    def snapshot() -> dict[str, Any]:
-        return current_run(store, run_id)
-
-    slot = console.take_stream(user.name)  # released when the response ends, however it ends
+    release = console.take_stream(user.name)  # when the response ends, however it ends
     return Stream(
-        slot,
-        follow(console, info, after, snapshot),
+        release,
+        follow(console, info, after, lambda: current_run(store, run_id)),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
@@ -274,61 +261,43 @@ class Settlement(BaseModel):
     )
 
 
-def _act_on_run(store: Store, run: str, act: Callable[[Store, UUID], object]) -> dict[str, Any]:
-    """Resolve ``run``, ``act(store, run_id)``, catch the read models up; the run's document.
+def _run_route(verb: str) -> Callable[..., dict[str, Any]]:
+    """``POST /api/runs/{run}/<verb>``: an answer to an approval, or an action for a reason."""
 
-    Catching up here (once, after a change succeeded) is what makes the returned document
-    and the next read show the change: the live projector may not have got to it yet.
-    """
+    def decide(user: Operator, store: Known, run: str, body: Answer) -> dict[str, Any]:
+        return _act(user, store, run, verb, body)
+
+    def act(user: Operator, store: Known, run: str, body: Reason) -> dict[str, Any]:
+        return _act(user, store, run, verb, body)
+
+    route = decide if verb in actions.DECISIONS else act
+    route.__name__ = f"{verb}_run"
+    route.__doc__ = f"{verb.capitalize()} the run, as the signed-in operator."
+    return route
+
+
+def _act(user: User, store: Store, run: str, verb: str, body: Answer | Reason) -> dict[str, Any]:
+    """Act, then catch the read models up once, so the answer shows the change."""
     run_id = resolve_run(store, run)
-    act(store, run_id)
+    if isinstance(body, Answer):
+        actions.decide(store, verb, run_id, body.name, actor=user.name, note=body.note)
+        log.info("%s: %s %r of run %s", user.name, verb, body.name, run_id)
+    else:
+        actions.act(store, verb, run_id, actor=user.name, reason=body.reason)
+        log.info("%s: %s run %s: %s", user.name, verb, run_id, body.reason)
     views.fresh(store)
     return current_run(store, run_id)
 
 
-def _lifecycle_route(verb: str) -> Callable[..., dict[str, Any]]:
-    def act(user: Operator, store: Known, run: str, body: Reason) -> dict[str, Any]:
-        def change(store: Store, run_id: UUID) -> None:
-            actions.act(store, verb, run_id, actor=user.name, reason=body.reason)
-            log.info("%s: %s run %s: %s", user.name, verb, run_id, body.reason)
-
-        return _act_on_run(store, run, change)
-
-    act.__name__ = f"{verb}_run"
-    act.__doc__ = f"{verb.capitalize()} the run, as the signed-in operator, for ``reason``."
-    return act
-
-
-def _decision_route(verb: str) -> Callable[..., dict[str, Any]]:
-    def decide(user: Operator, store: Known, run: str, body: Answer) -> dict[str, Any]:
-        def change(store: Store, run_id: UUID) -> None:
-            actions.decide(store, verb, run_id, body.name, actor=user.name, note=body.note)
-            log.info("%s: %s %r of run %s", user.name, verb, body.name, run_id)
-
-        return _act_on_run(store, run, change)
-
-    decide.__name__ = f"{verb}_run"
-    decide.__doc__ = f"{verb.capitalize()} the run's approval ``name``, as the signed-in operator."
-    return decide
-
-
-for _verb in actions.DECISIONS:
+for _verb in [*actions.DECISIONS, *actions.RUN_ACTIONS]:
     router.add_api_route(
-        f"/runs/{{run}}/{_verb}", _decision_route(_verb), methods=["POST"], summary=_verb
-    )
-for _verb in actions.RUN_ACTIONS:
-    router.add_api_route(
-        f"/runs/{{run}}/{_verb}", _lifecycle_route(_verb), methods=["POST"], summary=_verb
+        f"/runs/{{run}}/{_verb}", _run_route(_verb), methods=["POST"], summary=_verb
     )
 
 
 @router.post("/effects/{key:path}/override", summary="Settle an effect in doubt")
 def override_effect(user: Operator, store: Known, key: str, body: Settlement) -> dict[str, Any]:
-    """Record what the effect did, as the signed-in operator.
-
-    ``completed`` with its ``result`` (what the workflow's ``ctx.effect`` returns) or
-    ``failed`` (attempted again), with the evidence; the run goes on from there.
-    """
+    """Record what the effect did (``completed`` with its result, or ``failed``: tried again)."""
     effect_key = resolve_effect(store, key)
     info = store.override(
         effect_key,

@@ -1,15 +1,10 @@
 """The console as an ASGI app: the API, the pages, ``/metrics`` and the static assets.
 
-``create_app(store, users)`` takes the store over: when the app starts it starts the
-projector (the read models stay live) and the store's asyncio face (event streams); when it
-stops it ends the streams and closes the store. Every response carries headers that keep
-the pages to this origin: a Content-Security-Policy that allows only this console's own
-script and styles, no framing, no sniffing, no referrer to other sites (``same-origin``, not
-``no-referrer``: under that, browsers send ``Origin: null`` with the console's own form
-posts, which the sign-in's origin check could not tell from a forged one). Errors carry
-them too: one middleware adds them and answers unexpected errors
-(:class:`~actae.adapters.console.errors.Answers`), so Starlette's plain-text last resort
-is never reached.
+Every response, errors included, carries headers that keep the pages to this origin: a
+Content-Security-Policy allowing only the console's own script and styles, no framing, no
+sniffing, and ``Referrer-Policy: same-origin`` (under ``no-referrer`` browsers send ``Origin:
+null`` with the console's own forms, which the sign-in's origin check could not tell from a
+forged one).
 """
 
 from __future__ import annotations
@@ -30,7 +25,6 @@ from actae.adapters.console.state import Console
 from actae.adapters.runtime.store import Store
 
 STATIC = Path(__file__).parent / "static"
-"""The pages' script, styles and icon, shipped in the package."""
 
 
 def _version() -> str:
@@ -55,14 +49,8 @@ def create_app(
 ) -> FastAPI:
     """The console over ``store`` (which it closes when it stops), for ``users``.
 
-    ``origins`` are the addresses browsers reach it at (``http://127.0.0.1:8080``, the
-    default, and its other loopback names, as ``actae console`` with its defaults): a
-    browser's change or sign-in from any other origin is refused, whatever ``Host`` the
-    request names.
-
-    A request body over ``max_body`` bytes is answered 413 before anything reads it
-    (:class:`~actae.adapters.console.limits.BodyLimit`, outside every route and so before
-    authentication).
+    ``origins`` are the addresses browsers reach it at (default: ``http://127.0.0.1:8080``
+    and its other loopback names); a body over ``max_body`` bytes is answered 413 unread.
     """
     app = FastAPI(
         title="Actae console",

@@ -1,16 +1,11 @@
 """Who may use the console: the auth file of users, roles and token hashes.
 
-The file is JSON, ``{"users": [{"name": "alice", "role": "operator", "token_sha256": "…"}]}``.
-It holds only each token's SHA-256: a token is shown once, when ``add_user`` makes it, and a
-copy of the file signs no one in. Tokens are 256 random bits, so one unsalted hash is enough
-(nothing to guess from it). The file is written whole, atomically, readable by its owner only.
-
-Whoever can write the file can make themselves an operator, so ``load_users`` refuses one
-that its group or others may write, or whose folder (or its symlink target's folder) they
-may write: they could replace the file. ``add_user`` holds an exclusive lock (``flock``) on a
-lock file beside it, ``.NAME.lock`` (kept: removing it would let two writers lock two
-different files), from reading the file to replacing it, so two at once lose no user. A
-symlinked auth file is written through: the file it points to is replaced, the link stays.
+``{"users": [{"name": "alice", "role": "operator", "token_sha256": "…"}]}``. Only each
+token's SHA-256 is kept (tokens are 256 random bits: an unsalted hash gives nothing to
+guess), so a copy of the file signs no one in. Whoever can write the file, or replace it
+(its folder, a folder above), can make themselves an operator: ``load_users`` refuses such a
+file. ``add_user`` holds a ``flock`` on ``.NAME.lock`` beside it (kept: removing it would let
+two writers lock two different files) and replaces the file atomically, through a symlink.
 """
 
 from __future__ import annotations
@@ -20,6 +15,7 @@ import fcntl
 import hashlib
 import hmac
 import os
+import re
 import secrets
 import stat
 import tempfile
@@ -101,17 +97,9 @@ def _entries(path: Path) -> list[dict[str, Any]]:
             raise _problem(path, f"user {number} has no name")
         if role not in ROLES:
             raise _problem(path, f"user {name!r} has role {role!r}; expected one of {ROLES}")
-        if not isinstance(digest, str) or len(digest) != 64 or not _hex(digest):
+        if not isinstance(digest, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
             raise _problem(path, f"user {name!r} has no token_sha256 (64 hex digits)")
     return users
-
-
-def _hex(text: str) -> bool:
-    try:
-        bytes.fromhex(text)
-    except ValueError:
-        return False
-    return True
 
 
 def load_users(path: Path) -> Users:
@@ -122,13 +110,8 @@ def load_users(path: Path) -> Users:
             "no such file; make it with `actae console add-user NAME --role operator "
             f"--auth-file {path}`",
         )
-    mode = stat.S_IMODE(path.stat().st_mode)
-    if mode & SHARED_WRITE:
-        raise _problem(
-            path,
-            f"is writable by {_writers(mode)} (mode {mode:04o}): whoever can write it can make "
-            f"themselves an operator; make it the owner's only with `chmod 600 {path}`",
-        )
+    why = "whoever can write it can make themselves an operator"
+    _refuse_writable(path, path, "is", why, "chmod 600")
     _refuse_shared_folders(path)
     entries = _entries(path)
     if not entries:
@@ -141,57 +124,39 @@ def load_users(path: Path) -> Users:
     )
 
 
-def _writers(mode: int) -> str:
-    """Who besides the owner ``mode`` lets write: "its group", "others" or both."""
-    return " and ".join(
-        name for bit, name in ((stat.S_IWGRP, "its group"), (stat.S_IWOTH, "others")) if mode & bit
-    )
+def _refuse_writable(
+    path: Path, place: Path, what: str, why: str, fix: str, *, sticky_ok: bool = False
+) -> None:
+    """Refuse ``path`` if others than the owner may write ``place`` (it, or a folder)."""
+    mode = stat.S_IMODE(place.stat().st_mode)
+    if mode & SHARED_WRITE and not (sticky_ok and mode & stat.S_ISVTX):
+        bits = ((stat.S_IWGRP, "its group"), (stat.S_IWOTH, "others"))
+        writers = " and ".join(name for bit, name in bits if mode & bit)
+        message = f"{what} writable by {writers} (mode {mode:04o}): {why}; `{fix} {place}`"
+        raise _problem(path, message)
 
 
 def _refuse_shared_folders(path: Path) -> None:
-    """Refuse an auth file whose folder (or its symlink target's) others may write.
-
-    Whoever may write the folder may replace the file (or the link) with one of their own,
-    however the file's own mode is set, and so make themselves an operator.
-    """
+    """Refuse an auth file whose folder (or its symlink target's) others may write."""
     folders = {path.absolute().parent, Path(os.path.realpath(path)).parent}
     for folder in sorted(folders):
-        mode = stat.S_IMODE(folder.stat().st_mode)
-        if mode & SHARED_WRITE:
-            raise _problem(
-                path,
-                f"its folder {folder} is writable by {_writers(mode)} (mode {mode:04o}): "
-                "whoever can write the folder can replace the file and make themselves an "
-                f"operator; keep the file in a folder only its owner may write "
-                f"(`chmod go-w {folder}`)",
-            )
+        why = "whoever can write the folder can replace the file and make themselves an operator"
+        _refuse_writable(path, folder, f"its folder {folder} is", why, "chmod go-w")
         _refuse_shared_ancestors(path, folder)
 
 
 def _refuse_shared_ancestors(path: Path, folder: Path) -> None:
-    """Refuse a folder above ``folder`` that others may write and rename its entries in.
-
-    Whoever may write an ancestor may rename the folder below it and put one of their own,
-    with their own auth file, in its place. A sticky ancestor (``/tmp``) is fine: only an
-    entry's owner may rename it there.
-    """
+    """Refuse a folder above ``folder`` in which others may rename entries (sticky is fine)."""
+    why = "whoever can write it can move the auth file's folder aside and put their own there"
     for ancestor in folder.parents:
-        mode = stat.S_IMODE(ancestor.stat().st_mode)
-        if mode & SHARED_WRITE and not mode & stat.S_ISVTX:
-            raise _problem(
-                path,
-                f"the folder {ancestor} above it is writable by {_writers(mode)} "
-                f"(mode {mode:04o}): whoever can write it can move the auth file's folder "
-                f"aside and put their own in its place; `chmod go-w {ancestor}`",
-            )
+        what = f"the folder {ancestor} above it is"
+        _refuse_writable(path, ancestor, what, why, "chmod go-w", sticky_ok=True)
 
 
 def add_user(auth_file: Path, name: str, role: str) -> str:
     """Add ``name`` with ``role`` to ``auth_file`` (or give them a new token); the new token.
 
-    Creates the file if needed (a symlink's target, if ``auth_file`` is one). Only the
-    token's hash is stored: show the token to its owner now, it cannot be recovered later.
-    A file or folder that cannot be written is a ``ValidationError`` saying why.
+    Only its hash is stored: show the token now, it cannot be recovered later.
     """
     name = require_text("name", name.strip() if isinstance(name, str) else name)
     if role not in ROLES:

@@ -1,22 +1,15 @@
 """How every refusal and failure looks to a client: one JSON shape, the right status.
 
-``{"error": {"code": ..., "message": ..., <the error's fields>}}``. Actae's own errors keep
-their code and structured attributes (a ``ValidationError``'s ``field`` and ``reason``, an
-``IllegalTransitionError``'s ``status`` and ``action``) and get the status that says what
-to do: 422 fix the input, 404 no such thing, 409 not in a state that allows it (reload and
-decide again). FastAPI's own request checks answer 422 in the same shape, as a
-``ValidationError`` would. Pages that need a signed-in browser redirect to ``/login``.
-
-Anything else that goes wrong answers in the same shape too (:class:`Answers`): 503
-``unavailable`` for an error that waiting makes go away (the database restarting or out of
-reach, as :func:`actae.adapters.persistence.outages.is_transient` classifies them), else 500
-``internal`` with the details in the log only. The same middleware adds the security
-headers, so these answers carry them as every other one does.
+``{"error": {"code": ..., "message": ..., <the error's fields>}}``, with the status that says
+what to do: 422 fix the input, 404 no such thing, 409 not in a state that allows it (reload
+and decide again), 503 wait (the database is out of reach), 500 a bug (details in the log
+only). FastAPI's own request checks answer as a ``ValidationError`` would.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import quote
@@ -29,41 +22,28 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from actae.adapters.persistence.outages import is_transient, summary
-from actae.domain.errors import (
-    ActaeError,
-    ConflictError,
-    ContentionError,
-    EffectBlockedError,
-    FencingError,
-    ForgottenError,
-    IllegalTransitionError,
-    IncompatibleResumeError,
-    KeyringError,
-    LeaseHeldError,
-    NotFoundError,
-    OperationConflictError,
-    RetryNotDueError,
-    RunStoppedError,
-    ValidationError,
-)
+from actae.domain import errors as e
 
 log = logging.getLogger("actae.console")
 
-STATUS_OF: tuple[tuple[type[ActaeError], int], ...] = (
-    (ValidationError, 422),
-    (NotFoundError, 404),
-    (ConflictError, 409),
-    (OperationConflictError, 409),
-    (IllegalTransitionError, 409),  # NotWaitingError too: the run does not wait for that
-    (EffectBlockedError, 409),  # an effect that is not in doubt cannot be overridden
-    (FencingError, 409),
-    (LeaseHeldError, 409),
-    (RetryNotDueError, 409),
-    (RunStoppedError, 409),
-    (IncompatibleResumeError, 409),
-    (ContentionError, 409),
-    (ForgottenError, 410),  # its contents were destroyed for good
-    (KeyringError, 409),  # encrypted: the console was started without its keyring
+CONFLICTS = (
+    e.ConflictError,
+    e.OperationConflictError,
+    e.IllegalTransitionError,  # NotWaitingError too: the run does not wait for that
+    e.EffectBlockedError,  # an effect that is not in doubt cannot be overridden
+    e.FencingError,
+    e.LeaseHeldError,
+    e.RetryNotDueError,
+    e.RunStoppedError,
+    e.IncompatibleResumeError,
+    e.ContentionError,
+    e.KeyringError,  # encrypted: the console was started without its keyring
+)
+STATUS_OF: tuple[tuple[type[e.ActaeError], int], ...] = (
+    (e.ValidationError, 422),
+    (e.NotFoundError, 404),
+    (e.ForgottenError, 410),  # its contents were destroyed for good
+    *((kind, 409) for kind in CONFLICTS),
 )
 """The HTTP status of each kind of Actae error (any other one is a 500: a bug or corruption)."""
 
@@ -85,36 +65,32 @@ class SignInFirst(Exception):  # noqa: N818 - a redirect, not a failure
         super().__init__(back_to)
 
 
-def status_of(error: ActaeError) -> int:
+def status_of(error: e.ActaeError) -> int:
     """The HTTP status that answers ``error``."""
     return next((status for kind, status in STATUS_OF if isinstance(error, kind)), 500)
 
 
-def error_body(code: str, message: str, **fields: Any) -> dict[str, Any]:
-    """The one JSON shape of every error the console answers."""
-    return {"error": {"code": code, "message": message, **jsonable_encoder(fields)}}
-
-
-def _fields(error: ActaeError) -> dict[str, Any]:
-    return {name: value for name, value in vars(error).items() if not name.startswith("_")}
+def answer(
+    status: int,
+    code: str,
+    message: str,
+    headers: Mapping[str, str] | None = None,
+    /,
+    **fields: Any,
+) -> JSONResponse:
+    """An error in the one JSON shape of every error the console answers."""
+    body = {"error": {"code": code, "message": message, **jsonable_encoder(fields)}}
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def failure(method: str, path: str, error: Exception) -> Response:
     """The answer to an error no handler expected: 503 if waiting helps, else 500 (logged)."""
     if is_transient(error):
         log.warning("%s %s: the database is out of reach (%s)", method, path, summary(error))
-        return JSONResponse(
-            error_body(
-                "unavailable",
-                "the database is out of reach (restarting, or the network); try again shortly",
-            ),
-            status_code=503,
-        )
+        message = "the database is out of reach (restarting, or the network); try again shortly"
+        return answer(503, "unavailable", message)
     log.error("%s %s failed: %s", method, path, summary(error), exc_info=error)
-    return JSONResponse(
-        error_body("internal", "the console failed on this request; its log says why"),
-        status_code=500,
-    )
+    return answer(500, "internal", "the console failed on this request; its log says why")
 
 
 SECURITY_HEADERS = (
@@ -134,10 +110,8 @@ SECURITY_HEADERS = (
 class Answers:
     """The outermost middleware: :data:`SECURITY_HEADERS` on every response, and :func:`failure`.
 
-    It answers an exception no handler took, before the response started. Starlette's own
-    last resort answers in plain text, outside every middleware (so without the security
-    headers), and re-raises. An exception after the response started (a stream cut short) is
-    re-raised: there is nothing left to answer with.
+    Starlette's own last resort answers in plain text, outside every middleware (so without
+    the headers). An exception after the response started is re-raised: nothing to answer with.
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -166,13 +140,14 @@ class Answers:
             await response(scope, receive, sending)
 
 
-def _actae_error(request: Request, error: ActaeError) -> Response:
+def _actae_error(request: Request, error: e.ActaeError) -> Response:
     status = status_of(error)
     if status == 500:
         if is_transient(error):  # raised from the database going away: 503, as for any error
             return failure(request.method, request.url.path, error)
         log.error("%s %s failed: %s", request.method, request.url.path, error, exc_info=error)
-    return JSONResponse(error_body(error.code, str(error), **_fields(error)), status_code=status)
+    fields = {name: value for name, value in vars(error).items() if not name.startswith("_")}
+    return answer(status, error.code, str(error), **fields)
 
 
 def _invalid_request(request: Request, error: RequestValidationError) -> Response:
@@ -181,26 +156,20 @@ def _invalid_request(request: Request, error: RequestValidationError) -> Respons
     location = [str(part) for part in first.get("loc", ())]
     field = ".".join(location[1:] if len(location) > 1 else location) or "request"
     reason = str(first.get("msg", "invalid"))
-    problem = ValidationError(field, reason)
-    return JSONResponse(
-        error_body(problem.code, str(problem), field=field, reason=reason), status_code=422
-    )
+    problem = e.ValidationError(field, reason)
+    return answer(422, problem.code, str(problem), field=field, reason=reason)
 
 
 def _refused(request: Request, error: Refused) -> Response:
     headers = {"WWW-Authenticate": 'Bearer realm="actae"'} if error.status == 401 else None
-    return JSONResponse(
-        error_body(error.code, str(error)), status_code=error.status, headers=headers
-    )
+    return answer(error.status, error.code, str(error), headers)
 
 
 def _http_error(request: Request, error: HTTPException) -> Response:
     phrase = HTTPStatus(error.status_code).phrase
     code = phrase.lower().replace(" ", "_").replace("-", "_")
     message = error.detail if error.detail != phrase else f"{phrase}: {request.url.path}"
-    return JSONResponse(
-        error_body(code, str(message)), status_code=error.status_code, headers=error.headers
-    )
+    return answer(error.status_code, code, str(message), error.headers)
 
 
 def _sign_in_first(request: Request, error: SignInFirst) -> Response:
@@ -209,7 +178,7 @@ def _sign_in_first(request: Request, error: SignInFirst) -> Response:
 
 def install(app: FastAPI) -> None:
     """Answer every error of ``app`` in the console's shape."""
-    app.exception_handler(ActaeError)(_actae_error)
+    app.exception_handler(e.ActaeError)(_actae_error)
     app.exception_handler(RequestValidationError)(_invalid_request)
     app.exception_handler(Refused)(_refused)
     app.exception_handler(HTTPException)(_http_error)

@@ -1,24 +1,16 @@
 """Who is asking, and may they: the console's three rules, each in one place.
 
-1. **Identity.** An API client sends ``Authorization: Bearer <token>``; a browser sends the
-   session cookie it got at ``/login``. Neither, or a token or session that is not known:
-   401 (a page redirects to ``/login`` instead).
-2. **CSRF.** A browser's cookie goes with every request to this origin, even one another
-   site's page makes it send; so a change (any method but GET, HEAD, OPTIONS) that comes with
-   the cookie must also carry the session's CSRF token in ``X-CSRF-Token``, which only this
-   console's own pages know (they get it in a meta tag). Missing or wrong: 403. A bearer token
-   is never sent by a browser on its own, so it needs no CSRF token. Before that, a second
-   layer, and the only one for signing in (no session, so no CSRF token yet, and a forged
-   sign-in would act as the forger's user): a browser's ``POST`` whose ``Origin`` is another
-   origin, or whose ``Sec-Fetch-Site`` says another site, is refused (403 ``cross_origin``).
-   "Another origin" is decided against the console's configured address (its host and port,
-   and ``--origin``), never against the request's ``Host`` header: a page that had a
-   browser reach the console under its own name (DNS rebinding) sends a ``Host`` that
-   matches its ``Origin``.
-3. **Role.** Only an operator acts; a viewer's change is refused with 403.
+1. **Identity.** A bearer token, or the session cookie from ``/login``; neither: 401 (a
+   page redirects to ``/login``).
+2. **CSRF.** A browser sends its cookie even with a request another site's page makes, so a
+   cookie change (any method but GET, HEAD, OPTIONS) must carry the session's token in
+   ``X-CSRF-Token`` (only the console's own pages know it), and, first, must not come from
+   another origin (``Origin``, ``Sec-Fetch-Site``): the only guard of signing in, which has
+   no session yet. "Another origin" is judged against the console's configured address,
+   never the request's ``Host``, which a DNS-rebinding page makes match its ``Origin``.
+3. **Role.** Only an operator acts; a viewer's change is 403.
 
-The actor recorded for every action is the user these rules found, never anything the
-request says about itself.
+The actor of every action is the user these rules found, never what the request says.
 """
 
 from __future__ import annotations
@@ -33,8 +25,7 @@ from fastapi import Depends, Request
 
 from actae.adapters.console.auth import User
 from actae.adapters.console.errors import Refused, SignInFirst
-from actae.adapters.console.sessions import COOKIE, Session
-from actae.adapters.console.state import console_of
+from actae.adapters.console.state import COOKIE, Session, console_of
 from actae.domain.errors import ValidationError
 
 CSRF_HEADER = "X-CSRF-Token"
@@ -73,44 +64,38 @@ def parse_origin(text: str) -> str:
 def own_origins(host: str, port: int, extra: Iterable[str] = ()) -> frozenset[str]:
     """The origins of a console listening on ``host``:``port``, plus ``extra`` (``--origin``).
 
-    A loopback address may be reached under any of :data:`LOOPBACK_NAMES`; an address that
-    listens on every interface (``0.0.0.0``, ``::``) has no name a browser is known to use,
-    so only its loopback names and ``extra`` count.
+    A loopback address goes by any of :data:`LOOPBACK_NAMES`; a wildcard one (``0.0.0.0``,
+    ``::``) by no name a browser is known to use, so only by those.
     """
     shown = f"[{host}]" if ":" in host else host
-    names = [shown]
-    if _wildcard(host):
-        names = list(LOOPBACK_NAMES)
-    elif loopback(host):
-        names = [shown, *LOOPBACK_NAMES]
+    address = _address(host)
+    if address is not None and address.is_unspecified:
+        names: tuple[str, ...] = LOOPBACK_NAMES
+    else:
+        names = (shown, *LOOPBACK_NAMES) if loopback(host) else (shown,)
     found = {_origin("http", f"{name}:{port}") for name in names}
     return frozenset(found | {parse_origin(origin) for origin in extra})
 
 
+def _address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        return None
+
+
 def loopback(host: str) -> bool:
     """Whether ``host`` names this machine (a loopback address, or ``localhost``)."""
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host.lower() == "localhost"
-
-
-def _wildcard(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_unspecified
-    except ValueError:
-        return False
+    address = _address(host)
+    return host.lower() == "localhost" if address is None else address.is_loopback
 
 
 def require_same_origin(request: Request) -> None:
     """Refuse (403) a browser's change that another site's page made it send.
 
-    Refused: ``Sec-Fetch-Site`` other than ``same-origin`` or ``none`` (a browser says so,
-    and no script can forge it), or an ``Origin`` that is not one of this console's (its
-    configured host and port, or an ``--origin``; never the request's ``Host`` header).
-    ``Origin: null`` passes only with ``Sec-Fetch-Site: same-origin`` (a privacy setting may
-    hide a page's own origin). A request with neither header (curl, a script) is let
-    through: browsers send them with every ``POST``.
+    ``Sec-Fetch-Site`` no script can forge; ``Origin: null`` passes only with it saying
+    ``same-origin`` (a privacy setting may hide a page's own origin). A request with neither
+    header (curl, a script) passes: browsers send them with every ``POST``.
     """
     site = request.headers.get("sec-fetch-site", "").strip().lower()
     if site and site not in ("same-origin", "none"):
@@ -187,8 +172,6 @@ def page_session(request: Request) -> Session:
 
 
 Viewer = Annotated[User, Depends(identify)]
-"""Any signed-in user (a route parameter)."""
 Operator = Annotated[User, Depends(require_operator)]
 """A signed-in operator: the actor of an action (a route parameter)."""
 PageSession = Annotated[Session, Depends(page_session)]
-"""The session of a browser asking for a page (a route parameter)."""

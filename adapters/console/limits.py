@@ -1,12 +1,9 @@
 """A cap on request bodies, applied before anything reads one (authentication included).
 
-FastAPI reads a request's body to parse it before the route's dependencies run, so without a
-cap an unauthenticated client could make the console hold any number of bytes in memory
-before its 401. :class:`BodyLimit` sits outside the app: a ``Content-Length`` over the cap is
-answered ``413`` before a byte of the body is read; a body of unknown length (chunked) is read
-here, at most the cap plus one message, and answered ``413`` as soon as it passes the cap;
-either way nothing more is read, and the connection is closed after the answer. Below the
-cap, the body read here is handed to the app as if it came from the client.
+FastAPI reads a body before the route's dependencies run, so without a cap an
+unauthenticated client could make the console hold any number of bytes before its 401. An
+over-long ``Content-Length`` is answered 413 unread; a chunked body is read here up to the
+cap, then handed on as if it came from the client, or answered 413 once it passes the cap.
 """
 
 from __future__ import annotations
@@ -14,7 +11,7 @@ from __future__ import annotations
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from actae.adapters.console.errors import error_body
+from actae.adapters.console.errors import answer
 
 MAX_BODY = 1024 * 1024
 """The default cap on a request's body, in bytes (1 MiB; ``actae console --max-body``)."""
@@ -22,24 +19,17 @@ MAX_BODY = 1024 * 1024
 
 def declared_length(scope: Scope) -> int | None:
     """The request's ``Content-Length``, if it has one (the server already checked its form)."""
-    for name, value in scope.get("headers", []):
-        if name == b"content-length":
-            return int(value)
-    return None
+    lengths = [int(value) for name, value in scope.get("headers", []) if name == b"content-length"]
+    return lengths[0] if lengths else None
 
 
 def too_large(max_body: int) -> JSONResponse:
     """The answer to a body over the cap: 413 in the console's shape, then the connection ends."""
-    return JSONResponse(
-        error_body(
-            "payload_too_large",
-            f"the request body is over the console's limit of {max_body} bytes "
-            "(actae console --max-body); nothing past the limit was read",
-            max_body=max_body,
-        ),
-        status_code=413,
-        headers={"connection": "close"},
+    message = (
+        f"the request body is over the console's limit of {max_body} bytes "
+        "(actae console --max-body); nothing past the limit was read"
     )
+    return answer(413, "payload_too_large", message, {"connection": "close"}, max_body=max_body)
 
 
 class BodyLimit:
@@ -55,17 +45,17 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         declared = declared_length(scope)
+        read: list[Message] | None
         if declared is not None and declared > self.max_body:
-            await too_large(self.max_body)(scope, receive, send)
-            return
-        if declared is not None:  # the server stops at the declared length itself
-            await self.app(scope, receive, send)
-            return
-        read = await self._read_capped(receive)
+            read = None
+        elif declared is not None:  # the server stops at the declared length itself
+            read = []
+        else:
+            read = await self._read_capped(receive)
         if read is None:
             await too_large(self.max_body)(scope, receive, send)
-            return
-        await self.app(scope, _replay(read, receive), send)
+        else:
+            await self.app(scope, _replay(read, receive), send)
 
     async def _read_capped(self, receive: Receive) -> list[Message] | None:
         """A body of unknown length, read up to the cap (None: it passed the cap)."""

@@ -1,20 +1,11 @@
 """``GET /metrics``: the store in Prometheus' text format, read from the read models.
 
-A custom collector reads the read models at each scrape (they are kept live by the
-console's projector): runs by status, effects by status and in doubt, effect attempts and
-retries, steps done, tokens and cost (where this Actae's run_status has those columns), how
-many events the read models lag behind the store, and the console's open event streams.
-
-Three are the gauges ``observe(store)`` reports through OpenTelemetry (docs/telemetry.md),
-read with the same meaning and named as those take their names in Prometheus:
-``actae_runs``, ``actae_effects_in_doubt`` and ``actae_projection_lag`` (OpenTelemetry labels
-the run status ``actae_status``, this one ``status``). The counters are totals over the whole
-store, not the per-process counters the workers record, and ``actae_steps_done`` counts
-recorded step results (run_status.steps_done), not ``actae.steps`` (which counts replayed
-steps too): so its name differs.
-
-Scrapes need credentials like any other read: a viewer's bearer token
-(``authorization: {credentials_file: ...}`` in Prometheus' scrape config).
+A collector reads the read models at each scrape (the console's projector keeps them live).
+``actae_runs``, ``actae_effects_in_doubt`` and ``actae_projection_lag`` mean what the
+OpenTelemetry gauges of the same names mean (docs/telemetry.md); the counters are totals over
+the whole store, not per process, so ``actae_steps_done`` (recorded step results) is not
+named ``actae.steps`` (which counts replays too). docs/console.md lists them all. Scrapes
+need a viewer's bearer token, like any other read.
 """
 
 from __future__ import annotations
@@ -30,12 +21,9 @@ from prometheus_client.registry import Collector
 
 from actae.adapters.console.guards import Viewer
 from actae.adapters.console.state import Console
-from actae.adapters.operate import overview
+from actae.adapters.operate import views
 
 router = APIRouter()
-
-TOKEN_TYPES = {"input_tokens": "input", "output_tokens": "output"}
-"""run_status's token columns, by the ``type`` label they are reported with."""
 
 
 class StoreCollector(Collector):
@@ -47,56 +35,57 @@ class StoreCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         """The metrics, as the read models have them now."""
         store = self._console.store
-        totals = overview.totals(store)
-        yield _by_status("actae_runs", "Runs by status, from run_status", totals.runs)
-        yield _by_status("actae_effects", "Ledger effects by status, from effects", totals.effects)
-        yield GaugeMetricFamily(
+        totals = views.totals(store)
+        sums = totals.sums
+        gauge, counter = GaugeMetricFamily, CounterMetricFamily
+        yield _by("status", "actae_runs", "Runs by status, from run_status", totals.runs)
+        yield _by(
+            "status", "actae_effects", "Ledger effects by status, from effects", totals.effects
+        )
+        yield gauge(
             "actae_effects_in_doubt",
             "Effects that may have happened unrecorded (claimed, lease run out or unanswered)",
             value=totals.in_doubt,
         )
-        yield CounterMetricFamily(
+        yield counter(
             "actae_effect_attempts", "Effect attempts (claims) made", value=totals.attempts
         )
-        yield CounterMetricFamily(
+        yield counter(
             "actae_effect_retries",
             "Effect attempts beyond each effect's first",
             value=totals.retries,
         )
-        if "steps_done" in totals.sums:
-            yield CounterMetricFamily(
-                "actae_steps_done",
-                "Workflow steps whose result was recorded (run_status.steps_done; replays not "
-                "counted)",
-                value=totals.sums["steps_done"],
-            )
-        tokens = CounterMetricFamily("actae_tokens", "Model tokens used", labels=["type"])
-        for column, kind in TOKEN_TYPES.items():
-            if column in totals.sums:
-                tokens.add_metric([kind], totals.sums[column])
-        if tokens.samples:
-            yield tokens
-        if "cost" in totals.sums:
-            yield CounterMetricFamily(
-                "actae_cost", "Model cost recorded by steps", value=totals.sums["cost"]
-            )
-        yield GaugeMetricFamily(
+        yield counter(
+            "actae_steps_done",
+            "Workflow steps whose result was recorded (run_status.steps_done; replays not counted)",
+            value=sums["steps_done"],
+        )
+        tokens = {"input": sums["input_tokens"], "output": sums["output_tokens"]}
+        yield _by("type", "actae_tokens", "Model tokens used", tokens, counter)
+        yield counter("actae_cost", "Model cost recorded by steps", value=sums["cost"])
+        yield gauge(
             "actae_projection_lag",
             "Events stored that the read models do not reflect yet",
             value=store.projector().lag(),
         )
-        yield GaugeMetricFamily(
+        yield gauge(
             "actae_console_streams",
             "Event streams the console has open",
             value=self._console.streams,
         )
 
 
-def _by_status(name: str, documentation: str, counts: Mapping[str, int]) -> Metric:
-    family = GaugeMetricFamily(name, documentation, labels=["status"])
-    for status, count in counts.items():
-        family.add_metric([status], count)
-    return family
+def _by(
+    label: str,
+    name: str,
+    documentation: str,
+    values: Mapping[str, float],
+    family: type[GaugeMetricFamily | CounterMetricFamily] = GaugeMetricFamily,
+) -> Metric:
+    metric = family(name, documentation, labels=[label])
+    for key, value in values.items():
+        metric.add_metric([key], value)
+    return metric
 
 
 def registry_for(console: Console) -> CollectorRegistry:

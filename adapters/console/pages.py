@@ -1,9 +1,7 @@
-"""The console's pages: sign in and out, and the shells its script fills from the API.
+"""The console's pages: sign in and out, and the shells ``static/console.js`` fills from the API.
 
-Each page is a small HTML shell (the user, the session's CSRF token in a meta tag, the
-section it shows); ``static/console.js`` reads the JSON API and draws the content, and
-follows a run live over its event stream. Nothing comes from another origin: the script,
-styles and icon are served from the package (``/static``), so the console works offline.
+Nothing comes from another origin (script, styles and icon are served from the package), so
+the console works offline.
 """
 
 from __future__ import annotations
@@ -17,8 +15,7 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from actae.adapters.console.guards import PageSession, require_csrf, require_same_origin, session_of
-from actae.adapters.console.sessions import COOKIE, SESSION_HOURS, Session
-from actae.adapters.console.state import console_of
+from actae.adapters.console.state import COOKIE, SESSION_HOURS, Session, console_of
 
 log = logging.getLogger("actae.console")
 
@@ -112,8 +109,7 @@ def _sign_in_page(back_to: str, problem: str = "", status: int = 200) -> HTMLRes
 def _local(path: str) -> str:
     """``path`` if it is a path on this site, else ``/`` (no redirect to elsewhere).
 
-    Browsers drop tabs and line breaks from a URL and read a backslash as a slash, so a
-    path holding any of them could still lead to another host: refused too.
+    Browsers drop tabs and line breaks and read a backslash as a slash: such a path could lead away.
     """
     if (
         path.startswith("/")
@@ -140,8 +136,7 @@ def sign_in(
 ) -> Response:
     """Start a session for the token's user: an HttpOnly, SameSite=Strict cookie.
 
-    Only from this console's own page: a sign-in another site's page sends is refused
-    (login CSRF: the browser would act, unknowing, as the user whose token that page holds).
+    Only from this console's own page (login CSRF would have the browser act as another user).
     """
     require_same_origin(request)
     console = console_of(request)

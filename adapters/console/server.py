@@ -1,11 +1,8 @@
 """``actae console``: serve the console with uvicorn until SIGINT or SIGTERM.
 
-On a signal the event streams end at once (uvicorn would otherwise wait for every open tab),
-then uvicorn stops, and the app closes the projector and the store; ``serve`` returns.
-
-The console opens (projector, asyncio face) before uvicorn runs the app's startup, so a
-failure there (read models it may not create, a database that refuses it) is an
-``ActaeError`` saying why, raised by ``serve``, not a traceback in the log and an exit.
+A signal ends the event streams at once (uvicorn would wait for every open tab). The console
+opens before uvicorn's startup, so a failure there is an ``ActaeError`` raised by ``serve``,
+not a traceback in the log.
 """
 
 from __future__ import annotations
@@ -37,8 +34,6 @@ log = logging.getLogger("actae.console")
 
 GRACE = 5.0
 """Seconds a stop waits for requests in flight before cancelling them."""
-
-
 TICK = 1.0
 """Seconds between two rounds of uvicorn's housekeeping (headers, stop, request limit)."""
 
@@ -50,8 +45,7 @@ class _Server(uvicorn.Server):
         super().__init__(config)
         self._console = console
         self._url = url
-        self.failure: Exception | None = None
-        """Why the console could not open, if it could not."""
+        self.failure: Exception | None = None  # why the console could not open
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -68,11 +62,7 @@ class _Server(uvicorn.Server):
                 signal.signal(signum, handler)
 
     async def main_loop(self) -> None:
-        """Run uvicorn's housekeeping once per :data:`TICK` (its own wakes ten times a second).
-
-        Each tick is a whole second of uvicorn's count, so the ``date`` header still moves
-        every second; a stop is noticed within a tick.
-        """
+        """Run uvicorn's housekeeping once per :data:`TICK`, not ten times a second (idle CPU)."""
         while not await self.on_tick(0):
             await asyncio.sleep(TICK)
 
@@ -120,14 +110,10 @@ def serve(
     max_body: int = MAX_BODY,
     origins: Sequence[str] = (),
 ) -> None:
-    """Serve the console for the store at ``url`` until SIGINT or SIGTERM.
+    """Serve the console for the store at ``url`` (which must exist) until SIGINT or SIGTERM.
 
-    Refuses to start without an auth file that names at least one user. The store must
-    exist (it is opened with ``create=False``). ``port=0`` takes a free port (the log line
-    ``serving http://...`` says which). A request body over ``max_body`` bytes is answered
-    413 before it is read (or authenticated). A browser's change is accepted only from this
-    address (``host`` and the port listened on) or one of ``origins`` (the address browsers
-    use behind a reverse proxy), never from what a request's ``Host`` header says.
+    ``port=0`` takes a free port (the log line ``serving http://...`` says which). A browser's
+    change is accepted only from this address or one of ``origins`` (behind a reverse proxy).
     """
     max_body = require_int("max_body", max_body, minimum=1)
     if auth_file is None:
@@ -141,8 +127,9 @@ def serve(
     if not logging.getLogger(ROOT).handlers and not logging.getLogger().handlers:
         configure()  # run without the CLI: the lines still go somewhere
     sock = _listen(host, port)
+    port = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
-    address = f"http://{shown}:{sock.getsockname()[1]}/"
+    address = f"http://{shown}:{port}/"
     if not loopback(host):
         log.warning("listening on %s over plain HTTP: put it behind TLS (docs/console.md)", host)
     try:
@@ -150,7 +137,7 @@ def serve(
     except BaseException:
         sock.close()
         raise
-    allowed = own_origins(host, sock.getsockname()[1], extra)
+    allowed = own_origins(host, port, extra)
     app = create_app(store, users, max_body=max_body, origins=allowed)
     config = uvicorn.Config(
         app,
@@ -165,12 +152,11 @@ def serve(
     finally:
         sock.close()
         store.close()  # closed by the app when it started; here if it could not
-    if server.failure is not None:
-        if isinstance(server.failure, ActaeError):
-            raise server.failure
-        raise ActaeError(
-            f"the console could not start: {summary(server.failure)}"
-        ) from server.failure
+    failure = server.failure
+    if isinstance(failure, ActaeError):
+        raise failure
+    if failure is not None:
+        raise ActaeError(f"the console could not start: {summary(failure)}") from failure
     if not server.started:
         raise ActaeError("the console did not start; the lines above say why")
     log.info("stopped")

@@ -1,51 +1,91 @@
 """What one console process holds: the store, its users and sessions, and its live streams.
 
-The console owns the store it is given: it starts the projector that keeps the read models
-live and an asyncio face for the event streams when the app starts, and closes them (and
-the store) when it stops. Stopping first ends every open event stream, so a shutdown never
-waits on a browser tab that is still following a run.
+A browser's session is a random id in an HttpOnly cookie; the server keeps the user and the
+CSRF token under the id's hash (a lookup's timing says nothing about other ids), in memory:
+a restart, or ``SESSION_HOURS`` after signing in, means signing in again.
 
-Each open event stream holds a slot of its user's: at most :data:`STREAMS_PER_USER` at
-once (each stream reads the store again and again while it follows a run), so one script or
-one user's many tabs cannot take every connection the database allows.
+The console owns its store: it starts the projector and an asyncio face when the app starts,
+and closes them (and the store) when it stops, ending every event stream first. Each user may
+have :data:`STREAMS_PER_USER` streams at once (each one reads the store again and again), so
+one script or one user's many tabs cannot take every connection the database allows.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import secrets
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from starlette.requests import HTTPConnection
 
-from actae.adapters.console.auth import Users
+from actae.adapters.console.auth import User, Users
 from actae.adapters.console.errors import Refused
-from actae.adapters.console.sessions import Sessions
 from actae.adapters.runtime.async_store import AsyncStore
 from actae.adapters.runtime.store import Store
 
+COOKIE = "actae_session"
+SESSION_HOURS = 12
+"""How long a session lasts after signing in."""
+
+
+@dataclass(frozen=True)
+class Session:
+    """A signed-in browser: who, the token its pages send with every change, and until when."""
+
+    user: User
+    csrf: str
+    expires: float  # time.monotonic()
+
+
+def _key(session_id: str) -> str:
+    return hashlib.sha256(session_id.encode()).hexdigest()
+
+
+class Sessions:
+    """The live sessions of this process (thread-safe: handlers run in a thread pool)."""
+
+    def __init__(self, hours: float = SESSION_HOURS) -> None:
+        self._seconds = hours * 3600
+        self._lock = threading.Lock()
+        self._live: dict[str, Session] = {}
+
+    def start(self, user: User) -> tuple[str, Session]:
+        """A new session for ``user``: its id (for the cookie) and the session."""
+        session_id = secrets.token_urlsafe(32)
+        session = Session(user, secrets.token_urlsafe(32), time.monotonic() + self._seconds)
+        with self._lock:
+            self._forget_expired()
+            self._live[_key(session_id)] = session
+        return session_id, session
+
+    def find(self, session_id: str) -> Session | None:
+        """The live session with id ``session_id``, else ``None``."""
+        with self._lock:
+            session = self._live.get(_key(session_id))
+            if session is not None and session.expires <= time.monotonic():
+                del self._live[_key(session_id)]
+                return None
+            return session
+
+    def end(self, session_id: str) -> None:
+        """Sign the session out (nothing happens for an unknown id)."""
+        with self._lock:
+            self._live.pop(_key(session_id), None)
+
+    def _forget_expired(self) -> None:
+        now = time.monotonic()
+        for key in [key for key, session in self._live.items() if session.expires <= now]:
+            del self._live[key]
+
+
 STREAMS_PER_USER = 8
 """Event streams one user may have open at once; one more is refused with 429."""
-
-
-class StreamSlot:
-    """One open stream's place in its user's count; :meth:`release` gives it back (once)."""
-
-    def __init__(self, user: str, give_back: Callable[[str], None]) -> None:
-        self.user = user
-        self._give_back = give_back
-        self._lock = threading.Lock()
-        self.held = True
-
-    def release(self) -> None:
-        """Give the slot back; calling it again does nothing."""
-        with self._lock:
-            held, self.held = self.held, False
-        if held:
-            self._give_back(self.user)
 
 
 @dataclass
@@ -93,8 +133,11 @@ class Console:
         with self._streams_lock:
             return sum(self._streams.values())
 
-    def take_stream(self, user: str) -> StreamSlot:
-        """A slot for one more stream of ``user``'s; 429 if they have all theirs open."""
+    def take_stream(self, user: str) -> Callable[[], None]:
+        """A slot for one more stream of ``user``'s (429 if all theirs are open): its release.
+
+        Releasing it again does nothing.
+        """
         with self._streams_lock:
             if self._streams[user] >= self.streams_per_user:
                 raise Refused(
@@ -104,13 +147,14 @@ class Console:
                     "may have; close a tab that follows a run, then try again",
                 )
             self._streams[user] += 1
-        return StreamSlot(user, self._give_back)
+        held = [user]
 
-    def _give_back(self, user: str) -> None:
-        with self._streams_lock:
-            self._streams[user] -= 1
-            if self._streams[user] <= 0:
-                del self._streams[user]
+        def release() -> None:
+            with self._streams_lock:
+                self._streams -= Counter(held)  # drops the user at zero
+                held.clear()  # so again gives back nothing
+
+        return release
 
     @property
     def stopping(self) -> asyncio.Event:

@@ -30,7 +30,7 @@ import orjson
 from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from actae.adapters.console.state import Console, StreamSlot
+from actae.adapters.console.state import Console
 from actae.adapters.console.wire import event_document
 from actae.adapters.operate.views import caught_up
 from actae.adapters.persistence.outages import is_transient, summary
@@ -58,16 +58,16 @@ class Stream(StreamingResponse):
     away first) runs no ``finally``.
     """
 
-    def __init__(self, slot: StreamSlot, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, release: Callable[[], None], *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.slot = slot
+        self.release = release
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Stream, then give the slot back."""
         try:
             await super().__call__(scope, receive, send)
         finally:
-            self.slot.release()
+            self.release()
 
 
 def message(kind: str, data: Any, *, event_id: int | None = None) -> str:

@@ -1,17 +1,20 @@
 """What the store's values look like as JSON: one shape for each, whichever route sends it.
 
-The API, the event stream and the pages read the same documents, so a run looks the same
-fetched, streamed or reloaded. Ids and moments become text (ISO 8601, UTC offset included).
+So a run looks the same fetched, streamed or reloaded. Ids and moments become text. A run's
+lineage is a graph: runs as nodes, forks (with the store's receipt) and delegations as edges.
 """
 
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 from fastapi.encoders import jsonable_encoder
 
+from actae.adapters.operate import views
 from actae.adapters.operate.versions import Change
 from actae.adapters.operate.views import RunView
+from actae.adapters.runtime.store import Store
 from actae.domain.effects import EffectInfo, workflow_value
 from actae.domain.values import ChannelEvent, ForkReceipt, StateVersion
 
@@ -98,3 +101,51 @@ def effect_document(info: EffectInfo) -> dict[str, Any]:
         request=info.request,
         attempts=[attempt.model_dump() for attempt in info.attempts],
     )
+
+
+NODE_COLUMNS = "workflow_id agent_id status head_cursor state_version model"
+"""What a node shows of its run."""
+RECEIPT_COLUMNS = (
+    "requested_boundary resolved_boundary state_version state_checksum reason operation_id "
+    "created_at"
+)
+"""A fork's receipt as the read model has it (used when the store's is out of reach)."""
+
+
+def lineage_document(store: Store, run_id: UUID) -> dict[str, Any]:
+    """``{"run_id", "nodes": [...], "edges": [...]}`` around ``run_id``."""
+    lineage = store.lineage(run_id)
+    receipts = {r.child_run_id: r for r in [*lineage.ancestors, *lineage.descendants]}
+    rows = views.ancestry(store, run_id) + views.descendants(store, run_id)
+    edges: list[dict[str, Any]] = []
+    seen: set[UUID] = set()
+    for row in rows:
+        child = row["child_run_id"]
+        if child in seen:
+            continue
+        seen.add(child)
+        edge: dict[str, Any] = {
+            "parent": row["parent_run_id"],
+            "child": child,
+            "relation": row["relation"],
+            "workflow_id": row["workflow_id"],
+        }
+        if row["relation"] == "fork":
+            receipt = receipts.get(child)
+            edge["receipt"] = (
+                receipt_document(receipt)
+                if receipt is not None
+                else {name: row.get(name) for name in RECEIPT_COLUMNS.split()}
+            )
+        edges.append(edge)
+    ids = [run_id, *(e["parent"] for e in edges), *(e["child"] for e in edges)]
+    found = views.run_rows(store, ids)
+    nodes = [
+        {
+            "run_id": node,
+            "current": node == run_id,
+            **{name: (found.get(node) or {}).get(name) for name in NODE_COLUMNS.split()},
+        }
+        for node in dict.fromkeys(ids)
+    ]
+    return plain({"run_id": run_id, "nodes": nodes, "edges": edges})

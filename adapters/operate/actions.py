@@ -1,8 +1,6 @@
-"""The operator's actions, each one of the store's audited commands.
+"""The operator's actions, each one of the store's audited commands (an event, never an edit).
 
-Nothing here edits a row: every action is an event with its actor and reason (or note), so
-``actae audit`` and the console's audit log can show who did what, when and why. The CLI and
-the console name the same verbs and reach the store through this one table.
+The CLI and the console name the same verbs and reach the store through this one table.
 """
 
 from __future__ import annotations

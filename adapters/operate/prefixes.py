@@ -1,18 +1,11 @@
 """A unique prefix of a run id or an effect key names it, as a short commit hash does in git.
 
-A run id prefix becomes a range of ids (the prefix padded with ``0`` and with ``f``), which
-the read model's primary key answers on both backends: uuids order by their bytes on
-PostgreSQL and SQLite stores their canonical text, which orders the same way. A full id is
-taken as it is, without a lookup, so acting on a run the projector has not seen yet works.
-
-An effect key is looked up in the ledger first (``store.find_effect``, one read by primary
-key): a full key names its effect even before the projector has seen it. Only a key the
-ledger does not know is taken as a prefix and searched in the effects read model, with
-``substr(effect_key, 1, n) = prefix``, a scan of that table. A range (``effect_key >= prefix
-AND effect_key < prefix + U+10FFFF``) would use the key's index, but on PostgreSQL text
-compares by the database's collation, in which such a range need not hold exactly the
-keys that start with the prefix, and ``COLLATE "C"`` has no SQLite spelling: the scan is
-right on both. A prefix is typed by a person, rarely, so a scan is affordable.
+A run id prefix is a range of ids, which the read model's primary key answers on both
+backends; a full id is taken without a lookup, so acting on a run the projector has not
+seen yet works. An effect key is looked up in the ledger first; only a key it does not know
+is a prefix, found with ``substr`` in a scan of the effects read model: a range would use
+the index, but on PostgreSQL it compares by the collation, in which it need not hold exactly
+the keys with that prefix. A person types a prefix, rarely: the scan is affordable.
 """
 
 # ruff: noqa: S608 - SQL assembled from our own constant table and column names; values are bound
@@ -22,7 +15,7 @@ from __future__ import annotations
 import string
 from uuid import UUID
 
-from actae.adapters.operate.views import select
+from actae.adapters.operate.views import rows_of, select
 from actae.adapters.runtime.store import Store
 from actae.domain.errors import NotFoundError, ValidationError
 from actae.domain.validation import require_text
@@ -57,15 +50,8 @@ def resolve_run(store: Store, text: str) -> UUID:
     if len(digits) == 32:
         return UUID(digits)
     low, high = UUID(digits.ljust(32, "0")), UUID(digits.ljust(32, "f"))
-    rows = select(
-        store,
-        "run_status",
-        lambda p: (
-            f"SELECT run_id FROM run_status WHERE run_id >= {p} AND run_id <= {p} "
-            f"ORDER BY run_id LIMIT {p}"
-        ),
-        [low, high, SHOWN + 1],
-    )
+    between = {"run_id >= {p}": low, "run_id <= {p}": high}
+    rows = rows_of(store, "run_status", between, "run_id", SHOWN + 1)
     return UUID(_one("run", text, [str(row["run_id"]) for row in rows]))
 
 

@@ -1,9 +1,7 @@
 """State versions by number, and what changed between two of them.
 
-The store answers "the state in force at cursor N"; an operator asks "what is version 3, and
-what did version 4 change?". A version is pinned to the cursor of the event that made it, and
-versions only grow along a channel's log, so the cursor of version ``v`` is the first cursor
-whose version in force is ``v``: a binary search over cursors, reading one event per probe.
+Versions only grow along a channel's log, so the cursor of version ``v`` is the first cursor
+whose version in force is ``v``: a binary search over cursors, one event read per probe.
 """
 
 from __future__ import annotations
@@ -11,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
+
+import orjson
 
 from actae.adapters.runtime.store import Store
 from actae.domain.errors import NotFoundError
@@ -69,17 +69,11 @@ def diff(before: Any, after: Any, path: tuple[str, ...] = ()) -> list[Change]:
             else:
                 changes.extend(diff(before[key], after[key], where))
         return changes
-    if _same(before, after):
+    if _json(before) == _json(after):
         return []
     return [Change(path, "changed", before=before, after=after)]
 
 
-def _same(before: Any, after: Any) -> bool:
-    """Equal as JSON values: the same type all the way down (``True`` is not ``1``)."""
-    if type(before) is not type(after):
-        return False
-    if isinstance(before, dict):
-        return before.keys() == after.keys() and all(_same(before[k], after[k]) for k in before)
-    if isinstance(before, list):
-        return len(before) == len(after) and all(map(_same, before, after))
-    return bool(before == after)
+def _json(value: Any) -> bytes:
+    """``value`` as canonical JSON: the same only for the same types (``1``, ``1.0``, ``true``)."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)

@@ -1,14 +1,10 @@
-"""What is going on in a store, for someone on call: lists and one run in full.
+"""What is going on in a store, for someone on call: lists, totals and one run in full.
 
-Lists come from the read models (one indexed query each, whatever the history length). A
-command that runs once catches them up first (:func:`fresh`), so a list never misses a run
-that started a moment ago; a long-running reader (the console) leaves that to its live
-projector and at most waits for it (:func:`caught_up`), so that reading writes nothing. A
-run's own view adds the store's word on it (``store.run``): status, waiting reason, pins,
-cursor and state version as the event log has them, not as a projection last saw them.
-
-Every row is typed (:func:`actae.adapters.operate.rows.typed`), so the CLI and the console
-print the same values on every backend.
+Lists come from the read models, one indexed query each, every row typed (:func:`typed`) so
+the CLI and the console print the same values on every backend. A command that runs once catches
+them up first (:func:`fresh`); the console leaves that to its live projector and at most
+waits for it (:func:`caught_up`), so that reading writes nothing. A run's own view adds the
+store's word on it (``store.run``), not what a projection last saw.
 """
 
 # ruff: noqa: S608 - SQL assembled from our own constant table and column names; values are bound
@@ -18,13 +14,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 from uuid import UUID
 
-from actae.adapters.operate.rows import typed
+import orjson
+
 from actae.adapters.runtime.store import Store
-from actae.domain.errors import NotFoundError, ValidationError
+from actae.domain.effects import EffectStatus
+from actae.domain.errors import ValidationError
 from actae.domain.status import RUNNING_STATUSES, RunFacts, next_action
 from actae.domain.validation import require_int, require_text
 from actae.domain.values import RunInfo, RunStatus
@@ -34,6 +33,42 @@ PAGE = 50
 """Rows a list returns when not told how many."""
 MOST = 1000
 """The most rows one list returns (page with ``after``)."""
+DEEPEST = 1000
+"""Lineage levels followed up or down from a run (a guard; real trees are shallow)."""
+SUMMED = ("steps_done", "input_tokens", "output_tokens", "cost")
+"""run_status columns whose totals a dashboard shows."""
+FIRST_LOOK = 0.002
+LOOK_AT_MOST_EVERY = 0.05
+"""Seconds between looks at the read models' position while waiting (doubling up to the most)."""
+
+
+def _moment(value: Any) -> datetime:
+    return value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+
+
+def _document(value: Any) -> Any:
+    return orjson.loads(value) if isinstance(value, str | bytes) else value
+
+
+CONVERT: dict[str, Callable[[Any], Any]] = {
+    "uuid": lambda value: value if isinstance(value, UUID) else UUID(str(value)),
+    "text": str,
+    "int": int,
+    "float": float,
+    "bool": bool,
+    "timestamp": _moment,
+    "json": _document,
+}
+"""How a stored value of each abstract column type becomes a Python value."""
+
+
+def typed(table: Table, row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` of ``table`` with each known column converted (``None`` stays ``None``)."""
+    types = {column.name: column.type for column in table.columns}
+    return {
+        name: value if value is None or name not in types else CONVERT[types[name]](value)
+        for name, value in row.items()
+    }
 
 
 def table(name: str) -> Table:
@@ -44,24 +79,16 @@ def table(name: str) -> Table:
 def fresh(store: Store) -> None:
     """Bring the read models up to date, so a list shows what the log holds now.
 
-    It does the projector's work here, in a write transaction (on SQLite, ``BEGIN
-    IMMEDIATE``): right for a command that runs once, or after an action that must show its
-    own change, not for every read of a server that runs a live projector.
+    It writes (on SQLite, ``BEGIN IMMEDIATE``): right for a command that runs once, or after
+    an action that must show its own change, not for every read of a server.
     """
     store.projector().catch_up()
-
-
-FIRST_LOOK = 0.002
-LOOK_AT_MOST_EVERY = 0.05
-"""Seconds between looks at the read models' position while waiting (doubling up to the most)."""
 
 
 def caught_up(store: Store, within: float) -> bool:
     """Wait up to ``within`` seconds for the read models to reflect every event stored now.
 
-    Whether they do. It only reads positions (the store's and the read models'): a live
-    projector (``projector.start()``, ``actae project``) does the work, nothing is written
-    here. With no projector running it returns ``False`` after ``within``.
+    It only reads positions: a live projector does the work. Whether they do.
     """
     target = store.position()
     projector = store.projector()
@@ -84,18 +111,23 @@ def select(
     store: Store, of: str, statement: Statement, params: Sequence[Any] = ()
 ) -> list[dict[str, Any]]:
     """Typed rows of a read-only ``statement`` over the table ``of``."""
-    projector = store.projector()
-    db = projector.db
+    db = store.projector().db
     rows = db.query(statement(db.mark), [db.adapt(value) for value in params])
     return [typed(table(of), row) for row in rows]
 
 
-def rows_where(
-    store: Store, of: str, column: str, value: Any, order: str = ""
+def rows_of(
+    store: Store, of: str, conditions: dict[str, Any], order: str, limit: int | None = None
 ) -> list[dict[str, Any]]:
-    """Typed rows of the table ``of`` whose ``column`` is ``value``, in ``order`` if given."""
-    ordered = f" ORDER BY {order}" if order else ""
-    return select(store, of, lambda p: f"SELECT * FROM {of} WHERE {column} = {p}{ordered}", [value])
+    """Typed rows of ``of`` meeting ``conditions`` (each with its ``{p}`` mark), in ``order``."""
+    bounds = [*conditions.values(), *([] if limit is None else [limit])]
+
+    def statement(p: str) -> str:
+        where = " AND ".join(c.format(p=p) for c in conditions)
+        most = "" if limit is None else f" LIMIT {p}"
+        return f"SELECT * FROM {of} {'WHERE ' + where if where else ''} ORDER BY {order}{most}"
+
+    return select(store, of, statement, bounds)
 
 
 def limit_of(limit: int | None) -> int:
@@ -123,22 +155,13 @@ def runs(
         conditions[
             "(created_at, run_id) < (SELECT created_at, run_id FROM run_status WHERE run_id = {p})"
         ] = after
-    return select(
-        store,
-        "run_status",
-        lambda p: (
-            f"SELECT * FROM run_status {_where(conditions, p)} "
-            f"ORDER BY created_at DESC, run_id DESC LIMIT {p}"
-        ),
-        [*conditions.values(), limit_of(limit)],
-    )
+    return rows_of(store, "run_status", conditions, "created_at DESC, run_id DESC", limit_of(limit))
 
 
-def _where(conditions: dict[str, Any], mark: str) -> str:
-    """``WHERE`` and the conditions (each with its ``{p}`` mark filled), or nothing."""
-    if not conditions:
-        return ""
-    return "WHERE " + " AND ".join(c.format(p=mark) for c in conditions)
+def approvals(store: Store, *, limit: int | None = None) -> list[dict[str, Any]]:
+    """Runs waiting for an approval, the longest-waiting first."""
+    waiting = {"status = {p}": "waiting", "waiting_reason = {p}": "approval"}
+    return rows_of(store, "run_status", waiting, "updated_at, run_id", limit_of(limit))
 
 
 def status_in(kind: type[StrEnum], status: str) -> str:
@@ -159,34 +182,117 @@ def status_counts(
 
 
 def effects(
-    store: Store, *, in_doubt: bool = False, run_id: UUID | None = None, limit: int | None = None
+    store: Store,
+    *,
+    in_doubt: bool = False,
+    run_id: UUID | None = None,
+    status: str | None = None,
+    limit: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Ledger effects, most recently changed first: all, a run's, or the ones in doubt."""
+    """Ledger effects, most recently changed first: all, a run's, in doubt or by status."""
     conditions: dict[str, Any] = {}
     if in_doubt:
         conditions["in_doubt = {p}"] = True
     if run_id is not None:
         conditions["run_id = {p}"] = run_id
-    return select(
-        store,
-        "effects",
-        lambda p: (
-            f"SELECT * FROM effects {_where(conditions, p)} "
-            f"ORDER BY updated_at DESC, effect_key LIMIT {p}"
-        ),
-        [*conditions.values(), limit_of(limit)],
-    )
+    if status is not None:
+        conditions["status = {p}"] = status_in(EffectStatus, status)
+    return rows_of(store, "effects", conditions, "updated_at DESC, effect_key", limit_of(limit))
 
 
 def audit(store: Store, run_id: UUID) -> list[dict[str, Any]]:
     """Every operator action on the run and its effects, oldest first."""
-    return rows_where(store, "audit", "run_id", run_id, "at, aggregate_id, version")
+    return rows_of(store, "audit", {"run_id = {p}": run_id}, "at, aggregate_id, version")
 
 
-def edges(store: Store, run_id: UUID) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The run's lineage rows: where it came from (fork or parent), its forks and children."""
-    up = rows_where(store, "lineage", "child_run_id", run_id)
-    return up, rows_where(store, "lineage", "parent_run_id", run_id, "created_at")
+def recent_audit(store: Store, *, limit: int | None = None) -> list[dict[str, Any]]:
+    """The latest operator actions on any run, newest first."""
+    return rows_of(store, "audit", {}, "at DESC, aggregate_id, version", limit_of(limit))
+
+
+def _walk(store: Store, run_id: UUID, start: str, step: str, order: str) -> list[dict[str, Any]]:
+    """Lineage rows from ``run_id`` (the edges whose ``start`` it is), ``step`` by ``step``.
+
+    Each row is a lineage row plus ``depth`` (1: an edge of the run itself).
+    """
+    return select(
+        store,
+        "lineage",
+        lambda p: (
+            "WITH RECURSIVE walk AS ("
+            f"SELECT lineage.*, 1 AS depth FROM lineage WHERE {start} = {p} "
+            "UNION ALL SELECT l.*, walk.depth + 1 FROM lineage l "
+            f"JOIN walk ON {step} WHERE walk.depth < {p}"
+            f") SELECT * FROM walk ORDER BY {order} LIMIT {p}"
+        ),
+        [run_id, DEEPEST, MOST],
+    )
+
+
+def ancestry(store: Store, run_id: UUID) -> list[dict[str, Any]]:
+    """The lineage edges from ``run_id`` up to its root (forks and delegations), nearest first."""
+    return _walk(store, run_id, "child_run_id", "l.child_run_id = walk.parent_run_id", "depth")
+
+
+def descendants(store: Store, run_id: UUID) -> list[dict[str, Any]]:
+    """The lineage edges below ``run_id`` (its forks and children, theirs, ...), level by level."""
+    order = "depth, created_at, child_run_id"
+    return _walk(store, run_id, "parent_run_id", "l.parent_run_id = walk.child_run_id", order)
+
+
+def _runs_among(count: int) -> Statement:
+    return lambda p: f"SELECT * FROM run_status WHERE run_id IN ({', '.join([p] * count)})"
+
+
+def run_rows(store: Store, run_ids: list[UUID]) -> dict[UUID, dict[str, Any]]:
+    """The run_status rows of ``run_ids`` by run id (runs the projector has not seen are absent)."""
+    found: dict[UUID, dict[str, Any]] = {}
+    unique = list(dict.fromkeys(run_ids))
+    for start in range(0, len(unique), PAGE):
+        chunk = unique[start : start + PAGE]
+        rows = select(store, "run_status", _runs_among(len(chunk)), chunk)
+        found.update({row["run_id"]: row for row in rows})
+    return found
+
+
+@dataclass(frozen=True)
+class Totals:
+    """What the read models add up to, for a dashboard or a metrics scrape."""
+
+    runs: dict[str, int]
+    """Runs by status (every status, zeros included)."""
+    effects: dict[str, int]
+    """Effects by ledger status (every status, zeros included)."""
+    in_doubt: int
+    attempts: int
+    """Effect attempts (claims) made, all effects together."""
+    retries: int
+    """Attempts beyond each effect's first."""
+    sums: dict[str, float] = field(default_factory=dict)
+    """Totals of the :data:`SUMMED` run_status columns."""
+
+
+def totals(store: Store) -> Totals:
+    """The store's totals as the read models have them now (no catching up: a scrape is cheap)."""
+    (ledger,) = select(
+        store,
+        "effects",
+        lambda p: (
+            "SELECT coalesce(sum(attempts), 0) AS attempts_made, "
+            "coalesce(sum(CASE WHEN attempts > 1 THEN attempts - 1 ELSE 0 END), 0) AS retried, "
+            "coalesce(sum(CASE WHEN in_doubt THEN 1 ELSE 0 END), 0) AS doubtful FROM effects"
+        ),
+    )
+    summed = ", ".join(f"coalesce(sum({name}), 0) AS total_{name}" for name in SUMMED)
+    (row,) = select(store, "run_status", lambda p: f"SELECT {summed} FROM run_status")
+    return Totals(
+        runs=status_counts(store),
+        effects=status_counts(store, "effects", EffectStatus),
+        in_doubt=int(ledger["doubtful"]),
+        attempts=int(ledger["attempts_made"]),
+        retries=int(ledger["retried"]),
+        sums={name: float(row[f"total_{name}"]) for name in SUMMED},
+    )
 
 
 @dataclass(frozen=True)
@@ -204,8 +310,8 @@ class RunView:
     def status(self) -> str:
         """Retrying or blocked as the effects make it, else the run's own status.
 
-        The read model's word once the projector has seen the run, else the store's: both
-        are the domain's rule (:mod:`actae.domain.status`) applied to the run's facts.
+        The read model's word once it has seen the run, else the store's: both apply the
+        domain's rule (:mod:`actae.domain.status`).
         """
         return str(self.row["status"]) if self.row else self.info.status.value
 
@@ -225,11 +331,7 @@ class RunView:
 
 
 def facts_of_info(info: RunInfo) -> RunFacts:
-    """What the store's own view of a run tells of its standing (no effect keys, no workers).
-
-    A run the projector has not seen yet has no effect in the read models' tables; its
-    status already says what its open effects make it (``store.run``).
-    """
+    """The run's standing as the store sees it (its status already counts its open effects)."""
     waiting = info.waiting
     lifecycle = info.status if info.status not in RUNNING_STATUSES else RunStatus.RUNNING
     return RunFacts(
@@ -246,20 +348,11 @@ def facts_of_info(info: RunInfo) -> RunFacts:
 def run_view(store: Store, run_id: UUID) -> RunView:
     """The run ``run_id`` in full (``NotFoundError`` for a run the store never saw)."""
     info = store.run(run_id)
-    rows = rows_where(store, "run_status", "run_id", run_id)
-    parents, children = edges(store, run_id)
+    rows = rows_of(store, "run_status", {"run_id = {p}": run_id}, "run_id")
     return RunView(
         info=info,
         row=rows[0] if rows else None,
         effects=effects(store, run_id=run_id, limit=MOST),
-        parents=parents,
-        children=children,
+        parents=rows_of(store, "lineage", {"child_run_id = {p}": run_id}, "created_at"),
+        children=rows_of(store, "lineage", {"parent_run_id = {p}": run_id}, "created_at"),
     )
-
-
-def effect_row(store: Store, effect_key: str) -> dict[str, Any]:
-    """The effects row of ``effect_key`` (``NotFoundError`` if the ledger has none)."""
-    rows = rows_where(store, "effects", "effect_key", effect_key)
-    if not rows:
-        raise NotFoundError("effect", effect_key)
-    return rows[0]

@@ -19,7 +19,8 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from actae.adapters.operate import overview, views
+from actae.adapters.operate import views
+from actae.adapters.operate.versions import diff
 from tests.console.harness import (
     DEADLINE,
     OPERATOR,
@@ -383,6 +384,12 @@ def test_the_timeline_state_and_diff_of_a_run(console: Console) -> None:
     assert {c["kind"] for c in started["changes"]} == {"added", "removed"}
 
 
+def test_a_diff_tells_json_types_apart() -> None:
+    assert diff({"n": [1, {"k": True}]}, {"n": [1, {"k": 1}]}) != []  # true is not 1
+    assert diff({"n": 1}, {"n": 1.0}) != []
+    assert diff({"n": [{"a": 1, "b": 2}]}, {"n": [{"b": 2, "a": 1}]}) == []
+
+
 def test_lineage_shows_forks_with_their_receipts_and_children(console: Console) -> None:
     run, fork = console.made["forked"]
     graph = ok(
@@ -558,7 +565,7 @@ def test_an_unexpected_failure_is_a_500_and_an_outage_a_503_in_the_json_shape(
     def unreachable(*args: Any, **kwargs: Any) -> Any:
         raise psycopg.OperationalError("server closed the connection unexpectedly")
 
-    monkeypatch.setattr(overview, "totals", broken)
+    monkeypatch.setattr(views, "totals", broken)
     monkeypatch.setattr(views, "runs", unreachable)
     viewer = console.bearer(VIEWER)
 

@@ -94,6 +94,15 @@ def test_a_user_may_have_only_so_many_streams_open(
         take(again, "status")
 
 
+def test_a_slot_given_back_twice_frees_only_itself(console: Console) -> None:
+    live = console.client.app.state.console  # type: ignore[attr-defined]
+    release = live.take_stream("ann")
+    live.take_stream("ann")
+    release()
+    release()  # a second give-back must not free the other stream's slot
+    assert live.streams == 1
+
+
 def test_a_status_the_database_cannot_give_is_skipped_and_the_stream_goes_on(
     console: Console, monkeypatch: pytest.MonkeyPatch
 ) -> None:
