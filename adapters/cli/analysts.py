@@ -11,7 +11,7 @@ from typing import cast
 
 import click
 
-from actae.adapters.cli.invocation import invocation
+from actae.adapters.cli.opening import invocation
 from actae.adapters.cli.options import as_json, store_options
 from actae.adapters.cli.printing import console, print_json
 from actae.adapters.operate import views

@@ -14,7 +14,7 @@ from types import ModuleType
 
 import click
 
-from actae.adapters.cli.invocation import invocation
+from actae.adapters.cli.opening import invocation
 from actae.adapters.cli.options import log_format, store_options, whole
 from actae.adapters.logs import configure
 from actae.adapters.persistence.libpq import name_connections

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from actae.adapters.cli.invocation import invocation
+from actae.adapters.cli.opening import invocation
 from actae.adapters.cli.options import as_json, store_options
 from actae.adapters.cli.printing import console, print_json
 from actae.adapters.custody.keyring import load_keyring, new_keyring, save_keyring

@@ -23,7 +23,7 @@ from eventsourcing import persistence
 
 from actae.adapters.cli import analysts, inspecting, keys, operating, retaining, running
 from actae.adapters.cli.console import console
-from actae.adapters.cli.invocation import Invocation
+from actae.adapters.cli.opening import Invocation
 from actae.adapters.persistence.libpq import name_connections
 from actae.adapters.persistence.outages import missing_table, summary
 from actae.adapters.persistence.url import parse_store_url

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from actae.adapters.cli.invocation import invocation
+from actae.adapters.cli.opening import invocation
 from actae.adapters.cli.options import as_json, store_options
 from actae.adapters.cli.printing import console, print_json
 from actae.adapters.runtime.store import open as open_store

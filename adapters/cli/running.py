@@ -20,8 +20,7 @@ from typing import Any
 
 import click
 
-from actae.adapters.cli.invocation import invocation
-from actae.adapters.cli.opening import open_waiting
+from actae.adapters.cli.opening import invocation, open_waiting
 from actae.adapters.cli.options import Seconds, log_format, store_options, wait_for_db, whole
 from actae.adapters.drill.demo import demo as run_demo
 from actae.adapters.drill.run import drill as run_drill
