@@ -1,8 +1,7 @@
-"""``actae console``: the web console and HTTP API, and ``actae console add-user``.
+"""``actae console`` and ``actae console add-user``.
 
-The console's server stack is the optional extra ``actae[console]``; it is imported here by
-name when the command runs, so every other command works without it, and a missing extra is
-a one-line error saying what to install.
+The server stack is the extra ``actae[console]``, imported when the command runs, so every
+other command works without it.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from types import ModuleType
 
 import click
 
-from actae.adapters.cli.invocation import invocation
+from actae.adapters.cli.opening import invocation
 from actae.adapters.cli.options import log_format, store_options, whole
 from actae.adapters.logs import configure
 from actae.adapters.persistence.libpq import name_connections

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from actae.adapters.cli.invocation import invocation
+from actae.adapters.cli.opening import invocation
 from actae.adapters.cli.options import store_options, whole
 from actae.adapters.cli.printing import print_json
 from actae.adapters.runtime.store import open as open_store

@@ -1,12 +1,8 @@
-"""The ``actae`` command: run workers and the projector, inspect a store, operate its runs.
+"""The ``actae`` command, and its one rule for failures.
 
-Commands live in modules by what they do: :mod:`~actae.adapters.cli.running` (demo, drill,
-project, worker), :mod:`~actae.adapters.cli.inspecting` (the event log as JSON),
-:mod:`~actae.adapters.cli.operating` (the operator's lists and actions) and
-:mod:`~actae.adapters.cli.console`. This module puts them together and owns the one rule for
-failures: an error a user can cause (a bad option, a bad URL, a store that is missing or does
-not answer, a run that is not there) prints one line to stderr and exits with status 2; a
-traceback is left for bugs.
+An error a user can cause (a bad option or URL, a store that is missing or does not answer,
+a run that is not there) prints one line to stderr and exits with status 2; a traceback is
+left for bugs.
 """
 
 from __future__ import annotations
@@ -21,9 +17,9 @@ import click
 import psycopg
 from eventsourcing import persistence
 
-from actae.adapters.cli import analysts, inspecting, keys, operating, retaining, running
+from actae.adapters.cli import admin, inspecting, operating, running
 from actae.adapters.cli.console import console
-from actae.adapters.cli.invocation import Invocation
+from actae.adapters.cli.opening import Invocation
 from actae.adapters.persistence.libpq import name_connections
 from actae.adapters.persistence.outages import missing_table, summary
 from actae.adapters.persistence.url import parse_store_url
@@ -67,9 +63,7 @@ for command in (
     running.worker,
     *inspecting.COMMANDS,
     *operating.COMMANDS,
-    *keys.COMMANDS,
-    *analysts.COMMANDS,
-    *retaining.COMMANDS,
+    *admin.COMMANDS,
     console,
 ):
     cli.add_command(command)

@@ -17,10 +17,17 @@ import click
 import orjson
 from rich.console import Group, RenderableType
 
-from actae.adapters.cli.invocation import invocation
+from actae.adapters.cli.opening import invocation
 from actae.adapters.cli.options import actor, as_json, store_options, whole
-from actae.adapters.cli.printing import console, print_json
-from actae.adapters.cli.tables import audit_table, counts_line, effects_table, run_panel, runs_table
+from actae.adapters.cli.printing import (
+    audit_table,
+    console,
+    counts_line,
+    effects_table,
+    print_json,
+    run_panel,
+    runs_table,
+)
 from actae.adapters.operate import actions, views
 from actae.adapters.operate.prefixes import resolve_effect, resolve_run
 from actae.adapters.runtime.store import Store

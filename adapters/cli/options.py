@@ -1,9 +1,4 @@
-"""The options commands share, and the value types that give a one-line error when wrong.
-
-Every command that uses a store takes ``--db URL`` or ``--db-file PATH`` (else
-``$ACTAE_DB``: :mod:`actae.adapters.cli.opening`); the long-running ones also take
-``--wait-for-db`` and ``--log-format``; the operator's commands take ``--json``.
-"""
+"""The options commands share, and the value types that give a one-line error when wrong."""
 
 from __future__ import annotations
 
@@ -13,8 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
-from actae.adapters.cli.invocation import Invocation
-from actae.adapters.cli.opening import DB_ENV
+from actae.adapters.cli.opening import DB_ENV, Invocation
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -51,11 +45,7 @@ class Seconds(click.ParamType[float, Any]):
 
 
 def store_options(*, required: bool) -> Callable[[F], F]:
-    """``--db URL`` and ``--db-file PATH`` (a file keeps a password out of ``ps`` and history).
-
-    Kept on the :class:`~actae.adapters.cli.invocation.Invocation`, not passed to the
-    command, which asks it for the URL (``invocation().url()``).
-    """
+    """``--db URL`` and ``--db-file PATH``, kept on the ``Invocation`` (``invocation().url()``)."""
     default = f"${DB_ENV}" if required else f"${DB_ENV}, else SQLite in a temporary folder"
 
     def decorate(command: F) -> F:
@@ -84,42 +74,28 @@ def _kept(name: str) -> Callable[[click.Context, click.Parameter, str | None], N
     return keep
 
 
-def wait_for_db(command: F) -> F:
-    """``--wait-for-db SECONDS``: ride out an outage at start (for supervisors)."""
-    return click.option(
-        "--wait-for-db",
-        metavar="SECONDS",
-        type=Seconds(86_400.0),
-        default=None,
-        help="if the database is unreachable at start, wait up to SECONDS for it (for "
-        "supervisors restarting processes during an outage; default: fail at once). Once "
-        "running, outages are always waited out",
-    )(command)
-
-
-def log_format(command: F) -> F:
-    """``--log-format text|json`` for the lines a long-running command logs on stderr."""
-    return click.option(
-        "--log-format",
-        type=click.Choice(["text", "json"]),
-        default="text",
-        show_default=True,
-        help="how log lines on stderr look: text (the message, then time, level, logger and "
-        "fields such as worker and run_id), or json (one JSON object per line)",
-    )(command)
-
-
-def as_json(command: F) -> F:
-    """``--json``: print JSON for scripts instead of tables for people."""
-    return click.option("--json", "as_json", is_flag=True, help="print JSON for scripts")(command)
-
-
-def actor(command: F) -> F:
-    """``--as ACTOR``: who acts, recorded with the action (no default: someone must own it)."""
-    return click.option(
-        "--as",
-        "actor",
-        required=True,
-        metavar="ACTOR",
-        help="who is acting (recorded in the audit log)",
-    )(command)
+wait_for_db = click.option(
+    "--wait-for-db",
+    metavar="SECONDS",
+    type=Seconds(86_400.0),
+    default=None,
+    help="if the database is unreachable at start, wait up to SECONDS for it (for "
+    "supervisors restarting processes during an outage; default: fail at once). Once "
+    "running, outages are always waited out",
+)
+log_format = click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="how log lines on stderr look: text (the message, then time, level, logger and "
+    "fields such as worker and run_id), or json (one JSON object per line)",
+)
+as_json = click.option("--json", "as_json", is_flag=True, help="print JSON for scripts")
+actor = click.option(
+    "--as",
+    "actor",
+    required=True,
+    metavar="ACTOR",
+    help="who is acting (recorded in the audit log)",
+)

@@ -1,8 +1,6 @@
 """The commands that run something: ``demo``, ``drill``, ``project`` and ``worker``.
 
-The long-running ones (``worker``, ``project``) log to stderr, as text or, with
-``--log-format json``, one JSON object per line (docs/logging.md), and stop cleanly on
-SIGTERM or Ctrl-C.
+``worker`` and ``project`` log to stderr (docs/logging.md) and stop cleanly on SIGTERM.
 """
 
 from __future__ import annotations
@@ -15,13 +13,13 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
-from actae.adapters.cli.invocation import invocation
-from actae.adapters.cli.opening import open_waiting
+from actae.adapters.cli.opening import invocation, open_waiting
 from actae.adapters.cli.options import Seconds, log_format, store_options, wait_for_db, whole
 from actae.adapters.drill.demo import demo as run_demo
 from actae.adapters.drill.run import drill as run_drill
@@ -35,6 +33,7 @@ from actae.adapters.runtime.worker import REGISTRY, RETENTION_EVERY, Worker
 from actae.domain.errors import ValidationError
 
 log = logging.getLogger("actae.cli")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @click.command(help="Run a short workflow, kill its worker with SIGKILL, recover, fork.")
@@ -131,8 +130,8 @@ def project(
 def import_workflows(target: str) -> None:
     """Import a module by name, or a ``.py`` file the way ``python file.py`` would run it.
 
-    The file's folder goes first on ``sys.path``, as Python does for a script, so the file
-    can import the modules beside it; it stays there for imports made later, inside steps.
+    Its folder goes first on ``sys.path`` (and stays), so it and its steps can import the
+    modules beside it.
     """
     if target.endswith(".py"):
         path = Path(target).resolve()
@@ -146,6 +145,45 @@ def import_workflows(target: str) -> None:
         spec.loader.exec_module(importlib.util.module_from_spec(spec))
     else:
         importlib.import_module(target)
+
+
+SERVING = (
+    ("--lease", Seconds(86_400.0), 30.0, None, "seconds a run stays ours without a heartbeat"),
+    ("--poll-interval", Seconds(3600.0), 0.2, None, None),
+    (
+        "--concurrency",
+        whole(1, 10_000),
+        1,
+        "N",
+        "runs served at once, each under its own lease: sync workflows in a pool of N "
+        "threads, async ones on one event loop",
+    ),
+    ("--once", None, False, None, "one pass, then exit"),
+    (
+        "--retention-every",
+        Seconds(86_400.0 * 365),
+        RETENTION_EVERY,
+        "SECONDS",
+        "apply the store's retention policies this often (see actae retention)",
+    ),
+)
+"""How a worker serves: ``--concurrency`` and ``--once`` pick the loop, the rest are ``Worker``'s
+keyword arguments of the same names."""
+
+
+def _serving(command: F) -> F:
+    for option, kind, default, metavar, help in reversed(SERVING):
+        flag = kind is None
+        command = click.option(
+            option,
+            type=kind,
+            default=default,
+            show_default=not flag,
+            is_flag=flag,
+            metavar=metavar,
+            help=help,
+        )(command)
+    return command
 
 
 @click.command(
@@ -166,32 +204,7 @@ def import_workflows(target: str) -> None:
     "program gives its own workflows)",
 )
 @click.option("--name", default=None, help="worker name (default: host:pid)")
-@click.option(
-    "--lease",
-    type=Seconds(86_400.0),
-    default=30.0,
-    show_default=True,
-    help="seconds a run stays ours without a heartbeat",
-)
-@click.option("--poll-interval", type=Seconds(3600.0), default=0.2, show_default=True)
-@click.option(
-    "--concurrency",
-    type=whole(1, 10_000),
-    default=1,
-    show_default=True,
-    metavar="N",
-    help="runs served at once, each under its own lease: sync workflows in a pool of N "
-    "threads, async ones on one event loop",
-)
-@click.option("--once", is_flag=True, help="one pass, then exit")
-@click.option(
-    "--retention-every",
-    type=Seconds(86_400.0 * 365),
-    default=RETENTION_EVERY,
-    show_default=True,
-    metavar="SECONDS",
-    help="apply the store's retention policies this often (see actae retention)",
-)
+@_serving
 @wait_for_db
 @log_format
 @click.option(
@@ -203,14 +216,12 @@ def import_workflows(target: str) -> None:
 def worker(
     imports: tuple[str, ...],
     name: str | None,
-    lease: float,
-    poll_interval: float,
     concurrency: int,
     once: bool,
-    retention_every: float,
     wait_for_db: float | None,
     log_format: str,
     clock_file: str | None,
+    **serving: Any,
 ) -> int:
     """``actae worker``."""
     given = invocation()
@@ -222,13 +233,7 @@ def worker(
     name_connections(f"actae-worker:{name}")
     for target in imports:
         import_workflows(target)
-    serving: dict[str, Any] = {
-        "name": name,
-        "registry": REGISTRY if given.registry is None else given.registry,
-        "lease": lease,
-        "poll_interval": poll_interval,
-        "retention_every": retention_every,
-    }
+    serving.update(name=name, registry=REGISTRY if given.registry is None else given.registry)
     clock = OffsetClock(clock_file) if clock_file else None
     within = wait_for_db or 0.0
     with open_waiting(url, "worker", lambda s: s.projector(), within=within, clock=clock) as store:

@@ -1,25 +1,13 @@
 """Database faults on purpose: restart, crash or cut off the PostgreSQL server behind a URL.
 
-Actae's long-running processes (``actae worker``, ``actae project``, subscriptions) must ride
-out what production databases do to them: a restart for a minor upgrade, a crash and its
-recovery, an operator or a pooler terminating every session. The drill (``actae drill
---db-fault``) and the chaos tests use this module to do exactly that to a real server, and to
-measure each outage from the fault to the moment the server accepts connections again.
+Long-running processes must ride out what production databases do to them; the drill
+(``--db-fault``) and the chaos tests do it to a real server and time each outage. Only a
+cluster on this machine can be controlled (Debian's ``pg_ctlcluster``, as root or its
+owner; the URL's port picks it): anything else is refused before any fault.
 
-Only a server on this machine can be controlled, through Debian's cluster tools
-(``pg_lsclusters``, ``pg_ctlcluster``), as root or as the cluster's owner: the URL's port
-picks the cluster. Anything else is refused with a ``ValidationError`` before any fault, so a
-drill never starts half-equipped.
-
-``restart``
-    ``pg_ctlcluster restart -m fast``: sessions are closed, the server stops cleanly and
-    starts again.
-``crash``
-    SIGKILL to the postmaster, as the OOM killer would; once its children have gone, the
-    cluster is started again and replays its WAL.
-``terminate``
-    ``pg_terminate_backend`` for every other session of the URL's database; the server
-    itself stays up.
+``restart`` is ``pg_ctlcluster restart -m fast``; ``crash`` SIGKILLs the postmaster, as the
+OOM killer would, then starts the cluster again; ``terminate`` ends every other session of
+the URL's database and leaves the server up.
 """
 
 from __future__ import annotations
@@ -75,11 +63,8 @@ class Cluster:
 class Outage:
     """One fault and how long the server did not accept connections because of it.
 
-    ``started`` and ``ended`` are on the clock the caller passed (the store's clock in the
-    drill, wall time otherwise). A restart or crash ends when the new postmaster started, as
-    the server itself reports it (``pg_postmaster_start_time()``): the clients that were
-    cut off often reconnect before a probe of ours would notice the server is back.
-    ``terminate`` never stops the server: its outage is the time the terminations took.
+    A restart or crash ends when the new postmaster started (``pg_postmaster_start_time()``):
+    cut-off clients often reconnect before a probe of ours would notice the server is back.
     """
 
     fault: str
@@ -205,10 +190,9 @@ class DatabaseServer:
             raise DatabaseFaultError(msg)
 
     def _crash(self) -> None:
-        """SIGKILL the postmaster, wait for its orphans to go, then start the cluster.
+        """SIGKILL the postmaster; start the cluster once its orphans have exited.
 
-        The server refuses to start while a backend of the killed one still holds its
-        shared memory; backends notice their postmaster's death and exit by themselves.
+        They hold its shared memory, which blocks a start, until they notice its death.
         """
         postmaster = int((self.cluster.pgdata / "postmaster.pid").read_text().split()[0])
         children = _children(postmaster)
@@ -263,9 +247,5 @@ def _children(parent: int) -> list[int]:
 
 
 def _exists(pid: int) -> bool:
-    """Whether ``pid`` is still taken, as PostgreSQL's lock-file check sees it.
-
-    A killed process stays a zombie until it is reaped; until then a new postmaster
-    refuses to start, taking the zombie for a live one that holds the socket's lock file.
-    """
+    """Whether ``pid`` is still taken: a new postmaster takes an unreaped zombie for live."""
     return Path(f"/proc/{pid}").exists()

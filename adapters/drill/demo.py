@@ -1,10 +1,8 @@
 """``actae demo``: a short scripted run that survives a real crash.
 
-A worker process runs a four-step agent workflow (each step: one sampled "model call",
-recorded, then a state transition). It is SIGKILLed after recording the model answer of
-step 3 but before committing the step. A second worker recovers by a cursor walk: it resumes
-from the last state version, replays the recorded answer instead of sampling a new one, and
-finishes. Then the run is forked from an earlier cursor with a cheaper model.
+A worker process is SIGKILLed after recording step 3's model answer but before committing
+the step; a second one recovers by a cursor walk, replays the answer instead of sampling a
+new one, and finishes. Then the run is forked with a cheaper model.
 """
 
 from __future__ import annotations
@@ -48,10 +46,9 @@ def run_steps(
     *,
     crash_at: int | None = None,
 ) -> None:
-    """Drive the workflow forward from whatever the store has recorded.
+    """Drive the workflow on from what the store has recorded.
 
-    Operation ids derive from the workflow id and the step, so a repeated command is
-    recognised as the same command by the store.
+    Operation ids derive from the workflow and the step: a repeat is the same command.
     """
     recovery = store.recover(channel_id)
     state, version, cursor = recovery.state.state, recovery.state.version, recovery.head_cursor
@@ -61,11 +58,7 @@ def run_steps(
     for step in range(state["step"] + 1, STEPS + 1):
         if step in recorded:
             answer = recorded[step]
-            say(
-                out,
-                f"  [{worker}] step {step}: model answer replayed from the log "
-                f"({answer['answer']!r}), not sampled again",
-            )
+            told = f"model answer replayed from the log ({answer['answer']!r}), not sampled again"
         else:
             answer = sample_model(step)
             cursor = store.record(
@@ -75,11 +68,8 @@ def run_steps(
                 expected_cursor=cursor,
                 operation_id=f"{workflow}:llm:{step}",
             ).cursor
-            say(
-                out,
-                f"  [{worker}] step {step}: model said {answer['answer']!r} "
-                f"(recorded at cursor {cursor})",
-            )
+            told = f"model said {answer['answer']!r} (recorded at cursor {cursor})"
+        say(out, f"  [{worker}] step {step}: {told}")
         if step == crash_at:
             say(out, CRASH_MARK)
             signal.pause()  # wait here to be killed
@@ -94,11 +84,8 @@ def run_steps(
             operation_id=f"{workflow}:step:{step}",
         )
         version, cursor = receipt.state_version, receipt.cursor
-        say(
-            out,
-            f"  [{worker}] step {step} committed: state version {version} "
-            f"pinned to cursor {cursor}",
-        )
+        pinned = f"state version {version} pinned to cursor {cursor}"
+        say(out, f"  [{worker}] step {step} committed: {pinned}")
 
 
 def crash_worker(url: str, workflow: str, channel_id: str, out: TextIO) -> None:
@@ -124,10 +111,8 @@ def crash_worker(url: str, workflow: str, channel_id: str, out: TextIO) -> None:
 
 def demo(url: str | None, out: TextIO = sys.stdout) -> int:
     """Run the whole story; returns 0 when every check holds."""
-    folder = None
     if url is None:
-        folder = tempfile.mkdtemp(prefix="actae-demo-")
-        url = f"sqlite:///{Path(folder) / 'runs.db'}"
+        url = f"sqlite:///{Path(tempfile.mkdtemp(prefix='actae-demo-')) / 'runs.db'}"
     say(out, f"Actae demo on {url}\n")
     workflow = f"invoice-{uuid.uuid4().hex[:8]}"
     with open_store(url) as store:
@@ -139,20 +124,14 @@ def demo(url: str | None, out: TextIO = sys.stdout) -> int:
             operation_id=f"start:{workflow}",
         )
         channel = str(run.channel_id)
-        say(
-            out,
-            f"1. started run {run.run_id}\n   main channel {channel} at cursor 1, "
-            "state version 1\n",
-        )
+        say(out, f"1. started run {run.run_id}")
+        say(out, f"   main channel {channel} at cursor 1, state version 1\n")
         say(out, "2. worker-1 (a separate process) runs the workflow:")
         crash_worker(url, workflow, channel, out)
         recovery = store.recover(channel)
+        state = recovery.state
         say(out, "\n3. recover() — a cursor walk over durable history:")
-        say(
-            out,
-            f"   state version {recovery.state.version} at cursor {recovery.state.cursor}: "
-            f"{recovery.state.state}",
-        )
+        say(out, f"   state version {state.version} at cursor {state.cursor}: {state.state}")
         for event in recovery.events:
             say(out, f"   then cursor {event.cursor}: {event.kind} {event.payload}")
         say(out, f"   head cursor {recovery.head_cursor}\n")
@@ -173,16 +152,14 @@ def finish(store: Store, run: RunInfo, out: TextIO) -> int:
         pins={"model": "m-small"},
         operation_id=f"fork:{run.run_id}",
     )
+    forks = len(store.lineage(run.run_id).descendants)
     say(
         out,
         f"\n5. forked at cursor {receipt.requested_boundary} (resolved to "
         f"{receipt.resolved_boundary}, state version {receipt.state_version}) "
-        f"with pins {receipt.pins.as_dict()}",
-    )
-    say(
-        out,
+        f"with pins {receipt.pins.as_dict()}\n"
         f"   child run {receipt.child_run_id}; lineage of the parent lists "
-        f"{len(store.lineage(run.run_id).descendants)} fork receipt(s)\n",
+        f"{forks} fork receipt(s)\n",
     )
     final = store.state_at(run.channel_id)
     ok = len(calls) == STEPS and final.state["step"] == STEPS

@@ -1,14 +1,8 @@
-"""Database outages in the drill (``actae drill --db-fault restart``): when, and what it cost.
+"""Database outages in the drill (``actae drill --db-fault``): when, and what it cost.
 
-Each drill run suffers one or two outages of the PostgreSQL server, at moments chosen by the
-seed among the worker kills: ``before-kill`` (the first worker is mid-workflow),
-``after-kill`` (the takeover workers have just started working, the dead worker's lease
-still holds) and ``during-takeover`` (a takeover worker has committed a transition and goes
-on; or it finished the workflow in one pass, and the idle workers must outlive the outage).
-Each outage is journalled on the drill's own channel once the server is back; the report
-reads it from there, like every other figure, and measures the recovery after it as it
-measures recovery after a kill: from the server being back to the next event committed on
-the workflow's channels, on the store clock.
+Each run suffers one or two outages, at moments the seed picks: ``before-kill``,
+``after-kill`` (the takeover workers just started) and ``during-takeover``. Each is journalled
+once the server is back; the report measures recovery from then to the next committed event.
 """
 
 from __future__ import annotations

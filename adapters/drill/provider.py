@@ -1,20 +1,13 @@
 """The drill's outside world: a mock payment provider and a mock LLM, in their own process.
 
-It keeps its own ledger (:class:`ChargeBook`, in SQLite) of every request, so the drill's
-report counts charges and model calls from the provider's side, not from anything Actae
-says. Payments are idempotent by the ``Idempotency-Key`` header and answer ``429`` with
-``Retry-After: 30`` to the first two attempts of each key; model answers are randomly
-sampled, so a re-run would be a visibly different answer and a second call under the same
-key.
+Its own ledger (SQLite) records every request and its outcome (``throttled``, ``executed``,
+``replayed``) and every execution as a row, so the report counts charges from the provider's
+side and sees a key executed twice, which key-level deduplication would hide. Charges are
+idempotent by ``Idempotency-Key`` and throttled (429, ``Retry-After: 30``) twice per key;
+model answers are random, so a re-run is visible.
 
-Every charge request is logged with what the provider did about it — ``throttled``,
-``executed`` or ``replayed`` (answered with the charge already made under its key) — and
-every execution is a row of its own in ``charges``: a key executed twice shows as two rows,
-which is what lets the report see a duplicate charge that key-level deduplication would hide.
-
-Run: ``python -m actae.adapters.drill.provider LEDGER.db [--ignore-idempotency-keys]`` —
-prints ``port <n>``. The flag is fault injection: a provider that executes every request,
-so the drill's tests can prove the report counts a second execution under one key.
+Run: ``python -m actae.adapters.drill.provider LEDGER.db [--ignore-idempotency-keys]``
+(prints ``port <n>``); the flag executes every request, to prove the report catches it.
 """
 
 from __future__ import annotations

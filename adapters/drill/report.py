@@ -1,14 +1,9 @@
 """The drill's report: every figure computed from durable history.
 
-The store's channels (the coordinator's and its children's, and the drill's own log of
-kills, deliveries and clock jumps) and the provider's own ledger are the only sources; the
-driver keeps no counters of its own.
-
-Charges are counted from the provider's executions (one ledger row per charge it actually
-made), not from its keys: a second execution under one key is a duplicate charge, an
-idempotent replay answered from the first execution is not. Deliveries seen are the
-deliveries the drill journalled; absorbed are those that started no run of their own, as
-the store's channels show (``run.started`` events of the workflow's coordinator).
+The store's channels (the workflow's and the drill's own journal) and the provider's ledger
+are the only sources; the driver keeps no counters. Charges are counted from the provider's
+executions, so a second execution under one key is a duplicate and an idempotent replay is
+not.
 """
 
 from __future__ import annotations

@@ -1,28 +1,18 @@
 """``actae drill``: the failure drill practitioners judge durable execution by.
 
-Start a five-agent workflow (a coordinator and its children: a payer, a sleeper, researchers,
-a writer); one agent calls a mock payment provider that answers 429 with Retry-After first;
-another pauses for 24 hours of virtual time; SIGKILL the coordinating worker process after K
-of 7 state transitions; resume on other worker processes that roll out a state-schema
-migration; inject duplicate queue deliveries. Then prove from durable history — the store's
-channels and the provider's own ledger, never counters kept here — that nothing was billed
-twice, lost, reordered or re-sampled, and how long recovery took.
+A five-agent workflow runs on real worker processes against a mock provider; the drill kills
+the coordinating worker, lets schema-2 workers take over, repeats the start message, and may
+take the PostgreSQL server down (``db_fault``). The report proves from durable history alone
+(the store's channels and the provider's ledger, never counters kept here) that nothing was
+billed twice, lost, reordered or re-sampled, and how long recovery took.
 
-Faults (``faults=``, not on the command line) break the guarantees on purpose, so tests can
-prove the report sees a breach: ``payer-retries-in-doubt`` re-POSTs a charge in doubt instead
-of reconciling it; ``provider-ignores-idempotency-keys`` executes every such POST.
+``faults`` break the guarantees on purpose so tests can prove the report sees a breach:
+``payer-retries-in-doubt`` re-POSTs a charge in doubt; ``provider-ignores-idempotency-keys``
+executes every such POST.
 
-With ``db_fault`` (``actae drill --db postgresql://... --db-fault restart``) the PostgreSQL
-server also goes down once or twice per run among the kills (``drill_outages``); the drill
-waits its own queries through each outage and journals it for the report.
-
-Virtual time: every process reads one shared clock file. When nothing can progress (all runs
-wait for a timer, a retry, or a dead worker's lease), the drill jumps the clock to the next
-due moment, so a day passes in milliseconds and leases still mean something.
-
-Progress lines go to the ``actae.drill`` logger and to ``out`` (stderr with ``--json``), each
-with its time, level and, where it has them, the workflow, run and worker; the report is
-the drill's output, on ``out``.
+Every process reads one clock file; when nothing has moved for ``IDLE`` seconds the drill
+jumps it to the next due moment, so a day passes in milliseconds and leases still mean
+something.
 """
 
 from __future__ import annotations
@@ -36,16 +26,15 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
 from actae.adapters.drill.db_faults import FAULTS as DB_FAULTS
 from actae.adapters.drill.db_faults import DatabaseServer
 from actae.adapters.drill.outages import JOURNAL_KIND, plan
-from actae.adapters.drill.processes import DrillProcesses
 from actae.adapters.drill.report import Report, summarize, table
-from actae.adapters.drill.timing import VirtualTime
 from actae.adapters.logs import Lines, TextFormatter
 from actae.adapters.persistence.clock import OffsetClock
 from actae.adapters.persistence.outages import is_transient
@@ -58,7 +47,22 @@ FAULTS = ("payer-retries-in-doubt", "provider-ignores-idempotency-keys")
 
 STEPS = 7
 TIMEOUT = 180.0
+IDLE = 0.3
+"""Seconds without a new event after which the drill jumps the clock."""
+LEASE = 10.0
+"""Seconds a worker's run lease lasts without a heartbeat (``actae worker --lease``)."""
 PINS_V1 = {"model": "mock-llm-1", "prompt": "drill-p1", "tools": "drill-t1", "schema": 1}
+DUE = (
+    ("timer", "SELECT wake_at AS at FROM run_status WHERE wake_at IS NOT NULL"),
+    ("retry", "SELECT next_retry_at AS at FROM run_status WHERE next_retry_at IS NOT NULL"),
+    ("lease", "SELECT expires_at AS at, worker AS who FROM actae_run_leases"),
+    (
+        "lease",
+        "SELECT expires_at AS at, holder AS who FROM outstanding_effects WHERE status = 'claimed'",
+    ),
+)
+"""What becomes due, and why. Only a dead worker's leases are waited out: jumping past a live
+worker's lease inside a step would hand its run to another worker mid-step."""
 
 log = logging.getLogger("actae.drill")
 
@@ -69,7 +73,7 @@ class DrillError(ActaeError):
     code = "drill"
 
 
-class Drill(DrillProcesses, VirtualTime):
+class Drill:
     """One drill environment: store, clock, provider and worker processes."""
 
     def __init__(
@@ -89,7 +93,7 @@ class Drill(DrillProcesses, VirtualTime):
     ) -> None:
         self.url, self.folder, self.agents = url, folder, agents
         self.server, self.db_fault = server, db_fault
-        self.seed, self.kill_after, self.out = seed, kill_after, out
+        self.seed, self.kill_after = seed, kill_after
         self._lines = Lines(log, out, formatter=TextFormatter())
         self.crash_point, self.duplicate_deliveries = crash_point, duplicate_deliveries
         self.faults = tuple(faults)
@@ -100,7 +104,7 @@ class Drill(DrillProcesses, VirtualTime):
         )
         self.provider, self.provider_url = self._start_provider()
         self.workers: list[subprocess.Popen[str]] = []
-        self.worker_names: dict[int, str] = {}
+        self.worker_names: dict[int, str] = {}  # by pid
         self._last_position, self._last_change = -1, time.monotonic()
         self._dead: set[str] = set()  # workers the drill killed: only their leases are waited out
         self._may_die: set[str] = set()  # workers told to kill themselves (--crash-point)
@@ -116,14 +120,13 @@ class Drill(DrillProcesses, VirtualTime):
         for _ in range(early):
             self._deliver(workflow)
         outages = plan(self.seed, index) if self.server is not None else ()
+        w1 = f"{workflow}-w1"
         if self.crash_point:
-            self._may_die.add(f"{workflow}-w1")
-        first = self._start_worker(f"{workflow}-w1", schema=1, crash=self.crash_point or "")
+            self._may_die.add(w1)
+        first = self._start_worker(w1, schema=1, crash=self.crash_point or "")
+        about = {"workflow": workflow, "run_id": coordinator, "worker": w1}
         self._say(
-            f"run {index + 1}: {self.agents}-agent workflow {workflow} started on w1",
-            workflow=workflow,
-            run_id=coordinator,
-            worker=f"{workflow}-w1",
+            f"run {index + 1}: {self.agents}-agent workflow {workflow} started on w1", **about
         )
         if "before-kill" in outages:
             self._until(
@@ -142,58 +145,46 @@ class Drill(DrillProcesses, VirtualTime):
             os.kill(first.pid, signal.SIGKILL)
             first.wait()
             where = f"after transition {self._steps(coordinator)} of {STEPS}"
-        self._dead.add(f"{workflow}-w1")
+        self._dead.add(w1)
+        after = self._steps(coordinator)
         self.note(
             "drill.killed",
-            {
-                "workflow": workflow,
-                "worker": f"{workflow}-w1",
-                "after_transitions": self._steps(coordinator),
-                "where": where,
-            },
+            {"workflow": workflow, "worker": w1, "after_transitions": after, "where": where},
         )
-        self._say(
-            f"  killed w1 (SIGKILL) {where}; rolling out schema 2 on w2 and w3",
-            workflow=workflow,
-            run_id=coordinator,
-            worker=f"{workflow}-w1",
-        )
+        self._say(f"  killed w1 (SIGKILL) {where}; rolling out schema 2 on w2 and w3", **about)
         for _ in range(self.duplicate_deliveries - early):
             self._deliver(workflow)
-        for name in ("w2", "w3"):
-            self._start_worker(f"{workflow}-{name}", schema=2)
+        takeover = [f"{workflow}-w2", f"{workflow}-w3"]
+        for name in takeover:
+            self._start_worker(name, schema=2)
         if "after-kill" in outages:
             # Once they work: a worker still opening its store would fail to start, which
             # is not what this moment is about (a supervisor restarts such a worker).
             self._until(
-                lambda: all(self._working(f"{workflow}-{name}") for name in ("w2", "w3")),
+                lambda: all(self._working(name) for name in takeover),
                 "the takeover workers to start",
             )
             self._outage(workflow, "after-kill")
         if "during-takeover" in outages:
-            killed_at = self._steps(coordinator)
             self._until(
-                lambda: self._steps(coordinator) > killed_at or self._finished(coordinator),
+                lambda: self._steps(coordinator) > after or self._finished(coordinator),
                 "a takeover worker to commit a transition",
             )
             # The takeover may finish in one pass (its children were done before the kill):
             # then the outage hits idle workers, which must outlive it all the same.
             self._outage(workflow, "during-takeover")
         self._until(lambda: self._finished(coordinator), "the workflow to finish")
-        self._say(
-            f"  workflow finished: {self.store.run(coordinator).status.value}",
-            workflow=workflow,
-            run_id=coordinator,
-        )
+        status = self.store.run(coordinator).status.value
+        self._say(f"  workflow finished: {status}", workflow=workflow, run_id=coordinator)
         self._notice_exits()
-        self._stop_workers()
+        _stop(self.workers)
+        self.workers.clear()
         return Report(self, workflow, coordinator).figures()
 
     def _deliver(self, workflow: str) -> Any:
         """A queue message that starts the workflow; duplicates replay the same start.
 
-        Each delivery is journalled before it is handled: the report's deliveries seen come
-        from these records, and what was absorbed from the runs the store actually started.
+        Journalled before it is handled: the report counts deliveries from these records.
         """
         self.note("queue.delivered", {"workflow": workflow, "message": f"start:{workflow}"})
         run = self.store.start_run(
@@ -206,27 +197,25 @@ class Drill(DrillProcesses, VirtualTime):
         return run.run_id
 
     def note(self, kind: str, payload: dict[str, Any]) -> None:
-        """Append a fact to the drill's own durable journal (a channel of the store).
-
-        Under one operation id, so a retry after a lost reply records it once.
-        """
+        """Append a fact to the drill's own journal, once even if a reply is lost."""
         operation = f"drill-note:{uuid.uuid4()}"
 
+        def record() -> bool:
+            head = self.store.head(self.log.channel_id)
+            self.store.record(
+                self.log.channel_id,
+                kind=kind,
+                payload=payload,
+                expected_cursor=head.cursor,
+                operation_id=operation,
+            )
+            return True
+
         deadline = time.monotonic() + TIMEOUT
-        while True:
-            try:
-                head = self.store.head(self.log.channel_id)
-                self.store.record(
-                    self.log.channel_id,
-                    kind=kind,
-                    payload=payload,
-                    expected_cursor=head.cursor,
-                    operation_id=operation,
-                )
+        while not self._transiently(record):
+            if time.monotonic() > deadline:
+                record()  # the outage outlasted the drill: its error is the answer
                 return
-            except Exception as error:
-                if not is_transient(error) or time.monotonic() > deadline:
-                    raise
             time.sleep(0.05)  # the database is coming back
 
     def _outage(self, workflow: str, moment: str) -> None:
@@ -240,17 +229,14 @@ class Drill(DrillProcesses, VirtualTime):
         )
 
     def _finished(self, coordinator: Any) -> bool:
-        return self.store.run(coordinator).status not in (
-            RunStatus.RUNNING,
-            RunStatus.WAITING,
-            RunStatus.RETRYING,
-        )
+        status = self.store.run(coordinator).status
+        return status not in (RunStatus.RUNNING, RunStatus.WAITING, RunStatus.RETRYING)
 
     def _steps(self, coordinator: Any) -> int:
         channel = self.store.run(coordinator).channel_id
         return sum(e.kind == "coordinator.step" for e in self.store.events(channel))
 
-    def _until(self, condition: Any, what: str) -> None:
+    def _until(self, condition: Callable[[], object], what: str) -> None:
         """Poll until ``condition()``; a database outage on the way is waited out."""
         deadline = time.monotonic() + TIMEOUT
         while not self._transiently(condition):
@@ -270,8 +256,7 @@ class Drill(DrillProcesses, VirtualTime):
     def _notice_exits(self) -> None:
         """Journal each worker that exited without the drill killing it (there must be none).
 
-        A worker that dies of a database outage, say, is an invariant failure even when the
-        other workers finish its runs.
+        One that dies of a database outage fails the drill even if others finish its runs.
         """
         for process in self.workers:
             name = self.worker_names[process.pid]
@@ -291,7 +276,7 @@ class Drill(DrillProcesses, VirtualTime):
             )
 
     @staticmethod
-    def _transiently(call: Any) -> bool:
+    def _transiently(call: Callable[[], object]) -> bool:
         """``call()``'s truth, or False when the database is out for now (it comes back)."""
         try:
             return bool(call())
@@ -303,6 +288,110 @@ class Drill(DrillProcesses, VirtualTime):
     def _say(self, text: str, *, level: int = logging.INFO, **fields: object) -> None:
         """A progress line, to the ``actae.drill`` logger and to ``out``."""
         self._lines.say(text, level=level, **fields)
+
+    # -- virtual time ---------------------------------------------------------------------
+
+    def _jump_when_idle(self) -> None:
+        """Move virtual time to the next due moment once nothing has moved for ``IDLE`` s."""
+        position = self.store.position()
+        if position != self._last_position:
+            self._last_position, self._last_change = position, time.monotonic()
+            return
+        if time.monotonic() - self._last_change < IDLE:
+            return
+        now = self.store.now()
+        projector = self.store.projector()
+        projector.catch_up()
+        due = []
+        for why, query in DUE:
+            for row in projector.db.query(query):
+                at = row["at"]
+                at = at if isinstance(at, datetime) else datetime.fromisoformat(at)
+                if at > now and (why != "lease" or row["who"] in self._dead):
+                    due.append((at, why))
+        if due:
+            at, why = min(due)
+            seconds = (at - now).total_seconds() + 0.001
+            self.clock.advance(seconds)
+            self.note(
+                "drill.clock_advanced", {"seconds": seconds, "reason": why, "from": now.isoformat()}
+            )
+            self._last_change = time.monotonic()
+
+    # -- processes ------------------------------------------------------------------------
+
+    def _start_provider(self) -> tuple[subprocess.Popen[str], str]:
+        ignore_keys = "provider-ignores-idempotency-keys" in self.faults
+        process = subprocess.Popen(  # noqa: S603 - our own module
+            [
+                sys.executable,
+                "-m",
+                "actae.adapters.drill.provider",
+                str(self.folder / "provider.db"),
+                *(["--ignore-idempotency-keys"] if ignore_keys else []),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert process.stdout is not None  # noqa: S101
+        port = process.stdout.readline().split()[1]
+        return process, f"http://127.0.0.1:{port}"
+
+    def _start_worker(self, name: str, schema: int, crash: str = "") -> subprocess.Popen[str]:
+        """A real ``actae worker`` process with the drill's workflows, its stderr in a log."""
+        env = {
+            "ACTAE_DRILL_CRASH": crash,
+            "ACTAE_DRILL_CRASH_MARKER": str(self.folder / f"{name}.crashed"),
+            **os.environ,
+            "ACTAE_DRILL_PROVIDER": self.provider_url,
+            "ACTAE_DRILL_SCHEMA": str(schema),
+            "ACTAE_DRILL_FAULTS": ",".join(self.faults),
+            "ACTAE_DB": self.url,  # not on the command line, where ps shows a password
+        }
+        process = subprocess.Popen(  # noqa: S603 - our own CLI
+            [
+                sys.executable,
+                "-m",
+                "actae.adapters.cli.drill_worker",
+                "--wait-for-db",
+                "60",  # a worker may start while the drill's database fault is on
+                "--name",
+                name,
+                "--lease",
+                str(LEASE),
+                "--poll-interval",
+                "0.05",
+                "--clock-file",
+                str(self.folder / "clock"),
+            ],
+            env=env,
+            stderr=(self.folder / f"{name}.log").open("w"),
+            text=True,
+        )
+        self.workers.append(process)
+        self.worker_names[process.pid] = name
+        return process
+
+    def _working(self, name: str) -> bool:
+        """Whether worker ``name`` opened its store and works (it says so on stderr)."""
+        return "working on" in (self.folder / f"{name}.log").read_text(errors="replace")
+
+    def close(self) -> None:
+        """Stop every process and the store."""
+        _stop([*self.workers, self.provider])
+        self.store.close()
+
+
+def _stop(processes: list[subprocess.Popen[str]]) -> None:
+    """SIGTERM to each process still running; SIGKILL to one still there 10 s later."""
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
 
 
 def drill(
@@ -321,13 +410,10 @@ def drill(
 ) -> int:
     """Run the drill ``runs`` times; print the report; 0 when every invariant held.
 
-    ``crash_point`` makes the first worker kill itself (SIGKILL) at a named point instead of
-    being killed after ``kill_after`` transitions: after-model-call, during-commit,
-    after-charge-accepted, while-waiting. ``duplicate_deliveries`` repeats the start message
-    (half before the kill, the rest after it); ``faults`` (see the module docstring) are for
-    tests that prove the report catches a breach. ``db_fault`` (restart, crash or
-    terminate; a PostgreSQL ``url`` on this machine) takes the database server down once or
-    twice per run among the kills (see ``drill_outages``).
+    ``crash_point`` makes the first worker SIGKILL itself there instead of being killed
+    after ``kill_after`` transitions; ``duplicate_deliveries`` repeats the start message
+    (half before the kill); ``db_fault`` (a PostgreSQL ``url`` on this machine) takes the
+    server down once or twice per run among the kills.
     """
     if not 1 <= kill_after < STEPS:
         raise ValidationError("kill_after", f"must be between 1 and {STEPS - 1}")

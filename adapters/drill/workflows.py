@@ -1,20 +1,11 @@
 """The drill's five-agent workflow, as the drill's worker processes run it.
 
-A coordinator makes 7 state transitions and delegates to child agents: researchers and a
-writer (sampled model calls through the mock LLM), a payer (a payment through the mock
-provider, which answers 429 with Retry-After first), and a sleeper (a 24-hour durable timer).
-
-Each worker process is ``python -m actae.adapters.cli.drill_worker <actae worker options>``:
-``actae worker`` running these workflows, with the settings the drill puts in its
-environment, read when the process starts (never at import): ``ACTAE_DRILL_PROVIDER``, the
-mock provider's URL; ``ACTAE_DRILL_SCHEMA``, the state schema this worker's code speaks
-(schema-2 workers carry the migration from schema 1, so a run started under schema 1 is
-upgraded mid-run when they take it over); ``ACTAE_DRILL_CRASH``, the point at which this
-worker SIGKILLs itself, once per drill run (``ACTAE_DRILL_CRASH_MARKER`` names the file that
-says it did); ``ACTAE_DRILL_FAULTS`` (comma-separated), faults the report must catch:
-``payer-retries-in-doubt`` makes the payer POST again under the same key when its charge is
-in doubt, instead of asking the provider what happened. The ``during-commit`` crash point
-acts between a commit and its reply through the worker's ``on_commit`` hook.
+A coordinator makes 7 transitions and delegates to researchers and a writer (model calls), a
+payer (a charge the provider first answers 429) and a sleeper (a 24-hour durable timer).
+Settings come from ``ACTAE_DRILL_*`` when the process starts, never at import: the provider's
+URL, the state schema this worker speaks (schema-2 workers migrate runs started under 1), the
+point where it SIGKILLs itself once (``during-commit`` acts through ``on_commit``, between a
+commit and its reply) and faults such as ``payer-retries-in-doubt``.
 """
 
 from __future__ import annotations
