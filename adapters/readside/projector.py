@@ -105,7 +105,6 @@ class Projector:
         self._next_expiry: datetime | None = None  # of a live claim, as of the last sweep
         self._swept_at = float("-inf")  # monotonic
         self._ledger_moved = False  # a batch since the last sweep changed effects
-        self._positions: dict[str, int] = {}  # as this projector last committed or locked them
         self.db = db
         self._new_waiter = waiter
         self._waiter: Waiter | None = None
@@ -132,10 +131,8 @@ class Projector:
         With ``pages`` (a catch-up on PostgreSQL), the next batch is read while this one
         is applied.
         """
-        position = self._positions.get(name)
         while True:
-            if position is None:
-                position = self.db.position(name)
+            position = self.db.position(name)
             notifications = (
                 self._page_after(position) if pages is None else pages.page_after(position)
             )
@@ -144,14 +141,11 @@ class Projector:
             if pages is not None and len(notifications) == self.batch_size:
                 pages.ahead(notifications[-1].id)  # more to come: read it while this applies
             with self.db.transaction():
-                locked = self.db.lock_position(name)
-                if locked != position:
-                    position = locked  # another projector took this batch: read on from its end
-                    continue
+                if self.db.lock_position(name) != position:
+                    continue  # another projector took this batch: read on from its end
                 self._apply(notifications, name, suffix)
                 self.db.set_position(name, notifications[-1].id)
             break
-        self._positions[name] = notifications[-1].id
         if self.on_batch is not None:
             self.on_batch(notifications)
         return len(notifications)
