@@ -270,14 +270,22 @@ def _run_route(verb: str) -> Callable[..., dict[str, Any]]:
     def act(user: Operator, store: Known, run: str, body: Reason) -> dict[str, Any]:
         return _act(user, store, run, verb, body)
 
-    route = decide if verb in actions.DECISIONS else act
+    route, what = (
+        (decide, "the run's approval ``name``")
+        if verb in actions.DECISIONS
+        else (act, "the run, for ``reason``")
+    )
     route.__name__ = f"{verb}_run"
-    route.__doc__ = f"{verb.capitalize()} the run, as the signed-in operator."
+    route.__doc__ = f"{verb.capitalize()} {what}, as the signed-in operator."
     return route
 
 
 def _act(user: User, store: Store, run: str, verb: str, body: Answer | Reason) -> dict[str, Any]:
-    """Act, then catch the read models up once, so the answer shows the change."""
+    """Act, then catch the read models up once, so the answer shows the change.
+
+    The live projector may not have got to it yet: catching up here, after the change
+    succeeded, is what makes the returned document and the next read show it.
+    """
     run_id = resolve_run(store, run)
     if isinstance(body, Answer):
         actions.decide(store, verb, run_id, body.name, actor=user.name, note=body.note)

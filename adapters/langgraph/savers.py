@@ -68,8 +68,14 @@ class _Saver(BaseCheckpointSaver[int], Generic[S]):
 
     def _context(self) -> Context:
         # Made per call, sharing the memory: LangGraph's with_allowlist copies a saver and
-        # swaps its serde.
-        return replace(self._memory, serde=self.serde)
+        # swaps its serde, and the attributes are public.
+        return replace(
+            self._memory,
+            serde=self.serde,
+            workflow_id=self.workflow_id,
+            agent_id=self.agent_id,
+            redact=self.redact,
+        )
 
     def thread_run(self, thread_id: str) -> RunInfo | None:
         """The Actae run that holds ``thread_id`` (``store.run`` of it), if it has one."""

@@ -240,7 +240,7 @@ def _appended(
             receipt = append(head, attempt)
         except ConflictError as error:
             if guard and error.actual_version != head.state_version:
-                raise  # another checkpoint or a tombstone came first: a second writer
+                raise  # another checkpoint came first: a second writer
             conflict, known = error, head_of(error, channel_id)
             continue
         except OperationConflictError:

@@ -19,6 +19,7 @@ Roles are looked up as given (names are case-sensitive) and every identifier is 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -215,16 +216,25 @@ def _lock_and_find(db: GrantingDB, role: str) -> tuple[str, int]:
         "DISTINCT pg_get_userbyid(c.relowner)",
         "c.relname = ANY(%s) AND pg_has_role(%s::oid, c.relowner, 'MEMBER')",
         [schema, [*READ_MODELS, *PRIVATE], oid],
-        f"{role} owns the store's tables or is a member of their owner ({{}}): an "
-        "analyst needs a role of its own",
+        lambda names: (
+            f"{role} owns the store's tables or is a member of their owner "
+            f"({names}): an analyst needs a role of its own"
+        ),
     )
     return str(schema), oid
 
 
 def _refuse_if_any(
-    conn: psycopg.Connection[Any], select: str, where: str, params: list[Any], message: str
+    conn: psycopg.Connection[Any],
+    select: str,
+    where: str,
+    params: list[Any],
+    message: Callable[[str], str],
 ) -> None:
-    """Fail with ``message`` (``{}``: the names found) if the schema's tables give any row."""
+    """Fail with ``message`` of the names found if the schema's tables give any row.
+
+    A function, not a format string: a role's name may hold braces.
+    """
     rows = conn.execute(
         f"SELECT {select} FROM pg_class c "  # noqa: S608  # constant texts
         "JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = %s "
@@ -232,7 +242,7 @@ def _refuse_if_any(
         params,
     ).fetchall()
     if rows:
-        raise ValidationError("ROLE", message.format(", ".join(str(name) for (name,) in rows)))
+        raise ValidationError("ROLE", message(", ".join(str(name) for (name,) in rows)))
 
 
 def _analysts_table(conn: psycopg.Connection[Any], schema: str) -> bool | None:
@@ -309,8 +319,10 @@ def _refuse_leaks(
         "c.relname = ANY(%s) AND (has_table_privilege(%s::oid, c.oid, %s) "
         "OR has_any_column_privilege(%s::oid, c.oid, 'SELECT, INSERT, UPDATE, REFERENCES'))",
         [schema, private, oid, ACCESS, oid],
-        f"{role} could still use {{}} through PUBLIC or a role it belongs to (or "
-        "pg_read_all_data); revoke those grants first. Nothing was granted",
+        lambda names: (
+            f"{role} could still use {names} through PUBLIC or a role it belongs "
+            "to (or pg_read_all_data); revoke those grants first. Nothing was granted"
+        ),
     )
 
 

@@ -301,3 +301,20 @@ def test_roles_that_would_read_the_payloads_anyway_are_refused_and_nothing_is_gr
         assert refused[0] == 2
         assert "is not a role of its own" in refused[2]
         assert refused[2].count("\n") == 1
+
+
+def test_a_role_whose_name_holds_braces_is_refused_in_one_line(
+    roles: Roles, pg_url: str, pg_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """PostgreSQL allows ``{}`` in a role's name: the refusal names it, not a traceback."""
+    fill(pg_url)
+    role, schema = roles(f"analyst_{{{uuid.uuid4().hex[:8]}}}{{}}"), schema_of(pg_url)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("GRANT SELECT ON {} TO PUBLIC").format(sql.Identifier(schema, "actae_secrets"))
+        )
+
+    code, out, err = cli(capsys, "grant-analyst", role, "--db", pg_url)
+
+    assert (code, out, err.count("\n")) == (2, "", 1)
+    assert f"{role} could still use actae_secrets through PUBLIC" in err

@@ -136,6 +136,18 @@ def test_a_thread_is_a_run_and_a_checkpoint_a_transition(
     assert found.parent_config == config("t1", first["configurable"]["checkpoint_id"])
 
 
+def test_a_saver_starts_threads_under_the_names_it_has_now(
+    saver: ActaeSaver, store: actae.Store
+) -> None:
+    """``workflow_id`` and ``agent_id`` are public attributes: a new value is the one used."""
+    saver.workflow_id, saver.agent_id = "billing", "refunder"
+    put(saver, config("t-renamed"), 0, topic="refund")
+
+    run = saver.thread_run("t-renamed")
+    assert run is not None
+    assert (run.workflow_id, run.agent_id) == ("billing", "refunder")
+
+
 def test_a_retried_put_and_put_writes_write_nothing_twice(
     memory_saver: ActaeSaver,
 ) -> None:
