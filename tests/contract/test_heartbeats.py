@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -36,22 +37,15 @@ def admin(pg_dsn: str) -> Iterator[psycopg.Connection[Any]]:
         yield conn
 
 
-def terminate(admin: psycopg.Connection[Any], store: actae.Store) -> int:
-    """End the backends of the store's idle pooled connections (where run leases renew).
+@contextmanager
+def a_step_running(
+    pg_url: str, lease: float
+) -> Iterator[tuple[actae.Store, actae.Store, actae.RunInfo, list[str]]]:
+    """A worker in a thread inside a long step of its run, and a rival store beside it.
 
-    How many were ended (the one lent at that moment, if any, is left alone).
+    Yields ``(store, rival, run, calls)`` once the step runs; on leaving, the step ends and
+    the run must have completed.
     """
-    datastore = store._service.recorder.datastore  # type: ignore[attr-defined]
-    idle = datastore.pool._pool  # psycopg_pool's idle connections
-    pids = [conn.info.backend_pid for conn in list(idle) if not conn.closed]
-    for pid in pids:
-        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-    return len(pids)
-
-
-def test_a_terminated_connection_does_not_let_a_running_steps_lease_lapse(
-    pg_url: str, admin: psycopg.Connection[Any]
-) -> None:
     calls: list[str] = []
     started, finish = threading.Event(), threading.Event()
     workflows = actae.Registry()
@@ -68,10 +62,34 @@ def test_a_terminated_connection_does_not_let_a_running_steps_lease_lapse(
 
     with actae.open(pg_url) as store, actae.open(pg_url) as rival:
         run = store.start_run("r", agent_id="slow", state={})
-        worker = actae.Worker(store, name="w1", registry=workflows, lease=LEASE)
+        worker = actae.Worker(store, name="w1", registry=workflows, lease=lease)
         thread = threading.Thread(target=run_until_idle, args=(worker,), daemon=True)
         thread.start()
         wait_for(started.is_set, "the step to start")
+        yield store, rival, run, calls
+        finish.set()
+        thread.join(DEADLINE)
+        assert not thread.is_alive()
+        assert store.run(run.run_id).status is actae.RunStatus.COMPLETED
+
+
+def terminate(admin: psycopg.Connection[Any], store: actae.Store) -> int:
+    """End the backends of the store's idle pooled connections (where run leases renew).
+
+    How many were ended (the one lent at that moment, if any, is left alone).
+    """
+    datastore = store._service.recorder.datastore  # type: ignore[attr-defined]
+    idle = datastore.pool._pool  # psycopg_pool's idle connections
+    pids = [conn.info.backend_pid for conn in list(idle) if not conn.closed]
+    for pid in pids:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    return len(pids)
+
+
+def test_a_terminated_connection_does_not_let_a_running_steps_lease_lapse(
+    pg_url: str, admin: psycopg.Connection[Any]
+) -> None:
+    with a_step_running(pg_url, LEASE) as (store, rival, run, calls):
         terminated = 0
         watch_until = time.monotonic() + 3 * LEASE
         while time.monotonic() < watch_until:  # three lease lengths, killing it repeatedly
@@ -82,12 +100,8 @@ def test_a_terminated_connection_does_not_let_a_running_steps_lease_lapse(
             )
             assert taken is None, "the lease lapsed while its step was still running"
             time.sleep(LEASE / 4)  # pacing of the observation, not synchronisation
-        finish.set()
-        thread.join(DEADLINE)
-        assert not thread.is_alive()
-        assert terminated >= 3
-        assert calls == ["long"]
-        assert store.run(run.run_id).status is actae.RunStatus.COMPLETED
+    assert terminated >= 3
+    assert calls == ["long"]
 
 
 def test_a_lease_lost_in_an_outage_stops_the_run_at_the_next_step_boundary(
@@ -146,18 +160,6 @@ def test_a_renewal_whose_backend_is_terminated_mid_statement_is_retried(
     itself must meet the error: it waits on a row lock the test holds, and its backend is
     ended while it waits. The heartbeat retries on a new connection; the lease holds."""
     lease = 6.0  # long enough that one renewal blocked for a moment does not lapse it
-    started, finish = threading.Event(), threading.Event()
-    workflows = actae.Registry()
-
-    @workflows.workflow("slow")
-    def slow(ctx: actae.RunContext) -> None:
-        def long_step() -> int:
-            started.set()
-            finish.wait(DEADLINE)
-            return 1
-
-        ctx.step("long", long_step)
-
     schema = pg_url.rsplit("schema=", 1)[1]
     leases = sql.SQL("SELECT 1 FROM {}.actae_run_leases WHERE run_id = %s FOR UPDATE").format(
         sql.Identifier(schema)
@@ -166,12 +168,7 @@ def test_a_renewal_whose_backend_is_terminated_mid_statement_is_retried(
         sql.Identifier(schema)
     )
     blocked = "SELECT pid FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))"
-    with actae.open(pg_url) as store, actae.open(pg_url) as rival:
-        run = store.start_run("r", agent_id="slow", state={})
-        worker = actae.Worker(store, name="w1", registry=workflows, lease=lease)
-        thread = threading.Thread(target=run_until_idle, args=(worker,), daemon=True)
-        thread.start()
-        wait_for(started.is_set, "the step to start")
+    with a_step_running(pg_url, lease) as (_, rival, run, _):
         with admin.transaction():
             admin.execute(leases, (run.run_id,))
             me = admin.info.backend_pid
@@ -189,7 +186,3 @@ def test_a_renewal_whose_backend_is_terminated_mid_statement_is_retried(
             run.run_id, "rival", now, now + timedelta(seconds=lease)
         )
         assert taken is None, "the lease lapsed after one renewal's backend was ended"
-        finish.set()
-        thread.join(DEADLINE)
-        assert not thread.is_alive()
-        assert store.run(run.run_id).status is actae.RunStatus.COMPLETED
