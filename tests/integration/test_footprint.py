@@ -14,12 +14,15 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg import sql
 
 import actae
+from tests.conftest import with_schema
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc")
 
@@ -29,6 +32,7 @@ CPU_WINDOW = 10.0
 """Seconds of idleness over which a process's CPU time is measured."""
 IDLE_CPU_SHARE = 0.005
 """An idle console or projector uses under half a per cent of one core."""
+CLI = "actae.adapters.cli"
 WORKFLOWS = "import actae\n\n@actae.workflow('idle')\ndef idle(ctx):\n    return {}\n"
 
 
@@ -82,104 +86,108 @@ def settled(condition: Callable[[], bool], what: str, process: subprocess.Popen[
         time.sleep(0.2)  # polling another process's state, with a deadline
 
 
-@pytest.fixture
-def store(pg_url: str) -> str:
-    with actae.open(pg_url):
-        pass
-    return pg_url
+WORKERS = {1: (1, 4), 4: (2, 5)}
+"""An idle worker's ``--concurrency`` → the connections and threads it may hold at most: with
+one, events, read models, leases and the clock share one pooled connection; with four, an
+``AsyncWorker``'s coroutines' statements use the async pool's one too, and its passes over
+the read models run on a store thread (a lock wait never holds the loop)."""
+WORKER_NAMES = {n: f"fp-{n}-{uuid.uuid4().hex[:8]}" for n in WORKERS}
+READERS = {
+    "project": ("actae-projector", "caught up", 1),
+    "console": ("actae-console", "serving http://", 2),  # the async pool's one too
+}
+"""An idle reader's command → its ``application_name``, the log line that says it is ready,
+and the connections it may hold at most."""
 
 
-@pytest.fixture
-def started(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
-    processes: list[subprocess.Popen[bytes]] = []
+@dataclass
+class Idle:
+    """A process started on a store of its own, and the log its standard error goes to."""
 
-    def start(*args: str) -> subprocess.Popen[bytes]:
-        with (tmp_path / "log").open("ab") as log:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "actae.adapters.cli", *args],
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-                cwd=tmp_path,
+    process: subprocess.Popen[bytes]
+    log: Path
+
+
+@pytest.fixture(scope="module")
+def idle(pg_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Idle]]:
+    """Every process these tests look at, started at once so that their settling overlaps.
+
+    Each has a store (a schema) of its own, so none wakes another; all are stopped and the
+    schemas dropped at the end of the module.
+    """
+    folder = tmp_path_factory.mktemp("footprint")
+    (folder / "idle_workflows.py").write_text(WORKFLOWS)
+    auth = folder / "auth.json"
+    adding = ("console", "add-user", "a", "--role", "viewer", "--auth-file", str(auth))
+    subprocess.run([sys.executable, "-m", CLI, *adding], check=True, capture_output=True)
+    with socket.socket() as probe:  # a free port
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    commands = {
+        **{
+            f"worker-{n}": (
+                "worker",
+                "--import",
+                "idle_workflows.py",
+                "--name",
+                WORKER_NAMES[n],
+                "--concurrency",
+                str(n),
             )
-        processes.append(process)
-        return process
+            for n in WORKERS
+        },
+        "project": ("project",),
+        "console": ("console", "--auth-file", str(auth), "--port", str(port)),
+    }
+    schemas: list[str] = []
+    started: dict[str, Idle] = {}
+    try:
+        for name, (verb, *options) in commands.items():
+            schemas.append(f"test_fp_{uuid.uuid4().hex[:12]}")
+            url = with_schema(pg_dsn, schemas[-1])
+            with actae.open(url):
+                pass  # the schema exists before the process starts
+            log = folder / f"{name}.log"
+            with log.open("ab") as err:
+                process = subprocess.Popen(
+                    [sys.executable, "-m", CLI, verb, "--db", url, *options],
+                    stdout=subprocess.DEVNULL,
+                    stderr=err,
+                    cwd=folder,
+                )
+            started[name] = Idle(process, log)
+        yield started
+    finally:
+        for each in started.values():
+            each.process.terminate()
+        for each in started.values():
+            each.process.wait(DEADLINE)
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            for schema in schemas:
+                conn.execute(
+                    sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
+                )
 
-    yield start
-    for process in processes:
-        process.terminate()
-        process.wait(DEADLINE)
 
-
-@pytest.mark.parametrize(
-    ("concurrency", "connections", "threads"),
-    [
-        (1, 1, 4),  # events, read models, leases and the clock on one pooled connection
-        # and an ``AsyncWorker``'s coroutines' statements on the async pool's one, its
-        # passes over the read models on a store thread (a lock wait never holds the loop)
-        (4, 2, 5),
-    ],
-)
+@pytest.mark.parametrize("concurrency", sorted(WORKERS))
 def test_an_idle_worker_holds_few_named_connections_and_threads(
-    store: str,
-    pg_dsn: str,
-    started: Callable[..., subprocess.Popen[bytes]],
-    tmp_path: Path,
-    concurrency: int,
-    connections: int,
-    threads: int,
+    idle: dict[str, Idle], pg_dsn: str, concurrency: int
 ) -> None:
-    (tmp_path / "idle_workflows.py").write_text(WORKFLOWS)
-    name = f"fp-{uuid.uuid4().hex[:8]}"
-    worker = started(
-        "worker",
-        "--db",
-        store,
-        "--import",
-        "idle_workflows.py",
-        "--name",
-        name,
-        "--concurrency",
-        str(concurrency),
-    )
+    connections, threads = WORKERS[concurrency]
+    worker = idle[f"worker-{concurrency}"].process
     settled(lambda: bool(sessions_of(worker.pid, pg_dsn)), "the worker to connect", worker)
     enough = lambda: len(sessions_of(worker.pid, pg_dsn)) <= connections  # noqa: E731
     settled(enough, f"{connections} connections", worker)
-    assert set(sessions_of(worker.pid, pg_dsn)) == {f"actae-worker:{name}"}
+    assert set(sessions_of(worker.pid, pg_dsn)) == {f"actae-worker:{WORKER_NAMES[concurrency]}"}
     assert threads_of(worker.pid) <= threads
 
 
-@pytest.mark.parametrize(
-    ("command", "application_name", "ready", "connections"),
-    [
-        (("project",), "actae-projector", "caught up", 1),
-        (("console",), "actae-console", "serving http://", 2),  # the async pool's one too
-    ],
-)
+@pytest.mark.parametrize("command", sorted(READERS))
 def test_an_idle_projector_or_console_names_its_connections_and_uses_little_cpu(
-    store: str,
-    pg_dsn: str,
-    started: Callable[..., subprocess.Popen[bytes]],
-    tmp_path: Path,
-    command: tuple[str, ...],
-    application_name: str,
-    ready: str,
-    connections: int,
+    idle: dict[str, Idle], pg_dsn: str, command: str
 ) -> None:
-    extra: tuple[str, ...] = ()
-    if command[0] == "console":
-        auth = tmp_path / "auth.json"
-        adding = ("console", "add-user", "a", "--role", "viewer", "--auth-file", str(auth))
-        subprocess.run(
-            [sys.executable, "-m", "actae.adapters.cli", *adding],
-            check=True,
-            capture_output=True,
-        )
-        with socket.socket() as probe:  # a free port
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        extra = ("--auth-file", str(auth), "--port", str(port))
-    process = started(command[0], "--db", store, *command[1:], *extra)
-    log = tmp_path / "log"
+    application_name, ready, connections = READERS[command]
+    process, log = idle[command].process, idle[command].log
     settled(lambda: ready in log.read_text(), f"{ready!r} in its log", process)
     settled(lambda: bool(sessions_of(process.pid, pg_dsn)), "it to connect", process)
     shrunk = lambda: len(sessions_of(process.pid, pg_dsn)) <= connections  # noqa: E731
