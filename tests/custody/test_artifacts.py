@@ -10,6 +10,7 @@ import hashlib
 import io
 import os
 import random
+import sqlite3
 import time
 import uuid
 from collections.abc import Iterator
@@ -367,3 +368,21 @@ def test_blob_store_specs(tmp_path: Path) -> None:
         with pytest.raises(ValidationError, match=message) as caught:
             blob_store(spec, tables)
         assert caught.value.field == "url.artifacts"
+
+
+def test_a_sqlite_custody_transaction_takes_the_write_lock_up_front(tmp_path: Path) -> None:
+    """SQLite has one writer at a time: a transaction that began as a reader and then wrote
+    would be refused at once ("database is locked") if another writer came in between."""
+    path = str(tmp_path / "runs.db")
+    actae.open(f"sqlite:///{path}").close()
+    other = sqlite3.connect(path, timeout=0, isolation_level=None)
+    try:
+        with (
+            SQLiteTables(path).transaction(),
+            pytest.raises(sqlite3.OperationalError, match="locked"),
+        ):
+            other.execute("BEGIN IMMEDIATE")
+        other.execute("BEGIN IMMEDIATE")  # released when the transaction ended
+        other.execute("ROLLBACK")
+    finally:
+        other.close()
