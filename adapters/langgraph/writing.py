@@ -276,6 +276,23 @@ def after_head(store: Store, channel_id: UUID, write: Callable[[Receipt], object
         raise conflict
 
 
+def marker(
+    ctx: Context,
+    channel_id: UUID,
+    kind: str,
+    payload: dict[str, Any],
+    head: Receipt,
+    operation: str | None = None,
+) -> Receipt:
+    """Record the marker ``kind`` right after ``head``, under ``operation`` or an id naming both."""
+    if operation is None:
+        what = kind.removeprefix("langgraph.")
+        operation = operation_id(ctx.workflow_id, what, str(channel_id), str(head.cursor))
+    return ctx.store.record(
+        channel_id, kind=kind, payload=payload, expected_cursor=head.cursor, operation_id=operation
+    )
+
+
 def head_of(conflict: ConflictError, channel_id: UUID) -> Receipt:
     """The head a refused write lost to, as the refusal reports it: no need to read it."""
     return Receipt(
