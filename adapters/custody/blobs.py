@@ -55,9 +55,20 @@ class Tables:
         """A connection in autocommit mode, handed back on exit."""
         raise NotImplementedError
 
-    def transaction(self) -> AbstractContextManager[Any]:
+    begin = "BEGIN"
+    """The statement that opens a transaction (on SQLite one that takes the write lock)."""
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Any]:
         """A connection inside a transaction: committed on exit, rolled back on error."""
-        raise NotImplementedError
+        with self.connection() as conn:
+            conn.execute(self.begin)
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
 
     def close(self) -> None:
         """Release what the tables hold (again: nothing happens)."""
@@ -180,16 +191,14 @@ def checked_rows(
         raise CorruptionError(f"blob {name}", f"{total} of its {size} bytes are stored")
 
 
-def blob_store(spec: str | None, in_database: Callable[[], BlobStore]) -> BlobStore:
+def blob_store(spec: str | None, tables: Tables) -> BlobStore:
     """The blob store that ``spec`` names.
 
-    ``None`` keeps the bytes in the store's database (``in_database`` makes that one);
-    ``file:///abs/path`` puts them in that directory.
+    ``None`` keeps the bytes in the store's database (its ``tables``); ``file:///abs/path``
+    puts them in that directory.
     """
-    return in_database() if spec is None else _elsewhere(spec)
-
-
-def _elsewhere(spec: str) -> BlobStore:
+    if spec is None:
+        return DatabaseBlobs(tables)
     if not isinstance(spec, str):
         raise ValidationError("url.artifacts", f"expected a string, got {type(spec).__name__}")
     parts = urlsplit(spec)

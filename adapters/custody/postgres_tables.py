@@ -18,8 +18,7 @@ import psycopg
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
-from actae.adapters.custody.blobs import DatabaseBlobs, Tables
-from actae.adapters.custody.refs import RefRecorder
+from actae.adapters.custody.blobs import Tables
 from actae.adapters.persistence.url import StoreUrl
 
 
@@ -58,17 +57,7 @@ class PostgresTables(Tables):
             finally:
                 conn.row_factory = given
 
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[psycopg.Connection[Any]]:
-        """A pooled connection inside a transaction."""
-        with self.connection() as conn, conn.transaction():
-            yield conn
-
     def close(self) -> None:
         """Close the pool if it is the tables' own (again: nothing happens)."""
         if self._owns_pool:
             self.pool.close()
-
-
-PostgresBlobs = DatabaseBlobs
-PostgresRefs = RefRecorder

@@ -10,8 +10,7 @@ import contextlib
 import sqlite3
 from collections.abc import Iterator
 
-from actae.adapters.custody.blobs import DatabaseBlobs, Tables
-from actae.adapters.custody.refs import RefRecorder
+from actae.adapters.custody.blobs import Tables
 
 LOCK_TIMEOUT = 30
 
@@ -22,6 +21,8 @@ class SQLiteTables(Tables):
     ``database`` is a path, or the URI of an in-memory database that every connection of
     this process shares by name.
     """
+
+    begin = "BEGIN IMMEDIATE"
 
     def __init__(self, database: str) -> None:
         self.database = database
@@ -34,19 +35,3 @@ class SQLiteTables(Tables):
             yield conn
         finally:
             conn.close()
-
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """A connection inside ``BEGIN IMMEDIATE``: committed on exit, rolled back on error."""
-        with self.connection() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-
-
-SQLiteBlobs = DatabaseBlobs
-SQLiteRefs = RefRecorder

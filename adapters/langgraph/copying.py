@@ -9,6 +9,7 @@ of a target that exists already (Actae cannot fork into a run), starts with a
 
 from __future__ import annotations
 
+from functools import partial
 from uuid import UUID
 
 from actae.adapters.langgraph.encoding import COPIED, operation_id
@@ -21,9 +22,8 @@ from actae.adapters.langgraph.threads import (
     namespaces,
     remember,
 )
-from actae.adapters.langgraph.writing import after_head
+from actae.adapters.langgraph.writing import after_head, marker
 from actae.domain.errors import OperationConflictError
-from actae.domain.values import Receipt
 
 
 def copy_thread(ctx: Context, source: str, target: str) -> None:
@@ -67,14 +67,5 @@ def _spliced(ctx: Context, copy: Ref, source: UUID, through: int, thread_id: str
     operation = operation_id(
         ctx.workflow_id, "copied", str(copy.channel_id), str(source), str(through)
     )
-
-    def write(head: Receipt) -> Receipt:
-        return ctx.store.record(
-            copy.channel_id,
-            kind=COPIED,
-            payload=payload,
-            expected_cursor=head.cursor,
-            operation_id=operation,
-        )
-
+    write = partial(marker, ctx, copy.channel_id, COPIED, payload, operation=operation)
     after_head(ctx.store, copy.channel_id, write)

@@ -75,26 +75,21 @@ def namespace_state(thread_id: str, checkpoint_ns: str) -> dict[str, Any]:
 
 
 def checkpoint_state(
-    checkpoint_id: str,
-    checkpoint: Packed,
-    metadata: Packed,
-    parent_id: str | None,
-    *,
-    revised: bool = False,
-    writes_from: int | None = None,
+    payload: dict[str, Any], checkpoint: Packed, writes_from: int | None
 ) -> dict[str, Any]:
     """The state version a checkpoint is: everything ``get_tuple`` returns, in one read.
 
-    ``writes_from``: the first cursor where writes recorded before it may be.
+    Its ids, metadata and revision are its event's ``payload``'s; ``writes_from``: the first
+    cursor where writes recorded before it may be.
     """
     state: dict[str, Any] = {
         "langgraph": CHECKPOINT_MARK,
-        "checkpoint_id": checkpoint_id,
-        "parent_checkpoint_id": parent_id,
+        "checkpoint_id": payload["checkpoint_id"],
+        "parent_checkpoint_id": payload["parent_checkpoint_id"],
         "checkpoint": checkpoint,
-        "metadata": metadata,
+        "metadata": payload["metadata"],
     }
-    if revised:
+    if payload.get("revised"):
         state["revised"] = True
     if writes_from is not None:
         state["writes_from"] = writes_from

@@ -22,7 +22,6 @@ from actae.adapters.langgraph.encoding import (
     COPIED,
     FORGOTTEN,
     PRUNED,
-    operation_id,
     unpack,
 )
 from actae.adapters.langgraph.history import FORKED, at_head, history, scan_store
@@ -33,7 +32,7 @@ from actae.adapters.langgraph.threads import (
     forget_remembered,
     namespaces,
 )
-from actae.adapters.langgraph.writing import after_head
+from actae.adapters.langgraph.writing import after_head, marker
 from actae.domain.errors import IllegalTransitionError, ValidationError
 from actae.domain.values import ChannelEvent, Receipt
 
@@ -100,7 +99,7 @@ def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> None:
             "run_ids": sorted(wanted),
             "reason": "delete_for_runs",
         }
-        after_head(ctx.store, channel_id, partial(_recorded, ctx, channel_id, FORGOTTEN, payload))
+        after_head(ctx.store, channel_id, partial(marker, ctx, channel_id, FORGOTTEN, payload))
 
 
 def _run_of(ctx: Context, payload: dict[str, Any]) -> str | None:
@@ -139,20 +138,6 @@ def _keep_latest(ctx: Context, address: tuple[str, str], ref: Ref) -> None:
             "keep": latest.checkpoint_id,
             "reason": "prune keep_latest",
         }
-        _recorded(ctx, ref.channel_id, PRUNED, payload, head)
+        marker(ctx, ref.channel_id, PRUNED, payload, head)
 
     after_head(ctx.store, ref.channel_id, write)
-
-
-def _recorded(
-    ctx: Context, channel_id: UUID, kind: str, payload: dict[str, Any], head: Receipt
-) -> Receipt:
-    """Record the marker ``kind`` right after ``head``, under an id naming both."""
-    what = kind.removeprefix("langgraph.")
-    return ctx.store.record(
-        channel_id,
-        kind=kind,
-        payload=payload,
-        expected_cursor=head.cursor,
-        operation_id=operation_id(ctx.workflow_id, what, str(channel_id), str(head.cursor)),
-    )

@@ -93,30 +93,23 @@ def put(
     key = (ref.channel_id, checkpoint_id)
 
     def append(head: Receipt, attempt: Attempt) -> Receipt:
-        revised = attempt.revised
+        payload = checkpoint_payload(
+            address,
+            checkpoint_id,
+            parent,
+            stored,
+            packed_metadata,
+            revised=attempt.revised,
+            redacted=found,
+        )
         # Read after the head: an early write noted itself before it landed, so one that
         # is already in the head is here, and one that lands later refuses this attempt.
         writes_from = ctx.early.get(key)
         return ctx.store.transition(
             ref.channel_id,
             kind=CHECKPOINT,
-            payload=checkpoint_payload(
-                address,
-                checkpoint_id,
-                parent,
-                stored,
-                packed_metadata,
-                revised=revised,
-                redacted=found,
-            ),
-            state=checkpoint_state(
-                checkpoint_id,
-                packed,
-                packed_metadata,
-                parent,
-                revised=revised,
-                writes_from=writes_from,
-            ),
+            payload=payload,
+            state=checkpoint_state(payload, packed, writes_from),
             expected_version=head.state_version,
             expected_cursor=head.cursor,
             operation_id=attempt.operation,
@@ -281,6 +274,23 @@ def after_head(store: Store, channel_id: UUID, write: Callable[[Receipt], object
         return
     if conflict is not None:
         raise conflict
+
+
+def marker(
+    ctx: Context,
+    channel_id: UUID,
+    kind: str,
+    payload: dict[str, Any],
+    head: Receipt,
+    operation: str | None = None,
+) -> Receipt:
+    """Record the marker ``kind`` right after ``head``, under ``operation`` or an id naming both."""
+    if operation is None:
+        what = kind.removeprefix("langgraph.")
+        operation = operation_id(ctx.workflow_id, what, str(channel_id), str(head.cursor))
+    return ctx.store.record(
+        channel_id, kind=kind, payload=payload, expected_cursor=head.cursor, operation_id=operation
+    )
 
 
 def head_of(conflict: ConflictError, channel_id: UUID) -> Receipt:

@@ -7,8 +7,12 @@ tables, indexes and views are spelt out as :mod:`actae.projections.tables` defin
 version 1; ``tests/integration/test_migrations.py`` checks that the migrated schema is what
 the code defines, so the two cannot drift apart unnoticed.
 
-PostgreSQL's statements name the store's schema as ``{schema}``.
+PostgreSQL's statements name the store's schema as ``{schema}``. The custody and read-side
+tables are written once, in PostgreSQL's words; SQLite's statements are the same ones in its
+own (:func:`in_sqlite`), so the backends cannot disagree on a column.
 """
+
+import re
 
 POSTGRES_EVENTS = (
     # The event store. Positions (notification_id) are drawn in blocks by Actae's writers
@@ -29,7 +33,7 @@ POSTGRES_EVENTS = (
     "CREATE UNIQUE INDEX actae_events_operation_id ON {schema}.actae_events "
     "(operation_id) WHERE operation_id IS NOT NULL",
 )
-POSTGRES_CUSTODY = (
+CUSTODY = (
     # One data key per run, wrapped by a master key of the keyring; NULL once forgotten.
     # Artifacts by name (a digest, or a keyed digest when encrypted), their bytes in chunks
     # of a blob, and which runs reference them; secrets the store keeps for itself (the
@@ -41,13 +45,12 @@ POSTGRES_CUSTODY = (
     "size bigint NOT NULL, created_at timestamptz NOT NULL DEFAULT now())",
     "CREATE TABLE {schema}.actae_artifact_chunks (blob uuid NOT NULL, seq integer NOT "
     "NULL, data bytea NOT NULL, PRIMARY KEY (blob, seq))",
-    "ALTER TABLE {schema}.actae_artifact_chunks ALTER COLUMN data SET STORAGE EXTERNAL",
     "CREATE TABLE {schema}.actae_artifact_refs (name text NOT NULL, run_id uuid NOT NULL,"
     " PRIMARY KEY (name, run_id))",
     "CREATE INDEX actae_artifact_refs_by_run ON {schema}.actae_artifact_refs (run_id)",
     "CREATE TABLE {schema}.actae_secrets (name text PRIMARY KEY, value bytea NOT NULL)",
 )
-POSTGRES_READ_SIDE = (
+READ_SIDE = (
     # The read models (projections/tables.py), the projector's tracking and poison events,
     # run leases, live workers' agents and regressed channels (adapters/readside/).
     "CREATE TABLE {schema}.run_status (run_id uuid NOT NULL, workflow_id text, agent_id "
@@ -115,7 +118,33 @@ POSTGRES_READ_SIDE = (
     "r.workflow_id, r.agent_id, r.model, u.channel_id ORDER BY u.cursor)) AS added GROUP "
     "BY day, workflow_id, agent_id, model",
 )
-POSTGRES_BASELINE = POSTGRES_EVENTS + POSTGRES_CUSTODY + POSTGRES_READ_SIDE
+POSTGRES_BASELINE = (
+    *POSTGRES_EVENTS,
+    *CUSTODY,
+    # Not compressed: pglz tries and fails on sealed chunks, 6x slower (docs/performance.md).
+    "ALTER TABLE {schema}.actae_artifact_chunks ALTER COLUMN data SET STORAGE EXTERNAL",
+    *READ_SIDE,
+)
+
+SQLITE_SPELLING = {
+    **dict.fromkeys(("uuid", "text", "jsonb", "timestamptz"), "TEXT"),
+    **dict.fromkeys(("bigint", "integer", "boolean"), "INTEGER"),
+    "double precision": "REAL",
+    "bytea": "BLOB",
+    "now()": "CURRENT_TIMESTAMP",
+    "(u.at AT TIME ZONE 'UTC')::date": "date(u.at)",
+    "{schema}.": "",
+}
+"""PostgreSQL's words in the custody and read-side statements, and SQLite's for them."""
+_SPELT = re.compile(
+    "|".join(rf"\b{w}\b" if w.replace(" ", "").isalpha() else re.escape(w) for w in SQLITE_SPELLING)
+)
+
+
+def in_sqlite(statement: str) -> str:
+    """A custody or read-side statement in SQLite's types, unqualified by a schema."""
+    return _SPELT.sub(lambda word: SQLITE_SPELLING[word.group()], statement)
+
 
 SQLITE_EVENTS = (
     # eventsourcing's table (the rowid is the position: one writer at a time keeps it in
@@ -126,77 +155,4 @@ SQLITE_EVENTS = (
     "CREATE UNIQUE INDEX stored_events_operation_id ON stored_events (operation_id) WHERE"
     " operation_id IS NOT NULL",
 )
-SQLITE_CUSTODY = (
-    "CREATE TABLE actae_data_keys (run_id TEXT PRIMARY KEY, master_key TEXT NOT NULL, "
-    "wrapped BLOB, created_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP, forgotten_at TEXT)",
-    "CREATE TABLE actae_artifacts (name TEXT PRIMARY KEY, blob TEXT NOT NULL, size "
-    "INTEGER NOT NULL, created_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)",
-    "CREATE TABLE actae_artifact_chunks (blob TEXT NOT NULL, seq INTEGER NOT NULL, data "
-    "BLOB NOT NULL, PRIMARY KEY (blob, seq))",
-    "CREATE TABLE actae_artifact_refs (name TEXT NOT NULL, run_id TEXT NOT NULL, PRIMARY "
-    "KEY (name, run_id))",
-    "CREATE INDEX actae_artifact_refs_by_run ON actae_artifact_refs (run_id)",
-    "CREATE TABLE actae_secrets (name TEXT PRIMARY KEY, value BLOB NOT NULL)",
-)
-SQLITE_READ_SIDE = (
-    "CREATE TABLE run_status (run_id TEXT NOT NULL, workflow_id TEXT, agent_id TEXT, "
-    "channel_id TEXT, status TEXT, lifecycle TEXT, waiting_reason TEXT, waiting_name "
-    "TEXT, wake_at TEXT, escalated INTEGER, next_action TEXT, error TEXT, forgotten_at "
-    "TEXT, ended_at TEXT, held INTEGER, purged_at TEXT, unserved INTEGER, next_retry_at "
-    "TEXT, attempts INTEGER, open_effects INTEGER, in_doubt_effects INTEGER, steps_done "
-    "INTEGER, input_tokens REAL, output_tokens REAL, cost REAL, head_cursor INTEGER, "
-    "state_version INTEGER, model TEXT, prompt TEXT, tools TEXT, schema_version INTEGER, "
-    "parent_run_id TEXT, forked_from_run_id TEXT, deadline TEXT, created_at TEXT, "
-    "updated_at TEXT, PRIMARY KEY (run_id))",
-    "CREATE TABLE lineage (child_run_id TEXT NOT NULL, parent_run_id TEXT, relation TEXT,"
-    " workflow_id TEXT, parent_channel_id TEXT, child_channel_id TEXT, requested_boundary"
-    " INTEGER, resolved_boundary INTEGER, state_version INTEGER, state_checksum TEXT, "
-    "reason TEXT, model TEXT, operation_id TEXT, created_at TEXT, PRIMARY KEY "
-    "(child_run_id))",
-    "CREATE TABLE effects (effect_id TEXT NOT NULL, effect_key TEXT, run_id TEXT, status "
-    "TEXT, holder TEXT, token INTEGER, attempts INTEGER, in_doubt INTEGER, "
-    "claimed_in_doubt INTEGER, first_claimed_at TEXT, claimed_at TEXT, expires_at TEXT, "
-    "deadline TEXT, retry_at TEXT, last_error TEXT, settled_by TEXT, result_summary TEXT,"
-    " updated_at TEXT, PRIMARY KEY (effect_id))",
-    "CREATE TABLE audit (aggregate_id TEXT NOT NULL, version INTEGER NOT NULL, run_id "
-    "TEXT, effect_key TEXT, action TEXT, actor TEXT, reason TEXT, detail TEXT, at TEXT, "
-    "PRIMARY KEY (aggregate_id, version))",
-    "CREATE TABLE usage (channel_id TEXT NOT NULL, cursor INTEGER NOT NULL, run_id TEXT, "
-    "at TEXT, input_tokens REAL, output_tokens REAL, cost REAL, PRIMARY KEY (channel_id, "
-    "cursor))",
-    "CREATE TABLE actae_projection_tracking (name TEXT PRIMARY KEY, position INTEGER NOT NULL)",
-    "CREATE TABLE actae_projection_errors (name TEXT NOT NULL, position INTEGER NOT NULL,"
-    " topic TEXT, originator_id TEXT, error TEXT NOT NULL, recorded_at TEXT NOT NULL, "
-    "PRIMARY KEY (name, position))",
-    "CREATE TABLE actae_run_leases (run_id TEXT PRIMARY KEY, worker TEXT NOT NULL, token "
-    "INTEGER NOT NULL, expires_at TEXT NOT NULL)",
-    "CREATE TABLE actae_regressions (channel_id TEXT PRIMARY KEY, detail TEXT NOT NULL, "
-    "found_at TEXT NOT NULL)",
-    "CREATE TABLE actae_worker_agents (worker TEXT NOT NULL, agent_id TEXT NOT NULL, "
-    "seen_until TEXT NOT NULL, PRIMARY KEY (worker, agent_id))",
-    "CREATE INDEX run_status_status_waiting_reason ON run_status (status, waiting_reason)",
-    "CREATE INDEX run_status_workflow_id_created_at ON run_status (workflow_id, created_at)",
-    "CREATE INDEX run_status_agent_id_created_at ON run_status (agent_id, created_at)",
-    "CREATE INDEX run_status_created_at_run_id ON run_status (created_at, run_id)",
-    "CREATE INDEX run_status_lifecycle ON run_status (lifecycle)",
-    "CREATE INDEX run_status_ended_at ON run_status (ended_at)",
-    "CREATE INDEX lineage_parent_run_id ON lineage (parent_run_id)",
-    "CREATE INDEX effects_run_id ON effects (run_id)",
-    "CREATE INDEX effects_status_expires_at ON effects (status, expires_at)",
-    "CREATE INDEX effects_in_doubt_updated_at ON effects (in_doubt, updated_at)",
-    "CREATE INDEX effects_attempts ON effects (attempts)",
-    "CREATE INDEX effects_effect_key ON effects (effect_key)",
-    "CREATE INDEX audit_run_id_at ON audit (run_id, at)",
-    "CREATE VIEW outstanding_effects AS SELECT * FROM effects WHERE status NOT IN "
-    "('completed', 'abandoned')",
-    "CREATE VIEW cost_per_day AS SELECT day, workflow_id, agent_id, model, count(DISTINCT"
-    " run_id) AS runs, sum(input_tokens) AS input_tokens, sum(output_tokens) AS "
-    "output_tokens, sum(cost) AS cost FROM (SELECT date(u.at) AS day, r.workflow_id, "
-    "r.agent_id, r.model, u.run_id, u.input_tokens - coalesce(lag(u.input_tokens) OVER w,"
-    " 0) AS input_tokens, u.output_tokens - coalesce(lag(u.output_tokens) OVER w, 0) AS "
-    "output_tokens, u.cost - coalesce(lag(u.cost) OVER w, 0) AS cost FROM usage u LEFT "
-    "JOIN run_status r ON r.run_id = u.run_id WINDOW w AS (PARTITION BY r.workflow_id, "
-    "r.agent_id, r.model, u.channel_id ORDER BY u.cursor)) AS added GROUP BY day, "
-    "workflow_id, agent_id, model",
-)
-SQLITE_BASELINE = SQLITE_EVENTS + SQLITE_CUSTODY + SQLITE_READ_SIDE
+SQLITE_BASELINE = SQLITE_EVENTS + tuple(map(in_sqlite, CUSTODY + READ_SIDE))

@@ -19,11 +19,15 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import sql
 
-from actae.adapters.persistence.baseline import POSTGRES_BASELINE, SQLITE_BASELINE
+from actae.adapters.persistence.baseline import POSTGRES_BASELINE, SQLITE_BASELINE, in_sqlite
 from actae.adapters.persistence.turns import DEFAULT_LOCK_WAIT, create_once, take_turn
 from actae.domain.errors import ActaeError
 
 MIGRATIONS_TABLE = "actae_migrations"
+MIGRATIONS_DDL = (
+    "CREATE TABLE IF NOT EXISTS {} (version integer PRIMARY KEY, name text NOT NULL, "
+    "applied_at timestamptz NOT NULL DEFAULT now())"
+)
 LOCK_TIMEOUT = "10s"
 """How long a migration waits for a table's lock before the open fails (to be retried):
 behind a long reader, a statement that waits for an exclusive lock would queue every
@@ -57,14 +61,18 @@ class SchemaVersionError(ActaeError):
     code = "schema_version"
 
 
-def refuse_newer(current: int, migrations: tuple[Migration, ...]) -> None:
-    """Refuse a store whose schema is newer than every migration this Actae knows."""
+def missing(current: int, migrations: tuple[Migration, ...]) -> list[tuple[int, Migration]]:
+    """The migrations a store at version ``current`` lacks, with their versions.
+
+    A store whose schema is newer than every migration this Actae knows is refused.
+    """
     if current > len(migrations):
         msg = (
             f"this store is at schema version {current} but this Actae knows only up to "
             f"{len(migrations)}; upgrade the actae package"
         )
         raise SchemaVersionError(msg)
+    return list(enumerate(migrations, start=1))[current:]
 
 
 # -- PostgreSQL -----------------------------------------------------------------------------
@@ -92,8 +100,7 @@ def open_postgres(
         current = _postgres_version(conn, table)
         if current == 0 and not create:  # nothing migrated, even if an opener made the table
             return None
-        refuse_newer(current, POSTGRES_MIGRATIONS)
-        if current < len(POSTGRES_MIGRATIONS):
+        if missing(current, POSTGRES_MIGRATIONS):
             migrate_postgres(conn, schema, lock_wait)
     return build(False)
 
@@ -110,10 +117,7 @@ def migrate_postgres(conn: psycopg.Connection[Any], schema: str, lock_wait: floa
 
 def migrations_table(table: sql.Identifier) -> sql.Composed:
     """The statement that creates the migrations table (if it is not there)."""
-    return sql.SQL(
-        "CREATE TABLE IF NOT EXISTS {} (version integer PRIMARY KEY, "
-        "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
-    ).format(table)
+    return sql.SQL(MIGRATIONS_DDL).format(table)
 
 
 def _apply_postgres(conn: psycopg.Connection[Any], schema: str) -> None:
@@ -123,12 +127,9 @@ def _apply_postgres(conn: psycopg.Connection[Any], schema: str) -> None:
     """
     ident = sql.Identifier(schema)
     table = sql.Identifier(schema, MIGRATIONS_TABLE)
-    current = _postgres_version(conn, table)
-    refuse_newer(current, POSTGRES_MIGRATIONS)
+    lacking = missing(_postgres_version(conn, table), POSTGRES_MIGRATIONS)
     conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT)))
-    for version, migration in enumerate(POSTGRES_MIGRATIONS, start=1):
-        if version <= current:
-            continue
+    for version, migration in lacking:
         with conn.transaction():
             for statement in migration.statements:
                 conn.execute(sql.SQL(statement).format(schema=ident))
@@ -166,8 +167,7 @@ def open_sqlite(database: str, build: ServiceFactory[S], *, create: bool = True)
         current = sqlite_version(conn)
         if current == 0 and not create:
             return None
-        refuse_newer(current, SQLITE_MIGRATIONS)
-        if current < len(SQLITE_MIGRATIONS):
+        if missing(current, SQLITE_MIGRATIONS):
             conn.execute("BEGIN IMMEDIATE")  # the file's write lock: openers take turns
             migrate_sqlite(conn)
             conn.execute("COMMIT")
@@ -181,15 +181,8 @@ def migrate_sqlite(conn: Any) -> None:
 
     The version is read inside it: an opener before this one may have applied them.
     """
-    conn.execute(
-        f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (version INTEGER PRIMARY KEY, "
-        "name TEXT NOT NULL, applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)"
-    )
-    current = sqlite_version(conn)
-    refuse_newer(current, SQLITE_MIGRATIONS)
-    for version, migration in enumerate(SQLITE_MIGRATIONS, start=1):
-        if version <= current:
-            continue
+    conn.execute(in_sqlite(MIGRATIONS_DDL.format(MIGRATIONS_TABLE)))
+    for version, migration in missing(sqlite_version(conn), SQLITE_MIGRATIONS):
         for statement in migration.statements:
             conn.execute(statement)
         conn.execute(

@@ -15,7 +15,6 @@ The column and its index are part of the baseline schema
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from eventsourcing.persistence import StoredEvent
@@ -44,8 +43,3 @@ def sqlite_insert_statement(table: str) -> str:
 def sqlite_select_statement(table: str) -> str:
     """The row that carries an operation id."""
     return f"SELECT * FROM {table} WHERE operation_id = ?"  # noqa: S608
-
-
-def carried_ids(rows: Sequence[StoredEvent]) -> list[str]:
-    """The operation ids ``rows`` carry, in order (a repeat among them stays in the list)."""
-    return [key for key in map(operation_id_of, rows) if key is not None]

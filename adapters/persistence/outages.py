@@ -142,10 +142,7 @@ def store_outage(error: BaseException) -> bool:
 
 def missing_table(error: BaseException) -> bool:
     """Whether ``error`` (or its cause) is a table that does not exist: no Actae store there."""
-    cause = error.__cause__ or error.__context__
-    return isinstance(error, psycopg.errors.UndefinedTable) or (
-        cause is not None and missing_table(cause)
-    )
+    return any(isinstance(current, psycopg.errors.UndefinedTable) for current in _chain(error))
 
 
 def summary(error: BaseException) -> str:

@@ -79,7 +79,7 @@ def parse_store_url(url: str) -> StoreUrl:
     scheme = url.split(":", 1)[0].lower()
     if scheme == "memory":
         query = url.partition("?")[2]
-        return StoreUrl("memory", url, **_custody(_query(query), allowed=CUSTODY_OPTIONS))
+        return StoreUrl("memory", url, **_custody(_query(query)))
     require_storable("url", url)
     if scheme == "sqlite":
         return _sqlite(url)
@@ -99,16 +99,15 @@ def _sqlite(url: str) -> StoreUrl:
         raise ValidationError("url", f"expected sqlite:///path.db, got {url!r}")
     path = unquote(base[len(prefix) :])
     require_storable("url", path)
-    options = _custody(_query(query), allowed=CUSTODY_OPTIONS)
-    return StoreUrl("sqlite", url, sqlite_path=path, **options)
+    return StoreUrl("sqlite", url, sqlite_path=path, **_custody(_query(query)))
 
 
-def _custody(options: dict[str, str], *, allowed: tuple[str, ...]) -> dict[str, Any]:
+def _custody(options: dict[str, str]) -> dict[str, Any]:
     """The custody options of a URL's query, checked; any other option is refused by name."""
     for name in options:
-        if name not in allowed:
+        if name not in CUSTODY_OPTIONS:
             raise ValidationError(
-                f"url.{name}", f"unknown option; this backend takes {', '.join(allowed)}"
+                f"url.{name}", f"unknown option; this backend takes {', '.join(CUSTODY_OPTIONS)}"
             )
     found: dict[str, Any] = {}
     if "keyring" in options:
@@ -189,10 +188,7 @@ def _postgres(url: str) -> StoreUrl:
             _count(options, "lock_wait", int(DEFAULT_LOCK_WAIT), minimum=1, maximum=MAX_LOCK_WAIT)
         ),
         pool_timeout=float(libpq.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT)),
-        **_custody(
-            {name: value for name, value in options.items() if name in CUSTODY_OPTIONS},
-            allowed=CUSTODY_OPTIONS,
-        ),
+        **_custody({name: value for name, value in options.items() if name in CUSTODY_OPTIONS}),
     )
 
 

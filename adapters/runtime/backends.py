@@ -25,9 +25,9 @@ from eventsourcing.persistence import ApplicationRecorder, Mapper
 from actae.adapters.custody.blobs import BlobStore, blob_store
 from actae.adapters.custody.datakeys import KeyTable, SqlKeyTable, Transaction
 from actae.adapters.custody.holding import SecretTable
-from actae.adapters.custody.postgres_tables import PostgresBlobs, PostgresRefs, PostgresTables
+from actae.adapters.custody.postgres_tables import PostgresTables
 from actae.adapters.custody.refs import RefRecorder
-from actae.adapters.custody.sqlite_tables import SQLiteBlobs, SQLiteRefs, SQLiteTables
+from actae.adapters.custody.sqlite_tables import SQLiteTables
 from actae.adapters.persistence import backlog, purging
 from actae.adapters.persistence.awaiting import off_the_loop
 from actae.adapters.persistence.clock import read_clock_with, store_clock
@@ -195,7 +195,7 @@ class PostgresBackend(Backend):
         """Blobs and references, one statement at a time through the process's pool."""
         tables = PostgresTables(self.url, self._recorder.datastore.pool)
         try:
-            return blob_store(spec, lambda: PostgresBlobs(tables)), PostgresRefs(tables)
+            return blob_store(spec, tables), RefRecorder(tables)
         except BaseException:
             tables.close()
             raise
@@ -281,7 +281,7 @@ class SqliteBackend(Backend):
     def custody(self, spec: str | None) -> Custody:
         """Blobs and references on connections of their own, one per call."""
         tables = SQLiteTables(self.database)
-        return blob_store(spec, lambda: SQLiteBlobs(tables)), SQLiteRefs(tables)
+        return blob_store(spec, tables), RefRecorder(tables)
 
     def read_models(self) -> ReadModelDB:
         """The read models in the same database as the events."""

@@ -96,27 +96,20 @@ class Call(Opened):
 
     def answered(self, cursor: int, state_version: int) -> None:
         """The call was answered from the log (its own run's, or a forked-from ancestor's)."""
-        self.replayed = True
-        self.describe(
-            {names.REPLAYED: True, names.CURSOR: cursor, names.STATE_VERSION: state_version}
-        )
+        self._landed(cursor, state_version, replayed=True)
 
     def recorded(self, receipt: Receipt) -> None:
         """The call's write: where it landed (a write recognised as a repeat is a replay)."""
-        self._landed(receipt, replayed=receipt.replayed)
+        self._landed(receipt.cursor, receipt.state_version, replayed=receipt.replayed)
 
     def ran(self, receipt: Receipt) -> None:
         """The call's function ran now (no replay, even if its write repeated a lost reply)."""
-        self._landed(receipt, replayed=False)
+        self._landed(receipt.cursor, receipt.state_version, replayed=False)
 
-    def _landed(self, receipt: Receipt, *, replayed: bool) -> None:
+    def _landed(self, cursor: int, state_version: int, *, replayed: bool) -> None:
         self.replayed = replayed
         self.describe(
-            {
-                names.REPLAYED: replayed,
-                names.CURSOR: receipt.cursor,
-                names.STATE_VERSION: receipt.state_version,
-            }
+            {names.REPLAYED: replayed, names.CURSOR: cursor, names.STATE_VERSION: state_version}
         )
 
     def used(self, usage: Mapping[str, float] | None) -> None:
@@ -169,7 +162,7 @@ class EffectCall(Call):
 
     def noted(self, head: Receipt) -> None:
         """The ledger noted the effect's settlement at ``head`` (reconciled, stopped, failed)."""
-        self._landed(head, replayed=False)
+        self.ran(head)
 
     def attempting(self) -> None:
         """``fn`` is called now: it completes or fails, whatever came before."""

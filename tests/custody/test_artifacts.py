@@ -10,6 +10,7 @@ import hashlib
 import io
 import os
 import random
+import sqlite3
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,11 +21,12 @@ import pytest
 
 import actae
 from actae.adapters.custody.artifacts import Artifacts, RefKeys
-from actae.adapters.custody.blobs import blob_store
+from actae.adapters.custody.blobs import DatabaseBlobs, blob_store
 from actae.adapters.custody.chunks import SEALED_CHUNK
 from actae.adapters.custody.files import FileBlobs
 from actae.adapters.custody.pieces import CHUNK_SIZE
-from actae.adapters.custody.sqlite_tables import SQLiteBlobs, SQLiteRefs, SQLiteTables
+from actae.adapters.custody.refs import RefRecorder
+from actae.adapters.custody.sqlite_tables import SQLiteTables
 from actae.adapters.persistence.url import parse_store_url
 from actae.domain.artifacts import ArtifactRef
 from actae.domain.errors import CorruptionError, ValidationError
@@ -294,7 +296,7 @@ def artifacts(tmp_path: Path) -> Iterator[Artifacts]:
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     actae.open(url).close()
     tables = SQLiteTables(parse_store_url(url).sqlite_path or "")
-    kept = Artifacts(SQLiteBlobs(tables), SQLiteRefs(tables), KEYS)
+    kept = Artifacts(DatabaseBlobs(tables), RefRecorder(tables), KEYS)
     yield kept
     kept.close()
 
@@ -349,9 +351,11 @@ def test_bad_input_is_refused_before_anything_is_stored(
 
 
 def test_blob_store_specs(tmp_path: Path) -> None:
-    in_database = SQLiteBlobs(SQLiteTables(str(tmp_path / "runs.db")))
-    assert blob_store(None, lambda: in_database) is in_database
-    files = blob_store(f"file://{tmp_path / 'new'}", lambda: in_database)
+    tables = SQLiteTables(str(tmp_path / "runs.db"))
+    in_database = blob_store(None, tables)
+    assert isinstance(in_database, DatabaseBlobs)
+    assert in_database.tables is tables
+    files = blob_store(f"file://{tmp_path / 'new'}", tables)
     assert isinstance(files, FileBlobs)
     assert os.path.isdir(tmp_path / "new" / ".incoming")
     refused = {
@@ -362,5 +366,23 @@ def test_blob_store_specs(tmp_path: Path) -> None:
     }
     for spec, message in refused.items():
         with pytest.raises(ValidationError, match=message) as caught:
-            blob_store(spec, lambda: in_database)
+            blob_store(spec, tables)
         assert caught.value.field == "url.artifacts"
+
+
+def test_a_sqlite_custody_transaction_takes_the_write_lock_up_front(tmp_path: Path) -> None:
+    """SQLite has one writer at a time: a transaction that began as a reader and then wrote
+    would be refused at once ("database is locked") if another writer came in between."""
+    path = str(tmp_path / "runs.db")
+    actae.open(f"sqlite:///{path}").close()
+    other = sqlite3.connect(path, timeout=0, isolation_level=None)
+    try:
+        with (
+            SQLiteTables(path).transaction(),
+            pytest.raises(sqlite3.OperationalError, match="locked"),
+        ):
+            other.execute("BEGIN IMMEDIATE")
+        other.execute("BEGIN IMMEDIATE")  # released when the transaction ended
+        other.execute("ROLLBACK")
+    finally:
+        other.close()

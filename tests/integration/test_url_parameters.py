@@ -57,6 +57,17 @@ def test_malformed_url_parts_are_refused_by_name(query_or_netloc: str, field: st
     assert caught.value.field == field
 
 
+@pytest.mark.parametrize(
+    ("url", "name"),
+    [("sqlite:///runs.db?schema=a", "schema"), ("memory://?pool_size=2", "pool_size")],
+)
+def test_an_option_sqlite_does_not_take_is_refused_by_name(url: str, name: str) -> None:
+    with pytest.raises(actae.ValidationError) as caught:
+        parse_store_url(url)
+    assert caught.value.field == f"url.{name}"
+    assert caught.value.reason.endswith("this backend takes keyring, inline_max, artifacts")
+
+
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_libpq_parameters_that_cannot_be_carried_are_refused_by_name(name: str) -> None:
     with pytest.raises(actae.ValidationError) as caught:
