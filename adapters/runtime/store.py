@@ -240,21 +240,21 @@ def _named_as(method: F, decide: Callable[..., Any], returns: str | None = None)
 def started(
     decide: Callable[Concatenate[Shell, TraceContext, P], T],
     *,
-    span: Callable[[Mapping[str, Any]], str],
+    span: Callable[..., str],
     describe: Callable[[Start, T], None],
 ) -> Callable[Concatenate[Store, P], T]:
     """The ``Store`` method for ``decide``, a command that starts a run (a start, a fork).
 
     As for :func:`command`, the signature is ``decide``'s, without its ``trace_context``:
     the run keeps the trace it is started in, the current span, else a short span named
-    ``span(keyword arguments)`` that ``describe`` tells the new run. A repeat of a start
+    ``span(*arguments)`` that ``describe`` tells the new run. A repeat of a start
     that ran already opens none (it would be a stray trace).
     """
 
     def method(self: Store, /, *args: P.args, **kwargs: P.kwargs) -> T:
         operation_id = cast("str | None", kwargs.get("operation_id"))  # checked by the command
         repeated = lambda: self._ran(operation_id)  # noqa: E731 - asked only without a span
-        with tracing.starting(span(kwargs), repeated, sealed=self.encrypting) as start:
+        with tracing.starting(span(*args, **kwargs), repeated, sealed=self.encrypting) as start:
             result = self._service.call(decide, start.trace_context, *args, **kwargs)
             describe(start, result)
         return result
@@ -266,10 +266,11 @@ def started(
     return named
 
 
-def _start_span(arguments: Mapping[str, Any]) -> str:
+def _start_span(
+    workflow_id: object = None, *_: object, agent_id: object = None, **__: object
+) -> str:
     # The agent names the span, never the workflow id: span names are what trace backends
     # index and group by, and a workflow id is the application's (a customer's, an order's).
-    agent_id = arguments.get("agent_id")
     return tracing.span_name(START_SPAN, agent_id)
 
 
@@ -336,7 +337,7 @@ class Store:
     record = appended(appending.record)
     transition = appended(appending.transition)
 
-    fork = started(forking.fork, span=lambda _: FORK_SPAN, describe=_forked)
+    fork = started(forking.fork, span=lambda *_, **__: FORK_SPAN, describe=_forked)
 
     # -- waits, operator actions and endings (domain/lifecycle.py) ------------------------
 
