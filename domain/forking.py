@@ -21,7 +21,7 @@ from actae.domain.operation import Operation
 from actae.domain.pipeline import Once, Shell, retried
 from actae.domain.reader import StoreReader
 from actae.domain.run import Run
-from actae.domain.starting import open_run
+from actae.domain.starting import TraceContext, open_run
 from actae.domain.validation import (
     MAX_REASON_LENGTH,
     fingerprint,
@@ -36,18 +36,18 @@ from actae.domain.values import ForkReceipt, ForkRecord
 
 def fork(
     shell: Shell,
+    trace_context: TraceContext,
     channel_id: UUID | str,
     *,
     at: int,
     operation_id: str | None = None,
     reason: str | None = None,
     pins: Mapping[str, Any] | None = None,
-    trace_context: Mapping[str, str] | None = None,
 ) -> ForkReceipt:
-    """Start a child run from the state in force at cursor ``at`` of a channel.
+    """Start a child run from the state in force at cursor ``at``; returns the receipt.
 
-    ``trace_context`` is where the fork happened in a distributed trace (as for a start):
-    kept with the child, never part of the command's content.
+    The child keeps a trace of its own, as ``start_run`` does (the current span, else a
+    short ``actae.fork`` span): a fork is a new attempt, not more of the parent's.
     """
     reader = shell.reader
     cid = require_uuid("channel_id", channel_id)

@@ -8,12 +8,13 @@ interrupted one is finished by asking again.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from actae.domain.errors import NotFoundError
+from actae.domain.lifecycle import operated
 from actae.domain.pipeline import Shell, retried
 from actae.domain.reader import StoreReader
 from actae.domain.retention import (
@@ -24,11 +25,8 @@ from actae.domain.retention import (
     require_policy,
 )
 from actae.domain.run import Run
-from actae.domain.validation import MAX_REASON_LENGTH, require_text, require_uuid
+from actae.domain.validation import require_text
 from actae.domain.values import RunInfo
-
-Move = Callable[..., None]
-"""A Run method taking ``actor``, ``reason`` and ``at``."""
 
 
 def forget(shell: Shell, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
@@ -36,32 +34,17 @@ def forget(shell: Shell, run_id: UUID | str, *, actor: str, reason: str) -> RunI
 
     No note goes on its channel: it would be sealed under the key being destroyed.
     """
-    return _moved(shell, run_id, actor, reason, Run.forget)
+    return operated(shell, run_id, actor, reason, None, Run.forget)
 
 
 def hold(shell: Shell, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
     """Place a legal hold: retention never purges the run until it is released."""
-    return _moved(shell, run_id, actor, reason, Run.hold)
+    return operated(shell, run_id, actor, reason, None, Run.hold)
 
 
 def release(shell: Shell, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
     """Lift the legal hold: retention applies to the run again."""
-    return _moved(shell, run_id, actor, reason, Run.release)
-
-
-def _moved(shell: Shell, run_id: UUID | str, actor: str, reason: str, move: Move) -> RunInfo:
-    run_id = require_uuid("run_id", run_id)
-    actor = require_text("actor", actor)
-    reason = require_text("reason", reason, max_length=MAX_REASON_LENGTH)
-
-    def attempt(_: int) -> RunInfo:
-        run = shell.reader.run_aggregate(run_id)
-        move(run, actor=actor, reason=reason, at=shell.now())
-        if run.pending_events:
-            shell.save(run)
-        return shell.reader.run(run_id)
-
-    return retried(shell, attempt, lambda: f"run {run_id}")
+    return operated(shell, run_id, actor, reason, None, Run.release)
 
 
 def policies(reader: StoreReader) -> Retention | None:

@@ -179,12 +179,12 @@ def _expire(run: Run, wait: Wait, at: datetime) -> list[Note]:
 
 def pause(shell: Shell, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
     """Pause a run; its workflow code stops at the next step boundary."""
-    return _operator(shell, run_id, actor, reason, "paused", Run.pause)
+    return operated(shell, run_id, actor, reason, "paused", Run.pause)
 
 
 def unpause(shell: Shell, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
     """Let a paused run continue."""
-    return _operator(shell, run_id, actor, reason, "unpaused", Run.unpause)
+    return operated(shell, run_id, actor, reason, "unpaused", Run.unpause)
 
 
 def retry_run(shell: Shell, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
@@ -194,12 +194,12 @@ def retry_run(shell: Shell, run_id: UUID | str, *, actor: str, reason: str) -> R
     effect replays, so only the work after the failure happens again. Steps retried by
     policy start a fresh retry budget.
     """
-    return _operator(shell, run_id, actor, reason, "retried", Run.retry)
+    return operated(shell, run_id, actor, reason, "retried", Run.retry)
 
 
 def cancel(shell: Shell, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
     """Cancel a run and its children (cooperatively: at the next step boundary)."""
-    info = _operator(shell, run_id, actor, reason, "cancelled", Run.cancel)
+    info = operated(shell, run_id, actor, reason, "cancelled", Run.cancel)
     run = shell.reader.run_aggregate(info.run_id)
     for child in run.children:
         if shell.reader.run_aggregate(child).is_live:
@@ -235,20 +235,24 @@ def fail_run(shell: Shell, run_id: UUID | str, error: str, *, actor: str) -> Run
     return _change(shell, require_uuid("run_id", run_id), decide, tell_parent=True)
 
 
-def _operator(
+def operated(
     shell: Shell,
     run_id: UUID | str,
     actor: str,
     reason: str,
-    what: str,
+    what: str | None,
     move: Callable[..., None],
 ) -> RunInfo:
+    """``move(run, actor=, reason=, at=)``, noted on the run's channel as ``run.<what>``.
+
+    ``what=None`` writes no note (a forget's would be sealed under the key it destroys).
+    """
     actor = require_text("actor", actor)
     reason = require_text("reason", reason, max_length=MAX_REASON_LENGTH)
 
     def decide(run: Run, at: datetime) -> list[Note]:
         move(run, actor=actor, reason=reason, at=at)
-        return [(f"run.{what}", {"actor": actor, "reason": reason})]
+        return [] if what is None else [(f"run.{what}", {"actor": actor, "reason": reason})]
 
     return _change(shell, require_uuid("run_id", run_id), decide)
 
@@ -359,7 +363,8 @@ def _change(
 ) -> RunInfo:
     """Decide on fresh state and save the run with its channel writes; retry lost races.
 
-    The channel gets the notes ``decide`` returns, or what ``write`` appends instead.
+    The channel gets the notes ``decide`` returns, or what ``write`` appends instead; with
+    neither, the run alone is saved if it moved.
     """
     reader = shell.reader
 
@@ -376,6 +381,8 @@ def _change(
             if tell_parent:
                 pending.extend(_tell_parent(shell, run, at))
             shell.save(*pending)
+        elif run.pending_events:  # moved with nothing to note (a hold, a forget)
+            shell.save(run)
         return reader.run(run_id)
 
     return retried(shell, attempt, lambda: f"run {run_id}")

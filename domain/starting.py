@@ -33,10 +33,14 @@ from actae.domain.values import RunInfo
 
 Note = tuple[str, dict[str, Any]]
 """The opening event of a run's main channel: its kind and payload."""
+TraceContext = Mapping[str, str] | None
+"""Where a start or fork happened in a distributed trace: kept with the new run, never part
+of the command's content (the start retried from another span is the same start)."""
 
 
 def start_run(
     shell: Shell,
+    trace_context: TraceContext,
     workflow_id: str,
     *,
     agent_id: str,
@@ -46,15 +50,15 @@ def start_run(
     deadline: datetime | None = None,
     parent_run_id: UUID | str | None = None,
     budget: Mapping[str, float] | None = None,
-    trace_context: Mapping[str, str] | None = None,
 ) -> RunInfo:
-    """Start a run with its main channel; cursor 1 creates state version 1.
+    """Start a run: its main channel opens at cursor 1 with state version 1.
 
-    ``budget`` caps the usage its steps record (e.g. ``{"output_tokens": 50_000, "cost": 2.0}``);
-    a run past its budget or ``deadline`` stops, failed, at its next step boundary.
-    ``trace_context`` is where the start happened in a distributed trace: kept with the run,
-    never part of the command's content.
+    Repeating the call with the same ``operation_id`` and content returns the original
+    :class:`RunInfo` with ``replayed=True``. The run keeps the trace it was started in
+    (the current span, else a short ``actae.start`` span): see docs/telemetry.md.
     """
+    # ``budget`` caps the usage its steps record (``{"output_tokens": 50_000, "cost": 2.0}``);
+    # a run past its budget or ``deadline`` stops, failed, at its next step boundary.
     core, reader = shell.core, shell.reader
     workflow_id = require_text("workflow_id", workflow_id)
     agent_id = require_text("agent_id", agent_id)

@@ -20,7 +20,7 @@ import asyncio
 import functools
 import inspect
 from collections.abc import AsyncIterator, Callable, Coroutine
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar
@@ -36,40 +36,32 @@ from actae.adapters.readside.projector import Projector
 from actae.adapters.readside.subscription import Subscription, Unwaited
 from actae.adapters.runtime.async_context import AsyncRunContext
 from actae.adapters.runtime.store import RunContext, Store, open
-from actae.domain.ports import Clock
 from actae.domain.redaction import Redactor
-from actae.domain.validation import DEFAULT_MAX_DOCUMENT_BYTES
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
 
-@asynccontextmanager
-async def open_async(
-    url: str,
-    *,
-    clock: Clock | None = None,
-    max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
-    create: bool = True,
-    keyring: str | None = None,
-    redact: Redactor | bool | None = None,
-) -> AsyncIterator[AsyncStore]:
-    """Open the store at ``url`` for asyncio code: ``async with actae.open_async(url) as store``.
+def _opening(
+    opens: Callable[P, Store],
+) -> Callable[P, AbstractAsyncContextManager[AsyncStore]]:
+    """``open_async`` from ``actae.open``: the same arguments, an ``AsyncStore`` for a block."""
 
-    The arguments, the schema handling and the errors are ``actae.open``'s. The store closes
-    when the block ends.
-    """
-    store = await asyncio.to_thread(
-        open,
-        url,
-        clock=clock,
-        max_document_bytes=max_document_bytes,
-        create=create,
-        keyring=keyring,
-        redact=redact,
-    )
-    async with AsyncStore(store) as opened:
-        yield opened
+    @asynccontextmanager
+    async def open_async(*args: P.args, **kwargs: P.kwargs) -> AsyncIterator[AsyncStore]:
+        """Open the store at ``url`` for asyncio code: ``async with actae.open_async(url) as store``.
+
+        The arguments, the schema handling and the errors are ``actae.open``'s. The store closes
+        when the block ends.
+        """  # noqa: E501 - the public docstring, indented here
+        store = await asyncio.to_thread(opens, *args, **kwargs)
+        async with AsyncStore(store) as opened:
+            yield opened
+
+    signature = inspect.signature(opens).replace(return_annotation="AsyncIterator[AsyncStore]")
+    open_async.__signature__ = signature  # type: ignore[attr-defined]
+    open_async.__qualname__ = "open_async"
+    return open_async
 
 
 def _awaited(
@@ -279,3 +271,6 @@ class AsyncStore:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+open_async = _opening(open)

@@ -17,7 +17,7 @@ import tempfile
 import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from eventsourcing.persistence import ApplicationRecorder, Mapper
@@ -50,6 +50,13 @@ Custody = tuple[BlobStore, RefRecorder]
 """The artifacts' blob store and their references."""
 
 
+class Purging(NamedTuple):
+    """A purge's statements in one database's SQL (:mod:`~actae.adapters.persistence.purging`)."""
+
+    delete_events: Callable[[Any, Sequence[UUID], Sequence[UUID], str], int]
+    still_stored: Callable[[Any, Sequence[UUID]], set[UUID]]
+
+
 class Backend:
     """What differs between databases; each kind overrides the hooks it needs.
 
@@ -66,6 +73,8 @@ class Backend:
 
     _recorder: ActaePostgresRecorder | ActaeSQLiteRecorder
     """The event store's recorder (from :meth:`event_store` on)."""
+    _purging: Purging
+    """The deletes of a purge, and the look for what is left, in this database's SQL."""
 
     def __init__(self, url: StoreUrl) -> None:
         self.url = url
@@ -120,19 +129,14 @@ class Backend:
         """
         if not everything_of and not history_of:
             return 0
-        return self._delete(everything_of, history_of, keep_topic)
-
-    def _delete(
-        self, everything_of: Sequence[UUID], history_of: Sequence[UUID], keep_topic: str
-    ) -> int:
-        raise NotImplementedError
+        delete = self._purging.delete_events
+        return off_the_loop(delete, self._recorder, everything_of, history_of, keep_topic)
 
     def still_stored(self, originator_ids: Sequence[UUID]) -> set[UUID]:
         """Which of ``originator_ids`` still have events."""
-        return self._stored(originator_ids) if originator_ids else set()
-
-    def _stored(self, originator_ids: Sequence[UUID]) -> set[UUID]:
-        raise NotImplementedError
+        if not originator_ids:
+            return set()
+        return off_the_loop(self._purging.still_stored, self._recorder, originator_ids)
 
     def server(self, field: str, *, needed_by: str, missing: str) -> dict[str, str]:
         """The database server's libpq parameters; ``ValidationError`` on ``field`` without.
@@ -153,6 +157,7 @@ class PostgresBackend(Backend):
 
     name = "postgresql"
     reads_ahead = True
+    _purging = Purging(purging.postgres_delete_events, purging.postgres_still_stored)
     _recorder: ActaePostgresRecorder
 
     def clock(self, given: Clock | None) -> Clock:
@@ -221,15 +226,6 @@ class PostgresBackend(Backend):
         """Counted by one statement."""
         return backlog.postgres_events_after(self._recorder, position, cap)
 
-    def _delete(
-        self, everything_of: Sequence[UUID], history_of: Sequence[UUID], keep_topic: str
-    ) -> int:
-        delete = purging.postgres_delete_events
-        return off_the_loop(delete, self._recorder, everything_of, history_of, keep_topic)
-
-    def _stored(self, originator_ids: Sequence[UUID]) -> set[UUID]:
-        return off_the_loop(purging.postgres_still_stored, self._recorder, originator_ids)
-
     def server(self, field: str, *, needed_by: str, missing: str) -> dict[str, str]:
         """The URL's libpq parameters."""
         return dict(self.url.postgres_conninfo)
@@ -244,6 +240,7 @@ class SqliteBackend(Backend):
 
     name = "sqlite"
     open_hint = "check the path (its folder must exist and be writable)"
+    _purging = Purging(purging.sqlite_delete_events, purging.sqlite_still_stored)
     _recorder: ActaeSQLiteRecorder
 
     def __init__(self, url: StoreUrl, database: str, read_only: str) -> None:
@@ -290,15 +287,6 @@ class SqliteBackend(Backend):
     def events_after(self, position: int, cap: int = backlog.CAP) -> int:
         """Counted by one query."""
         return off_the_loop(backlog.sqlite_events_after, self._recorder, position, cap)
-
-    def _delete(
-        self, everything_of: Sequence[UUID], history_of: Sequence[UUID], keep_topic: str
-    ) -> int:
-        delete = purging.sqlite_delete_events
-        return off_the_loop(delete, self._recorder, everything_of, history_of, keep_topic)
-
-    def _stored(self, originator_ids: Sequence[UUID]) -> set[UUID]:
-        return off_the_loop(purging.sqlite_still_stored, self._recorder, originator_ids)
 
 
 MEMORY = "/dev/shm"  # noqa: S108 - a private folder is made inside it

@@ -66,7 +66,9 @@ from actae.adapters.runtime.run_ledger import Reconcile, RunLedger
 from actae.adapters.runtime.service import ActaeService
 from actae.adapters.telemetry import tracing
 from actae.adapters.telemetry.names import FORK_SPAN, START_SPAN
-from actae.adapters.telemetry.runs import RunTrace, fork_attributes, started
+from actae.adapters.telemetry.runs import RunTrace, fork_attributes
+from actae.adapters.telemetry.runs import started as run_started
+from actae.adapters.telemetry.tracing import Start
 from actae.domain import appending, forking, keeping, ledger, lifecycle, starting
 from actae.domain.appending import Append
 from actae.domain.artifacts import ArtifactRef, reference_in
@@ -84,6 +86,7 @@ from actae.domain.pipeline import Core, Shell
 from actae.domain.ports import Clock
 from actae.domain.reader import channel_event_of, operation_record_of
 from actae.domain.redaction import Redactor
+from actae.domain.starting import TraceContext
 from actae.domain.validation import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     require_int,
@@ -234,6 +237,47 @@ def _named_as(method: F, decide: Callable[..., Any], returns: str | None = None)
     return method
 
 
+def started(
+    decide: Callable[Concatenate[Shell, TraceContext, P], T],
+    *,
+    span: Callable[..., str],
+    describe: Callable[[Start, T], None],
+) -> Callable[Concatenate[Store, P], T]:
+    """The ``Store`` method for ``decide``, a command that starts a run (a start, a fork).
+
+    As for :func:`command`, the signature is ``decide``'s, without its ``trace_context``:
+    the run keeps the trace it is started in, the current span, else a short span named
+    ``span(*arguments)`` that ``describe`` tells the new run. A repeat of a start
+    that ran already opens none (it would be a stray trace).
+    """
+
+    def method(self: Store, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        operation_id = cast("str | None", kwargs.get("operation_id"))  # checked by the command
+        repeated = lambda: self._ran(operation_id)  # noqa: E731 - asked only without a span
+        with tracing.starting(span(*args, **kwargs), repeated, sealed=self.encrypting) as start:
+            result = self._service.call(decide, start.trace_context, *args, **kwargs)
+            describe(start, result)
+        return result
+
+    named = _named_as(method, decide)
+    signature = inspect.signature(named)
+    parameters = [p for p in signature.parameters.values() if p.name != "trace_context"]
+    named.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    return named
+
+
+def _start_span(
+    workflow_id: object = None, *_: object, agent_id: object = None, **__: object
+) -> str:
+    # The agent names the span, never the workflow id: span names are what trace backends
+    # index and group by, and a workflow id is the application's (a customer's, an order's).
+    return tracing.span_name(START_SPAN, agent_id)
+
+
+def _forked(start: Start, receipt: ForkReceipt) -> None:
+    start.describe(fork_attributes(receipt))
+
+
 class Store:
     """A durable-execution store for agent runs. Use as a context manager, or ``close()``."""
 
@@ -275,44 +319,7 @@ class Store:
 
     # -- commands -------------------------------------------------------------------------
 
-    def start_run(
-        self,
-        workflow_id: str,
-        *,
-        agent_id: str,
-        state: dict[str, Any],
-        pins: Mapping[str, Any] | None = None,
-        operation_id: str | None = None,
-        deadline: datetime | None = None,
-        parent_run_id: UUID | str | None = None,
-        budget: Mapping[str, float] | None = None,
-    ) -> RunInfo:
-        """Start a run: its main channel opens at cursor 1 with state version 1.
-
-        Repeating the call with the same ``operation_id`` and content returns the original
-        :class:`RunInfo` with ``replayed=True``. The run keeps the trace it was started in
-        (the current span, else a short ``actae.start`` span): see docs/telemetry.md.
-        """
-        # The agent names the span, never the workflow id: span names are what trace backends
-        # index and group by, and a workflow id is the application's (a customer's, an order's).
-        span_name = tracing.span_name(START_SPAN, agent_id)
-        with tracing.starting(
-            span_name, lambda: self._ran(operation_id), sealed=self.encrypting
-        ) as start:
-            run = self._service.call(
-                starting.start_run,
-                workflow_id,
-                agent_id=agent_id,
-                state=state,
-                pins=pins,
-                operation_id=operation_id,
-                deadline=deadline,
-                parent_run_id=parent_run_id,
-                budget=budget,
-                trace_context=start.trace_context,
-            )
-            started(start, run)
-        return run
+    start_run = started(starting.start_run, span=_start_span, describe=run_started)
 
     def _ran(self, operation_id: str | None) -> bool:
         """Whether a command ran under ``operation_id`` already (a start or fork to replay).
@@ -330,34 +337,7 @@ class Store:
     record = appended(appending.record)
     transition = appended(appending.transition)
 
-    def fork(
-        self,
-        channel_id: UUID | str,
-        *,
-        at: int,
-        operation_id: str | None = None,
-        reason: str | None = None,
-        pins: Mapping[str, Any] | None = None,
-    ) -> ForkReceipt:
-        """Start a child run from the state in force at cursor ``at``; returns the receipt.
-
-        The child keeps a trace of its own, as ``start_run`` does (the current span, else a
-        short ``actae.fork`` span): a fork is a new attempt, not more of the parent's.
-        """
-        with tracing.starting(
-            FORK_SPAN, lambda: self._ran(operation_id), sealed=self.encrypting
-        ) as start:
-            receipt = self._service.call(
-                forking.fork,
-                channel_id,
-                at=at,
-                operation_id=operation_id,
-                reason=reason,
-                pins=pins,
-                trace_context=start.trace_context,
-            )
-            start.describe(fork_attributes(receipt))
-        return receipt
+    fork = started(forking.fork, span=lambda *_, **__: FORK_SPAN, describe=_forked)
 
     # -- waits, operator actions and endings (domain/lifecycle.py) ------------------------
 
