@@ -35,6 +35,7 @@ from actae.adapters.drill.db_faults import FAULTS as DB_FAULTS
 from actae.adapters.drill.db_faults import DatabaseServer
 from actae.adapters.drill.outages import JOURNAL_KIND, plan
 from actae.adapters.drill.report import Report, summarize, table
+from actae.adapters.drill.workflows import CRASH_POINTS, PINS_V1
 from actae.adapters.logs import Lines, TextFormatter
 from actae.adapters.persistence.clock import OffsetClock
 from actae.adapters.persistence.outages import is_transient
@@ -42,7 +43,6 @@ from actae.adapters.runtime.store import open as open_store
 from actae.domain.errors import ActaeError, ValidationError
 from actae.domain.values import RunStatus
 
-CRASH_POINTS = ("after-model-call", "during-commit", "after-charge-accepted", "while-waiting")
 FAULTS = ("payer-retries-in-doubt", "provider-ignores-idempotency-keys")
 
 STEPS = 7
@@ -51,7 +51,6 @@ IDLE = 0.3
 """Seconds without a new event after which the drill jumps the clock."""
 LEASE = 10.0
 """Seconds a worker's run lease lasts without a heartbeat (``actae worker --lease``)."""
-PINS_V1 = {"model": "mock-llm-1", "prompt": "drill-p1", "tools": "drill-t1", "schema": 1}
 DUE = (
     ("timer", "SELECT wake_at AS at FROM run_status WHERE wake_at IS NOT NULL"),
     ("retry", "SELECT next_retry_at AS at FROM run_status WHERE next_retry_at IS NOT NULL"),
