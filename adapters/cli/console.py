@@ -15,6 +15,7 @@ import click
 
 from actae.adapters.cli.opening import invocation
 from actae.adapters.cli.options import log_format, store_options, whole
+from actae.adapters.console.auth import ROLES  # the file format's own module: no server stack
 from actae.adapters.logs import configure
 from actae.adapters.persistence.libpq import name_connections
 from actae.domain.errors import ValidationError
@@ -108,7 +109,7 @@ def console(
 @click.argument("name")
 @click.option(
     "--role",
-    type=click.Choice(["viewer", "operator"]),
+    type=click.Choice(ROLES),
     required=True,
     help="viewer reads; operator also acts",
 )

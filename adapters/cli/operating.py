@@ -18,7 +18,7 @@ import orjson
 from rich.console import Group
 
 from actae.adapters.cli.opening import invocation
-from actae.adapters.cli.options import actor, as_json, store_options, whole
+from actae.adapters.cli.options import actor, as_json, page_limit, store_options
 from actae.adapters.cli.printing import (
     audit_table,
     counts_line,
@@ -52,7 +52,7 @@ def _store() -> Iterator[Store]:
 )
 @click.option("--workflow", metavar="W", help="only runs of this workflow id")
 @click.option("--agent", metavar="A", help="only runs of this agent id")
-@click.option("--limit", type=whole(1, views.MOST), default=views.PAGE, show_default=True)
+@page_limit
 @click.option("--after", metavar="RUN", help="the page after this run (the last one shown)")
 @as_json
 def runs(
@@ -101,7 +101,7 @@ def show(run: str, as_json: bool) -> int:
 @store_options(required=True)
 @click.option("--in-doubt", is_flag=True, help="only effects in doubt")
 @click.option("--run", metavar="RUN", help="only this run's effects")
-@click.option("--limit", type=whole(1, views.MOST), default=views.PAGE, show_default=True)
+@page_limit
 @as_json
 def effects(in_doubt: bool, run: str | None, limit: int, as_json: bool) -> int:
     """``actae effects``."""
