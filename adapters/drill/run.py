@@ -93,7 +93,9 @@ class Drill:
         self.url, self.folder, self.agents = url, folder, agents
         self.server, self.db_fault = server, db_fault
         self.seed, self.kill_after = seed, kill_after
-        self._lines = Lines(log, out, formatter=TextFormatter())
+        # Progress lines go to the ``actae.drill`` logger and to ``out``.
+        self._say = Lines(log, out, formatter=TextFormatter()).say
+        self._say(f"Actae failure drill on {url} (seed {seed})")
         self.crash_point, self.duplicate_deliveries = crash_point, duplicate_deliveries
         self.faults = tuple(faults)
         self.clock = OffsetClock(str(folder / "clock"))
@@ -284,10 +286,6 @@ class Drill:
                 return False
             raise
 
-    def _say(self, text: str, *, level: int = logging.INFO, **fields: object) -> None:
-        """A progress line, to the ``actae.drill`` logger and to ``out``."""
-        self._lines.say(text, level=level, **fields)
-
     # -- virtual time ---------------------------------------------------------------------
 
     def _jump_when_idle(self) -> None:
@@ -436,17 +434,13 @@ def drill(
     seed = seed if seed is not None else int.from_bytes(os.urandom(2), "big")
     with tempfile.TemporaryDirectory(prefix="actae-drill-") as folder:
         url = url or f"sqlite:///{Path(folder) / 'drill.db'}"
-        progress = sys.stderr if as_json else out
-        Lines(log, progress, formatter=TextFormatter()).say(
-            f"Actae failure drill on {url} (seed {seed})"
-        )
         environment = Drill(
             url,
             Path(folder),
             agents=agents,
             seed=seed,
             kill_after=kill_after,
-            out=progress,
+            out=sys.stderr if as_json else out,
             crash_point=crash_point,
             duplicate_deliveries=duplicate_deliveries,
             faults=faults,
