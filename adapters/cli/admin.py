@@ -9,6 +9,7 @@ role read the read models (the SQL is :mod:`actae.adapters.readside.grants`).
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import cast
 
@@ -27,9 +28,9 @@ from actae.adapters.runtime.store import open as open_store
 from actae.projections.tables import TABLES, VIEWS
 
 
-@click.group(help="Make and rotate the keyring that encrypts a store at rest.")
+@click.group()
 def keys() -> None:
-    """The ``keys`` command group."""
+    """Make and rotate the keyring that encrypts a store at rest."""
 
 
 @keys.command(
@@ -109,18 +110,7 @@ def retention(dry_run: bool, actor: str, limit: int, as_json: bool) -> int:
         policies = store.retention()
         report = store.apply_retention(actor=actor, dry_run=dry_run, limit=limit)
     if as_json:
-        print_json(
-            {
-                "policies": policies,
-                "dry_run": report.dry_run,
-                "examined": report.examined,
-                "purged": [str(run_id) for run_id in report.purged],
-                "held": report.held,
-                "events_deleted": report.events_deleted,
-                "artifacts_deleted": report.artifacts_deleted,
-                "seconds": round(report.seconds, 3),
-            }
-        )
+        print_json({"policies": policies, **asdict(report), "seconds": round(report.seconds, 3)})
         return 0
     out = console()
     if not policies:

@@ -43,7 +43,7 @@ def _store() -> Iterator[Store]:
         yield store
 
 
-@click.command(help="List runs, newest first, with what each should do next.")
+@click.command()
 @store_options(required=True)
 @click.option(
     "--status",
@@ -63,7 +63,7 @@ def runs(
     after: str | None,
     as_json: bool,
 ) -> int:
-    """``actae runs``."""
+    """List runs, newest first, with what each should do next."""
     with _store() as store:
         last = None if after is None else resolve_run(store, after)
         rows = views.runs(
@@ -97,26 +97,26 @@ def show(run: str, as_json: bool) -> int:
     return report(run_panel(view), document, as_json)
 
 
-@click.command(help="List ledger effects; --in-doubt shows the ones that may have happened.")
+@click.command()
 @store_options(required=True)
 @click.option("--in-doubt", is_flag=True, help="only effects in doubt")
 @click.option("--run", metavar="RUN", help="only this run's effects")
 @page_limit
 @as_json
 def effects(in_doubt: bool, run: str | None, limit: int, as_json: bool) -> int:
-    """``actae effects``."""
+    """List ledger effects; --in-doubt shows the ones that may have happened."""
     with _store() as store:
         run_id = None if run is None else resolve_run(store, run)
         rows = views.effects(store, in_doubt=in_doubt, run_id=run_id, limit=limit)
     return report(effects_table(rows) if rows else "no effects match", rows, as_json)
 
 
-@click.command(help="Every operator action on a run and its effects: actor, time and reason.")
+@click.command()
 @store_options(required=True)
 @click.argument("run")
 @as_json
 def audit(run: str, as_json: bool) -> int:
-    """``actae audit RUN``."""
+    """Every operator action on a run and its effects: actor, time and reason."""
     with _store() as store:
         rows = views.audit(store, resolve_run(store, run))
     return report(audit_table(rows) if rows else "no operator actions on this run", rows, as_json)

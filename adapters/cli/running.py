@@ -39,10 +39,10 @@ log = logging.getLogger("actae.cli")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-@click.command(help="Run a short workflow, kill its worker with SIGKILL, recover, fork.")
+@click.command()
 @store_options(required=False)
 def demo() -> int:
-    """``actae demo``."""
+    """Run a short workflow, kill its worker with SIGKILL, recover, fork."""
     return run_demo(invocation().url(required=False))
 
 
