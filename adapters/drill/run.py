@@ -27,6 +27,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Collection
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -72,34 +73,29 @@ class DrillError(ActaeError):
     code = "drill"
 
 
+@dataclass(eq=False)
 class Drill:
     """One drill environment: store, clock, provider and worker processes."""
 
-    def __init__(
-        self,
-        url: str,
-        folder: Path,
-        *,
-        agents: int,
-        seed: int,
-        kill_after: int,
-        out: TextIO,
-        crash_point: str | None = None,
-        duplicate_deliveries: int = 2,
-        faults: Collection[str] = (),
-        server: DatabaseServer | None = None,
-        db_fault: str = "restart",
-    ) -> None:
-        self.url, self.folder, self.agents = url, folder, agents
-        self.server, self.db_fault = server, db_fault
-        self.seed, self.kill_after = seed, kill_after
-        # Progress lines go to the ``actae.drill`` logger and to ``out``.
-        self._say = Lines(log, out, formatter=TextFormatter()).say
-        self._say(f"Actae failure drill on {url} (seed {seed})")
-        self.crash_point, self.duplicate_deliveries = crash_point, duplicate_deliveries
-        self.faults = tuple(faults)
-        self.clock = OffsetClock(str(folder / "clock"))
-        self.store = open_store(url, clock=self.clock)
+    url: str
+    folder: Path
+    _: KW_ONLY
+    agents: int
+    seed: int
+    kill_after: int
+    out: TextIO
+    """Where progress lines go (besides the ``actae.drill`` logger)."""
+    crash_point: str | None = None
+    duplicate_deliveries: int = 2
+    faults: Collection[str] = ()
+    server: DatabaseServer | None = None
+    db_fault: str = "restart"
+
+    def __post_init__(self) -> None:
+        self._say = Lines(log, self.out, formatter=TextFormatter()).say
+        self._say(f"Actae failure drill on {self.url} (seed {self.seed})")
+        self.clock = OffsetClock(str(self.folder / "clock"))
+        self.store = open_store(self.url, clock=self.clock)
         self.log = self.store.start_run(
             f"drill-log-{uuid.uuid4().hex[:8]}", agent_id="driver", state={}
         )
