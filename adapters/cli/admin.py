@@ -9,6 +9,7 @@ role read the read models (the SQL is :mod:`actae.adapters.readside.grants`).
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import cast
 
@@ -16,7 +17,7 @@ import click
 
 from actae.adapters.cli.opening import invocation
 from actae.adapters.cli.options import as_json, store_options
-from actae.adapters.cli.printing import console, print_json
+from actae.adapters.cli.printing import console, print_json, report
 from actae.adapters.custody.keyring import load_keyring, new_keyring, save_keyring
 from actae.adapters.operate import views
 from actae.adapters.persistence.url import parse_store_url
@@ -27,9 +28,9 @@ from actae.adapters.runtime.store import open as open_store
 from actae.projections.tables import TABLES, VIEWS
 
 
-@click.group(help="Make and rotate the keyring that encrypts a store at rest.")
+@click.group()
 def keys() -> None:
-    """The ``keys`` command group."""
+    """Make and rotate the keyring that encrypts a store at rest."""
 
 
 @keys.command(
@@ -43,11 +44,11 @@ def new(out: str, as_json: bool) -> None:
     """Write a fresh keyring to ``out``."""
     keyring = new_keyring()
     save_keyring(keyring, out, replace=False)
-    if as_json:
-        print_json({"keyring": out, "current": keyring.current})
-        return
-    console().print(f"wrote {out} with master key {keyring.current}")
-    console().print(f"open the store with ?keyring={Path(out).resolve()} (or keyring=)")
+    shown = (
+        f"wrote {out} with master key {keyring.current}\n"
+        f"open the store with ?keyring={Path(out).resolve()} (or keyring=)"
+    )
+    report(shown, {"keyring": out, "current": keyring.current}, as_json)
 
 
 @keys.command(
@@ -69,11 +70,13 @@ def rotate(keyring_path: str, as_json: bool) -> None:
     save_keyring(rotated, keyring_path, replace=True)
     with open_store(url, keyring=keyring_path, create=False) as store:
         count = store.rotate_keys()
-    if as_json:
-        print_json({"keyring": keyring_path, "current": rotated.current, "rewrapped": count})
-        return
-    console().print(f"master key {rotated.current} is current in {keyring_path}")
-    console().print(f"re-wrapped {count} data key{'s' if count != 1 else ''}")
+    shown = (
+        f"master key {rotated.current} is current in {keyring_path}\n"
+        f"re-wrapped {count} data key{'s' if count != 1 else ''}"
+    )
+    report(
+        shown, {"keyring": keyring_path, "current": rotated.current, "rewrapped": count}, as_json
+    )
 
 
 @click.command(
@@ -107,18 +110,7 @@ def retention(dry_run: bool, actor: str, limit: int, as_json: bool) -> int:
         policies = store.retention()
         report = store.apply_retention(actor=actor, dry_run=dry_run, limit=limit)
     if as_json:
-        print_json(
-            {
-                "policies": policies,
-                "dry_run": report.dry_run,
-                "examined": report.examined,
-                "purged": [str(run_id) for run_id in report.purged],
-                "held": report.held,
-                "events_deleted": report.events_deleted,
-                "artifacts_deleted": report.artifacts_deleted,
-                "seconds": round(report.seconds, 3),
-            }
-        )
+        print_json({"policies": policies, **asdict(report), "seconds": round(report.seconds, 3)})
         return 0
     out = console()
     if not policies:
@@ -187,16 +179,12 @@ def grant_analyst(role: str, revoke: bool, as_json: bool) -> int:
         views.fresh(store)
         read_models = cast("PostgresReadModels", store.projector().db)  # the server said so
         access = (grants.revoke if revoke else grants.grant)(read_models, role)
-    if as_json:
-        print_json(access)
-        return 0
-    out = console()
-    out.print(f"{'revoke' if revoke else 'grant'}-analyst {access.role} (schema {access.schema})")
-    for line in access.granted:
-        out.print(f"  granted {line}")
-    for line in access.revoked:
-        out.print(f"  revoked {line}")
-    return 0
+    lines = [
+        f"{'revoke' if revoke else 'grant'}-analyst {access.role} (schema {access.schema})",
+        *(f"  granted {line}" for line in access.granted),
+        *(f"  revoked {line}" for line in access.revoked),
+    ]
+    return report("\n".join(lines), access, as_json)
 
 
 COMMANDS: list[click.Command] = [keys, retention, grant_analyst]

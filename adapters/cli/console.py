@@ -15,6 +15,7 @@ import click
 
 from actae.adapters.cli.opening import invocation
 from actae.adapters.cli.options import log_format, store_options, whole
+from actae.adapters.console.auth import NO_USERS, ROLES  # the auth file's module: no server stack
 from actae.adapters.logs import configure
 from actae.adapters.persistence.libpq import name_connections
 from actae.domain.errors import ValidationError
@@ -87,11 +88,7 @@ def console(
         return 0
     url = invocation().required_url()
     if auth_file is None:
-        raise ValidationError(
-            "--auth-file",
-            "the console refuses to start without users; make one with "
-            "`actae console add-user NAME --role operator --auth-file FILE`",
-        )
+        raise ValidationError("--auth-file", NO_USERS)
     configure(json=log_format == "json")
     name_connections("actae-console")
     _room("server").serve(
@@ -108,7 +105,7 @@ def console(
 @click.argument("name")
 @click.option(
     "--role",
-    type=click.Choice(["viewer", "operator"]),
+    type=click.Choice(ROLES),
     required=True,
     help="viewer reads; operator also acts",
 )

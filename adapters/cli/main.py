@@ -47,13 +47,10 @@ def _version() -> str:
         return "unknown (the actae distribution is not installed)"
 
 
-@click.group(
-    help="Durable execution for LLM-agent runs.",
-    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-)
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(_version(), prog_name="actae", message="%(prog)s %(version)s")
 def cli() -> None:
-    """The ``actae`` command group."""
+    """Durable execution for LLM-agent runs."""
 
 
 for command in (

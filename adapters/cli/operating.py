@@ -15,16 +15,15 @@ from typing import Any
 
 import click
 import orjson
-from rich.console import Group, RenderableType
+from rich.console import Group
 
 from actae.adapters.cli.opening import invocation
-from actae.adapters.cli.options import actor, as_json, store_options, whole
+from actae.adapters.cli.options import actor, as_json, page_limit, store_options
 from actae.adapters.cli.printing import (
     audit_table,
-    console,
     counts_line,
     effects_table,
-    print_json,
+    report,
     run_panel,
     runs_table,
 )
@@ -44,16 +43,7 @@ def _store() -> Iterator[Store]:
         yield store
 
 
-def _report(shown: RenderableType, value: Any, as_json: bool) -> int:
-    """``value`` as JSON for scripts, or what is ``shown`` to people."""
-    if as_json:
-        print_json(value)
-    else:
-        console().print(shown)
-    return 0
-
-
-@click.command(help="List runs, newest first, with what each should do next.")
+@click.command()
 @store_options(required=True)
 @click.option(
     "--status",
@@ -62,7 +52,7 @@ def _report(shown: RenderableType, value: Any, as_json: bool) -> int:
 )
 @click.option("--workflow", metavar="W", help="only runs of this workflow id")
 @click.option("--agent", metavar="A", help="only runs of this agent id")
-@click.option("--limit", type=whole(1, views.MOST), default=views.PAGE, show_default=True)
+@page_limit
 @click.option("--after", metavar="RUN", help="the page after this run (the last one shown)")
 @as_json
 def runs(
@@ -73,7 +63,7 @@ def runs(
     after: str | None,
     as_json: bool,
 ) -> int:
-    """``actae runs``."""
+    """List runs, newest first, with what each should do next."""
     with _store() as store:
         last = None if after is None else resolve_run(store, after)
         rows = views.runs(
@@ -81,7 +71,7 @@ def runs(
         )
         counts = views.status_counts(store)
     shown = Group(counts_line(counts), runs_table(rows) if rows else "no runs match")
-    return _report(shown, {"runs": rows, "counts": counts}, as_json)
+    return report(shown, {"runs": rows, "counts": counts}, as_json)
 
 
 @click.command(
@@ -104,32 +94,32 @@ def show(run: str, as_json: bool) -> int:
         "parents": view.parents,
         "children": view.children,
     }
-    return _report(run_panel(view), document, as_json)
+    return report(run_panel(view), document, as_json)
 
 
-@click.command(help="List ledger effects; --in-doubt shows the ones that may have happened.")
+@click.command()
 @store_options(required=True)
 @click.option("--in-doubt", is_flag=True, help="only effects in doubt")
 @click.option("--run", metavar="RUN", help="only this run's effects")
-@click.option("--limit", type=whole(1, views.MOST), default=views.PAGE, show_default=True)
+@page_limit
 @as_json
 def effects(in_doubt: bool, run: str | None, limit: int, as_json: bool) -> int:
-    """``actae effects``."""
+    """List ledger effects; --in-doubt shows the ones that may have happened."""
     with _store() as store:
         run_id = None if run is None else resolve_run(store, run)
         rows = views.effects(store, in_doubt=in_doubt, run_id=run_id, limit=limit)
-    return _report(effects_table(rows) if rows else "no effects match", rows, as_json)
+    return report(effects_table(rows) if rows else "no effects match", rows, as_json)
 
 
-@click.command(help="Every operator action on a run and its effects: actor, time and reason.")
+@click.command()
 @store_options(required=True)
 @click.argument("run")
 @as_json
 def audit(run: str, as_json: bool) -> int:
-    """``actae audit RUN``."""
+    """Every operator action on a run and its effects: actor, time and reason."""
     with _store() as store:
         rows = views.audit(store, resolve_run(store, run))
-    return _report(audit_table(rows) if rows else "no operator actions on this run", rows, as_json)
+    return report(audit_table(rows) if rows else "no operator actions on this run", rows, as_json)
 
 
 def _decision(verb: str) -> click.Command:
@@ -154,7 +144,7 @@ def _decision(verb: str) -> click.Command:
                 store, verb, resolve_run(store, run), name, actor=actor, note=note
             )
         past = "approved" if verb == "approve" else "denied"
-        return _report(f"{past} {name} for run {info.run_id}: now {info.status}", info, as_json)
+        return report(f"{past} {name} for run {info.run_id}: now {info.status}", info, as_json)
 
     return command
 
@@ -181,7 +171,7 @@ def _run_action(verb: str) -> click.Command:
     def command(run: str, actor: str, reason: str, as_json: bool) -> int:
         with _store() as store:
             info = actions.act(store, verb, resolve_run(store, run), actor=actor, reason=reason)
-        return _report(f"{verb}: run {info.run_id} is now {info.status}", info, as_json)
+        return report(f"{verb}: run {info.run_id} is now {info.status}", info, as_json)
 
     return command
 
@@ -232,7 +222,7 @@ def override(
         info = store.override(
             key, outcome, actor=actor, reason=reason, evidence=evidence, result=result
         )
-    return _report(f"override: effect {key} is now {info.status}", info, as_json)
+    return report(f"override: effect {key} is now {info.status}", info, as_json)
 
 
 COMMANDS = (

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import click
 
 from actae.adapters.cli.opening import DB_ENV, Invocation
+from actae.adapters.operate import views
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -90,6 +91,9 @@ log_format = click.option(
     show_default=True,
     help="how log lines on stderr look: text (the message, then time, level, logger and "
     "fields such as worker and run_id), or json (one JSON object per line)",
+)
+page_limit = click.option(
+    "--limit", type=whole(1, views.MOST), default=views.PAGE, show_default=True
 )
 as_json = click.option("--json", "as_json", is_flag=True, help="print JSON for scripts")
 actor = click.option(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -51,6 +51,15 @@ def print_json(value: Any) -> None:
     """``value`` (dataclasses, models, lists and dicts of them) as indented JSON on stdout."""
     sys.stdout.write(orjson.dumps(value, default=_default, option=orjson.OPT_INDENT_2).decode())
     sys.stdout.write("\n")
+
+
+def report(shown: RenderableType, value: Any, as_json: bool) -> int:
+    """``value`` as JSON for scripts, or what is ``shown`` to people; the exit status, 0."""
+    if as_json:
+        print_json(value)
+    else:
+        console().print(shown)
+    return 0
 
 
 def console() -> Console:
@@ -103,86 +112,72 @@ def counts_line(counts: Mapping[str, int]) -> Text:
     return line
 
 
+Column = tuple[str, str, Callable[[Any], RenderableType]]
+"""A table column: its heading, the row's key it shows, and how it shows the value."""
+
+RUN_COLUMNS: tuple[Column, ...] = (
+    ("RUN", "run_id", short),
+    ("WORKFLOW", "workflow_id", text),
+    ("AGENT", "agent_id", text),
+    ("STATUS", "status", lambda value: status(str(value))),
+    ("NEXT ACTION", "next_action", text),
+    ("STEPS", "steps_done", amount),
+    ("COST", "cost", lambda value: amount(value, 4)),
+    ("UPDATED", "updated_at", moment),
+)
+EFFECT_COLUMNS: tuple[Column, ...] = (
+    ("EFFECT", "effect_key", text),
+    ("RUN", "run_id", short),
+    ("STATUS", "status", text),
+    ("IN DOUBT", "in_doubt", lambda value: Text("yes", style="bold red") if value else ""),
+    ("TOKEN", "token", lambda value: str(value or 0)),
+    ("ATTEMPTS", "attempts", lambda value: str(value or 0)),
+    ("HOLDER", "holder", text),
+    ("CLAIMED", "claimed_at", moment),
+    ("EXPIRES", "expires_at", moment),
+    ("LAST ERROR", "last_error", text),
+)
+AUDIT_COLUMNS: tuple[Column, ...] = (
+    ("AT", "at", moment),
+    ("ACTION", "action", text),
+    ("ACTOR", "actor", text),
+    ("ON", "effect_key", lambda value: str(value or "run")),
+    ("REASON", "reason", text),
+)
+CHILD_COLUMNS: tuple[Column, ...] = (
+    ("CHILD", "child_run_id", text),
+    ("RELATION", "relation", text),
+    ("WORKFLOW", "workflow_id", text),
+    ("AT CURSOR", "resolved_boundary", text),
+    ("REASON", "reason", text),
+)
+
+
 def _table(
-    names: Sequence[str], rows: Iterable[Sequence[RenderableType]], wrap: Collection[str]
+    columns: Sequence[Column], rows: Iterable[Mapping[str, Any]], wrap: Collection[str]
 ) -> Table:
     """Columns that fit stay whole; only those in ``wrap`` (the long ones) wrap."""
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for name in names:
+    for name, _, _ in columns:
         table.add_column(name, no_wrap=name not in wrap, overflow="fold")
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(show(row.get(key)) for _, key, show in columns))
     return table
 
 
 def runs_table(rows: Sequence[Mapping[str, Any]]) -> Table:
     """One line per run: what it is, where it stands, what should happen next."""
-    names = ("RUN", "WORKFLOW", "AGENT", "STATUS", "NEXT ACTION", "STEPS", "COST", "UPDATED")
-    cells = (
-        (
-            short(row["run_id"]),
-            str(row["workflow_id"]),
-            str(row["agent_id"]),
-            status(str(row["status"])),
-            str(row["next_action"] or ""),
-            amount(row.get("steps_done")),
-            amount(row.get("cost"), 4),
-            moment(row["updated_at"]),
-        )
-        for row in rows
-    )
-    return _table(names, cells, wrap={"NEXT ACTION"})
+    return _table(RUN_COLUMNS, rows, wrap={"NEXT ACTION"})
 
 
 def effects_table(rows: Sequence[Mapping[str, Any]]) -> Table:
     """One line per effect: its status, claim, fencing token and in-doubt window."""
-    names = ("EFFECT", "RUN", "STATUS", "IN DOUBT", "TOKEN", "ATTEMPTS", "HOLDER", "CLAIMED")
-    cells = (
-        (
-            str(row["effect_key"]),
-            short(row["run_id"]),
-            str(row["status"]),
-            Text("yes", style="bold red") if row["in_doubt"] else "",
-            str(row["token"] or 0),
-            str(row["attempts"] or 0),
-            str(row["holder"] or ""),
-            moment(row["claimed_at"]),
-            moment(row["expires_at"]),
-            str(row["last_error"] or ""),
-        )
-        for row in rows
-    )
-    return _table((*names, "EXPIRES", "LAST ERROR"), cells, wrap={"EFFECT", "LAST ERROR"})
+    return _table(EFFECT_COLUMNS, rows, wrap={"EFFECT", "LAST ERROR"})
 
 
 def audit_table(rows: Sequence[Mapping[str, Any]]) -> Table:
     """One line per operator action: when, what, who, on what, and why."""
-    cells = (
-        (
-            moment(row["at"]),
-            str(row["action"]),
-            str(row["actor"] or ""),
-            str(row.get("effect_key") or "run"),
-            str(row.get("reason") or ""),
-        )
-        for row in rows
-    )
-    return _table(("AT", "ACTION", "ACTOR", "ON", "REASON"), cells, wrap={"ACTOR", "ON", "REASON"})
-
-
-def _children(rows: Sequence[Mapping[str, Any]]) -> Table:
-    names = ("CHILD", "RELATION", "WORKFLOW", "AT CURSOR", "REASON")
-    cells = (
-        (
-            str(row["child_run_id"]),
-            str(row["relation"]),
-            text(row["workflow_id"]),
-            text(row["resolved_boundary"]),
-            text(row["reason"]),
-        )
-        for row in rows
-    )
-    return _table(names, cells, wrap=names)
+    return _table(AUDIT_COLUMNS, rows, wrap={"ACTOR", "ON", "REASON"})
 
 
 def _decisions(info: RunInfo) -> str:
@@ -236,5 +231,6 @@ def run_panel(view: RunView) -> Group:
     if view.effects:
         parts += [Text("\nEffects", style="bold underline"), effects_table(view.effects)]
     if view.children:
-        parts += [Text("\nForks and children", style="bold underline"), _children(view.children)]
+        children = _table(CHILD_COLUMNS, view.children, wrap=[name for name, _, _ in CHILD_COLUMNS])
+        parts += [Text("\nForks and children", style="bold underline"), children]
     return Group(*parts)

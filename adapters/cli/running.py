@@ -21,8 +21,11 @@ import click
 
 from actae.adapters.cli.opening import invocation, open_waiting
 from actae.adapters.cli.options import Seconds, log_format, store_options, wait_for_db, whole
+from actae.adapters.drill.db_faults import FAULTS as DB_FAULTS
 from actae.adapters.drill.demo import demo as run_demo
+from actae.adapters.drill.run import STEPS
 from actae.adapters.drill.run import drill as run_drill
+from actae.adapters.drill.workflows import CRASH_POINTS
 from actae.adapters.logs import configure
 from actae.adapters.persistence.clock import OffsetClock
 from actae.adapters.persistence.libpq import name_connections
@@ -36,10 +39,10 @@ log = logging.getLogger("actae.cli")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-@click.command(help="Run a short workflow, kill its worker with SIGKILL, recover, fork.")
+@click.command()
 @store_options(required=False)
 def demo() -> int:
-    """``actae demo``."""
+    """Run a short workflow, kill its worker with SIGKILL, recover, fork."""
     return run_demo(invocation().url(required=False))
 
 
@@ -56,18 +59,16 @@ def demo() -> int:
 @click.option("--agents", type=whole(3, 50), default=5, show_default=True)
 @click.option("--runs", type=whole(1, 1000), default=1, show_default=True)
 @click.option("--seed", type=whole(0))
-@click.option("--kill-after", type=whole(1, 6), default=3, show_default=True)
+@click.option("--kill-after", type=whole(1, STEPS - 1), default=3, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="machine-readable report")
 @click.option(
     "--crash-point",
-    type=click.Choice(
-        ["after-model-call", "during-commit", "after-charge-accepted", "while-waiting"]
-    ),
+    type=click.Choice(CRASH_POINTS),
     help="make the first worker SIGKILL itself at this point instead of --kill-after",
 )
 @click.option(
     "--db-fault",
-    type=click.Choice(["restart", "crash", "terminate"]),
+    type=click.Choice(DB_FAULTS),
     help="also take the PostgreSQL server of --db (a cluster on this machine) down once or "
     "twice per run: restart it, SIGKILL its postmaster, or terminate every session",
 )

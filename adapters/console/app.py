@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -23,15 +22,9 @@ from actae.adapters.console.guards import own_origins, parse_origin
 from actae.adapters.console.limits import MAX_BODY, BodyLimit
 from actae.adapters.console.state import Console
 from actae.adapters.runtime.store import Store
+from actae.adapters.telemetry.names import SCOPE_VERSION
 
 STATIC = Path(__file__).parent / "static"
-
-
-def _version() -> str:
-    try:
-        return version("actae")
-    except PackageNotFoundError:  # pragma: no cover - a copy of the tree that is not installed
-        return "0"
 
 
 @asynccontextmanager
@@ -54,7 +47,7 @@ def create_app(
     """
     app = FastAPI(
         title="Actae console",
-        version=_version(),
+        version=SCOPE_VERSION,  # the distribution's, as telemetry reports it
         description="Runs, effects, approvals and operator actions of an Actae store "
         "(docs/console.md). Authenticate with `Authorization: Bearer <token>`.",
         openapi_url="/api/openapi.json",

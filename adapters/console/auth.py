@@ -33,6 +33,10 @@ VIEWER = "viewer"
 OPERATOR = "operator"
 ROLES = (VIEWER, OPERATOR)
 """A viewer reads everything; an operator also acts (approve, cancel, override, ...)."""
+NO_USERS = (
+    "the console refuses to start without users; make one with "
+    "`actae console add-user NAME --role operator --auth-file FILE`"
+)
 SHARED_WRITE = stat.S_IWGRP | stat.S_IWOTH
 """Mode bits that let someone other than the owner (and root) rewrite the auth file."""
 

@@ -20,7 +20,7 @@ from types import FrameType
 import uvicorn
 
 from actae.adapters.console.app import create_app
-from actae.adapters.console.auth import load_users
+from actae.adapters.console.auth import NO_USERS, load_users
 from actae.adapters.console.guards import loopback, own_origins, parse_origin
 from actae.adapters.console.limits import MAX_BODY
 from actae.adapters.console.state import Console
@@ -117,11 +117,7 @@ def serve(
     """
     max_body = require_int("max_body", max_body, minimum=1)
     if auth_file is None:
-        raise ValidationError(
-            "auth_file",
-            "the console refuses to start without users; make one with "
-            "`actae console add-user NAME --role operator --auth-file FILE`",
-        )
+        raise ValidationError("auth_file", NO_USERS)
     users = load_users(Path(auth_file))
     extra = [parse_origin(origin) for origin in origins]  # a bad --origin: before binding
     if not logging.getLogger(ROOT).handlers and not logging.getLogger().handlers:

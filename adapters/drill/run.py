@@ -27,6 +27,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Collection
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -35,6 +36,7 @@ from actae.adapters.drill.db_faults import FAULTS as DB_FAULTS
 from actae.adapters.drill.db_faults import DatabaseServer
 from actae.adapters.drill.outages import JOURNAL_KIND, plan
 from actae.adapters.drill.report import Report, summarize, table
+from actae.adapters.drill.workflows import CRASH_POINTS, PINS_V1
 from actae.adapters.logs import Lines, TextFormatter
 from actae.adapters.persistence.clock import OffsetClock
 from actae.adapters.persistence.outages import is_transient
@@ -42,7 +44,6 @@ from actae.adapters.runtime.store import open as open_store
 from actae.domain.errors import ActaeError, ValidationError
 from actae.domain.values import RunStatus
 
-CRASH_POINTS = ("after-model-call", "during-commit", "after-charge-accepted", "while-waiting")
 FAULTS = ("payer-retries-in-doubt", "provider-ignores-idempotency-keys")
 
 STEPS = 7
@@ -51,7 +52,6 @@ IDLE = 0.3
 """Seconds without a new event after which the drill jumps the clock."""
 LEASE = 10.0
 """Seconds a worker's run lease lasts without a heartbeat (``actae worker --lease``)."""
-PINS_V1 = {"model": "mock-llm-1", "prompt": "drill-p1", "tools": "drill-t1", "schema": 1}
 DUE = (
     ("timer", "SELECT wake_at AS at FROM run_status WHERE wake_at IS NOT NULL"),
     ("retry", "SELECT next_retry_at AS at FROM run_status WHERE next_retry_at IS NOT NULL"),
@@ -73,32 +73,29 @@ class DrillError(ActaeError):
     code = "drill"
 
 
+@dataclass(eq=False)
 class Drill:
     """One drill environment: store, clock, provider and worker processes."""
 
-    def __init__(
-        self,
-        url: str,
-        folder: Path,
-        *,
-        agents: int,
-        seed: int,
-        kill_after: int,
-        out: TextIO,
-        crash_point: str | None = None,
-        duplicate_deliveries: int = 2,
-        faults: Collection[str] = (),
-        server: DatabaseServer | None = None,
-        db_fault: str = "restart",
-    ) -> None:
-        self.url, self.folder, self.agents = url, folder, agents
-        self.server, self.db_fault = server, db_fault
-        self.seed, self.kill_after = seed, kill_after
-        self._lines = Lines(log, out, formatter=TextFormatter())
-        self.crash_point, self.duplicate_deliveries = crash_point, duplicate_deliveries
-        self.faults = tuple(faults)
-        self.clock = OffsetClock(str(folder / "clock"))
-        self.store = open_store(url, clock=self.clock)
+    url: str
+    folder: Path
+    _: KW_ONLY
+    agents: int
+    seed: int
+    kill_after: int
+    out: TextIO
+    """Where progress lines go (besides the ``actae.drill`` logger)."""
+    crash_point: str | None = None
+    duplicate_deliveries: int = 2
+    faults: Collection[str] = ()
+    server: DatabaseServer | None = None
+    db_fault: str = "restart"
+
+    def __post_init__(self) -> None:
+        self._say = Lines(log, self.out, formatter=TextFormatter()).say
+        self._say(f"Actae failure drill on {self.url} (seed {self.seed})")
+        self.clock = OffsetClock(str(self.folder / "clock"))
+        self.store = open_store(self.url, clock=self.clock)
         self.log = self.store.start_run(
             f"drill-log-{uuid.uuid4().hex[:8]}", agent_id="driver", state={}
         )
@@ -285,10 +282,6 @@ class Drill:
                 return False
             raise
 
-    def _say(self, text: str, *, level: int = logging.INFO, **fields: object) -> None:
-        """A progress line, to the ``actae.drill`` logger and to ``out``."""
-        self._lines.say(text, level=level, **fields)
-
     # -- virtual time ---------------------------------------------------------------------
 
     def _jump_when_idle(self) -> None:
@@ -437,17 +430,13 @@ def drill(
     seed = seed if seed is not None else int.from_bytes(os.urandom(2), "big")
     with tempfile.TemporaryDirectory(prefix="actae-drill-") as folder:
         url = url or f"sqlite:///{Path(folder) / 'drill.db'}"
-        progress = sys.stderr if as_json else out
-        Lines(log, progress, formatter=TextFormatter()).say(
-            f"Actae failure drill on {url} (seed {seed})"
-        )
         environment = Drill(
             url,
             Path(folder),
             agents=agents,
             seed=seed,
             kill_after=kill_after,
-            out=progress,
+            out=sys.stderr if as_json else out,
             crash_point=crash_point,
             duplicate_deliveries=duplicate_deliveries,
             faults=faults,

@@ -27,6 +27,9 @@ from actae.domain.errors import RunSuspended
 ROLES = ("payer", "sleeper", "researcher", "writer")
 DAY = 24 * 3600.0
 CRASH_POINTS = ("after-model-call", "during-commit", "after-charge-accepted", "while-waiting")
+"""Where a worker may SIGKILL itself (``actae drill --crash-point``)."""
+PINS_V1 = {"model": "mock-llm-1", "prompt": "drill-p1", "tools": "drill-t1", "schema": 1}
+"""The pins a drill run starts with; a schema-2 worker pins its own schema."""
 RETRY = RetryPolicy(max_attempts=6, initial_delay=1.0, max_delay=5.0, max_total=2 * DAY)
 
 
@@ -69,12 +72,7 @@ class DrillAgents:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.pins = {
-            "model": "mock-llm-1",
-            "prompt": "drill-p1",
-            "tools": "drill-t1",
-            "schema": settings.schema,
-        }
+        self.pins = {**PINS_V1, "schema": settings.schema}
         self.migrations = {1: _to_schema_2} if settings.schema >= 2 else {}
 
     def registry(self) -> Registry:

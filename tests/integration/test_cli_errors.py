@@ -295,6 +295,31 @@ def test_a_numeric_option_out_of_range_is_one_line_and_status_2(args: list[str])
     assert f"Invalid value for '{args[-2]}': " in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "allowed"),
+    [
+        (["drill", "--crash-point", "nowhere"], "'after-model-call', 'during-commit'"),
+        (["drill", "--db-fault", "melt"], "'restart', 'crash', 'terminate'"),
+        (["console", "add-user", "a", "--auth-file", "f", "--role", "admin"], "'viewer'"),
+    ],
+    ids=lambda value: " ".join(value[:1] + value[-2:]) if isinstance(value, list) else "",
+)
+def test_a_choice_outside_its_list_is_one_line_and_status_2(args: list[str], allowed: str) -> None:
+    result = actae_cli(*args)
+
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert f"Invalid value for '{args[-2]}': " in result.stderr
+    assert allowed in result.stderr
+
+
+def test_a_console_without_users_is_one_line_and_status_2() -> None:
+    line = assert_one_line_error(actae_cli("console", "--db", "memory://"))
+
+    assert line.startswith("invalid --auth-file: the console refuses to start without users")
+    assert "actae console add-user NAME --role operator --auth-file FILE" in line
+
+
 def actae_cli_env(*args: str, environ: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """Run the command with ``environ`` added to this process's environment."""
     env = {key: value for key, value in os.environ.items() if key != "ACTAE_DB"}

@@ -14,8 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actae.adapters.drill.report import Report
-from actae.adapters.drill.run import PINS_V1, Drill
+from actae.adapters.drill.run import Drill
 from actae.adapters.drill.run import drill as run_drill
+from actae.adapters.drill.workflows import PINS_V1
 
 DRILL = [sys.executable, "-m", "actae.adapters.cli", "drill", "--json"]
 
