@@ -14,7 +14,6 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from actae.domain.aggregate import Aggregate
 from actae.domain.channel import Channel, ChannelHead
 from actae.domain.custody import FORGOTTEN
 from actae.domain.effects import (
@@ -382,20 +381,25 @@ def _saved(
 
 
 def _commit(shell: Shell, effect: Operation, note: Note) -> None:
-    """Save the effect's new events with the outcome noted on the run's main channel."""
+    """Save the effect's new events with the outcome noted on the run's main channel.
+
+    The note is built on the channel's head alone (``Channel.following``): no channel
+    aggregate is rebuilt around it, and its values are the head's or the command's own.
+    """
     kind, payload, settled = note
     head = shell.core.heads.get(effect.channel_id) or reread_head(shell, effect.channel_id)
-    channel = Channel.from_head(head)
-    event = effect.pending_events[-1]
-    channel.note_effect(
+    key = effect.operation_id
+    others = tuple(open_key for open_key in head.open_effects if open_key != key)
+    noted = Channel.following(
+        head,
+        Channel.Recorded,
+        effect.pending_events[-1].timestamp,
         kind=kind,
         payload=payload,
-        effect_key=effect.operation_id,
-        settled=settled,
-        at=event.timestamp,
+        operation_id=None,
+        open_effects=others if settled else (*others, key),
     )
-    pending: list[Aggregate] = [effect, channel]
-    shell.save(*pending)
+    shell.save(effect, noted)
 
 
 def reread_head(shell: Shell, channel_id: UUID) -> ChannelHead:
