@@ -98,13 +98,11 @@ class Aggregate(BaseAggregate[UUID]):
             return topic
 
         def mutate(self, aggregate: Any) -> Any:
-            """The new aggregate this event makes, constructed directly.
+            """The new aggregate, made as eventsourcing's ``CanInitAggregate.mutate`` makes it.
 
-            As eventsourcing's ``CanInitAggregate.mutate`` does, without matching the event's
-            fields against ``__base_init__`` and ``__init__`` by signature: the former takes
-            the id, version and time, the latter (made by eventsourcing's metaclass for an
-            aggregate that declares no fields, as none of ours does) takes nothing, and
-            ``apply`` sets the rest. Every first event goes through here, read or written.
+            Without matching the event's fields against the initialisers' signatures on every
+            read: ``__base_init__`` takes id, version and time, our aggregates' ``__init__``
+            nothing (they declare no fields), and ``apply`` sets the rest.
             """
             del aggregate  # None: nothing exists before the first event
             cls = resolve_topic(self.originator_topic)

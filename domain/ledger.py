@@ -385,8 +385,8 @@ def _saved(
 def _commit(shell: Shell, effect: Operation, note: Note) -> None:
     """Save the effect's new events with the outcome noted on the run's main channel.
 
-    The note is built on the channel's head alone (``Channel.following``): no channel
-    aggregate is rebuilt around it, and its values are the head's or the command's own.
+    The note is built on the head alone (``Channel.following``): its values are the head's
+    or the command's, validated already. It lists the effects still open after it.
     """
     kind, payload, settled = note
     head = shell.core.heads.get(effect.channel_id) or reread_head(shell, effect.channel_id)
