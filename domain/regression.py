@@ -69,16 +69,12 @@ class SeenHistory:
         return self._floors.get(aggregate_id, NOTHING_SEEN)
 
     def ensure_not_behind(self, events: Sequence[DomainEvent], floor: Floor) -> None:
-        """Refuse a read that ends at an aggregate's newest event below ``floor``; remember it."""
-        self.refuse_below(events, floor)
-        self.saw(events)
-
-    def refuse_below(self, events: Sequence[DomainEvent], floor: Floor) -> None:
         """Refuse a read that ends at an aggregate's newest event below ``floor``.
 
         ``events`` are one aggregate's, oldest first, up to its newest stored event (a
         head read, or all of its history); ``floor`` is :meth:`floor` from before the read.
-        The newest fencing token is only known from a whole history.
+        The newest fencing token is only known from a whole history. It only checks: the
+        caller then remembers the read (:meth:`saw`).
         """
         if not events:
             return
@@ -144,8 +140,7 @@ class WatchedLog:
         events = list(self._log.stream(originator_id, **window))
         if newest:
             self._seen.ensure_not_behind(events[::-1] if desc else events, floor)
-        else:
-            self._seen.saw(events)
+        self._seen.saw(events)
         return iter(events)
 
     def together(self, requests: Sequence[Request]) -> list[list[DomainEvent]]:
@@ -157,7 +152,7 @@ class WatchedLog:
         found = self._log.together(requests)
         for request, floor, events in zip(requests, floors, found, strict=True):
             if events and events[-1].originator_id == aggregate_of(request):
-                self._seen.refuse_below(events, floor)
+                self._seen.ensure_not_behind(events, floor)
             # else: a record's row on its channel, not that channel's head: only remembered
         self._seen.saw(chain.from_iterable(found))
         return found
