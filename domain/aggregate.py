@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Self, cast
 from uuid import UUID
 
 from eventsourcing.domain import BaseAggregate, CanInitAggregate, CanMutateAggregate
-from eventsourcing.utils import register_topic
+from eventsourcing.utils import register_topic, resolve_topic
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from actae.domain import type_names
@@ -96,6 +96,21 @@ class Aggregate(BaseAggregate[UUID]):
                 msg = f"{topic[:80]!r} is not the type name of this event's aggregate"
                 raise ValueError(msg)
             return topic
+
+        def mutate(self, aggregate: Any) -> Any:
+            """The new aggregate, made as eventsourcing's ``CanInitAggregate.mutate`` makes it.
+
+            Without matching the event's fields against the initialisers' signatures on every
+            read: ``__base_init__`` takes id, version and time, our aggregates' ``__init__``
+            nothing (they declare no fields), and ``apply`` sets the rest.
+            """
+            del aggregate  # None: nothing exists before the first event
+            cls = resolve_topic(self.originator_topic)
+            made = cls.__new__(cls)
+            made.__base_init__(self.originator_id, self.originator_version, self.timestamp)
+            made.__init__()
+            self.apply(made)
+            return made
 
     @classmethod
     def created(cls, event_class: type[Created], **fields: Any) -> Self:

@@ -14,7 +14,6 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from actae.domain.aggregate import Aggregate
 from actae.domain.channel import Channel, ChannelHead
 from actae.domain.custody import FORGOTTEN
 from actae.domain.effects import (
@@ -46,6 +45,8 @@ from actae.domain.validation import (
 )
 
 MAX_LEASE_SECONDS = 7 * 24 * 3600.0
+DEFAULT_POLICY = RetryPolicy()
+"""The policy of an effect claimed without one (frozen: one value serves every claim)."""
 OUTCOMES = ("completed", "failed")
 """What a reconciliation may find: the effect happened, or it did not."""
 
@@ -94,7 +95,7 @@ def claim(
 
     def attempt(number: int) -> Claim:
         at = shell.now()
-        effect = _load_or_register(shell, key, run, body.value, content, policy, number)
+        effect = _load_or_register(shell, key, run, body.value, content, policy, number, at)
         if not effect.claim(worker=worker, lease=lease, timeout=timeout, now=at):
             return _claim_of(effect, status="completed")
         payload = {
@@ -382,20 +383,26 @@ def _saved(
 
 
 def _commit(shell: Shell, effect: Operation, note: Note) -> None:
-    """Save the effect's new events with the outcome noted on the run's main channel."""
+    """Save the effect's new events with the outcome noted on the run's main channel.
+
+    The note is built on the head alone (``Channel.following``): its values are the head's
+    or the command's, validated already. It lists the effects still open after it.
+    """
     kind, payload, settled = note
     head = shell.core.heads.get(effect.channel_id) or reread_head(shell, effect.channel_id)
-    channel = Channel.from_head(head)
-    event = effect.pending_events[-1]
-    channel.note_effect(
+    key = effect.operation_id
+    others = tuple(open_key for open_key in head.open_effects if open_key != key)
+    noted = Channel.following(
+        head,
+        Channel.Recorded,
+        effect.pending_events[-1].timestamp,
         kind=kind,
         payload=payload,
-        effect_key=effect.operation_id,
-        settled=settled,
-        at=event.timestamp,
+        operation_id=None,
+        open_effects=others if settled else (*others, key),
+        redacted={},  # given: pydantic would inspect the default's factory for every note
     )
-    pending: list[Aggregate] = [effect, channel]
-    shell.save(*pending)
+    shell.save(effect, noted)
 
 
 def reread_head(shell: Shell, channel_id: UUID) -> ChannelHead:
@@ -420,8 +427,9 @@ def _load_or_register(
     content: str,
     policy: RetryPolicy,
     number: int,
+    at: datetime,
 ) -> Operation:
-    """The effect as stored, or a new registration (unlooked-for on the first attempt)."""
+    """The effect as stored, or a new registration at ``at`` (unlooked-for at first)."""
     found = None if number == 0 else shell.reader.operation(key)
     if found is None:
         return Operation.register(
@@ -431,7 +439,7 @@ def _load_or_register(
             request=request,
             fingerprint=content,
             policy=policy,
-            at=shell.now(),
+            at=at,
         )
     found.ensure_same(content)
     return found
@@ -449,7 +457,7 @@ def _main_channel(shell: Shell, run_id: UUID) -> UUID:
 
 def _policy(retry: RetryPolicy | Mapping[str, Any] | None) -> RetryPolicy:
     if retry is None or isinstance(retry, RetryPolicy):
-        return retry or RetryPolicy()
+        return retry or DEFAULT_POLICY
     try:
         return RetryPolicy(**retry)
     except (TypeError, ValueError) as error:

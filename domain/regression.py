@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain
 from typing import Any
 from uuid import UUID
 
@@ -26,8 +27,9 @@ from actae.domain.ports import EventLog, OperationRows, Request
 
 Floor = tuple[int, int]
 """The highest version and fencing token seen of one aggregate (0: none)."""
+NOTHING_SEEN: Floor = (0, 0)
 DEFAULT_MAX_AGGREGATES = 100_000
-"""Aggregates remembered at once (an int each); the oldest entered are forgotten first."""
+"""Aggregates remembered at once (a pair of ints each); the oldest entered are forgotten first."""
 
 
 class SeenHistory:
@@ -35,22 +37,28 @@ class SeenHistory:
 
     def __init__(self, maxsize: int = DEFAULT_MAX_AGGREGATES) -> None:
         self._maxsize = maxsize
-        self._versions: dict[UUID, int] = {}
-        self._tokens: dict[UUID, int] = {}
+        self._floors: dict[UUID, Floor] = {}
         self._lock = threading.Lock()
         self.regressed: HistoryRegressedError | None = None
         """The first regression found: once set, this process writes nothing more."""
 
     def saw(self, events: Iterable[DomainEvent]) -> None:
-        """Remember ``events`` as stored (written by this process, or read from the store)."""
+        """Remember ``events`` as stored (written by this process, or read from the store).
+
+        One entry per aggregate, looked up once per event: every write and read passes here.
+        """
+        floors = self._floors
         with self._lock:
             for event in events:
                 aggregate_id, version = event.originator_id, event.originator_version
-                if version > self._versions.get(aggregate_id, 0):
-                    self._remember(self._versions, aggregate_id, version)
                 token = event.token if isinstance(event, Operation.Claimed) else 0
-                if token > self._tokens.get(aggregate_id, 0):
-                    self._remember(self._tokens, aggregate_id, token)
+                known = floors.get(aggregate_id)
+                if known is None:
+                    if len(floors) >= self._maxsize:
+                        del floors[next(iter(floors))]
+                    floors[aggregate_id] = (version, token)
+                elif version > known[0] or token > known[1]:
+                    floors[aggregate_id] = (max(version, known[0]), max(token, known[1]))
 
     def floor(self, aggregate_id: UUID) -> Floor:
         """What was seen of ``aggregate_id`` so far: (version, fencing token), 0 for none.
@@ -58,14 +66,15 @@ class SeenHistory:
         Taken *before* a read is sent: a write this process commits while the read is on
         its way may be newer than what the read returns, and is no regression.
         """
-        return self._versions.get(aggregate_id, 0), self._tokens.get(aggregate_id, 0)
+        return self._floors.get(aggregate_id, NOTHING_SEEN)
 
     def ensure_not_behind(self, events: Sequence[DomainEvent], floor: Floor) -> None:
         """Refuse a read that ends at an aggregate's newest event below ``floor``.
 
         ``events`` are one aggregate's, oldest first, up to its newest stored event (a
         head read, or all of its history); ``floor`` is :meth:`floor` from before the read.
-        The newest fencing token is only known from a whole history.
+        The newest fencing token is only known from a whole history. It only checks: the
+        caller then remembers the read (:meth:`saw`).
         """
         if not events:
             return
@@ -78,7 +87,6 @@ class SeenHistory:
             if token < granted:
                 what = f"fencing token of effect {newest.originator_id}"
                 self._latch(events, granted, token, what)
-        self.saw(events)
 
     def forget(self, ids: Iterable[UUID]) -> None:
         """Drop what was seen of aggregates this process deleted on purpose (a purge).
@@ -89,8 +97,7 @@ class SeenHistory:
         """
         with self._lock:
             for aggregate_id in ids:
-                self._versions.pop(aggregate_id, None)
-                self._tokens.pop(aggregate_id, None)
+                self._floors.pop(aggregate_id, None)
 
     def _latch(self, events: Sequence[DomainEvent], seen: int, found: int, what: str) -> None:
         error = HistoryRegressedError(channel_of(events), seen=seen, found=found, what=what)
@@ -98,11 +105,6 @@ class SeenHistory:
             if self.regressed is None:
                 self.regressed = error
         raise error
-
-    def _remember(self, into: dict[UUID, int], key: UUID, value: int) -> None:
-        if key not in into and len(into) >= self._maxsize:
-            del into[next(iter(into))]
-        into[key] = value
 
 
 def channel_of(events: Sequence[DomainEvent]) -> UUID:
@@ -138,19 +140,21 @@ class WatchedLog:
         events = list(self._log.stream(originator_id, **window))
         if newest:
             self._seen.ensure_not_behind(events[::-1] if desc else events, floor)
-        else:
-            self._seen.saw(events)
+        self._seen.saw(events)
         return iter(events)
 
     def together(self, requests: Sequence[Request]) -> list[list[DomainEvent]]:
-        """The log's ``together``; each request reads up to its aggregate's newest event."""
+        """The log's ``together``; each request reads up to its aggregate's newest event.
+
+        Checked request by request, then remembered in one pass.
+        """
         floors = [self._seen.floor(aggregate_of(request)) for request in requests]
         found = self._log.together(requests)
         for request, floor, events in zip(requests, floors, found, strict=True):
-            if events and events[-1].originator_id != aggregate_of(request):
-                self._seen.saw(events)  # a record's row on its channel: not that channel's head
-            else:
+            if events and events[-1].originator_id == aggregate_of(request):
                 self._seen.ensure_not_behind(events, floor)
+            # else: a record's row on its channel, not that channel's head: only remembered
+        self._seen.saw(chain.from_iterable(found))
         return found
 
     def in_order(

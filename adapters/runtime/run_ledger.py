@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 from typing import Any, NoReturn, Protocol, TypeVar, cast
 
@@ -74,25 +75,17 @@ class Durably(Protocol):
         ...
 
 
+@dataclass(eq=False)
 class RunLedger:
     """The ledger writes of one run's context, in its worker's name."""
 
-    def __init__(
-        self,
-        service: ActaeService,
-        run: RunInfo,
-        head: ChannelHead,
-        *,
-        worker: str,
-        redact: Redactor | None,
-        durably: Durably,
-    ) -> None:
-        self._service = service
-        self._run = run
-        self._head = head
-        self._worker = worker
-        self._redact = redact
-        self._durably = durably
+    service: ActaeService
+    run: RunInfo
+    head: ChannelHead
+    _: KW_ONLY
+    worker: str
+    redact: Redactor | None
+    durably: Durably
 
     def effect(
         self,
@@ -109,11 +102,11 @@ class RunLedger:
         timeout: float | None,
     ) -> T:
         """``RunContext.effect`` past its boundary and its fork's prefix, in its span ``call``."""
-        claim = self._service.call(
+        claim = self.service.call(
             ledger.claim,
             key,
-            run_id=self._run.run_id,
-            worker=self._worker,
+            run_id=self.run.run_id,
+            worker=self.worker,
             lease=lease,
             request=request or {"name": name},
             retry=retry,
@@ -123,20 +116,20 @@ class RunLedger:
         if claim.status == "completed":
             call.replayed_outcome()
             return cast(T, workflow_value(claim.result))
-        self._head.refresh()
+        self.head.refresh()
         try:  # the ledger notes each settlement on the channel: where, the span says
             if claim.in_doubt:
                 call.in_doubt()
                 settled = self._settle_doubt(key, claim, idempotent, reconcile)
                 if settled is not None:
-                    call.noted(self._head.receipt)
+                    call.noted(self.head.receipt)
                     return cast(T, workflow_value(settled))
             call.attempting()
             done = self._attempt(key, claim, fn, lease)
         except (EffectBlockedError, RetryNotDueError, DeadlinePassedError):
-            call.noted(self._head.receipt)  # noted as failed, for review, or in doubt
+            call.noted(self.head.receipt)  # noted as failed, for review, or in doubt
             raise
-        call.ran(self._head.receipt)
+        call.ran(self.head.receipt)
         return done
 
     def _settle_doubt(
@@ -145,28 +138,28 @@ class RunLedger:
         """Resolve an in-doubt claim; returns the result if the effect turned out done."""
         if reconcile is not None:
             found = reconcile(key)
-            info = self._service.call(
+            info = self.service.call(
                 ledger.reconcile,
                 key,
                 "failed" if found is None else "completed",
-                actor=self._worker,
+                actor=self.worker,
                 token=claim.token,
                 evidence={"source": "reconcile callback", "found": found is not None},
                 result=None if found is None else workflow_result(found),
             )
-            self._head.refresh()
+            self.head.refresh()
             return info.result
         if idempotent:
             return None
-        self._service.call(
+        self.service.call(
             ledger.fail_effect,
             key,
             token=claim.token,
-            worker=self._worker,
+            worker=self.worker,
             final=True,
             error="in doubt: an earlier attempt may have happened; no reconcile",
         )
-        self._head.refresh()
+        self.head.refresh()
         raise EffectBlockedError(
             key,
             status=EffectStatus.NEEDS_REVIEW.value,
@@ -191,7 +184,7 @@ class RunLedger:
         return value
 
     def _not_due(self, key: str, retry_at: datetime) -> RetryNotDueError:
-        wait = (retry_at - self._service.now()).total_seconds()
+        wait = (retry_at - self.service.now()).total_seconds()
         return RetryNotDueError(key, retry_at=retry_at, wait=wait)
 
     def _failed(self, key: str, token: int, error: Exception) -> EffectInfo:
@@ -202,32 +195,32 @@ class RunLedger:
         """
         message = f"{type(error).__name__}: {error}"
         try:
-            info = self._durably(
-                lambda: self._service.call(
+            info = self.durably(
+                lambda: self.service.call(
                     ledger.fail_effect,
                     key,
                     token=token,
-                    worker=self._worker,
+                    worker=self.worker,
                     error=message,
                     retry_after=retry_after_of(error),
                 )
             )
         except DeadlinePassedError:
             raise self._in_doubt(key, token, "it failed at or after its deadline") from error
-        self._head.refresh()
+        self.head.refresh()
         return info
 
     def _in_doubt(self, key: str, token: int, why: str) -> DeadlinePassedError:
         """Record the attempt of ``token`` as in doubt (answered late); the error to raise."""
         reason = f"in doubt: {why}; it may or may not have happened"
-        info = self._durably(
-            lambda: self._service.call(
-                ledger.doubt_effect, key, token=token, worker=self._worker, reason=reason
+        info = self.durably(
+            lambda: self.service.call(
+                ledger.doubt_effect, key, token=token, worker=self.worker, reason=reason
             )
         )
-        self._head.refresh()
-        deadline = info.deadline or self._service.now()
-        return DeadlinePassedError(key, token=token, deadline=deadline, now=self._service.now())
+        self.head.refresh()
+        deadline = info.deadline or self.service.now()
+        return DeadlinePassedError(key, token=token, deadline=deadline, now=self.service.now())
 
     def _complete(self, key: str, token: int, value: Any) -> None:
         """Record the effect's outcome; a result that cannot be recorded stops everything.
@@ -243,36 +236,36 @@ class RunLedger:
             raise self._in_doubt(key, token, "it answered after its deadline") from None
         except ValidationError as error:
             reason = f"it ran, but its result cannot be recorded: {error.reason}"
-            self._service.call(
+            self.service.call(
                 ledger.fail_effect,
                 key,
                 token=token,
-                worker=self._worker,
+                worker=self.worker,
                 error=f"{reason}; settle it with store.override(key, 'completed', result=...)",
                 final=True,
             )
-            self._service.call(
+            self.service.call(
                 lifecycle.fail_run,
-                self._run.run_id,
+                self.run.run_id,
                 f"effect {key!r}: {reason}",
-                actor=self._worker,
+                actor=self.worker,
             )
-            self._head.refresh()
+            self.head.refresh()
             raise ValidationError(f"effect {key!r}", reason) from error
 
     def complete(self, key: str, token: int, value: Any) -> None:
         """Record ``value`` as the result of the attempt of ``token`` (redacted, durably)."""
-        self._durably(
-            lambda: self._service.call(
+        self.durably(
+            lambda: self.service.call(
                 ledger.complete_effect,
                 key,
                 token=token,
-                worker=self._worker,
+                worker=self.worker,
                 result=workflow_result(value),
-                redact=self._redact,
+                redact=self.redact,
             )
         )
-        self._head.refresh()
+        self.head.refresh()
 
     def _with_heartbeats(self, key: str, token: int, lease: float, call: Callable[[], T]) -> T:
         """``call()`` while the claim is renewed every third of ``lease``.
@@ -285,8 +278,8 @@ class RunLedger:
         def beat() -> bool:
             """One renewal; whether to keep renewing."""
             try:
-                self._service.call(
-                    ledger.heartbeat, key, token=token, worker=self._worker, lease=lease
+                self.service.call(
+                    ledger.heartbeat, key, token=token, worker=self.worker, lease=lease
                 )
             except FencingError:
                 return False  # someone else holds it now; our complete() will be refused
@@ -318,7 +311,7 @@ class RunLedger:
 
     def attempts_key(self, key: str) -> str:
         """The ledger entry that counts the attempts of the step named ``key``, this round."""
-        return step_attempts_key(key, self._run.retries)
+        return step_attempts_key(key, self.run.retries)
 
     def step(
         self, key: str, name: str, fn: Callable[[], T], policy: RetryPolicy
@@ -329,7 +322,7 @@ class RunLedger:
         ``RunStoppedError`` once the policy is exhausted (the run is failed with the reason).
         """
         attempts = self.attempts_key(key)
-        info = self._service.call(ledger.find_effect, attempts)
+        info = self.service.call(ledger.find_effect, attempts)
         claim = None
         if info is not None:
             if info.status is EffectStatus.COMPLETED:  # in the ledger, not yet on the channel
@@ -337,7 +330,7 @@ class RunLedger:
             if info.status in GIVEN_UP:  # its worker died between giving up and failing the run
                 self._give_up(attempts, name, info)
             claim = self._claim_attempt(attempts, name, policy)
-            self._head.refresh()
+            self.head.refresh()
         try:
             if claim is None:
                 return fn(), None
@@ -353,36 +346,36 @@ class RunLedger:
         A run failed while one of its steps was retrying would otherwise show ``retrying``
         forever, for an attempt that nobody will make.
         """
-        run = self._run
+        run = self.run
         for earlier in range(run.retries):
             attempts = step_attempts_key(key, earlier)
-            info = self._service.call(ledger.find_effect, attempts)
+            info = self.service.call(ledger.find_effect, attempts)
             if info is not None and info.status not in SETTLED:
                 reason = f"superseded: the run was retried (round {run.retries})"
-                self._service.call(ledger.abandon, attempts, actor=self._worker, reason=reason)
-                self._head.refresh()
+                self.service.call(ledger.abandon, attempts, actor=self.worker, reason=reason)
+                self.head.refresh()
 
     def _claim_attempt(self, attempts: str, name: str, policy: RetryPolicy) -> Claim:
-        return self._service.call(
+        return self.service.call(
             ledger.claim,
             attempts,
-            run_id=self._run.run_id,
-            worker=self._worker,
+            run_id=self.run.run_id,
+            worker=self.worker,
             lease=STEP_LEASE,
             request={"step": name},
             retry=policy,
         )
 
     def _schedule_next(self, attempts: str, name: str, token: int, error: Exception) -> NoReturn:
-        info = self._service.call(
+        info = self.service.call(
             ledger.fail_effect,
             attempts,
             token=token,
-            worker=self._worker,
+            worker=self.worker,
             error=f"{type(error).__name__}: {error}",
             retry_after=retry_after_of(error),
         )
-        self._head.refresh()
+        self.head.refresh()
         if info.retry_at is not None:
             raise self._not_due(attempts, info.retry_at) from error
         self._give_up(attempts, name, info)
@@ -394,12 +387,12 @@ class RunLedger:
         if info.status is not EffectStatus.ABANDONED:
             # An abandonment's reason is metadata, in clear: the error (contents) stays in
             # the sealed failure events and the run's error.
-            self._service.call(
-                ledger.abandon, attempts, actor=self._worker, reason=gave_up[:MAX_REASON_LENGTH]
+            self.service.call(
+                ledger.abandon, attempts, actor=self.worker, reason=gave_up[:MAX_REASON_LENGTH]
             )
-        run_id = self._run.run_id
-        self._service.call(lifecycle.fail_run, run_id, reason, actor=self._worker)
-        self._head.refresh()
+        run_id = self.run.run_id
+        self.service.call(lifecycle.fail_run, run_id, reason, actor=self.worker)
+        self.head.refresh()
         raise RunStoppedError(run_id, status=RunStatus.FAILED.value)
 
 
