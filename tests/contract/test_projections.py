@@ -8,6 +8,7 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
+import pytest
 from eventsourcing.persistence import ApplicationRecorder, StoredEvent
 
 import actae
@@ -154,6 +155,34 @@ def test_poison_event_is_recorded_and_skipped(store: actae.Store, clock: actae.M
     assert "at cursor 1: its body is not JSON" in error["error"]
     assert str(after.run_id) in rows_by_run(projector)
     assert projector.position() == recorder.max_notification_id()
+
+
+def test_an_event_whose_changes_fail_is_recorded_and_the_rest_of_its_batch_applied(
+    store: actae.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = store.start_run("before", agent_id="a", state={})
+    refused = store.start_run("refused", agent_id="a", state={})
+    after = store.start_run("after", agent_id="a", state={})
+    projector = store.projector()
+    apply = projector.db.apply
+
+    def refusing(changes: list[Any], suffix: str = "") -> None:
+        if any(getattr(change, "key", None) == refused.run_id for change in changes):
+            raise ValueError("refused by the read models")
+        apply(changes, suffix)
+
+    monkeypatch.setattr(projector.db, "apply", refusing)
+
+    projector.catch_up()
+
+    errors = projector.errors()
+    assert errors, "the refused run's events are kept as poison events"
+    assert all(e["error"] == "ValueError: refused by the read models" for e in errors)
+    rows = rows_by_run(projector)
+    assert str(before.run_id) in rows
+    assert str(after.run_id) in rows
+    assert str(refused.run_id) not in rows
+    assert projector.position() == store._service.recorder.max_notification_id()
 
 
 def test_live_projector_follows_new_events(store: actae.Store) -> None:
