@@ -615,6 +615,16 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "tracking-moves-from-any-position",
+        "adapters/readside/readmodels.py",
+        'f"UPDATE {TRACKING} SET position = {p} WHERE name = {p} AND position = {p} "',
+        'f"UPDATE {TRACKING} SET position = {p} WHERE name = {p} AND {p} >= 0 "',
+        "a batch commits only from the position it was read after: another projector's "
+        "batch must not be applied twice",
+        PROJECTION,
+        postgres=True,
+    ),
+    Mutant(
         "tracking-last-position",
         "adapters/readside/projector.py",
         "batch = Projected(notifications[-1].id)",
@@ -1215,10 +1225,10 @@ MUTANTS = [
         "projector-reads-inside-its-write-lock",
         "adapters/readside/projector.py",
         "        with self.db.transaction():\n"
-        "            locked = self.db.lock_position(name)\n"
+        "            locked = self.db.move_position(name, position, batch.last)\n"
         "            if locked != position:\n",
         "        with self.db.transaction():\n"
-        "            locked = self.db.lock_position(name)\n"
+        "            locked = self.db.move_position(name, position, batch.last)\n"
         "            self._page_after(locked)\n"
         "            if locked != position:\n",
         "on SQLite, the projector holding the file's write lock while it waits behind an "

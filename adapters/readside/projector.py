@@ -206,13 +206,15 @@ class Projector:
     ) -> int:
         """Apply ``batch`` and move the position past it, if ``name`` is still at ``position``.
 
-        Returns the position found locked. All the batch's changes go in one go; if that
-        fails (not transiently), the caller has the transaction rolled back and asks again
-        ``one_by_one``: each event in a savepoint of its own, and one that fails is kept as
-        a poison event. So a batch costs no savepoint unless one of its events is bad.
+        Returns the position found locked. The move comes first, in the statement that locks
+        the tracking row: it commits with the changes or not at all. All the batch's changes
+        go in one go; if that fails (not transiently), the caller has the transaction rolled
+        back and asks again ``one_by_one``: each event in a savepoint of its own, and one
+        that fails is kept as a poison event. So a batch costs no savepoint unless one of
+        its events is bad.
         """
         with self.db.transaction():
-            locked = self.db.lock_position(name)
+            locked = self.db.move_position(name, position, batch.last)
             if locked != position:
                 return locked
             for notification, error in batch.poisoned:
@@ -227,7 +229,6 @@ class Projector:
                     if is_transient(error):
                         raise
                     self._poison(name, notification, error)
-            self.db.set_position(name, batch.last)
         return locked
 
     def _poison(self, name: str, notification: Notification, error: Exception) -> None:
