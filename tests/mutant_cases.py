@@ -627,8 +627,8 @@ MUTANTS = [
     Mutant(
         "tracking-last-position",
         "adapters/readside/projector.py",
-        "batch = Projected(notifications[-1].id)",
-        "batch = Projected(notifications[0].id)",
+        "return self.notifications[-1].id",
+        "return self.notifications[0].id",
         "the tracking position moves past the whole batch, or events are applied again",
         PROJECTION,
     ),

@@ -34,11 +34,11 @@ from actae.adapters.logs import Lines
 from actae.adapters.persistence.awaiting import in_portal
 from actae.adapters.persistence.outages import Outage, is_transient, ride_out
 from actae.adapters.readside.read_ahead import ReadAhead
-from actae.adapters.readside.readmodels import ReadModelDB
+from actae.adapters.readside.readmodels import Batch, ReadModelDB
 from actae.adapters.readside.standings import mark_regressed, mark_unserved
 from actae.adapters.readside.subscription import Backoff, Waiter, pausing
 from actae.domain.ports import Clock
-from actae.projections.changes import Change, Upsert
+from actae.projections.changes import Change
 from actae.projections.project import project
 from actae.projections.tables import EFFECTS
 
@@ -84,13 +84,21 @@ class EventCounts(Protocol):
 
 @dataclass
 class Projected:
-    """A batch decoded and projected, before its transaction: what each event changes."""
+    """A batch decoded and projected before its transaction, its changes merged per row.
 
-    last: int
-    """The position the batch ends at."""
-    changes: list[tuple[Notification, list[Change]]] = field(default_factory=list)
+    Merged as each event is projected, so that only the rows live until the batch is
+    written, not every event's changes (fewer objects for the cyclic collector to walk).
+    """
+
+    notifications: Sequence[Notification]
+    merged: Batch = field(default_factory=Batch)
     poisoned: list[tuple[Notification, Exception]] = field(default_factory=list)
     """The events that could not be decoded or projected, with the reason."""
+
+    @property
+    def last(self) -> int:
+        """The position the batch ends at."""
+        return self.notifications[-1].id
 
 
 class Projector:
@@ -187,19 +195,20 @@ class Projector:
         return self._recorder.select_notifications(start=position + 1, limit=self.batch_size)
 
     def _projected(self, notifications: Sequence[Notification]) -> Projected:
-        """Each event's changes, or the error that keeps it from being projected."""
-        batch = Projected(notifications[-1].id)
+        """The batch's changes merged, and the events that could not be projected."""
+        batch = Projected(notifications)
+        add = batch.merged.add
         for notification in notifications:
             try:
-                batch.changes.append(
-                    (notification, project(self._mapper.to_domain_event(notification)))
-                )
+                for change in self._changes_of(notification):
+                    add(change)
             except Exception as error:
                 batch.poisoned.append((notification, error))
-        self._ledger_moved |= any(
-            isinstance(c, Upsert) and c.table is EFFECTS for _, cs in batch.changes for c in cs
-        )
+        self._ledger_moved |= any(table == EFFECTS.name for table, _ in batch.merged.rows)
         return batch
+
+    def _changes_of(self, notification: Notification) -> list[Change]:
+        return project(self._mapper.to_domain_event(notification))
 
     def _commit(
         self, batch: Projected, position: int, name: str, suffix: str, *, one_by_one: bool
@@ -220,11 +229,14 @@ class Projector:
             for notification, error in batch.poisoned:
                 self._poison(name, notification, error)
             if not one_by_one:
-                self.db.apply([c for _, changes in batch.changes for c in changes], suffix)
-            for notification, changes in batch.changes if one_by_one else ():
+                self.db.write(batch.merged, suffix)
+            poisoned = {notification.id for notification, _ in batch.poisoned}
+            for notification in batch.notifications if one_by_one else ():
+                if notification.id in poisoned:
+                    continue
                 try:
                     with self.db.transaction():
-                        self.db.apply(changes, suffix)
+                        self.db.apply(self._changes_of(notification), suffix)
                 except Exception as error:
                     if is_transient(error):
                         raise

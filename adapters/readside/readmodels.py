@@ -193,7 +193,10 @@ class ReadModelDB(SchemaMethods, RetentionLookups):
         Rows first, then counts (added to the rows' columns), then the effects' owners
         (from effects rows the batch may have made), then the runs' derived columns.
         """
-        batch = Batch.of(changes)
+        self.write(Batch.of(changes), suffix)
+
+    def write(self, batch: Batch, suffix: str = "") -> None:
+        """Write a batch's coalesced changes (:meth:`apply`)."""
         self._write_rows(batch, suffix)
         self._write_counts(batch, suffix)
         self._write_owners(batch, suffix)

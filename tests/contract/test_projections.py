@@ -14,6 +14,7 @@ from eventsourcing.persistence import ApplicationRecorder, StoredEvent
 import actae
 from actae.adapters.operate import views
 from actae.adapters.persistence.codec import stamped
+from actae.adapters.readside.readmodels import Batch
 
 TIMEOUT = 30
 
@@ -164,14 +165,14 @@ def test_an_event_whose_changes_fail_is_recorded_and_the_rest_of_its_batch_appli
     refused = store.start_run("refused", agent_id="a", state={})
     after = store.start_run("after", agent_id="a", state={})
     projector = store.projector()
-    apply = projector.db.apply
+    write = projector.db.write
 
-    def refusing(changes: list[Any], suffix: str = "") -> None:
-        if any(getattr(change, "key", None) == refused.run_id for change in changes):
+    def refusing(batch: Batch, suffix: str = "") -> None:
+        if any(key == refused.run_id for _, key in batch.rows):
             raise ValueError("refused by the read models")
-        apply(changes, suffix)
+        write(batch, suffix)
 
-    monkeypatch.setattr(projector.db, "apply", refusing)
+    monkeypatch.setattr(projector.db, "write", refusing)
 
     projector.catch_up()
 
