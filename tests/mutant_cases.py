@@ -615,10 +615,20 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "tracking-moves-from-any-position",
+        "adapters/readside/readmodels.py",
+        'f"UPDATE {TRACKING} SET position = {p} WHERE name = {p} AND position = {p} "',
+        'f"UPDATE {TRACKING} SET position = {p} WHERE name = {p} AND {p} >= 0 "',
+        "a batch commits only from the position it was read after: another projector's "
+        "batch must not be applied twice",
+        PROJECTION,
+        postgres=True,
+    ),
+    Mutant(
         "tracking-last-position",
         "adapters/readside/projector.py",
-        "self.db.set_position(name, notifications[-1].id)",
-        "self.db.set_position(name, notifications[0].id)",
+        "return self.notifications[-1].id",
+        "return self.notifications[0].id",
         "the tracking position moves past the whole batch, or events are applied again",
         PROJECTION,
     ),
@@ -1214,24 +1224,13 @@ MUTANTS = [
     Mutant(
         "projector-reads-inside-its-write-lock",
         "adapters/readside/projector.py",
-        "            position = self.db.position(name)\n"
-        "            notifications = (\n"
-        "                self._page_after(position) if pages is None"
-        " else pages.page_after(position)\n"
-        "            )\n"
-        "            if not notifications:\n"
-        "                return 0\n"
-        "            if pages is not None and len(notifications) == self.batch_size:\n"
-        "                pages.ahead(notifications[-1].id)  # more to come: read it while this"
-        " applies\n"
-        "            with self.db.transaction():\n"
-        "                if self.db.lock_position(name) != position:\n",
-        "            with self.db.transaction():\n"
-        "                position = self.db.lock_position(name)\n"
-        "                notifications = self._page_after(position)\n"
-        "                if not notifications:\n"
-        "                    return 0\n"
-        "                if False:\n",
+        "        with self.db.transaction():\n"
+        "            locked = self.db.move_position(name, position, batch.last)\n"
+        "            if locked != position:\n",
+        "        with self.db.transaction():\n"
+        "            locked = self.db.move_position(name, position, batch.last)\n"
+        "            self._page_after(locked)\n"
+        "            if locked != position:\n",
         "on SQLite, the projector holding the file's write lock while it waits behind an "
         "event-store writer that waits for that lock deadlocks concurrent workers",
         MANY_RUNS,

@@ -717,8 +717,8 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "history-asks-the-horizon-every-page",
-        "adapters/persistence/postgres.py",
-        "        if lower <= known:  # history: final already, no need to ask again",
+        "adapters/persistence/positions.py",
+        "        if lower <= known - BLOCK:",
         "        if False:",
         "catching up through history would survey pg_locks and wait for writers on every page",
         POSITIONS,
@@ -727,8 +727,8 @@ FAULT_MUTANTS = [
     Mutant(
         "horizon-read-twice",
         "adapters/persistence/postgres.py",
-        "            lower = known + 1\n",
-        "            lower = horizon.final + 1\n",
+        "        lower = max(lower, known + 1)\n",
+        "        lower = max(lower, horizon.final + 1)\n",
         "a horizon raised by another reader mid-read would make this one skip what lies between",
         POSITIONS,
         postgres=True,

@@ -106,6 +106,19 @@ class Horizon:
             SQL("{writers} AND l.virtualtransaction = ANY(%s)").format(writers=writers).as_string()
         )
 
+    def bound_for(self, lower: int) -> tuple[int, bool]:
+        """The horizon to read a page from ``lower`` below, and whether it is a new one.
+
+        Well below the horizon already known, that one serves: catching up through history
+        costs no survey. A page that starts within its last block (a reader following live)
+        would find little or nothing below it, then survey and read again above it; there a
+        new horizon is established first, so such a page is one survey and one read.
+        """
+        known = self.final  # read once: another thread may raise it meanwhile
+        if lower <= known - BLOCK:
+            return known, False
+        return self.advance(), True
+
     def advance(self) -> int:
         """Establish a new horizon (waiting for the writers in flight) and return it."""
         ((last_value, is_called, writers),) = self._execute(self._survey, ())

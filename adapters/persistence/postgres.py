@@ -433,13 +433,13 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
             lower += 1
         upper = stop if stop is not None else 2**63 - 1
         horizon = self.horizon()
-        known = horizon.final  # read once: another thread may raise it meanwhile
+        known, new = horizon.bound_for(lower)
         found: list[Notification] = []
-        if lower <= known:  # history: final already, no need to ask again
+        if lower <= min(upper, known):
             found = self._notifications_between(lower, min(upper, known), topics, limit)
-            if len(found) == limit or upper <= known:
-                return found
-            lower = known + 1
+        if new or len(found) == limit or upper <= known:
+            return found
+        lower = max(lower, known + 1)
         final = horizon.advance()
         if lower <= min(upper, final):
             found += self._notifications_between(

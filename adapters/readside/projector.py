@@ -24,6 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, TextIO
 
@@ -33,11 +34,11 @@ from actae.adapters.logs import Lines
 from actae.adapters.persistence.awaiting import in_portal
 from actae.adapters.persistence.outages import Outage, is_transient, ride_out
 from actae.adapters.readside.read_ahead import ReadAhead
-from actae.adapters.readside.readmodels import ReadModelDB
+from actae.adapters.readside.readmodels import Batch, ReadModelDB
 from actae.adapters.readside.standings import mark_regressed, mark_unserved
 from actae.adapters.readside.subscription import Backoff, Waiter, pausing
 from actae.domain.ports import Clock
-from actae.projections.changes import Change, Upsert
+from actae.projections.changes import Change
 from actae.projections.project import project
 from actae.projections.tables import EFFECTS
 
@@ -81,6 +82,25 @@ class EventCounts(Protocol):
         ...
 
 
+@dataclass
+class Projected:
+    """A batch decoded and projected before its transaction, its changes merged per row.
+
+    Merged as each event is projected, so that only the rows live until the batch is
+    written, not every event's changes (fewer objects for the cyclic collector to walk).
+    """
+
+    notifications: Sequence[Notification]
+    merged: Batch = field(default_factory=Batch)
+    poisoned: list[tuple[Notification, Exception]] = field(default_factory=list)
+    """The events that could not be decoded or projected, with the reason."""
+
+    @property
+    def last(self) -> int:
+        """The position the batch ends at."""
+        return self.notifications[-1].id
+
+
 class Projector:
     """Projects the store's events into the read-model tables (projections/tables.py).
 
@@ -114,6 +134,8 @@ class Projector:
         self._thread: threading.Thread | None = None
         self.on_batch: Callable[[Sequence[Notification]], None] | None = None
         self.outage = Outage("actae projector", self._warn)
+        self._guesses: dict[str, int] = {}
+        """Per tracking name, the position last committed or locked (``process_batch``)."""
         db.ensure_schema()
 
     # -- batches --------------------------------------------------------------------------
@@ -123,29 +145,47 @@ class Projector:
     ) -> int:
         """Project the next batch after ``name``'s position; returns how many events.
 
-        The batch is read from the event store before the read models' transaction begins,
-        and applied only if the position is still the one it was read after (else another
-        projector moved it, and the batch is read again). On SQLite that transaction holds
-        the file's write lock, and a writer of the event store may be waiting for it: a
-        read of the event store inside it could wait behind that writer for ever.
-        With ``pages`` (a catch-up on PostgreSQL), the next batch is read while this one
-        is applied.
+        The batch is read from the event store, and decoded and projected, before the read
+        models' transaction begins, and applied only if the position is still the one it
+        was read after (else another projector moved it, and the batch is read again). On
+        SQLite that transaction holds the file's write lock, and a writer of the event store
+        may be waiting for it: a read of the event store inside it could wait behind that
+        writer for ever. With ``pages`` (a catch-up on PostgreSQL), the next batch is read
+        while this one is applied.
+
+        The page is read after the position this projector last committed or locked for
+        ``name``, which saves a read per batch while events flow. That is a guess, never
+        trusted: the batch commits only if the locked position is that one, and an empty
+        page is believed only once the stored position says the same (a rebuild forgets
+        its position, another projector moves it).
         """
+        guess = self._guesses.get(name)
+        position = self.db.position(name) if guess is None else guess
+        stored = guess is None
         while True:
-            position = self.db.position(name)
             notifications = (
                 self._page_after(position) if pages is None else pages.page_after(position)
             )
             if not notifications:
+                if not stored:
+                    stored, guessed, position = True, position, self.db.position(name)
+                    if position != guessed:
+                        continue
+                self._guesses[name] = position
                 return 0
             if pages is not None and len(notifications) == self.batch_size:
                 pages.ahead(notifications[-1].id)  # more to come: read it while this applies
-            with self.db.transaction():
-                if self.db.lock_position(name) != position:
-                    continue  # another projector took this batch: read on from its end
-                self._apply(notifications, name, suffix)
-                self.db.set_position(name, notifications[-1].id)
-            break
+            batch = self._projected(notifications)
+            try:
+                locked = self._commit(batch, position, name, suffix, one_by_one=False)
+            except Exception as error:
+                if is_transient(error):
+                    raise
+                locked = self._commit(batch, position, name, suffix, one_by_one=True)
+            if locked == position:
+                break
+            position, stored = locked, True  # another projector took this batch: read on
+        self._guesses[name] = notifications[-1].id
         if self.on_batch is not None:
             self.on_batch(notifications)
         return len(notifications)
@@ -153,33 +193,54 @@ class Projector:
     def _page_after(self, position: int) -> Sequence[Notification]:
         return self._recorder.select_notifications(start=position + 1, limit=self.batch_size)
 
-    def _apply(self, notifications: Sequence[Notification], name: str, suffix: str) -> None:
-        changes: list[Change] = []
+    def _projected(self, notifications: Sequence[Notification]) -> Projected:
+        """The batch's changes merged, and the events that could not be projected."""
+        batch = Projected(notifications)
+        add = batch.merged.add
         for notification in notifications:
             try:
-                changes.extend(project(self._mapper.to_domain_event(notification)))
+                for change in self._changes_of(notification):
+                    add(change)
             except Exception as error:
-                self._poison(name, notification, error)
-        self._ledger_moved |= any(isinstance(c, Upsert) and c.table is EFFECTS for c in changes)
-        try:
-            with self.db.transaction():  # a savepoint: a bad batch falls back event by event
-                self.db.apply(changes, suffix)
-        except Exception as error:
-            if is_transient(error):
-                raise
-            self._apply_one_by_one(notifications, name, suffix)
+                batch.poisoned.append((notification, error))
+        self._ledger_moved |= any(table == EFFECTS.name for table, _ in batch.merged.rows)
+        return batch
 
-    def _apply_one_by_one(
-        self, notifications: Sequence[Notification], name: str, suffix: str
-    ) -> None:
-        for notification in notifications:
-            try:
-                with self.db.transaction():
-                    self.db.apply(project(self._mapper.to_domain_event(notification)), suffix)
-            except Exception as error:
-                if is_transient(error):
-                    raise
+    def _changes_of(self, notification: Notification) -> list[Change]:
+        return project(self._mapper.to_domain_event(notification))
+
+    def _commit(
+        self, batch: Projected, position: int, name: str, suffix: str, *, one_by_one: bool
+    ) -> int:
+        """Apply ``batch`` and move the position past it, if ``name`` is still at ``position``.
+
+        Returns the position found locked. The move comes first, in the statement that locks
+        the tracking row: it commits with the changes or not at all. All the batch's changes
+        go in one go; if that fails (not transiently), the caller has the transaction rolled
+        back and asks again ``one_by_one``: each event in a savepoint of its own, and one
+        that fails is kept as a poison event. So a batch costs no savepoint unless one of
+        its events is bad.
+        """
+        with self.db.transaction():
+            locked = self.db.move_position(name, position, batch.last)
+            if locked != position:
+                return locked
+            for notification, error in batch.poisoned:
                 self._poison(name, notification, error)
+            if not one_by_one:
+                self.db.write(batch.merged, suffix)
+            poisoned = {notification.id for notification, _ in batch.poisoned}
+            for notification in batch.notifications if one_by_one else ():
+                if notification.id in poisoned:
+                    continue
+                try:
+                    with self.db.transaction():
+                        self.db.apply(self._changes_of(notification), suffix)
+                except Exception as error:
+                    if is_transient(error):
+                        raise
+                    self._poison(name, notification, error)
+        return locked
 
     def _poison(self, name: str, notification: Notification, error: Exception) -> None:
         self.db.record_error(

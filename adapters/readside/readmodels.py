@@ -140,6 +140,25 @@ class ReadModelDB(SchemaMethods, RetentionLookups):
         p = self.mark
         self.execute(f"UPDATE {TRACKING} SET position = {p} WHERE name = {p}", (position, name))
 
+    def move_position(self, name: str, expected: int, position: int) -> int:
+        """Move ``name``'s position from ``expected`` to ``position``; the position found.
+
+        The row stays locked until the transaction ends; ``expected`` is returned when it
+        moved. One statement locks and moves while the batches flow; a position found elsewhere
+        (another projector moved it, a rebuild forgot it) stays as it is.
+        """
+        p = self.mark
+        move = (
+            f"UPDATE {TRACKING} SET position = {p} WHERE name = {p} AND position = {p} "
+            "RETURNING position"
+        )
+        if self.execute(move, (position, name, expected)).fetchone() is not None:
+            return expected
+        found = self.lock_position(name)  # moved by another, or a first use (made at 0)
+        if found == expected:
+            self.set_position(name, position)
+        return found
+
     def forget(self, name: str) -> None:
         """Remove a tracking row (inside a transaction)."""
         self.execute(f"DELETE FROM {TRACKING} WHERE name = {self.mark}", (name,))
@@ -174,7 +193,10 @@ class ReadModelDB(SchemaMethods, RetentionLookups):
         Rows first, then counts (added to the rows' columns), then the effects' owners
         (from effects rows the batch may have made), then the runs' derived columns.
         """
-        batch = Batch.of(changes)
+        self.write(Batch.of(changes), suffix)
+
+    def write(self, batch: Batch, suffix: str = "") -> None:
+        """Write a batch's coalesced changes (:meth:`apply`)."""
         self._write_rows(batch, suffix)
         self._write_counts(batch, suffix)
         self._write_owners(batch, suffix)

@@ -8,11 +8,13 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
+import pytest
 from eventsourcing.persistence import ApplicationRecorder, StoredEvent
 
 import actae
 from actae.adapters.operate import views
 from actae.adapters.persistence.codec import stamped
+from actae.adapters.readside.readmodels import Batch
 
 TIMEOUT = 30
 
@@ -154,6 +156,34 @@ def test_poison_event_is_recorded_and_skipped(store: actae.Store, clock: actae.M
     assert "at cursor 1: its body is not JSON" in error["error"]
     assert str(after.run_id) in rows_by_run(projector)
     assert projector.position() == recorder.max_notification_id()
+
+
+def test_an_event_whose_changes_fail_is_recorded_and_the_rest_of_its_batch_applied(
+    store: actae.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = store.start_run("before", agent_id="a", state={})
+    refused = store.start_run("refused", agent_id="a", state={})
+    after = store.start_run("after", agent_id="a", state={})
+    projector = store.projector()
+    write = projector.db.write
+
+    def refusing(batch: Batch, suffix: str = "") -> None:
+        if any(key == refused.run_id for _, key in batch.rows):
+            raise ValueError("refused by the read models")
+        write(batch, suffix)
+
+    monkeypatch.setattr(projector.db, "write", refusing)
+
+    projector.catch_up()
+
+    errors = projector.errors()
+    assert errors, "the refused run's events are kept as poison events"
+    assert all(e["error"] == "ValueError: refused by the read models" for e in errors)
+    rows = rows_by_run(projector)
+    assert str(before.run_id) in rows
+    assert str(after.run_id) in rows
+    assert str(refused.run_id) not in rows
+    assert projector.position() == store._service.recorder.max_notification_id()
 
 
 def test_live_projector_follows_new_events(store: actae.Store) -> None:

@@ -367,7 +367,7 @@ def test_a_horizon_raised_by_another_reader_meanwhile_skips_nothing(store: actae
         return found
 
     recorder._notifications_between = racing  # type: ignore[method-assign]
-    seen = recorder.select_notifications(first + 1, 100)
+    seen = recorder.select_notifications(first + 1 - BLOCK, 100)  # history: below the known
     kinds_seen = [orjson.loads(n.state).get("kind") for n in seen]
     assert "mark-below" in kinds_seen
 
@@ -393,3 +393,34 @@ def test_history_is_read_without_asking_the_horizon_again(store: actae.Store) ->
         position, pages = page[-1].id, pages + 1
     assert pages >= 6
     assert len(surveys) <= 3  # the first page, the last one and the empty read after it
+
+
+def test_a_reader_following_live_surveys_once_and_reads_once_per_page(store: actae.Store) -> None:
+    """At the live end a page starts a block below the known horizon: a new one comes first."""
+    run = store.start_run("live", agent_id="a", state={})
+    recorder = recorder_of(store)
+    position = 0
+    while page := recorder.select_notifications(position + 1, 100):
+        position = page[-1].id
+    horizon, between = recorder.horizon(), recorder._notifications_between
+    calls: list[str] = []
+    survey = horizon.advance
+
+    def surveyed() -> int:
+        calls.append("survey")
+        return survey()
+
+    def read(lower: int, upper: int, topics: Any, limit: int) -> Any:
+        calls.append("read")
+        return between(lower, upper, topics, limit)
+
+    horizon.advance = surveyed  # type: ignore[method-assign]
+    recorder._notifications_between = read  # type: ignore[method-assign]
+    cursor = 1
+    for n in range(3):
+        cursor = mark(store, run.channel_id, f"live{n}", cursor)
+        calls.clear()
+        page = recorder.select_notifications(position + 1, 100)
+        assert [orjson.loads(e.state)["kind"] for e in page] == [f"mark-live{n}"]
+        assert calls == ["survey", "read"]
+        position = page[-1].id

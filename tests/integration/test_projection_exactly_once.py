@@ -79,13 +79,13 @@ def test_catching_up_in_batches_applies_every_event_once(store: actae.Store) -> 
 def backends_locking(projector: actae.Projector, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The backend each of ``projector``'s locks of its tracking row is taken on, as taken."""
     pids: list[int] = []
-    locks = projector.db.lock_position
+    moves = projector.db.move_position
 
-    def locking(name: str) -> int:
+    def locking(name: str, expected: int, position: int) -> int:
         pids.append(projector.db.conn.info.backend_pid)  # type: ignore[attr-defined]
-        return locks(name)
+        return moves(name, expected, position)
 
-    monkeypatch.setattr(projector.db, "lock_position", locking)
+    monkeypatch.setattr(projector.db, "move_position", locking)
     return pids
 
 
@@ -131,11 +131,11 @@ def test_two_projectors_racing_on_postgres_apply_every_event_once(
                 ).fetchone()
                 return row is not None and row[0] == "Lock"
 
-            locked = first.db.lock_position
+            locked = first.db.move_position
             outcome: list[str] = []
 
-            def lock_then_let_the_rival_try(name: str) -> int:
-                position = locked(name)
+            def lock_then_let_the_rival_try(name: str, expected: int, moved_to: int) -> int:
+                position = locked(name, expected, moved_to)
                 if not holding.is_set():
                     holding.set()
                     wait_for(
@@ -155,7 +155,7 @@ def test_two_projectors_racing_on_postgres_apply_every_event_once(
                 finally:
                     rival_done.set()
 
-            monkeypatch.setattr(first.db, "lock_position", lock_then_let_the_rival_try)
+            monkeypatch.setattr(first.db, "move_position", lock_then_let_the_rival_try)
             thread = threading.Thread(target=race)
             thread.start()
             first.process_batch()

@@ -107,13 +107,13 @@ def test_projector_survives_a_lost_database_connection(pg_url: str, pg_dsn: str)
     with actae.open(pg_url) as store:
         projector = store.projector()
         batches: list[int] = []  # the backend each batch committed on
-        moved = projector.db.set_position
+        moved = projector.db.move_position
 
-        def set_position(name: str, position: int) -> None:
+        def move_position(name: str, expected: int, position: int) -> int:
             batches.append(projector.db.conn.info.backend_pid)  # type: ignore[attr-defined]
-            moved(name, position)
+            return moved(name, expected, position)
 
-        projector.db.set_position = set_position  # type: ignore[method-assign]
+        projector.db.move_position = move_position  # type: ignore[method-assign]
         projector.start()
         run = store.start_run("wf", agent_id="a", state={})
         wait_for(lambda: projector.position() > 0, "the first batch")
