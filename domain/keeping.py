@@ -25,7 +25,7 @@ from actae.domain.retention import (
     require_policy,
 )
 from actae.domain.run import Run
-from actae.domain.validation import require_text
+from actae.domain.validation import require_text, require_uuid
 from actae.domain.values import RunInfo
 
 
@@ -34,17 +34,17 @@ def forget(shell: Shell, run_id: UUID | str, *, actor: str, reason: str) -> RunI
 
     No note goes on its channel: it would be sealed under the key being destroyed.
     """
-    return operated(shell, run_id, actor, reason, None, Run.forget)
+    return operated(shell, require_uuid("run_id", run_id), actor, reason, None, Run.forget)
 
 
 def hold(shell: Shell, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
     """Place a legal hold: retention never purges the run until it is released."""
-    return operated(shell, run_id, actor, reason, None, Run.hold)
+    return operated(shell, require_uuid("run_id", run_id), actor, reason, None, Run.hold)
 
 
 def release(shell: Shell, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
     """Lift the legal hold: retention applies to the run again."""
-    return operated(shell, run_id, actor, reason, None, Run.release)
+    return operated(shell, require_uuid("run_id", run_id), actor, reason, None, Run.release)
 
 
 def policies(reader: StoreReader) -> Retention | None:

@@ -66,7 +66,8 @@ class Tables:
             try:
                 yield conn
             except BaseException:
-                conn.execute("ROLLBACK")
+                with contextlib.suppress(Exception):  # a lost connection must not mask the error
+                    conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
 

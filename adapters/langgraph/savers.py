@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import replace
-from typing import Any, Concatenate, Generic, ParamSpec, Self, TypedDict, TypeVar, Unpack
+from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -38,22 +38,6 @@ from actae.domain.values import RunInfo
 P = ParamSpec("P")
 T = TypeVar("T")
 S = TypeVar("S", Store, AsyncStore)
-
-
-class FromUrl(TypedDict, total=False):
-    """``from_url``'s options: the saver's own, then ``actae.open``'s for its store."""
-
-    serde: SerializerProtocol | None
-    workflow_id: str
-    agent_id: str
-    redact: Redactor | bool | None
-    keyring: str | None
-
-
-def _parted(options: FromUrl) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``from_url``'s options: those that open the store, and those of the saver on it."""
-    opening = {key: value for key, value in options.items() if key in ("redact", "keyring")}
-    return opening, {key: value for key, value in options.items() if key not in opening}
 
 
 class _Saver(BaseCheckpointSaver[int], Generic[S]):
@@ -211,11 +195,19 @@ class ActaeSaver(_Saver[Store]):
 
     @classmethod
     @contextmanager
-    def from_url(cls, url: str, **options: Unpack[FromUrl]) -> Iterator[Self]:
+    def from_url(
+        cls,
+        url: str,
+        *,
+        serde: SerializerProtocol | None = None,
+        workflow_id: str = "langgraph",
+        agent_id: str = "langgraph",
+        redact: Redactor | bool | None = None,
+        keyring: str | None = None,
+    ) -> Iterator[Self]:
         """A saver on ``actae.open(url, redact=, keyring=)``, closed when the block ends."""
-        opening, naming = _parted(options)
-        with open(url, **opening) as store:
-            yield cls(store, **naming)
+        with open(url, redact=redact, keyring=keyring) as store:
+            yield cls(store, serde=serde, workflow_id=workflow_id, agent_id=agent_id)
 
     async def _call(self, method: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """For a graph run with ``ainvoke``: the blocking method, in a worker thread."""
@@ -235,11 +227,19 @@ class AsyncActaeSaver(_Saver[AsyncStore]):
 
     @classmethod
     @asynccontextmanager
-    async def from_url(cls, url: str, **options: Unpack[FromUrl]) -> AsyncIterator[Self]:
+    async def from_url(
+        cls,
+        url: str,
+        *,
+        serde: SerializerProtocol | None = None,
+        workflow_id: str = "langgraph",
+        agent_id: str = "langgraph",
+        redact: Redactor | bool | None = None,
+        keyring: str | None = None,
+    ) -> AsyncIterator[Self]:
         """A saver on ``actae.open_async(url, redact=, keyring=)``, closed when the block ends."""
-        opening, naming = _parted(options)
-        async with open_async(url, **opening) as store:
-            yield cls(store, **naming)
+        async with open_async(url, redact=redact, keyring=keyring) as store:
+            yield cls(store, serde=serde, workflow_id=workflow_id, agent_id=agent_id)
 
     async def _call(self, method: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """The blocking method in a greenback portal: where the store would block, it awaits."""

@@ -76,6 +76,10 @@ def bad_calls(store: actae.Store, run: actae.RunInfo) -> list[tuple[str, Callabl
         ("after", lambda: store.events(cid, after=-1)),
         ("limit", lambda: store.events(cid, limit=0)),
         ("run_id", lambda: store.run("nope")),
+        # with two bad fields, a run's keeping names its run id first
+        ("run_id", lambda: store.forget("nope", actor="", reason="r")),
+        ("run_id", lambda: store.hold("nope", actor="", reason="r")),
+        ("run_id", lambda: store.release("nope", actor="", reason="r")),
     ]
 
 

@@ -17,7 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
+from psycopg import sql
 
 import actae
 from actae.adapters.custody.artifacts import Artifacts, RefKeys
@@ -25,6 +27,7 @@ from actae.adapters.custody.blobs import DatabaseBlobs, blob_store
 from actae.adapters.custody.chunks import SEALED_CHUNK
 from actae.adapters.custody.files import FileBlobs
 from actae.adapters.custody.pieces import CHUNK_SIZE
+from actae.adapters.custody.postgres_tables import PostgresTables
 from actae.adapters.custody.refs import RefRecorder
 from actae.adapters.custody.sqlite_tables import SQLiteTables
 from actae.adapters.persistence.url import parse_store_url
@@ -386,3 +389,53 @@ def test_a_sqlite_custody_transaction_takes_the_write_lock_up_front(tmp_path: Pa
         other.execute("ROLLBACK")
     finally:
         other.close()
+
+
+@pytest.mark.postgres
+def test_a_postgres_custody_transaction_is_atomic_and_unseen_until_it_commits(pg_url: str) -> None:
+    actae.open(pg_url).close()
+    url = parse_store_url(pg_url)
+    tables = PostgresTables(url)
+    insert = "INSERT INTO {p}actae_artifacts (name, blob, size) VALUES (?, ?, ?)"
+    count = sql.SQL("SELECT count(*) FROM {}.actae_artifacts").format(
+        sql.Identifier(url.postgres_schema)
+    )
+    try:
+        with psycopg.connect(**url.postgres_conninfo, autocommit=True) as other:
+
+            def written_then_undone() -> None:
+                with tables.transaction() as conn:
+                    tables.run(conn, insert, "n-1", str(uuid.uuid4()), 1)
+                    assert other.execute(count).fetchone() == (0,)  # not before COMMIT
+                    raise ValueError("undone")
+
+            with pytest.raises(ValueError, match="undone"):
+                written_then_undone()
+            assert other.execute(count).fetchone() == (0,)  # rolled back
+            with tables.transaction() as conn:
+                tables.run(conn, insert, "n-2", str(uuid.uuid4()), 1)
+            assert other.execute(count).fetchone() == (1,)
+    finally:
+        tables.close()
+
+
+@pytest.mark.postgres
+def test_an_interrupt_in_a_postgres_custody_transaction_whose_connection_is_lost_comes_out_as_it_is(
+    pg_url: str,
+) -> None:
+    """The rollback of a lost connection fails; that failure must not replace the interrupt."""
+    actae.open(pg_url).close()
+    tables = PostgresTables(parse_store_url(pg_url))
+    try:
+
+        def interrupted_after_the_connection_is_lost() -> None:
+            with tables.transaction() as conn:
+                conn.pgconn.finish()
+                raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            interrupted_after_the_connection_is_lost()
+        with tables.transaction() as conn:  # the pool replaced the broken connection
+            assert tables.run(conn, "SELECT 1").fetchone() == (1,)
+    finally:
+        tables.close()

@@ -158,15 +158,20 @@ def idle(pg_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict
             started[name] = Idle(process, log)
         yield started
     finally:
-        for each in started.values():
-            each.process.terminate()
-        for each in started.values():
-            each.process.wait(DEADLINE)
-        with psycopg.connect(pg_dsn, autocommit=True) as conn:
-            for schema in schemas:
-                conn.execute(
-                    sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
-                )
+        try:
+            for each in started.values():
+                each.process.terminate()
+            for each in started.values():
+                try:
+                    each.process.wait(DEADLINE)
+                except subprocess.TimeoutExpired:
+                    each.process.kill()
+                    each.process.wait()
+        finally:
+            with psycopg.connect(pg_dsn, autocommit=True) as conn:
+                for schema in schemas:
+                    drop = sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE")
+                    conn.execute(drop.format(sql.Identifier(schema)))
 
 
 @pytest.mark.parametrize("concurrency", sorted(WORKERS))

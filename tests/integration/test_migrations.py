@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import uuid
+from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
@@ -269,3 +270,23 @@ def test_the_migrated_read_models_are_what_the_code_defines(durable_url: str) ->
     types: Any = (SqliteSchema if durable_url.startswith("sqlite") else PostgresSchema).types
 
     assert read_model_columns(durable_url) == defined_columns(types)
+
+
+RELEASED = {
+    "postgres": ["d390735da6efcd86"],
+    "sqlite": ["7fff1dabcc67d86d"],
+}
+"""The digest of each released migration's statements, in order, per backend: a store that
+applied one never applies it again, so a migration once released is never edited (a later
+change is appended). Appending a migration appends its digest here."""
+
+
+@pytest.mark.parametrize(
+    ("backend", "migrations"), [("postgres", POSTGRES_MIGRATIONS), ("sqlite", SQLITE_MIGRATIONS)]
+)
+def test_a_released_migration_is_never_edited(
+    backend: str, migrations: tuple[Migration, ...]
+) -> None:
+    digests = [sha256("\n".join(m.statements).encode()).hexdigest()[:16] for m in migrations]
+    assert digests[: len(RELEASED[backend])] == RELEASED[backend]
+    assert len(digests) == len(RELEASED[backend]), "append the new migration's digest"

@@ -455,3 +455,14 @@ def test_a_put_repeated_after_a_prune_hid_it_is_stored_again(memory_saver: Actae
     again = saver.get_tuple(config("t", first["id"]))
     assert again is not None
     assert again.checkpoint["id"] == first["id"]
+
+
+def test_an_unknown_from_url_option_is_refused_at_the_call_before_a_store_is_made(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "runs.db"
+    with pytest.raises(TypeError, match="workflow"):
+        ActaeSaver.from_url(f"sqlite:///{path}", workflow="w")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="workflow"):
+        AsyncActaeSaver.from_url(f"sqlite:///{path}", workflow="w")  # type: ignore[call-arg]
+    assert not path.exists()
