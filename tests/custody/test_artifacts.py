@@ -392,7 +392,9 @@ def test_a_sqlite_custody_transaction_takes_the_write_lock_up_front(tmp_path: Pa
 
 
 @pytest.mark.postgres
-def test_a_postgres_custody_transaction_is_atomic_and_unseen_until_it_commits(pg_url: str) -> None:
+def test_a_postgres_custody_transaction_is_atomic_and_unseen_until_it_commits(
+    pg_url: str, pg_dsn: str
+) -> None:
     actae.open(pg_url).close()
     url = parse_store_url(pg_url)
     tables = PostgresTables(url)
@@ -401,7 +403,7 @@ def test_a_postgres_custody_transaction_is_atomic_and_unseen_until_it_commits(pg
         sql.Identifier(url.postgres_schema)
     )
     try:
-        with psycopg.connect(**url.postgres_conninfo, autocommit=True) as other:
+        with psycopg.connect(pg_dsn, autocommit=True) as other:
 
             def written_then_undone() -> None:
                 with tables.transaction() as conn:
