@@ -32,6 +32,7 @@ from actae.domain.operation import Operation
 from actae.domain.pipeline import Core
 from actae.domain.redaction import Redactor
 from actae.domain.validation import (
+    Document,
     fingerprint,
     optional_text,
     require_amounts,
@@ -59,6 +60,9 @@ class Append:
     expected_cursor: int
     event_after: Callable[..., Channel.Event]
     """``event_after(head, at=...)``: the event that follows ``head``, written ``at`` (pure)."""
+    state: Document | None = None
+    """A transition's validated state, which the event holds: its canonical bytes and their
+    SHA-256 are written into the stored body as they are, not encoded and hashed again."""
 
     def fits(self, head: ChannelHead) -> bool:
         """Whether ``head`` is the one the caller expected."""
@@ -157,4 +161,6 @@ def transition(
         operation_id=operation_id,
         fingerprint=None if operation_id is None else content,
     )
-    return Append(cid, operation_id, content, expected_version, expected_cursor, event_after)
+    return Append(
+        cid, operation_id, content, expected_version, expected_cursor, event_after, document
+    )

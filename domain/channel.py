@@ -73,8 +73,10 @@ class Channel(Aggregate):
 
         contents: ClassVar[tuple[str, ...]] = ("payload", "state")
 
-        state: dict[str, Any]
         state_checksum: str
+        state: dict[str, Any]
+        """Last: the stored body ends with it, so its checksum can start from the state's
+        own SHA-256 (:mod:`actae.adapters.persistence.codec`)."""
 
     class Recorded(Event):
         """A result was recorded on the channel; the state version did not change.
@@ -94,8 +96,9 @@ class Channel(Aggregate):
 
         contents: ClassVar[tuple[str, ...]] = ("payload", "state")
 
-        state: dict[str, Any]
         state_checksum: str
+        state: dict[str, Any]
+        """Last, as in :class:`Opened`."""
 
     @classmethod
     def open(

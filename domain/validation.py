@@ -44,16 +44,26 @@ CONTAINERS = (dict, list, tuple)
 
 @dataclass(frozen=True, slots=True)
 class Document:
-    """A validated JSON object together with the checksum of its canonical encoding."""
+    """A validated JSON object, its canonical encoding and the checksum of that encoding.
+
+    ``sha256`` is the encoding's SHA-256 left open: a checksum over bytes that start with
+    the encoding (a transition's stored body, :mod:`actae.adapters.persistence.codec`)
+    continues a copy of it instead of hashing the document again.
+    """
 
     value: dict[str, Any]
+    canonical: bytes
     checksum: str
-    size: int
+    sha256: Any
+
+
+CHECKSUM_FORMAT = "sha256:"
+"""How the contract's checksums start: ``sha256:<hex>``."""
 
 
 def checksum_of(canonical: bytes) -> str:
-    """The checksum format of the contract: ``sha256:<hex>``."""
-    return "sha256:" + hashlib.sha256(canonical).hexdigest()
+    """The checksum of ``canonical`` in the contract's format."""
+    return CHECKSUM_FORMAT + hashlib.sha256(canonical).hexdigest()
 
 
 def fingerprint(*parts: str) -> str:
@@ -230,7 +240,8 @@ def require_document(field: str, value: object, codec: Codec, *, max_bytes: int)
         raise ValidationError(
             field, f"encodes to {len(canonical)} bytes, the limit is {max_bytes} bytes"
         )
-    return Document(value=value, checksum=checksum_of(canonical), size=len(canonical))
+    sha256 = hashlib.sha256(canonical)
+    return Document(value, canonical, CHECKSUM_FORMAT + sha256.hexdigest(), sha256)
 
 
 def _too_deep(field: str) -> ValidationError:
