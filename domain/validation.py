@@ -205,7 +205,16 @@ def optional_int(field: str, value: object, *, minimum: int) -> int | None:
 
 
 def require_document(field: str, value: object, codec: Codec, *, max_bytes: int) -> Document:
-    """A JSON object (dict with string keys) the codec encodes, within the rules above.
+    """:func:`require_json`'s document, with the checksum of its canonical encoding."""
+    document, canonical = require_json(field, value, codec, max_bytes=max_bytes)
+    sha256 = hashlib.sha256(canonical)
+    return Document(document, canonical, CHECKSUM_FORMAT + sha256.hexdigest(), sha256)
+
+
+def require_json(
+    field: str, value: object, codec: Codec, *, max_bytes: int
+) -> tuple[dict[str, Any], bytes]:
+    """A JSON object (dict with string keys) and its canonical encoding, within the rules.
 
     That is: within the size limit, storable strings, 64-bit integers, ``MAX_DEPTH`` deep.
     The canonical encoding is needed anyway (for the checksum); the rules piggy-back on it so
@@ -240,8 +249,7 @@ def require_document(field: str, value: object, codec: Codec, *, max_bytes: int)
         raise ValidationError(
             field, f"encodes to {len(canonical)} bytes, the limit is {max_bytes} bytes"
         )
-    sha256 = hashlib.sha256(canonical)
-    return Document(value, canonical, CHECKSUM_FORMAT + sha256.hexdigest(), sha256)
+    return value, canonical
 
 
 def _too_deep(field: str) -> ValidationError:
