@@ -101,7 +101,7 @@ class SealingMapper(PydanticMapper):
         given: :meth:`PydanticMapper.to_stored_event`); the field dict is built only when
         contents are to be taken out of it (an encrypted run, a large document).
         """
-        cls = cast(type[DomainEvent], type(domain_event))
+        cls: type[DomainEvent] = type(domain_event)  # type: ignore[assignment]  # an Actae event
         topic, _, encode = layout(cls)
         body = encode(domain_event, state)
         owner = getattr(domain_event, cls.content_owner, None) if cls.contents else None

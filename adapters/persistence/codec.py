@@ -207,7 +207,7 @@ def stored_event_of(
     originator_id = event.originator_id
     version = event.originator_version
     stamped_body = stamped(topic, originator_id, version, body, state)
-    key = cast(DomainEvent, event).stored_operation_id
+    key = event.stored_operation_id  # type: ignore[attr-defined]  # an Actae event's
     if key is not None:
         return StoredRecord(originator_id, version, topic, stamped_body, key)
     return StoredEvent(originator_id, version, topic, stamped_body)
