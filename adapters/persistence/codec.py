@@ -227,8 +227,10 @@ stores holds (PostgreSQL and SQLite stop at a gigabyte)."""
 CLOSING = b'"}'
 TAIL = len(OPENING) + DIGITS + len(SEPARATOR) + WIDTH + len(CLOSING)
 """Bytes the checksum member adds at the end of the body."""
-LENGTH = slice(-len(CLOSING) - WIDTH, -len(CLOSING))
-"""Where the checksum member holds the length."""
+RECORDED = slice(len(OPENING), len(OPENING) + DIGITS)
+SEPARATED = slice(RECORDED.stop, RECORDED.stop + len(SEPARATOR))
+LENGTH = slice(SEPARATED.stop, SEPARATED.stop + WIDTH)
+"""Where the checksum member (the body's last ``TAIL`` bytes) holds the digits and length."""
 NOUNS = {
     "Channel": ("channel", "cursor"),
     "Run": ("run", "version"),
@@ -268,12 +270,13 @@ def verified(stored: StoredEvent) -> bytes:
     """The body as its encoder wrote it, once its checksum matches (else ``CorruptionError``)."""
     state = stored.state
     end = len(state) - TAIL
-    length = state[LENGTH]
-    if (
-        state[end : end + len(OPENING)] != OPENING
-        or state[LENGTH.start - len(SEPARATOR) : LENGTH.start] != SEPARATOR
-        or not length.isdigit()
-        or state[-len(CLOSING) :] != CLOSING
+    member = state[end:]
+    length = member[LENGTH]
+    if not (
+        member.startswith(OPENING)
+        and member[SEPARATED] == SEPARATOR
+        and length.isdigit()
+        and member.endswith(CLOSING)
     ):
         raise CorruptionError(
             where(stored),
@@ -289,7 +292,7 @@ def verified(stored: StoredEvent) -> bytes:
         digest = hashlib.sha256(view[:end])
     digest.update(row_of(stored.topic, stored.originator_id, stored.originator_version, length))
     actual = digest.hexdigest()[:DIGITS].encode()
-    recorded = bytes(state[end + len(OPENING) : end + len(OPENING) + DIGITS])
+    recorded = member[RECORDED]
     if actual != recorded:
         raise CorruptionError(
             where(stored),
