@@ -1014,7 +1014,7 @@ MUTANTS = [
     Mutant(
         "body-checksum-length-unparsed",
         "adapters/persistence/codec.py",
-        "        and length.isdigit()\n",
+        "        and (length == IN_ORDER or length.isdigit())\n",
         "        and True\n",
         "a damaged length in the checksum member is corruption, not a crash",
         BODY_CHECKSUMS,

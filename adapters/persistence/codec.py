@@ -231,6 +231,8 @@ RECORDED = slice(len(OPENING), len(OPENING) + DIGITS)
 SEPARATED = slice(RECORDED.stop, RECORDED.stop + len(SEPARATOR))
 LENGTH = slice(SEPARATED.stop, SEPARATED.stop + WIDTH)
 """Where the checksum member (the body's last ``TAIL`` bytes) holds the digits and length."""
+IN_ORDER = b"0" * WIDTH
+"""The length of a body hashed in order (nothing hashed first): every body but a state's."""
 NOUNS = {
     "Channel": ("channel", "cursor"),
     "Run": ("run", "version"),
@@ -260,7 +262,7 @@ def stamped(
         digest.update(view[:-first])
     else:
         digest = hashlib.sha256(view)
-    length = b"%0*d" % (WIDTH, first)
+    length = b"%0*d" % (WIDTH, first) if first else IN_ORDER
     digest.update(row_of(topic, originator_id, version, length))
     hexdigits = digest.hexdigest()[:DIGITS].encode()
     return b"".join((view, OPENING, hexdigits, SEPARATOR, length, CLOSING))
@@ -275,7 +277,7 @@ def verified(stored: StoredEvent) -> bytes:
     if not (
         member.startswith(OPENING)
         and member[SEPARATED] == SEPARATOR
-        and length.isdigit()
+        and (length == IN_ORDER or length.isdigit())
         and member.endswith(CLOSING)
     ):
         raise CorruptionError(
@@ -284,12 +286,12 @@ def verified(stored: StoredEvent) -> bytes:
             "changed below Actae after it was written; restore it from a backup",
         )
     view = memoryview(state)
-    first = int(length)  # if damaged, the bytes split elsewhere, and the checksum differs
-    if first:
+    if length == IN_ORDER:
+        digest = hashlib.sha256(view[:end])
+    else:  # if the length is damaged, the bytes split elsewhere, and the checksum differs
+        first = int(length)
         digest = hashlib.sha256(view[end - first : end])
         digest.update(view[: end - first])
-    else:
-        digest = hashlib.sha256(view[:end])
     digest.update(row_of(stored.topic, stored.originator_id, stored.originator_version, length))
     actual = digest.hexdigest()[:DIGITS].encode()
     recorded = member[RECORDED]
