@@ -32,11 +32,13 @@ from actae.domain.operation import Operation
 from actae.domain.pipeline import Core
 from actae.domain.redaction import Redactor
 from actae.domain.validation import (
+    Document,
     fingerprint,
     optional_text,
     require_amounts,
     require_document,
     require_int,
+    require_json,
     require_text,
     require_uuid,
 )
@@ -59,6 +61,9 @@ class Append:
     expected_cursor: int
     event_after: Callable[..., Channel.Event]
     """``event_after(head, at=...)``: the event that follows ``head``, written ``at`` (pure)."""
+    state: Document | None = None
+    """A transition's validated state, which the event holds: its canonical bytes and their
+    SHA-256 are written into the stored body as they are, not encoded and hashed again."""
 
     def fits(self, head: ChannelHead) -> bool:
         """Whether ``head`` is the one the caller expected."""
@@ -142,19 +147,23 @@ def transition(
     cid = require_uuid("channel_id", channel_id)
     kind = require_text("kind", kind)
     limit = core.max_document_bytes
-    body = require_document("payload", payload, core.codec, max_bytes=limit)
+    payload, body = require_json("payload", payload, core.codec, max_bytes=limit)
     document = require_document("state", state, core.codec, max_bytes=limit)
     expected_version = require_int("expected_version", expected_version, minimum=1)
     expected_cursor = require_int("expected_cursor", expected_cursor, minimum=1)
     operation_id = optional_text("operation_id", operation_id)
-    content = fingerprint("transition", str(cid), kind, body.checksum, document.checksum)
+    # One hash: the payload's canonical JSON holds no raw control character, so the parts
+    # still read back one way (the state checksum has a fixed form, the kind is what is left).
+    content = fingerprint("transition", str(cid), kind, body.decode(), document.checksum)
     event_after = partial(
         Channel.transitioned,
         kind=kind,
-        payload=body.value,
+        payload=payload,
         state=document.value,
         state_checksum=document.checksum,
         operation_id=operation_id,
         fingerprint=None if operation_id is None else content,
     )
-    return Append(cid, operation_id, content, expected_version, expected_cursor, event_after)
+    return Append(
+        cid, operation_id, content, expected_version, expected_cursor, event_after, document
+    )

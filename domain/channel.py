@@ -13,7 +13,7 @@ import threading
 from datetime import datetime
 from functools import cache
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypeVar
 from uuid import UUID
 
 from pydantic import Field
@@ -73,8 +73,10 @@ class Channel(Aggregate):
 
         contents: ClassVar[tuple[str, ...]] = ("payload", "state")
 
-        state: dict[str, Any]
         state_checksum: str
+        state: dict[str, Any]
+        """Last: the stored body ends with it, so its checksum can start from the state's
+        own SHA-256 (:mod:`actae.adapters.persistence.codec`)."""
 
     class Recorded(Event):
         """A result was recorded on the channel; the state version did not change.
@@ -94,8 +96,9 @@ class Channel(Aggregate):
 
         contents: ClassVar[tuple[str, ...]] = ("payload", "state")
 
-        state: dict[str, Any]
         state_checksum: str
+        state: dict[str, Any]
+        """Last, as in :class:`Opened`."""
 
     @classmethod
     def open(
@@ -153,9 +156,7 @@ class Channel(Aggregate):
     # holds them equal), for the command path's two busiest commands.
 
     @classmethod
-    def following(
-        cls, head: ChannelHead, event_class: type[Channel.Event], at: datetime, **fields: Any
-    ) -> Channel.Event:
+    def following(cls, head: ChannelHead, event_class: type[E], at: datetime, **fields: Any) -> E:
         """The next event after ``head``; the head fields it does not change carry forward.
 
         Built without pydantic's validation, which would only repeat the command's own (the
@@ -192,7 +193,7 @@ class Channel(Aggregate):
         fields = transition_fields(head, kind, payload, state, state_checksum, operation_id)
         if fingerprint is not None:
             fields["fingerprint"] = fingerprint
-        return cast(Channel.Transitioned, cls.following(head, cls.Transitioned, at, **fields))
+        return cls.following(head, cls.Transitioned, at, **fields)
 
     @classmethod
     def recorded(
@@ -216,7 +217,7 @@ class Channel(Aggregate):
             fields["redacted"] = redacted
         if fingerprint is not None:
             fields["fingerprint"] = fingerprint
-        return cast(Channel.Recorded, cls.following(head, cls.Recorded, at, **fields))
+        return cls.following(head, cls.Recorded, at, **fields)
 
     def record(
         self,
@@ -263,6 +264,10 @@ class Channel(Aggregate):
     def _append(self, event_class: type[Channel.Event], at: datetime, **fields: Any) -> None:
         """Trigger the next event; the head fields it does not change carry forward."""
         self.trigger_event(event_class, timestamp=at, **{**carried(self), **fields})
+
+
+E = TypeVar("E", bound=Channel.Event)
+"""A class of channel event, which the event built on a head is of."""
 
 
 class ChannelHead(NamedTuple):
@@ -332,7 +337,7 @@ def _fields_of(cls: type[Channel.Event]) -> tuple[tuple[str, Any], ...]:
     return tuple(cls.model_fields.items())
 
 
-def constructed(cls: type[Channel.Event], values: dict[str, Any]) -> Channel.Event:
+def constructed(cls: type[E], values: dict[str, Any]) -> E:
     """An event of ``cls`` from validated ``values``, as ``model_construct`` makes one.
 
     ``__dict__`` holds the fields in definition order, missing ones at their defaults, as

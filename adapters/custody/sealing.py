@@ -48,6 +48,7 @@ from actae.domain.artifacts import ArtifactRef, reference_in
 from actae.domain.channel import Channel
 from actae.domain.custody import FORGOTTEN, LOCKED, stand_ins, withheld_class
 from actae.domain.errors import CorruptionError, ForgottenError, KeyringError
+from actae.domain.validation import Document
 
 SEALED = "$sealed"
 """The member of a stored body that holds its encrypted contents (base64)."""
@@ -91,34 +92,37 @@ class SealingMapper(PydanticMapper):
 
     # -- writing --------------------------------------------------------------------------
 
-    def to_stored_event(self, domain_event: DomainEventProtocol[Any]) -> StoredEvent:
+    def to_stored_event(
+        self, domain_event: DomainEventProtocol[Any], state: Document | None = None
+    ) -> StoredEvent:
         """Serialise the event; seal and offload its contents where that applies.
 
-        The class's encoder writes the body; the field dict is built only when contents
-        are to be taken out of it (an encrypted run, a large document).
+        The class's encoder writes the body (with the validated ``state`` as it is, if
+        given: :meth:`PydanticMapper.to_stored_event`); the field dict is built only when
+        contents are to be taken out of it (an encrypted run, a large document).
         """
-        cls = cast(type[DomainEvent], type(domain_event))
+        cls: type[DomainEvent] = type(domain_event)  # type: ignore[assignment]  # an Actae event
         topic, _, encode = layout(cls)
-        body = encode(domain_event)
+        body = encode(domain_event, state)
         owner = getattr(domain_event, cls.content_owner, None) if cls.contents else None
         if owner is not None:
             large = self.offloader is not None and len(body) > self.inline_max
             key = self.keys.for_write(owner, born=isinstance(domain_event, Channel.Opened))
             if large or key is not None:
-                _, state = self.fields_of(domain_event)
-                contents = dict(_taken(state, cls.contents))
+                _, fields = self.fields_of(domain_event)
+                contents = dict(_taken(fields, cls.contents))
                 offloaded = self._offload(owner, contents, key) if large else []
                 if key is None:
-                    _put_back(state, contents)
+                    _put_back(fields, contents)
                     if offloaded:
-                        state[OFFLOADED] = offloaded
+                        fields[OFFLOADED] = offloaded
                 else:  # which contents are references is sealed with them
                     if offloaded:
                         contents[OFFLOADED] = offloaded
                     data = _bound(topic, domain_event, owner)
-                    state[SEALED] = seal(key, orjson.dumps(contents), data)
-                body = self.transcoder.encode(state)
-        return stored_event_of(domain_event, topic, body)
+                    fields[SEALED] = seal(key, orjson.dumps(contents), data)
+                body, state = self.transcoder.encode(fields), None
+        return stored_event_of(domain_event, topic, body, state)
 
     def _offload(self, owner: UUID, contents: dict[str, Any], key: bytes | None) -> list[str]:
         """Replace each large document in ``contents`` by its reference; their paths."""

@@ -7,13 +7,21 @@ they are refused here instead.
 **Every stored body carries a checksum**, verified each time the body is read: a flipped
 byte in a recorded step result must not be served as the result, and neither SQLite's nor
 PostgreSQL's own checks see a byte changed inside a well-formed row (nor does AES-GCM, which
-authenticates only the sealed contents). It is SHA-256 over the row's identity (topic,
-aggregate id, version) and the body as the encoder wrote it, truncated to 128 bits, so a
-body copied to another row is refused too. It detects corruption, not a deliberate rewrite.
-It is the body's last member, ``"$checksum":"<32 hex>"``, so the body stays one JSON
-document for SQL and operators, and is found by position, without parsing. A body without
-one is refused: every body Actae writes has it (``tests/property/test_body_checksums.py``
-flips every byte; docs/architecture.md, "Stored bodies carry a checksum").
+authenticates only the sealed contents). It is SHA-256 over every byte of the body as the
+encoder wrote it and the row's identity (topic, aggregate id, version), truncated to 128
+bits, so a body copied to another row is refused too. It detects corruption, not a
+deliberate rewrite. It is the body's last member, ``"$checksum":"<32 hex>/<10 digits>"``,
+so the body stays one JSON document for SQL and operators, and is found by position,
+without parsing. A body without one is refused: every body Actae writes has it
+(``tests/property/test_body_checksums.py`` flips every byte; docs/architecture.md, "Stored
+bodies carry a checksum").
+
+The digits after the slash say how many bytes before the member the checksum hashed first.
+A transition's body ends with its state, written as the canonical bytes the validation made
+(whose SHA-256 is the state checksum): the body checksum continues a copy of that SHA-256
+over the rest of the body, so the state, the largest part of a write, is hashed once on the
+write path; the reader hashes the same bytes in the same order, once, as for any body. Any
+other body has ``0`` there: it is hashed in order.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ from actae.domain.operation import Operation
 from actae.domain.retention import Retention
 from actae.domain.run import Run
 from actae.domain.type_names import class_named
+from actae.domain.validation import Document
 
 STRICT = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 CANONICAL = STRICT | orjson.OPT_SORT_KEYS
@@ -123,10 +132,16 @@ class PydanticMapper(Mapper[Any]):
     (:func:`stamped`, :func:`verified`).
     """
 
-    def to_stored_event(self, domain_event: DomainEventProtocol[Any]) -> StoredEvent:
-        """Serialise a pydantic event; its topic is its class's type name."""
+    def to_stored_event(
+        self, domain_event: DomainEventProtocol[Any], state: Document | None = None
+    ) -> StoredEvent:
+        """Serialise a pydantic event; its topic is its class's type name.
+
+        ``state``: the validated document the event's ``state`` holds, if the caller has it
+        (a transition): written and checksummed as it is, not encoded and hashed again.
+        """
         topic, _, encode = layout(type(domain_event))
-        return stored_event_of(domain_event, topic, encode(domain_event))
+        return stored_event_of(domain_event, topic, encode(domain_event, state), state)
 
     def fields_of(self, domain_event: DomainEventProtocol[Any]) -> tuple[str, dict[str, Any]]:
         """The event's topic, and the fields its stored body holds (a fresh dict).
@@ -180,19 +195,22 @@ class PydanticMapper(Mapper[Any]):
             ) from error
 
 
-def stored_event_of(event: DomainEventProtocol[Any], topic: str, body: bytes) -> StoredEvent:
+def stored_event_of(
+    event: DomainEventProtocol[Any], topic: str, body: bytes, state: Document | None = None
+) -> StoredEvent:
     """The row for ``event``: its identity, topic, ``body`` with its checksum, operation id.
 
-    The operation id is there if the event records an operation
+    ``state``: the document ``body`` ends with, if its encoder wrote it as it is
+    (:func:`stamped`). The operation id is there if the event records an operation
     (:mod:`~actae.adapters.persistence.operation_ids`).
     """
     originator_id = event.originator_id
     version = event.originator_version
-    state = stamped(topic, originator_id, version, body)
-    key = cast(DomainEvent, event).stored_operation_id
+    stamped_body = stamped(topic, originator_id, version, body, state)
+    key = event.stored_operation_id  # type: ignore[attr-defined]  # an Actae event's
     if key is not None:
-        return StoredRecord(originator_id, version, topic, state, key)
-    return StoredEvent(originator_id, version, topic, state)
+        return StoredRecord(originator_id, version, topic, stamped_body, key)
+    return StoredEvent(originator_id, version, topic, stamped_body)
 
 
 # -- body checksums ----------------------------------------------------------------------
@@ -202,9 +220,19 @@ CHECKSUM = "$checksum"
 OPENING = b',"' + CHECKSUM.encode() + b'":"'
 DIGITS = 32
 """Hex digits kept of the SHA-256 (128 bits)."""
+SEPARATOR = b"/"
+WIDTH = 10
+"""Decimal digits of the length the checksum hashed first: more than any value a backend
+stores holds (PostgreSQL and SQLite stop at a gigabyte)."""
 CLOSING = b'"}'
-TAIL = len(OPENING) + DIGITS + len(CLOSING)
+TAIL = len(OPENING) + DIGITS + len(SEPARATOR) + WIDTH + len(CLOSING)
 """Bytes the checksum member adds at the end of the body."""
+RECORDED = slice(len(OPENING), len(OPENING) + DIGITS)
+SEPARATED = slice(RECORDED.stop, RECORDED.stop + len(SEPARATOR))
+LENGTH = slice(SEPARATED.stop, SEPARATED.stop + WIDTH)
+"""Where the checksum member (the body's last ``TAIL`` bytes) holds the digits and length."""
+IN_ORDER = b"0" * WIDTH
+"""The length of a body hashed in order (nothing hashed first): every body but a state's."""
 NOUNS = {
     "Channel": ("channel", "cursor"),
     "Run": ("run", "version"),
@@ -213,24 +241,60 @@ NOUNS = {
 """How an error names the aggregate whose name starts a topic, and the place in it."""
 
 
-def stamped(topic: str, originator_id: UUID | str, version: int, body: bytes) -> bytes:
-    """``body`` (a JSON object with at least one member) with its checksum as last member."""
-    digest = checksum_of(topic, originator_id, version, body)
-    return b"".join((memoryview(body)[:-1], OPENING, digest, CLOSING))
+def stamped(
+    topic: str,
+    originator_id: UUID | str,
+    version: int,
+    body: bytes,
+    state: Document | None = None,
+) -> bytes:
+    """``body`` (a JSON object with at least one member) with its checksum as last member.
+
+    Given the validated ``state`` that ``body``'s last member holds as its canonical bytes
+    (a transition's), the checksum starts from a copy of the state's own SHA-256, which
+    has hashed those bytes already, and goes on over the rest (:func:`row_of`).
+    """
+    view = memoryview(body)[:-1]
+    first = 0
+    if state is not None and body.startswith(state.canonical, len(view) - len(state.canonical)):
+        first = len(state.canonical)
+        digest = state.sha256.copy()
+        digest.update(view[:-first])
+    else:
+        digest = hashlib.sha256(view)
+    length = b"%0*d" % (WIDTH, first) if first else IN_ORDER
+    digest.update(row_of(topic, originator_id, version, length))
+    hexdigits = digest.hexdigest()[:DIGITS].encode()
+    return b"".join((view, OPENING, hexdigits, SEPARATOR, length, CLOSING))
 
 
 def verified(stored: StoredEvent) -> bytes:
     """The body as its encoder wrote it, once its checksum matches (else ``CorruptionError``)."""
     state = stored.state
-    if state[-TAIL : -TAIL + len(OPENING)] != OPENING or state[-len(CLOSING) :] != CLOSING:
+    end = len(state) - TAIL
+    member = state[end:]
+    length = member[LENGTH]
+    if not (
+        member.startswith(OPENING)
+        and member[SEPARATED] == SEPARATOR
+        and (length == IN_ORDER or length.isdigit())
+        and member.endswith(CLOSING)
+    ):
         raise CorruptionError(
             where(stored),
             "its body has no checksum member where every stored body has one: the row "
             "changed below Actae after it was written; restore it from a backup",
         )
-    body = b"".join((memoryview(state)[:-TAIL], b"}"))
-    recorded = bytes(state[-DIGITS - len(CLOSING) : -len(CLOSING)])
-    actual = checksum_of(stored.topic, stored.originator_id, stored.originator_version, body)
+    view = memoryview(state)
+    if length == IN_ORDER:
+        digest = hashlib.sha256(view[:end])
+    else:  # if the length is damaged, the bytes split elsewhere, and the checksum differs
+        first = int(length)
+        digest = hashlib.sha256(view[end - first : end])
+        digest.update(view[: end - first])
+    digest.update(row_of(stored.topic, stored.originator_id, stored.originator_version, length))
+    actual = digest.hexdigest()[:DIGITS].encode()
+    recorded = member[RECORDED]
     if actual != recorded:
         raise CorruptionError(
             where(stored),
@@ -238,15 +302,18 @@ def verified(stored: StoredEvent) -> bytes:
             f"(computed {actual.decode()}): the row changed below Actae after it was "
             "written; restore it from a backup",
         )
-    return body
+    return b"".join((view[:end], b"}"))
 
 
-def checksum_of(topic: str, originator_id: UUID | str, version: int, body: bytes) -> bytes:
-    """The checksum of ``body`` in its row, as the hex digits the body stores."""
+def row_of(topic: str, originator_id: UUID | str, version: int, length: bytes) -> bytes:
+    """What the checksum hashes last: the row's identity and the member's length digits.
+
+    The checksum hashes the body's last ``length`` bytes before the member first, then the
+    body before them, then this: the body is split where the digits say, and the digits
+    themselves are hashed, so a damaged length splits it elsewhere and fails the checksum.
+    """
     originator = originator_id.bytes if isinstance(originator_id, UUID) else originator_id.encode()
-    digest = hashlib.sha256(b"%b|%b|%d|" % (topic.encode(), originator, version))
-    digest.update(body)
-    return digest.hexdigest()[:DIGITS].encode()
+    return b"|%b|%b|%d|%b" % (topic.encode(), originator, version, length)
 
 
 def where(stored: StoredEvent) -> str:

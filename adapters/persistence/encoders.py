@@ -30,16 +30,25 @@ from pydantic import BaseModel, TypeAdapter
 IDENTITY = frozenset({"originator_id", "originator_version"})
 """Fields stored in the event's row, not in its JSON body."""
 
-Encoder = Callable[[Any], bytes]
-"""An event's stored body (the JSON ``OrjsonTranscoder`` decodes)."""
+Encoder = Callable[..., bytes]
+"""An event's stored body (the JSON ``OrjsonTranscoder`` decodes): ``encode(event, state=None)``."""
 
 SOURCE = """\
-def encode(event):
+def encode(event, state=None):
     values = event.__dict__.copy()
     del {identity}
 {steps}    return dumps(values)
 """
-"""The encoder: the fields less the identity, nested models dumped in place, one ``dumps``."""
+"""The encoder: the fields less the identity, nested models dumped in place, one ``dumps``.
+
+``state``, for a class whose last field is ``state``: that field's validated document
+(``actae.domain.validation.Document``), whose canonical bytes are written in its place as
+they are: the body then ends with exactly the bytes of which the state checksum is the
+SHA-256 (:func:`actae.adapters.persistence.codec.stamped`)."""
+STATE_STEP = """\
+    if state is not None:
+        values["state"] = fragment(state.canonical)
+"""
 
 
 def holds_models(annotation: Any) -> bool:
@@ -52,12 +61,14 @@ def holds_models(annotation: Any) -> bool:
 @cache
 def encoder_for(cls: type[BaseModel]) -> Encoder:
     """The encoder of ``cls``'s stored body, derived from its definition once."""
-    namespace: dict[str, Any] = {"dumps": orjson.dumps}
+    namespace: dict[str, Any] = {"dumps": orjson.dumps, "fragment": orjson.Fragment}
     steps = []
     for index, (name, field) in enumerate(cls.model_fields.items()):
         if name not in IDENTITY and holds_models(field.annotation):
             namespace[f"dump_{index}"] = _serializer(field.annotation)
             steps.append(f"    values[{name!r}] = dump_{index}(values[{name!r}])\n")
+    if list(cls.model_fields)[-1] == "state":
+        steps.append(STATE_STEP)
     identity = ", ".join(f"values[{name!r}]" for name in sorted(IDENTITY))
     source = SOURCE.format(identity=identity, steps="".join(steps))
     # Safe to run: field names are identifiers, quoted by repr.

@@ -17,11 +17,12 @@ import random
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
 
+from actae.adapters.persistence.codec import PydanticMapper
 from actae.adapters.persistence.recorders import EventStore
 from actae.adapters.readside.subscription import Commits
 from actae.domain.aggregate import DomainEvent
@@ -34,7 +35,7 @@ from actae.domain.ports import Clock, Codec
 from actae.domain.reader import StoreReader, receipt_of
 from actae.domain.redaction import Redactor
 from actae.domain.regression import WatchedLog
-from actae.domain.validation import DEFAULT_MAX_DOCUMENT_BYTES
+from actae.domain.validation import DEFAULT_MAX_DOCUMENT_BYTES, Document
 from actae.domain.values import Receipt
 
 log = logging.getLogger("actae.store")
@@ -55,7 +56,7 @@ class ActaeService:
         draw: Callable[[], float] = random.random,
         redact: Redactor | None = None,
     ) -> None:
-        self.mapper = events.mapper
+        self.mapper = cast(PydanticMapper, events.mapper)  # actae's mappers all are
         self.metadata_mapper = events.metadata_mapper
         self.recorder = events.recorder
         self.event_log = events.log
@@ -109,7 +110,7 @@ class ActaeService:
                     head = found
                 event = append.event_after(head, at=self.clock())
                 try:
-                    self._write([event])
+                    self._write([event], state=append.state)
                 except RaceLost:
                     looked = True
                     original = self._earlier(append)
@@ -200,11 +201,19 @@ class ActaeService:
         """
         return self._write(pending_events(objs), **kwargs)
 
-    def _write(self, events: list[Any], **kwargs: Any) -> Any:
-        """:meth:`save` of ``events`` (eventsourcing types them as protocols)."""
+    def _write(self, events: list[Any], state: Document | None = None, **kwargs: Any) -> Any:
+        """:meth:`save` of ``events`` (eventsourcing types them as protocols).
+
+        ``state``: the validated state of the one event a transition writes, whose bytes
+        and SHA-256 the row reuses (:meth:`PydanticMapper.to_stored_event`).
+        """
         self.ensure_not_regressed()
         try:
-            rows = [self.mapper.to_stored_event(event) for event in events]
+            if state is None:
+                rows = [self.mapper.to_stored_event(event) for event in events]
+            else:
+                (event,) = events
+                rows = [self.mapper.to_stored_event(event, state)]
             owners = content_owners(events)  # the insert refuses a forgotten one's
             positions = self.recorder.insert_events(rows, owners=owners, **kwargs)
         except BaseException as error:  # a lost race, or an outcome unknown: guesses go

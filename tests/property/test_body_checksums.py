@@ -12,6 +12,7 @@ to every other value.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import random
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -26,9 +27,18 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import actae
-from actae.adapters.persistence.codec import CHECKSUM, TAIL, verified
+from actae.adapters.custody.sealing import SEALED
+from actae.adapters.persistence.codec import (
+    CHECKSUM,
+    LENGTH,
+    TAIL,
+    OrjsonCodec,
+    stamped,
+    verified,
+)
 from actae.domain.aggregate import DomainEvent
 from actae.domain.channel import Channel
+from actae.domain.validation import require_document
 from tests.custody.sealed import keyring_file
 from tests.property.test_encoders import CLASSES, CLEAR_STORE, MAPPER, events
 
@@ -76,6 +86,16 @@ def written_rows(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tup
         store.resume(run.run_id, worker="w1").step("charge", lambda: {"result": "ok"})
         claim = store.claim("pay-1", run_id=run.run_id, worker="w1", lease=30, request={})
         store.complete_effect("pay-1", token=claim.token, worker="w1", result={"r": 1})
+        head = store.head(run.channel_id)
+        store.transition(
+            run.channel_id,
+            kind="step",
+            payload={"n": 1},
+            state={"step": 1, "notes": ["x" * 40, {"nested": True}]},
+            expected_version=head.state_version,
+            expected_cursor=head.cursor,
+            operation_id="transition-1",
+        )
         service: Any = store._service
         rows = service.recorder.select_notifications(start=1, limit=10_000)
         yield (
@@ -100,10 +120,43 @@ def test_every_value_of_every_byte_of_the_checksum_member_is_refused(
     written_rows: tuple[Any, list[Any]],
 ) -> None:
     mapper, rows = written_rows
-    for stored in rows[:4]:  # a run's, a channel's, an operation's and a step result's row
+    # a run's, a channel's, an operation's and a step result's row, and a transition's
+    for stored in [*rows[:4], transition_row(rows)]:
         for offset in range(len(stored.state) - TAIL, len(stored.state)):
             for mask in range(1, 256):
                 refused(mapper, changed(stored, offset, mask))
+
+
+def transition_row(rows: list[Any]) -> Any:
+    (row,) = (row for row in rows if row.topic == "Channel.Transitioned")
+    return row
+
+
+def test_a_transition_checksum_starts_from_its_state(written_rows: tuple[Any, list[Any]]) -> None:
+    """In clear, the body ends with the state's canonical bytes, the ones its checksum
+    hashed first (and the state checksum is of): the member's length counts them."""
+    mapper, rows = written_rows
+    stored = transition_row(rows)
+    event = mapper.to_domain_event(stored)
+    canonical = orjson.dumps(event.state, option=orjson.OPT_SORT_KEYS)
+    if SEALED.encode() in stored.state:
+        assert int(stored.state[-TAIL:][LENGTH]) == 0
+    else:
+        assert int(stored.state[-TAIL:][LENGTH]) == len(canonical)
+        assert stored.state[:-TAIL].endswith(canonical)
+        assert event.state_checksum == "sha256:" + hashlib.sha256(canonical).hexdigest()
+
+
+def test_a_state_the_body_does_not_end_with_is_hashed_in_order() -> None:
+    """Only bytes the body really ends with count as hashed by the state's own SHA-256."""
+    state = require_document("state", {"a": 1}, OrjsonCodec(), max_bytes=1024)
+    body = b'{"kind":"x","state":{"b":2}}'
+    originator = uuid4()
+    row = StoredEvent(
+        originator, 1, "Channel.Recorded", stamped("Channel.Recorded", originator, 1, body, state)
+    )
+    assert row.state[-TAIL:][LENGTH] == b"0" * 10
+    assert verified(row) == body
 
 
 def test_a_body_moved_to_another_row_is_refused(written_rows: tuple[Any, list[Any]]) -> None:
