@@ -237,7 +237,7 @@ def _named_as(method: F, decide: Callable[..., Any], returns: str | None = None)
     return method
 
 
-def started(
+def starting_command(
     decide: Callable[Concatenate[Shell, TraceContext, P], T],
     *,
     span: Callable[..., str],
@@ -319,7 +319,7 @@ class Store:
 
     # -- commands -------------------------------------------------------------------------
 
-    start_run = started(starting.start_run, span=_start_span, describe=run_started)
+    start_run = starting_command(starting.start_run, span=_start_span, describe=run_started)
 
     def _ran(self, operation_id: str | None) -> bool:
         """Whether a command ran under ``operation_id`` already (a start or fork to replay).
@@ -337,7 +337,7 @@ class Store:
     record = appended(appending.record)
     transition = appended(appending.transition)
 
-    fork = started(forking.fork, span=lambda *_, **__: FORK_SPAN, describe=_forked)
+    fork = starting_command(forking.fork, span=lambda *_, **__: FORK_SPAN, describe=_forked)
 
     # -- waits, operator actions and endings (domain/lifecycle.py) ------------------------
 
