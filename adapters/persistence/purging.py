@@ -7,13 +7,14 @@ monotonic on every backend: PostgreSQL's sequence never goes back, and on SQLite
 gives a new row the largest ``rowid`` plus one, the row with the largest ``rowid`` is never
 deleted (the tombstone is newer than the history it replaces, so that spares at most a
 write that came after it). The store's backend (:mod:`actae.adapters.runtime.backends`)
-picks the statements and runs them off an async caller's loop; each deletes in one
-transaction and answers how many it deleted.
+picks its database's :class:`Purging` and runs it off an async caller's loop; each delete
+is one transaction and answers how many rows it deleted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from psycopg import sql
@@ -89,3 +90,14 @@ def sqlite_delete_events(
                 cursor.execute(statement, params)
                 deleted += len(cursor.fetchall())
     return deleted
+
+
+class Purging(NamedTuple):
+    """A purge's deletes, and the look for what is left, in one database's SQL."""
+
+    delete_events: Callable[[Any, Sequence[UUID], Sequence[UUID], str], int]
+    still_stored: Callable[[Any, Sequence[UUID]], set[UUID]]
+
+
+POSTGRES = Purging(postgres_delete_events, postgres_still_stored)
+SQLITE = Purging(sqlite_delete_events, sqlite_still_stored)

@@ -17,7 +17,7 @@ import tempfile
 import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import ApplicationRecorder, Mapper
@@ -50,13 +50,6 @@ Custody = tuple[BlobStore, RefRecorder]
 """The artifacts' blob store and their references."""
 
 
-class Purging(NamedTuple):
-    """A purge's statements in one database's SQL (:mod:`~actae.adapters.persistence.purging`)."""
-
-    delete_events: Callable[[Any, Sequence[UUID], Sequence[UUID], str], int]
-    still_stored: Callable[[Any, Sequence[UUID]], set[UUID]]
-
-
 class Backend:
     """What differs between databases; each kind overrides the hooks it needs.
 
@@ -73,7 +66,7 @@ class Backend:
 
     _recorder: ActaePostgresRecorder | ActaeSQLiteRecorder
     """The event store's recorder (from :meth:`event_store` on)."""
-    _purging: Purging
+    _purging: purging.Purging
     """The deletes of a purge, and the look for what is left, in this database's SQL."""
 
     def __init__(self, url: StoreUrl) -> None:
@@ -157,7 +150,7 @@ class PostgresBackend(Backend):
 
     name = "postgresql"
     reads_ahead = True
-    _purging = Purging(purging.postgres_delete_events, purging.postgres_still_stored)
+    _purging = purging.POSTGRES
     _recorder: ActaePostgresRecorder
 
     def clock(self, given: Clock | None) -> Clock:
@@ -240,7 +233,7 @@ class SqliteBackend(Backend):
 
     name = "sqlite"
     open_hint = "check the path (its folder must exist and be writable)"
-    _purging = Purging(purging.sqlite_delete_events, purging.sqlite_still_stored)
+    _purging = purging.SQLITE
     _recorder: ActaeSQLiteRecorder
 
     def __init__(self, url: StoreUrl, database: str, read_only: str) -> None:
