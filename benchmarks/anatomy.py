@@ -48,7 +48,7 @@ from psycopg import sql
 import actae
 from actae.adapters.persistence.operation_ids import StoredRecord, operation_id_of
 from actae.adapters.persistence.postgres import ActaePostgresRecorder
-from actae.domain.validation import fingerprint, require_document
+from actae.domain.validation import fingerprint, require_document, require_json
 from benchmarks.common import (
     DSN,
     QUICK_RUN,
@@ -172,10 +172,10 @@ def store_rung(url: str, *, integrity: bool) -> Iterator[Writer]:
             def one(n: int) -> object:
                 checksums = None
                 if integrity:
-                    payload = require_document("payload", {"n": n}, codec, max_bytes=limit)
+                    _, payload = require_json("payload", {"n": n}, codec, max_bytes=limit)
                     state = require_document("state", {**STATE, "step": n}, codec, max_bytes=limit)
                     content = fingerprint(
-                        "transition", str(channel), "step", payload.checksum, state.checksum
+                        "transition", str(channel), "step", payload.decode(), state.checksum
                     )
                     checksums = (state.checksum, content)
                 return recorder.insert_events(event_rows(channel, n, checksums))
