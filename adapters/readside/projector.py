@@ -185,7 +185,7 @@ class Projector:
             if locked == position:
                 break
             position, stored = locked, True  # another projector took this batch: read on
-        self._guesses[name] = notifications[-1].id
+        self._guesses[name] = batch.last
         if self.on_batch is not None:
             self.on_batch(notifications)
         return len(notifications)
