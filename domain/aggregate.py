@@ -7,12 +7,18 @@ hand-written transcodings. This module is the only glue between the two.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, ClassVar, Self, cast
 from uuid import UUID
 
-from eventsourcing.domain import BaseAggregate, CanInitAggregate, CanMutateAggregate
+from eventsourcing.domain import (
+    BaseAggregate,
+    CanInitAggregate,
+    CanMutateAggregate,
+    OriginatorVersionError,
+)
 from eventsourcing.utils import register_topic, resolve_topic
 from pydantic import BaseModel, ConfigDict, field_validator
 
@@ -71,8 +77,13 @@ class Aggregate(BaseAggregate[UUID]):
 
         After eventsourcing has made the class (its redefined event classes are what is
         stored); eventsourcing resolves ``originator_topic`` by the name, importing nothing.
+        An ``__init__`` taking parameters is refused: :meth:`Created.mutate` calls it with
+        none, where eventsourcing would pick them from the event's fields.
         """
         super().__init_subclass__(**kwargs)
+        if list(inspect.signature(cls.__init__).parameters) != ["self"]:
+            msg = f"{cls.__qualname__}.__init__ must take no parameters: apply() sets state"
+            raise TypeError(msg)
         events = [
             (name, value)
             for name, value in vars(cls).items()
@@ -104,10 +115,15 @@ class Aggregate(BaseAggregate[UUID]):
             read: ``__base_init__`` takes id, version and time, our aggregates' ``__init__``
             nothing (they declare no fields), and ``apply`` sets the rest.
             """
-            del aggregate  # None: nothing exists before the first event
+            if aggregate is not None:  # a first event can only come first
+                raise OriginatorVersionError(self.originator_version, aggregate.version + 1)
             cls = resolve_topic(self.originator_topic)
             made = cls.__new__(cls)
-            made.__base_init__(self.originator_id, self.originator_version, self.timestamp)
+            made.__base_init__(
+                originator_id=self.originator_id,
+                originator_version=self.originator_version,
+                timestamp=self.timestamp,
+            )
             made.__init__()
             self.apply(made)
             return made

@@ -152,8 +152,9 @@ class Channel(Aggregate):
     # -- events on top of a head, without an aggregate ------------------------------------
     #
     # A command that appends one event to a channel needs only the head, not an aggregate
-    # rebuilt around it: these build the same event ``trigger_event`` would (a property test
-    # holds them equal), for the command path's two busiest commands.
+    # rebuilt around it: these build the same event ``trigger_event`` would (property tests
+    # hold them equal) for records, transitions and, through ``following``, the ledger's
+    # notes of effects (``actae.domain.ledger.effect_note``).
 
     @classmethod
     def following(cls, head: ChannelHead, event_class: type[E], at: datetime, **fields: Any) -> E:
@@ -231,20 +232,6 @@ class Channel(Aggregate):
         """Append a recorded result; the state version stays; ``usage`` adds to the totals."""
         self._append(
             self.Recorded, at, **record_fields(self.head(), kind, payload, operation_id, usage)
-        )
-
-    def note_effect(
-        self, *, kind: str, payload: dict[str, Any], effect_key: str, settled: bool, at: datetime
-    ) -> None:
-        """Record a ledger outcome for ``effect_key`` and whether the effect is now settled."""
-        others = tuple(key for key in self.open_effects if key != effect_key)
-        self._append(
-            self.Recorded,
-            at,
-            kind=kind,
-            payload=payload,
-            operation_id=None,
-            open_effects=others if settled else (*others, effect_key),
         )
 
     def transition(

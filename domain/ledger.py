@@ -383,26 +383,31 @@ def _saved(
 
 
 def _commit(shell: Shell, effect: Operation, note: Note) -> None:
-    """Save the effect's new events with the outcome noted on the run's main channel.
+    """Save the effect's new events with the outcome noted on the run's main channel."""
+    head = shell.core.heads.get(effect.channel_id) or reread_head(shell, effect.channel_id)
+    at = effect.pending_events[-1].timestamp
+    shell.save(effect, effect_note(head, effect.operation_id, note, at))
 
-    The note is built on the head alone (``Channel.following``): its values are the head's
-    or the command's, validated already. It lists the effects still open after it.
+
+def effect_note(head: ChannelHead, key: str, note: Note, at: datetime) -> Channel.Event:
+    """The event after ``head`` noting effect ``key``'s ``note``, with the effects still open.
+
+    Built on the head alone (``Channel.following``): its values are the head's or the
+    command's, validated already. A settled effect leaves the open effects; any other
+    outcome keeps it open, last.
     """
     kind, payload, settled = note
-    head = shell.core.heads.get(effect.channel_id) or reread_head(shell, effect.channel_id)
-    key = effect.operation_id
     others = tuple(open_key for open_key in head.open_effects if open_key != key)
-    noted = Channel.following(
+    return Channel.following(
         head,
         Channel.Recorded,
-        effect.pending_events[-1].timestamp,
+        at,
         kind=kind,
         payload=payload,
         operation_id=None,
         open_effects=others if settled else (*others, key),
         redacted={},  # given: pydantic would inspect the default's factory for every note
     )
-    shell.save(effect, noted)
 
 
 def reread_head(shell: Shell, channel_id: UUID) -> ChannelHead:

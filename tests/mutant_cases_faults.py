@@ -872,6 +872,23 @@ FAULT_MUTANTS = [
         REGRESSION_FLOOR,
     ),
     Mutant(
+        "regression-token-floor-reset",
+        "domain/regression.py",
+        "floors[aggregate_id] = (max(version, known[0]), max(token, known[1]))",
+        "floors[aggregate_id] = (version, token)",
+        "an event after a claim grants no token: it must not lower the token's floor, or a"
+        " fencing token the store lost goes unnoticed",
+        REGRESSION_FLOOR,
+    ),
+    Mutant(
+        "regression-combined-read-forgotten",
+        "domain/regression.py",
+        "        self._seen.saw(chain.from_iterable(found))\n",
+        "",
+        "what a combined read (together) found is seen: a later head below it is a regression",
+        REGRESSION_FLOOR,
+    ),
+    Mutant(
         "async-worker-goes-on-after-regression",
         "adapters/runtime/async_worker.py",
         "if isinstance(error, HistoryRegressedError):  # the store lost history",

@@ -177,15 +177,15 @@ class Projector:
                 pages.ahead(notifications[-1].id)  # more to come: read it while this applies
             batch = self._projected(notifications)
             try:
-                locked = self._commit(batch, position, name, suffix, one_by_one=False)
+                locked = self._commit(batch, position, name, suffix, self._write_merged)
             except Exception as error:
                 if is_transient(error):
                     raise
-                locked = self._commit(batch, position, name, suffix, one_by_one=True)
+                locked = self._commit(batch, position, name, suffix, self._write_event_by_event)
             if locked == position:
                 break
             position, stored = locked, True  # another projector took this batch: read on
-        self._guesses[name] = notifications[-1].id
+        self._guesses[name] = batch.last
         if self.on_batch is not None:
             self.on_batch(notifications)
         return len(notifications)
@@ -198,11 +198,13 @@ class Projector:
         batch = Projected(notifications)
         add = batch.merged.add
         for notification in notifications:
-            try:
-                for change in self._changes_of(notification):
-                    add(change)
+            try:  # all of an event's changes, or none of them, reach the batch
+                changes = self._changes_of(notification)
             except Exception as error:
                 batch.poisoned.append((notification, error))
+                continue
+            for change in changes:
+                add(change)
         self._ledger_moved |= any(table == EFFECTS.name for table, _ in batch.merged.rows)
         return batch
 
@@ -210,16 +212,21 @@ class Projector:
         return project(self._mapper.to_domain_event(notification))
 
     def _commit(
-        self, batch: Projected, position: int, name: str, suffix: str, *, one_by_one: bool
+        self,
+        batch: Projected,
+        position: int,
+        name: str,
+        suffix: str,
+        write: Callable[[Projected, str, str], None],
     ) -> int:
         """Apply ``batch`` and move the position past it, if ``name`` is still at ``position``.
 
         Returns the position found locked. The move comes first, in the statement that locks
-        the tracking row: it commits with the changes or not at all. All the batch's changes
-        go in one go; if that fails (not transiently), the caller has the transaction rolled
-        back and asks again ``one_by_one``: each event in a savepoint of its own, and one
-        that fails is kept as a poison event. So a batch costs no savepoint unless one of
-        its events is bad.
+        the tracking row: it commits with the changes or not at all. The caller writes the
+        batch merged first (:meth:`_write_merged`); if that fails (not transiently), it has
+        the transaction rolled back and commits again event by event
+        (:meth:`_write_event_by_event`). So a batch costs no savepoint unless one of its
+        events is bad.
         """
         with self.db.transaction():
             locked = self.db.move_position(name, position, batch.last)
@@ -227,20 +234,27 @@ class Projector:
                 return locked
             for notification, error in batch.poisoned:
                 self._poison(name, notification, error)
-            if not one_by_one:
-                self.db.write(batch.merged, suffix)
-            poisoned = {notification.id for notification, _ in batch.poisoned}
-            for notification in batch.notifications if one_by_one else ():
-                if notification.id in poisoned:
-                    continue
-                try:
-                    with self.db.transaction():
-                        self.db.apply(self._changes_of(notification), suffix)
-                except Exception as error:
-                    if is_transient(error):
-                        raise
-                    self._poison(name, notification, error)
+            write(batch, name, suffix)
         return locked
+
+    def _write_merged(self, batch: Projected, name: str, suffix: str) -> None:
+        """All the batch's changes in one go, merged per row."""
+        del name  # nothing is kept as poison here: a failure rolls the whole batch back
+        self.db.write(batch.merged, suffix)
+
+    def _write_event_by_event(self, batch: Projected, name: str, suffix: str) -> None:
+        """Each event in a savepoint of its own; one that fails is kept as a poison event."""
+        poisoned = {notification.id for notification, _ in batch.poisoned}
+        for notification in batch.notifications:
+            if notification.id in poisoned:
+                continue
+            try:
+                with self.db.transaction():
+                    self.db.apply(self._changes_of(notification), suffix)
+            except Exception as error:
+                if is_transient(error):
+                    raise
+                self._poison(name, notification, error)
 
     def _poison(self, name: str, notification: Notification, error: Exception) -> None:
         self.db.record_error(

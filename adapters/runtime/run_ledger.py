@@ -75,7 +75,7 @@ class Durably(Protocol):
         ...
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)  # compared by identity; its repr never prints the run's contents
 class RunLedger:
     """The ledger writes of one run's context, in its worker's name."""
 

@@ -14,7 +14,11 @@ from eventsourcing.persistence import ApplicationRecorder, StoredEvent
 import actae
 from actae.adapters.operate import views
 from actae.adapters.persistence.codec import stamped
+from actae.adapters.readside import projector as projector_module
 from actae.adapters.readside.readmodels import Batch
+from actae.projections.changes import Upsert
+from actae.projections.project import project
+from actae.projections.tables import RUN_STATUS
 
 TIMEOUT = 30
 
@@ -184,6 +188,32 @@ def test_an_event_whose_changes_fail_is_recorded_and_the_rest_of_its_batch_appli
     assert str(after.run_id) in rows
     assert str(refused.run_id) not in rows
     assert projector.position() == store._service.recorder.max_notification_id()
+
+
+def test_an_event_the_merge_refuses_commits_none_of_its_changes(
+    store: actae.Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An event's changes reach the merged batch all together, after all were computed.
+
+    A change the merge cannot take is a fault of the projections, not a poison event: the
+    projector stops with nothing of the batch written, never with half of the event in it.
+    """
+    refused = store.start_run("refused", agent_id="a", state={})
+    projector = store.projector()
+
+    def with_a_change_the_merge_refuses(event: Any) -> list[Any]:
+        changes = project(event)
+        if getattr(event, "originator_id", None) == refused.run_id:
+            return [*changes, Upsert(RUN_STATUS, ["a list is no key"], {})]
+        return changes
+
+    monkeypatch.setattr(projector_module, "project", with_a_change_the_merge_refuses)
+
+    with pytest.raises(TypeError, match="unhashable"):
+        projector.catch_up()
+    assert projector.position() == 0
+    assert projector.errors() == []
+    assert str(refused.run_id) not in rows_by_run(projector)
 
 
 def test_live_projector_follows_new_events(store: actae.Store) -> None:

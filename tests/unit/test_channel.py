@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import actae
-from actae.domain.channel import Channel, ChannelHead, HeadCache
+from actae.domain.channel import Channel, ChannelHead, HeadCache, carried
 from actae.domain.errors import ConflictError
-from actae.domain.ledger import reread_head
+from actae.domain.ledger import effect_note, reread_head
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -238,5 +238,28 @@ def test_a_record_built_on_a_head_is_the_event_the_aggregate_triggers(
     channel.record(**fields, at=AT)  # type: ignore[arg-type]
     (triggered,) = channel.collect_events()
     direct = Channel.recorded(head, **fields, at=AT)  # type: ignore[arg-type]
+    assert direct == triggered
+    assert type(direct) is type(triggered)
+
+
+@given(heads, st.data(), st.booleans(), st.text(min_size=1, max_size=8), documents)
+def test_an_effect_note_built_on_a_head_is_the_event_the_aggregate_triggers(
+    head: ChannelHead, data: st.DataObject, settled: bool, kind: str, payload: dict[str, object]
+) -> None:
+    """The ledger notes an effect's outcome on the head alone; it must be the aggregate's.
+
+    A settled effect leaves the head's open effects; any other outcome keeps it open, last.
+    """
+    key = data.draw(st.sampled_from([*head.open_effects, "another-effect"]))
+    still_open = [other for other in head.open_effects if other != key]
+    if not settled:
+        still_open.append(key)
+    channel = Channel.from_head(head)
+    fields = {**carried(channel), "open_effects": tuple(still_open)}
+    channel.trigger_event(
+        Channel.Recorded, timestamp=AT, kind=kind, payload=payload, operation_id=None, **fields
+    )
+    (triggered,) = channel.collect_events()
+    direct = effect_note(head, key, (kind, payload, settled), AT)
     assert direct == triggered
     assert type(direct) is type(triggered)
