@@ -138,8 +138,8 @@ def statement_rung(url: str, statement: sql.SQL | str) -> Iterator[Writer]:
 
             def one(n: int) -> object:
                 params: list[Any] = [v for e in event_rows(channel, n) for v in _columns(e)]
-                if str(text).count("%s") > len(params):  # the recorder's: the runs its guard checks
-                    params.append("{" + str(channel) + "}")
+                if str(text).count("%s") > len(params):  # the recorder's: its key guard's
+                    params += ["{" + str(channel) + "}", False]  # the runs, sealed or not
                 return conn.execute(text, params, prepare=True).fetchall()
 
             return timings_ms(one, range(1, count + 1))

@@ -16,6 +16,10 @@ EDGES = ("tests/custody/test_custody_edges.py",)
 DISCLOSURE = ("tests/telemetry/test_sealed_errors.py",)
 LANGGRAPH_REDACTION = ("tests/langgraph/test_redaction.py",)
 REDACTION_PATTERNS = ("tests/unit/test_redaction_patterns.py",)
+CLEAR_INTO_KEYED = (
+    "tests/custody/test_encryption.py::"
+    "test_the_database_refuses_clear_contents_for_a_run_keyed_since_the_store_opened",
+)
 
 CUSTODY_MUTANTS = [
     Mutant(
@@ -438,8 +442,8 @@ CUSTODY_MUTANTS += [
     Mutant(
         "postgres-write-past-a-forget",
         "adapters/persistence/postgres.py",
-        '                    " AND wrapped IS NULL)), "',
-        '                    " AND FALSE)), "',
+        '                    " AND (wrapped IS NULL OR %s::boolean))), "',
+        '                    " AND (FALSE OR %s::boolean))), "',
         "a write whose process still caches the key of a run forgotten elsewhere is refused"
         " by its own statement",
         EVERYWHERE,
@@ -448,24 +452,49 @@ CUSTODY_MUTANTS += [
     Mutant(
         "postgres-forgotten-refusal-silent",
         "adapters/persistence/postgres.py",
-        "            refuse_forgotten(row[0] for row in self._execute(self._forgotten_query(),"
-        " [owners]))",
+        "            refuse_keyed(self._execute(self._keys_query(), [owners]), in_clear=in_clear)",
         "            pass",
-        "a write the guard refused raises ForgottenError, never returns as if written",
-        EVERYWHERE,
+        "a write the key guard refused says why (a forgotten run, or a keyed run's clear"
+        " contents), never returns as if written: a forgotten run's refusal would end as"
+        " ForgottenError anyway (the retried command meets the new forget token), a keyed"
+        " run's would be a lost race, retried until ContentionError",
+        EVERYWHERE + CLEAR_INTO_KEYED,
         postgres=True,
-        survives="equivalent for correctness: a refused write draws no positions, so it can no "
-        "longer return as if written (the predecessor check raises on too few positions); "
-        "the refusal is then a lost race, and the command's re-read meets the new forget "
-        "token and raises ForgottenError; the lookup spares that round trip",
     ),
     Mutant(
         "sqlite-write-past-a-forget",
         "adapters/persistence/offloaded.py",
-        "            refuse_forgotten(row[0] for row in c.fetchall())",
+        '            refuse_keyed(c.fetchall(), in_clear=bool(kwargs.get("in_clear", False)))',
         "            c.fetchall()",
         "SQLite's write transaction refuses a run whose key another process destroyed",
         EVERYWHERE,
+    ),
+    Mutant(
+        "postgres-clear-write-to-a-keyed-run",
+        "adapters/persistence/postgres.py",
+        '                    " AND (wrapped IS NULL OR %s::boolean))), "',
+        '                    " AND (wrapped IS NULL OR %s::boolean AND FALSE))), "',
+        "a store without the keyring that still believes the store never encrypted adds no"
+        " clear contents to a run keyed since: its insert statement refuses them",
+        CLEAR_INTO_KEYED,
+        postgres=True,
+    ),
+    Mutant(
+        "sqlite-clear-write-to-a-keyed-run",
+        "adapters/persistence/offloaded.py",
+        '            refuse_keyed(c.fetchall(), in_clear=bool(kwargs.get("in_clear", False)))',
+        "            refuse_keyed(c.fetchall(), in_clear=False)",
+        "SQLite's write transaction refuses clear contents for a run that has a data key",
+        CLEAR_INTO_KEYED,
+    ),
+    Mutant(
+        "clear-blob-for-a-keyed-run",
+        "adapters/custody/datakeys.py",
+        "            refuse_keyed(keyed, in_clear=True)",
+        "            pass",
+        "a store without the keyring writes no clear blob (artifact, large document) for a"
+        " keyed run: the blob goes before the insert that would refuse",
+        CLEAR_INTO_KEYED,
     ),
     Mutant(
         "postgres-reads-ignore-forgets",

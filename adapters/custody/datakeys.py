@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from actae.adapters.custody.keyring import KEY_BYTES, Keyring, load_keyring
 from actae.adapters.persistence.awaiting import off_the_loop
-from actae.adapters.persistence.forgets import TOKEN_NAME, ForgetWatch, new_token
+from actae.adapters.persistence.forgets import TOKEN_NAME, ForgetWatch, new_token, refuse_keyed
 from actae.domain.custody import locked
 from actae.domain.errors import CorruptionError, ForgottenError
 
@@ -59,9 +59,10 @@ class DataKeys:
 
     A run gets its key when it is born in a store opened with a keyring, never later: a run
     written in clear stays wholly in clear, and forgetting it is refused, not pretended.
-    While the key table is empty (asked again every ``CACHE_SECONDS``) no run is looked up;
-    once it holds keys, each run is, so that a process without the keyring refuses to add
-    clear contents to an encrypted run. A changed keyring file is read again (rotation).
+    A store without the keyring adds no clear contents to an encrypted run: the insert
+    refuses them (:mod:`actae.adapters.persistence.forgets`). Reading, while the key table
+    is empty (asked again every ``CACHE_SECONDS``) no run is looked up: a clear row of an
+    encrypted run cannot come from Actae. A changed keyring file is read again (rotation).
     """
 
     def __init__(
@@ -87,10 +88,16 @@ class DataKeys:
         """The key to seal the run's new contents with (``None``: clear); made if ``born``.
 
         ``ForgottenError`` for a forgotten run; ``KeyringError`` when no keyring opens its key.
+        Without a keyring it is asked of the table every time, no cache: it is for blobs
+        (artifacts, large documents), written before any insert. Event rows skip it: their
+        insert refuses clear contents for a run that has a key.
         """
-        if self.keyring is None and not self.ever_encrypted():
+        if self.keyring is None:
+            stored = off_the_loop(self.table.get, run_id)
+            keyed = [] if stored is None else [(run_id, stored.wrapped is None)]
+            refuse_keyed(keyed, in_clear=True)
             return None
-        entry = self._entry(run_id, create=born and self.keyring is not None)
+        entry = self._entry(run_id, create=born)
         return None if entry == CLEAR else self._usable(run_id, entry)
 
     def for_read(self, run_id: UUID, *, fresh: bool = False) -> bytes:

@@ -80,6 +80,7 @@ class SealingMapper(PydanticMapper):
     ) -> None:
         super().__init__(transcoder=OrjsonTranscoder())
         self.keys = keys
+        self.in_clear = keys.keyring is None  # a store without a keyring seals nothing
         self.offloader = offloader
         self.inline_max = inline_max
         self.reveal = reveal
@@ -107,7 +108,9 @@ class SealingMapper(PydanticMapper):
         owner = getattr(domain_event, cls.content_owner, None) if cls.contents else None
         if owner is not None:
             large = self.offloader is not None and len(body) > self.inline_max
-            key = self.keys.for_write(owner, born=isinstance(domain_event, Channel.Opened))
+            key = None
+            if not self.in_clear or large:  # in clear, only a blob needs asking: it goes first
+                key = self.keys.for_write(owner, born=isinstance(domain_event, Channel.Opened))
             if large or key is not None:
                 _, fields = self.fields_of(domain_event)
                 contents = dict(_taken(fields, cls.contents))

@@ -132,6 +132,10 @@ class PydanticMapper(Mapper[Any]):
     (:func:`stamped`, :func:`verified`).
     """
 
+    in_clear = True
+    """Whether every content this mapper writes goes unsealed: the insert then refuses a
+    run that has a data key (:mod:`actae.adapters.persistence.forgets`)."""
+
     def to_stored_event(
         self, domain_event: DomainEventProtocol[Any], state: Document | None = None
     ) -> StoredEvent:

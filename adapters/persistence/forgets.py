@@ -3,9 +3,11 @@
 A process keeps runs' unwrapped data keys in memory (``adapters/custody/datakeys.py``),
 which saves a key lookup per event. A cache may save a read, but the database decides:
 
-* **Writes** carry the runs whose contents they hold, and the insert refuses, in the same
-  statement (PostgreSQL) or transaction (SQLite), when one of those runs' data key was
-  destroyed: nothing is written, and the caller gets ``ForgottenError``.
+* **Writes** carry the runs whose contents they hold, and whether those contents go in
+  clear (the store has no keyring). The insert refuses, in the same statement (PostgreSQL)
+  or transaction (SQLite), when one of those runs' data key was destroyed, or when clear
+  contents would join a run that has a key: nothing is written, and the caller gets
+  ``ForgottenError``, or the ``KeyringError`` of a store without the keyring.
 * **Reads** bring back a token that every ``forget`` replaces in the transaction that
   destroys the key (the row ``forget-generation`` of ``actae_secrets``): in the read's own
   statement on PostgreSQL, just before the rows on SQLite (in process, no round trip).
@@ -23,10 +25,11 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 from uuid import UUID
 
+from actae.domain.custody import locked
 from actae.domain.errors import ForgottenError
 
 KEYS_TABLE = "actae_data_keys"
@@ -62,7 +65,15 @@ class ForgetWatch:
                 self.version += 1
 
 
-def refuse_forgotten(forgotten: Iterable[Any]) -> None:
-    """``ForgottenError`` for the first of ``forgotten`` (run ids found destroyed), if any."""
-    for run_id in forgotten:
-        raise ForgottenError(run_id if isinstance(run_id, UUID) else UUID(str(run_id)))
+def refuse_keyed(keys: Iterable[Sequence[Any]], *, in_clear: bool) -> None:
+    """Why a write must not happen, from the key rows of its runs (run id, forgotten).
+
+    ``ForgottenError`` for a forgotten run first (whatever the keyring); then, if the
+    contents go in clear, ``KeyringError`` for a run that has a key at all.
+    """
+    found = [(r if isinstance(r, UUID) else UUID(str(r)), bool(gone)) for r, gone in keys]
+    for run_id, forgotten in found:
+        if forgotten:
+            raise ForgottenError(run_id)
+    if in_clear and found:
+        raise locked(found[0][0])

@@ -26,7 +26,7 @@ from actae.adapters.persistence.forgets import (
     SECRETS_TABLE,
     TOKEN_NAME,
     ForgetWatch,
-    refuse_forgotten,
+    refuse_keyed,
 )
 from actae.adapters.persistence.migrations import migrate_sqlite
 from actae.adapters.persistence.predecessors import refuse_orphans
@@ -98,11 +98,12 @@ class ActaeSQLiteRecorder(SQLiteApplicationRecorder):
         """Insert each row with its operation id; their positions (rowids).
 
         Refused, in the same transaction, if a run whose contents the rows hold was
-        forgotten (its data key destroyed): ``ForgottenError``, and the transaction rolls
-        back, nothing written. Checked after the inserts: by then the transaction holds
-        the write lock, so it reads the latest commit; a read first would make the insert
-        upgrade a read transaction, which SQLite refuses at once ("database is locked")
-        instead of waiting for another writer.
+        forgotten (its data key destroyed), or has a key while ``in_clear`` (the contents
+        go unsealed): :func:`~actae.adapters.persistence.forgets.refuse_keyed`, and the
+        transaction rolls back, nothing written. Checked after the inserts: by then the
+        transaction holds the write lock, so it reads the latest commit; a read first would
+        make the insert upgrade a read transaction, which SQLite refuses at once ("database
+        is locked") instead of waiting for another writer.
         """
         positions = []
         for s in stored_events:
@@ -122,10 +123,10 @@ class ActaeSQLiteRecorder(SQLiteApplicationRecorder):
         if owners:  # first, as on PostgreSQL: a forgotten run is refused as forgotten
             marks = ", ".join("?" * len(owners))
             c.execute(
-                f"SELECT run_id FROM {KEYS_TABLE} WHERE wrapped IS NULL AND run_id IN ({marks})",  # noqa: S608
+                f"SELECT run_id, wrapped IS NULL FROM {KEYS_TABLE} WHERE run_id IN ({marks})",  # noqa: S608
                 [str(owner) for owner in owners],
             )
-            refuse_forgotten(row[0] for row in c.fetchall())
+            refuse_keyed(c.fetchall(), in_clear=bool(kwargs.get("in_clear", False)))
         refuse_orphans(stored_events, lambda s: self._holds_version_before(c, s))
         return positions
 

@@ -87,7 +87,7 @@ from actae.adapters.persistence.forgets import (
     SECRETS_TABLE,
     TOKEN_NAME,
     ForgetWatch,
-    refuse_forgotten,
+    refuse_keyed,
 )
 from actae.adapters.persistence.lost_replies import (
     TRANSIENT_ERRORS,
@@ -298,7 +298,9 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
 
         A version whose predecessor the store does not hold is refused by the statement
         itself, which then writes nothing: :class:`~actae.adapters.persistence.
-        predecessors.PredecessorMissing`.
+        predecessors.PredecessorMissing`. So is a write for a run of ``owners`` whose key
+        was forgotten, or that has a key while ``in_clear`` (the contents go unsealed):
+        :func:`~actae.adapters.persistence.forgets.refuse_keyed`.
         """
         if not stored_events:
             return None
@@ -329,10 +331,11 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
                 [getattr(e, "operation_id", None) for e in stored_events],
             ]
         owners = kwargs.get("owners", ())  # sorted, unique: the service's
-        # The forgotten-key guard's, after the rows: as array text, which the statement casts,
+        in_clear = bool(kwargs.get("in_clear", False))  # the contents go unsealed
+        # The key guard's, after the rows: the owners as array text, which the statement casts,
         # because adapting a list of UUIDs costs more client work than the rest of the row
         # (32 hex digits are a UUID's text too, and cheaper to make than its hyphenated form).
-        params = [*params, "{" + ",".join([owner.hex for owner in owners]) + "}"]
+        params = [*params, "{" + ",".join([owner.hex for owner in owners]) + "}", in_clear]
         statement = self.insert_statement(len(stored_events))
         try:
             if self.before_commit is None:
@@ -343,8 +346,8 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
             positions = self._insert_again(stored_events, statement, params)
         else:
             positions = [row[0] for row in rows]
-        if owners and not positions:  # a guard refused: was it for a forgotten run?
-            refuse_forgotten(row[0] for row in self._execute(self._forgotten_query(), [owners]))
+        if owners and not positions:  # a guard refused: was it the key guard?
+            refuse_keyed(self._execute(self._keys_query(), [owners]), in_clear=in_clear)
         if len(positions) != len(stored_events):  # the guard drew no block: nothing written
             orphan = first_orphan(stored_events, self._holds_version_before) or stored_events[0]
             raise PredecessorMissing(orphan.originator_id, orphan.originator_version)
@@ -359,10 +362,10 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         )
         return bool(self._execute(query, [event.originator_id, event.originator_version - 1]))
 
-    def _forgotten_query(self) -> LiteralString:
-        """Which of the runs given (an array) have had their data key destroyed."""
+    def _keys_query(self) -> LiteralString:
+        """The key rows of the runs given (an array): each run id, and whether it is forgotten."""
         return (
-            SQL("SELECT run_id FROM {keys} WHERE run_id = ANY(%s::uuid[]) AND wrapped IS NULL")
+            SQL("SELECT run_id, wrapped IS NULL FROM {keys} WHERE run_id = ANY(%s::uuid[])")
             .format(keys=self._keys)
             .as_string()
         )
@@ -682,7 +685,7 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
                     " (SELECT nextval({sequence}::regclass) * {size} AS first"
                     " WHERE NOT EXISTS ({orphans})"
                     " AND NOT EXISTS (SELECT FROM {keys} WHERE run_id = ANY(%s::uuid[])"
-                    " AND wrapped IS NULL)), "
+                    " AND (wrapped IS NULL OR %s::boolean))), "
                     "inserted AS ("
                     " INSERT INTO {table} (notification_id, originator_id,"
                     " originator_version, topic, state, operation_id)"

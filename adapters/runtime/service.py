@@ -214,8 +214,11 @@ class ActaeService:
             else:
                 (event,) = events
                 rows = [self.mapper.to_stored_event(event, state)]
-            owners = content_owners(events)  # the insert refuses a forgotten one's
-            positions = self.recorder.insert_events(rows, owners=owners, **kwargs)
+            owners = content_owners(events)  # the insert refuses a forgotten one's, and a
+            in_clear = self.mapper.in_clear  # keyed one's contents written in clear
+            positions = self.recorder.insert_events(
+                rows, owners=owners, in_clear=in_clear, **kwargs
+            )
         except BaseException as error:  # a lost race, or an outcome unknown: guesses go
             self.forget_guesses(event.originator_id for event in events)
             if isinstance(error, IntegrityError):

@@ -215,3 +215,46 @@ def test_a_bad_keyring_is_refused_before_anything_opens(tmp_path: Path) -> None:
     with pytest.raises(actae.ValidationError, match="no keyring file"):
         actae.open(with_option(url, "keyring", str(tmp_path / "missing.json")))
     assert not (tmp_path / "store.db").exists()
+
+
+def _count(url: str, table: str) -> int:
+    """Rows of ``table`` in the store's database (``events``: its events table)."""
+    if url.startswith("sqlite"):
+        table = "stored_events" if table == "events" else table
+        with sqlite3.connect(url.removeprefix("sqlite:///").split("?")[0]) as db:
+            return int(db.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+    with psycopg.connect(base_dsn(url)) as conn:
+        query = sql.SQL("SELECT count(*) FROM {}.{}").format(
+            sql.Identifier(schema_of(url)), sql.Identifier(table.replace("events", "actae_events"))
+        )
+        row = conn.execute(query).fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+def test_the_database_refuses_clear_contents_for_a_run_keyed_since_the_store_opened(
+    durable_url: str, keys: Path
+) -> None:
+    """A store opened without the keyring before the first key believes the store never
+    encrypted: the insert refuses its clear contents for the run all the same, and the
+    blob of a large document or an artifact is refused before anything is stored."""
+    url = with_option(durable_url, "inline_max", "1024")
+    with actae.open(url) as clear_store:  # no key yet: it believes "never encrypted"
+        with actae.open(url, keyring=str(keys)) as sealed_store:
+            run = sealed_store.start_run("wf", agent_id="a", state={"n": 0})
+        before = clear_store.events(run.channel_id)
+        rows, blobs = _count(url, "events"), _count(url, "actae_artifacts")
+        with pytest.raises(actae.KeyringError, match=f"run {run.run_id}'s contents"):
+            clear_store.record(
+                run.channel_id, kind="note", payload={"a": MARKER}, expected_cursor=1
+            )
+        with pytest.raises(actae.KeyringError, match=f"run {run.run_id}'s contents"):
+            clear_store.record(
+                run.channel_id, kind="note", payload={"a": {"big": MARKER * 200}}, expected_cursor=1
+            )
+        with pytest.raises(actae.KeyringError, match=f"run {run.run_id}'s contents"):
+            clear_store.put_artifact(run.run_id, MARKER.encode())
+        assert clear_store.events(run.channel_id) == before
+        assert (_count(url, "events"), _count(url, "actae_artifacts")) == (rows, blobs)
+        clear = clear_store.start_run("wf-clear", agent_id="a", state={"a": 1})
+        clear_store.record(clear.channel_id, kind="note", payload={"a": 1}, expected_cursor=1)
