@@ -113,7 +113,7 @@ def record(
     spent = require_amounts("usage", usage)
     expected_cursor = require_int("expected_cursor", expected_cursor, minimum=1)
     operation_id = optional_text("operation_id", operation_id)
-    usage_part = (str(sorted(spent.items())),) if spent else ()  # old fingerprints stay valid
+    usage_part = (str(sorted(spent.items())),) if spent else ()
     content = fingerprint("record", str(cid), kind, body.checksum, *usage_part)
     event_after = partial(
         Channel.recorded,

@@ -237,9 +237,11 @@ class Projector:
             write(batch, name, suffix)
         return locked
 
-    def _write_merged(self, batch: Projected, name: str, suffix: str) -> None:
-        """All the batch's changes in one go, merged per row."""
-        del name  # nothing is kept as poison here: a failure rolls the whole batch back
+    def _write_merged(self, batch: Projected, _name: str, suffix: str) -> None:
+        """All the batch's changes in one go, merged per row.
+
+        A failure rolls the whole batch back, so nothing is kept as poison under ``_name``.
+        """
         self.db.write(batch.merged, suffix)
 
     def _write_event_by_event(self, batch: Projected, name: str, suffix: str) -> None:

@@ -214,8 +214,8 @@ class ActaeService:
             else:
                 (event,) = events
                 rows = [self.mapper.to_stored_event(event, state)]
-            owners = content_owners(events)  # the insert refuses a forgotten one's, and a
-            in_clear = self.mapper.in_clear  # keyed one's contents written in clear
+            # The insert refuses a forgotten owner's contents, and a keyed one's in clear.
+            owners, in_clear = content_owners(events), self.mapper.in_clear
             positions = self.recorder.insert_events(
                 rows, owners=owners, in_clear=in_clear, **kwargs
             )
