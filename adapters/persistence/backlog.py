@@ -1,10 +1,8 @@
 """How many events lie after a position: the read models' lag, counted rather than subtracted.
 
-On PostgreSQL positions are blocks (:mod:`actae.adapters.persistence.positions`) and every
-backend leaves holes where retention purged, so the difference of two positions is not a
-number of events. The count stops at ``cap``: a gauge scraped every few seconds must not
-scan a backlog of millions each time ("at least ``cap``" is all an operator needs then).
-The store's backend (:mod:`actae.adapters.runtime.backends`) picks the statement.
+Positions come in blocks on PostgreSQL and retention leaves holes, so the difference of two
+positions is not a number of events. The count stops at ``cap``: a gauge scraped every few
+seconds must not scan a backlog of millions each time.
 """
 
 from __future__ import annotations

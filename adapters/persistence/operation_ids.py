@@ -1,16 +1,9 @@
 """The events table's ``operation_id`` column: one namespace of operation ids, kept unique.
 
-A row that records an operation carries its id here (the domain says which:
-``DomainEvent.stored_operation_id``, and the mapper makes that row a :class:`StoredRecord`):
-an Operation's first event (a start's or a fork's record, an effect's registration), or the
-channel event of a record or a transition given an ``operation_id``. A unique index over
-the rows that carry one (``WHERE operation_id IS NOT NULL``: the other rows cost it nothing)
-refuses a second execution in the statement that would write it; a record or a transition
-so writes one row instead of two (docs/performance.md, "The operation record: folded or
-separate").
-
-The column and its index are part of the baseline schema
-(:mod:`actae.adapters.persistence.baseline`).
+A row that records an operation (``DomainEvent.stored_operation_id``; the mapper makes it a
+:class:`StoredRecord`) carries its id here. A partial unique index over them refuses a second
+execution in the statement that would write it, so a record writes one row, not two
+(docs/performance.md, "The operation record: folded or separate").
 """
 
 from __future__ import annotations
