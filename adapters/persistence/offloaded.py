@@ -35,11 +35,14 @@ class ActaeSQLiteRecorder(SQLiteApplicationRecorder):
 
     def __init__(self, datastore: SQLiteDatastore, events_table_name: str = "stored_events"):
         super().__init__(datastore, events_table_name)
-        self.insert_events_statement = operation_ids.sqlite_insert_statement(self.events_table_name)
-        self._select_operation = operation_ids.sqlite_select_statement(self.events_table_name)
+        table = self.events_table_name
+        self.insert_events_statement = (
+            f"INSERT INTO {table} (originator_id, originator_version, topic, state, operation_id)"  # noqa: S608
+            " VALUES (?,?,?,?,?)"
+        )
+        self._select_operation = f"SELECT * FROM {table} WHERE operation_id = ?"  # noqa: S608
         self._select_version = (
-            f"SELECT 1 FROM {self.events_table_name}"  # noqa: S608 - our own table's name
-            " WHERE originator_id = ? AND originator_version = ?"
+            f"SELECT 1 FROM {table} WHERE originator_id = ? AND originator_version = ?"  # noqa: S608
         )
         self.forgets = ForgetWatch()
         """The forget token read before each read (:mod:`~actae.adapters.persistence.forgets`)."""

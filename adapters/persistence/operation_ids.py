@@ -23,16 +23,3 @@ class StoredRecord(StoredEvent):
 def operation_id_of(stored: StoredEvent) -> str | None:
     """The operation id a row to insert carries, or ``None``."""
     return stored.operation_id if isinstance(stored, StoredRecord) else None
-
-
-def sqlite_insert_statement(table: str) -> str:
-    """The insert of one row, with its operation id."""
-    return (
-        f"INSERT INTO {table} (originator_id, originator_version, topic, state, operation_id)"  # noqa: S608
-        " VALUES (?,?,?,?,?)"
-    )
-
-
-def sqlite_select_statement(table: str) -> str:
-    """The row that carries an operation id."""
-    return f"SELECT * FROM {table} WHERE operation_id = ?"  # noqa: S608

@@ -102,20 +102,15 @@ def _custody(options: dict[str, str]) -> dict[str, Any]:
             raise ValidationError(
                 f"url.{name}", f"unknown option; this backend takes {', '.join(CUSTODY_OPTIONS)}"
             )
-    found: dict[str, Any] = {}
-    if "keyring" in options:
-        found["keyring"] = unquote(options["keyring"])
-    if "inline_max" in options:
-        found["inline_max"] = _count(
-            options,
-            "inline_max",
-            DEFAULT_INLINE_MAX,
-            minimum=MIN_INLINE_MAX,
-            maximum=MAX_INLINE_MAX,
-        )
-    if "artifacts" in options:
-        found["artifacts"] = options["artifacts"]
-    return found
+    keyring = options.get("keyring")
+    inline_max = _count(
+        options, "inline_max", DEFAULT_INLINE_MAX, minimum=MIN_INLINE_MAX, maximum=MAX_INLINE_MAX
+    )
+    return {
+        "keyring": None if keyring is None else unquote(keyring),
+        "inline_max": inline_max,
+        "artifacts": options.get("artifacts"),
+    }
 
 
 DEAD_SERVER_DEFAULTS = {

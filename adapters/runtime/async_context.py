@@ -82,18 +82,9 @@ class AsyncRunContext:
         retry: RetryPolicy | None = None,
     ) -> T: ...
 
-    async def step(
-        self,
-        name: str,
-        fn: Callable[[], Any],
-        *,
-        usage: Callable[[Any], Mapping[str, float]] | Mapping[str, float] | None = None,
-        retry: RetryPolicy | None = None,
-    ) -> Any:
+    async def step(self, name: str, fn: Callable[[], Any], **options: Any) -> Any:
         """``RunContext.step``: run ``fn`` once (awaited if async) and record its result."""
-        return await self._in_turn(
-            self.sync.step, name, self._released(fn), usage=usage, retry=retry
-        )
+        return await self._in_turn(self.sync.step, name, self._released(fn), **options)
 
     @overload
     async def effect(
@@ -128,26 +119,16 @@ class AsyncRunContext:
         name: str,
         fn: Callable[[str, int], Any],
         *,
-        idempotent: bool = False,
         reconcile: Callable[[str], Any] | None = None,
-        lease: float = 30.0,
-        retry: RetryPolicy | None = None,
-        request: dict[str, Any] | None = None,
-        timeout: float | None = None,
+        **options: Any,
     ) -> Any:
-        """``RunContext.effect``; an async ``fn`` is cancelled at the attempt's deadline."""
+        """``RunContext.effect``; an async ``fn`` is cancelled at the attempt's deadline.
+
+        The overloads above are the signature; the options go to ``RunContext.effect`` as given.
+        """
         settle: Reconcile | None = None if reconcile is None else self._released(reconcile)
-        return await self._in_turn(
-            self.sync.effect,
-            name,
-            self._released(fn),
-            idempotent=idempotent,
-            reconcile=settle,
-            lease=lease,
-            retry=retry,
-            request=request,
-            timeout=timeout,
-        )
+        effect = self.sync.effect
+        return await self._in_turn(effect, name, self._released(fn), reconcile=settle, **options)
 
     # The calls that take no function of the workflow's: the sync context's, awaited.
     record = _awaited(RunContext.record)

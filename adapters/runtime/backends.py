@@ -18,6 +18,7 @@ from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import ApplicationRecorder, Mapper
+from psycopg import sql
 
 from actae.adapters.custody.blobs import BlobStore, blob_store
 from actae.adapters.custody.datakeys import KeyTable, SqlKeyTable, Transaction
@@ -25,7 +26,7 @@ from actae.adapters.custody.holding import SecretTable
 from actae.adapters.custody.postgres_tables import PostgresTables
 from actae.adapters.custody.refs import RefRecorder
 from actae.adapters.custody.sqlite_tables import SQLiteTables
-from actae.adapters.persistence import backlog, purging
+from actae.adapters.persistence import purging
 from actae.adapters.persistence.awaiting import off_the_loop
 from actae.adapters.persistence.clock import read_clock_with, store_clock
 from actae.adapters.persistence.forgets import KEYS_TABLE, SECRETS_TABLE, ForgetWatch
@@ -45,6 +46,9 @@ KeyTables = tuple[KeyTable, SecretTable]
 """Where runs' data keys and the store's own secrets live."""
 Custody = tuple[BlobStore, RefRecorder]
 """The artifacts' blob store and their references."""
+BACKLOG_CAP = 1_000_000
+"""Events counted after a position at most: a gauge scraped every few seconds must not scan a
+backlog of millions each time."""
 
 
 class Backend:
@@ -128,8 +132,11 @@ class Backend:
     async def close_async(self) -> None:
         """Close what :meth:`connect_async` opened."""
 
-    def events_after(self, position: int, cap: int = backlog.CAP) -> int:
-        """How many events are stored after ``position``, counted up to ``cap``."""
+    def events_after(self, position: int, cap: int = BACKLOG_CAP) -> int:
+        """How many events are stored after ``position``, counted up to ``cap``.
+
+        Counted, not subtracted: positions come in blocks on PostgreSQL, and purges leave holes.
+        """
         raise NotImplementedError
 
     def delete_events(
@@ -210,9 +217,15 @@ class PostgresBackend(Backend):
         """Close the async pool."""
         await self._recorder.close_async_pool()
 
-    def events_after(self, position: int, cap: int = backlog.CAP) -> int:
+    def events_after(self, position: int, cap: int = BACKLOG_CAP) -> int:
         """Counted by one statement."""
-        return backlog.postgres_events_after(self._recorder, position, cap)
+        recorder = self._recorder
+        table = sql.Identifier(recorder.datastore.schema, recorder.events_table_name)
+        statement = sql.SQL(
+            "SELECT count(*) FROM (SELECT 1 FROM {} WHERE notification_id > %s LIMIT %s) AS e"
+        ).format(table)
+        ((count,),) = recorder._execute(statement.as_string(), [position, cap])
+        return int(count)
 
     def server(self, field: str, *, needed_by: str, missing: str) -> dict[str, str]:
         """The URL's libpq parameters."""
@@ -256,9 +269,16 @@ class SqliteBackend(Backend):
         """The read models in the same database as the events."""
         return sqlite_db(self.database, self.read_only)
 
-    def events_after(self, position: int, cap: int = backlog.CAP) -> int:
+    def events_after(self, position: int, cap: int = BACKLOG_CAP) -> int:
         """Counted by one query."""
-        return off_the_loop(backlog.sqlite_events_after, self._recorder, position, cap)
+        return off_the_loop(self._count_after, position, cap)
+
+    def _count_after(self, position: int, cap: int) -> int:
+        table = self._recorder.events_table_name
+        statement = f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE rowid > ? LIMIT ?)"  # noqa: S608
+        with self._recorder.datastore.transaction(commit=False) as cursor:
+            cursor.execute(statement, (position, cap))
+            return int(cursor.fetchone()[0])
 
 
 MEMORY = "/dev/shm"  # noqa: S108 - a private folder is made inside it
