@@ -90,34 +90,31 @@ def open_postgres(
 
 
 def migrate_postgres(conn: psycopg.Connection[Any], schema: str, lock_wait: float) -> None:
-    """Apply the missing migrations to ``schema`` in a turn (``conn`` autocommits)."""
+    """Apply the missing migrations to ``schema`` in a turn (``conn`` autocommits).
+
+    The version is read again in the turn (an earlier one may have migrated); each in a savepoint.
+    """
+    ident = sql.Identifier(schema)
     table = sql.Identifier(schema, MIGRATIONS_TABLE)
-    create_once(conn, sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+    create_once(conn, sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident))
     create_once(conn, migrations_table(table))
     with conn.transaction():
         take_turn(conn, table, lock_wait)
-        _apply_postgres(conn, schema)
+        lacking = missing(_postgres_version(conn, table), POSTGRES_MIGRATIONS)
+        conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT)))
+        for version, migration in lacking:
+            with conn.transaction():
+                for statement in migration.statements:
+                    conn.execute(sql.SQL(statement).format(schema=ident))
+                conn.execute(
+                    sql.SQL("INSERT INTO {} (version, name) VALUES (%s, %s)").format(table),
+                    (version, migration.name),
+                )
 
 
 def migrations_table(table: sql.Identifier) -> sql.Composed:
     """The statement that creates the migrations table (if it is not there)."""
     return sql.SQL(MIGRATIONS_DDL).format(table)
-
-
-def _apply_postgres(conn: psycopg.Connection[Any], schema: str) -> None:
-    """Apply the missing migrations (read again: an earlier turn may have), each in a savepoint."""
-    ident = sql.Identifier(schema)
-    table = sql.Identifier(schema, MIGRATIONS_TABLE)
-    lacking = missing(_postgres_version(conn, table), POSTGRES_MIGRATIONS)
-    conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT)))
-    for version, migration in lacking:
-        with conn.transaction():
-            for statement in migration.statements:
-                conn.execute(sql.SQL(statement).format(schema=ident))
-            conn.execute(
-                sql.SQL("INSERT INTO {} (version, name) VALUES (%s, %s)").format(table),
-                (version, migration.name),
-            )
 
 
 def _exists(conn: psycopg.Connection[Any], table: sql.Identifier) -> bool:

@@ -93,12 +93,15 @@ class AsyncWorker:
             while not self._stopping:
                 await self._start_pass()
                 await self._wait_for_change(self._worker.poll_interval)
-        except asyncio.CancelledError:  # a shutdown: the workflows stop where they are
-            self._cancel_workflows()
+        except asyncio.CancelledError:  # a shutdown: each workflow ends as if its worker died
+            for workflow in list(self._workflows):
+                workflow.cancel()
             raise
         finally:
             self._stopping = True
-            await self._drain()
+            if self._in_flight:  # shielded: the runs end even if run() itself is cancelled
+                served = asyncio.gather(*self._in_flight.values(), return_exceptions=True)
+                await asyncio.shield(served)
             await self.withdraw()
             if self._threads is not None:
                 self._threads.shutdown(wait=False)
@@ -175,11 +178,6 @@ class AsyncWorker:
             await asyncio.wait_for(self._changed.wait(), timeout)
         self._changed.clear()
 
-    async def _drain(self) -> None:
-        """Wait for the runs in flight, shielded: they end even if ``run()`` is cancelled."""
-        if self._in_flight:
-            await asyncio.shield(asyncio.gather(*self._in_flight.values(), return_exceptions=True))
-
     def _bind(self) -> None:
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
@@ -209,8 +207,3 @@ class AsyncWorker:
             )
         call = contextvars.copy_context().run  # the run's span and logging context go along
         return awaiting(asyncio.get_running_loop().run_in_executor(self._threads, call, function))
-
-    def _cancel_workflows(self) -> None:
-        """Cancel the async workflows in flight: each leaves its run as a killed worker would."""
-        for workflow in list(self._workflows):
-            workflow.cancel()

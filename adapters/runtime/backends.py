@@ -70,6 +70,8 @@ class Backend:
     _purging: purging.Purging
     _mark = "?"
     """The DB-API parameter mark of the database's driver."""
+    _text_ids = True
+    """Whether run ids are stored as text (the database has no uuid type)."""
 
     def __init__(self, url: StoreUrl) -> None:
         self.url = url
@@ -105,9 +107,8 @@ class Backend:
         datastore = self._recorder.datastore
         begin: Transaction = lambda: datastore.transaction(commit=True)  # noqa: E731
         keys, secrets = self._table(KEYS_TABLE), self._table(SECRETS_TABLE)
-        text_ids = self._mark == "?"  # SQLite has no uuid type
         data_keys = SqlKeyTable(
-            begin, table=keys, mark=self._mark, text_ids=text_ids, secrets=secrets
+            begin, table=keys, mark=self._mark, text_ids=self._text_ids, secrets=secrets
         )
         return data_keys, SecretTable(begin, table=secrets, mark=self._mark)
 
@@ -173,6 +174,7 @@ class PostgresBackend(Backend):
     _purging = purging.POSTGRES
     _recorder: ActaePostgresRecorder
     _mark = "%s"
+    _text_ids = False
 
     def clock(self, given: Clock | None) -> Clock:
         """The store's clock: ``given``, else the database server's (every host agrees)."""
