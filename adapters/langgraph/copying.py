@@ -9,7 +9,6 @@ of a target that exists already (Actae cannot fork into a run), starts with a
 
 from __future__ import annotations
 
-from functools import partial
 from uuid import UUID
 
 from actae.adapters.langgraph.encoding import COPIED, operation_id
@@ -22,7 +21,7 @@ from actae.adapters.langgraph.threads import (
     namespaces,
     remember,
 )
-from actae.adapters.langgraph.writing import after_head, marker
+from actae.adapters.langgraph.writing import mark
 from actae.domain.errors import OperationConflictError
 
 
@@ -37,9 +36,14 @@ def copy_thread(ctx: Context, source: str, target: str) -> None:
         existing = ensure_namespace(ctx, target, "", ctx.agent_id)
         _spliced(ctx, existing, root.channel_id, head.cursor, source)
     for checkpoint_ns, ref in spaces[1:]:
-        ns_head = ctx.store.head(ref.channel_id)
-        copy = ensure_namespace(ctx, target, checkpoint_ns, ctx.agent_id)
-        _spliced(ctx, copy, ref.channel_id, ns_head.cursor, source)
+        through = ctx.store.head(ref.channel_id).cursor
+        _spliced(
+            ctx,
+            ensure_namespace(ctx, target, checkpoint_ns, ctx.agent_id),
+            ref.channel_id,
+            through,
+            source,
+        )
 
 
 def _forked(ctx: Context, threads: tuple[str, str], root: Ref, at: int) -> bool:
@@ -64,8 +68,5 @@ def _forked(ctx: Context, threads: tuple[str, str], root: Ref, at: int) -> bool:
 def _spliced(ctx: Context, copy: Ref, source: UUID, through: int, thread_id: str) -> None:
     """Record on ``copy`` that the history of ``source`` up to ``through`` reads as its own."""
     payload = {"channel_id": str(source), "through": through, "thread_id": thread_id}
-    operation = operation_id(
-        ctx.workflow_id, "copied", str(copy.channel_id), str(source), str(through)
-    )
-    write = partial(marker, ctx, copy.channel_id, COPIED, payload, operation=operation)
-    after_head(ctx.store, copy.channel_id, write)
+    parts = (str(copy.channel_id), str(source), str(through))
+    mark(ctx, copy.channel_id, COPIED, payload, operation_id(ctx.workflow_id, "copied", *parts))

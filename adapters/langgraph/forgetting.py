@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 from collections import defaultdict
 from collections.abc import Sequence
-from functools import partial
 from typing import Any
 from uuid import UUID
 
@@ -32,9 +31,9 @@ from actae.adapters.langgraph.threads import (
     forget_remembered,
     namespaces,
 )
-from actae.adapters.langgraph.writing import after_head, marker
+from actae.adapters.langgraph.writing import mark
 from actae.domain.errors import IllegalTransitionError, ValidationError
-from actae.domain.values import ChannelEvent, Receipt
+from actae.domain.values import ChannelEvent
 
 STRATEGIES = ("keep_latest", "delete")
 
@@ -99,7 +98,7 @@ def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> None:
             "run_ids": sorted(wanted),
             "reason": "delete_for_runs",
         }
-        after_head(ctx.store, channel_id, partial(marker, ctx, channel_id, FORGOTTEN, payload))
+        mark(ctx, channel_id, FORGOTTEN, payload)
 
 
 def _run_of(ctx: Context, payload: dict[str, Any]) -> str | None:
@@ -128,16 +127,16 @@ def _keep_latest(ctx: Context, address: tuple[str, str], ref: Ref) -> None:
     """Record that only the namespace's latest checkpoint (as of the record) stays visible."""
     thread_id, checkpoint_ns = address
 
-    def write(head: Receipt) -> None:
+    def payload() -> dict[str, Any] | None:
         latest = at_head(ctx.store, ref.channel_id) or history(ctx.store, ref.channel_id).latest()
         if latest is None:
-            return  # nothing visible: nothing to prune
-        payload = {
+            return None  # nothing visible: nothing to prune
+        keep = latest.checkpoint_id
+        return {
             "thread_id": thread_id,
             "checkpoint_ns": checkpoint_ns,
-            "keep": latest.checkpoint_id,
+            "keep": keep,
             "reason": "prune keep_latest",
         }
-        marker(ctx, ref.channel_id, PRUNED, payload, head)
 
-    after_head(ctx.store, ref.channel_id, write)
+    mark(ctx, ref.channel_id, PRUNED, payload)

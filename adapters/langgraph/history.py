@@ -1,10 +1,9 @@
 """What a thread's channel shows: its visible checkpoints and their pending writes.
 
 The log is append-only, so hiding is itself an event (a prune, a forget) and reading folds
-the channel from its start (:class:`Visible`); a copy's first event splices its source in,
-up to the cursor it was copied at. The common read, a namespace's latest checkpoint, is the
-channel's head instead (:func:`at_head`, one ``recover``), whenever nothing after that
-checkpoint could change what is visible.
+the channel from its start (:class:`Visible`), splicing in a copy's source up to where it
+was copied. The common read, a namespace's latest checkpoint, is the channel's head instead
+(:func:`at_head`), whenever nothing after that checkpoint could change what is visible.
 """
 
 from __future__ import annotations
@@ -174,23 +173,19 @@ def _spliced(store: Store, event: ChannelEvent) -> Visible | None:
 
 @dataclass(frozen=True, slots=True)
 class AtHead:
-    """The latest checkpoint as the head shows it: its state and its writes."""
+    """The latest checkpoint as the head shows it: its id, its state and its writes."""
 
+    checkpoint_id: str
     state: dict[str, Any]
     writes: list[StoredWrite]
-
-    @property
-    def checkpoint_id(self) -> str:
-        """The latest checkpoint's id."""
-        return str(self.state["checkpoint_id"])
 
 
 def at_head(store: Store, channel_id: UUID) -> AtHead | None:
     """The latest checkpoint from the channel's head alone, or ``None`` when it cannot tell.
 
     It can when the state in force is a checkpoint this channel put and what follows is
-    only writes, forgets of others, or a prune that kept it. Writes recorded before it are
-    read from where its state says they start (``writes_from``).
+    only writes, forgets of others, or a prune that kept it; early writes are read from
+    ``writes_from``.
     """
     recovery = store.recover(channel_id)
     state = recovery.state
@@ -213,7 +208,7 @@ def at_head(store: Store, channel_id: UUID) -> AtHead | None:
         if not _keeps(event, checkpoint_id):
             return None
         _add_if_for(writes, event, checkpoint_id)
-    return AtHead(state.state, list(writes.values()))
+    return AtHead(checkpoint_id, state.state, list(writes.values()))
 
 
 def _add_if_for(
@@ -237,10 +232,9 @@ def _keeps(event: ChannelEvent, checkpoint_id: str) -> bool:
 
 
 def hidden_since(store: Store, channel_id: UUID, checkpoint_id: str, cursor: int) -> int | None:
-    """The cursor of the last event after ``cursor`` that hides ``checkpoint_id``, if any.
+    """The cursor of the last prune or forget after ``cursor`` that hides ``checkpoint_id``.
 
-    Asked when a put or a write replays: if a prune or forget hid the earlier write since,
-    the call writes again, under an id naming that event (so that a retry replays in turn).
+    A replayed write so hidden writes again, under an id naming that event.
     """
     hidden: int | None = None
     for event in events(store, channel_id, cursor):

@@ -1,14 +1,15 @@
 """``get_tuple`` and ``list``: checkpoints back as LangGraph's ``CheckpointTuple``.
 
-A namespace's latest checkpoint comes from its channel's head (one ``recover``), any other,
-and a list, from its folded history (:mod:`.history`), loading the state of each checkpoint
-handed out and only those. A list is newest first (across namespaces, by checkpoint id).
+A namespace's latest checkpoint comes from its channel's head, any other, and a list, from
+its folded history (:mod:`.history`), loading the state of only the checkpoints handed out.
+A list is newest first (across namespaces, by checkpoint id).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -41,13 +42,8 @@ def address_of(config: RunnableConfig) -> Address:
 def config_of(address: Address, checkpoint_id: str) -> RunnableConfig:
     """The config that names one checkpoint."""
     thread_id, checkpoint_ns = address
-    return {
-        "configurable": {
-            "thread_id": thread_id,
-            "checkpoint_ns": checkpoint_ns,
-            "checkpoint_id": checkpoint_id,
-        }
-    }
+    ids = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id}
+    return {"configurable": ids}
 
 
 def tuple_of(
@@ -127,13 +123,9 @@ def list_checkpoints(
     state is read as it is handed out: a caller that stops early reads no more.
     """
     threads = _all_threads(ctx) if config is None else [address_of(config)[0]]
-    left = limit
-    for thread_id in threads:
-        for address, entry in _candidates(ctx, thread_id, query):
-            if left is not None and left <= 0:
-                return
-            yield _loaded(ctx, address, entry)
-            left = None if left is None else left - 1
+    found = (pair for thread_id in threads for pair in _candidates(ctx, thread_id, query))
+    for address, entry in islice(found, None if limit is None else max(limit, 0)):
+        yield _loaded(ctx, address, entry)
 
 
 def _candidates(ctx: Context, thread_id: str, query: Query) -> list[tuple[Address, Entry]]:
