@@ -23,7 +23,7 @@ from actae.adapters.langgraph.encoding import (
     PRUNED,
     unpack,
 )
-from actae.adapters.langgraph.history import FORKED, at_head, history, scan_store
+from actae.adapters.langgraph.history import FORKED, at_head, events, history
 from actae.adapters.langgraph.threads import (
     Context,
     Ref,
@@ -33,7 +33,6 @@ from actae.adapters.langgraph.threads import (
 )
 from actae.adapters.langgraph.writing import mark
 from actae.domain.errors import IllegalTransitionError, ValidationError
-from actae.domain.values import ChannelEvent
 
 STRATEGIES = ("keep_latest", "delete")
 
@@ -80,18 +79,16 @@ def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> None:
     hits: dict[UUID, set[str]] = defaultdict(set)
     readers: dict[UUID, set[UUID]] = defaultdict(set)  # channel -> channels that copy it
 
-    def visit(event: ChannelEvent) -> None:
-        if event.payload is None:
-            return  # a forgotten run's (or one this store cannot open): no checkpoint to find
+    for event in events(ctx.store, None):
         payload = event.payload
+        if payload is None:
+            continue  # a forgotten run's (or one this store cannot open): no checkpoint to find
         if event.kind == CHECKPOINT and _run_of(ctx, payload) in wanted:
             hits[event.channel_id].add(str(payload["checkpoint_id"]))
         elif event.kind == COPIED:
             readers[UUID(str(payload["channel_id"]))].add(event.channel_id)
         elif event.kind == FORKED and event.cursor == 1 and "parent_channel_id" in payload:
             readers[UUID(str(payload["parent_channel_id"]))].add(event.channel_id)
-
-    scan_store(ctx.store, visit)
     for channel_id, checkpoint_ids in _spread(hits, readers).items():
         payload = {
             "checkpoint_ids": sorted(checkpoint_ids),

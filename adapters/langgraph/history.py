@@ -8,7 +8,7 @@ was copied. The common read, a namespace's latest checkpoint, is the channel's h
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 from uuid import UUID
@@ -133,18 +133,25 @@ class Visible:
 
 
 def events(
-    store: Store, channel_id: UUID, after: int = 0, through: int | None = None
+    store: Store, channel_id: UUID | None, after: int = 0, through: int | None = None
 ) -> Iterator[ChannelEvent]:
-    """The channel's events after cursor ``after`` (as far as ``through``), a page at a time."""
+    """A page at a time: the channel's events after cursor ``after`` (as far as ``through``).
+
+    For ``channel_id=None``, every channel's after position ``after``: the whole log.
+    """
+    size = GLOBAL_PAGE if channel_id is None else PAGE
     while True:
-        limit = PAGE if through is None else min(PAGE, through - after)
+        limit = size if through is None else min(size, through - after)
         if limit <= 0:
             return
         page = store.events(channel_id, after, limit)
         yield from page
         if len(page) < limit:
             return
-        after = page[-1].cursor
+        last = page[-1].position if channel_id is None else page[-1].cursor
+        if last is None or last <= after:
+            return
+        after = last
 
 
 def history(store: Store, channel_id: UUID, through: int | None = None) -> Visible:
@@ -241,16 +248,3 @@ def hidden_since(store: Store, channel_id: UUID, checkpoint_id: str, cursor: int
         if event.kind in (PRUNED, FORGOTTEN) and not _keeps(event, checkpoint_id):
             hidden = event.cursor
     return hidden
-
-
-def scan_store(store: Store, visit: Callable[[ChannelEvent], None]) -> None:
-    """Show ``visit`` every event of every channel, in the store's order (the whole log)."""
-    after = 0
-    while True:
-        page = store.events(None, after, GLOBAL_PAGE)
-        for event in page:
-            visit(event)
-        last = page[-1].position if page else None
-        if len(page) < GLOBAL_PAGE or last is None or last <= after:
-            return
-        after = last

@@ -21,11 +21,10 @@ from actae.adapters.langgraph.history import (
     Entry,
     StoredWrite,
     at_head,
+    events,
     history,
-    scan_store,
 )
 from actae.adapters.langgraph.threads import Context, Ref, find_namespace, find_thread, namespaces
-from actae.domain.values import ChannelEvent
 
 Address = tuple[str, str]
 """A thread id and a checkpoint namespace."""
@@ -158,12 +157,9 @@ def _loaded(ctx: Context, address: Address, entry: Entry) -> CheckpointTuple:
 def _all_threads(ctx: Context) -> list[str]:
     """Every thread id in the store: from the operation ids its runs were created under."""
     found: dict[str, None] = {}
-
-    def visit(event: ChannelEvent) -> None:
+    for event in events(ctx.store, None):
         if event.cursor == 1 and event.kind in ("run.started", FORKED) and event.operation_id:
             thread_id = ctx.thread_of(event.operation_id)
             if thread_id is not None:
                 found[thread_id] = None
-
-    scan_store(ctx.store, visit)
     return list(found)
