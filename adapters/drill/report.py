@@ -61,9 +61,7 @@ class Report:
         repeated = len(model_calls) - len({r["key"] for r in model_calls}) - rerun
         throttled, honoured = self._throttles(charges)
         seen, absorbed = self._duplicate_deliveries()
-        before_kill = [
-            r for r in model_calls if datetime.fromisoformat(r["clock"]) <= killed.recorded_at
-        ]
+        before_kill = [r for r in model_calls if _clock(r) <= killed.recorded_at]
         figures = {
             "workflow": self.workflow,
             "status": self.coordinator.status.value,
@@ -120,17 +118,14 @@ class Report:
             if e.kind == STEP_RESULT
         }
         return sum(
-            1
-            for call in calls
-            if call["key"] in recorded
-            and datetime.fromisoformat(call["clock"]) > recorded[call["key"]]
+            1 for call in calls if call["key"] in recorded and _clock(call) > recorded[call["key"]]
         )
 
     def _recovery(self, killed_at: datetime) -> float:
         """Kill (or database back) -> next committed step, less skipped virtual time.
 
-        Jumps over a dead worker's lease count (production waits for it too); jumps over
-        timers and retry delays that were scheduled anyway do not.
+        A jump over a dead worker's lease counts (production waits for it too); one over a
+        timer or a retry delay, scheduled anyway, does not.
         """
         after = [
             e.recorded_at
@@ -232,12 +227,13 @@ class Report:
             for first, then in itertools.pairwise(requests):
                 if first["status"] == 429:
                     throttled += 1
-                    waited = (
-                        datetime.fromisoformat(then["clock"])
-                        - datetime.fromisoformat(first["clock"])
-                    ).total_seconds()
-                    honoured += waited >= RETRY_AFTER
+                    honoured += (_clock(then) - _clock(first)).total_seconds() >= RETRY_AFTER
         return throttled, honoured
+
+
+def _clock(request: dict[str, Any]) -> datetime:
+    """When the provider was asked ``request``, on the store's clock (the worker's header)."""
+    return datetime.fromisoformat(request["clock"])
 
 
 def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:

@@ -119,11 +119,12 @@ class Drill:
         self._say(
             f"run {index + 1}: {self.agents}-agent workflow {workflow} started on w1", **about
         )
-        self._outage(
-            (workflow, "before-kill", outages),
-            lambda: self._steps(coordinator) >= self.kill_after - 1 or first.poll() is not None,
-            "w1 to be mid-workflow",
-        )
+        if "before-kill" in outages:
+            self._until(
+                lambda: self._steps(coordinator) >= self.kill_after - 1 or first.poll() is not None,
+                "w1 to be mid-workflow",
+            )
+            self._outage(workflow, "before-kill")
         if self.crash_point:
             self._until(lambda: first.poll() is not None, f"w1 to die at {self.crash_point}")
             where = self.crash_point
@@ -147,20 +148,22 @@ class Drill:
         takeover = [f"{workflow}-w2", f"{workflow}-w3"]
         for name in takeover:
             self._start_worker(name, schema=2)
-        # Once they work: a worker still opening its store would fail to start, which is
-        # not what this moment is about (a supervisor restarts such a worker).
-        self._outage(
-            (workflow, "after-kill", outages),
-            lambda: all(self._working(name) for name in takeover),
-            "the takeover workers to start",
-        )
-        # The takeover may finish in one pass (its children were done before the kill):
-        # then the outage hits idle workers, which must outlive it all the same.
-        self._outage(
-            (workflow, "during-takeover", outages),
-            lambda: self._steps(coordinator) > after or self._finished(coordinator),
-            "a takeover worker to commit a transition",
-        )
+        if "after-kill" in outages:
+            # Once they work: a worker still opening its store would fail to start, which
+            # is not what this moment is about (a supervisor restarts such a worker).
+            self._until(
+                lambda: all(self._working(name) for name in takeover),
+                "the takeover workers to start",
+            )
+            self._outage(workflow, "after-kill")
+        if "during-takeover" in outages:
+            self._until(
+                lambda: self._steps(coordinator) > after or self._finished(coordinator),
+                "a takeover worker to commit a transition",
+            )
+            # The takeover may finish in one pass (its children were done before the kill):
+            # then the outage hits idle workers, which must outlive it all the same.
+            self._outage(workflow, "during-takeover")
         self._until(lambda: self._finished(coordinator), "the workflow to finish")
         status = self.store.run(coordinator).status.value
         self._say(f"  workflow finished: {status}", workflow=workflow, run_id=coordinator)
@@ -206,18 +209,9 @@ class Drill:
             time.sleep(0.05)  # the database is coming back
         record()  # the outage outlasted the drill: its error is the answer
 
-    def _outage(
-        self, when: tuple[str, str, Collection[str]], ready: Callable[[], object], what: str
-    ) -> None:
-        """If ``outages`` plan one at ``moment``: once ``ready``, take the database down.
-
-        ``db_fault`` does it; the outage is journalled once the server is back.
-        """
-        workflow, moment, outages = when
-        if moment not in outages:
-            return
+    def _outage(self, workflow: str, moment: str) -> None:
+        """Take the database server down (``db_fault``) and journal the outage once it is back."""
         assert self.server is not None  # noqa: S101 - only planned with a server
-        self._until(ready, what)
         outage = self.server.inject(self.db_fault, clock=self.clock)
         self.note(JOURNAL_KIND, {"workflow": workflow, "moment": moment, **outage.as_dict()})
         self._say(

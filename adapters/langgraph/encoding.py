@@ -32,6 +32,7 @@ MAX_THREAD_ID_LENGTH = 256
 _MAX_PART = 200
 _MAX_OPERATION_ID = 500
 _SUMMARY_KEYS = ("source", "step", "run_id")
+_STATE_KEYS = ("checkpoint_id", "parent_checkpoint_id", "checkpoint", "metadata", "revised")
 _MAX_INT64 = 2**63 - 1
 
 Packed = dict[str, str]
@@ -78,15 +79,9 @@ def checkpoint_state(
 
     ``writes_from``: the first cursor where writes recorded before it may be.
     """
-    state: dict[str, Any] = {
-        "langgraph": CHECKPOINT_MARK,
-        "checkpoint_id": payload["checkpoint_id"],
-        "parent_checkpoint_id": payload["parent_checkpoint_id"],
-        "checkpoint": checkpoint,
-        "metadata": payload["metadata"],
-    }
-    if payload.get("revised"):
-        state["revised"] = True
+    source = {**payload, "checkpoint": checkpoint}
+    state: dict[str, Any] = {"langgraph": CHECKPOINT_MARK}
+    state.update((key, source[key]) for key in _STATE_KEYS if key in source)
     if writes_from is not None:
         state["writes_from"] = writes_from
     return state

@@ -76,7 +76,9 @@ class _Saver(BaseCheckpointSaver[int], Generic[S]):
 
     def thread_run(self, thread_id: str) -> RunInfo | None:
         """The Actae run that holds ``thread_id`` (``store.run`` of it), if it has one."""
-        return threads.thread_run(self._context(), thread_id_of(thread_id))
+        ctx = self._context()
+        root = threads.find_thread(ctx, thread_id_of(thread_id))
+        return None if root is None else ctx.store.run(root.run_id)
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint ``config`` names, or the latest of its thread and namespace."""

@@ -27,7 +27,6 @@ from actae.adapters.langgraph.encoding import (
 from actae.adapters.runtime.store import Store
 from actae.domain.errors import OperationConflictError
 from actae.domain.redaction import Redactor
-from actae.domain.values import RunInfo
 
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
@@ -180,9 +179,3 @@ def _started(
     ref = Ref(info.run_id, info.channel_id)
     remember(ctx.runs, operation, ref)
     return ref
-
-
-def thread_run(ctx: Context, thread_id: str) -> RunInfo | None:
-    """The Actae run of ``thread_id`` as ``store.run`` shows it, or ``None`` if it has none."""
-    root = find_thread(ctx, thread_id)
-    return None if root is None else ctx.store.run(root.run_id)
