@@ -201,13 +201,10 @@ def at_head(store: Store, channel_id: UUID) -> AtHead | None:
     if state.state.get("revised"):
         return None  # its writes from before the revision are further back
     checkpoint_id = str(state.state["checkpoint_id"])
-    before: list[ChannelEvent] = []
-    writes_from = state.state.get("writes_from")
-    if writes_from is not None and int(writes_from) < state.cursor:
-        start = int(writes_from) - 1
-        before = store.events(channel_id, start, state.cursor - 1 - start)
+    writes_from = int(state.state.get("writes_from", state.cursor))
     writes: dict[tuple[str, int], StoredWrite] = {}
-    for event in before:  # older checkpoints and copies here change nothing about it
+    for event in events(store, channel_id, writes_from - 1, state.cursor - 1):
+        # Older checkpoints and copies here change nothing about it.
         if event.kind == PRUNED or _forgets(event, checkpoint_id):
             return None  # it dropped early writes: the fold knows which
         _add_if_for(writes, event, checkpoint_id)
