@@ -84,23 +84,6 @@ class Query:
     before: str | None
     filter: dict[str, Any]
 
-    @classmethod
-    def of(
-        cls,
-        config: RunnableConfig | None,
-        before: RunnableConfig | None,
-        filter: dict[str, Any] | None,
-    ) -> Query:
-        """The query of a ``list`` call's arguments."""
-        configurable = (config or {}).get("configurable") or {}
-        namespace = configurable.get("checkpoint_ns")
-        return cls(
-            checkpoint_ns=None if namespace is None else str(namespace),
-            checkpoint_id=get_checkpoint_id(config) if config else None,
-            before=get_checkpoint_id(before) if before else None,
-            filter=dict(filter or {}),
-        )
-
     def wants(self, ctx: Context, entry: Entry) -> bool:
         """Whether the visible checkpoint ``entry`` answers the query."""
         if self.checkpoint_id is not None and entry.checkpoint_id != self.checkpoint_id:
@@ -114,13 +97,24 @@ class Query:
 
 
 def list_checkpoints(
-    ctx: Context, config: RunnableConfig | None, query: Query, limit: int | None
+    ctx: Context,
+    config: RunnableConfig | None,
+    before: RunnableConfig | None,
+    filter: dict[str, Any] | None,
+    limit: int | None,
 ) -> Iterator[CheckpointTuple]:
-    """The checkpoints that answer ``query``, newest first, at most ``limit``.
+    """The checkpoints a ``list`` call asks for, newest first, at most ``limit``.
 
     Of the config's thread, or without one of every thread (reading the whole log). Each
     state is read as it is handed out: a caller that stops early reads no more.
     """
+    namespace = ((config or {}).get("configurable") or {}).get("checkpoint_ns")
+    query = Query(
+        checkpoint_ns=None if namespace is None else str(namespace),
+        checkpoint_id=get_checkpoint_id(config) if config else None,
+        before=get_checkpoint_id(before) if before else None,
+        filter=dict(filter or {}),
+    )
     threads = _all_threads(ctx) if config is None else [address_of(config)[0]]
     found = (pair for thread_id in threads for pair in _candidates(ctx, thread_id, query))
     for address, entry in islice(found, None if limit is None else max(limit, 0)):

@@ -96,8 +96,7 @@ class _Saver(BaseCheckpointSaver[int], Generic[S]):
 
         Nothing is read, nor the context made, until the first is asked for.
         """
-        query = reading.Query.of(config, before, filter)
-        yield from reading.list_checkpoints(self._context(), config, query, limit)
+        yield from reading.list_checkpoints(self._context(), config, before, filter, limit)
 
     def put(
         self,
