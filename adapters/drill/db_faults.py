@@ -44,22 +44,6 @@ class DatabaseFaultError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class Cluster:
-    """A Debian PostgreSQL cluster: ``version/name``, its port and data directory."""
-
-    version: str
-    name: str
-    port: int
-    pgdata: Path
-    owner_uid: int
-
-    @property
-    def label(self) -> str:
-        """``15/main``, as the cluster tools name it."""
-        return f"{self.version}/{self.name}"
-
-
-@dataclass(frozen=True)
 class Outage:
     """One fault and how long the server did not accept connections because of it.
 
@@ -89,14 +73,6 @@ def _tool(name: str) -> str:
     return path
 
 
-def _clusters() -> list[dict[str, Any]]:
-    listing = subprocess.run(  # noqa: S603 - a fixed tool, no shell
-        [_tool("pg_lsclusters"), "--json"], capture_output=True, text=True, check=True
-    )
-    found: list[dict[str, Any]] = json.loads(listing.stdout or "[]")
-    return found
-
-
 class DatabaseServer:
     """The local PostgreSQL cluster that serves a store URL, and the faults it can suffer."""
 
@@ -111,30 +87,28 @@ class DatabaseServer:
                 f"can only control a server on this machine (127.0.0.1, localhost or a "
                 f"socket folder), not {host}",
             )
-        self.cluster = self._find(int(self.conninfo["port"]))
-
-    @staticmethod
-    def _find(port: int) -> Cluster:
-        matching = [c for c in _clusters() if int(c.get("port", 0)) == port and c.get("running")]
-        if not matching:
+        port = int(self.conninfo["port"])
+        listing = subprocess.run(  # noqa: S603 - a fixed tool, no shell
+            [_tool("pg_lsclusters"), "--json"], capture_output=True, text=True, check=True
+        )
+        found = [
+            cluster
+            for cluster in json.loads(listing.stdout or "[]")
+            if int(cluster.get("port", 0)) == port and cluster.get("running")
+        ]
+        if not found:
             raise ValidationError(
                 "db_fault", f"no running PostgreSQL cluster on this machine listens on port {port}"
             )
-        found = matching[0]
-        cluster = Cluster(
-            str(found["version"]),
-            str(found["cluster"]),
-            port,
-            Path(found["pgdata"]),
-            int(found["owneruid"]),
-        )
-        if os.geteuid() not in (0, cluster.owner_uid):
+        self.version, self.name = str(found[0]["version"]), str(found[0]["cluster"])
+        self.pgdata, owner = Path(found[0]["pgdata"]), int(found[0]["owneruid"])
+        self.label = f"{self.version}/{self.name}"
+        """``15/main``, as Debian's cluster tools name it."""
+        if os.geteuid() not in (0, owner):
             raise ValidationError(
                 "db_fault",
-                f"controlling cluster {cluster.label} needs root or its owner "
-                f"(uid {cluster.owner_uid})",
+                f"controlling cluster {self.label} needs root or its owner (uid {owner})",
             )
-        return cluster
 
     # -- faults ---------------------------------------------------------------------------
 
@@ -145,7 +119,7 @@ class DatabaseServer:
         # Both ends of a restart are read on the server's clock (its start time is one), and a
         # termination is timed on this host's monotonic clock: never one clock against another.
         started = clock()
-        began = time.monotonic() if fault == "terminate" else self._server_time()
+        began = time.monotonic() if fault == "terminate" else self._epoch("clock_timestamp()")
         terminated = 0
         if fault == "restart":
             self._ctl("restart", "-m", "fast")
@@ -154,7 +128,9 @@ class DatabaseServer:
         else:
             terminated = self._terminate()
         self.wait_until_accepting()
-        back = time.monotonic() if fault == "terminate" else self.started_at()
+        back = (
+            time.monotonic() if fault == "terminate" else self._epoch("pg_postmaster_start_time()")
+        )
         seconds = max(back - began, 0.0)
         ended = started + timedelta(seconds=seconds)
         return Outage(fault, started, ended, round(seconds, 3), terminated)
@@ -166,27 +142,23 @@ class DatabaseServer:
         assert row is not None  # noqa: S101 - each query here always answers one row
         return row[0]
 
-    def _server_time(self) -> float:
-        """Now on the server's clock (epoch seconds)."""
-        return float(self._value("SELECT extract(epoch FROM clock_timestamp())::float8"))
-
-    def started_at(self) -> float:
-        """When the running postmaster started (epoch seconds, the server's clock)."""
-        return float(self._value("SELECT extract(epoch FROM pg_postmaster_start_time())::float8"))
+    def _epoch(self, moment: str) -> float:
+        """``moment`` (``clock_timestamp()``: now) in epoch seconds on the server's clock."""
+        return float(self._value(f"SELECT extract(epoch FROM {moment})::float8"))  # noqa: S608
 
     def _ctl(self, action: str, *options: str) -> None:
         command = [
             _tool("pg_ctlcluster"),
             "--skip-systemctl-redirect",
-            self.cluster.version,
-            self.cluster.name,
+            self.version,
+            self.name,
             action,
             *options,
         ]
         done = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603
         if done.returncode != 0:
             detail = (done.stderr or done.stdout).strip().replace("\n", " ")
-            msg = f"pg_ctlcluster {action} {self.cluster.label} failed: {detail}"
+            msg = f"pg_ctlcluster {action} {self.label} failed: {detail}"
             raise DatabaseFaultError(msg)
 
     def _crash(self) -> None:
@@ -194,13 +166,13 @@ class DatabaseServer:
 
         They hold its shared memory, which blocks a start, until they notice its death.
         """
-        postmaster = int((self.cluster.pgdata / "postmaster.pid").read_text().split()[0])
+        postmaster = int((self.pgdata / "postmaster.pid").read_text().split()[0])
         children = _children(postmaster)
         os.kill(postmaster, signal.SIGKILL)
         deadline = time.monotonic() + BACK_WITHIN
         while any(_exists(pid) for pid in [postmaster, *children]):
             if time.monotonic() > deadline:
-                msg = f"the processes of {self.cluster.label} outlived their killed postmaster"
+                msg = f"the processes of {self.label} outlived their killed postmaster"
                 raise DatabaseFaultError(msg)
             time.sleep(PROBE_EVERY)  # waiting for other processes to exit, with a deadline
         self._ctl("start")
@@ -214,22 +186,18 @@ class DatabaseServer:
             )
         )
 
-    def accepts_connections(self) -> bool:
-        """Whether a new session can be opened and answers a query now."""
-        try:
-            with psycopg.connect(self.dsn, autocommit=True, connect_timeout=2) as conn:
-                conn.execute("SELECT 1")
-        except psycopg.Error:
-            return False
-        return True
-
     def wait_until_accepting(self, within: float = BACK_WITHIN) -> None:
-        """Return once the server accepts connections; ``DatabaseFaultError`` after ``within``."""
+        """Return once a new session answers a query; ``DatabaseFaultError`` after ``within``."""
         deadline = time.monotonic() + within
-        while not self.accepts_connections():
-            if time.monotonic() > deadline:
-                msg = f"{self.cluster.label} did not accept connections within {within:g} s"
-                raise DatabaseFaultError(msg)
+        while True:
+            try:
+                with psycopg.connect(self.dsn, autocommit=True, connect_timeout=2) as conn:
+                    conn.execute("SELECT 1")
+                return
+            except psycopg.Error:
+                if time.monotonic() > deadline:
+                    msg = f"{self.label} did not accept connections within {within:g} s"
+                    raise DatabaseFaultError(msg) from None
             time.sleep(PROBE_EVERY)  # probing the server, with a deadline
 
 

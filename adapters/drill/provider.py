@@ -18,8 +18,6 @@ import random
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -50,7 +48,8 @@ class ChargeBook:
 
     def charge(self, key: str, clock: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """Throttle the first attempts of a key; then execute once, and replay after that."""
-        with self._lock, self._transaction():
+        with self._lock, self._db:  # a request's log line and its charge commit together
+            self._db.execute("BEGIN IMMEDIATE")
             (attempts,) = self._db.execute(
                 "SELECT count(*) FROM requests WHERE kind = 'charge' AND key = ?", (key,)
             ).fetchone()
@@ -87,14 +86,13 @@ class ChargeBook:
         """A sampled answer; every call is logged, re-runs included."""
         sample = random.randint(1, 10**6)  # noqa: S311 - a stand-in model, not crypto
         tokens = random.randint(400, 1200)  # noqa: S311
-        answer = {
+        with self._lock:
+            self._log("llm", key, 200, "answered", clock, body)
+        return {
             "text": f"{body.get('prompt', '')}: option {sample}",
             "tokens": tokens,
             "cost": LLM_COST,
         }
-        with self._lock:
-            self._log("llm", key, 200, "answered", clock, body)
-        return answer
 
     def dump(self) -> dict[str, Any]:
         """Everything the provider saw (requests) and did (charges, one row per execution)."""
@@ -105,17 +103,6 @@ class ChargeBook:
         rows = self._db.execute(f"SELECT * FROM {table} ORDER BY id")  # noqa: S608 - our names
         names = [column[0] for column in rows.description]
         return [dict(zip(names, row, strict=True)) for row in rows]
-
-    @contextmanager
-    def _transaction(self) -> Iterator[None]:
-        """A request's log line and the charge it executed commit together, or neither."""
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
 
     def _log(
         self, kind: str, key: str, status: int, outcome: str, clock: str, body: dict[str, Any]

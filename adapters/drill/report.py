@@ -61,9 +61,7 @@ class Report:
         repeated = len(model_calls) - len({r["key"] for r in model_calls}) - rerun
         throttled, honoured = self._throttles(charges)
         seen, absorbed = self._duplicate_deliveries()
-        before_kill = [
-            r for r in model_calls if datetime.fromisoformat(r["clock"]) <= killed.recorded_at
-        ]
+        before_kill = [r for r in model_calls if _clock(r) <= killed.recorded_at]
         figures = {
             "workflow": self.workflow,
             "status": self.coordinator.status.value,
@@ -120,17 +118,14 @@ class Report:
             if e.kind == STEP_RESULT
         }
         return sum(
-            1
-            for call in calls
-            if call["key"] in recorded
-            and datetime.fromisoformat(call["clock"]) > recorded[call["key"]]
+            1 for call in calls if call["key"] in recorded and _clock(call) > recorded[call["key"]]
         )
 
     def _recovery(self, killed_at: datetime) -> float:
         """Kill (or database back) -> next committed step, less skipped virtual time.
 
-        Jumps over a dead worker's lease count (production waits for it too); jumps over
-        timers and retry delays that were scheduled anyway do not.
+        A jump over a dead worker's lease counts (production waits for it too); one over a
+        timer or a retry delay, scheduled anyway, does not.
         """
         after = [
             e.recorded_at
@@ -169,11 +164,9 @@ class Report:
         )
 
     def _duplicate_charges(self) -> int:
-        """Charges executed beyond the first per invoice.
+        """Charges executed beyond the first per invoice (each payer bills its own once).
 
-        That counts both a key executed twice (an effect in doubt re-run against a provider
-        that did not deduplicate) and one invoice charged under two keys (the effect run as
-        two effects); each payer child bills its own invoice once.
+        That counts a key executed twice and one invoice charged under two keys alike.
         """
         invoices = Counter(
             c["invoice"]
@@ -197,9 +190,8 @@ class Report:
     def _everything(self) -> list[ChannelEvent]:
         """Every channel event of the store, in commit order, up to its position now.
 
-        Read page by page rather than through a live subscription: the store's last
-        notification need not be a channel event (an operation record, say), and a
-        subscription would wait for a channel event at or past it forever.
+        Paged, not subscribed: a subscription would wait forever for a channel event at the
+        store's position when that position is not a channel event's.
         """
         target = self.store.position()
         found: list[ChannelEvent] = []
@@ -235,26 +227,23 @@ class Report:
             for first, then in itertools.pairwise(requests):
                 if first["status"] == 429:
                     throttled += 1
-                    waited = (
-                        datetime.fromisoformat(then["clock"])
-                        - datetime.fromisoformat(first["clock"])
-                    ).total_seconds()
-                    honoured += waited >= RETRY_AFTER
+                    honoured += (_clock(then) - _clock(first)).total_seconds() >= RETRY_AFTER
         return throttled, honoured
+
+
+def _clock(request: dict[str, Any]) -> datetime:
+    """When the provider was asked ``request``, on the store's clock (the worker's header)."""
+    return datetime.fromisoformat(request["clock"])
 
 
 def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Recovery percentiles and totals over all runs."""
     recoveries = sorted(r["recovery_seconds"] for r in results)
     outages = [o for r in results for o in r.get("db_outages", [])]
-    database = (
-        {
-            "db_outages": len(outages),
-            "db_recovery_max_seconds": max(o["recovery_seconds"] for o in outages),
-        }
-        if outages
-        else {}
-    )
+    database: dict[str, Any] = {}
+    if outages:
+        database["db_outages"] = len(outages)
+        database["db_recovery_max_seconds"] = max(o["recovery_seconds"] for o in outages)
     return {
         **database,
         "runs": len(results),
@@ -298,19 +287,15 @@ def table(results: list[dict[str, Any]], summary: dict[str, Any]) -> str:
     """The report as an aligned text table: one column per run, or totals for many runs."""
     rows = ROWS + DATABASE_ROWS if "db_outage_count" in results[0] else ROWS
     width = max(len(label) for _, label in rows)
-    columns = results if len(results) <= 3 else [_totals(results, rows)]
-    names = (
-        [f"run {i + 1}" for i in range(len(results))]
-        if len(results) <= 3
-        else [f"{len(results)} runs"]
-    )
+    columns, names = results, [f"run {i + 1}" for i in range(len(results))]
+    if len(results) > 3:
+        columns, names = [_totals(results, rows)], [f"{len(results)} runs"]
     lines = ["", f"{'figure':<{width}}  " + "  ".join(f"{name:<10}" for name in names)]
     lines.append("-" * len(lines[-1]))
     for key, label in rows:
         lines.append(f"{label:<{width}}  " + "  ".join(f"{c[key]!s:<10}" for c in columns))
-    lines.append("")
     lines.append(
-        f"recovery p50 {summary['recovery_p50_seconds']} s, p95 "
+        f"\nrecovery p50 {summary['recovery_p50_seconds']} s, p95 "
         f"{summary['recovery_p95_seconds']} s, recovered within 60 s: "
         f"{summary['recovered_within_60s']:.0%}"
     )

@@ -3,16 +3,11 @@
 A five-agent workflow runs on real worker processes against a mock provider; the drill kills
 the coordinating worker, lets schema-2 workers take over, repeats the start message, and may
 take the PostgreSQL server down (``db_fault``). The report proves from durable history alone
-(the store's channels and the provider's ledger, never counters kept here) that nothing was
-billed twice, lost, reordered or re-sampled, and how long recovery took.
+that nothing was billed twice, lost, reordered or re-sampled, and how long recovery took.
+``faults`` break the guarantees on purpose, so tests can prove the report sees a breach.
 
-``faults`` break the guarantees on purpose so tests can prove the report sees a breach:
-``payer-retries-in-doubt`` re-POSTs a charge in doubt; ``provider-ignores-idempotency-keys``
-executes every such POST.
-
-Every process reads one clock file; when nothing has moved for ``IDLE`` seconds the drill
-jumps it to the next due moment, so a day passes in milliseconds and leases still mean
-something.
+Every process reads one clock file, which the drill jumps to the next due moment whenever
+nothing has moved for ``IDLE`` seconds: a day passes in milliseconds, leases still count.
 """
 
 from __future__ import annotations
@@ -26,7 +21,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import KW_ONLY, dataclass
 from datetime import datetime
 from pathlib import Path
@@ -100,8 +95,7 @@ class Drill:
             f"drill-log-{uuid.uuid4().hex[:8]}", agent_id="driver", state={}
         )
         self.provider, self.provider_url = self._start_provider()
-        self.workers: list[subprocess.Popen[str]] = []
-        self.worker_names: dict[int, str] = {}  # by pid
+        self.workers: dict[str, subprocess.Popen[str]] = {}
         self._last_position, self._last_change = -1, time.monotonic()
         self._dead: set[str] = set()  # workers the drill killed: only their leases are waited out
         self._may_die: set[str] = set()  # workers told to kill themselves (--crash-point)
@@ -174,7 +168,7 @@ class Drill:
         status = self.store.run(coordinator).status.value
         self._say(f"  workflow finished: {status}", workflow=workflow, run_id=coordinator)
         self._notice_exits()
-        _stop(self.workers)
+        _stop(self.workers.values())
         self.workers.clear()
         return Report(self, workflow, coordinator).figures()
 
@@ -209,11 +203,11 @@ class Drill:
             return True
 
         deadline = time.monotonic() + TIMEOUT
-        while not self._transiently(record):
-            if time.monotonic() > deadline:
-                record()  # the outage outlasted the drill: its error is the answer
+        while time.monotonic() < deadline:
+            if self._transiently(record):
                 return
             time.sleep(0.05)  # the database is coming back
+        record()  # the outage outlasted the drill: its error is the answer
 
     def _outage(self, workflow: str, moment: str) -> None:
         """Take the database server down (``db_fault``) and journal the outage once it is back."""
@@ -244,7 +238,7 @@ class Drill:
                 raise DrillError("the provider process died")
             self._transiently(self._jump_when_idle)
             self._notice_exits()
-            exited = self.workers and all(p.poll() is not None for p in self.workers)
+            exited = self.workers and all(p.poll() is not None for p in self.workers.values())
             if exited and not self._transiently(condition):  # it may be their exit
                 msg = f"every worker process has exited while waiting for {what}"
                 raise DrillError(msg)
@@ -255,8 +249,7 @@ class Drill:
 
         One that dies of a database outage fails the drill even if others finish its runs.
         """
-        for process in self.workers:
-            name = self.worker_names[process.pid]
+        for name, process in self.workers.items():
             if process.poll() is None or name in self._dead | self._may_die | self._exited:
                 continue
             self._exited.add(name)
@@ -361,8 +354,7 @@ class Drill:
             stderr=(self.folder / f"{name}.log").open("w"),
             text=True,
         )
-        self.workers.append(process)
-        self.worker_names[process.pid] = name
+        self.workers[name] = process
         return process
 
     def _working(self, name: str) -> bool:
@@ -371,12 +363,13 @@ class Drill:
 
     def close(self) -> None:
         """Stop every process and the store."""
-        _stop([*self.workers, self.provider])
+        _stop([*self.workers.values(), self.provider])
         self.store.close()
 
 
-def _stop(processes: list[subprocess.Popen[str]]) -> None:
+def _stop(processes: Iterable[subprocess.Popen[str]]) -> None:
     """SIGTERM to each process still running; SIGKILL to one still there 10 s later."""
+    processes = list(processes)
     for process in processes:
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)

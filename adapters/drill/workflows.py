@@ -103,10 +103,7 @@ class DrillAgents:
             os.kill(os.getpid(), signal.SIGKILL)
 
     def _crash_after_commits(self, events: Sequence[object]) -> None:
-        """For ``during-commit``: die right after a coordinator transition commits.
-
-        The worker never learns that the commit happened: the ambiguous commit.
-        """
+        """For ``during-commit``: die right after a coordinator transition commits, unaware."""
         if any(getattr(e, "kind", "") == "coordinator.step" for e in events):
             self.crash_here("during-commit")
 
@@ -205,18 +202,13 @@ class DrillAgents:
     def payer(self, ctx: RunContext) -> dict[str, Any]:
         """One payment: throttled first, charged once, reconciled if in doubt.
 
-        Under the ``payer-retries-in-doubt`` fault the charge is declared idempotent and has
-        no reconcile, so an attempt in doubt is POSTed again under its key: the provider's
-        records then show a replay, or a second execution if the provider ignores the key.
+        Under ``payer-retries-in-doubt`` the charge is idempotent without a reconcile: an
+        attempt in doubt is POSTed again under its key, which the provider's records show.
         """
 
         def charge(key: str, token: int) -> dict[str, Any]:
-            receipt = self.call(
-                "/charges",
-                key,
-                ctx,
-                {"invoice": ctx.run.workflow_id, "amount": 100, "token": token},
-            )
+            body = {"invoice": ctx.run.workflow_id, "amount": 100, "token": token}
+            receipt = self.call("/charges", key, ctx, body)
             self.crash_here("after-charge-accepted")
             return receipt or {}
 

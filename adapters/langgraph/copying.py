@@ -9,9 +9,6 @@ of a target that exists already (Actae cannot fork into a run), starts with a
 
 from __future__ import annotations
 
-from functools import partial
-from uuid import UUID
-
 from actae.adapters.langgraph.encoding import COPIED, operation_id
 from actae.adapters.langgraph.threads import (
     Context,
@@ -22,7 +19,7 @@ from actae.adapters.langgraph.threads import (
     namespaces,
     remember,
 )
-from actae.adapters.langgraph.writing import after_head, marker
+from actae.adapters.langgraph.writing import mark
 from actae.domain.errors import OperationConflictError
 
 
@@ -32,17 +29,13 @@ def copy_thread(ctx: Context, source: str, target: str) -> None:
     if root is None:
         return
     spaces = namespaces(ctx.store, root)
-    head = ctx.store.head(root.channel_id)
-    if not _forked(ctx, (source, target), root, head.cursor):
-        existing = ensure_namespace(ctx, target, "", ctx.agent_id)
-        _spliced(ctx, existing, root.channel_id, head.cursor, source)
-    for checkpoint_ns, ref in spaces[1:]:
-        ns_head = ctx.store.head(ref.channel_id)
-        copy = ensure_namespace(ctx, target, checkpoint_ns, ctx.agent_id)
-        _spliced(ctx, copy, ref.channel_id, ns_head.cursor, source)
+    if _forked(ctx, (source, target), root):
+        spaces = spaces[1:]
+    for checkpoint_ns, ref in spaces:
+        _spliced(ctx, (source, target), checkpoint_ns, ref)
 
 
-def _forked(ctx: Context, threads: tuple[str, str], root: Ref, at: int) -> bool:
+def _forked(ctx: Context, threads: tuple[str, str], root: Ref) -> bool:
     """Fork the source's run as the target thread's; ``False`` if the target exists."""
     source, target = threads
     existing, operation = current_run(ctx, ctx.thread_operation(target))
@@ -51,7 +44,7 @@ def _forked(ctx: Context, threads: tuple[str, str], root: Ref, at: int) -> bool:
     try:
         receipt = ctx.store.fork(
             root.channel_id,
-            at=at,
+            at=ctx.store.head(root.channel_id).cursor,
             operation_id=operation,
             reason=f"LangGraph copy_thread: thread {source!r} copied to thread {target!r}",
         )
@@ -61,11 +54,10 @@ def _forked(ctx: Context, threads: tuple[str, str], root: Ref, at: int) -> bool:
     return True
 
 
-def _spliced(ctx: Context, copy: Ref, source: UUID, through: int, thread_id: str) -> None:
-    """Record on ``copy`` that the history of ``source`` up to ``through`` reads as its own."""
-    payload = {"channel_id": str(source), "through": through, "thread_id": thread_id}
-    operation = operation_id(
-        ctx.workflow_id, "copied", str(copy.channel_id), str(source), str(through)
-    )
-    write = partial(marker, ctx, copy.channel_id, COPIED, payload, operation=operation)
-    after_head(ctx.store, copy.channel_id, write)
+def _spliced(ctx: Context, threads: tuple[str, str], checkpoint_ns: str, source: Ref) -> None:
+    """Record on the target's namespace that ``source``'s history up to its head is its own."""
+    copy = ensure_namespace(ctx, threads[1], checkpoint_ns, ctx.agent_id)
+    through = ctx.store.head(source.channel_id).cursor
+    payload = {"channel_id": str(source.channel_id), "through": through, "thread_id": threads[0]}
+    parts = (str(copy.channel_id), str(source.channel_id), str(through))
+    mark(ctx, copy.channel_id, COPIED, payload, operation_id(ctx.workflow_id, "copied", *parts))

@@ -2,8 +2,8 @@
 
 Only the saver's ``serde`` round-trips a checkpoint's objects exactly, so each is stored
 *packed* (base64 of ``serde.dumps_typed``) beside plain fields a reader without LangGraph
-can use; docs/langgraph.md lists the kinds. Operation ids are derived from what a call is
-about, so that a retried call replays instead of writing again.
+can use (docs/langgraph.md). Operation ids derive from what a call is about, so a retried
+call replays instead of writing again.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ MAX_THREAD_ID_LENGTH = 256
 _MAX_PART = 200
 _MAX_OPERATION_ID = 500
 _SUMMARY_KEYS = ("source", "step", "run_id")
+_STATE_KEYS = ("checkpoint_id", "parent_checkpoint_id", "checkpoint", "metadata", "revised")
 _MAX_INT64 = 2**63 - 1
 
 Packed = dict[str, str]
@@ -61,9 +62,6 @@ def thread_id_of(value: object) -> str:
     return thread_id
 
 
-# -- states ---------------------------------------------------------------------------------
-
-
 def thread_state(thread_id: str) -> dict[str, Any]:
     """The first state of a thread's run, before any checkpoint: it names the thread."""
     return {"langgraph": THREAD_MARK, "thread_id": thread_id}
@@ -77,26 +75,16 @@ def namespace_state(thread_id: str, checkpoint_ns: str) -> dict[str, Any]:
 def checkpoint_state(
     payload: dict[str, Any], checkpoint: Packed, writes_from: int | None
 ) -> dict[str, Any]:
-    """The state version a checkpoint is: everything ``get_tuple`` returns, in one read.
+    """The state version a checkpoint is: all ``get_tuple`` returns, in one read.
 
-    Its ids, metadata and revision are its event's ``payload``'s; ``writes_from``: the first
-    cursor where writes recorded before it may be.
+    ``writes_from``: the first cursor where writes recorded before it may be.
     """
-    state: dict[str, Any] = {
-        "langgraph": CHECKPOINT_MARK,
-        "checkpoint_id": payload["checkpoint_id"],
-        "parent_checkpoint_id": payload["parent_checkpoint_id"],
-        "checkpoint": checkpoint,
-        "metadata": payload["metadata"],
-    }
-    if payload.get("revised"):
-        state["revised"] = True
+    source = {**payload, "checkpoint": checkpoint}
+    state: dict[str, Any] = {"langgraph": CHECKPOINT_MARK}
+    state.update((key, source[key]) for key in _STATE_KEYS if key in source)
     if writes_from is not None:
         state["writes_from"] = writes_from
     return state
-
-
-# -- payloads ---------------------------------------------------------------------------------
 
 
 def checkpoint_payload(
@@ -111,8 +99,8 @@ def checkpoint_payload(
 ) -> dict[str, Any]:
     """The event of a checkpoint: where it belongs, its parent, and its metadata.
 
-    ``source``, ``step`` and ``run_id`` are repeated as plain JSON when they are plain.
-    ``redacted`` counts what redaction removed before packing (a transition has no such field).
+    ``source``, ``step`` and ``run_id`` are repeated as plain JSON when they are plain;
+    ``redacted`` counts what redaction removed before packing.
     """
     thread_id, checkpoint_ns = address
     payload: dict[str, Any] = {
@@ -123,8 +111,7 @@ def checkpoint_payload(
         "metadata": packed,
     }
     for key in _SUMMARY_KEYS:
-        value = metadata.get(key)
-        if _plain(value):
+        if _plain(value := metadata.get(key)):
             payload[key] = value
     if revised:
         payload["revised"] = True
@@ -141,14 +128,12 @@ def writes_payload(
     writes: list[tuple[int, str, object]],
 ) -> dict[str, Any]:
     """One ``put_writes`` call: ``(idx, channel, value)`` for the task ``(task_id, path)``."""
-    thread_id, checkpoint_ns = address
-    task_id, task_path = task
     return {
-        "thread_id": thread_id,
-        "checkpoint_ns": checkpoint_ns,
+        "thread_id": address[0],
+        "checkpoint_ns": address[1],
         "checkpoint_id": checkpoint_id,
-        "task_id": task_id,
-        "task_path": task_path,
+        "task_id": task[0],
+        "task_path": task[1],
         "writes": [
             {"idx": idx, "channel": channel, "value": pack(serde, value)}
             for idx, channel, value in writes
@@ -170,8 +155,6 @@ def indexed_writes(writes: list[tuple[str, object]]) -> tuple[list[tuple[int, st
 
 
 def _plain(value: object) -> bool:
-    if value is None:
-        return False
     if isinstance(value, bool):
         return True
     if isinstance(value, int):
@@ -179,16 +162,16 @@ def _plain(value: object) -> bool:
     return isinstance(value, str) and "\x00" not in value and len(value) <= _MAX_PART
 
 
-# -- operation ids -----------------------------------------------------------------------------
-
-
 def operation_id(workflow_id: str, what: str, *parts: str) -> str:
-    """``workflow_id:what:part:part...``, or its digest when it cannot be stored as it is."""
+    """``workflow_id:what:part:part...``, or its digest when it cannot be stored as it is.
+
+    Too long, or holding what Actae refuses (NUL, a lone surrogate).
+    """
     text = ":".join((workflow_id, what, *parts))
     if len(text) <= _MAX_OPERATION_ID and not any(
         c == "\x00" or "\ud800" <= c <= "\udfff" for c in text
     ):
-        return text  # else too long, or holding what Actae refuses (NUL, a lone surrogate)
+        return text
     return f"{workflow_id}:{what}:sha256:{digest(text)}"
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 from collections import defaultdict
 from collections.abc import Sequence
-from functools import partial
 from typing import Any
 from uuid import UUID
 
@@ -24,7 +23,7 @@ from actae.adapters.langgraph.encoding import (
     PRUNED,
     unpack,
 )
-from actae.adapters.langgraph.history import FORKED, at_head, history, scan_store
+from actae.adapters.langgraph.history import FORKED, at_head, events, history
 from actae.adapters.langgraph.threads import (
     Context,
     Ref,
@@ -32,9 +31,8 @@ from actae.adapters.langgraph.threads import (
     forget_remembered,
     namespaces,
 )
-from actae.adapters.langgraph.writing import after_head, marker
+from actae.adapters.langgraph.writing import mark
 from actae.domain.errors import IllegalTransitionError, ValidationError
-from actae.domain.values import ChannelEvent, Receipt
 
 STRATEGIES = ("keep_latest", "delete")
 
@@ -81,25 +79,23 @@ def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> None:
     hits: dict[UUID, set[str]] = defaultdict(set)
     readers: dict[UUID, set[UUID]] = defaultdict(set)  # channel -> channels that copy it
 
-    def visit(event: ChannelEvent) -> None:
-        if event.payload is None:
-            return  # a forgotten run's (or one this store cannot open): no checkpoint to find
+    for event in events(ctx.store, None):
         payload = event.payload
+        if payload is None:
+            continue  # a forgotten run's (or one this store cannot open): no checkpoint to find
         if event.kind == CHECKPOINT and _run_of(ctx, payload) in wanted:
             hits[event.channel_id].add(str(payload["checkpoint_id"]))
         elif event.kind == COPIED:
             readers[UUID(str(payload["channel_id"]))].add(event.channel_id)
         elif event.kind == FORKED and event.cursor == 1 and "parent_channel_id" in payload:
             readers[UUID(str(payload["parent_channel_id"]))].add(event.channel_id)
-
-    scan_store(ctx.store, visit)
     for channel_id, checkpoint_ids in _spread(hits, readers).items():
         payload = {
             "checkpoint_ids": sorted(checkpoint_ids),
             "run_ids": sorted(wanted),
             "reason": "delete_for_runs",
         }
-        after_head(ctx.store, channel_id, partial(marker, ctx, channel_id, FORGOTTEN, payload))
+        mark(ctx, channel_id, FORGOTTEN, payload)
 
 
 def _run_of(ctx: Context, payload: dict[str, Any]) -> str | None:
@@ -128,16 +124,16 @@ def _keep_latest(ctx: Context, address: tuple[str, str], ref: Ref) -> None:
     """Record that only the namespace's latest checkpoint (as of the record) stays visible."""
     thread_id, checkpoint_ns = address
 
-    def write(head: Receipt) -> None:
+    def payload() -> dict[str, Any] | None:
         latest = at_head(ctx.store, ref.channel_id) or history(ctx.store, ref.channel_id).latest()
         if latest is None:
-            return  # nothing visible: nothing to prune
-        payload = {
+            return None  # nothing visible: nothing to prune
+        keep = latest.checkpoint_id
+        return {
             "thread_id": thread_id,
             "checkpoint_ns": checkpoint_ns,
-            "keep": latest.checkpoint_id,
+            "keep": keep,
             "reason": "prune keep_latest",
         }
-        marker(ctx, ref.channel_id, PRUNED, payload, head)
 
-    after_head(ctx.store, ref.channel_id, write)
+    mark(ctx, ref.channel_id, PRUNED, payload)

@@ -1,15 +1,14 @@
 """What a thread's channel shows: its visible checkpoints and their pending writes.
 
 The log is append-only, so hiding is itself an event (a prune, a forget) and reading folds
-the channel from its start (:class:`Visible`); a copy's first event splices its source in,
-up to the cursor it was copied at. The common read, a namespace's latest checkpoint, is the
-channel's head instead (:func:`at_head`, one ``recover``), whenever nothing after that
-checkpoint could change what is visible.
+the channel from its start (:class:`Visible`), splicing in a copy's source up to where it
+was copied. The common read, a namespace's latest checkpoint, is the channel's head instead
+(:func:`at_head`), whenever nothing after that checkpoint could change what is visible.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 from uuid import UUID
@@ -134,18 +133,25 @@ class Visible:
 
 
 def events(
-    store: Store, channel_id: UUID, after: int = 0, through: int | None = None
+    store: Store, channel_id: UUID | None, after: int = 0, through: int | None = None
 ) -> Iterator[ChannelEvent]:
-    """The channel's events after cursor ``after`` (as far as ``through``), a page at a time."""
+    """A page at a time: the channel's events after cursor ``after`` (as far as ``through``).
+
+    For ``channel_id=None``, every channel's after position ``after``: the whole log.
+    """
+    size = GLOBAL_PAGE if channel_id is None else PAGE
     while True:
-        limit = PAGE if through is None else min(PAGE, through - after)
+        limit = size if through is None else min(size, through - after)
         if limit <= 0:
             return
         page = store.events(channel_id, after, limit)
         yield from page
         if len(page) < limit:
             return
-        after = page[-1].cursor
+        last = page[-1].position if channel_id is None else page[-1].cursor
+        if last is None or last <= after:
+            return
+        after = last
 
 
 def history(store: Store, channel_id: UUID, through: int | None = None) -> Visible:
@@ -174,23 +180,19 @@ def _spliced(store: Store, event: ChannelEvent) -> Visible | None:
 
 @dataclass(frozen=True, slots=True)
 class AtHead:
-    """The latest checkpoint as the head shows it: its state and its writes."""
+    """The latest checkpoint as the head shows it: its id, its state and its writes."""
 
+    checkpoint_id: str
     state: dict[str, Any]
     writes: list[StoredWrite]
-
-    @property
-    def checkpoint_id(self) -> str:
-        """The latest checkpoint's id."""
-        return str(self.state["checkpoint_id"])
 
 
 def at_head(store: Store, channel_id: UUID) -> AtHead | None:
     """The latest checkpoint from the channel's head alone, or ``None`` when it cannot tell.
 
     It can when the state in force is a checkpoint this channel put and what follows is
-    only writes, forgets of others, or a prune that kept it. Writes recorded before it are
-    read from where its state says they start (``writes_from``).
+    only writes, forgets of others, or a prune that kept it; early writes are read from
+    ``writes_from``.
     """
     recovery = store.recover(channel_id)
     state = recovery.state
@@ -199,13 +201,10 @@ def at_head(store: Store, channel_id: UUID) -> AtHead | None:
     if state.state.get("revised"):
         return None  # its writes from before the revision are further back
     checkpoint_id = str(state.state["checkpoint_id"])
-    before: list[ChannelEvent] = []
-    writes_from = state.state.get("writes_from")
-    if writes_from is not None and int(writes_from) < state.cursor:
-        start = int(writes_from) - 1
-        before = store.events(channel_id, start, state.cursor - 1 - start)
+    writes_from = int(state.state.get("writes_from", state.cursor))
     writes: dict[tuple[str, int], StoredWrite] = {}
-    for event in before:  # older checkpoints and copies here change nothing about it
+    for event in events(store, channel_id, writes_from - 1, state.cursor - 1):
+        # Older checkpoints and copies here change nothing about it.
         if event.kind == PRUNED or _forgets(event, checkpoint_id):
             return None  # it dropped early writes: the fold knows which
         _add_if_for(writes, event, checkpoint_id)
@@ -213,7 +212,7 @@ def at_head(store: Store, channel_id: UUID) -> AtHead | None:
         if not _keeps(event, checkpoint_id):
             return None
         _add_if_for(writes, event, checkpoint_id)
-    return AtHead(state.state, list(writes.values()))
+    return AtHead(checkpoint_id, state.state, list(writes.values()))
 
 
 def _add_if_for(
@@ -237,26 +236,12 @@ def _keeps(event: ChannelEvent, checkpoint_id: str) -> bool:
 
 
 def hidden_since(store: Store, channel_id: UUID, checkpoint_id: str, cursor: int) -> int | None:
-    """The cursor of the last event after ``cursor`` that hides ``checkpoint_id``, if any.
+    """The cursor of the last prune or forget after ``cursor`` that hides ``checkpoint_id``.
 
-    Asked when a put or a write replays: if a prune or forget hid the earlier write since,
-    the call writes again, under an id naming that event (so that a retry replays in turn).
+    A replayed write so hidden writes again, under an id naming that event.
     """
     hidden: int | None = None
     for event in events(store, channel_id, cursor):
         if event.kind in (PRUNED, FORGOTTEN) and not _keeps(event, checkpoint_id):
             hidden = event.cursor
     return hidden
-
-
-def scan_store(store: Store, visit: Callable[[ChannelEvent], None]) -> None:
-    """Show ``visit`` every event of every channel, in the store's order (the whole log)."""
-    after = 0
-    while True:
-        page = store.events(None, after, GLOBAL_PAGE)
-        for event in page:
-            visit(event)
-        last = page[-1].position if page else None
-        if len(page) < GLOBAL_PAGE or last is None or last <= after:
-            return
-        after = last

@@ -1,14 +1,15 @@
 """``get_tuple`` and ``list``: checkpoints back as LangGraph's ``CheckpointTuple``.
 
-A namespace's latest checkpoint comes from its channel's head (one ``recover``), any other,
-and a list, from its folded history (:mod:`.history`), loading the state of each checkpoint
-handed out and only those. A list is newest first (across namespaces, by checkpoint id).
+A namespace's latest checkpoint comes from its channel's head, any other, and a list, from
+its folded history (:mod:`.history`), loading the state of only the checkpoints handed out.
+A list is newest first (across namespaces, by checkpoint id).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -20,11 +21,10 @@ from actae.adapters.langgraph.history import (
     Entry,
     StoredWrite,
     at_head,
+    events,
     history,
-    scan_store,
 )
 from actae.adapters.langgraph.threads import Context, Ref, find_namespace, find_thread, namespaces
-from actae.domain.values import ChannelEvent
 
 Address = tuple[str, str]
 """A thread id and a checkpoint namespace."""
@@ -41,13 +41,8 @@ def address_of(config: RunnableConfig) -> Address:
 def config_of(address: Address, checkpoint_id: str) -> RunnableConfig:
     """The config that names one checkpoint."""
     thread_id, checkpoint_ns = address
-    return {
-        "configurable": {
-            "thread_id": thread_id,
-            "checkpoint_ns": checkpoint_ns,
-            "checkpoint_id": checkpoint_id,
-        }
-    }
+    ids = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns, "checkpoint_id": checkpoint_id}
+    return {"configurable": ids}
 
 
 def tuple_of(
@@ -89,23 +84,6 @@ class Query:
     before: str | None
     filter: dict[str, Any]
 
-    @classmethod
-    def of(
-        cls,
-        config: RunnableConfig | None,
-        before: RunnableConfig | None,
-        filter: dict[str, Any] | None,
-    ) -> Query:
-        """The query of a ``list`` call's arguments."""
-        configurable = (config or {}).get("configurable") or {}
-        namespace = configurable.get("checkpoint_ns")
-        return cls(
-            checkpoint_ns=None if namespace is None else str(namespace),
-            checkpoint_id=get_checkpoint_id(config) if config else None,
-            before=get_checkpoint_id(before) if before else None,
-            filter=dict(filter or {}),
-        )
-
     def wants(self, ctx: Context, entry: Entry) -> bool:
         """Whether the visible checkpoint ``entry`` answers the query."""
         if self.checkpoint_id is not None and entry.checkpoint_id != self.checkpoint_id:
@@ -119,21 +97,28 @@ class Query:
 
 
 def list_checkpoints(
-    ctx: Context, config: RunnableConfig | None, query: Query, limit: int | None
+    ctx: Context,
+    config: RunnableConfig | None,
+    before: RunnableConfig | None,
+    filter: dict[str, Any] | None,
+    limit: int | None,
 ) -> Iterator[CheckpointTuple]:
-    """The checkpoints that answer ``query``, newest first, at most ``limit``.
+    """The checkpoints a ``list`` call asks for, newest first, at most ``limit``.
 
     Of the config's thread, or without one of every thread (reading the whole log). Each
     state is read as it is handed out: a caller that stops early reads no more.
     """
+    namespace = ((config or {}).get("configurable") or {}).get("checkpoint_ns")
+    query = Query(
+        checkpoint_ns=None if namespace is None else str(namespace),
+        checkpoint_id=get_checkpoint_id(config) if config else None,
+        before=get_checkpoint_id(before) if before else None,
+        filter=dict(filter or {}),
+    )
     threads = _all_threads(ctx) if config is None else [address_of(config)[0]]
-    left = limit
-    for thread_id in threads:
-        for address, entry in _candidates(ctx, thread_id, query):
-            if left is not None and left <= 0:
-                return
-            yield _loaded(ctx, address, entry)
-            left = None if left is None else left - 1
+    found = (pair for thread_id in threads for pair in _candidates(ctx, thread_id, query))
+    for address, entry in islice(found, None if limit is None else max(limit, 0)):
+        yield _loaded(ctx, address, entry)
 
 
 def _candidates(ctx: Context, thread_id: str, query: Query) -> list[tuple[Address, Entry]]:
@@ -166,12 +151,9 @@ def _loaded(ctx: Context, address: Address, entry: Entry) -> CheckpointTuple:
 def _all_threads(ctx: Context) -> list[str]:
     """Every thread id in the store: from the operation ids its runs were created under."""
     found: dict[str, None] = {}
-
-    def visit(event: ChannelEvent) -> None:
+    for event in events(ctx.store, None):
         if event.cursor == 1 and event.kind in ("run.started", FORKED) and event.operation_id:
             thread_id = ctx.thread_of(event.operation_id)
             if thread_id is not None:
                 found[thread_id] = None
-
-    scan_store(ctx.store, visit)
     return list(found)

@@ -117,28 +117,21 @@ class _Walk:
             return value
         if list(cleaned) != list(plain):  # a key was redacted: its entry moves, none is lost
             return {**cleaned, **dict(rest.values())}
-        out: dict[Any, Any] = {}
-        for key in value:  # in the dict's own order
-            if key in rest:
-                name, item = rest[key]
-                out[name] = item
-            else:
-                out[key] = cleaned[key]
-        return out
+        return dict(rest[key] if key in rest else (key, cleaned[key]) for key in value)
 
-    def sequence(self, value: list[Any] | tuple[Any, ...], where: str, depth: int) -> Any:
-        items = [self.value(item, f"{where}[{n}]", depth) for n, item in enumerate(value)]
+    def items(self, value: list[Any] | tuple[Any, ...] | set[Any], where: str, depth: int) -> Any:
+        """A list, a tuple (a named one too) or a set, item by item."""
+        unordered = isinstance(value, set | frozenset)
+        items = [
+            self.value(item, f"{where}[{'' if unordered else n}]", depth)
+            for n, item in enumerate(value)
+        ]
         if all(new is old for new, old in zip(items, value, strict=True)):
             return value
         if isinstance(value, list):
             return items
-        return type(value)(items) if type(value) is tuple else type(value)(*items)
-
-    def set(self, value: set[Any] | frozenset[Any], where: str, depth: int) -> Any:
-        items = [self.value(item, f"{where}[]", depth) for item in value]
-        if all(new is old for new, old in zip(items, value, strict=True)):
-            return value
-        return type(value)(items)
+        named = isinstance(value, tuple) and type(value) is not tuple
+        return type(value)(*items) if named else type(value)(items)
 
     def model(self, value: BaseModel, where: str, depth: int) -> BaseModel:
         """A pydantic model (a LangChain message): its fields, and any extra ones."""
@@ -213,9 +206,7 @@ def _unredactable(value: object, where: str, why: str = "") -> ValidationError:
 _Walker = Callable[[_Walk, Any, str, int], Any]
 _WALKS: tuple[tuple[Any, _Walker], ...] = (
     (dict, _Walk.mapping),
-    (list, _Walk.sequence),
-    (tuple, _Walk.sequence),
-    (set | frozenset, _Walk.set),
+    (list | tuple | set | frozenset, _Walk.items),
     (BaseModel, _Walk.model),
     (Send, _Walk.send),
     (BaseException, _Walk.exception),

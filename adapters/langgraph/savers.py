@@ -1,10 +1,8 @@
 """The savers a graph is compiled with: ``ActaeSaver`` (a ``Store``), ``AsyncActaeSaver``.
 
-The translation is written once, as plain code calling ``Store``; ``AsyncActaeSaver``'s
-coroutines run the very same blocking methods in a greenback portal
-(:func:`~actae.adapters.persistence.awaiting.run_in_portal`), so the two cannot drift
-apart. Like LangGraph's savers, each answers the other style of call too: ``ActaeSaver``'s
-coroutines run in a thread, ``AsyncActaeSaver``'s blocking methods from any other thread.
+The translation is written once, as blocking code calling ``Store``; ``AsyncActaeSaver``'s
+coroutines run those very methods in a greenback portal, so the two cannot drift apart.
+Each answers the other style of call too, as LangGraph's savers do.
 """
 
 from __future__ import annotations
@@ -58,13 +56,12 @@ class _Saver(BaseCheckpointSaver[int], Generic[S]):
         """The store's redactor (``actae.open(redact=)``), run on what the serde blobs hold."""
         self.workflow_id = require_text("workflow_id", workflow_id, max_length=100)
         self.agent_id = require_text("agent_id", agent_id)
-        self._memory = Context(
-            core, self.serde, self.workflow_id, self.agent_id, redact=self.redact
-        )
-        self._remember_loop()
+        self._memory = Context(core, self.serde, self.workflow_id, self.agent_id, self.redact)
+        self.loop = _running_loop()
+        """The event loop it was made on, or (made outside one) its first coroutine's.
 
-    def _remember_loop(self) -> None:
-        """Note the event loop the coroutines run on (only ``AsyncActaeSaver`` needs it)."""
+        ``AsyncActaeSaver`` refuses a blocking call there: it would stall the loop.
+        """
 
     def _context(self) -> Context:
         # Made per call, sharing the memory: LangGraph's with_allowlist copies a saver and
@@ -79,7 +76,9 @@ class _Saver(BaseCheckpointSaver[int], Generic[S]):
 
     def thread_run(self, thread_id: str) -> RunInfo | None:
         """The Actae run that holds ``thread_id`` (``store.run`` of it), if it has one."""
-        return threads.thread_run(self._context(), thread_id_of(thread_id))
+        ctx = self._context()
+        root = threads.find_thread(ctx, thread_id_of(thread_id))
+        return None if root is None else ctx.store.run(root.run_id)
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint ``config`` names, or the latest of its thread and namespace."""
@@ -93,10 +92,11 @@ class _Saver(BaseCheckpointSaver[int], Generic[S]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Generator[CheckpointTuple, None, None]:
-        """Checkpoints newest first: of ``config``'s thread, or of every thread for ``None``."""
-        # A generator: nothing is read, nor the context made, until the first is asked for.
-        query = reading.Query.of(config, before, filter)
-        yield from reading.list_checkpoints(self._context(), config, query, limit)
+        """Checkpoints newest first: of ``config``'s thread, or of every thread for ``None``.
+
+        Nothing is read, nor the context made, until the first is asked for.
+        """
+        yield from reading.list_checkpoints(self._context(), config, before, filter, limit)
 
     def put(
         self,
@@ -157,7 +157,7 @@ class _Saver(BaseCheckpointSaver[int], Generic[S]):
 
     async def _call(self, method: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """``method(*args, **kwargs)``, awaited where the saver's coroutines run it."""
-        raise NotImplementedError
+        return await asyncio.to_thread(method, *args, **kwargs)  # ActaeSaver's: in a thread
 
 
 def _coroutine(method: Callable[Concatenate[_Saver[Any], P], T]) -> Any:
@@ -209,10 +209,6 @@ class ActaeSaver(_Saver[Store]):
         with open(url, redact=redact, keyring=keyring) as store:
             yield cls(store, serde=serde, workflow_id=workflow_id, agent_id=agent_id)
 
-    async def _call(self, method: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-        """For a graph run with ``ainvoke``: the blocking method, in a worker thread."""
-        return await asyncio.to_thread(method, *args, **kwargs)
-
 
 class AsyncActaeSaver(_Saver[AsyncStore]):
     """A LangGraph checkpointer on an Actae store, for ``ainvoke``/``astream``.
@@ -221,9 +217,6 @@ class AsyncActaeSaver(_Saver[AsyncStore]):
     (``actae.open_async``); ``AsyncActaeSaver(async_store)`` uses yours. Its blocking methods
     work from any thread but its event loop's, which they would stall.
     """
-
-    loop: asyncio.AbstractEventLoop | None = None
-    """The event loop the coroutines run on, the one loop a blocking call is refused on."""
 
     @classmethod
     @asynccontextmanager
@@ -243,27 +236,18 @@ class AsyncActaeSaver(_Saver[AsyncStore]):
 
     async def _call(self, method: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """The blocking method in a greenback portal: where the store would block, it awaits."""
-        self._remember_loop()
+        self.loop = self.loop or _running_loop()
         return await run_in_portal(method, *args, **kwargs)
 
     def _context(self) -> Context:
-        """The context, refusing a blocking call on the saver's loop (it would stall it)."""
-        if not in_portal() and self._on_the_loop():
+        running = None if in_portal() else _running_loop()
+        if running is not None and self.loop in (None, running):  # any loop, before its own
             raise asyncio.InvalidStateError(
                 "AsyncActaeSaver's blocking methods would stall its event loop, called on "
                 "it: on that loop use the coroutines (await saver.aget_tuple(...), "
                 "graph.ainvoke(...)), call from another thread, or use ActaeSaver"
             )
         return super()._context()
-
-    def _on_the_loop(self) -> bool:
-        """Whether this thread runs the saver's loop (or any loop, before it knows its own)."""
-        running = _running_loop()
-        return running is not None and (self.loop is None or running is self.loop)
-
-    def _remember_loop(self) -> None:
-        """Note the event loop the coroutines run on (made outside one, from the first call)."""
-        self.loop = self.loop or _running_loop()
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

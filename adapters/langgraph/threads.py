@@ -1,12 +1,11 @@
 """Which Actae run holds a LangGraph thread, and which holds each of its namespaces.
 
-A thread is a run found again by the operation id it was started under,
-``langgraph:thread:<thread_id>``: starting is idempotent, so two processes meeting a new
-thread start one run, with no table of its own. Any other namespace is a child run of the
-thread's run (``langgraph:ns:<thread run>:<namespace>``) with its own channel, so its latest
-checkpoint is always its channel's head. A deleted thread's runs end, and a later
-checkpoint starts the next generation (``…#2``, ``#3``): the thread's run is the first
-generation whose run has not ended.
+A thread is the run started under the operation id ``langgraph:thread:<thread_id>``:
+starting is idempotent, so two processes meeting a new thread start one run, with no table
+of its own. Any other namespace is a child run of the thread's run (``langgraph:ns:<thread
+run>:<namespace>``) with its own channel, so its latest checkpoint is its channel's head. A
+deleted thread's runs end, and a later checkpoint starts the next generation (``…#2``): the
+thread's run is the first generation whose run has not ended.
 """
 
 from __future__ import annotations
@@ -28,13 +27,17 @@ from actae.adapters.langgraph.encoding import (
 from actae.adapters.runtime.store import Store
 from actae.domain.errors import OperationConflictError
 from actae.domain.redaction import Redactor
-from actae.domain.values import RunInfo
 
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
 
 _RUN_OF_COMMAND = {"start_run": "run_id", "fork": "child_run_id"}
 """Where the recorded result of each command that can create a thread's run names it."""
+
+REMEMBERED = 10_000
+"""Entries each memory of :class:`Context` keeps, oldest forgotten first (a lookup's cost)."""
+
+_remembering = threading.Lock()
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,13 +56,13 @@ class Context:
     serde: SerializerProtocol
     workflow_id: str
     agent_id: str
+    redact: Redactor | None = None
     runs: dict[str, Ref] = field(default_factory=dict)
     """Runs found so far, by the operation id that started them (they never change)."""
     stored: dict[tuple[UUID, str], None] = field(default_factory=dict)
     """Checkpoints (channel, id) known to be stored: put here, or looked up."""
     early: dict[tuple[UUID, str], int] = field(default_factory=dict)
     """The first cursor of writes recorded before their checkpoint (:mod:`.writing`)."""
-    redact: Redactor | None = None
 
     def thread_operation(self, thread_id: str) -> str:
         """The operation id that starts (and so names) the run of ``thread_id``."""
@@ -71,13 +74,6 @@ class Context:
         return operation.removeprefix(prefix) if operation.startswith(prefix) else None
 
 
-REMEMBERED = 10_000
-"""Entries each memory of :class:`Context` keeps, oldest forgotten first (a lookup's cost)."""
-
-
-_remembering = threading.Lock()
-
-
 def remember(memory: dict[K, T], key: K, value: T) -> None:
     """Keep ``key`` (as the newest) in a bounded memory; savers share it between threads."""
     with _remembering:
@@ -87,9 +83,16 @@ def remember(memory: dict[K, T], key: K, value: T) -> None:
             memory.pop(next(iter(memory)), None)
 
 
+def forget_remembered(ctx: Context, ref: Ref) -> None:
+    """Drop what this process remembers of the run ``ref`` (its thread was deleted)."""
+    with _remembering:
+        for operation in [op for op, known in ctx.runs.items() if known == ref]:
+            ctx.runs.pop(operation, None)
+
+
 def find_thread(ctx: Context, thread_id: str) -> Ref | None:
     """The run of ``thread_id``, or ``None`` if no checkpoint was ever put on it."""
-    return _found(ctx, ctx.thread_operation(thread_id))
+    return current_run(ctx, ctx.thread_operation(thread_id))[0]
 
 
 def find_namespace(ctx: Context, thread_id: str, checkpoint_ns: str) -> Ref | None:
@@ -97,7 +100,7 @@ def find_namespace(ctx: Context, thread_id: str, checkpoint_ns: str) -> Ref | No
     root = find_thread(ctx, thread_id)
     if root is None or not checkpoint_ns:
         return root
-    return _found(ctx, _namespace_operation(ctx, root, checkpoint_ns))
+    return current_run(ctx, _namespace_operation(ctx, root, checkpoint_ns))[0]
 
 
 def ensure_namespace(ctx: Context, thread_id: str, checkpoint_ns: str, agent_id: str) -> Ref:
@@ -105,13 +108,9 @@ def ensure_namespace(ctx: Context, thread_id: str, checkpoint_ns: str, agent_id:
     root = _started(ctx, ctx.thread_operation(thread_id), agent_id, thread_state(thread_id), None)
     if not checkpoint_ns:
         return root
-    return _started(
-        ctx,
-        _namespace_operation(ctx, root, checkpoint_ns),
-        agent_id,
-        namespace_state(thread_id, checkpoint_ns),
-        root.run_id,
-    )
+    operation = _namespace_operation(ctx, root, checkpoint_ns)
+    state = namespace_state(thread_id, checkpoint_ns)
+    return _started(ctx, operation, agent_id, state, root.run_id)
 
 
 def namespaces(store: Store, root: Ref) -> list[tuple[str, Ref]]:
@@ -130,10 +129,6 @@ def namespaces(store: Store, root: Ref) -> list[tuple[str, Ref]]:
 
 def _namespace_operation(ctx: Context, root: Ref, checkpoint_ns: str) -> str:
     return operation_id(ctx.workflow_id, "ns", str(root.run_id), checkpoint_ns)
-
-
-def _found(ctx: Context, operation: str) -> Ref | None:
-    return current_run(ctx, operation)[0]
 
 
 def current_run(ctx: Context, operation: str) -> tuple[Ref | None, str]:
@@ -161,13 +156,6 @@ def current_run(ctx: Context, operation: str) -> tuple[Ref | None, str]:
         generation = f"{operation}#{number}"
 
 
-def forget_remembered(ctx: Context, ref: Ref) -> None:
-    """Drop what this process remembers of the run ``ref`` (its thread was deleted)."""
-    with _remembering:
-        for operation in [op for op, known in ctx.runs.items() if known == ref]:
-            ctx.runs.pop(operation, None)
-
-
 def _started(
     ctx: Context, operation: str, agent_id: str, state: dict[str, object], parent: UUID | None
 ) -> Ref:
@@ -184,16 +172,10 @@ def _started(
         )
     except OperationConflictError:
         # Started meanwhile by another process (under another agent id), or as a copy.
-        found = _found(ctx, operation)
+        found = current_run(ctx, operation)[0]
         if found is None:  # pragma: no cover - the conflict names a recorded operation
             raise
         return found
     ref = Ref(info.run_id, info.channel_id)
     remember(ctx.runs, operation, ref)
     return ref
-
-
-def thread_run(ctx: Context, thread_id: str) -> RunInfo | None:
-    """The Actae run of ``thread_id`` as ``store.run`` shows it, or ``None`` if it has none."""
-    root = find_thread(ctx, thread_id)
-    return None if root is None else ctx.store.run(root.run_id)

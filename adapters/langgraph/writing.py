@@ -15,7 +15,6 @@ still answers ``get_tuple`` in one read.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, cast
 from uuid import UUID
 
@@ -47,7 +46,6 @@ from actae.adapters.langgraph.redacting import (
     reporting,
 )
 from actae.adapters.langgraph.threads import Context, ensure_namespace, remember
-from actae.adapters.runtime.store import Store
 from actae.domain.errors import ConflictError, OperationConflictError
 from actae.domain.redaction import merge_counts
 from actae.domain.values import Receipt
@@ -55,17 +53,8 @@ from actae.domain.values import Receipt
 MAX_ATTEMPTS = 1000
 """Attempts while other writers land first (N tasks finishing together: N - 1 for the last)."""
 
-
-@dataclass(slots=True)
-class Attempt:
-    """The operation id the next attempt writes under; ``revised`` for a changed checkpoint."""
-
-    operation: str
-    revised: bool = False
-
-
-Append = Callable[[Receipt, Attempt], Receipt]
-"""Writes one attempt after the head it is given."""
+Append = Callable[[Receipt, str, bool], Receipt]
+"""Writes one attempt after the head it is given, under an operation id, revised or not."""
 
 
 def agent_of(ctx: Context, config: RunnableConfig) -> str:
@@ -89,18 +78,11 @@ def put(
     packed_metadata = pack(ctx.serde, stored)
     packed = pack(ctx.serde, checkpoint)
     ref = ensure_namespace(ctx, *address, agent_of(ctx, config))
-
     key = (ref.channel_id, checkpoint_id)
 
-    def append(head: Receipt, attempt: Attempt) -> Receipt:
+    def append(head: Receipt, operation: str, revised: bool) -> Receipt:
         payload = checkpoint_payload(
-            address,
-            checkpoint_id,
-            parent,
-            stored,
-            packed_metadata,
-            revised=attempt.revised,
-            redacted=found,
+            address, checkpoint_id, parent, stored, packed_metadata, revised=revised, redacted=found
         )
         # Read after the head: an early write noted itself before it landed, so one that
         # is already in the head is here, and one that lands later refuses this attempt.
@@ -112,18 +94,13 @@ def put(
             state=checkpoint_state(payload, packed, writes_from),
             expected_version=head.state_version,
             expected_cursor=head.cursor,
-            operation_id=attempt.operation,
+            operation_id=operation,
         )
 
-    def revise(attempt: Attempt) -> bool:
-        # The id holds a different checkpoint, still visible: LangGraph's savers overwrite
-        # it, so this one is stored after it as a revision, and reads as the checkpoint.
-        attempt.operation = f"{attempt.operation}:revised:{digest([packed, packed_metadata])}"
-        attempt.revised = True
-        return True
-
-    base = _put_operation(ctx, ref.channel_id, checkpoint_id)
-    _appended(ctx.store, (ref.channel_id, checkpoint_id), base, append, revise, guard=True)
+    # The id may hold a different checkpoint, still visible: LangGraph's savers overwrite
+    # it, so this one is stored after it as a revision, and reads as the checkpoint.
+    revision = f":revised:{digest([packed, packed_metadata])}"
+    _appended(ctx, key, _put_operation(ctx, *key), append, revision=revision)
     remember(ctx.stored, key, None)
     return config_of(address, checkpoint_id)
 
@@ -143,13 +120,13 @@ def put_writes(
     payload = writes_payload(ctx.serde, address, checkpoint_id, task, indexed)
     ref = ensure_namespace(ctx, *address, agent_of(ctx, config))
 
-    def append(head: Receipt, attempt: Attempt) -> Receipt:
+    def append(head: Receipt, operation: str, _: bool) -> Receipt:
         return ctx.store.record(
             ref.channel_id,
             kind=WRITES,
             payload=payload,
             expected_cursor=head.cursor,
-            operation_id=attempt.operation,
+            operation_id=operation,
             redact=reporting(found),
         )
 
@@ -159,9 +136,8 @@ def put_writes(
     if special:
         parts.append(digest(payload["writes"]))
     base = operation_id(ctx.workflow_id, "writes", *parts)
-    head = _noted_if_early(ctx, ref.channel_id, checkpoint_id)
-    target = (ref.channel_id, checkpoint_id)
-    _appended(ctx.store, target, base, append, lambda _: False, guard=False, head=head)
+    key = (ref.channel_id, checkpoint_id)
+    _appended(ctx, key, base, append, head=_noted_if_early(ctx, key))
 
 
 def _redacted_checkpoint(
@@ -190,15 +166,14 @@ def _redacted_writes(
     return cleaned, merge_counts(*found)
 
 
-def _noted_if_early(ctx: Context, channel_id: UUID, checkpoint_id: str) -> Receipt | None:
+def _noted_if_early(ctx: Context, key: tuple[UUID, str]) -> Receipt | None:
     """Note a write for a checkpoint not stored yet, and return the head it follows."""
-    key = (channel_id, checkpoint_id)
     if key in ctx.stored:
         return None
-    if ctx.store.operation(_put_operation(ctx, channel_id, checkpoint_id)) is not None:
+    if ctx.store.operation(_put_operation(ctx, *key)) is not None:
         remember(ctx.stored, key, None)
         return None
-    head = ctx.store.head(channel_id)
+    head = ctx.store.head(key[0])
     remember(ctx.early, key, min(ctx.early.get(key, head.cursor + 1), head.cursor + 1))
     return head
 
@@ -208,89 +183,84 @@ def _put_operation(ctx: Context, channel_id: UUID, checkpoint_id: str) -> str:
 
 
 def _appended(
-    store: Store,
-    target: tuple[UUID, str],
+    ctx: Context,
+    key: tuple[UUID, str],
     base: str,
     append: Append,
-    revise: Callable[[Attempt], bool],
     *,
-    guard: bool,
+    revision: str | None = None,
     head: Receipt | None = None,
 ) -> None:
-    """Append after the head, retrying as the module says; ``guard``: refuse a new version.
+    """Append after the head, retrying as the module says.
 
-    ``revise`` is asked when the id holds other, still visible content: it changes the
-    attempt and says to go on, or that the earlier write stands. ``head``: just read.
+    ``revision``: a put's, which refuses a new state version, and the suffix it is stored
+    under when its id holds other, still visible content (else the earlier write stands).
+    ``head``: just read.
     """
-    channel_id, checkpoint_id = target
-    attempt = Attempt(base)
+    channel_id, checkpoint_id = key
+    operation, revised = base, False
     conflict: ConflictError | None = None
-    known = head
     for _ in range(MAX_ATTEMPTS):
-        head = known or store.head(channel_id)
-        known = None
+        head = head or ctx.store.head(channel_id)
         try:
-            receipt = append(head, attempt)
+            receipt = append(head, operation, revised)
         except ConflictError as error:
-            if guard and error.actual_version != head.state_version:
+            if revision is not None and error.actual_version != head.state_version:
                 raise  # another checkpoint came first: a second writer
-            conflict, known = error, head_of(error, channel_id)
+            conflict, head = error, head_of(error, channel_id)
             continue
         except OperationConflictError:
-            earlier = store.operation(attempt.operation)
-            cursor = int(earlier.result["cursor"]) if earlier is not None else 0
-            hidden = hidden_since(store, channel_id, checkpoint_id, cursor)
-            if hidden is not None:
-                attempt = Attempt(f"{base}@{hidden}")
-                continue
-            if not revise(attempt):
+            earlier = ctx.store.operation(operation)
+            cursor, refused = int(earlier.result["cursor"]) if earlier is not None else 0, True
+        else:
+            if not receipt.replayed:
                 return
-            continue
-        if not receipt.replayed:
+            cursor, refused = receipt.cursor, False
+        head = None
+        hidden = hidden_since(ctx.store, channel_id, checkpoint_id, cursor)
+        if hidden is not None:
+            operation, revised = f"{base}@{hidden}", False
+        elif not refused or revision is None:
             return
-        hidden = hidden_since(store, channel_id, checkpoint_id, receipt.cursor)
-        if hidden is None:
-            return
-        attempt = Attempt(f"{base}@{hidden}")
+        else:
+            operation, revised = f"{operation}{revision}", True
     if conflict is not None:
         raise conflict
     raise RuntimeError(f"channel {channel_id}: gave up on {base!r} after {MAX_ATTEMPTS} attempts")
 
 
-def after_head(store: Store, channel_id: UUID, write: Callable[[Receipt], object]) -> None:
-    """Run ``write`` after the head, again after each new head another writer made first.
+def mark(
+    ctx: Context,
+    channel_id: UUID,
+    kind: str,
+    payload: dict[str, Any] | Callable[[], dict[str, Any] | None],
+    operation: str | None = None,
+) -> None:
+    """Record the marker ``kind`` after the head, again after each head another writer made.
 
-    For the writes (prunes, forgets, copies) that decide anew from each head they are given.
+    For the writes (prunes, forgets, copies) that apply to what is there when they land:
+    ``payload`` may be decided anew for each head (``None``: nothing to record); the
+    operation id is ``operation``, or one naming the kind, the channel and the head.
     """
     conflict: ConflictError | None = None
-    known: Receipt | None = None
+    head: Receipt | None = None
     for _ in range(MAX_ATTEMPTS):
-        head = known or store.head(channel_id)
+        head = head or ctx.store.head(channel_id)
+        body = payload() if callable(payload) else payload
+        if body is None:
+            return
+        what = kind.removeprefix("langgraph.")
+        named = operation or operation_id(ctx.workflow_id, what, str(channel_id), str(head.cursor))
         try:
-            write(head)
+            ctx.store.record(
+                channel_id, kind=kind, payload=body, expected_cursor=head.cursor, operation_id=named
+            )
         except ConflictError as error:
-            conflict, known = error, head_of(error, channel_id)
+            conflict, head = error, head_of(error, channel_id)
             continue
         return
     if conflict is not None:
         raise conflict
-
-
-def marker(
-    ctx: Context,
-    channel_id: UUID,
-    kind: str,
-    payload: dict[str, Any],
-    head: Receipt,
-    operation: str | None = None,
-) -> Receipt:
-    """Record the marker ``kind`` right after ``head``, under ``operation`` or an id naming both."""
-    if operation is None:
-        what = kind.removeprefix("langgraph.")
-        operation = operation_id(ctx.workflow_id, what, str(channel_id), str(head.cursor))
-    return ctx.store.record(
-        channel_id, kind=kind, payload=payload, expected_cursor=head.cursor, operation_id=operation
-    )
 
 
 def head_of(conflict: ConflictError, channel_id: UUID) -> Receipt:
