@@ -1,19 +1,10 @@
 """From domain events to read-model changes: run status, lineage, effects, audit, usage.
 
-One function per event type, each returning the changes that event implies. Every value
-comes from the event itself (timestamps included), so rebuilding from zero produces exactly
-the tables that incremental processing produced. Usage columns take the running totals every
-channel event carries (:data:`USAGE_NAMES`), so they are right from any event on; a run's
-steps done are counted, one per recorded step result. An effect's ``status`` is the domain's
-rule (``effect_status``) applied to the facts each event establishes (the ledger accepts
-these events only for an effect not yet settled, so the facts an event does not name are
-false). It is the time-independent status: a claim reads ``claimed`` until it is settled.
-The one fact no event records, a lease running out, is applied by the adapters on the
-store's clock (``effects.in_doubt``), the same way after a rebuild as after incremental
-processing. A run's ``status`` and ``next_action`` are the domain's rule too
-(:func:`~actae.domain.status.standing`): its facts are spread over the run's row, its
-effects' rows and the workers' tables, so a change function asks for them to be derived
-again (``RefreshRun``) and the adapter applies the rule to the facts it then holds.
+One function per event type. Every value comes from the event (timestamps too), so a rebuild makes
+exactly the tables incremental processing made. An effect's ``status`` is the domain's
+time-independent rule (``effect_status``); a lease running out is applied by the adapters on the
+store's clock. A run's standing depends on facts in several tables, so its changes ask for it to be
+derived again (``RefreshRun``).
 """
 
 from __future__ import annotations
@@ -42,15 +33,11 @@ from actae.projections.tables import (
 
 NOT_IN_DOUBT = {"in_doubt": False, "claimed_in_doubt": False}
 NO_USAGE = dict.fromkeys(USAGE_NAMES, 0.0)
-"""The totals of a run that has recorded none of the usage names (a channel event's most
-common case: its totals are read once per event, so this one is shared, never changed)."""
+"""The totals of a run with none of the usage names (shared, never changed)."""
 STARTED = standing(RunFacts(lifecycle=RunStatus.RUNNING))
-"""The standing of a run that just started: nothing holds it back yet. Every later event
-that can change a run's standing refreshes its row (``RefreshRun``), where the adapter
-applies the same rule to the facts its tables then hold."""
+"""The standing of a run that just started; later events refresh it (``RefreshRun``)."""
 DECISION_ACTIONS = {"approved": "approve", "denied": "deny", "signal": "signal"}
-"""The decisions a person (or a system on their behalf) sends, as audit actions; timers,
-expiries and finished children decide by themselves and are not audited."""
+"""Decisions people send, as audit actions (timers, expiries and children are not audited)."""
 
 
 def project(event: Any) -> list[Change]:
@@ -63,12 +50,7 @@ def project(event: Any) -> list[Change]:
 
 
 def handler_of(event_type: type) -> Callable[[Any], list[Change]]:
-    """The first handler of :data:`HANDLERS` whose type ``event_type`` is.
-
-    :func:`project` remembers it per type (a catch-up projects tens of thousands of events
-    a second; walking the list for each would cost a dozen ``isinstance`` calls per
-    channel event).
-    """
+    """The first handler of :data:`HANDLERS` for ``event_type`` (:func:`project` caches it)."""
     for handled, handler in HANDLERS:
         if issubclass(event_type, handled):
             return handler
@@ -238,11 +220,6 @@ def _renewed(event: Any) -> list[Change]:
 
 
 def _readable(event: Any, value: Any) -> Any:
-    """``value``, one of ``event``'s contents, or ``None`` when the store withholds them.
-
-    Read models are projected from events whose contents stay closed when the store
-    encrypts (and always once a run is forgotten): no plaintext reaches their tables.
-    """
     return None if type(event).withheld else value
 
 
