@@ -36,11 +36,6 @@ NO_ERROR = "see the run's Run.Failed event"
 """What a failed run's next action points to when its error is not readable (sealed)."""
 
 
-def held_back_status(statuses: Collection[EffectStatus]) -> RunStatus | None:
-    """The status a running run takes from its open effects' ``statuses`` (``None``: none)."""
-    return next((run for effect, run in RUN_HELD_BACK if effect in statuses), None)
-
-
 def run_status(
     lifecycle: RunStatus, *, forgotten: bool = False, effects: Collection[EffectStatus] = ()
 ) -> RunStatus:
@@ -49,8 +44,7 @@ def run_status(
         return RunStatus.FORGOTTEN
     if lifecycle is not RunStatus.RUNNING:
         return lifecycle
-    held = held_back_status(effects)
-    return RunStatus.RUNNING if held is None else held
+    return next((run for effect, run in RUN_HELD_BACK if effect in effects), RunStatus.RUNNING)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

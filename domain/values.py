@@ -43,19 +43,12 @@ class Pins(BaseModel):
 
     def overridden(self, changes: Pins) -> Pins:
         """These pins with every pin that ``changes`` sets replaced."""
-        mine = self.as_dict()
-        mine.update({k: v for k, v in changes.as_dict().items() if v is not None})
-        return pins_from_dict(mine)
+        return self.model_copy(update={k: v for k, v in changes if v is not None})
 
 
 def pins_from_dict(values: dict[str, Any]) -> Pins:
     """Build :class:`Pins` from contract names (the ``schema`` key maps to ``schema_``)."""
-    return Pins(
-        model=values.get("model"),
-        prompt=values.get("prompt"),
-        tools=values.get("tools"),
-        schema_=values.get("schema"),
-    )
+    return Pins.model_validate({name: values.get(name) for name in PIN_NAMES})
 
 
 class RunStatus(StrEnum):

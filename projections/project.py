@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from actae.domain.aggregate import picked
 from actae.domain.channel import Channel
 from actae.domain.effects import STEP_RESULT, effect_status
 from actae.domain.operation import OVERRIDE_REASON, Operation
@@ -31,6 +32,10 @@ from actae.projections.tables import (
     USAGE_NAMES,
 )
 
+FORK_RECEIPT = (
+    "parent_channel_id requested_boundary resolved_boundary state_version state_checksum reason"
+)
+"""The fork receipt's fields a fork's lineage row keeps, by the same names."""
 NOT_IN_DOUBT = {"in_doubt": False, "claimed_in_doubt": False}
 NO_USAGE = dict.fromkeys(USAGE_NAMES, 0.0)
 """The totals of a run with none of the usage names (shared, never changed)."""
@@ -78,30 +83,24 @@ def _identity(event: Any) -> dict[str, Any]:
 
 
 def _run_started(event: Any) -> list[Change]:
-    changes: list[Change] = [
-        Upsert(
-            RUN_STATUS,
-            event.originator_id,
-            {
-                **_identity(event),
-                "status": STARTED.status.value,
-                "lifecycle": RunStatus.RUNNING.value,
-                "escalated": False,
-                "next_action": STARTED.next_action,
-                "error": None,
-                "unserved": False,
-                "attempts": 0,
-                "open_effects": 0,
-                "in_doubt_effects": 0,
-                "steps_done": 0,
-                "deadline": event.deadline,
-                "created_at": event.timestamp,
-                "updated_at": event.timestamp,
-            },
-        )
+    at = event.timestamp
+    values = {
+        **_identity(event),
+        "status": STARTED.status.value,
+        "lifecycle": RunStatus.RUNNING.value,
+        "escalated": False,
+        "next_action": STARTED.next_action,
+        "error": None,
+        "unserved": False,
+        **dict.fromkeys(("attempts", "open_effects", "in_doubt_effects", "steps_done"), 0),
+        "deadline": event.deadline,
+        "created_at": at,
+        "updated_at": at,
+    }
+    return [
+        Upsert(RUN_STATUS, event.originator_id, values),
+        *_lineage(event, at, event.operation_id),
     ]
-    changes.extend(_lineage(event, event.timestamp, event.operation_id))
-    return changes
 
 
 def _usage_columns(usage: dict[str, float]) -> dict[str, float]:
@@ -112,34 +111,19 @@ def _usage_columns(usage: dict[str, float]) -> dict[str, float]:
 
 def _lineage(event: Any, created_at: Any, operation_id: str | None) -> list[Change]:
     """The lineage rows of a run from its start (or its tombstone, which keeps the same)."""
-    pins = event.pins
     fork = event.forked_from
     changes: list[Change] = []
     common = {
         "workflow_id": event.workflow_id,
         "child_channel_id": event.channel_id,
-        "model": pins.model,
+        "model": event.pins.model,
         "operation_id": operation_id,
         "created_at": created_at,
     }
     if fork is not None:
-        changes.append(
-            Upsert(
-                LINEAGE,
-                event.originator_id,
-                {
-                    **common,
-                    "parent_run_id": fork.parent_run_id,
-                    "relation": "fork",
-                    "parent_channel_id": fork.parent_channel_id,
-                    "requested_boundary": fork.requested_boundary,
-                    "resolved_boundary": fork.resolved_boundary,
-                    "state_version": fork.state_version,
-                    "state_checksum": fork.state_checksum,
-                    "reason": fork.reason,
-                },
-            )
-        )
+        receipt = picked(fork, f"parent_run_id {FORK_RECEIPT}")
+        values = {**common, **receipt, "relation": "fork"}
+        changes.append(Upsert(LINEAGE, event.originator_id, values))
     if event.parent_run_id is not None:
         changes.append(
             Upsert(
@@ -152,9 +136,7 @@ def _lineage(event: Any, created_at: Any, operation_id: str | None) -> list[Chan
 
 
 def _channel_event(event: Any) -> list[Change]:
-    usage = event.usage
-    counted = bool(usage) and not usage.keys().isdisjoint(USAGE_NAMES)
-    totals = _usage_columns(usage)
+    totals = _usage_columns(event.usage)
     values = {
         "head_cursor": event.originator_version,
         "state_version": event.state_version,
@@ -165,7 +147,7 @@ def _channel_event(event: Any) -> list[Change]:
     changes: list[Change] = [Upsert(RUN_STATUS, event.run_id, values)]
     if event.kind == STEP_RESULT:
         changes.append(Count(RUN_STATUS, event.run_id, "steps_done"))
-    if counted:
+    if totals is not NO_USAGE:  # the event carries usage the read models total
         key = (event.originator_id, event.originator_version)
         changes.append(
             Upsert(USAGE, key, {"run_id": event.run_id, "at": event.timestamp, **totals})
@@ -174,12 +156,8 @@ def _channel_event(event: Any) -> list[Change]:
 
 
 def _effect(event: Any, values: dict[str, Any], *, refresh: bool = True) -> list[Change]:
-    changes: list[Change] = [
-        Upsert(EFFECTS, event.originator_id, {**values, "updated_at": event.timestamp})
-    ]
-    if refresh:
-        changes.append(RefreshRun(effect_id=event.originator_id))
-    return changes
+    row = Upsert(EFFECTS, event.originator_id, {**values, "updated_at": event.timestamp})
+    return [row, RefreshRun(effect_id=event.originator_id)] if refresh else [row]
 
 
 def _registered(event: Any) -> list[Change]:
