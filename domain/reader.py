@@ -15,7 +15,6 @@ from uuid import UUID
 from actae.domain.aggregate import DomainEvent, folded, picked
 from actae.domain.channel import Channel
 from actae.domain.custody import FORGOTTEN, ensure_readable
-from actae.domain.effects import EffectStatus
 from actae.domain.errors import CorruptionError, NotFoundError
 from actae.domain.operation import Operation
 from actae.domain.ports import Clock, Codec, EventLog, OperationRows, Request
@@ -172,18 +171,14 @@ class StoreReader:
 
     def run_or_tombstone(self, run_id: UUID) -> Run:
         """The run aggregate, or what its tombstone keeps of it once it was purged."""
-        run = folded(self._log.stream(run_id))
-        if run is None:
-            raise NotFoundError("run", run_id)
-        if not isinstance(run, Run):
-            raise NotFoundError("run", run_id, "that id belongs to something else")
-        return run
+        return self.aggregate(run_id, Run)
 
     def aggregate(self, aggregate_id: UUID, cls: type[A]) -> A:
         """The aggregate ``aggregate_id`` of class ``cls``, from all its events."""
         found = folded(self._log.stream(aggregate_id))
         if not isinstance(found, cls):
-            raise NotFoundError(cls.__name__.lower(), aggregate_id)
+            detail = "" if found is None else "that id belongs to something else"
+            raise NotFoundError(cls.__name__.lower(), aggregate_id, detail)
         return found
 
     def run(self, run_id: UUID) -> RunInfo:
@@ -219,15 +214,11 @@ class StoreReader:
         info = run_info_of(run, cursor=head.originator_version, state_version=head.state_version)
         info = replace(info, usage=dict(head.usage))
         if info.status is RunStatus.RUNNING and head.open_effects:  # else no effect matters
-            effects = self.effect_statuses(head.open_effects)
+            now = self._clock()
+            found = [self.operation(key) for key in head.open_effects]
+            effects = {effect.status(now) for effect in found if effect is not None}
             return replace(info, status=run_status(run.status, effects=effects))
         return info
-
-    def effect_statuses(self, keys: tuple[str, ...]) -> set[EffectStatus]:
-        """The statuses of the effects ``keys`` now, on the store's clock."""
-        now = self._clock()
-        found = [self.operation(key) for key in keys]
-        return {effect.status(now) for effect in found if effect is not None}
 
     def lineage(self, run_id: UUID) -> Lineage:
         """Fork receipts up to the root and down through every descendant (purged or not)."""

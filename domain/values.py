@@ -32,14 +32,11 @@ class Pins(BaseModel):
 
     def __getitem__(self, name: str) -> str | int | None:
         """Read a pin by its contract name (``model``, ``prompt``, ``tools``, ``schema``)."""
-        if name not in PIN_NAMES:
-            raise KeyError(name)
-        value: str | int | None = getattr(self, "schema_" if name == "schema" else name)
-        return value
+        return self.as_dict()[name]
 
     def as_dict(self) -> dict[str, str | int | None]:
         """The pins as a plain dict keyed by contract names."""
-        return {name: self[name] for name in PIN_NAMES}
+        return self.model_dump(by_alias=True)
 
     def overridden(self, changes: Pins) -> Pins:
         """These pins with every pin that ``changes`` sets replaced."""

@@ -198,6 +198,7 @@ def _renewed(event: Any) -> list[Change]:
 
 
 def _readable(event: Any, value: Any) -> Any:
+    """``value``, or ``None`` where ``event``'s contents are withheld: no plaintext in a table."""
     return None if type(event).withheld else value
 
 
