@@ -30,15 +30,8 @@ class EffectStatus(StrEnum):
     ABANDONED = "abandoned"
 
 
-OUTSTANDING = frozenset(
-    {
-        EffectStatus.CLAIMED,
-        EffectStatus.IN_DOUBT,
-        EffectStatus.RETRY_SCHEDULED,
-        EffectStatus.NEEDS_REVIEW,
-        EffectStatus.PENDING,
-    }
-)
+OUTSTANDING = frozenset(EffectStatus) - {EffectStatus.COMPLETED, EffectStatus.ABANDONED}
+"""The statuses of an effect not settled yet: all but the two final ones."""
 
 
 def effect_status(

@@ -70,14 +70,9 @@ def _identity(event: Any) -> dict[str, Any]:
     """What a run's row says of what it is: from its start, or its tombstone (the same)."""
     pins, fork = event.pins, event.forked_from
     return {
-        "workflow_id": event.workflow_id,
-        "agent_id": event.agent_id,
-        "channel_id": event.channel_id,
-        "model": pins.model,
-        "prompt": pins.prompt,
-        "tools": pins.tools,
+        **picked(event, "workflow_id agent_id channel_id parent_run_id"),
+        **picked(pins, "model prompt tools"),
         "schema_version": pins.schema_,
-        "parent_run_id": event.parent_run_id,
         "forked_from_run_id": None if fork is None else fork.parent_run_id,
     }
 
@@ -179,13 +174,10 @@ def _claimed(event: Any) -> list[Change]:
     values = {
         "status": effect_status(held=True),
         "holder": event.worker,
-        "token": event.token,
+        **picked(event, "token in_doubt expires_at deadline"),
         "attempts": event.token,
-        "in_doubt": event.in_doubt,
         "claimed_in_doubt": event.in_doubt,
         "claimed_at": event.timestamp,
-        "expires_at": event.expires_at,
-        "deadline": event.deadline,
         "retry_at": None,
     }
     if event.token == 1:
@@ -405,11 +397,9 @@ def _purged(event: Any) -> list[Change]:
         "unserved": False,
         "error": None,
         "held": False,
-        "ended_at": event.ended_at,
-        "forgotten_at": event.forgotten_at,
+        **picked(event, "ended_at forgotten_at state_version"),
         "purged_at": event.timestamp,
         "head_cursor": event.cursor,
-        "state_version": event.state_version,
         "created_at": event.started_at,
         **_usage_columns(event.usage),
     }
