@@ -61,10 +61,7 @@ class Aggregate(BaseAggregate[UUID]):
     """The aggregate's stable name, which its first event stores as ``originator_topic``."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Register the aggregate and its events under their type names (or refuse them).
-
-        An ``__init__`` taking parameters is refused: :meth:`Created.mutate` calls it with none.
-        """
+        """Register the aggregate and its events by type name; ``__init__`` takes no parameters."""
         super().__init_subclass__(**kwargs)
         if list(inspect.signature(cls.__init__).parameters) != ["self"]:
             msg = f"{cls.__qualname__}.__init__ must take no parameters: apply() sets state"

@@ -138,10 +138,7 @@ class Attempt(Value):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Claim:
-    """Answer to a claim: ``granted`` (pass ``token`` along) or ``completed``.
-
-    ``in_doubt``: an earlier attempt's lease ran out unanswered, so it may have happened.
-    """
+    """A claim's answer, ``granted`` or ``completed``; ``in_doubt``: an earlier try may have run."""
 
     effect_key: str
     status: str

@@ -131,11 +131,7 @@ class LeaseHeldError(ActaeError):
 
 
 class DeadlineNotPassedError(LeaseHeldError):
-    """A lease ran out before its attempt's deadline: the provider call may still run.
-
-    Nobody may take the effect over, reconcile or retry it until then; ``expires_at`` is the
-    deadline, so a worker tries again then.
-    """
+    """A lease ran out before its attempt's deadline (``expires_at``): nobody may take over yet."""
 
     code = "deadline_not_passed"
 
@@ -153,11 +149,7 @@ class DeadlineNotPassedError(LeaseHeldError):
 
 
 class DeadlinePassedError(ActaeError):
-    """An attempt answered after its deadline: it is in doubt, not completed.
-
-    ``ctx.effect`` records it as in doubt; the next claim settles it (reconcile, idempotent retry or
-    review).
-    """
+    """An attempt answered after its deadline: it is in doubt, not completed; a claim settles it."""
 
     code = "deadline_passed"
 

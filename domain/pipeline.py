@@ -90,10 +90,7 @@ class RaceLost(Exception):  # noqa: N818 - an expected outcome of a save, not an
 
 @dataclass(frozen=True, slots=True)
 class Once(Generic[T]):
-    """The operation record that makes a command run once under its ``operation_id``.
-
-    ``look_first``: look the record up before the first attempt (else only after a refusal).
-    """
+    """The operation record that makes a command run once (``look_first``: look before trying)."""
 
     operation_id: str
     command: str

@@ -57,10 +57,7 @@ TYPES = frozenset({"uuid", "text", "int", "float", "bool", "timestamp", "date", 
 
 
 def columns(text: str) -> tuple[Column, ...]:
-    """Columns written one a line, ``name type: meaning``; a deeper-indented line goes on.
-
-    A line that is no new column fails the import, naming it.
-    """
+    """Columns one a line, ``name type: meaning`` (indented lines go on); else the import fails."""
     lines: list[str] = []
     for line in textwrap.dedent(text).strip("\n").splitlines():
         if line[:1].isspace() and lines:
