@@ -1,8 +1,4 @@
-"""Actae's domain model: runs, channels and operations as event-sourced aggregates.
-
-Pure: no database driver, no JSON library, no I/O beyond the event-store port that the
-eventsourcing library provides. Adapters plug in encoding, clocks and persistence.
-"""
+"""Actae's domain model: runs, channels and operations as event-sourced aggregates; no IO."""
 
 if __name__ != "actae.domain":  # pragma: no cover - exercised by a subprocess test
     msg = (

@@ -1,8 +1,7 @@
-"""Pydantic events on eventsourcing aggregates.
+"""Pydantic events on eventsourcing aggregates; the only glue between the two.
 
-The eventsourcing library's own event classes are frozen dataclasses; ours are frozen pydantic
-models so that nested value objects (pins, fork records) rebuild themselves from JSON without
-hand-written transcodings. This module is the only glue between the two.
+Our events are frozen pydantic models, so nested values (pins, fork records) rebuild themselves from
+JSON without hand-written transcodings.
 """
 
 from __future__ import annotations
@@ -35,19 +34,15 @@ class DomainEvent(Value):
     """An immutable fact about one aggregate, at one version, at one time."""
 
     type_name: ClassVar[str]
-    """The event's stable name, which its stored rows carry as their topic: its aggregate's
-    name, a dot and a capitalised word (``Run.Started``), declared in the class's body and
-    never changed once rows carry it (:mod:`actae.domain.type_names`)."""
+    """The stable name its rows carry as topic (``Run.Started``); never changed once stored."""
     contents: ClassVar[tuple[str, ...]] = ()
-    """The fields that hold what the agent produced (documents, results, errors): sealed
-    under the owning run's data key when the store encrypts, withheld once it is forgotten.
-    A dotted name reaches into a nested value (``decision.payload``). Everything else is
-    metadata and stays in clear: ids, kinds, cursors, versions, times, status, pins, usage."""
+    """The fields holding what the agent produced (dotted into nested values): sealed when the
+    store encrypts, withheld once forgotten. The rest is metadata, in clear."""
     content_owner: ClassVar[str] = "run_id"
     """The field naming the run whose data key seals ``contents``."""
     withheld: ClassVar[str | None] = None
-    """Why this event's ``contents`` could not be read (``forgotten``, ``locked``), set on
-    the stand-in class :func:`actae.domain.custody.withheld_class` makes; ``None`` here."""
+    """Why ``contents`` cannot be read (``forgotten``, ``locked``) on a
+    :func:`~actae.domain.custody.withheld_class`."""
 
     originator_id: UUID
     originator_version: int
@@ -55,31 +50,18 @@ class DomainEvent(Value):
 
     @property
     def stored_operation_id(self) -> str | None:
-        """The operation id this event's row carries, unique across the store (or ``None``).
-
-        A unique index on it refuses a second execution of the id, whatever the command.
-        """
+        """The operation id its row carries, uniquely indexed across the store (or ``None``)."""
         return None
 
 
 class Aggregate(BaseAggregate[UUID]):
-    """Base of Actae's aggregates: ids are given by the caller, events are pydantic models.
-
-    Each subclass declares its stable ``type_name`` (one capitalised word), and so does
-    each event class in its body; the names are registered when the class is made.
-    """
+    """Base of Actae's aggregates: ids are given by the caller, events are pydantic models."""
 
     type_name: ClassVar[str]
     """The aggregate's stable name, which its first event stores as ``originator_topic``."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Register the aggregate and its events under their type names (or refuse them).
-
-        After eventsourcing has made the class (its redefined event classes are what is
-        stored); eventsourcing resolves ``originator_topic`` by the name, importing nothing.
-        An ``__init__`` taking parameters is refused: :meth:`Created.mutate` calls it with
-        none, where eventsourcing would pick them from the event's fields.
-        """
+        """Register the aggregate and its events by type name; ``__init__`` takes no parameters."""
         super().__init_subclass__(**kwargs)
         if list(inspect.signature(cls.__init__).parameters) != ["self"]:
             msg = f"{cls.__qualname__}.__init__ must take no parameters: apply() sets state"
@@ -109,12 +91,7 @@ class Aggregate(BaseAggregate[UUID]):
             return topic
 
         def mutate(self, aggregate: Any) -> Any:
-            """The new aggregate, made as eventsourcing's ``CanInitAggregate.mutate`` makes it.
-
-            Without matching the event's fields against the initialisers' signatures on every
-            read: ``__base_init__`` takes id, version and time, our aggregates' ``__init__``
-            nothing (they declare no fields), and ``apply`` sets the rest.
-            """
+            """The new aggregate, as ``CanInitAggregate.mutate`` makes it (no signature checks)."""
             if aggregate is not None:  # a first event can only come first
                 raise OriginatorVersionError(self.originator_version, aggregate.version + 1)
             cls = resolve_topic(self.originator_topic)
@@ -130,10 +107,7 @@ class Aggregate(BaseAggregate[UUID]):
 
     @classmethod
     def created(cls, event_class: type[Created], **fields: Any) -> Self:
-        """The new aggregate its first event, of ``event_class`` with ``fields``, makes (pending).
-
-        The event names the aggregate by type name (``_create`` would use its module path).
-        """
+        """The new aggregate (pending) its first event makes, naming it by type name."""
         event = event_class(originator_version=1, originator_topic=cls.type_name, **fields)
         aggregate = cast(Self, event.mutate(None))
         aggregate.pending_events.append(event)

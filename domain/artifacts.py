@@ -1,9 +1,6 @@
-"""Artifact references: bytes kept outside the event log, named by what they contain.
+"""Artifact references: bytes kept outside the event log, named by SHA-256, size and type.
 
-A reference is what an event (or a user's own document) holds instead of a large value:
-the SHA-256 of the bytes, their size and media type, the run they belong to, and a MAC
-over those made with a key the store holds, so that a reference cannot be forged or
-pointed at other bytes without the store noticing.
+A MAC made with a key the store holds makes a forged or repointed reference detectable.
 """
 
 from __future__ import annotations

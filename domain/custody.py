@@ -1,10 +1,7 @@
 """Events whose contents cannot be read: forgotten runs, and encrypted runs without a key.
 
-Decoding such an event still gives the event: its metadata is in clear, so heads, leases,
-lineage, read models and the audit trail keep working. Its ``contents`` are filled with
-neutral stand-ins (an empty document, an empty text, ``None``) and its class is a
-stand-in subclass whose ``withheld`` says why; every read that would hand contents out
-checks it (:func:`ensure_readable`) and refuses instead of returning the stand-ins.
+Such an event decodes with neutral stand-ins for its contents on a subclass whose ``withheld`` says
+why, so metadata reads keep working; :func:`ensure_readable` refuses the contents.
 """
 
 from __future__ import annotations
@@ -28,10 +25,7 @@ E = TypeVar("E", bound=DomainEvent)
 
 @cache
 def withheld_class(cls: type[E], reason: str) -> type[E]:
-    """A subclass of ``cls`` that says its contents are withheld for ``reason``.
-
-    ``isinstance`` still holds, so aggregates fold and projections dispatch as before.
-    """
+    """A subclass of ``cls`` (``isinstance`` holds) whose contents are withheld for ``reason``."""
     if reason not in WITHHELD:
         msg = f"unknown reason {reason!r}"
         raise ValueError(msg)

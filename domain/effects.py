@@ -1,9 +1,8 @@
 """Values of the tool-execution ledger: effect status, retry policy, claims, attempts.
 
-An *effect* is a side effect on the outside world (a payment, an e-mail) identified by a
-caller-chosen key. Its ledger makes the ambiguous window explicit: between a claim and its
-completion nobody knows whether the effect happened, and once the lease expires the store
-says so (``in_doubt``) instead of letting anyone silently run it again.
+An *effect* is a side effect on the world under a caller's key. Between a claim and its completion
+nobody knows whether it happened; once the lease expires the store says so (``in_doubt``) instead of
+letting anyone silently run it again.
 """
 
 from __future__ import annotations
@@ -31,15 +30,8 @@ class EffectStatus(StrEnum):
     ABANDONED = "abandoned"
 
 
-OUTSTANDING = frozenset(
-    {
-        EffectStatus.CLAIMED,
-        EffectStatus.IN_DOUBT,
-        EffectStatus.RETRY_SCHEDULED,
-        EffectStatus.NEEDS_REVIEW,
-        EffectStatus.PENDING,
-    }
-)
+OUTSTANDING = frozenset(EffectStatus) - {EffectStatus.COMPLETED, EffectStatus.ABANDONED}
+"""The statuses of an effect not settled yet: all but the two final ones."""
 
 
 def effect_status(
@@ -50,11 +42,7 @@ def effect_status(
     held: bool = False,
     retry_at: datetime | None = None,
 ) -> EffectStatus:
-    """Where an effect stands by its recorded facts alone, the most final fact first.
-
-    Time-independent on purpose: the read model stores it, and no event records a lease
-    running out (:func:`effect_status_at` adds that).
-    """
+    """Where an effect stands by its recorded facts alone, the most final first (no clock)."""
     if abandoned:
         return EffectStatus.ABANDONED
     if completed:
@@ -69,10 +57,7 @@ def effect_status(
 
 
 def lease_ran_out(expires_at: datetime | None, now: datetime) -> bool:
-    """Whether a claim's lease is over at ``now``: at its expiry time, as a run lease's is.
-
-    Its one mirror is SQL: ``lease_ran_out`` in ``actae.adapters.readside.standings``.
-    """
+    """Whether a claim's lease is over at ``now`` (mirrored in SQL by ``readside.standings``)."""
     live = expires_at is not None and now < expires_at
     return not live
 
@@ -124,11 +109,7 @@ def workflow_value(result: dict[str, Any] | None) -> Any:
 
 
 class RetryPolicy(Value):
-    """Exponential backoff with full jitter, capped by attempts and by total time.
-
-    The default allows 5 attempts over about 10 minutes. A provider's ``retry_after`` wins
-    when it asks for a longer wait than the backoff.
-    """
+    """Exponential backoff with full jitter, capped by attempts and total time (5 in ~10 min)."""
 
     # Stored with the effect: a signed 64-bit integer and finite numbers (JSON has no inf).
     max_attempts: int = Field(default=5, ge=1, le=2**63 - 1)
@@ -157,12 +138,7 @@ class Attempt(Value):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Claim:
-    """Answer to a claim: ``granted`` (go ahead, pass ``token`` along) or ``completed``.
-
-    ``in_doubt`` means an earlier attempt's lease ran out without an answer: it may have
-    happened. Reconcile with the provider, or retry under the same key only if the provider
-    deduplicates by it.
-    """
+    """A claim's answer, ``granted`` or ``completed``; ``in_doubt``: an earlier try may have run."""
 
     effect_key: str
     status: str

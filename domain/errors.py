@@ -1,8 +1,7 @@
 """Errors of the public contract.
 
-Every error Actae raises on purpose subclasses :class:`ActaeError` and carries structured
-attributes, so callers branch on data, not on message text. Messages say what was expected,
-what was found and what to do next. When one of these is raised, nothing has been written.
+Each carries structured attributes, so callers branch on data, not message text; the message says
+what was expected, what was found and what to do. When one is raised, nothing has been written.
 """
 
 from __future__ import annotations
@@ -18,11 +17,7 @@ class ActaeError(Exception):
 
 
 class ValidationError(ActaeError, ValueError):
-    """Input was rejected before anything was written.
-
-    ``field`` names the argument (dotted for nested values, e.g. ``pins.schema``), ``reason``
-    says what is wrong with it.
-    """
+    """Input was rejected before anything was written: ``field`` (dotted if nested), ``reason``."""
 
     code = "validation"
 
@@ -45,11 +40,7 @@ class NotFoundError(ActaeError, LookupError):
 
 
 class ConflictError(ActaeError):
-    """Optimistic concurrency check failed: the channel moved since the caller last looked.
-
-    Carries what the caller expected and what the store holds, so the caller can reload
-    (``store.head(channel_id)``) and decide again.
-    """
+    """The channel moved since the caller looked: reload ``store.head`` and decide again."""
 
     code = "conflict"
 
@@ -108,11 +99,7 @@ class FencingError(ActaeError):
 
 
 class NotHolderError(FencingError):
-    """A ledger call named a worker other than the one holding the claim of its token.
-
-    The token alone is not a credential: anyone who reads the effect sees it. A worker may
-    only extend, complete or fail the claim it was granted itself.
-    """
+    """A ledger call named a worker other than the claim's holder (a token is no credential)."""
 
     code = "not_holder"
 
@@ -144,14 +131,7 @@ class LeaseHeldError(ActaeError):
 
 
 class DeadlineNotPassedError(LeaseHeldError):
-    """An attempt's lease ran out, but its deadline has not passed: it may still be running.
-
-    A worker cut off from the database stops renewing its lease while its provider call
-    goes on. Until the attempt's deadline (its claim time plus ``timeout``, on the store's
-    clock) nobody may take the effect over, reconcile it or run it again: the provider may
-    yet execute that call. A ``LeaseHeldError`` whose ``expires_at`` is the deadline, so
-    a worker tries the run again then.
-    """
+    """A lease ran out before its attempt's deadline (``expires_at``): nobody may take over yet."""
 
     code = "deadline_not_passed"
 
@@ -169,13 +149,7 @@ class DeadlineNotPassedError(LeaseHeldError):
 
 
 class DeadlinePassedError(ActaeError):
-    """An attempt answered after its deadline: whether the effect happened is in doubt.
-
-    The deadline is the promise to everyone else that the attempt is over by then; an
-    answer that comes later is not recorded as completed. ``ctx.effect`` records the
-    attempt as in doubt (``store.doubt_effect``), and the next claim settles it through
-    ``reconcile``, an idempotent retry, or review.
-    """
+    """An attempt answered after its deadline: it is in doubt, not completed; a claim settles it."""
 
     code = "deadline_passed"
 
@@ -204,10 +178,7 @@ class IncompatibleResumeError(ActaeError):
 
 
 class CorruptionError(ActaeError):
-    """Stored data failed verification on read (for example a state checksum mismatch).
-
-    This indicates corruption or tampering below Actae; the data is not returned.
-    """
+    """Stored data failed verification on read (say, a checksum): it is not returned."""
 
     code = "corruption"
 
@@ -220,11 +191,8 @@ class CorruptionError(ActaeError):
 class HistoryRegressedError(CorruptionError):
     """The store holds less history than this process saw: committed events are gone.
 
-    ``channel`` is the channel (for an effect, its run's channel), ``seen`` the cursor (or
-    fencing token) this process wrote or read, ``found`` what the store holds now. After a
-    failover to a standby that was behind, the store no longer proves what it proved; the
-    process accepts no more writes on its store (docs/outages.md, "Failovers that lose
-    commits").
+    ``seen`` is the cursor (or fencing token) this process saw on ``channel``, ``found`` what the
+    store holds; the process accepts no more writes (docs/outages.md).
     """
 
     code = "history_regressed"
@@ -315,11 +283,7 @@ class NotWaitingError(IllegalTransitionError):
 
 
 class RunSuspended(ActaeError):  # noqa: N818 - a control signal, not a failure
-    """Raised inside workflow code when the run starts (or still is) waiting.
-
-    Workers catch it and release the run; when the wait ends, the workflow runs again from the
-    top, its recorded steps replay, and the wait returns the decision.
-    """
+    """Raised inside workflow code when the run waits; the workflow reruns once the wait ends."""
 
     code = "suspended"
 
@@ -344,11 +308,7 @@ class RunStoppedError(ActaeError):
 
 
 class LeaseLostError(ActaeError):
-    """A worker's lease on a run ran out (its heartbeats could not reach the database).
-
-    Another worker may hold the run by now, so the workflow stops at its next step boundary
-    and writes nothing more; the run goes on under whoever holds its lease.
-    """
+    """A worker's run lease ran out: the workflow stops at its next step boundary."""
 
     code = "lease_lost"
 
@@ -362,11 +322,7 @@ class LeaseLostError(ActaeError):
 
 
 class StoreNotFoundError(NotFoundError):
-    """``actae.open(url, create=False)`` found no Actae store at ``url``; nothing was created.
-
-    Read-only tools open stores this way, so a mistyped URL is reported rather than answered
-    from a new, empty store. ``url`` has its password masked.
-    """
+    """``actae.open(url, create=False)`` found no store at ``url`` (password masked)."""
 
     code = "store_not_found"
 
@@ -383,12 +339,9 @@ class StoreNotFoundError(NotFoundError):
 
 
 class StoreBusyError(ActaeError):
-    """Opening gave up: another session held the lock that schema changes take turns with.
+    """Opening gave up waiting (``lock_wait``) for the lock schema changes take turns with.
 
-    A migration or the read models' creation waits for its turn only so long (the store
-    URL's ``lock_wait``); ``pids`` are the backends that held the lock when it gave up
-    (empty if they let go meanwhile), ``lock`` names it and ``waited`` is the bound, in
-    seconds. Nothing was changed: opening again once they are done succeeds.
+    ``pids`` held ``lock`` when it gave up, after ``waited`` seconds; nothing was changed.
     """
 
     code = "store_busy"
@@ -410,11 +363,7 @@ class StoreBusyError(ActaeError):
 
 
 class ForgottenError(ActaeError):
-    """The run's contents were forgotten (its data key destroyed): they cannot be read.
-
-    Its structure is still there: ``store.run``, ``store.events`` (payloads ``None``, marked
-    ``forgotten``), lineage and the audit trail.
-    """
+    """The run's contents were forgotten (its data key destroyed); its structure remains."""
 
     code = "forgotten"
 
@@ -426,11 +375,7 @@ class ForgottenError(ActaeError):
 
 
 class KeyringError(ActaeError):
-    """Encrypted contents cannot be read or written with the keyring at hand.
-
-    The store was opened without the keyring that encrypted them, the keyring lacks the
-    master key that wrapped a run's data key, or the keyring file itself is unusable.
-    """
+    """Encrypted contents cannot be read or written with the keyring at hand."""
 
     code = "keyring"
 

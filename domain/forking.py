@@ -1,11 +1,7 @@
 """Forks: a child run whose first state is the parent's state at or before a cursor.
 
-The boundary resolves to the cursor where the state in force there was made; the child
-copies that state (checksum verified) and the parent's pins with the overrides, and both
-runs keep the receipt, which counts the recorded calls the child replays
-(``domain/inheritance.py``). Parent, child and operation record are saved in one
-transaction; a fork without an ``operation_id`` gets one up front, so a lost reply is
-replayed, never forked twice.
+The child copies the state in force there (checksum verified) and the parent's pins with overrides;
+parent, child and operation record are saved in one transaction.
 """
 
 from __future__ import annotations
@@ -46,8 +42,7 @@ def fork(
 ) -> ForkReceipt:
     """Start a child run from the state in force at cursor ``at``; returns the receipt.
 
-    The child keeps a trace of its own, as ``start_run`` does (the current span, else a
-    short ``actae.fork`` span): a fork is a new attempt, not more of the parent's.
+    The child keeps a trace of its own (the current span, else a short ``actae.fork`` span).
     """
     reader = shell.reader
     cid = require_uuid("channel_id", channel_id)

@@ -1,11 +1,7 @@
 """What a fork inherits: its ancestors' recorded workflow calls up to each fork boundary.
 
-A durable call is named by run, kind, name and occurrence (``<run>:step:draft:1``); a
-child has a run id of its own, so without this its calls would run again (the model
-re-sampled, the email re-sent). The prefix indexes the calls its ancestors recorded up to
-each boundary by the name's part that does not mention the run: the child replays them
-and goes live after the boundary. An effect whose attempt started by the boundary belongs
-to it; a model call still running then left no record and is sampled afresh.
+Calls are named by run (``<run>:step:draft:1``), so a child would run them again; they are indexed
+by the part without the run, replayed, and the child goes live after the boundary.
 """
 
 from __future__ import annotations
@@ -38,8 +34,7 @@ class InheritedEffect:
 
     effect_key: str
     settled_at_boundary: str | None
-    """How the last attempt before the boundary ended (``completed``, ``failed``,
-    ``abandoned``); ``None`` if it was in flight there: in doubt."""
+    """How its last attempt before the boundary ended; ``None``: in flight, in doubt."""
 
 
 @dataclass

@@ -1,9 +1,7 @@
 """What the store keeps of a run: forgetting its contents, legal holds, retention.
 
-Each is an audited event with its actor (and reason). Forgetting is written first and the
-store then destroys the run's data key; a purge is written first as the run's tombstone
-and the store then deletes the events it replaces. Both second steps are idempotent, so an
-interrupted one is finished by asking again.
+Forgetting and purging are written first; the store then destroys the data key or deletes the
+events, idempotently, so an interrupted step is finished by asking again.
 """
 
 from __future__ import annotations
@@ -30,10 +28,7 @@ from actae.domain.values import RunInfo
 
 
 def forget(shell: Shell, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
-    """Record that the run is forgotten (once); the store then destroys its data key.
-
-    No note goes on its channel: it would be sealed under the key being destroyed.
-    """
+    """Record that the run is forgotten (once, no note); the store then destroys its data key."""
     return operated(shell, require_uuid("run_id", run_id), actor, reason, None, Run.forget)
 
 
@@ -66,12 +61,9 @@ def set_retention(
 ) -> dict[str, dict[str, str] | None]:
     """Keep finished runs for a while after they end, by status; ``None``: forever.
 
-    ``set_retention({"completed": "7d", "failed": "30d", "cancelled": "7d"}, actor=...)``
-    sets the store's default; with ``agent=`` the policy of that agent's runs, which
-    replaces the default for them. A status a policy does not name is kept forever.
-    Durations: ``"45s"``, ``"30m"``, ``"12h"``, ``"7d"``, ``"2w"``, ``"7y"``, seconds or
-    a ``timedelta``. Stored as an audited event, so every worker applies the same
-    policies. Returns them all, as :meth:`retention` does.
+    ``set_retention({"completed": "7d", "failed": "30d"}, actor=...)`` sets the default; ``agent=``
+    that agent's policy. Durations: ``"45s"``, ``"30m"``, ``"12h"``, ``"7d"``, ``"2w"``, ``"7y"``,
+    seconds or a ``timedelta``. Returns every policy.
     """
     keep = require_policy("policy", policy)
     agent = require_agent(agent)
@@ -91,11 +83,7 @@ def set_retention(
 
 
 def purge(shell: Shell, run_id: UUID, *, actor: str) -> Run.Purged | None:
-    """Write the run's tombstone if a policy says it is due now; the tombstone, else ``None``.
-
-    Decided on the run as stored (a lost race again on fresh state), so a hold placed
-    meanwhile, a retry or another worker's purge wins.
-    """
+    """Write the run's tombstone if a policy says it is due now (decided on the stored run)."""
     actor = require_text("actor", actor)
     reader = shell.reader
 
@@ -125,12 +113,7 @@ def purge(shell: Shell, run_id: UUID, *, actor: str) -> Run.Purged | None:
 
 
 def lineage_lets_go(reader: StoreReader, kept: Retention, run: Run, at: datetime) -> bool:
-    """Whether every run that inherits from ``run`` lets it be purged now.
-
-    A fork replays its inherited prefix and a child's result is its parent's, so a parent
-    goes only once every descendant (read from the store) is due or purged: a hold on any
-    of them keeps it.
-    """
+    """Whether every fork or child of ``run`` (they inherit from it) is due or purged too."""
     seen: set[UUID] = {run.id}
     waiting = [*_inheritors(run)]
     while waiting:

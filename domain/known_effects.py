@@ -1,12 +1,7 @@
 """A per-process memory of the effects this process holds, so completing one need not read it.
 
-The claim's own events say all the next decision needs, so those of each effect this
-process registered and claimed are kept while it holds it (newest event a claim or a
-renewal, lease live) and dropped once it settles. Like the remembered heads
-(:mod:`actae.domain.channel`) it is a guess, never trusted for an answer: a stale one
-makes the store refuse the write (the key ``(effect, version)``), and a refusal it
-decides, or a repeat whose first reply was lost, is decided again on the stored effect.
-A stale guess costs a round trip, never an answer.
+A guess, never trusted for an answer: a stale one makes the store refuse the write on ``(effect,
+version)``, and the command decides again on the stored effect.
 """
 
 from __future__ import annotations
@@ -20,8 +15,7 @@ from actae.domain.aggregate import DomainEvent, folded
 from actae.domain.operation import Operation
 
 DEFAULT_MAX_EFFECTS = 1_000
-"""Effects held at once by one process's workers are far fewer; claims a crash left open
-are forgotten oldest first beyond it."""
+"""Far more than one process holds; claims a crash left open are dropped oldest first."""
 HELD = (Operation.Claimed, Operation.Renewed)
 """An effect whose newest event is one of these is held: its holder will write again."""
 
@@ -35,11 +29,7 @@ class KnownEffects:
         self._lock = threading.Lock()
 
     def effect(self, effect_id: UUID, now: datetime) -> Operation | None:
-        """A fresh aggregate of the remembered effect (it may be stale), or ``None``.
-
-        Only while its lease is live at ``now``: after, it may have been taken over, settled
-        and purged elsewhere, and a write on a purged effect collides with nothing.
-        """
+        """The remembered effect while its lease is live at ``now`` (maybe stale), else ``None``."""
         events = self._events.get(effect_id)
         if events is None:
             return None
@@ -52,10 +42,7 @@ class KnownEffects:
         return effect
 
     def written(self, events: Iterable[DomainEvent]) -> None:
-        """Take note of events just committed (an effect no longer held is forgotten).
-
-        A registration starts an effect's memory and its later events extend it.
-        """
+        """Take note of committed events: a registration starts a memory, a settlement ends it."""
         events = list(events)
         if not any(
             isinstance(event, Operation.Registered) or event.originator_id in self._events

@@ -1,9 +1,7 @@
-"""Run lifecycle commands: waits and the decisions that end them, operator actions, endings.
+"""Run lifecycle commands: waits and their decisions, operator actions, endings.
 
-``Store`` binds each as its method of the same name (the first argument is the
-:class:`Shell`). It loads the Run, lets it decide (``IllegalTransitionError`` names the
-status) and saves its event with a note on the run's channel (``run.<what>``) in one
-transaction; a lost race is re-decided, so a due timer fires exactly once.
+Each loads the Run, lets it decide and saves its event with a note on the run's channel
+(``run.<what>``) in one transaction; a lost race is decided again, so a due timer fires once.
 """
 
 from __future__ import annotations
@@ -64,9 +62,8 @@ def suspend(
 ) -> RunInfo:
     """Low-level: make a running run wait (RunContext's waits call this).
 
-    A run whose inbox already holds the decision for ``name`` does not wait: nothing would
-    ever wake it (a child that ended, a signal that came after the caller looked, told a run
-    that was still running). The answer then shows the decision and the run still running.
+    A run whose inbox already holds the decision for ``name`` does not wait (nothing would wake it):
+    it stays running.
     """
     if reason not in WAIT_REASONS:
         raise ValidationError("reason", f"expected one of {WAIT_REASONS}, got {reason!r}")
@@ -188,12 +185,7 @@ def unpause(shell: Shell, run_id: UUID | str, *, actor: str, reason: str) -> Run
 
 
 def retry_run(shell: Shell, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
-    """Send a failed run back to running, audited with ``actor`` and ``reason``.
-
-    Its workflow runs again from the top: every recorded step, record and completed
-    effect replays, so only the work after the failure happens again. Steps retried by
-    policy start a fresh retry budget.
-    """
+    """Send a failed run back to running; its workflow reruns, replaying every recorded step."""
     return operated(shell, run_id, actor, reason, "retried", Run.retry)
 
 
@@ -210,10 +202,7 @@ def cancel(shell: Shell, run_id: UUID | str, *, actor: str, reason: str) -> RunI
 
 
 def complete_run(shell: Shell, run_id: UUID | str, result: dict[str, Any] | None = None) -> RunInfo:
-    """Mark a run completed with ``result`` (workers do this when its workflow returns).
-
-    A parent waiting for it is woken with the result (redacted first).
-    """
+    """Mark a run completed with ``result``; a parent waiting for it is woken with it."""
     value = shell.core.redacted("result", result or {}, None)[0].value
 
     def decide(run: Run, at: datetime) -> list[Note]:
@@ -243,10 +232,7 @@ def operated(
     what: str | None,
     move: Callable[..., None],
 ) -> RunInfo:
-    """``move(run, actor=, reason=, at=)``, noted on the run's channel as ``run.<what>``.
-
-    ``what=None`` writes no note (a forget's would be sealed under the key it destroys).
-    """
+    """``move(run, actor=, reason=, at=)``, noted as ``run.<what>`` (``None``: no note)."""
     actor = require_text("actor", actor)
     reason = require_text("reason", reason, max_length=MAX_REASON_LENGTH)
 
@@ -269,10 +255,8 @@ def migrate(
 ) -> RunInfo:
     """Upgrade the run's state from ``from_schema`` to the next schema, atomically.
 
-    ``state`` was computed from the state in force at ``expected_cursor`` (the channel's
-    log position): if the run is no longer on ``from_schema`` or its channel moved past
-    that cursor, the migration is stale (another worker migrated, or the run went on) and
-    ``ConflictError`` or ``IllegalTransitionError`` refuses it, writing nothing.
+    ``state`` was computed from the state at ``expected_cursor``: if the run moved or was migrated
+    since, ``ConflictError`` or ``IllegalTransitionError`` refuses it.
     """
     from_schema = require_int("from_schema", from_schema, minimum=1)
     to_schema = require_int("to_schema", to_schema, minimum=1)
@@ -310,13 +294,10 @@ def upgrade(
     migrations: Mapping[int, Migration],
     actor: str,
 ) -> RunInfo:
-    """Migrate the run's state to schema ``target``, each step from the state it reads.
+    """Migrate the run's state to schema ``target``, one step at a time from the state it reads.
 
-    Each step computes the next schema's state from the state in force at the head and
-    migrates at that cursor (:func:`migrate`). A step refused as stale (another worker
-    migrated first, or the run moved on) counts as a lost race: the state is read again
-    and the step decided again, so a state is never rolled back to a pre-migration copy.
-    A run that may not be migrated (paused, ended) is refused as it is.
+    A step refused as stale is a lost race: read again and decided again, so a state is never rolled
+    back. A paused or ended run is refused.
     """
     run_id = require_uuid("run_id", run_id)
     target = require_int("target", target, minimum=1)
@@ -361,11 +342,6 @@ def _change(
     tell_parent: bool = False,
     write: Write | None = None,
 ) -> RunInfo:
-    """Decide on fresh state and save the run with its channel writes; retry lost races.
-
-    The channel gets the notes ``decide`` returns, or what ``write`` appends instead; with
-    neither, the run alone is saved if it moved.
-    """
     reader = shell.reader
 
     def attempt(_: int) -> RunInfo:

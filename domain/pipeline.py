@@ -1,19 +1,9 @@
-"""The one pipeline every command runs through, and the port its functions do IO through.
+"""The one loop every command runs through, and the port its functions do IO through.
 
-A command is a plain function whose signature is the public one (``Store`` binds it): its
-first argument is the :class:`Shell`, the store as the domain sees it (its reader, its
-clock, its one write). It goes: validate (before anything is read) → look up its operation
-record → load → decide (the aggregates; pure) → save the events together with the
-operation record → on a lost race, re-read and decide again. :func:`retried` is that loop,
-written once for every command; each command supplies one *attempt* (load, decide, save)
-and, for a command with an ``operation_id``, what a recorded earlier execution answers
-(:class:`Once`).
-
-A lost race is the normal way concurrent writers meet: the store's primary keys (aggregate
-version, channel cursor, operation id) let exactly one of them write, and the loser decides
-again on what the winner wrote. A loser whose operation id the winner recorded with the
-same content *is* the winner (a retry of one logical call, or a lost reply): it answers
-what the record says. Different content under that id is an ``OperationConflictError``.
+A command validates, looks up its operation record, loads, decides (pure) and saves its events with
+the record; a lost race (a primary key refused the write) is decided again on what the winner wrote.
+A loser whose operation id the winner recorded with the same content answers from that record; other
+content is an ``OperationConflictError``.
 """
 
 from __future__ import annotations
@@ -39,22 +29,13 @@ from actae.domain.validation import DEFAULT_MAX_DOCUMENT_BYTES, Document, requir
 T = TypeVar("T")
 
 RACE_ATTEMPTS = 50
-"""Lost races a command re-decides before it gives up with ``ContentionError``.
-
-Each loss means another writer made progress on the same aggregate, so fifty in a row
-happen only under a pile-up that retrying at once would not clear either.
-"""
+"""Lost races a command decides again before ``ContentionError``: each one was another writer's
+progress."""
 
 
 @dataclass
 class Core:
-    """What commands use besides their arguments; none of it does IO.
-
-    ``heads`` are this process's guesses of channel heads (:class:`~.channel.HeadCache`),
-    ``effects`` of the effects it holds (:mod:`actae.domain.known_effects`),
-    ``seen`` how far it saw each aggregate's history go (:mod:`actae.domain.regression`),
-    ``draw`` the source of retry jitter (a test pins it to make backoffs exact).
-    """
+    """What commands use besides their arguments; none of it does IO."""
 
     codec: Codec
     max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES
@@ -73,11 +54,7 @@ class Core:
     def redacted(
         self, name: str, value: object, first: Redactor | None
     ) -> tuple[Document, dict[str, int]]:
-        """``value`` with secrets removed (by ``first``, then the store's), as a document.
-
-        Also the counts by pattern name that the event records. The input is checked as a
-        document first, so a redactor only ever sees plain JSON.
-        """
+        """``value`` as a document cleaned by ``first`` then the store's redactor; the counts."""
         document = self.document(name, value)
         redactors = [r for r in (first, self.redact) if r is not None]
         if not redactors:
@@ -93,11 +70,7 @@ class Core:
 
 
 class Shell(Protocol):
-    """What a command may do besides deciding: the store's port, as the domain sees it.
-
-    ``ActaeService`` (``adapters/runtime/service.py``) is the one implementation; the
-    asyncio face runs the same calls through a portal, so no command is written twice.
-    """
+    """The store's port as commands see it (``ActaeService`` implements it)."""
 
     core: Core
     reader: StoreReader
@@ -112,22 +85,12 @@ class Shell(Protocol):
 
 
 class RaceLost(Exception):  # noqa: N818 - an expected outcome of a save, not an error
-    """Raised by :meth:`Shell.save`: another writer took a version first.
-
-    The store refused the write on its primary key (an aggregate version, a channel cursor
-    or an operation id already taken); nothing was written. :func:`retried` catches it and
-    decides again.
-    """
+    """Raised by :meth:`Shell.save`: a primary key refused the write; nothing was written."""
 
 
 @dataclass(frozen=True, slots=True)
 class Once(Generic[T]):
-    """The operation record that makes a command run once under its ``operation_id``.
-
-    ``look_first``: look the record up before the first attempt. A command that reads
-    nothing on its normal path (record, transition) looks only when something is refused,
-    and an id made up by this call (:func:`generated_operation_id`) cannot be recorded yet.
-    """
+    """The operation record that makes a command run once (``look_first``: look before trying)."""
 
     operation_id: str
     command: str
@@ -143,13 +106,7 @@ class Once(Generic[T]):
         content: str,
         replay: Callable[[Operation], T],
     ) -> Once[T]:
-        """The record of a command that creates something (a run, a fork) under any id.
-
-        Given no ``operation_id``, the call records itself under one made up for it, so
-        that an attempt whose commit went unseen (a lost reply) is found and replayed
-        instead of creating a second run; a made-up id cannot be recorded yet, so only a
-        given one is looked up first.
-        """
+        """The record of a command that creates something, under a made-up id if given none."""
         record_id = operation_id or generated_operation_id(command)
         return cls(record_id, command, content, replay, look_first=operation_id is not None)
 
@@ -181,10 +138,8 @@ def retried(
 ) -> T:
     """Run ``attempt(n)`` until one saves without losing a race; its answer.
 
-    With ``once``, the operation record is looked up first (if ``once.look_first``) and
-    after every lost race: an earlier execution answers by ``once.replay``. After
-    :data:`RACE_ATTEMPTS` losses, ``exhausted`` raises the command's own explanation, or
-    ``ContentionError`` names ``what()`` (formatted only then: it is off the hot path).
+    With ``once``, an earlier execution answers by ``once.replay``. After :data:`RACE_ATTEMPTS`
+    losses, ``exhausted`` raises, or ``ContentionError`` names ``what()``.
     """
     look = once is not None and once.look_first
     for number in range(RACE_ATTEMPTS):
@@ -202,19 +157,12 @@ def retried(
 
 
 def generated_operation_id(command: str) -> str:
-    """An operation id made up for one call of ``command`` that was given none.
-
-    The call saves its operation record under it, so when the store's answer to a write is
-    lost and the call tries again, it finds its own earlier write instead of repeating it.
-    """
+    """An operation id for one call given none, so a retry after a lost reply finds it."""
     return f"{command}:{uuid4()}"
 
 
 def pending_events(objects: Iterable[object]) -> list[DomainEvent]:
-    """The events to write for ``objects``: each aggregate's pending events, or the event.
-
-    Anything else is refused: only Actae's own aggregates and events are ever stored.
-    """
+    """The events to write for ``objects`` (aggregates or events; anything else is refused)."""
     events: list[DomainEvent] = []
     for obj in objects:
         if isinstance(obj, DomainEvent):

@@ -1,9 +1,4 @@
-"""Ports: what the domain needs from the outside world, stated as protocols.
-
-The domain never imports a JSON library, a clock implementation or an event store;
-adapters plug these in (``actae.adapters.persistence.eventlog`` is the event log over
-eventsourcing's recorders).
-"""
+"""Ports: what the domain needs from outside (JSON, a clock, the event store), as protocols."""
 
 from __future__ import annotations
 
@@ -23,27 +18,16 @@ class Codec(Protocol):
     """Turns JSON documents into canonical bytes, the basis of checksums and fingerprints."""
 
     def canonical(self, value: Any) -> bytes:
-        """Encode ``value`` as canonical JSON (sorted keys, no whitespace).
-
-        Raises ``TypeError`` or ``ValueError`` with a readable message when ``value`` holds
-        something that is not plain JSON.
-        """
+        """``value`` as canonical JSON; ``TypeError`` or ``ValueError`` if it is not plain JSON."""
         ...
 
     def canonical_with_hint(self, value: Any) -> tuple[bytes, bool]:
-        """``canonical(value)``, and whether an integer beyond +-(2**53 - 1) may be inside.
-
-        ``False`` guarantees there is none, sparing the validation a walk (free to encoders).
-        """
+        """``canonical(value)``, and ``False`` only if no integer beyond +-(2**53 - 1) is inside."""
         ...
 
 
 class OperationRows(NamedTuple):
-    """A request for an operation's record: its aggregate's events, or else its one row.
-
-    A start, fork or effect is an Operation aggregate (``aggregate_id``); a record or a
-    transition is its channel event, whose row carries ``operation_id``.
-    """
+    """A request for an operation's record: its aggregate's events, or its one channel row."""
 
     aggregate_id: UUID
     operation_id: str
@@ -54,11 +38,7 @@ Request = tuple[UUID, bool] | OperationRows
 
 
 class EventLog(Protocol):
-    """The stored events, as the reader asks for them: by aggregate, or in global order.
-
-    Events come back decoded, oldest first unless ``desc``. An aggregate's stream is
-    gapless by construction: its versions are the store's primary key.
-    """
+    """The stored events, decoded, by aggregate (gapless, oldest first) or in global order."""
 
     def stream(
         self,
@@ -73,10 +53,7 @@ class EventLog(Protocol):
         ...
 
     def together(self, requests: Sequence[Request]) -> list[list[DomainEvent]]:
-        """Several aggregates' events at once, one list per request (see :data:`Request`).
-
-        In one round trip where the backend can (a worker asks this before every step).
-        """
+        """Several aggregates' events at once, one list per request, in one round trip if it can."""
         ...
 
     def in_order(

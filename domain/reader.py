@@ -1,8 +1,7 @@
 """Read side of the command model: heads, state versions, event pages, recovery, lineage.
 
-Reads go straight to the event store by primary key. A channel head is its last event; the
-state in force at a cursor is found through the ``state_cursor`` every event carries. So
-every read here costs a fixed number of indexed lookups, whatever the history length.
+Every read is a fixed number of primary-key lookups, whatever the history's length: a head is the
+last event, a state is found through each event's ``state_cursor``.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ from uuid import UUID
 from actae.domain.aggregate import DomainEvent, folded, picked
 from actae.domain.channel import Channel
 from actae.domain.custody import FORGOTTEN, ensure_readable
-from actae.domain.effects import EffectStatus
 from actae.domain.errors import CorruptionError, NotFoundError
 from actae.domain.operation import Operation
 from actae.domain.ports import Clock, Codec, EventLog, OperationRows, Request
@@ -107,10 +105,7 @@ class StoreReader:
         return self.verified_state(source)
 
     def verified_state(self, source: StateEvent) -> StateVersion:
-        """The state stored by ``source``, refused if it no longer matches its checksum.
-
-        Refused too when it cannot be read: forgotten, or encrypted without the key.
-        """
+        """The state ``source`` stored, refused if unreadable or its checksum does not match."""
         ensure_readable(source, source.run_id)
         actual = checksum_of(self._codec.canonical(source.state))
         if actual != source.state_checksum:
@@ -159,11 +154,7 @@ class StoreReader:
         return run
 
     def run_and_head(self, run_id: UUID) -> tuple[Run, Channel.Event]:
-        """The run aggregate (as :meth:`run_aggregate`) and its main channel's head event.
-
-        One round trip where the log can, guessing the channel by :meth:`Run.channel_for`;
-        the run read proves the guess, else the run is read the long way.
-        """
+        """The run and its main channel's head, in one round trip where the guess holds."""
         guess = Run.channel_for(run_id)
         run_events, head_events = self._log.together([(run_id, False), (guess, True)])
         run = folded(run_events)
@@ -180,18 +171,14 @@ class StoreReader:
 
     def run_or_tombstone(self, run_id: UUID) -> Run:
         """The run aggregate, or what its tombstone keeps of it once it was purged."""
-        run = folded(self._log.stream(run_id))
-        if run is None:
-            raise NotFoundError("run", run_id)
-        if not isinstance(run, Run):
-            raise NotFoundError("run", run_id, "that id belongs to something else")
-        return run
+        return self.aggregate(run_id, Run)
 
     def aggregate(self, aggregate_id: UUID, cls: type[A]) -> A:
         """The aggregate ``aggregate_id`` of class ``cls``, from all its events."""
         found = folded(self._log.stream(aggregate_id))
         if not isinstance(found, cls):
-            raise NotFoundError(cls.__name__.lower(), aggregate_id)
+            detail = "" if found is None else "that id belongs to something else"
+            raise NotFoundError(cls.__name__.lower(), aggregate_id, detail)
         return found
 
     def run(self, run_id: UUID) -> RunInfo:
@@ -206,10 +193,7 @@ class StoreReader:
     def run_and_operation(
         self, run_id: UUID, channel_id: UUID, operation_id: str | None
     ) -> tuple[RunInfo, Operation | None]:
-        """``run(run_id)`` and ``operation(operation_id)`` in one round trip where it can.
-
-        A worker asks both before every step: may the run go on, did this step run before?
-        """
+        """``run(run_id)`` and ``operation(operation_id)``, in one round trip where it can."""
         requests: list[Request] = [(run_id, False), (channel_id, True)]
         if operation_id is not None:
             requests.append(operation_rows(operation_id))
@@ -230,15 +214,11 @@ class StoreReader:
         info = run_info_of(run, cursor=head.originator_version, state_version=head.state_version)
         info = replace(info, usage=dict(head.usage))
         if info.status is RunStatus.RUNNING and head.open_effects:  # else no effect matters
-            effects = self.effect_statuses(head.open_effects)
+            now = self._clock()
+            found = [self.operation(key) for key in head.open_effects]
+            effects = {effect.status(now) for effect in found if effect is not None}
             return replace(info, status=run_status(run.status, effects=effects))
         return info
-
-    def effect_statuses(self, keys: tuple[str, ...]) -> set[EffectStatus]:
-        """The statuses of the effects ``keys`` now, on the store's clock."""
-        now = self._clock()
-        found = [self.operation(key) for key in keys]
-        return {effect.status(now) for effect in found if effect is not None}
 
     def lineage(self, run_id: UUID) -> Lineage:
         """Fork receipts up to the root and down through every descendant (purged or not)."""
@@ -275,10 +255,7 @@ def operation_rows(operation_id: str) -> OperationRows:
 
 
 def operation_of(events: Sequence[DomainEvent], operation_id: str) -> Operation | None:
-    """The operation its record's ``events`` describe (``None``: it never ran).
-
-    A record's or transition's channel event stands for a command whose result is its receipt.
-    """
+    """The operation its record's ``events`` describe (``None``: it never ran)."""
     if events and isinstance(events[0], Channel.Event):
         event = events[0]
         if event.fingerprint is None or event.operation_id != operation_id:

@@ -1,10 +1,7 @@
-"""The redaction port: what the domain knows of removing secrets before storage.
+"""The redaction port: the domain's view of removing secrets before storage.
 
-A *redactor* cleans a JSON document before anything is written, and the event records what
-was redacted (pattern names and counts), never the secret. Finding secrets is an adapter's
-business (``actae.adapters.redaction``). A :data:`Redactor` returns a :class:`Redacted`: a
-*new* cleaned document (its input untouched) and ``{pattern name: count}`` of non-zero
-counts, plain JSON; a :class:`PlainRedactor`'s result, which promises less, is :func:`checked`.
+A :data:`Redactor` returns a new cleaned document and non-zero counts by pattern name, never the
+secret; finding secrets is ``actae.adapters.redaction``'s business.
 """
 
 from __future__ import annotations
@@ -23,11 +20,7 @@ __all__ = ["PlainRedactor", "Redacted", "Redactor", "checked", "in_turn", "merge
 
 @dataclass(frozen=True, slots=True)
 class Redacted:
-    """A redactor's result: the cleaned document and how many secrets of each kind left it.
-
-    ``counts`` maps pattern names to positive counts (a name that matched nothing is
-    absent); it is what the event records, never the secrets themselves.
-    """
+    """A redactor's result: the cleaned document and positive counts by pattern name."""
 
     value: Any
     counts: dict[str, int]
@@ -57,11 +50,7 @@ def merge_counts(*counts: Mapping[str, int]) -> dict[str, int]:
 
 
 def in_turn(redactors: Sequence[Redactor], document: Any, *, where: str) -> Redacted:
-    """``document`` run through ``redactors`` in turn, each on the previous one's output.
-
-    Counts are summed by name; the result of a redactor that is no :class:`PlainRedactor`
-    is :func:`checked` (as ``<where>[<index>]``) before the next one sees it.
-    """
+    """``document`` through ``redactors`` in turn; non-plain results are :func:`checked`."""
     value = document
     counts: list[Mapping[str, int]] = []
     for index, redactor in enumerate(redactors):
@@ -80,11 +69,8 @@ def in_turn(redactors: Sequence[Redactor], document: Any, *, where: str) -> Reda
 def checked(result: object, *, where: str) -> Redacted:
     """A redactor's ``result``, refused unless it is a :class:`Redacted` of plain JSON.
 
-    ``value`` must hold only dicts with str keys, lists (tuples pass, as they encode the
-    same), str, int, finite float, bool and None, at most ``MAX_DEPTH`` deep; ``counts`` a
-    dict of pattern names (non-empty text) to non-negative ints. Zero counts are dropped.
-    Raises :class:`ValidationError` naming ``where`` (``redact``, ``chain[1]``, ...) and the
-    offending place.
+    Counts must map non-empty names to ints >= 0 (zeros are dropped). :class:`ValidationError` names
+    ``where`` and the place.
     """
     if not isinstance(result, Redacted):
         raise ValidationError(

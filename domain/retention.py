@@ -1,11 +1,8 @@
 """Retention: how long a finished run is kept, by its agent and how it ended.
 
-The policies are an aggregate of their own, so that setting one is an audited event and
-every worker that applies retention applies the same ones. A policy maps the statuses a
-run can end in (``completed``, ``failed``, ``cancelled``) to how long after its end it is
-kept; a status it does not name is kept forever. The store's default applies to every
-agent without a policy of its own; an agent's policy replaces the default for that agent
-(``None`` keeps all its runs). A run under a legal hold is never due.
+The policies are an aggregate, so setting one is audited and every worker applies the same. A policy
+maps end statuses to how long a run is kept (unnamed: forever); an agent's replaces the store's
+default for it. A held run is never due.
 """
 
 from __future__ import annotations
@@ -86,10 +83,7 @@ class Retention(Aggregate):
         return None if policy is None else policy.get(status)
 
     def due(self, run: Run, now: datetime, *, ignoring_hold: bool = False) -> str | None:
-        """Why ``run`` is due for purging now (the policy that says so), or ``None``.
-
-        A held run is never due; ``ignoring_hold`` asks whether it would be without it.
-        """
+        """Why ``run`` is due for purging now (a held one only ``ignoring_hold``), or ``None``."""
         if run.held and not ignoring_hold:
             return None
         if run.purged_at is not None or run.is_live or run.ended_at is None:
@@ -102,10 +96,7 @@ class Retention(Aggregate):
         return f"{owner}: {status} kept {describe(seconds)}"
 
     def rules(self, now: datetime) -> list[tuple[str | None, str, datetime]]:
-        """Which finished runs are due now, as (agent, status, ended by).
-
-        An agent of ``None`` stands for the default's: every agent without a policy of its own.
-        """
+        """Finished runs due now, as (agent, status, ended by); agent ``None``: the default."""
         found: list[tuple[str | None, str, datetime]] = []
         for agent, policy in self.policies.items():
             for status, seconds in (policy or {}).items():
@@ -140,10 +131,7 @@ def require_policy(field: str, value: object) -> Policy | None:
 
 
 def require_duration(field: str, value: object) -> float:
-    """Seconds, from ``"7d"``, ``"12h"``, ``"30m"``, ``"45s"``, ``"2w"``, ``"7y"``.
-
-    Or from a number of seconds, or a ``timedelta``; more than zero and at most 100 years.
-    """
+    """Seconds, from ``"7d"`` (s m h d w y), a number of seconds or a ``timedelta``."""
     seconds: float
     if isinstance(value, timedelta):
         seconds = value.total_seconds()

@@ -1,9 +1,7 @@
 """The Run aggregate: one execution of an agent workflow, its lifecycle, pins and lineage.
 
-Lifecycle: running -> waiting (approval, timer, signal, child) -> running; running or
-waiting -> paused -> back; any live status -> completed | failed | cancelled (terminal).
-Every move is an event with its actor and reason; an illegal move raises
-``IllegalTransitionError`` naming the current status.
+running <-> waiting, running or waiting <-> paused, any live status -> completed | failed |
+cancelled. An illegal move raises ``IllegalTransitionError`` naming the status.
 """
 
 from __future__ import annotations
@@ -73,8 +71,7 @@ class Run(Aggregate):
         operation_id: str | None
         budget: dict[str, float] = Field(default_factory=dict)
         trace_context: dict[str, str] = Field(default_factory=dict)
-        """The run's distributed trace (W3C ``traceparent``/``tracestate``): every worker that
-        takes the run reports into it. Empty when the starter traced nothing."""
+        """The W3C trace the run reports into (empty when the starter traced nothing)."""
 
         def apply(self, aggregate: Any) -> None:
             """Take the run's identity and pins; no forks yet; running."""
@@ -213,11 +210,7 @@ class Run(Aggregate):
             aggregate.ended_at = self.timestamp
 
     class Retried(Acted):
-        """An operator sent the failed run back to running.
-
-        Its workflow runs again from the top, replaying every recorded step; steps retried
-        by policy count their attempts afresh in the new round (``retries`` + 1).
-        """
+        """An operator sent the failed run back to running; its steps' retries count afresh."""
 
         type_name = "Run.Retried"
 
@@ -229,10 +222,7 @@ class Run(Aggregate):
             aggregate.ended_at = None
 
     class Forgotten(Acted):
-        """The run's data key was destroyed: its contents can never be read again.
-
-        Its structure stays; a live run is cancelled, its workflow could not read its state.
-        """
+        """The run's data key was destroyed: its contents are gone, a live run is cancelled."""
 
         type_name = "Run.Forgotten"
 
@@ -266,11 +256,7 @@ class Run(Aggregate):
             aggregate.held = False
 
     class Purged(Aggregate.Created):
-        """The run's tombstone: retention deleted its events, this stays (metadata only).
-
-        Written after the run's last event, it is then its whole history: identity, ending,
-        lineage, totals, and the policy and actor that purged it.
-        """
+        """The run's tombstone, written after its last event: retention deleted the rest."""
 
         type_name = "Run.Purged"
 
@@ -328,11 +314,7 @@ class Run(Aggregate):
 
     @staticmethod
     def channel_for(run_id: UUID) -> UUID:
-        """The main channel id a new run gets, derived from its run id.
-
-        A command that knows only the run (a claim) reads run and head in one round trip;
-        when read, it is only a guess (:meth:`.StoreReader.run_and_head`).
-        """
+        """The main channel id a new run gets (a claim reads run and head together by it)."""
         return uuid5(CHANNEL_NAMESPACE, str(run_id))
 
     @classmethod

@@ -1,9 +1,7 @@
 """Starting runs: a run with its main channel, whose first event creates state version 1.
 
-A start under a parent is recorded on the parent in the same transaction (a lost race is
-retried). A start without an ``operation_id`` gets one up front, so a lost reply is
-replayed, never a second run (docs/lost-replies.md). Its trace context is kept with the
-run but is no part of its content: the start retried from another span is the same start.
+A start without an ``operation_id`` gets one up front, so a lost reply is replayed, never a second
+run (docs/lost-replies.md).
 """
 
 from __future__ import annotations
@@ -34,8 +32,7 @@ from actae.domain.values import RunInfo
 Note = tuple[str, dict[str, Any]]
 """The opening event of a run's main channel: its kind and payload."""
 TraceContext = Mapping[str, str] | None
-"""Where a start or fork happened in a distributed trace: kept with the new run, never part
-of the command's content (the start retried from another span is the same start)."""
+"""Where a start or fork happened in a trace: kept with the run, never in its content."""
 
 
 def start_run(
@@ -53,9 +50,8 @@ def start_run(
 ) -> RunInfo:
     """Start a run: its main channel opens at cursor 1 with state version 1.
 
-    Repeating the call with the same ``operation_id`` and content returns the original
-    :class:`RunInfo` with ``replayed=True``. The run keeps the trace it was started in
-    (the current span, else a short ``actae.start`` span): see docs/telemetry.md.
+    The same ``operation_id`` and content again returns the original with ``replayed=True``. The run
+    keeps the trace it was started in (docs/telemetry.md).
     """
     # ``budget`` caps the usage its steps record (``{"output_tokens": 50_000, "cost": 2.0}``);
     # a run past its budget or ``deadline`` stops, failed, at its next step boundary.

@@ -1,10 +1,7 @@
 """A run's standing: the status it shows and the next action it asks for, decided once.
 
-The rule lives here only: the ``run_status`` read model's projector applies :func:`standing`
-to the facts its tables hold, workers pick runs with :func:`worth_a_turn`, and the store's
-reader applies :func:`run_status` to a run's own events. A run's status is its lifecycle
-(``Run.status``), except that a forgotten run says so and open effects may hold a running
-run back (:data:`RUN_HELD_BACK`).
+The projector applies :func:`standing` to its tables' facts, workers pick runs by
+:func:`worth_a_turn`, the reader applies :func:`run_status` to a run's events.
 """
 
 from __future__ import annotations
@@ -21,11 +18,7 @@ RUN_HELD_BACK: tuple[tuple[EffectStatus, RunStatus], ...] = (
     (EffectStatus.NEEDS_REVIEW, RunStatus.BLOCKED),
     (EffectStatus.RETRY_SCHEDULED, RunStatus.RETRYING),
 )
-"""The open effects' statuses that hold a running run back, the most pressing first.
-
-A review blocks it until a person looks; a scheduled retry moves on by itself, so a review
-comes first. Any other open effect (pending, claimed, in doubt) leaves it ``running``.
-"""
+"""Open effects' statuses that hold a running run back, the most pressing first."""
 RUNNING_STATUSES = frozenset({RunStatus.RUNNING, *(run for _, run in RUN_HELD_BACK)})
 """The statuses a running run shows: its own, or what its effects make it."""
 
@@ -34,20 +27,13 @@ EFFECT_ACTIONS: tuple[tuple[EffectStatus, str], ...] = (
     (EffectStatus.IN_DOUBT, "reconcile"),
     (EffectStatus.RETRY_SCHEDULED, "retry"),
 )
-"""What a running run's open effects ask for, the most pressing first: a review stops
-everything, an effect in doubt must be reconciled before it runs again, a retry comes by
-itself."""
+"""What a running run's open effects ask for, the most pressing first."""
 NO_ACTION = "none"
 """The next action of a run that nothing more is to be done for (ended, or forgotten)."""
 CONTINUE = "continue"
 """The next action of a running run that nothing holds back: a worker takes it on."""
 NO_ERROR = "see the run's Run.Failed event"
 """What a failed run's next action points to when its error is not readable (sealed)."""
-
-
-def held_back_status(statuses: Collection[EffectStatus]) -> RunStatus | None:
-    """The status a running run takes from its open effects' ``statuses`` (``None``: none)."""
-    return next((run for effect, run in RUN_HELD_BACK if effect in statuses), None)
 
 
 def run_status(
@@ -58,18 +44,15 @@ def run_status(
         return RunStatus.FORGOTTEN
     if lifecycle is not RunStatus.RUNNING:
         return lifecycle
-    held = held_back_status(effects)
-    return RunStatus.RUNNING if held is None else held
+    return next((run for effect, run in RUN_HELD_BACK if effect in effects), RunStatus.RUNNING)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunFacts:
     """What a run's standing is decided from: its own facts and those around it.
 
-    ``effects``: for each status of :data:`EFFECT_ACTIONS`, the first key of the run's open
-    effects in it (a step's attempt counter is never in doubt: a step is made again).
-    ``unserved``: no live worker has its workflow; ``regressed``: how far its channel went
-    back behind what a process saw.
+    ``effects``: the first open effect key in each status of :data:`EFFECT_ACTIONS`; ``unserved``:
+    no live worker has its workflow; ``regressed``: how far its channel went back.
     """
 
     lifecycle: RunStatus = RunStatus.RUNNING
@@ -98,11 +81,7 @@ def standing(facts: RunFacts) -> Standing:
 
 
 def next_action(facts: RunFacts) -> str:
-    """What should happen next to a run with these ``facts``, the most pressing first.
-
-    A regressed history comes before anything the run waits for: an operator must look
-    (docs/outages.md).
-    """
+    """What should happen next to a run with these ``facts`` (a regressed history first)."""
     if facts.forgotten:
         return NO_ACTION
     if facts.regressed is not None:
@@ -135,11 +114,7 @@ def _lifecycle_action(facts: RunFacts) -> str:
 def worth_a_turn(
     status: RunStatus, *, wake_at: datetime | None, retry_at: datetime | None, now: datetime
 ) -> bool:
-    """Whether a worker's turn with a run of ``status`` could move it at ``now``.
-
-    A waiting or retrying run moves once ``wake_at`` or ``retry_at`` is due; a blocked or
-    paused one only after an event, which changes its status.
-    """
+    """Whether a worker's turn could move a run of ``status`` at ``now`` (waits, retries due)."""
     if status is RunStatus.RUNNING:
         return True
     if status is RunStatus.WAITING:

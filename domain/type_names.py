@@ -1,10 +1,7 @@
-"""Stable type names: what a stored row calls the class of its event and of its aggregate.
+"""Stable type names: what a stored row calls its event's and aggregate's class.
 
-eventsourcing names a class by module path: a moved module would orphan stored rows, and a
-tampered name would import whatever it names. So every aggregate and event declares its own
-(``type_name = "Run.Started"``) and this registry maps names to classes; nothing is ever
-imported for a name. :class:`~actae.domain.aggregate.Aggregate` declares each subclass
-when it is made, so a missing, malformed or repeated name fails its module's import.
+Names are declared in each class (``type_name = "Run.Started"``), never module paths, so files move
+freely and nothing is imported for a name; a missing, malformed or repeated name fails the import.
 """
 
 from __future__ import annotations
@@ -15,18 +12,13 @@ from collections.abc import Iterable, Mapping
 AGGREGATE_NAME = re.compile(r"[A-Z][A-Za-z]*")
 """An aggregate's name: one capitalised word, as the class is called (``Run``)."""
 BASES = ("Event", "Created")
-"""The base event classes' names: eventsourcing copies them into every aggregate, and they
-are never stored, so they name nothing."""
+"""eventsourcing's base event classes, copied into every aggregate and never stored."""
 
 _CLASSES: dict[str, type] = {}
 
 
 def declare(aggregate: type, events: Iterable[tuple[str, type]]) -> str:
-    """Register ``aggregate`` and its ``events`` (attribute name, class); the aggregate's name.
-
-    Every name is checked before any is registered, so a class that fails leaves nothing
-    behind. Raises ``TypeError`` naming the class and what it must declare.
-    """
+    """Register ``aggregate`` and its ``events`` (all checked first), or ``TypeError``; the name."""
     name = aggregate.__dict__.get("type_name")
     if not isinstance(name, str) or AGGREGATE_NAME.fullmatch(name) is None:
         raise TypeError(

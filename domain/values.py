@@ -1,8 +1,4 @@
-"""Value objects returned by the store: plain, immutable, comparable.
-
-They are the vocabulary of the public contract (README.md). None of them holds a
-reference back to the store, so they can be logged, pickled and compared freely.
-"""
+"""Value objects returned by the store: plain, immutable, comparable, no reference back."""
 
 from __future__ import annotations
 
@@ -24,11 +20,7 @@ PIN_NAMES = ("model", "prompt", "tools", "schema")
 
 
 class Pins(BaseModel):
-    """Reproducibility metadata of a run: model, prompt template, tool contract, state schema.
-
-    A fork inherits its parent's pins and overrides the ones it is given. Pins also read like
-    a mapping (``pins["model"]``) because callers pass them in as one.
-    """
+    """Reproducibility metadata of a run: model, prompt, tools, state schema; reads as a mapping."""
 
     # ``schema`` is a reserved name on pydantic models, hence the alias.
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
@@ -40,38 +32,24 @@ class Pins(BaseModel):
 
     def __getitem__(self, name: str) -> str | int | None:
         """Read a pin by its contract name (``model``, ``prompt``, ``tools``, ``schema``)."""
-        if name not in PIN_NAMES:
-            raise KeyError(name)
-        value: str | int | None = getattr(self, "schema_" if name == "schema" else name)
-        return value
+        return self.as_dict()[name]
 
     def as_dict(self) -> dict[str, str | int | None]:
         """The pins as a plain dict keyed by contract names."""
-        return {name: self[name] for name in PIN_NAMES}
+        return self.model_dump(by_alias=True)
 
     def overridden(self, changes: Pins) -> Pins:
         """These pins with every pin that ``changes`` sets replaced."""
-        mine = self.as_dict()
-        mine.update({k: v for k, v in changes.as_dict().items() if v is not None})
-        return pins_from_dict(mine)
+        return self.model_copy(update={k: v for k, v in changes if v is not None})
 
 
 def pins_from_dict(values: dict[str, Any]) -> Pins:
     """Build :class:`Pins` from contract names (the ``schema`` key maps to ``schema_``)."""
-    return Pins(
-        model=values.get("model"),
-        prompt=values.get("prompt"),
-        tools=values.get("tools"),
-        schema_=values.get("schema"),
-    )
+    return Pins.model_validate({name: values.get(name) for name in PIN_NAMES})
 
 
 class RunStatus(StrEnum):
-    """Lifecycle status of a run.
-
-    ``retrying`` and ``blocked`` are derived from the run's open effects: a running run with
-    an effect needing review is blocked; with a retry scheduled it is retrying.
-    """
+    """Status of a run: ``retrying`` and ``blocked`` derive from its open effects."""
 
     RUNNING = "running"
     RETRYING = "retrying"
@@ -107,19 +85,14 @@ class OperationRecord:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ChannelEvent:
-    """One entry of a channel's gapless log.
-
-    ``state_version`` is the state in force after this event; ``state_cursor`` is the cursor
-    of the event that created that version (equal to ``cursor`` for a transition).
-    """
+    """One entry of a channel's gapless log (``state_cursor``: where its state was made)."""
 
     channel_id: UUID
     run_id: UUID
     cursor: int
     kind: str
     payload: dict[str, Any] | None
-    """What was recorded; ``None`` when it cannot be read: the run was forgotten
-    (``forgotten``), or it is encrypted and the store was opened without its keyring."""
+    """What was recorded; ``None`` when forgotten or encrypted without the keyring."""
     state_version: int
     state_cursor: int
     operation_id: str | None
@@ -132,11 +105,7 @@ class ChannelEvent:
     """Secrets redaction removed from ``payload`` before it was written, by pattern name."""
 
     def contents(self) -> dict[str, Any]:
-        """The payload, or the reason it cannot be read.
-
-        ``ForgottenError`` when the run was forgotten, ``KeyringError`` when the payload is
-        encrypted and the store was opened without the keyring that opens it.
-        """
+        """The payload, or ``ForgottenError`` / ``KeyringError`` for why it cannot be read."""
         if self.payload is not None:
             return self.payload
         if self.forgotten:
@@ -156,12 +125,7 @@ class StateVersion:
 
 
 class Inheritance(Value):
-    """What a fork's child replays from its ancestors instead of executing again.
-
-    Counts the workflow calls recorded at or before ``through_cursor`` (the requested
-    boundary); ``in_doubt`` lists effects whose attempt was in flight at the boundary: the
-    child never starts them again, it returns their outcome once the parent's is settled.
-    """
+    """What a fork's child replays up to ``through_cursor``; ``in_doubt``: in flight then."""
 
     through_cursor: int
     steps: int = 0
@@ -173,11 +137,7 @@ class Inheritance(Value):
 
 
 class ForkRecord(Value):
-    """What a fork did, as stored on both the parent and the child run.
-
-    ``resolved_boundary`` is the cursor where the state version in force at
-    ``requested_boundary`` was created; the child starts from exactly that state.
-    """
+    """What a fork did, kept by parent and child; the child starts at ``resolved_boundary``."""
 
     child_run_id: UUID
     child_channel_id: UUID
@@ -207,11 +167,7 @@ class ForkReceipt(ForkRecord):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunInfo:
-    """A run as the store knows it, with the head of its main channel.
-
-    From ``start_run`` (and its replays) ``cursor``/``state_version`` are the values the
-    start produced; from ``store.run()`` they are the current head.
-    """
+    """A run as the store knows it, with the head of its main channel."""
 
     run_id: UUID
     channel_id: UUID
@@ -235,18 +191,15 @@ class RunInfo:
     retries: int = 0
     """How many times an operator sent the failed run back to running (``retry_run``)."""
     trace_context: dict[str, str] = field(default_factory=dict)
-    """The trace the run reports into (W3C ``traceparent``/``tracestate``), recorded at
-    its start; empty when nothing was traced then. Workers continue it (docs/telemetry.md)."""
+    """The W3C trace the run reports into, recorded at its start (docs/telemetry.md)."""
     forgotten_at: datetime | None = None
-    """When its contents were destroyed (``store.forget``); ``status`` is then ``forgotten``
-    and ``result`` and ``error`` are ``None``."""
+    """When its contents were destroyed (``store.forget``): no ``result`` or ``error``."""
     held: bool = False
     """A legal hold is on it (``store.hold``): retention never purges it."""
     ended_at: datetime | None = None
     """When it completed, failed or was cancelled (retention counts from then)."""
     purged_at: datetime | None = None
-    """When retention purged it: only its tombstone is left (what identifies it, how it
-    ended, its lineage and totals); its events are deleted."""
+    """When retention purged it: only its tombstone is left."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -267,13 +220,7 @@ class RetentionReport:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Recovery:
-    """What a resuming worker needs: a cursor walk, not a re-run.
-
-    ``state`` is the state version in force at the head; ``events`` are the recorded events
-    after ``state.cursor`` (their results are replayed, never regenerated); ``outstanding``
-    lists the run's side effects that are not settled: claimed, in doubt, retrying or
-    needing review (``actae.EffectInfo``), so a resuming worker knows what may have happened.
-    """
+    """What a resuming worker needs: the head's state, the events after it, open effects."""
 
     state: StateVersion
     events: list[ChannelEvent]
@@ -283,10 +230,7 @@ class Recovery:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Lineage:
-    """Edges around a run: its fork receipts and its delegated child runs.
-
-    ``ancestors`` are nearest first, ``descendants`` breadth first.
-    """
+    """A run's fork receipts (ancestors nearest first, descendants breadth first), its children."""
 
     run: RunInfo
     ancestors: list[ForkReceipt]

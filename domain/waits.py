@@ -1,9 +1,4 @@
-"""Values of a run's lifecycle: what it waits for, and the decisions that end a wait.
-
-A run waits durably: the wait is an event, so it survives restarts, and the decision that
-ends it (an approval, a denial, a signal, a fired timer, an expiry, a finished child) is an
-event too. Workflow code that re-runs after a crash finds the decision and continues.
-"""
+"""Values of a run's durable waits and the decisions that end them (all events)."""
 
 from __future__ import annotations
 
@@ -29,10 +24,7 @@ class Wait(Value):
 
 
 class Decision(Value):
-    """What ended (or will end) a wait named ``name``.
-
-    ``kind`` is approved | denied | signal | timer | expired | child.
-    """
+    """What ends the wait ``name``: approved, denied, signal, timer, expired or child."""
 
     name: str
     kind: str

@@ -1,9 +1,4 @@
-"""Actae's read models (run status, lineage, effects, audit, usage), built asynchronously.
-
-Pure: table descriptions (``tables``), functions from domain events to changes
-(``project``) and example analyst queries (``queries``). Adapters apply the changes to
-PostgreSQL or SQLite, exactly once, together with the tracking position.
-"""
+"""Actae's read models: tables, event-to-change functions and analyst queries; pure."""
 
 if __name__ != "actae.projections":  # pragma: no cover - exercised by a subprocess test
     msg = f"import this package as 'actae.projections', not {__name__!r}"

@@ -1,9 +1,7 @@
 """Changes a projection asks for: upsert a row, count, name an effect's run, refresh a run.
 
-Projections are pure: they turn one domain event into a list of changes and never touch a
-database. Adapters coalesce the changes of a batch and apply them in one transaction,
-together with the tracking position, so each change is applied exactly once; that is what
-lets a :class:`Count` add to a column instead of setting it.
+Adapters apply a batch's changes in one transaction with the tracking position, so each is applied
+exactly once (which lets a :class:`Count` add).
 """
 
 from __future__ import annotations
@@ -17,10 +15,7 @@ from actae.projections.tables import Table
 
 @dataclass(frozen=True)
 class Upsert:
-    """Insert the row keyed by ``key``, or update just these columns of it.
-
-    ``key`` is the key column's value, or a tuple of values for a table with a composite key.
-    """
+    """Insert the row keyed by ``key`` (a tuple for a composite key), or update these columns."""
 
     table: Table
     key: Any
@@ -29,11 +24,7 @@ class Upsert:
 
 @dataclass(frozen=True)
 class Count:
-    """Add ``by`` to ``column`` of the row keyed by ``key`` (the row is made if missing).
-
-    For what no event states, only implies one more of: a run's steps done. The column must
-    start at a value (an :class:`Upsert` of 0 when the row begins), else it stays null.
-    """
+    """Add ``by`` to ``column`` of the row ``key`` (an :class:`Upsert` of 0 starts it)."""
 
     table: Table
     key: Any
@@ -43,11 +34,7 @@ class Count:
 
 @dataclass(frozen=True)
 class EffectOwner:
-    """Fill ``run_id`` and ``effect_key`` of the row keyed by ``key`` from effect ``effect_id``.
-
-    An effect's events after its first name neither its run nor its key; its effects row
-    holds both.
-    """
+    """Fill ``run_id`` and ``effect_key`` of the row ``key`` from effect ``effect_id``'s row."""
 
     table: Table
     key: Any
@@ -56,10 +43,7 @@ class EffectOwner:
 
 @dataclass(frozen=True)
 class RefreshRun:
-    """Derive a run's columns again: its standing (the domain's rule) and its effects' totals.
-
-    Exactly one of ``run_id`` and ``effect_id`` (the run of that effect) is given.
-    """
+    """Derive a run's standing and effect totals again (by ``run_id`` or one of its effects)."""
 
     run_id: UUID | None = None
     effect_id: UUID | None = None
@@ -67,12 +51,7 @@ class RefreshRun:
 
 @dataclass(frozen=True)
 class PurgeRun:
-    """Retention purged the run: drop its effects rows and the details of its audit rows.
-
-    Its ``run_status``, ``lineage`` and ``usage`` rows stay (metadata), as does who did
-    what in ``audit``; the effects' result summaries and the audit details may hold
-    contents, and the events they came from are gone.
-    """
+    """Retention purged the run: drop its effects rows and its audit rows' details (contents)."""
 
     run_id: UUID
 

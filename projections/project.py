@@ -1,19 +1,10 @@
 """From domain events to read-model changes: run status, lineage, effects, audit, usage.
 
-One function per event type, each returning the changes that event implies. Every value
-comes from the event itself (timestamps included), so rebuilding from zero produces exactly
-the tables that incremental processing produced. Usage columns take the running totals every
-channel event carries (:data:`USAGE_NAMES`), so they are right from any event on; a run's
-steps done are counted, one per recorded step result. An effect's ``status`` is the domain's
-rule (``effect_status``) applied to the facts each event establishes (the ledger accepts
-these events only for an effect not yet settled, so the facts an event does not name are
-false). It is the time-independent status: a claim reads ``claimed`` until it is settled.
-The one fact no event records, a lease running out, is applied by the adapters on the
-store's clock (``effects.in_doubt``), the same way after a rebuild as after incremental
-processing. A run's ``status`` and ``next_action`` are the domain's rule too
-(:func:`~actae.domain.status.standing`): its facts are spread over the run's row, its
-effects' rows and the workers' tables, so a change function asks for them to be derived
-again (``RefreshRun``) and the adapter applies the rule to the facts it then holds.
+One function per event type. Every value comes from the event (timestamps too), so a rebuild makes
+exactly the tables incremental processing made. An effect's ``status`` is the domain's
+time-independent rule (``effect_status``); a lease running out is applied by the adapters on the
+store's clock. A run's standing depends on facts in several tables, so its changes ask for it to be
+derived again (``RefreshRun``).
 """
 
 from __future__ import annotations
@@ -22,6 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from actae.domain.aggregate import picked
 from actae.domain.channel import Channel
 from actae.domain.effects import STEP_RESULT, effect_status
 from actae.domain.operation import OVERRIDE_REASON, Operation
@@ -40,17 +32,17 @@ from actae.projections.tables import (
     USAGE_NAMES,
 )
 
+FORK_RECEIPT = (
+    "parent_channel_id requested_boundary resolved_boundary state_version state_checksum reason"
+)
+"""The fork receipt's fields a fork's lineage row keeps, by the same names."""
 NOT_IN_DOUBT = {"in_doubt": False, "claimed_in_doubt": False}
 NO_USAGE = dict.fromkeys(USAGE_NAMES, 0.0)
-"""The totals of a run that has recorded none of the usage names (a channel event's most
-common case: its totals are read once per event, so this one is shared, never changed)."""
+"""The totals of a run with none of the usage names (shared, never changed)."""
 STARTED = standing(RunFacts(lifecycle=RunStatus.RUNNING))
-"""The standing of a run that just started: nothing holds it back yet. Every later event
-that can change a run's standing refreshes its row (``RefreshRun``), where the adapter
-applies the same rule to the facts its tables then hold."""
+"""The standing of a run that just started; later events refresh it (``RefreshRun``)."""
 DECISION_ACTIONS = {"approved": "approve", "denied": "deny", "signal": "signal"}
-"""The decisions a person (or a system on their behalf) sends, as audit actions; timers,
-expiries and finished children decide by themselves and are not audited."""
+"""Decisions people send, as audit actions (timers, expiries and children are not audited)."""
 
 
 def project(event: Any) -> list[Change]:
@@ -63,12 +55,7 @@ def project(event: Any) -> list[Change]:
 
 
 def handler_of(event_type: type) -> Callable[[Any], list[Change]]:
-    """The first handler of :data:`HANDLERS` whose type ``event_type`` is.
-
-    :func:`project` remembers it per type (a catch-up projects tens of thousands of events
-    a second; walking the list for each would cost a dozen ``isinstance`` calls per
-    channel event).
-    """
+    """The first handler of :data:`HANDLERS` for ``event_type`` (:func:`project` caches it)."""
     for handled, handler in HANDLERS:
         if issubclass(event_type, handled):
             return handler
@@ -83,43 +70,32 @@ def _identity(event: Any) -> dict[str, Any]:
     """What a run's row says of what it is: from its start, or its tombstone (the same)."""
     pins, fork = event.pins, event.forked_from
     return {
-        "workflow_id": event.workflow_id,
-        "agent_id": event.agent_id,
-        "channel_id": event.channel_id,
-        "model": pins.model,
-        "prompt": pins.prompt,
-        "tools": pins.tools,
+        **picked(event, "workflow_id agent_id channel_id parent_run_id"),
+        **picked(pins, "model prompt tools"),
         "schema_version": pins.schema_,
-        "parent_run_id": event.parent_run_id,
         "forked_from_run_id": None if fork is None else fork.parent_run_id,
     }
 
 
 def _run_started(event: Any) -> list[Change]:
-    changes: list[Change] = [
-        Upsert(
-            RUN_STATUS,
-            event.originator_id,
-            {
-                **_identity(event),
-                "status": STARTED.status.value,
-                "lifecycle": RunStatus.RUNNING.value,
-                "escalated": False,
-                "next_action": STARTED.next_action,
-                "error": None,
-                "unserved": False,
-                "attempts": 0,
-                "open_effects": 0,
-                "in_doubt_effects": 0,
-                "steps_done": 0,
-                "deadline": event.deadline,
-                "created_at": event.timestamp,
-                "updated_at": event.timestamp,
-            },
-        )
+    at = event.timestamp
+    values = {
+        **_identity(event),
+        "status": STARTED.status.value,
+        "lifecycle": RunStatus.RUNNING.value,
+        "escalated": False,
+        "next_action": STARTED.next_action,
+        "error": None,
+        "unserved": False,
+        **dict.fromkeys(("attempts", "open_effects", "in_doubt_effects", "steps_done"), 0),
+        "deadline": event.deadline,
+        "created_at": at,
+        "updated_at": at,
+    }
+    return [
+        Upsert(RUN_STATUS, event.originator_id, values),
+        *_lineage(event, at, event.operation_id),
     ]
-    changes.extend(_lineage(event, event.timestamp, event.operation_id))
-    return changes
 
 
 def _usage_columns(usage: dict[str, float]) -> dict[str, float]:
@@ -130,34 +106,19 @@ def _usage_columns(usage: dict[str, float]) -> dict[str, float]:
 
 def _lineage(event: Any, created_at: Any, operation_id: str | None) -> list[Change]:
     """The lineage rows of a run from its start (or its tombstone, which keeps the same)."""
-    pins = event.pins
     fork = event.forked_from
     changes: list[Change] = []
     common = {
         "workflow_id": event.workflow_id,
         "child_channel_id": event.channel_id,
-        "model": pins.model,
+        "model": event.pins.model,
         "operation_id": operation_id,
         "created_at": created_at,
     }
     if fork is not None:
-        changes.append(
-            Upsert(
-                LINEAGE,
-                event.originator_id,
-                {
-                    **common,
-                    "parent_run_id": fork.parent_run_id,
-                    "relation": "fork",
-                    "parent_channel_id": fork.parent_channel_id,
-                    "requested_boundary": fork.requested_boundary,
-                    "resolved_boundary": fork.resolved_boundary,
-                    "state_version": fork.state_version,
-                    "state_checksum": fork.state_checksum,
-                    "reason": fork.reason,
-                },
-            )
-        )
+        receipt = picked(fork, f"parent_run_id {FORK_RECEIPT}")
+        values = {**common, **receipt, "relation": "fork"}
+        changes.append(Upsert(LINEAGE, event.originator_id, values))
     if event.parent_run_id is not None:
         changes.append(
             Upsert(
@@ -170,9 +131,7 @@ def _lineage(event: Any, created_at: Any, operation_id: str | None) -> list[Chan
 
 
 def _channel_event(event: Any) -> list[Change]:
-    usage = event.usage
-    counted = bool(usage) and not usage.keys().isdisjoint(USAGE_NAMES)
-    totals = _usage_columns(usage)
+    totals = _usage_columns(event.usage)
     values = {
         "head_cursor": event.originator_version,
         "state_version": event.state_version,
@@ -183,7 +142,7 @@ def _channel_event(event: Any) -> list[Change]:
     changes: list[Change] = [Upsert(RUN_STATUS, event.run_id, values)]
     if event.kind == STEP_RESULT:
         changes.append(Count(RUN_STATUS, event.run_id, "steps_done"))
-    if counted:
+    if totals is not NO_USAGE:  # the event carries usage the read models total
         key = (event.originator_id, event.originator_version)
         changes.append(
             Upsert(USAGE, key, {"run_id": event.run_id, "at": event.timestamp, **totals})
@@ -192,12 +151,8 @@ def _channel_event(event: Any) -> list[Change]:
 
 
 def _effect(event: Any, values: dict[str, Any], *, refresh: bool = True) -> list[Change]:
-    changes: list[Change] = [
-        Upsert(EFFECTS, event.originator_id, {**values, "updated_at": event.timestamp})
-    ]
-    if refresh:
-        changes.append(RefreshRun(effect_id=event.originator_id))
-    return changes
+    row = Upsert(EFFECTS, event.originator_id, {**values, "updated_at": event.timestamp})
+    return [row, RefreshRun(effect_id=event.originator_id)] if refresh else [row]
 
 
 def _registered(event: Any) -> list[Change]:
@@ -219,13 +174,10 @@ def _claimed(event: Any) -> list[Change]:
     values = {
         "status": effect_status(held=True),
         "holder": event.worker,
-        "token": event.token,
+        **picked(event, "token in_doubt expires_at deadline"),
         "attempts": event.token,
-        "in_doubt": event.in_doubt,
         "claimed_in_doubt": event.in_doubt,
         "claimed_at": event.timestamp,
-        "expires_at": event.expires_at,
-        "deadline": event.deadline,
         "retry_at": None,
     }
     if event.token == 1:
@@ -238,11 +190,7 @@ def _renewed(event: Any) -> list[Change]:
 
 
 def _readable(event: Any, value: Any) -> Any:
-    """``value``, one of ``event``'s contents, or ``None`` when the store withholds them.
-
-    Read models are projected from events whose contents stay closed when the store
-    encrypts (and always once a run is forgotten): no plaintext reaches their tables.
-    """
+    """``value``, or ``None`` where ``event``'s contents are withheld: no plaintext in a table."""
     return None if type(event).withheld else value
 
 
@@ -449,11 +397,9 @@ def _purged(event: Any) -> list[Change]:
         "unserved": False,
         "error": None,
         "held": False,
-        "ended_at": event.ended_at,
-        "forgotten_at": event.forgotten_at,
+        **picked(event, "ended_at forgotten_at state_version"),
         "purged_at": event.timestamp,
         "head_cursor": event.cursor,
-        "state_version": event.state_version,
         "created_at": event.started_at,
         **_usage_columns(event.usage),
     }

@@ -1,11 +1,7 @@
-r"""Example analyst queries over the read models (PostgreSQL; the test suite runs them).
+r"""Example analyst queries over the read models (PostgreSQL; the tests run them).
 
-Written once, here, with psycopg's ``%(name)s`` parameters, as a Python caller passes them;
-:func:`psql` gives the form docs/read-models.md shows, which pastes into psql after ``\set
-run_id '<a run id>'`` (the tests run that page's text through psql). Every query but the totals
-of :data:`COST_PER_DAY` reads through an index (``tests/integration/test_query_plans.py``
-proves it on 100,000 rows). On SQLite the same tables exist; replace ``now() - interval '5
-minutes'`` with ``datetime('now', '-5 minutes')``.
+Written with psycopg's ``%(name)s`` parameters; :func:`psql` gives docs/read-models.md's form. All
+but :data:`COST_PER_DAY`'s totals read through an index (``tests/integration/test_query_plans.py``).
 """
 
 from __future__ import annotations
@@ -107,8 +103,7 @@ ANALYST_QUERIES = {
 """The queries by title, in the order docs/read-models.md shows them."""
 
 READS_EVERY_ROW = {COST_PER_DAY: ("usage", "run_status")}
-"""Queries that read whole tables by design: totals over all history. (Filtered by
-workflow_id or agent_id, cost_per_day finds those runs by index first.)"""
+"""Queries that read whole tables by design: totals over all history."""
 
 
 def psql(query: str) -> str:

@@ -1,11 +1,6 @@
-"""The read models' reference in Markdown, rendered from the one place that defines them.
+"""The read models' reference (docs/read-models.md), rendered from the tables and queries.
 
-``docs/read-models.md`` shows every table, view and column with its meaning, and the
-example analyst queries as they paste into psql. That text is not written by hand: it is
-rendered here from :mod:`actae.projections.tables` (which also gives PostgreSQL its
-comments) and :mod:`actae.projections.queries` (which the tests run), so the page cannot
-drift from the schema. ``.venv/bin/python -m tests.generated_docs --write`` puts it into
-the page; a test fails while the page holds anything else.
+``python -m tests.generated_docs --write`` puts it into the page; a test fails while it differs.
 """
 
 from __future__ import annotations

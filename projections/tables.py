@@ -1,10 +1,8 @@
-r"""The read-model tables and views: names, columns, types and what every column means.
+r"""The read-model tables and views: names, columns, abstract types and each column's meaning.
 
-This module is data, not SQL: adapters turn it into PostgreSQL or SQLite DDL and, on
-PostgreSQL, into the tables' and columns' comments (``\d+ run_status`` in psql); the table
-reference of docs/read-models.md is rendered from it (``projections/reference.py``), so docs
-and schema cannot drift apart. Types are abstract: ``uuid``, ``text``, ``int``, ``float``, ``bool``,
-``timestamp``, ``date``, ``json``.
+Data, not SQL: adapters make DDL and PostgreSQL comments from it, and docs/read-models.md is
+rendered from it. Types: ``uuid``, ``text``, ``int``, ``float``, ``bool``, ``timestamp``, ``date``,
+``json``.
 """
 
 from __future__ import annotations
@@ -59,12 +57,7 @@ TYPES = frozenset({"uuid", "text", "int", "float", "bool", "timestamp", "date", 
 
 
 def columns(text: str) -> tuple[Column, ...]:
-    """Columns written one a line, ``name type: meaning``; a deeper-indented line goes on.
-
-    Written as text, the tables read as the reference they become, one line a column. A
-    line that is not a column (a name that is no identifier, an unknown type, a repeated
-    name, no meaning) fails the import, naming the line.
-    """
+    """Columns one a line, ``name type: meaning`` (indented lines go on); else the import fails."""
     lines: list[str] = []
     for line in textwrap.dedent(text).strip("\n").splitlines():
         if line[:1].isspace() and lines:
@@ -86,12 +79,8 @@ SUMMARY_LENGTH = 200
 """Characters of an effect's result kept in ``effects.result_summary``."""
 
 USAGE_NAMES = ("input_tokens", "output_tokens", "cost")
-"""The usage names the read models total: OpenTelemetry's GenAI names (``gen_ai.usage.*``).
-
-A step records what it consumed as ``usage={"input_tokens": ..., "output_tokens": ...,
-"cost": ...}``; every channel event carries the run's running totals by name. Other names
-count towards a run's budget but have no column.
-"""
+"""The usage names the read models total (OpenTelemetry's ``gen_ai.usage.*``); others only count
+towards a budget."""
 
 
 RUN_STATUS = Table(
