@@ -32,8 +32,8 @@ from actae.adapters.persistence.postgres import ActaePostgresRecorder
 from actae.adapters.persistence.turns import DEFAULT_LOCK_WAIT, take_turn
 from actae.adapters.readside.analyst_sql import PostgresQueries, SqliteQueries, read_only_sqlite
 from actae.adapters.readside.grants import regrant
-from actae.adapters.readside.retention_rows import RetentionLookups
 from actae.adapters.readside.schema import (
+    COLUMN_TYPES,
     ERRORS,
     TRACKING,
     SchemaMethods,
@@ -51,17 +51,15 @@ from actae.projections.changes import Change, Count, EffectOwner, PurgeRun, Upse
 from actae.projections.tables import TABLES, Table
 
 
-class ReadModelDB(SchemaMethods, RetentionLookups):
+class ReadModelDB(SchemaMethods):
     """The read models' statements and transactions (one subclass per backend).
 
     Each unit of work runs on the connection :meth:`_borrowed` gives it. Statements take
     each parameter as ``self.mark``: sqlite3 takes ``?``, psycopg ``%s``.
     """
 
-    name: ClassVar[str]
-    """The backend, as a URL names it (``postgresql``, ``sqlite``)."""
-    mark: ClassVar[str]
-    """The driver's positional parameter."""
+    name: ClassVar[str]  # the backend, as a URL names it
+    mark: ClassVar[str]  # the driver's positional parameter
     lock_suffix: ClassVar[str]
     """What a SELECT ends with to lock its rows until the transaction ends."""
 
@@ -102,15 +100,10 @@ class ReadModelDB(SchemaMethods, RetentionLookups):
             names = [d[0] for d in cursor.description]
             return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
-    analysts: PostgresQueries | SqliteQueries
-    """Where ``projector.query`` runs, on a connection of the call's own."""
+    analysts: PostgresQueries | SqliteQueries  # on a connection of the call's own
 
     def read_only_query(self, statement: str, params: Any = None) -> list[dict[str, Any]]:
-        """Rows of an analyst's one statement, run where it cannot write and keeps nothing.
-
-        More than one statement, or one that would change anything, raises
-        ``ValidationError`` (field ``statement``) having run nothing (``analyst_sql``).
-        """
+        """Rows of an analyst's one statement, run where it cannot write (``analyst_sql``)."""
         return self.analysts.run(statement, params)
 
     @abstractmethod
@@ -260,6 +253,68 @@ class ReadModelDB(SchemaMethods, RetentionLookups):
         ).fetchall()
         return moment(row[0])
 
+    # -- retention's candidates (each checked against its stored run before a write) ------
+
+    def due_runs(
+        self,
+        rules: Sequence[tuple[str | None, str, datetime]],
+        own_agents: Sequence[str],
+        *,
+        held: bool,
+        limit: int,
+    ) -> list[UUID]:
+        """Finished runs a retention rule makes due, not purged, oldest end first.
+
+        ``rules`` are (agent, status, ended by); an agent of ``None`` means every agent not
+        in ``own_agents``. With ``held``: the runs a legal hold keeps instead.
+        """
+        if not rules:
+            return []
+        p = self.mark
+        params: list[Any] = []
+        clauses = []
+        for agent, status, ended_by in rules:
+            clause = f"(lifecycle = {p} AND ended_at <= {p}"
+            params += [status, self.adapt(ended_by)]
+            if agent is not None:
+                clause += f" AND agent_id = {p}"
+                params.append(agent)
+            elif own_agents:
+                clause += f" AND agent_id NOT IN ({', '.join([p] * len(own_agents))})"
+                params += list(own_agents)
+            clauses.append(clause + ")")
+        hold = "coalesce(held, FALSE)" if held else "NOT coalesce(held, FALSE)"
+        with self.transaction():
+            rows = self.execute(
+                f"SELECT run_id FROM run_status WHERE purged_at IS NULL AND {hold} "
+                f"AND ({' OR '.join(clauses)}) ORDER BY ended_at, run_id LIMIT {int(limit)}",
+                params,
+            ).fetchall()
+        return [UUID(str(row[0])) for row in rows]
+
+    def recently(self, column: str, since: datetime) -> list[tuple[UUID, UUID]]:
+        """Runs (and their channels) whose ``column`` (forgotten_at, purged_at) is since."""
+        p = self.mark
+        with self.transaction():
+            rows = self.execute(
+                f"SELECT run_id, channel_id FROM run_status WHERE {column} >= {p}",
+                (self.adapt(since),),
+            ).fetchall()
+        return [(UUID(str(row[0])), UUID(str(row[1]))) for row in rows]
+
+    def effect_keys_of(self, run_ids: Sequence[Any]) -> list[str]:
+        """The ledger keys of these runs' effects (and of their steps' attempt counters)."""
+        p = self.mark
+        keys: list[str] = []
+        with self.transaction():
+            for run_id in run_ids:
+                run = self.adapt(UUID(str(run_id)))
+                rows = self.execute(
+                    f"SELECT effect_key FROM effects WHERE run_id = {p}", (run,)
+                ).fetchall()
+                keys.extend(str(row[0]) for row in rows)
+        return keys
+
     @staticmethod
     def _on_conflict(table: Table, columns: tuple[str, ...]) -> str:
         """What an upsert of ``columns`` does to a row that exists: updates just those."""
@@ -298,19 +353,15 @@ class ReadModelDB(SchemaMethods, RetentionLookups):
 class Batch:
     """A batch's changes coalesced: one write per row, one sum per counted column of a row.
 
-    Keyed by table name: hashing a table's description per change would cost more than
-    the rest of the merge.
+    Keyed by table name: hashing a table per change would cost more than the merge.
     """
 
     rows: dict[tuple[str, Any], dict[str, Any]] = field(default_factory=dict)
     counts: dict[tuple[str, str], dict[Any, int]] = field(default_factory=dict)
     owners: dict[str, dict[Any, Any]] = field(default_factory=dict)
-    effects: set[Any] = field(default_factory=set)
-    """Effects whose runs' derived columns to recompute."""
-    purged: set[Any] = field(default_factory=set)
-    """Runs retention purged: their effects rows and audit details go."""
-    runs: set[Any] = field(default_factory=set)
-    """Runs whose derived columns to recompute."""
+    effects: set[Any] = field(default_factory=set)  # whose runs' standing to recompute
+    purged: set[Any] = field(default_factory=set)  # runs whose effects and audit details go
+    runs: set[Any] = field(default_factory=set)  # whose standing to recompute
 
     @classmethod
     def of(cls, changes: list[Change]) -> Batch:
@@ -368,16 +419,7 @@ class PostgresReadModels(ReadModelDB):
     name = "postgresql"
     mark = "%s"
     lock_suffix = " FOR UPDATE"
-    types: ClassVar[dict[str, str]] = {
-        "uuid": "uuid",
-        "text": "text",
-        "int": "bigint",
-        "float": "double precision",
-        "bool": "boolean",
-        "timestamp": "timestamptz",
-        "date": "date",
-        "json": "jsonb",
-    }
+    types: ClassVar[dict[str, str]] = {name: pg for name, (pg, _) in COLUMN_TYPES.items()}
     create_view = "CREATE OR REPLACE VIEW"
     utc_day = "({} AT TIME ZONE 'UTC')::date"
     analysts: PostgresQueries
@@ -388,8 +430,7 @@ class PostgresReadModels(ReadModelDB):
         self._recorder = recorder
         self._datastore = recorder.datastore
         self._datastore.pool.open()  # as the recorder's first statement would (a no-op since)
-        self.lock_wait = lock_wait
-        """Seconds a creator waits for its turn before :class:`~actae.StoreBusyError`."""
+        self.lock_wait = lock_wait  # for a creator's turn, then StoreBusyError
 
     @property
     def conn(self) -> psycopg.Connection[Any]:
@@ -401,10 +442,9 @@ class PostgresReadModels(ReadModelDB):
 
     @contextmanager
     def _borrowed(self) -> Iterator[psycopg.Connection[Any]]:
-        """The connection of this context's transaction, else one from the pool for the block.
+        """The connection of this context's transaction, else a pooled one for the block.
 
-        Rows come as tuples while it is lent here. A session that refused a write is
-        closed: after a failover it is a standby's, and stays one.
+        A session that refused a write is closed: after a failover it is a standby's.
         """
         held = _LENT.get().get(self)
         if held is not None:
@@ -512,23 +552,13 @@ class SqliteReadModels(ReadModelDB):
     name = "sqlite"
     mark = "?"
     lock_suffix = ""  # BEGIN IMMEDIATE (``transaction``) already holds the database's lock
-    types: ClassVar[dict[str, str]] = {
-        "uuid": "TEXT",
-        "text": "TEXT",
-        "int": "INTEGER",
-        "float": "REAL",
-        "bool": "INTEGER",
-        "timestamp": "TEXT",
-        "date": "TEXT",
-        "json": "TEXT",
-    }
+    types: ClassVar[dict[str, str]] = {name: lite for name, (_, lite) in COLUMN_TYPES.items()}
     create_view = "CREATE VIEW IF NOT EXISTS"
     utc_day = "date({})"  # ISO 8601 text with its offset: date() gives the UTC date
     analysts: SqliteQueries
 
     def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-        """The read models' own connection (a SQLite connection is a file handle)."""
+        self.conn = conn  # the read models' own (a SQLite connection is a file handle)
         self.lock = threading.RLock()  # one connection, possibly shared by threads
         self._depth = 0  # of nested transactions: the outer one begins, inner ones save points
 

@@ -32,6 +32,17 @@ ERRORS = "actae_projection_errors"
 LEASES = "actae_run_leases"
 WORKERS = "actae_worker_agents"
 REGRESSIONS = "actae_regressions"
+COLUMN_TYPES = {
+    "uuid": ("uuid", "TEXT"),
+    "text": ("text", "TEXT"),
+    "int": ("bigint", "INTEGER"),
+    "float": ("double precision", "REAL"),
+    "bool": ("boolean", "INTEGER"),
+    "timestamp": ("timestamptz", "TEXT"),
+    "date": ("date", "TEXT"),
+    "json": ("jsonb", "TEXT"),
+}
+"""Each column type of :mod:`actae.projections.tables` as (PostgreSQL, SQLite) declare it."""
 
 
 def index_name(table: str, columns: tuple[str, ...]) -> str:
