@@ -37,7 +37,7 @@ READS = frozenset(
 Rows = list[dict[str, Any]]
 
 
-def _rows(cursor: Any) -> Rows:
+def rows_of(cursor: Any) -> Rows:
     """A cursor's rows as dicts (none for a statement that returns no rows)."""
     if cursor.description is None:
         return []
@@ -80,7 +80,7 @@ class PostgresQueries:
             conn.execute("BEGIN READ ONLY")
             with conn.pipeline():  # the extended protocol: one statement only
                 cursor = conn.execute(statement, params)
-            return _rows(cursor)
+            return rows_of(cursor)
         except psycopg.errors.ReadOnlySqlTransaction as error:
             raise _refused(f"PostgreSQL refused a write: {error}") from error
         except psycopg.errors.SyntaxError as error:
@@ -112,7 +112,7 @@ class SqliteQueries:
         try:
             conn.execute("PRAGMA query_only = ON")
             conn.set_authorizer(only_reads)
-            return _rows(conn.execute(statement, params or ()))
+            return rows_of(conn.execute(statement, params or ()))
         except sqlite3.ProgrammingError as error:  # more than one statement, or bad bindings
             raise _refused(f"SQLite refused it: {error}") from error
         except sqlite3.DatabaseError as error:

@@ -30,7 +30,12 @@ from psycopg.types.json import Jsonb
 from actae.adapters.persistence.clock import wall_clock
 from actae.adapters.persistence.postgres import ActaePostgresRecorder
 from actae.adapters.persistence.turns import DEFAULT_LOCK_WAIT, take_turn
-from actae.adapters.readside.analyst_sql import PostgresQueries, SqliteQueries, read_only_sqlite
+from actae.adapters.readside.analyst_sql import (
+    PostgresQueries,
+    SqliteQueries,
+    read_only_sqlite,
+    rows_of,
+)
 from actae.adapters.readside.grants import regrant
 from actae.adapters.readside.schema import (
     COLUMN_TYPES,
@@ -96,9 +101,7 @@ class ReadModelDB(SchemaMethods):
         cost a read-only transaction per call.
         """
         with self._borrowed() as conn:
-            cursor = conn.execute(statement, params or ())
-            names = [d[0] for d in cursor.description]
-            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+            return rows_of(conn.execute(statement, params or ()))
 
     analysts: PostgresQueries | SqliteQueries  # on a connection of the call's own
 

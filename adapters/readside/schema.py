@@ -77,7 +77,7 @@ def descriptions() -> Iterator[tuple[str, str, str | None, str]]:
 
 
 class SchemaMethods(ABC):
-    """``ReadModelDB`` methods that create, upgrade and swap the read-model tables."""
+    """``ReadModelDB`` methods that create, describe and swap the read-model tables."""
 
     types: ClassVar[dict[str, str]]
     """Each column type of :mod:`actae.projections.tables` as this backend declares it."""
