@@ -1,14 +1,10 @@
 """Where the one command path blocks, an async caller's event loop runs other coroutines instead.
 
-``actae.open_async`` does not have a second implementation of the commands: an
-``AsyncStore`` method runs the very ``Store`` method inside a greenback portal
-(:func:`run_in_portal`), on the event loop's thread. The PostgreSQL recorder sends each
-statement through :func:`awaiting`, the SQLite recorder (``memory://``'s too) each call through
-:func:`off_the_loop`, and both sleep between retries through :func:`pause`: inside a portal
-they suspend the calling coroutine (on psycopg's ``AsyncConnectionPool``, on a worker thread,
-on ``asyncio.sleep``), so the loop serves other coroutines while the statement is in
-flight; outside one (every synchronous caller) they block as before. Everything between two
-statements (deciding, validating, encoding) is plain, fast, CPU work.
+An ``AsyncStore`` method runs the very ``Store`` method in a greenback portal
+(:func:`run_in_portal`) on the loop's thread. Where it would block (a PostgreSQL statement
+through :func:`awaiting`, a SQLite call through :func:`off_the_loop`, a retry's
+:func:`pause`) the coroutine suspends instead, and the loop serves others; outside a portal
+these block as before.
 """
 
 from __future__ import annotations
@@ -53,9 +49,8 @@ _store_threads: ThreadPoolExecutor | None = None
 def off_the_loop(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """``function(*args, **kwargs)``; inside a portal, in a worker thread while the coroutine waits.
 
-    For recorders with no asyncio interface (sqlite3): a thread waits, not the loop.
-    The threads are the store's own, not the loop's default executor, which workflow code
-    shares: an effect's heartbeat must never queue behind the slow functions it guards.
+    The store's own threads, not the loop's default executor, which workflow code shares: an
+    effect's heartbeat must never queue behind the slow functions it guards.
     """
     if greenback.has_portal():
         call = functools.partial(function, *args, **kwargs)
@@ -64,12 +59,7 @@ def off_the_loop(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) ->
 
 
 def blocking(function: Callable[P, T]) -> Callable[P, T]:
-    """``function``, always called through :func:`off_the_loop`.
-
-    For a unit of work on a blocking connection (a read-model transaction, a run lease):
-    inside a portal a row lock or a full pool then holds up a thread, never the loop
-    that every async workflow of the process shares.
-    """
+    """``function`` (work on a blocking connection), always called through :func:`off_the_loop`."""
 
     @functools.wraps(function)
     def called(*args: P.args, **kwargs: P.kwargs) -> T:

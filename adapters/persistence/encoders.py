@@ -1,21 +1,11 @@
 """Each event class's stored body, written straight from the event's validated values.
 
-Every store write turns events into bytes (a transition, a record, a claim, a completion).
-Asking the mapper for a field dict first (``model_dump`` for events with nested models) and
-handing it to a transcoder costs, for a small event, about as much as dumping it. So one
-encoder per event class is derived, on first use, from the class's pydantic definition and
-nothing else: the fields the row holds instead (the identity), the fields that hold nested
-models (dumped by a serializer built from the field's type, as ``model_dump`` dumps them).
-It is compiled into one function.
-
-The function copies the event's ``__dict__``: pydantic fills it with exactly the class's
-``model_fields``, in their order, however the event was made (validation, ``model_construct``,
-``model_copy``), so the copy is the body's fields in the definition's order. The copy costs
-less than half of building the same dict key by key (``docs/performance.md``).
-
-There is no layout written by hand: a new field or nested model changes the encoder with
-the class. ``PydanticMapper.fields_of`` stays the reference it must match byte
-for byte (``tests/property/test_encoders.py``, over every event class in ``actae.domain``).
+A field dict from ``model_dump`` handed to a transcoder costs, for a small event, about as
+much as dumping it; so one encoder per event class is compiled on first use from the class's
+pydantic definition alone. It copies the event's ``__dict__`` (pydantic fills it with the
+``model_fields`` in their order however the event was made), drops the identity and dumps
+nested models in place. No layout is written by hand; ``PydanticMapper.fields_of`` is the
+reference it matches byte for byte (``tests/property/test_encoders.py``).
 """
 
 from __future__ import annotations
@@ -41,10 +31,8 @@ def encode(event, state=None):
 """
 """The encoder: the fields less the identity, nested models dumped in place, one ``dumps``.
 
-``state``, for a class whose last field is ``state``: that field's validated document
-(``actae.domain.validation.Document``), whose canonical bytes are written in its place as
-they are: the body then ends with exactly the bytes of which the state checksum is the
-SHA-256 (:func:`actae.adapters.persistence.codec.stamped`)."""
+``state``: the validated document whose canonical bytes are written as they are, so the body
+ends with the bytes the state checksum is of (:func:`actae.adapters.persistence.codec.stamped`)."""
 STATE_STEP = """\
     if state is not None:
         values["state"] = fragment(state.canonical)
@@ -78,11 +66,6 @@ def encoder_for(cls: type[BaseModel]) -> Encoder:
 
 
 def _serializer(annotation: Any) -> Callable[[Any], Any]:
-    """What ``model_dump`` makes of a field that holds models (dicts, in lists, or ``None``).
-
-    Built from the field's declared type, as the model's own serializer is: a subclass of
-    the declared model (a ``ForkReceipt`` where a ``ForkRecord`` is declared) is dumped with
-    the declared fields only, as ``model_dump`` does.
-    """
+    """What ``model_dump`` makes of a field that holds models: its declared type's fields only."""
     serialize: Callable[[Any], Any] = TypeAdapter(annotation).serializer.to_python
     return serialize

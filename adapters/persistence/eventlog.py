@@ -1,9 +1,7 @@
 """The domain's event log (``actae.domain.ports.EventLog``) over an eventsourcing recorder.
 
-Rows come from the recorder and are decoded by the mapper
-(``actae.adapters.persistence.codec``). The combined read is one statement on PostgreSQL
-(:class:`PostgresEventLog`) and one read per request elsewhere, where a read costs no round
-trip.
+The combined read is one statement on PostgreSQL (:class:`PostgresEventLog`), one read per
+request on SQLite, where a read costs no round trip.
 """
 
 from __future__ import annotations
@@ -31,10 +29,7 @@ class RecordedEventLog:
         return map(self._decode, self.recorder.select_events(originator_id, **window))
 
     def together(self, requests: Sequence[Request]) -> list[list[DomainEvent]]:
-        """Several aggregates' events, one list per request (``actae.domain.ports.Request``).
-
-        One read per request: in process (SQLite) a read costs no round trip.
-        """
+        """Several aggregates' events, one list per request (``actae.domain.ports.Request``)."""
         return [self._one(request) for request in requests]
 
     def _one(self, request: Request) -> list[DomainEvent]:

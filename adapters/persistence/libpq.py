@@ -1,19 +1,12 @@
 """libpq connection parameters in a PostgreSQL store URL: which are carried, which refused.
 
-Actae opens several kinds of connection: eventsourcing's pool for the event store, and its
-own for migrations and the read models. A parameter such as
-``sslmode=verify-full`` must reach all of them, or a store would talk plaintext on some
-connections while its URL says otherwise. So a parameter is either carried to every
-connection (``PASSED_THROUGH``, checked here) or refused by name, with the reason.
+A parameter such as ``sslmode=verify-full`` must reach every connection Actae opens, or a
+store would talk plaintext on some while its URL says otherwise: so a parameter is either
+carried to all of them (``PASSED_THROUGH``, checked here) or refused by name, with the reason.
 
-Direct connections take ``StoreUrl.postgres_conninfo`` as keyword arguments; the event
-store's pool gets them too (``actae.adapters.persistence.recorders.postgres_recorder``).
-
-Every connection names itself in ``pg_stat_activity`` (``application_name``), so that an
-operator can tell which process holds which connections: the URL's own
-``application_name`` if it has one, else this process's (:func:`name_connections`, set by
-the CLI to ``actae-worker:<name>``, ``actae-projector``, ``actae-console`` or
-``actae-cli``), unless libpq's ``PGAPPNAME`` is set, else :data:`DEFAULT_APPLICATION_NAME`.
+Every connection names itself (``application_name``) so an operator can tell which process
+holds which: the URL's name, else this process's (:func:`name_connections`), unless libpq's
+``PGAPPNAME`` is set.
 """
 
 from __future__ import annotations
@@ -31,10 +24,7 @@ _process_name = DEFAULT_APPLICATION_NAME
 
 
 def name_connections(name: str) -> None:
-    """Name the connections this process opens from now on (for a program that owns it).
-
-    The library never calls this; the CLI does, once per process, before opening a store.
-    """
+    """Name the connections this process opens from now on (the CLI's; never the library's)."""
     global _process_name  # noqa: PLW0603 - one name per process, like its argv
     _process_name = name.encode()[:MAX_APPLICATION_NAME].decode(errors="ignore") or (
         DEFAULT_APPLICATION_NAME
@@ -42,11 +32,7 @@ def name_connections(name: str) -> None:
 
 
 def default_name() -> dict[str, str]:
-    """The ``application_name`` a connection gets unless its URL names it: this process's.
-
-    Empty when the environment has ``PGAPPNAME``: libpq names the connections from it then,
-    as it does for any program (a supervisor may name each process it starts that way).
-    """
+    """The ``application_name`` a connection gets unless its URL names it (none: ``PGAPPNAME``)."""
     return {} if "PGAPPNAME" in os.environ else {"application_name": _process_name}
 
 

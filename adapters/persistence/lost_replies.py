@@ -1,13 +1,10 @@
 """Writes whose reply was lost: recognised as the caller's own commit, not repeated.
 
-A connection error after a write was sent leaves its outcome unknown: the statement may have
-committed and only the answer been lost. The write is sent again. If the store then refuses
-it because rows exist at its (aggregate, version) pairs, those rows are read back; when every
-one equals, in topic and state bytes, what this call sent, the first attempt committed and
-its positions are the answer. Each event carries its timestamp and full content, fixed
-before the first attempt, so equal rows are this call's write; anything else (a row
-missing, or different) is another writer's and stays a conflict. The normal path pays
-nothing: this runs only after a connection error. See docs/lost-replies.md.
+A connection error after a write was sent leaves its outcome unknown, so the write is sent
+again. If the store refuses it because rows exist at its (aggregate, version) pairs, they are
+read back: each event carries its timestamp and full content, so rows equal in topic and
+state bytes are this call's first attempt, and their positions are the answer; anything else
+is another writer's and stays a conflict. See docs/lost-replies.md.
 """
 
 from __future__ import annotations
@@ -35,12 +32,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def retried_on_connection_errors(function: F) -> F:
-    """``function``, tried up to ``WRITE_ATTEMPTS`` times while the connection fails.
+    """``function`` (a read), tried up to ``WRITE_ATTEMPTS`` times while the connection fails.
 
-    A read (or the read-back of a lost write). It waits through :func:`pause`, so an async
-    caller's event loop goes on meanwhile. A plain loop rather than a tenacity decorator:
-    this wraps every read, and tenacity's costs about 25 µs a call (measured), more than a
-    tenth of a read on PostgreSQL.
+    A plain loop, not tenacity's decorator, which costs a tenth of a read on PostgreSQL.
     """
 
     @functools.wraps(function)
@@ -73,11 +67,7 @@ class RecognisesOwnCommits:
     def _insert_again(
         self, stored_events: Sequence[StoredEvent], statement: LiteralString, params: list[Any]
     ) -> list[int]:
-        """Retry a write whose first attempt failed with the outcome unknown; its positions.
-
-        A refusal because the rows exist is this call's own earlier commit if the rows are
-        exactly the ones sent (:meth:`own_commit`); otherwise it is a real conflict.
-        """
+        """Retry a write whose first attempt failed with the outcome unknown; its positions."""
         for attempt in range(2, WRITE_ATTEMPTS + 1):
             pause(WRITE_RETRY_WAIT * (1 + 0.1 * (random.random() - 0.5)))  # noqa: S311
             try:
@@ -96,13 +86,7 @@ class RecognisesOwnCommits:
 
     @retried_on_connection_errors
     def own_commit(self, stored_events: Sequence[StoredEvent]) -> list[int] | None:
-        """The positions of ``stored_events`` if the store holds exactly these rows, else None.
-
-        Only called after a write whose outcome is unknown was refused as a duplicate. Every
-        event carries its timestamp and its full content, so rows equal in topic and state
-        bytes at the same aggregate versions are this call's own write, not another
-        writer's; anything less (a row missing, or different) is a real conflict.
-        """
+        """The positions of ``stored_events`` if the store holds exactly these rows, else None."""
         keys = [(e.originator_id, e.originator_version) for e in stored_events]
         rows = self._execute(
             self._own_rows_query(),

@@ -1,12 +1,9 @@
 """Versioned store schema: one ordered list of migrations per backend, and a table of them.
 
-A migration's version is its place in its backend's list, counted from 1. Version 1 is
-the baseline (:mod:`actae.adapters.persistence.baseline`): every table Actae owns, the event
-store, custody, read models and the workers' tables. Later releases append to the lists;
-nothing else changes a store's tables. Opening a store applies the missing migrations once,
-in a turn (:mod:`actae.adapters.persistence.turns`), so many processes may open one store
-at once, and records each in ``actae_migrations``. A store written by a newer Actae is
-refused rather than misread.
+A migration's version is its place in its list, from 1: the baseline
+(:mod:`actae.adapters.persistence.baseline`), every table Actae owns. Later releases append.
+Opening a store applies the missing ones in a turn (:mod:`actae.adapters.persistence.turns`),
+so many processes may open one store at once; a store of a newer Actae is refused.
 """
 
 from __future__ import annotations
@@ -29,18 +26,12 @@ MIGRATIONS_DDL = (
     "applied_at timestamptz NOT NULL DEFAULT now())"
 )
 LOCK_TIMEOUT = "10s"
-"""How long a migration waits for a table's lock before the open fails (to be retried):
-behind a long reader, a statement that waits for an exclusive lock would queue every
-other statement on the table for as long."""
+"""How long a migration waits for a table's lock: a waiting DDL queues every other statement."""
 
 
 @dataclass(frozen=True)
 class Migration:
-    """One step of a backend's schema: ``statements`` run in order, in one transaction.
-
-    It changes tables; a workflow's ``Migration`` (:mod:`actae.domain.lifecycle`)
-    upgrades a run's state instead.
-    """
+    """One step of a backend's schema: ``statements`` run in order, in one transaction."""
 
     name: str
     statements: tuple[str, ...]
@@ -62,10 +53,7 @@ class SchemaVersionError(ActaeError):
 
 
 def missing(current: int, migrations: tuple[Migration, ...]) -> list[tuple[int, Migration]]:
-    """The migrations a store at version ``current`` lacks, with their versions.
-
-    A store whose schema is newer than every migration this Actae knows is refused.
-    """
+    """The migrations a store at version ``current`` lacks, with their versions."""
     if current > len(migrations):
         msg = (
             f"this store is at schema version {current} but this Actae knows only up to "
@@ -88,12 +76,8 @@ def open_postgres(
 ) -> S | None:
     """Build the service once the schema is created or upgraded, in turns with other openers.
 
-    A store already at this Actae's version opens without DDL or lock (also on a server
-    that is read-only). Otherwise the migrations are applied in a turn on the migrations
-    table, waited for at most ``lock_wait`` seconds (then
-    :class:`~actae.domain.errors.StoreBusyError`). With ``create=False`` a schema that
-    holds no store is left alone (no DDL runs) and the answer is ``None``, for the caller
-    to report with the URL it knows.
+    A store at this version opens without DDL or lock (a read-only server too); the turn is
+    waited for at most ``lock_wait`` seconds. ``create=False``: no store there gives ``None``.
     """
     table = sql.Identifier(schema, MIGRATIONS_TABLE)
     with psycopg.connect(**conninfo, autocommit=True) as conn:  # type: ignore[arg-type]
@@ -106,37 +90,31 @@ def open_postgres(
 
 
 def migrate_postgres(conn: psycopg.Connection[Any], schema: str, lock_wait: float) -> None:
-    """Apply the missing migrations to ``schema`` in a turn (``conn`` autocommits)."""
+    """Apply the missing migrations to ``schema`` in a turn (``conn`` autocommits).
+
+    The version is read again in the turn (an earlier one may have migrated); each in a savepoint.
+    """
+    ident = sql.Identifier(schema)
     table = sql.Identifier(schema, MIGRATIONS_TABLE)
-    create_once(conn, sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+    create_once(conn, sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident))
     create_once(conn, migrations_table(table))
     with conn.transaction():
         take_turn(conn, table, lock_wait)
-        _apply_postgres(conn, schema)
+        lacking = missing(_postgres_version(conn, table), POSTGRES_MIGRATIONS)
+        conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT)))
+        for version, migration in lacking:
+            with conn.transaction():
+                for statement in migration.statements:
+                    conn.execute(sql.SQL(statement).format(schema=ident))
+                conn.execute(
+                    sql.SQL("INSERT INTO {} (version, name) VALUES (%s, %s)").format(table),
+                    (version, migration.name),
+                )
 
 
 def migrations_table(table: sql.Identifier) -> sql.Composed:
     """The statement that creates the migrations table (if it is not there)."""
     return sql.SQL(MIGRATIONS_DDL).format(table)
-
-
-def _apply_postgres(conn: psycopg.Connection[Any], schema: str) -> None:
-    """Apply the missing migrations in this turn, each in a savepoint.
-
-    The version is read again: a turn before this one may have applied them.
-    """
-    ident = sql.Identifier(schema)
-    table = sql.Identifier(schema, MIGRATIONS_TABLE)
-    lacking = missing(_postgres_version(conn, table), POSTGRES_MIGRATIONS)
-    conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(LOCK_TIMEOUT)))
-    for version, migration in lacking:
-        with conn.transaction():
-            for statement in migration.statements:
-                conn.execute(sql.SQL(statement).format(schema=ident))
-            conn.execute(
-                sql.SQL("INSERT INTO {} (version, name) VALUES (%s, %s)").format(table),
-                (version, migration.name),
-            )
 
 
 def _exists(conn: psycopg.Connection[Any], table: sql.Identifier) -> bool:
@@ -156,12 +134,7 @@ def _postgres_version(conn: psycopg.Connection[Any], table: sql.Identifier) -> i
 
 
 def open_sqlite(database: str, build: ServiceFactory[S], *, create: bool = True) -> S | None:
-    """Check the schema version, apply the missing migrations, build the service.
-
-    ``database`` is a path or a URI. With ``create=False`` a database that holds no store is
-    left as it is and the answer is ``None`` (that a file exists is the backend's to check
-    first: connecting would create it).
-    """
+    """Apply the missing migrations, then build the service (``None``: no store, no create)."""
     conn = sqlite3.connect(database, uri=True, timeout=30, isolation_level=None)
     try:
         current = sqlite_version(conn)
@@ -177,10 +150,7 @@ def open_sqlite(database: str, build: ServiceFactory[S], *, create: bool = True)
 
 
 def migrate_sqlite(conn: Any) -> None:
-    """Apply the missing migrations in the caller's transaction (a connection or cursor).
-
-    The version is read inside it: an opener before this one may have applied them.
-    """
+    """Apply the missing migrations in the caller's transaction (a connection or cursor)."""
     conn.execute(in_sqlite(MIGRATIONS_DDL.format(MIGRATIONS_TABLE)))
     for version, migration in missing(sqlite_version(conn), SQLITE_MIGRATIONS):
         for statement in migration.statements:

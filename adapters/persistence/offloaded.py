@@ -1,13 +1,9 @@
 """Recorders with no asyncio interface, kept off an async caller's event loop.
 
-sqlite3 blocks: on the database's lock (up to the lock timeout) and on ``fsync``. Even an
-in-memory database, which waits on no IO, would never let the loop yield if its calls were
-awaited on it: measured with 32 writers, a ticker on the loop woke 20 ms late at the
-median, against 5 ms with the calls in worker threads at the same rate (docs/async.md).
-So, called from an ``AsyncStore`` method (a greenback portal), each entry point of the
-recorder runs in a worker thread while the coroutine waits
-(:func:`~actae.adapters.persistence.awaiting.off_the_loop`); a synchronous caller calls
-straight through.
+sqlite3 blocks on the database's lock and on ``fsync``; even in memory, calls awaited on the
+loop would never let it yield (docs/async.md has the measurements). So, from an
+``AsyncStore`` method, each entry point runs in a worker thread while the coroutine waits
+(:func:`~actae.adapters.persistence.awaiting.off_the_loop`); a sync caller calls straight.
 """
 
 from __future__ import annotations
@@ -35,19 +31,18 @@ T = TypeVar("T")
 
 
 class ActaeSQLiteRecorder(SQLiteApplicationRecorder):
-    """eventsourcing's SQLite application recorder, each entry point off the event loop.
-
-    Its table has the ``operation_id`` column (:mod:`actae.adapters.persistence.operation_ids`);
-    the store's migrations make it.
-    """
+    """eventsourcing's SQLite application recorder, each entry point off the event loop."""
 
     def __init__(self, datastore: SQLiteDatastore, events_table_name: str = "stored_events"):
         super().__init__(datastore, events_table_name)
-        self.insert_events_statement = operation_ids.sqlite_insert_statement(self.events_table_name)
-        self._select_operation = operation_ids.sqlite_select_statement(self.events_table_name)
+        table = self.events_table_name
+        self.insert_events_statement = (
+            f"INSERT INTO {table} (originator_id, originator_version, topic, state, operation_id)"  # noqa: S608
+            " VALUES (?,?,?,?,?)"
+        )
+        self._select_operation = f"SELECT * FROM {table} WHERE operation_id = ?"  # noqa: S608
         self._select_version = (
-            f"SELECT 1 FROM {self.events_table_name}"  # noqa: S608 - our own table's name
-            " WHERE originator_id = ? AND originator_version = ?"
+            f"SELECT 1 FROM {table} WHERE originator_id = ? AND originator_version = ?"  # noqa: S608
         )
         self.forgets = ForgetWatch()
         """The forget token read before each read (:mod:`~actae.adapters.persistence.forgets`)."""
@@ -70,10 +65,7 @@ class ActaeSQLiteRecorder(SQLiteApplicationRecorder):
         return off_the_loop(super().max_notification_id)
 
     def _after_forgets(self, read: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """``read(*args, **kwargs)`` once :attr:`forgets` knows the token the last forget left.
-
-        In process, the token costs no round trip.
-        """
+        """``read(*args, **kwargs)`` once :attr:`forgets` knows the token the last forget left."""
         with self.datastore.transaction(commit=False) as c:
             c.execute(f"SELECT value FROM {SECRETS_TABLE} WHERE name = ?", (TOKEN_NAME,))  # noqa: S608
             row = c.fetchone()
@@ -97,13 +89,10 @@ class ActaeSQLiteRecorder(SQLiteApplicationRecorder):
     ) -> Sequence[int] | None:
         """Insert each row with its operation id; their positions (rowids).
 
-        Refused, in the same transaction, if a run whose contents the rows hold was
-        forgotten (its data key destroyed), or has a key while ``in_clear`` (the contents
-        go unsealed): :func:`~actae.adapters.persistence.forgets.refuse_keyed`, and the
-        transaction rolls back, nothing written. Checked after the inserts: by then the
-        transaction holds the write lock, so it reads the latest commit; a read first would
-        make the insert upgrade a read transaction, which SQLite refuses at once ("database
-        is locked") instead of waiting for another writer.
+        A forgotten run's rows, or a keyed run's ``in_clear``, are refused in the same
+        transaction (:func:`~actae.adapters.persistence.forgets.refuse_keyed`). Checked after
+        the inserts, under the write lock: a read first would make the insert upgrade a read
+        transaction, which SQLite refuses at once ("database is locked") instead of waiting.
         """
         positions = []
         for s in stored_events:
@@ -131,11 +120,7 @@ class ActaeSQLiteRecorder(SQLiteApplicationRecorder):
         return positions
 
     def _holds_version_before(self, c: SQLiteCursor, s: StoredEvent) -> bool:
-        """Whether the table holds the version before ``s``'s (asked inside the write).
-
-        Asked after the inserts, so the write lock is already taken: a read first would
-        start the transaction as a reader that another writer can overtake.
-        """
+        """Whether the table holds the version before ``s``'s (asked under the write lock)."""
         originator_id = s.originator_id
         key = originator_id.hex if isinstance(originator_id, UUID) else originator_id
         c.execute(self._select_version, (key, s.originator_version - 1))

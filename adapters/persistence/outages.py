@@ -1,17 +1,11 @@
 """Riding out database outages: which errors pass by themselves, and how long to wait them out.
 
-A PostgreSQL restart, a failover, a pooler restart or a terminated backend drops connections
-for a few seconds. The long-running processes (worker, projector, subscriptions) must wait
-that out and carry on from their durable positions, and say so once, not once per attempt.
-A server that turns read-only (a failover to a standby, ``default_transaction_read_only``
-turned on) is an outage too: reads still work, but no write can succeed until a writable
-server is back, and ending the processes would leave their runs with nobody to serve them.
-Everything else must fail fast: retrying a missing table, a permission error or bad input
-forever hides the real problem behind a loop of log lines.
-
-Retries use tenacity (exponential backoff with jitter, so processes that lost the server
-together do not come back in lockstep); the classification below is the one place that says
-what is worth retrying.
+A restart, a failover or a terminated backend drops connections for a few seconds; the
+long-running processes wait that out, say so once, and carry on from their durable positions.
+A server turned read-only is an outage too (ending the processes would leave their runs with
+nobody to serve them). Everything else fails fast: retrying a missing table or bad input
+forever hides the real problem. Retries use tenacity's jittered backoff, so processes that
+lost the server together do not come back in lockstep.
 """
 
 from __future__ import annotations
@@ -40,11 +34,7 @@ from actae.domain.errors import ValidationError
 T = TypeVar("T")
 
 READ_ONLY = "25006"
-"""read_only_sql_transaction: the server refuses writes (a standby, or read-only by default).
-
-An analyst's query that tries to write meets the same SQLSTATE inside the read-only
-transaction it is run in; that one is bad input, answered as a ``ValidationError`` (never
-waited out: see :func:`is_transient`)."""
+"""read_only_sql_transaction: the server refuses writes (a standby, or read-only by default)."""
 
 TRANSIENT_SQLSTATES = frozenset(
     {
@@ -66,23 +56,18 @@ REFUSED_LOGIN = (
     "SSL",
     "certificate",
 )
-"""Words of a connection the server refused for good (a bad password, no such database or
-role, no TLS where it is required): libpq reports these without a SQLSTATE, like a
-refused or reset connection, but waiting cannot make them succeed."""
+"""Words of a login the server refused for good: no SQLSTATE, but waiting cannot help."""
 
 FIRST_WAIT = 0.05
 MAX_WAIT = 2.0
-"""Seconds between attempts: a random wait (full jitter) under a bound that starts at
-``FIRST_WAIT`` and doubles up to ``MAX_WAIT`` (a restarted server is usually back within a
-few of these)."""
+"""Seconds between attempts: full jitter under a bound doubling from ``FIRST_WAIT``."""
 
 
 def is_transient(error: BaseException) -> bool:
     """Whether ``error`` (or the error it was raised from) goes away by waiting.
 
-    SQLite's only transient error is a lock held too long by another process. Bad input is
-    never waited out, whatever the database said when it was found out (a write in a
-    read-only query is refused with the SQLSTATE of a read-only server).
+    Bad input never does, whatever the database said (an analyst's write in a read-only
+    query meets the SQLSTATE of a read-only server).
     """
     for current in _chain(error):
         if isinstance(current, ValidationError):
@@ -115,11 +100,7 @@ def _chain(error: BaseException) -> Iterator[BaseException]:
 
 
 def _psycopg_transient(error: psycopg.Error) -> bool:
-    """A psycopg error without a SQLSTATE never reached the server's SQL layer.
-
-    The connection was refused, reset or closed, or the pool had none to give, unless the
-    server refused the login itself (``REFUSED_LOGIN``) or the pool was closed by its owner.
-    """
+    """Transient by SQLSTATE; without one, the connection was lost (unless refused for good)."""
     if isinstance(error, PoolClosed):
         return False  # closed by its owner, not by the database: waiting cannot help
     state = error.sqlstate
@@ -131,11 +112,9 @@ def _psycopg_transient(error: psycopg.Error) -> bool:
 
 
 def store_outage(error: BaseException) -> bool:
-    """Whether ``error`` is an outage of Actae's own store, not of something a workflow uses.
+    """Whether ``error`` is an outage of the store's own recorder, not of a workflow's service.
 
-    Workflow code talks to the store through its recorder, whose errors are eventsourcing's
-    ``PersistenceError`` family; a refused connection to a model provider, or a deadlock in
-    the workflow's own database, is the run's error to fail with, not an outage to wait out.
+    A workflow's refused model call or deadlocked database is the run's error to fail with.
     """
     return isinstance(error, PersistenceError) and is_transient(error)
 
@@ -152,11 +131,7 @@ def summary(error: BaseException) -> str:
 
 
 class Outage:
-    """Says once that the database went away, and once that it is back, with the duration.
-
-    ``say`` gets each line; the outage starts at the first failed attempt and ends at the
-    first success after it.
-    """
+    """Says once that the database went away, and once that it is back, with the duration."""
 
     def __init__(self, who: str, say: Callable[[str], None]) -> None:
         self._who = who

@@ -1,37 +1,19 @@
 """Global positions on PostgreSQL: issued without a lock held across commit, read in order.
 
-Writers do not take turns. Each write statement draws one value ``b`` from the events
-table's sequence and gives its ``n`` events the positions ``b * BLOCK`` to
-``b * BLOCK + n - 1``: a block of its own, so two concurrent writes never interleave their
-positions (eventsourcing's non-interleaving contract), and no lock is held while the
-transaction commits, so commits of concurrent writers can share a WAL flush.
+Each write statement draws one value ``b`` from the events table's sequence and gives its
+``n`` events the positions ``b * BLOCK`` to ``b * BLOCK + n - 1``: concurrent writes never
+interleave, and no lock is held across commit, so their commits can share a WAL flush.
 
-The price: a write may commit *after* a write that drew a later block. A reader that took
-"everything committed after my position" at face value could pass a position that an
-in-flight write fills later, and never see that event. Readers therefore ask the
-:class:`Horizon` how far the store is final: the highest position below which no event can
-still appear. The argument rests on one fact of PostgreSQL, tested in
-``tests/integration/test_positions.py``:
-
-    ``nextval`` locks the sequence (``RowExclusiveLock``, held until the transaction ends)
-    before it allocates a value. So every transaction that holds a value it has not yet
-    committed or rolled back holds that lock.
-
-Hence, in this order: (1) read the sequence's last allocated value ``L``; (2) list the
-transactions, other than the reader's, that hold that lock on the sequence *and* a write
-lock on the events table (every writer does; a transaction that merely read the sequence,
-such as ``SELECT * FROM pg_sequences``, does not); (3) wait until each of them has ended.
-Every block up to ``L`` was then either committed (visible to any snapshot taken after (3))
-or rolled back, and blocks drawn after (1) are above ``L``. The wait is for writers of
-*this* store's positions only: a transaction open for minutes in another database, another
-schema, or reading this table does not hold that lock and does not delay readers (a reader
-bounded by the cluster-wide ``pg_snapshot_xmin`` would wait for it). The same reasoning
-holds for the table: a write statement locks its target table before it allocates a sequence
-value or an xid, and keeps that lock to its end; holding both locks is what marks a writer
-of positions (a purge's ``DELETE`` holds only the table's).
-
-Readers keep the highest horizon they have established (``final``): below it nothing can
-change any more, so catching up through history costs one horizon, not one per page.
+The price: a write may commit *after* one that drew a later block, so readers ask the
+:class:`Horizon` the highest position below which no event can still appear. It rests on one
+fact of PostgreSQL (tested in ``tests/integration/test_positions.py``): ``nextval`` takes
+``RowExclusiveLock`` on the sequence, held to the transaction's end, before it allocates.
+So: (1) read the sequence's last value ``L``; (2) list the other transactions holding that
+lock *and* a write lock on the events table (a mere reader of the sequence holds only the
+first, a purge's ``DELETE`` only the second); (3) wait until each has ended. Every block up
+to ``L`` is then committed or rolled back. Only this store's writers are waited for, unlike a
+bound by the cluster-wide ``pg_snapshot_xmin``. Readers keep the highest horizon (``final``),
+so catching up through history costs one survey, not one per page.
 """
 
 from __future__ import annotations
@@ -70,12 +52,8 @@ def block_bound(last_value: int, is_called: bool) -> int:
 class Horizon:
     """How far a store's positions are final: nothing can appear at or below the horizon.
 
-    ``sequence`` is the qualified name of the events table's sequence, ``table`` the
-    table's. A writer in flight holds ``RowExclusiveLock`` on both (the table's from before
-    it draws a position); a transaction that only read the sequence (``pg_sequences``,
-    ``currval``, a dump) holds the first, a purge's ``DELETE`` the second: neither is waited
-    for. The statements are rendered once; ``execute`` runs them (the recorder's own pooled
-    path, so an async caller's coroutine waits rather than its thread).
+    ``sequence`` and ``table`` are qualified names; ``execute`` is the recorder's pooled path,
+    so an async caller's coroutine waits rather than its thread.
     """
 
     def __init__(self, execute: Execute, sequence: str, table: str) -> None:
@@ -109,10 +87,8 @@ class Horizon:
     def bound_for(self, lower: int) -> tuple[int, bool]:
         """The horizon to read a page from ``lower`` below, and whether it is a new one.
 
-        Well below the horizon already known, that one serves: catching up through history
-        costs no survey. A page that starts within its last block (a reader following live)
-        would find little or nothing below it, then survey and read again above it; there a
-        new horizon is established first, so such a page is one survey and one read.
+        Well below the known horizon, that one serves; a page within its last block (a reader
+        following live) establishes a new one first, so it costs one survey and one read.
         """
         known = self.final  # read once: another thread may raise it meanwhile
         if lower <= known - BLOCK:

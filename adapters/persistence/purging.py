@@ -1,14 +1,9 @@
 """Deleting a purged run's events: the one place Actae removes rows from its event store.
 
-Retention (:mod:`actae.domain.keeping`) first appends the run's tombstone after its last
-event; only then are the events it replaces deleted: every event of the run's channel and
-of its ledger entries, and the run's own events except the tombstone. Positions stay
-monotonic on every backend: PostgreSQL's sequence never goes back, and on SQLite, which
-gives a new row the largest ``rowid`` plus one, the row with the largest ``rowid`` is never
-deleted (the tombstone is newer than the history it replaces, so that spares at most a
-write that came after it). The store's backend (:mod:`actae.adapters.runtime.backends`)
-picks its database's :class:`Purging` and runs it off an async caller's loop; each delete
-is one transaction and answers how many rows it deleted.
+Retention (:mod:`actae.domain.keeping`) first appends the run's tombstone; only then are the
+events it replaces deleted. Positions stay monotonic: PostgreSQL's sequence never goes back,
+and on SQLite, which gives a new row the largest ``rowid`` plus one, the row with the largest
+``rowid`` is never deleted (at most it spares a write newer than the tombstone).
 """
 
 from __future__ import annotations

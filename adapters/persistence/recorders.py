@@ -1,9 +1,7 @@
 """The event store on each kind of database, built by name: which recorder, on which datastore.
 
-The store's backend (:mod:`actae.adapters.runtime.backends`) calls one of these, so a write
-can be followed by reading from ``Store.transition`` through ``ActaeService.save`` to the
-recorder's SQL: no topic strings or settings dictionaries in between. Each setting is
-eventsourcing's default unless a comment says why Actae's differs.
+No topic strings or settings dictionaries in between: a write can be followed by reading.
+Each setting is eventsourcing's default unless a comment says why Actae's differs.
 """
 
 from __future__ import annotations
@@ -38,11 +36,7 @@ IDLE_CONNECTION_SECONDS = 10.0
 
 @dataclass(frozen=True)
 class EventStore:
-    """Where a store's events live.
-
-    The recorder writes them, the domain reads them through the log, ``close`` lets go of
-    the connections.
-    """
+    """Where a store's events live: the recorder writes, the domain reads through the log."""
 
     mapper: Mapper[Any]
     recorder: ApplicationRecorder
@@ -82,12 +76,7 @@ def sqlite_store(
 def postgres_store(
     url: StoreUrl, *, create_tables: bool, mappers: Mappers = plain_mappers
 ) -> EventStore:
-    """Events in PostgreSQL, in the URL's schema, through a pool of the URL's size.
-
-    Every libpq parameter of the URL reaches each pooled connection (they are added to the
-    pool's connection arguments before it first connects). Without a password in the URL,
-    libpq looks in the passfile.
-    """
+    """Events in PostgreSQL, in the URL's schema, through a pool of the URL's size."""
     conninfo = url.postgres_conninfo
     datastore = PostgresDatastore(
         dbname=conninfo["dbname"],
@@ -113,16 +102,11 @@ def postgres_store(
 def process_pool(
     datastore: PostgresDatastore, conninfo: dict[str, str]
 ) -> ConnectionPool[Connection[DictRow]]:
-    """The one pool of the store's connections, in place of the datastore's own.
+    """The one pool of the store's connections (events, read models, leases, custody, clock).
 
-    It is eventsourcing's pool (same connection class, settings on connect, sizes and
-    timeouts) except in what an idle process holds: one connection (``min_size``; more are
-    opened on demand, up to the URL's ``pool_size + max_overflow``, and closed again after
-    :data:`IDLE_CONNECTION_SECONDS` unused) and one thread that opens them, and in that
-    every session looks in the store's schema first (the read models name their tables
-    unqualified, and every session must name a relation alike). The event store, the read
-    models, the run leases, the artifacts, the data keys and the clock all take their
-    connections from it.
+    eventsourcing's pool, every libpq parameter of the URL included, except that an idle
+    process holds one connection and one thread, and that every session looks in the store's
+    schema first (the read models name their tables unqualified).
     """
     stock = datastore.pool
     assert isinstance(stock.kwargs, dict)  # noqa: S101 - eventsourcing builds it as a dict

@@ -2,13 +2,9 @@
 
 ``memory://``, ``sqlite:///relative.db`` / ``sqlite:////absolute.db`` and
 ``postgresql://user:password@host:5432/db?schema=actae&pool_size=8&sslmode=verify-full``.
-The URL becomes the complete eventsourcing environment; ``os.environ`` is never consulted,
-so a stray variable cannot pick the backend.
-
-A PostgreSQL URL's query holds Actae's own options and libpq connection parameters
-(:mod:`actae.adapters.persistence.libpq`). Every one is checked here; a parameter that is accepted
-reaches every connection Actae opens, and any other is refused by name, so that nothing
-(least of all ``sslmode``) is silently dropped.
+``os.environ`` is never consulted, so a stray variable cannot pick the backend. Every query
+option is checked here: accepted, it reaches every connection; else it is refused by name,
+so nothing (least of all ``sslmode``) is silently dropped.
 """
 
 from __future__ import annotations
@@ -48,10 +44,7 @@ SECRET_OPTIONS = re.compile(r"(?<=[?&]sslpassword=)[^&#]*")
 class StoreUrl:
     """A parsed store URL: the backend, and what it takes to connect to it.
 
-    ``postgres_conninfo`` holds every libpq parameter (host, port, dbname, user, password
-    and the accepted query parameters): pass it to ``psycopg.connect(**conninfo)``.
-    ``pool_timeout`` is how long a pool waits for a connection (the URL's
-    ``connect_timeout``, or 10 s).
+    ``postgres_conninfo`` holds every libpq parameter: ``psycopg.connect(**conninfo)``.
     """
 
     backend: str
@@ -109,20 +102,15 @@ def _custody(options: dict[str, str]) -> dict[str, Any]:
             raise ValidationError(
                 f"url.{name}", f"unknown option; this backend takes {', '.join(CUSTODY_OPTIONS)}"
             )
-    found: dict[str, Any] = {}
-    if "keyring" in options:
-        found["keyring"] = unquote(options["keyring"])
-    if "inline_max" in options:
-        found["inline_max"] = _count(
-            options,
-            "inline_max",
-            DEFAULT_INLINE_MAX,
-            minimum=MIN_INLINE_MAX,
-            maximum=MAX_INLINE_MAX,
-        )
-    if "artifacts" in options:
-        found["artifacts"] = options["artifacts"]
-    return found
+    keyring = options.get("keyring")
+    inline_max = _count(
+        options, "inline_max", DEFAULT_INLINE_MAX, minimum=MIN_INLINE_MAX, maximum=MAX_INLINE_MAX
+    )
+    return {
+        "keyring": None if keyring is None else unquote(keyring),
+        "inline_max": inline_max,
+        "artifacts": options.get("artifacts"),
+    }
 
 
 DEAD_SERVER_DEFAULTS = {
@@ -132,13 +120,8 @@ DEAD_SERVER_DEFAULTS = {
     "keepalives_count": "3",
     "tcp_user_timeout": "30000",
 }
-"""libpq parameters every connection gets unless the URL sets them.
-
-A failover that leaves no TCP reset behind (the old server's host is simply gone) would
-otherwise leave a statement, or an idle pooled connection, waiting for the kernel's
-timeout, about 15 minutes, before any retry can begin. With these, a dead server is noticed
-within about 30 seconds: a quiet connection is probed after 10 s, then every 5 s, three
-times, and data unacknowledged for 30 s ends the connection."""
+"""libpq parameters every connection gets unless the URL sets them: a server gone without a TCP
+reset is noticed within about 30 s, not the kernel's 15 minutes."""
 
 
 def _postgres(url: str) -> StoreUrl:

@@ -1,22 +1,14 @@
 """Durable steps for async workflow code: ``await store.resume(...)`` gives an AsyncRunContext.
 
 Each method is the :class:`~actae.adapters.runtime.store.RunContext` method of the same
-name, run in a greenback portal on the loop (as ``AsyncStore`` runs ``Store``'s): operation
-ids, replay, the ledger, retries, waits and their errors are the sync context's, written once.
-What differs is only what the context calls:
+name, run in a greenback portal on the loop, as ``AsyncStore`` runs ``Store``'s. Only what
+the context calls differs: a step's or an effect's ``fn`` may be async (or return an
+awaitable), awaited on the loop; a plain one runs in a worker thread. Cancelling the workflow
+task records nothing: the claim runs out and the effect is in doubt, as after a kill.
 
-* a step's or an effect's ``fn`` may be a coroutine function, or return an awaitable (a
-  ``lambda: client.chat(...)``): it is awaited on the loop. A plain function runs in a worker
-  thread, so a blocking SDK call does not stall the other coroutines;
-* an effect's claim is renewed by a task on the loop while ``fn`` runs. Cancelling the
-  workflow task (``asyncio.CancelledError``) cancels both and records nothing: the claim
-  runs out and the effect is in doubt, exactly as if the process had been killed.
-
-**Fan-out.** Calls of one context are taken in the order they are made and recorded one at a
-time (each write expects the head the previous one left), but the context lets go while a
-``fn`` runs: ``await ctx.gather(ctx.step("a", f), ctx.step("b", g))`` runs ``f`` and ``g``
-concurrently. Operation ids follow the order the calls were made in, so a re-run replays the
-completed ones and runs only the missing ones.
+**Fan-out.** Calls are recorded one at a time, in the order they were made (so a re-run
+replays the same operation ids), but the context lets go while a ``fn`` runs:
+``await ctx.gather(ctx.step("a", f), ctx.step("b", g))`` runs ``f`` and ``g`` concurrently.
 """
 
 from __future__ import annotations
@@ -90,18 +82,9 @@ class AsyncRunContext:
         retry: RetryPolicy | None = None,
     ) -> T: ...
 
-    async def step(
-        self,
-        name: str,
-        fn: Callable[[], Any],
-        *,
-        usage: Callable[[Any], Mapping[str, float]] | Mapping[str, float] | None = None,
-        retry: RetryPolicy | None = None,
-    ) -> Any:
+    async def step(self, name: str, fn: Callable[[], Any], **options: Any) -> Any:
         """``RunContext.step``: run ``fn`` once (awaited if async) and record its result."""
-        return await self._in_turn(
-            self.sync.step, name, self._released(fn), usage=usage, retry=retry
-        )
+        return await self._in_turn(self.sync.step, name, self._released(fn), **options)
 
     @overload
     async def effect(
@@ -136,30 +119,16 @@ class AsyncRunContext:
         name: str,
         fn: Callable[[str, int], Any],
         *,
-        idempotent: bool = False,
         reconcile: Callable[[str], Any] | None = None,
-        lease: float = 30.0,
-        retry: RetryPolicy | None = None,
-        request: dict[str, Any] | None = None,
-        timeout: float | None = None,
+        **options: Any,
     ) -> Any:
-        """``RunContext.effect``: ``fn(key, token)`` at most once, guarded by the ledger.
+        """``RunContext.effect``; an async ``fn`` is cancelled at the attempt's deadline.
 
-        ``reconcile`` may be async too. An async ``fn`` is cancelled when the store's clock
-        reaches the attempt's deadline (``timeout`` after the claim, default ``lease``).
+        The overloads above are the signature; the options go to ``RunContext.effect`` as given.
         """
         settle: Reconcile | None = None if reconcile is None else self._released(reconcile)
-        return await self._in_turn(
-            self.sync.effect,
-            name,
-            self._released(fn),
-            idempotent=idempotent,
-            reconcile=settle,
-            lease=lease,
-            retry=retry,
-            request=request,
-            timeout=timeout,
-        )
+        effect = self.sync.effect
+        return await self._in_turn(effect, name, self._released(fn), reconcile=settle, **options)
 
     # The calls that take no function of the workflow's: the sync context's, awaited.
     record = _awaited(RunContext.record)
@@ -175,9 +144,8 @@ class AsyncRunContext:
     async def gather(self, *calls: Awaitable[Any]) -> list[Any]:
         """Await ``calls`` concurrently (fan-out); their results, in order.
 
-        Unlike a bare ``asyncio.gather``, every call runs to its end, recorded, before the
-        first failure (in argument order) is raised: a failing branch does not leave the
-        others running after the workflow has moved on, nor cancel one mid-effect.
+        Every call runs to its end, recorded, before the first failure is raised: a failing
+        branch neither leaves the others running nor cancels one mid-effect.
         """
         results = await asyncio.gather(*calls, return_exceptions=True)
         for result in results:
@@ -200,9 +168,8 @@ class AsyncRunContext:
     def _released(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """``fn`` as the sync context calls it: awaited, with the turn let go meanwhile.
 
-        A plain function runs in a thread of the context's pool (not the loop's default
-        executor, which is small and which the store's own calls must never wait behind).
-        An awaitable is cancelled at the deadline of the effect attempt it serves, if any.
+        A plain function runs in the step pool, never the loop's small default executor,
+        which the store's own calls must not wait behind.
         """
 
         def call(*args: Any) -> Any:

@@ -1,17 +1,10 @@
 """The asyncio face of the store: ``actae.open_async(url)`` and ``AsyncStore``.
 
-An ``AsyncStore`` method is the ``Store`` method of the same name, awaited. There is no
-second implementation of any command, query, validation or error: each call runs the
-synchronous method on the event loop's thread inside a greenback portal
-(:mod:`actae.adapters.persistence.awaiting`), and only where that method would block does
-the coroutine wait instead, by backend (docs/async.md has the measurements):
-
-* **PostgreSQL**: every statement is awaited on psycopg's ``AsyncConnectionPool`` (a second
-  pool beside the blocking one, as large): as many statements in flight as it has
-  connections, with no thread per call.
-* **SQLite** (``memory://`` too): every recorder call runs in a worker thread (sqlite3 has
-  no asyncio interface, and a write waits for the database's lock and for ``fsync``; even
-  an in-memory call awaited on the loop would never let the loop serve anyone else).
+An ``AsyncStore`` method is the ``Store`` method of the same name, run on the loop's thread
+in a greenback portal (:mod:`actae.adapters.persistence.awaiting`): one implementation of
+every command, query and error. Only where it would block does the coroutine wait instead:
+PostgreSQL statements on psycopg's ``AsyncConnectionPool``, SQLite recorder calls in a
+worker thread (sqlite3 has no asyncio interface; docs/async.md has the measurements).
 """
 
 from __future__ import annotations
@@ -49,11 +42,7 @@ def _opening(
 
     @asynccontextmanager
     async def open_async(*args: P.args, **kwargs: P.kwargs) -> AsyncIterator[AsyncStore]:
-        """Open the store at ``url`` for asyncio code: ``async with actae.open_async(url) as store``.
-
-        The arguments, the schema handling and the errors are ``actae.open``'s. The store closes
-        when the block ends.
-        """  # noqa: E501 - the public docstring, indented here
+        """``actae.open``'s store for asyncio code, closed when the ``async with`` block ends."""
         store = await asyncio.to_thread(opens, *args, **kwargs)
         async with AsyncStore(store) as opened:
             yield opened
@@ -97,13 +86,8 @@ def _resumed(
 class AsyncStore:
     """A durable-execution store for asyncio code: ``Store``'s methods, as coroutines.
 
-    ``actae.open_async(url)`` opens one; ``async with AsyncStore(store)`` gives one over a
-    ``Store`` you opened (and closes it at the end).
-
-    ``sync`` is the underlying :class:`Store`, for code that runs in a thread of its own
-    (a ``Worker``, a ``Projector``). ``url``, ``now()``, ``clock_skew()``, ``on_commit()``
-    and ``projector()`` are plain methods, as on ``Store``: they do no IO, but the first
-    ``projector()`` call opens the read models' connection.
+    ``async with AsyncStore(store)`` wraps a ``Store`` you opened (and closes it); ``sync`` is
+    that store, for code in a thread of its own. The methods that do no IO stay plain.
     """
 
     def __init__(self, store: Store) -> None:
@@ -150,10 +134,7 @@ class AsyncStore:
         self.sync.on_commit(listener)
 
     def projector(self, **kwargs: Any) -> Projector:
-        """``Store.projector`` (opened on first use); catch up in a thread.
-
-        ``await asyncio.to_thread(projector.catch_up)``: the projector's IO blocks.
-        """
+        """``Store.projector``; its IO blocks: ``await asyncio.to_thread(projector.catch_up)``."""
         return self.sync.projector(**kwargs)
 
     resume = _resumed(Store.resume)
@@ -222,10 +203,7 @@ class AsyncStore:
         batch_size: int = 500,
         poll_interval: float = 0.1,
     ) -> AsyncSubscription:
-        """``Store.subscribe`` for ``async with store.subscribe(...) as s: async for e in s``.
-
-        The arguments are checked, and a channel's end looked up, when the block is entered.
-        """
+        """``Store.subscribe`` for ``async with``/``async for``, checked when entered."""
 
         async def start() -> Subscription:
             subscription: Subscription = await run_in_portal(

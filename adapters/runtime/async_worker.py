@@ -1,14 +1,9 @@
 """A worker that runs many runs at once: ``AsyncWorker(store, name=, registry=, concurrency=)``.
 
-It is the :class:`~actae.adapters.runtime.worker.Worker` (candidates, leases, wake-ups,
-cooldowns, poison isolation and outcomes are decided there, once), with up to
-``concurrency`` runs in flight instead of one after the other. Each run is a task on the
-worker's event loop that runs the ``Worker``'s code in a portal, as an ``AsyncStore`` runs
-the ``Store``'s (:func:`~actae.adapters.persistence.awaiting.run_in_portal`): where that
-code would block on the store, the task awaits instead. An ``async def`` workflow is
-awaited there too, so many of them wait on their model calls together; a plain workflow's
-code blocks, so it runs in a thread (at most ``concurrency`` of them, made as needed) while
-its task waits.
+It is the :class:`~actae.adapters.runtime.worker.Worker` (which decides everything, once)
+with up to ``concurrency`` runs in flight: each is a task on the loop running the
+``Worker``'s code in a portal, as an ``AsyncStore`` runs the ``Store``'s. An ``async def``
+workflow is awaited there too; a plain one runs in a thread while its task waits.
 """
 
 from __future__ import annotations
@@ -35,12 +30,7 @@ T = TypeVar("T")
 
 
 class AsyncWorker:
-    """Runs registered workflows, up to ``concurrency`` runs at once, until ``request_stop()``.
-
-    ``await worker.run()`` works until stopped; ``await worker.run_until_idle()`` until a
-    pass finds nothing to do and no run is in flight (scripts and tests). ``outcomes`` lists
-    ``(run_id, outcome)`` as runs are served.
-    """
+    """Runs registered workflows, up to ``concurrency`` runs at once, until ``request_stop()``."""
 
     def __init__(
         self,
@@ -96,21 +86,22 @@ class AsyncWorker:
     async def run(self) -> None:
         """Work until ``request_stop()``.
 
-        A pass starts a run for each free slot; the next pass comes when a run that made
-        progress ends (its slot is free), or after ``poll_interval`` (new or due runs). A
-        run that could not advance (waiting, another worker's lease) is not tried again
-        before that, so the worker never spins.
+        The next pass comes when a run that made progress ends, or after ``poll_interval``;
+        a run that could not advance is not tried again before that, so the worker never spins.
         """
         try:
             while not self._stopping:
                 await self._start_pass()
                 await self._wait_for_change(self._worker.poll_interval)
-        except asyncio.CancelledError:  # a shutdown: the workflows stop where they are
-            self._cancel_workflows()
+        except asyncio.CancelledError:  # a shutdown: each workflow ends as if its worker died
+            for workflow in list(self._workflows):
+                workflow.cancel()
             raise
         finally:
             self._stopping = True
-            await self._drain()
+            if self._in_flight:  # shielded: the runs end even if run() itself is cancelled
+                served = asyncio.gather(*self._in_flight.values(), return_exceptions=True)
+                await asyncio.shield(served)
             await self.withdraw()
             if self._threads is not None:
                 self._threads.shutdown(wait=False)
@@ -124,10 +115,7 @@ class AsyncWorker:
                 pass
 
     async def run_once(self) -> int:
-        """One pass, as ``Worker.run_once``: serve the runnable runs; how many advanced.
-
-        Up to ``concurrency`` of them run at once; the pass ends when they have ended.
-        """
+        """One pass, as ``Worker.run_once``, ``concurrency`` runs at once; how many advanced."""
         served = await self._start_pass()
         advanced = await asyncio.gather(*served, return_exceptions=True)
         await run_in_portal(off_the_loop, self._worker.end_pass)
@@ -190,25 +178,15 @@ class AsyncWorker:
             await asyncio.wait_for(self._changed.wait(), timeout)
         self._changed.clear()
 
-    async def _drain(self) -> None:
-        """Wait for the runs in flight (a stop lets them end, as ``Worker`` does).
-
-        Shielded: if ``run()`` itself is cancelled, its runs still end (their async
-        workflows cancelled, their plain ones run to their end) and leases are released.
-        """
-        if self._in_flight:
-            await asyncio.shield(asyncio.gather(*self._in_flight.values(), return_exceptions=True))
-
     def _bind(self) -> None:
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
             self._changed = asyncio.Event()
 
     def _awaited(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        """An async workflow's result, awaited by its run's task (called in its portal).
+        """An async workflow's result, awaited in its run's portal.
 
-        The workflow runs as a task of its own, so that a shutdown cancels it and not the
-        run's bookkeeping: its run then ends as the ``Worker`` ends a cancelled workflow.
+        The workflow is a task of its own, so a shutdown cancels it, not the run's bookkeeping.
         """
         workflow = asyncio.get_running_loop().create_task(coroutine)
         self._workflows.add(workflow)
@@ -229,8 +207,3 @@ class AsyncWorker:
             )
         call = contextvars.copy_context().run  # the run's span and logging context go along
         return awaiting(asyncio.get_running_loop().run_in_executor(self._threads, call, function))
-
-    def _cancel_workflows(self) -> None:
-        """Cancel the async workflows in flight: each leaves its run as a killed worker would."""
-        for workflow in list(self._workflows):
-            workflow.cancel()

@@ -1,12 +1,9 @@
 """One object per kind of database: the only module that knows which one a store is on.
 
 ``actae.open`` asks :func:`backend_for` once per URL; everything that differs between
-PostgreSQL and SQLite is a method of the :class:`Backend` it gets: the event store and its
-schema, the clock, the custody tables, the read models, how a reader wakes, and the few
-statements written per database (counting a backlog, deleting a purged run's events).
-Nothing else asks which database it runs on. ``memory://`` is SQLite too, in a file on
-tmpfs (:class:`MemoryBackend`): the same recorder, tables and read models, gone when the
-store closes.
+PostgreSQL and SQLite (schema, event store, clock, custody, read models, the few statements
+written per database) is a method of the :class:`Backend` it gets. ``memory://`` is SQLite
+too (:class:`MemoryBackend`).
 """
 
 from __future__ import annotations
@@ -21,13 +18,14 @@ from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import ApplicationRecorder, Mapper
+from psycopg import sql
 
 from actae.adapters.custody.blobs import BlobStore, blob_store
 from actae.adapters.custody.datakeys import SqlKeyTable, Transaction
 from actae.adapters.custody.holding import SecretTable
 from actae.adapters.custody.refs import RefRecorder
 from actae.adapters.custody.tables import PostgresTables, SQLiteTables
-from actae.adapters.persistence import backlog, purging
+from actae.adapters.persistence import purging
 from actae.adapters.persistence.awaiting import off_the_loop
 from actae.adapters.persistence.clock import read_clock_with, store_clock
 from actae.adapters.persistence.forgets import KEYS_TABLE, SECRETS_TABLE, ForgetWatch
@@ -47,6 +45,9 @@ KeyTables = tuple[SqlKeyTable, SecretTable]
 """Where runs' data keys and the store's own secrets live."""
 Custody = tuple[BlobStore, RefRecorder]
 """The artifacts' blob store and their references."""
+BACKLOG_CAP = 1_000_000
+"""Events counted after a position at most: a gauge scraped every few seconds must not scan a
+backlog of millions each time."""
 
 
 class Backend:
@@ -66,7 +67,10 @@ class Backend:
     _recorder: ActaePostgresRecorder | ActaeSQLiteRecorder
     """The event store's recorder (from :meth:`event_store` on)."""
     _purging: purging.Purging
-    """The deletes of a purge, and the look for what is left, in this database's SQL."""
+    _mark = "?"
+    """The DB-API parameter mark of the database's driver."""
+    _text_ids = True
+    """Whether run ids are stored as text (the database has no uuid type)."""
 
     def __init__(self, url: StoreUrl) -> None:
         self.url = url
@@ -83,9 +87,29 @@ class Backend:
         """The recorder and the mappers over it."""
         raise NotImplementedError
 
+    def _kept(self, mappers: Mappers) -> Mappers:
+        """``mappers``, keeping the recorder they are made over as this backend's."""
+
+        def over(recorder: ApplicationRecorder) -> tuple[Mapper[Any], Mapper[Any]]:
+            assert isinstance(recorder, ActaePostgresRecorder | ActaeSQLiteRecorder)  # noqa: S101
+            self._recorder = recorder
+            return mappers(recorder)
+
+        return over
+
+    def _table(self, name: str) -> str:
+        """A custody table's name as statements give it."""
+        return name
+
     def key_tables(self) -> KeyTables:
-        """Data keys and secrets in the event store's own database (asked by its mappers)."""
-        raise NotImplementedError
+        """Data keys and secrets through the event store's connections (asked by its mappers)."""
+        datastore = self._recorder.datastore
+        begin: Transaction = lambda: datastore.transaction(commit=True)  # noqa: E731
+        keys, secrets = self._table(KEYS_TABLE), self._table(SECRETS_TABLE)
+        data_keys = SqlKeyTable(
+            begin, table=keys, mark=self._mark, text_ids=self._text_ids, secrets=secrets
+        )
+        return data_keys, SecretTable(begin, table=secrets, mark=self._mark)
 
     def forget_watch(self) -> ForgetWatch:
         """What the recorder's reads saw of forgets (asked by its mappers)."""
@@ -108,17 +132,17 @@ class Backend:
     async def close_async(self) -> None:
         """Close what :meth:`connect_async` opened."""
 
-    def events_after(self, position: int, cap: int = backlog.CAP) -> int:
-        """How many events are stored after ``position``, counted up to ``cap``."""
+    def events_after(self, position: int, cap: int = BACKLOG_CAP) -> int:
+        """How many events are stored after ``position``, counted up to ``cap``.
+
+        Counted, not subtracted: positions come in blocks on PostgreSQL, and purges leave holes.
+        """
         raise NotImplementedError
 
     def delete_events(
         self, *, everything_of: Sequence[UUID], history_of: Sequence[UUID], keep_topic: str
     ) -> int:
-        """Delete the events of ``everything_of``, and of ``history_of`` all but ``keep_topic``.
-
-        In one transaction; the answer is how many were deleted.
-        """
+        """Delete the events of ``everything_of``, and of ``history_of`` all but ``keep_topic``."""
         if not everything_of and not history_of:
             return 0
         delete = self._purging.delete_events
@@ -131,10 +155,7 @@ class Backend:
         return off_the_loop(self._purging.still_stored, self._recorder, originator_ids)
 
     def server(self, field: str, *, needed_by: str, missing: str) -> dict[str, str]:
-        """The database server's libpq parameters; ``ValidationError`` on ``field`` without.
-
-        The refusal says what needs the server and what this backend has not (``missing``).
-        """
+        """The database server's libpq parameters; ``ValidationError`` on ``field`` without."""
         raise ValidationError(
             field,
             f"{needed_by}needs a PostgreSQL store (postgresql://...); {self.name} has no {missing}",
@@ -151,6 +172,8 @@ class PostgresBackend(Backend):
     reads_ahead = True
     _purging = purging.POSTGRES
     _recorder: ActaePostgresRecorder
+    _mark = "%s"
+    _text_ids = False
 
     def clock(self, given: Clock | None) -> Clock:
         """The store's clock: ``given``, else the database server's (every host agrees)."""
@@ -159,34 +182,15 @@ class PostgresBackend(Backend):
     def open(self, build: ServiceFactory, *, create: bool) -> ActaeService | None:
         """The service, after the schema's migrations ran (one process at a time)."""
         url = self.url
-        return open_postgres(
-            url.postgres_conninfo,
-            url.postgres_schema,
-            build,
-            create=create,
-            lock_wait=url.lock_wait,
-        )
+        conninfo, schema = url.postgres_conninfo, url.postgres_schema
+        return open_postgres(conninfo, schema, build, create=create, lock_wait=url.lock_wait)
 
     def event_store(self, mappers: Mappers, *, create_tables: bool) -> EventStore:
         """Events in the URL's schema, through a pool of the URL's size."""
+        return postgres_store(self.url, create_tables=create_tables, mappers=self._kept(mappers))
 
-        def over(recorder: ApplicationRecorder) -> tuple[Mapper[Any], Mapper[Any]]:
-            assert isinstance(recorder, ActaePostgresRecorder)  # noqa: S101 - made for it
-            self._recorder = recorder
-            return mappers(recorder)
-
-        return postgres_store(self.url, create_tables=create_tables, mappers=over)
-
-    def key_tables(self) -> KeyTables:
-        """Data keys and secrets in the schema, through the event store's pool."""
-        datastore = self._recorder.datastore
-        begin: Transaction = lambda: datastore.transaction(commit=True)  # noqa: E731
-        schema = f'"{self.url.postgres_schema}"'
-        secrets = f"{schema}.{SECRETS_TABLE}"
-        keys = SqlKeyTable(
-            begin, table=f"{schema}.{KEYS_TABLE}", mark="%s", text_ids=False, secrets=secrets
-        )
-        return keys, SecretTable(begin, table=secrets, mark="%s")
+    def _table(self, name: str) -> str:
+        return f'"{self.url.postgres_schema}".{name}'
 
     def custody(self, spec: str | None) -> Custody:
         """Blobs and references, one statement at a time through the process's pool."""
@@ -214,9 +218,15 @@ class PostgresBackend(Backend):
         """Close the async pool."""
         await self._recorder.close_async_pool()
 
-    def events_after(self, position: int, cap: int = backlog.CAP) -> int:
+    def events_after(self, position: int, cap: int = BACKLOG_CAP) -> int:
         """Counted by one statement."""
-        return backlog.postgres_events_after(self._recorder, position, cap)
+        recorder = self._recorder
+        table = sql.Identifier(recorder.datastore.schema, recorder.events_table_name)
+        statement = sql.SQL(
+            "SELECT count(*) FROM (SELECT 1 FROM {} WHERE notification_id > %s LIMIT %s) AS e"
+        ).format(table)
+        ((count,),) = recorder._execute(statement.as_string(), [position, cap])
+        return int(count)
 
     def server(self, field: str, *, needed_by: str, missing: str) -> dict[str, str]:
         """The URL's libpq parameters."""
@@ -224,11 +234,7 @@ class PostgresBackend(Backend):
 
 
 class SqliteBackend(Backend):
-    """A SQLite database: a file, or (:class:`MemoryBackend`) one in this process's memory.
-
-    Every connection opens ``database`` (a path or a URI); analysts' queries open
-    ``read_only``.
-    """
+    """A SQLite file: every connection opens ``database``, analysts' queries ``read_only``."""
 
     name = "sqlite"
     open_hint = "check the path (its folder must exist and be writable)"
@@ -252,20 +258,8 @@ class SqliteBackend(Backend):
 
     def event_store(self, mappers: Mappers, *, create_tables: bool) -> EventStore:
         """Events in table ``stored_events``."""
-
-        def over(recorder: ApplicationRecorder) -> tuple[Mapper[Any], Mapper[Any]]:
-            assert isinstance(recorder, ActaeSQLiteRecorder)  # noqa: S101 - made for it
-            self._recorder = recorder
-            return mappers(recorder)
-
-        return sqlite_store(self.database, create_tables=create_tables, mappers=over)
-
-    def key_tables(self) -> KeyTables:
-        """Data keys and secrets through the event store's connections."""
-        datastore = self._recorder.datastore
-        begin: Transaction = lambda: datastore.transaction(commit=True)  # noqa: E731
-        keys = SqlKeyTable(begin, table=KEYS_TABLE, mark="?", text_ids=True, secrets=SECRETS_TABLE)
-        return keys, SecretTable(begin, table=SECRETS_TABLE, mark="?")
+        kept = self._kept(mappers)
+        return sqlite_store(self.database, create_tables=create_tables, mappers=kept)
 
     def custody(self, spec: str | None) -> Custody:
         """Blobs and references on connections of their own, one per call."""
@@ -276,9 +270,16 @@ class SqliteBackend(Backend):
         """The read models in the same database as the events."""
         return sqlite_db(self.database, self.read_only)
 
-    def events_after(self, position: int, cap: int = backlog.CAP) -> int:
+    def events_after(self, position: int, cap: int = BACKLOG_CAP) -> int:
         """Counted by one query."""
-        return off_the_loop(backlog.sqlite_events_after, self._recorder, position, cap)
+        return off_the_loop(self._count_after, position, cap)
+
+    def _count_after(self, position: int, cap: int) -> int:
+        table = self._recorder.events_table_name
+        statement = f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE rowid > ? LIMIT ?)"  # noqa: S608
+        with self._recorder.datastore.transaction(commit=False) as cursor:
+            cursor.execute(statement, (position, cap))
+            return int(cursor.fetchone()[0])
 
 
 MEMORY = "/dev/shm"  # noqa: S108 - a private folder is made inside it
@@ -288,15 +289,10 @@ MEMORY = "/dev/shm"  # noqa: S108 - a private folder is made inside it
 class MemoryBackend(SqliteBackend):
     """SQLite in memory (``memory://``): always new, gone when the store closes.
 
-    A SQLite file in a private folder of its own on tmpfs (``/dev/shm``; the system's
-    temporary folder where there is none), so that it is the SQLite store in every respect:
-    the recorder, custody tables, read models and analysts' read-only connections each
-    open their own connection, with WAL's readers beside a writer. SQLite's in-memory
-    databases cannot be that: ``memdb`` has no WAL, so a reader waits behind every write
-    transaction (a projector's rebuild reads events inside its own and would wait for
-    itself), and a shared cache answers a second writer with ``SQLITE_LOCKED`` at once, or
-    lets readers see uncommitted rows. Two ``actae.open("memory://")`` make two folders;
-    :meth:`close` (or the garbage collector, for a store never closed) removes it.
+    A SQLite file in a private folder on tmpfs (``/dev/shm``, else the temporary folder), so
+    that it is the SQLite store in every respect, WAL's readers beside a writer included:
+    ``memdb`` has no WAL (a reader waits behind every write transaction), and a shared cache
+    answers a second writer with ``SQLITE_LOCKED`` or shows readers uncommitted rows.
     """
 
     name = "memory"
@@ -323,11 +319,7 @@ class MemoryBackend(SqliteBackend):
 
 
 def _remove_own(folder: str, owner: int) -> None:
-    """Remove a ``memory://`` folder, only in the process that made it.
-
-    The finalizer also runs when a forked child's interpreter exits: the parent's store
-    must not vanish under it.
-    """
+    """Remove a ``memory://`` folder, only in the process that made it (not a forked child)."""
     if os.getpid() == owner:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -18,11 +18,7 @@ STOPPED = frozenset(RunStatus) - RUNNING_STATUSES - {RunStatus.WAITING}
 
 
 def ensure_may_go_on(service: ActaeService, info: RunInfo, worker: str) -> None:
-    """Raise unless the run described by ``info`` may go on (failing it if it is overdue).
-
-    ``RunSuspended`` while it waits; ``RunStoppedError`` once it stopped, or after failing
-    it for a passed deadline or an exceeded budget.
-    """
+    """Raise ``RunSuspended`` or ``RunStoppedError`` unless the run may go on (failing if late)."""
     if info.status is RunStatus.WAITING:
         wait = info.waiting
         raise RunSuspended(

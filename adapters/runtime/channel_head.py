@@ -1,10 +1,8 @@
 """Where a run context stands on its run's channel: the head its next write expects.
 
-Each write of a context names the cursor it expects (``expected_cursor``), so a second
-worker driving the same run is refused. Others may still write on the channel without
-driving the run: lifecycle notes (a pause, a signal) and the ledger's notes of an effect's
-settlement. The head moves past those, and past the context's own writes, never past a
-rival's.
+Each write names the cursor it expects, so a second worker driving the run is refused. The
+head moves past the context's own writes and others' notes (a pause, a signal, an effect's
+settlement), never past a rival's.
 """
 
 from __future__ import annotations
@@ -35,20 +33,12 @@ class ChannelHead:
         self.receipt = self._reader.head(self._channel_id)
 
     def adopt(self, receipt: Receipt) -> None:
-        """Move to a write of the context's own, also one recognised as a replay.
-
-        After a lost reply the retried write replays the committed one; its cursor is still
-        the context's newest, and the next write must expect it.
-        """
+        """Move to a write of the context's own, also one recognised as a replay (a lost reply)."""
         if receipt.cursor > self.receipt.cursor:
             self.receipt = receipt
 
     def adopt_notes(self) -> None:
-        """Move past lifecycle and ledger notes that others wrote on the channel.
-
-        Anything else written after the head means another worker drives this run: the
-        stale head stays, and the next write is refused by ``expected_cursor``.
-        """
+        """Move past lifecycle and ledger notes that others wrote; never past a rival's write."""
         newer = self._reader.events(self._channel_id, after=self.receipt.cursor, limit=None)
         if all(event.kind.startswith(NOTE_KINDS) for event in newer):
             self.refresh()
@@ -56,11 +46,8 @@ class ChannelHead:
     def past_notes(self, write: Callable[[], T]) -> T:
         """``write()``, written again past the notes that others put on the channel meanwhile.
 
-        A step's result was paid for (a model sampled, tokens spent): a pause, a cancel, a
-        signal or an effect's settlement noted while ``fn`` ran must not throw it away, or
-        the step runs again after ``unpause``. The run then stops at the next boundary, with
-        the result and its usage in history. Anything else written after the head means
-        another worker drives the run, and the refusal stands.
+        A step's result was paid for: a pause noted while ``fn`` ran must not throw it away.
+        The run then stops at the next boundary, the result in history.
         """
         while True:
             try:

@@ -1,11 +1,8 @@
 """The deadline of the effect attempt running now: ``actae.current_deadline()``.
 
-Every effect attempt must be over by its deadline (its claim time plus ``timeout``, on the
-store's clock): nobody takes the effect over before then, so a provider call that honours
-it (an HTTP client's timeout, a deadline passed to the provider) can never land after
-another worker's retry. ``fn`` reads the deadline from a context variable, so it is there
-in a plain function, in a coroutine and in the thread an async workflow runs a plain
-function in. An async ``fn`` is cancelled when the store's clock reaches the deadline.
+Nobody takes an effect over before its attempt's deadline (claim time plus ``timeout``, on
+the store's clock), so a provider call that honours it can never land after another worker's
+retry. It is a context variable: there in plain functions, coroutines and their threads.
 """
 
 from __future__ import annotations
@@ -20,18 +17,15 @@ from typing import TypeVar
 T = TypeVar("T")
 
 WATCH_EVERY = 0.05
-"""Seconds at most between two looks at the store's clock while an async ``fn`` runs (the
-store's clock may be virtual and move in jumps, so its deadline cannot be slept towards)."""
+"""Seconds between looks at the store's clock (it may be virtual, so cannot be slept towards)."""
 
 _DEADLINE: ContextVar[datetime | None] = ContextVar("actae_effect_deadline", default=None)
 
 
 def current_deadline() -> datetime | None:
-    """When the effect attempt running now must be over: an aware datetime (store's clock).
+    """When the effect attempt running now must be over (store's clock); ``None`` outside one.
 
-    Inside ``ctx.effect``'s ``fn`` it is the attempt's deadline, so a provider call can use
-    it as its timeout (``(deadline - store.now()).total_seconds()``). Outside an effect
-    attempt it is ``None``.
+    A provider call can use it as its timeout: ``(deadline - store.now()).total_seconds()``.
     """
     return _DEADLINE.get()
 
@@ -53,11 +47,7 @@ class DeadlineReachedError(Exception):
 async def by_deadline(
     awaitable: Awaitable[T], deadline: datetime, clock: Callable[[], datetime]
 ) -> T:
-    """``await awaitable``, cancelled when ``clock()`` reaches ``deadline``.
-
-    The call runs as a task of its own, so cancelling it leaves the caller's task alone;
-    a cancelled caller cancels it too.
-    """
+    """``await awaitable`` as a task of its own, cancelled when ``clock()`` reaches ``deadline``."""
     task = asyncio.ensure_future(awaitable)
     try:
         while not task.done():

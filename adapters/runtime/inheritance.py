@@ -1,10 +1,8 @@
 """A forked run's workflow code replays what its ancestors recorded before the fork boundary.
 
-The child of a fork has a run id of its own, so its calls miss the parent's records: without
-this, forking a finished research -> draft -> send run at its head would sample both model
-calls again and send the email a second time. ``RunContext`` asks here after its own records
-miss; what the parent recorded at or before the requested boundary (``domain/inheritance``)
-is returned as if the child had recorded it, and nothing runs again.
+A fork's child has a run id of its own, so its calls miss the parent's records: forking a
+finished research -> draft -> send run would send the email again. ``RunContext`` asks here
+after its own records miss; what the parent recorded up to the boundary is returned.
 """
 
 from __future__ import annotations
@@ -49,12 +47,8 @@ class Inheritance:
     def effect(self, key: str) -> tuple[bool, Any]:
         """``(True, result)`` if an ancestor's effect stands for ``key``; else ``(False, None)``.
 
-        An effect the parent started at or before the boundary is never started again under
-        the child's key: its result is returned once the parent's ledger has one. Until then
-        (claimed, in doubt, retrying, needing review) the child stops with
-        ``EffectBlockedError``: the parent's own retry, or the provider, may yet make it
-        happen, and two keys would make it happen twice. Only an effect the parent abandoned
-        for good is the child's to run.
+        Never started again under the child's key (two keys would make it happen twice): until
+        the parent's ledger has a result the child is blocked; abandoned, it is the child's.
         """
         found = self._inherited("effects", key)
         # The child's own outcome for ``key`` counts first.

@@ -1,10 +1,7 @@
 """What a worker makes of a run it could not finish: how to describe it, when to try again.
 
-A run stops short for many reasons (it waits, another worker holds it, a retry is not due,
-its lease was lost in an outage); each has a line for the log and a cooldown that keeps the
-worker from trying the same run again before anything can have changed. Which runs are worth
-a turn at all is the domain's rule (:func:`~actae.domain.status.worth_a_turn`) applied to
-their read-model rows.
+Each reason a run stops short has a line for the log and a cooldown that keeps the worker
+from trying it again before anything can have changed.
 """
 
 from __future__ import annotations
@@ -39,15 +36,12 @@ CONFLICT_COOLDOWN = 1.0
 
 @dataclass(frozen=True)
 class Cooldown:
-    """When a run that could not advance is worth trying again.
+    """When a run that could not advance is worth trying again (it only saves a turn).
 
-    ``until`` is on the store's clock, which leases and retry times are on (a virtual clock
-    in tests and drills); ``or_after`` is a ``time.monotonic()`` moment that also ends a
-    short pause whose reason is not tied to the store's clock (infinite when it is).
-    ``cursor`` is the run's channel head the worker had seen when the run stopped: any
-    later event (an operator's override, unpause, approval, signal or retry, a settled
-    effect) may be what the run waited for, so it ends the cooldown at once. The cooldown
-    only saves a turn; the store decides whether the run advances.
+    ``until`` is on the store's clock (leases and retry times are); ``or_after``, a
+    ``time.monotonic()`` moment, also ends a short pause not tied to it. Any event after
+    ``cursor``, the head the worker had seen, may be what the run waited for: it ends the
+    cooldown at once.
     """
 
     until: datetime
@@ -71,11 +65,8 @@ class Cooldown:
 def cooldown_for(stop: ActaeError, now: datetime, *, cursor: int | None) -> Cooldown | None:
     """How long a run that stopped with ``stop`` at ``cursor`` cannot advance (None: it moved on).
 
-    A suspended or stopped run left the runnable set: the read model stops offering it,
-    and it must run as soon as it is woken or unpaused. Everything else would fail the same
-    way at once, until a new event on the run's channel (after ``cursor``, the head the
-    worker had seen) or: a dead worker's effect lease until it expires, a retry until it
-    is due.
+    A suspended or stopped run left the runnable set and must run as soon as it is woken;
+    anything else would fail the same way until a new event, a lease's expiry or a retry's time.
     """
     if isinstance(stop, RunSuspended | RunStoppedError):
         return None
@@ -114,20 +105,12 @@ def describe_stop(stop: ActaeError) -> str:
 
 
 def printable(text: str) -> str:
-    """``text`` that any store and log can hold: lone surrogates and NULs escaped.
-
-    Model output cut mid-character ends up in exception messages; recording it as it is
-    would fail the very write that records the failure.
-    """
+    """``text`` with lone surrogates and NULs escaped, so the write recording a failure holds it."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
 
 
 def run_result(returned: object) -> dict[str, Any]:
-    """A run's result from what its workflow returned.
-
-    A run's result is a JSON object: a mapping is kept as it is, nothing becomes ``{}``, and
-    any other value (a string, a list, ``0``) is kept under ``"value"``.
-    """
+    """A run's result (a JSON object) from what its workflow returned: else under ``"value"``."""
     if returned is None:
         return {}
     if isinstance(returned, Mapping):

@@ -78,11 +78,7 @@ class Purger:
         return _report(False, len(candidates), purged, held, events, artifacts, started)
 
     def _is_due(self, kept: Retention, run_id: UUID, now: datetime) -> bool:
-        """Whether the stored run is due, and every run inheriting from it lets it go.
-
-        The same decision the purge makes (:func:`keeping.lineage_lets_go`), so a dry run
-        lists what a pass would purge.
-        """
+        """Whether the run is due and its lineage lets it go, as the purge decides (a dry run)."""
         try:
             run = self._service.reader.run_aggregate(run_id)
             if kept.due(run, now) is None:
@@ -100,10 +96,7 @@ class Purger:
         return tombstone is not None
 
     def _delete(self, runs: Sequence[UUID], projector: Projector) -> tuple[int, int]:
-        """Delete what the tombstones of ``runs`` replace; how many events and artifacts.
-
-        The events in one transaction; then the runs' data keys and unshared artifacts.
-        """
+        """Delete what the tombstones of ``runs`` replace; how many events and artifacts."""
         if not runs:
             return 0, 0
         everything: list[UUID] = []
@@ -127,8 +120,7 @@ class Purger:
     def _operations_of(self, run: Run) -> set[UUID]:
         """The operation records of the run's own commands, named by its events (unopened).
 
-        A child's or a fork's start is recorded under its parent's command (the parent's
-        checkpoint of starting it): that record stays, so the parent's replay finds it.
+        A child's or a fork's start is its parent's record: it stays for the parent's replay.
         """
         mapper = self._service.metadata_mapper
         found: set[UUID] = set()
@@ -145,11 +137,7 @@ class Purger:
         return found
 
     def _finish_interrupted(self, projector: Projector, now: datetime) -> None:
-        """Finish the forgets and purges of the last day that a crash cut short.
-
-        A few queries per 500 runs (which still have events, which still have keys), so
-        that a day of ordinary purges costs a pass little.
-        """
+        """Finish the forgets and purges of the last day that a crash cut short (a few queries)."""
         since = now - FINISH_WITHIN
         keys = self._holding.keys
         forgotten = [run_id for run_id, _ in projector.db.recently("forgotten_at", since)]

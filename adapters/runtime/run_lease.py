@@ -1,21 +1,11 @@
 """A worker's lease on one run, kept alive by a heartbeat that outlives database errors.
 
-The lease row (``actae_run_leases``) says which worker should drive a run. Its heartbeat
-must not die on the first error: a terminated backend or a restart of PostgreSQL would
-otherwise let the lease lapse while the step is still running, and a second worker would
-start the same step beside it. So the heartbeat keeps trying, with backoff, for as long as
-the lease it last renewed is still valid. Once that time has passed, another worker may
-hold the run: the lease counts as lost, and the workflow's context stops at its next step
-boundary without writing (fencing tokens and ``expected_cursor`` refuse a late write anyway;
-stopping first keeps the step from being started at all).
-
-Validity is measured on this process's monotonic clock from *before* each renewal was
-sent, so it never outlasts the expiry the database stored.
-
-The rows themselves are coordination between workers, not a read model: :class:`RunLeases`
-writes them (and the agents each live worker serves, ``actae_worker_agents``, which a
-worker renews with its leases) through the read models' transactions: on PostgreSQL each
-borrows one of the process pool's connections for its length.
+A heartbeat that died on the first error would let the lease lapse during a database
+restart while the step still runs, and a second worker would start it beside it. So it
+retries, with backoff, while the lease it last renewed is valid (measured on this process's
+monotonic clock from *before* each renewal was sent, so never beyond the stored expiry).
+After that the lease is lost, and the workflow's context stops at its next step boundary
+without writing (fencing tokens and ``expected_cursor`` would refuse a late write anyway).
 """
 
 # ruff: noqa: S608 - SQL assembled from our own constant table and column names, never input
@@ -40,9 +30,8 @@ from actae.domain.errors import LeaseLostError
 class RunLeases:
     """Which worker holds each run (``actae_run_leases``) and which agents live workers serve.
 
-    A lease's token strictly increases at every take-over, and only the token that holds a
-    run renews or releases it. A lease is over at its expiry time, as an effect's is. Every
-    moment is on the store's clock, which the caller passes.
+    A token grows at every take-over; only the holding token renews or releases. Every moment
+    is on the store's clock, which the caller passes.
     """
 
     def __init__(self, connection: Transactional) -> None:
@@ -104,9 +93,8 @@ class RunLeases:
 class RunLease:
     """The lease ``token`` on ``run_id``, renewed every third of ``seconds`` while held.
 
-    Valid from ``valid_from`` (this process's monotonic clock, before the lease was taken);
-    ``now`` is the store's clock, ``outage`` logs the renewals' outages, and ``on_beat``
-    (a companion renewal: the worker's advertisement) runs after each renewal.
+    ``valid_from`` is on this process's monotonic clock, before the lease was taken;
+    ``on_beat`` (the worker's advertisement) runs after each renewal.
     """
 
     leases: RunLeases

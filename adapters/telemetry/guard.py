@@ -1,9 +1,7 @@
 """Telemetry never changes what a run does: every OpenTelemetry call Actae makes is guarded.
 
-The SDK lets a processor's, propagator's or view's exception reach the caller, here a
-workflow's step: a guard swallows it, leaves the call out and logs the first failure of each
-kind once on the ``actae.telemetry`` logger. A plain object, not a generator: the step path
-goes through a few even with no SDK configured.
+The SDK lets a processor's or propagator's exception reach the caller, a workflow's step: a
+guard swallows it and logs the first failure of each kind once on ``actae.telemetry``.
 """
 
 from __future__ import annotations

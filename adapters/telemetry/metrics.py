@@ -1,9 +1,8 @@
 """Metrics through OpenTelemetry's API: what steps and effects do, and what the read models say.
 
-Counters and the step-latency histogram are recorded as workflows run, in every process
-(``runs.RunTrace``, beside the spans). The gauges describe the whole store, so the
-application registers them once (:func:`observe`) in one process; they are read from the
-read models at each collection. Every call and every reading is guarded (:mod:`.guard`).
+Counters and the step histogram are recorded as workflows run, in every process. The gauges
+describe the whole store, so the application registers them once (:func:`observe`); they are
+read from the read models at each collection. Every call is guarded (:mod:`.guard`).
 """
 
 from __future__ import annotations
@@ -61,11 +60,7 @@ _made: tuple[MeterProvider, Instruments] | None = None
 
 
 def instruments() -> Instruments:
-    """The instruments of the meter provider in force now.
-
-    Made again only when the global provider changes (the API's proxy to the SDK's): every
-    instrument made stays registered with its meter.
-    """
+    """The instruments of the meter provider in force now (made again when it changes)."""
     global _made  # noqa: PLW0603 - one set per process-wide provider
     provider = metrics.get_meter_provider()
     if _made is None or _made[0] is not provider:
@@ -116,10 +111,8 @@ class Observing(AbstractContextManager["Observing"]):
 def observe(store: Observed, *, meter_provider: MeterProvider | None = None) -> Observing:
     """Report the store's runs by status, its effects in doubt and the read models' lag.
 
-    Call once per store, in one process (a worker, the console): the gauges are read from
-    the read models at each collection, so they are as fresh as the projector, and the lag
-    says how fresh that is. ``meter_provider`` defaults to the global one. A gauge that
-    cannot be read reports nothing at that collection (logged once on ``actae.telemetry``).
+    Call once per store, in one process: the gauges are as fresh as the projector, and the
+    lag says how fresh that is. A gauge that cannot be read reports nothing that time.
     """
     observing = Observing()
 

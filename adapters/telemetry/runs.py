@@ -1,10 +1,8 @@
 """The spans of a run: a worker's turn (``actae.run``) and each workflow call under it.
 
 Every span names its run; a call's span also says whether it ran or was answered from the
-log, where it was recorded and under which operation id. Outside any span the calls open
-under the context the run recorded at its start (:func:`.tracing.parent_context`). The
-calls are context managers, not generators: an untraced step pays two clock readings and
-two no-op metric calls.
+log, where it was recorded and under which operation id. Plain context managers, not
+generators: an untraced step pays two clock readings and two no-op metric calls.
 """
 
 from __future__ import annotations
@@ -45,8 +43,7 @@ def run_attributes(run: RunInfo) -> Attributes:
 def started(start: Start, run: RunInfo) -> None:
     """Name the run on the start's own span, marked ``actae.replayed`` for a repeat.
 
-    A repeat's run kept another context (not this call's own write, replayed after a lost
-    reply): it was recorded in that trace, and this span is its echo.
+    A repeat kept another context (not this call's write replayed after a lost reply).
     """
     repeat = run.replayed and run.trace_context != storable_trace_context(start.trace_context)
     start.describe(run_attributes(run), replayed=repeat)
@@ -66,10 +63,7 @@ class TakenRun(Opened):
 
 
 def taking(run: RunInfo, *, worker: str, sealed: bool = False) -> TakenRun:
-    """The ``actae.run`` span of one worker's turn, a child of the run's recorded context.
-
-    Whatever span is current: a worker taking over a killed run reports into its trace.
-    """
+    """The ``actae.run`` span of a worker's turn, always under the run's recorded context."""
     tracer = active_tracer()
     if tracer is None:
         return TakenRun(None, names.RUN_SPAN, None)
@@ -183,10 +177,7 @@ class WaitCall(Call):
 
 
 class RunTrace:
-    """The spans and step metrics of one run's workflow calls (a ``RunContext`` holds one).
-
-    The tracer and instruments are looked up once; ``sealed``: failures named by type only.
-    """
+    """The spans and step metrics of one run's workflow calls (a ``RunContext`` holds one)."""
 
     def __init__(self, run: RunInfo, *, sealed: bool = False) -> None:
         self.tracer = active_tracer()

@@ -1,10 +1,8 @@
 """Spans through OpenTelemetry's API, and the trace context a run keeps to stay one trace.
 
-Until the application configures an SDK no span is even opened, so the step path costs what
-it did before tracing; the provider is looked up per run context and per start, never at
-import. A run is one trace however many workers take it: ``start_run`` keeps the context it
-started in (W3C headers), and later spans open under it (:func:`parent_context`), or under
-one made from the run's id. Every call goes through a guard (:mod:`.guard`).
+Until the application configures an SDK no span is even opened. A run is one trace however
+many workers take it: ``start_run`` keeps the context it started in (W3C headers), and later
+spans open under it (:func:`parent_context`). Every call goes through a guard (:mod:`.guard`).
 """
 
 from __future__ import annotations
@@ -71,11 +69,7 @@ def span_name(prefix: str, name: object) -> str:
 
 
 class Opened:
-    """A span, current while the ``with`` block runs (none without a ``tracer``).
-
-    An exception leaving the block marks it failed (:func:`failed`, by type only when
-    ``sealed``); a span the SDK fails to start is left out.
-    """
+    """A span, current while the ``with`` block runs (none without a ``tracer``)."""
 
     def __init__(
         self,
@@ -148,8 +142,7 @@ def failed(
 ) -> None:
     """Record ``error`` on ``target`` and set its status to ERROR (a ``RunSuspended`` waits).
 
-    The text is :func:`error_text`'s: on a ``sealed`` store the type and where to read it,
-    never the message nor a traceback, since a span outlives ``forget``.
+    On a ``sealed`` store, the type only: a span outlives ``forget``.
     """
     if isinstance(error, RunSuspended):
         return
@@ -206,10 +199,7 @@ def current_trace_context() -> dict[str, str]:
 
 
 def parent_context(trace_context: Mapping[str, str], run_id: UUID) -> Context:
-    """The context to open the run's spans under when none of it is current.
-
-    The one it kept, or else (none kept, or unreadable now) :func:`run_span_context`'s.
-    """
+    """The context to open the run's spans under: the one it kept, else the run id's."""
     if trace_context:
         with EXTRACT:
             kept = propagate.extract(dict(trace_context))
@@ -219,10 +209,7 @@ def parent_context(trace_context: Mapping[str, str], run_id: UUID) -> Context:
 
 
 def run_span_context(run_id: UUID) -> SpanContext:
-    """A remote parent made from the run's id, the same in every process (never exported).
-
-    Trace id = the run id, span id = the low 64 bits of ``uuid5(run_id, "actae.run")``.
-    """
+    """A remote parent made from the run's id, the same in every process (never exported)."""
     span_id = uuid5(run_id, RUN_SPAN).int & 0xFFFF_FFFF_FFFF_FFFF
     return SpanContext(
         trace_id=run_id.int or 1,
@@ -256,9 +243,8 @@ def starting(
 ) -> Iterator[Start]:
     """The trace context for a run started in the block.
 
-    Inside a span, its context; else a short span ``span_name`` of its own, so that a run
-    a plain script started has a trace to join, unless ``repeated()`` says the start ran
-    already (a span would be a stray trace). Without an SDK, empty.
+    Inside a span, its context; else a span of its own, so a plain script's run has a trace to
+    join, unless ``repeated()`` says the start ran already.
     """
     if in_a_span():
         yield Start(current_trace_context())

@@ -79,7 +79,6 @@ MODULES = [
     "actae.adapters.persistence",
     "actae.adapters.persistence.awaiting",
     "actae.adapters.persistence.baseline",
-    "actae.adapters.persistence.backlog",
     "actae.adapters.persistence.clock",
     "actae.adapters.persistence.codec",
     "actae.adapters.persistence.encoders",
