@@ -177,7 +177,7 @@ CUSTODY_MUTANTS = [
     ),
     Mutant(
         "kept-runs-crowd-out-due-ones",
-        "adapters/readside/retention_rows.py",
+        "adapters/readside/readmodels.py",
         "            elif own_agents:",
         "            elif False:",
         "retention's candidates are the due runs, not the oldest finished ones",

@@ -209,7 +209,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "read-models-turn-advisory",
-        "adapters/readside/schema.py",
+        "adapters/readside/readmodels.py",
         "        take_turn(self.conn, sql.Identifier(TRACKING), self.lock_wait)",
         """        self.execute(
             "SELECT pg_advisory_xact_lock(hashtext('actae-readmodels:' || current_schema()))"

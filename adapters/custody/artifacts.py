@@ -1,17 +1,13 @@
 """Artifacts: large bytes of a run, kept outside the event log and handed back verified.
 
-``put`` streams a source into a blob store a chunk at a time (hashing it, and sealing it
-under the run's data key when one is given), records which run references the blob, and
-returns an :class:`ArtifactRef` that an event holds instead of the bytes.
-
-**Names.** A clear blob is named by its SHA-256: equal content is stored once. A sealed
-one's name is keyed (:func:`~actae.adapters.custody.chunks.sealed_name`): stored once
-within its run, and telling nothing. Forgetting the data key leaves the blobs unreadable,
-while the references (which record names) still let retention delete them.
-
-**The reference's MAC** (HMAC-SHA256 under the store's current reference key) covers the
-digest, size, media type, run and the sealed flag (so a reference cannot be flipped to look
-up the clear name of the same content). The key's id travels with it, so keys can rotate.
+``put`` streams a source into a blob store (hashing it, and sealing it under the run's data
+key when one is given), records which run references the blob, and returns the
+:class:`ArtifactRef` an event holds instead of the bytes. A clear blob is named by its
+SHA-256 (stored once); a sealed one by a keyed name (once per run, telling nothing). A
+forgotten key leaves the blobs unreadable, while the references still let retention delete
+them. The reference's MAC (under the store's current reference key, whose id travels with
+it) covers every field, the sealed flag too: a reference cannot be flipped to look up the
+clear name of the same content.
 """
 
 from __future__ import annotations
@@ -103,7 +99,7 @@ class Artifacts:
     ) -> ArtifactRef:
         """Stream ``source`` into the store as ``run_id``'s artifact; its reference.
 
-        ``data_key`` seals the bytes, ``None`` stores them in clear: no default, so that no
+        ``data_key`` seals the bytes, ``None`` stores them in clear: no default, so no
         caller stores clear bytes by forgetting it. Refusals come before any byte moves.
         """
         if not isinstance(run_id, UUID):
@@ -131,10 +127,7 @@ class Artifacts:
     def _held(
         self, data: bytes | bytearray | memoryview, seen: _Digest, run_id: UUID, key: bytes | None
     ) -> bool:
-        """Whether bytes in memory are stored already (then ``seen`` has their digest).
-
-        Their name is known before a chunk is written: a duplicate costs one lookup.
-        """
+        """Whether bytes in memory are stored already (then ``seen`` has their digest)."""
         probe = hashlib.sha256(data)
         if not self.blobs.has(self._name(probe.hexdigest(), run_id, key)):
             return False
@@ -154,9 +147,8 @@ class Artifacts:
     def open(self, ref: ArtifactRef, *, data_key: bytes | None) -> io.BufferedReader:
         """A binary stream of the artifact's bytes, verified as they are read.
 
-        A bad MAC or a missing blob raise :class:`CorruptionError` here; a bad chunk, size
-        or digest at the read that meets it, before end of file: **read to the end** to have
-        the whole checked. ``data_key`` is required for a sealed artifact. Close the stream.
+        A bad MAC or a missing blob raise :class:`CorruptionError` here, a bad chunk, size
+        or digest at the read that meets it: **read to the end** to have the whole checked.
         """
         self.verify(ref)
         name = self.name_of(ref, data_key)
@@ -190,11 +182,10 @@ class Artifacts:
         return digest if data_key is None else sealed_name(data_key, run_id, digest)
 
     def purge(self, run_id: UUID) -> int:
-        """Drop ``run_id``'s references and delete the blobs no run references any more.
+        """Drop ``run_id``'s references and delete the blobs no run references; how many.
 
-        Returns how many blobs were deleted. Meant for runs that are over: another run's put
-        of the same clear content at that moment could find the blob, skip it, and record
-        its reference just after the delete (a lock shared with puts would close that).
+        For runs that are over: a concurrent put of the same clear content could skip the
+        blob and record its reference just after the delete.
         """
         return self.blobs.delete(self.refs.drop_refs(run_id))
 
@@ -209,7 +200,7 @@ def _stored(
 ) -> Iterator[bytes]:
     """The chunks to store: hashed, then sealed when there is a cipher, read one ahead.
 
-    An empty source still gives one sealed chunk: a sealed empty artifact is not a lost one.
+    An empty source gives one sealed chunk: a sealed empty artifact is not a lost one.
     """
     if cipher is None:
         yield from map(seen.add, plaintext)

@@ -1,16 +1,14 @@
 """Where artifact bytes live, by name: the store's database or a directory.
 
-A blob store knows names and bytes, nothing about runs, keys or digests; the
-:class:`~actae.adapters.custody.artifacts.Artifacts` above it decides names and checks what
-comes back. Every backend streams (a gigabyte passes through a few megabytes of memory),
-and ``put`` is idempotent by name: the name stands for the content.
+A blob store knows names and bytes, nothing about runs, keys or digests (the
+:class:`~actae.adapters.custody.artifacts.Artifacts` above it decides and checks them). It
+streams, and ``put`` is idempotent by name: the name stands for the content.
 
-**In the database, each chunk is its own short statement.** A blob written in one
-transaction would hold SQLite's write lock, or a PostgreSQL transaction and its connection,
-for as long as its source takes to produce a gigabyte. So chunks commit one by one under a
-fresh blob id, and one transaction names the blob at the end, discarding the new chunks when
-the name exists already. A marker row ``pending:<blob>`` exists meanwhile, so that what a
-crash leaves is recognisable and :meth:`DatabaseBlobs.sweep` removes it.
+**In the database, each chunk is its own short statement:** one transaction per blob would
+hold SQLite's write lock, or a PostgreSQL connection, while its source produces a gigabyte.
+Chunks commit one by one under a fresh blob id, and one transaction names the blob at the
+end (discarding the chunks when the name exists). A marker row ``pending:<blob>`` exists
+meanwhile, so :meth:`DatabaseBlobs.sweep` can remove what a crash leaves.
 """
 
 from __future__ import annotations
@@ -18,61 +16,18 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from actae.adapters.custody.files import FileBlobs
 from actae.adapters.custody.pieces import BlobName, resolved
+from actae.adapters.custody.tables import Tables
 from actae.domain.errors import CorruptionError, NotFoundError, ValidationError
 
 PENDING = "pending:"
 """Prefix of the name of a blob still being written (an artifact's name is hex)."""
 READ_BATCH = 4
 """Chunk rows fetched per statement while reading: a few MiB in memory, few round trips."""
-
-
-class Tables:
-    """The custody tables of one database: its connections, and statements in its dialect.
-
-    Statements are written once, with ``?`` marks and ``{p}`` before each table's name; a
-    backend gives the prefix (its schema), how it connects and runs a statement.
-    """
-
-    prefix = ""
-    older_than = "datetime('now', '-' || ? || ' seconds')"
-    """The moment ``?`` seconds ago, compared with a row's ``created_at`` (``{older_than}``)."""
-
-    def sql(self, statement: str) -> str:
-        """``statement`` with its tables named."""
-        return statement.format(p=self.prefix, older_than=self.older_than)
-
-    def run(self, conn: Any, statement: str, *params: Any) -> Any:
-        """Execute ``statement`` on ``conn`` with ``params``; the cursor."""
-        return conn.execute(self.sql(statement), params)
-
-    def connection(self) -> AbstractContextManager[Any]:
-        """A connection in autocommit mode, handed back on exit."""
-        raise NotImplementedError
-
-    begin = "BEGIN"
-    """The statement that opens a transaction (on SQLite one that takes the write lock)."""
-
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[Any]:
-        """A connection inside a transaction: committed on exit, rolled back on error."""
-        with self.connection() as conn:
-            conn.execute(self.begin)
-            try:
-                yield conn
-            except BaseException:
-                with contextlib.suppress(Exception):  # a lost connection must not mask the error
-                    conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-
-    def close(self) -> None:
-        """Release what the tables hold (again: nothing happens)."""
 
 
 class DatabaseBlobs:
@@ -120,8 +75,7 @@ class DatabaseBlobs:
     def open(self, name: str) -> Iterator[bytes]:
         """The blob's chunks in order; :class:`NotFoundError` at once when it is missing.
 
-        Rows are fetched a few at a time as the iterator is read, each batch on a connection
-        of its own; a gap, a surplus or a shortfall raises :class:`CorruptionError`.
+        Rows are fetched a few at a time, each batch on a connection of its own.
         """
         found = self._find(name)
         if found is None:
@@ -175,8 +129,8 @@ def checked_rows(
 ) -> Iterator[bytes]:
     """A database blob's chunks from ``fetch(first_seq)`` batches, checked as they come.
 
-    The rows must number 0, 1, 2, ... and add up to ``size``: a deleted or added row is
-    reported by number before a reader is given bytes it would only find wrong at the end.
+    The rows must number 0, 1, 2, ... and add up to ``size``: a missing or added row is
+    reported before a reader gets bytes it would only find wrong at the end.
     """
     seq, total = 0, 0
     while batch := fetch(seq):
@@ -193,11 +147,7 @@ def checked_rows(
 
 
 def blob_store(spec: str | None, tables: Tables) -> BlobStore:
-    """The blob store that ``spec`` names.
-
-    ``None`` keeps the bytes in the store's database (its ``tables``); ``file:///abs/path``
-    puts them in that directory.
-    """
+    """The blob store ``spec`` names: ``None``, the store's database; ``file:///abs/path``."""
     if spec is None:
         return DatabaseBlobs(tables)
     if not isinstance(spec, str):

@@ -1,16 +1,12 @@
 """The chunk cipher: each 1 MiB chunk sealed on its own with AES-256-GCM, bound to its place.
 
-A sealed chunk is ``nonce (12 bytes) || ciphertext || tag (16 bytes)``, a fresh random nonce
-each. Its associated data binds it to the format, the run (a chunk copied into another run's
-blob fails, even under a shared key), its index (no reordering, dropping or duplicating),
-whether it is the last (no cutting short or extending at a chunk boundary) and, on the last
-only, the artifact's size and SHA-256. The writer reads one chunk ahead, so it has hashed
-every byte when it seals the last; a reader takes size and digest from the reference whose
-MAC it checked, so the last tag also proves the ciphertext was written as *that* artifact.
-
-Every chunk but the last holds exactly ``CHUNK_SIZE`` plaintext bytes, so a stored blob is
-cut back into sealed chunks however its store chunked it (:func:`records`). The data key is
-never used directly: HKDF-Expand derives one key for the chunks and one for the names.
+A sealed chunk is ``nonce (12 bytes) || ciphertext || tag (16 bytes)``. Its associated data
+binds it to the format, the run, its index, whether it is the last and, on the last, the
+artifact's size and SHA-256: no chunk can be moved, reordered, dropped, cut or extended,
+and the last tag proves the bytes were written as *that* artifact (the reader takes size
+and digest from the reference whose MAC it checked). Every chunk but the last holds
+``CHUNK_SIZE`` plaintext bytes, so a blob is cut back into sealed chunks however its store
+chunked it (:func:`records`). HKDF-Expand derives the chunk and name keys from the data key.
 """
 
 from __future__ import annotations
@@ -48,8 +44,8 @@ def subkey(data_key: bytes, purpose: bytes) -> bytes:
 def sealed_name(data_key: bytes, run_id: UUID, digest: str) -> str:
     """A sealed artifact's blob name: HMAC-SHA256 of its run and digest, under its key.
 
-    Equal content sealed twice in a run gets one blob, and the name tells nothing without
-    the key; the run is in it so that two runs sharing a key still get blobs of their own.
+    One blob per content in a run, telling nothing; the run is in it so two runs sharing a
+    key still get blobs of their own.
     """
     message = run_id.bytes + bytes.fromhex(digest)
     return hmac.new(subkey(data_key, b"name"), message, hashlib.sha256).hexdigest()

@@ -1,13 +1,11 @@
 """Each run's data key: made on the run's first sealed write, wrapped by a master key.
 
 ``actae_data_keys`` holds each run's AES-256 data key wrapped (AES-256-GCM) by a master key
-of the keyring, and which one. Forgetting sets the wrapped key to NULL: no keyring opens
-the run's contents any more. Rotation re-wraps the keys and touches nothing else.
-
-A key is made outside the transaction of the run's first event, by an insert that keeps an
-existing row (racing writers agree on the first key). Unwrapped keys are cached, but none
-outlives a forget in any process: every read brings back the token each forget replaces,
-and a new token sends every key back to the table (:mod:`~actae.adapters.persistence.forgets`).
+of the keyring. Forgetting sets the wrapped key to NULL; rotation re-wraps the keys. A key
+is made by an insert that keeps an existing row (racing writers agree on the first key).
+Unwrapped keys are cached, but none outlives a forget in any process: every read brings
+back the token each forget replaces, and a new token sends every key back to the table
+(:mod:`~actae.adapters.persistence.forgets`).
 """
 
 from __future__ import annotations
@@ -57,12 +55,10 @@ KEYED = "keyed"
 class DataKeys:
     """Data keys of runs, unwrapped with the keyring (``None``: no encryption for new runs).
 
-    A run gets its key when it is born in a store opened with a keyring, never later: a run
-    written in clear stays wholly in clear, and forgetting it is refused, not pretended.
-    A store without the keyring adds no clear contents to an encrypted run: the insert
-    refuses them (:mod:`actae.adapters.persistence.forgets`). Reading, while the key table
-    is empty (asked again every ``CACHE_SECONDS``) no run is looked up: a clear row of an
-    encrypted run cannot come from Actae. A changed keyring file is read again (rotation).
+    A run gets its key when it is born with a keyring, never later: a run written in clear
+    stays so, and forgetting it is refused, not pretended. While the key table is empty
+    (asked again every ``CACHE_SECONDS``) no run is looked up on reading. A changed keyring
+    file is read again (rotation).
     """
 
     def __init__(
@@ -88,9 +84,8 @@ class DataKeys:
         """The key to seal the run's new contents with (``None``: clear); made if ``born``.
 
         ``ForgottenError`` for a forgotten run; ``KeyringError`` when no keyring opens its key.
-        Without a keyring it is asked of the table every time, no cache: it is for blobs
-        (artifacts, large documents), written before any insert. Event rows skip it: their
-        insert refuses clear contents for a run that has a key.
+        Without a keyring the table is asked every time: blobs are written before the
+        insert that would refuse clear contents for a keyed run.
         """
         if self.keyring is None:
             stored = off_the_loop(self.table.get, run_id)
@@ -101,10 +96,7 @@ class DataKeys:
         return None if entry == CLEAR else self._usable(run_id, entry)
 
     def for_read(self, run_id: UUID, *, fresh: bool = False) -> bytes:
-        """The key that opens the run's sealed contents (``fresh``: asked of the table now).
-
-        ``ForgottenError`` once forgotten; ``KeyringError`` without the master key that wraps it.
-        """
+        """The key that opens the run's sealed contents (``fresh``: asked of the table now)."""
         if fresh:
             with self._lock:
                 self._cache.pop(run_id, None)
@@ -114,10 +106,9 @@ class DataKeys:
         return self._usable(run_id, entry)
 
     def clear_allowed(self, run_id: UUID) -> str | None:
-        """Why contents stored in clear must not be read as the run's (``None``: they may).
+        """Why clear contents must not be read as the run's: forgotten, encrypted, or ``None``.
 
-        ``forgotten``, or ``encrypted``: every content of a keyed run is sealed, so clear
-        ones were not written by Actae with the keyring, or were tampered with.
+        Every content of a keyed run is sealed, so clear ones were tampered with.
         """
         if not self.ever_encrypted():
             return None
@@ -280,10 +271,9 @@ Transaction = Callable[[], AbstractContextManager[Any]]
 
 
 class SqlTable:
-    """A table of the store's own database, through the event store's transactions.
+    """A table of the store's database, through the event store's transactions.
 
-    Statements are written with ``?`` marks and ``{table}``; the backend gives the driver's
-    mark and the table's qualified name.
+    Statements use ``?`` and ``{table}``; the backend gives its mark and the qualified name.
     """
 
     def __init__(self, transaction: Transaction, *, table: str, mark: str) -> None:
@@ -302,10 +292,7 @@ class SqlTable:
 
 
 class SqlKeyTable(SqlTable):
-    """Wrapped data keys in ``actae_data_keys`` of a SQLite file or a PostgreSQL schema.
-
-    Ids are stored as text on SQLite and as ``uuid`` on PostgreSQL (the driver converts).
-    """
+    """Wrapped data keys in ``actae_data_keys`` (ids as text on SQLite, ``uuid`` on PostgreSQL)."""
 
     def __init__(
         self, transaction: Transaction, *, table: str, mark: str, text_ids: bool, secrets: str
@@ -359,9 +346,8 @@ class SqlKeyTable(SqlTable):
     def destroy(self, run_id: UUID) -> bool:
         """Drop the run's wrapped key for good; whether it had one.
 
-        A new forget token is written in the same transaction: every read of another
-        process brings it back and so stops trusting the keys it cached
-        (:mod:`actae.adapters.persistence.forgets`).
+        A new forget token is written in the same transaction: other processes' reads bring
+        it back and stop trusting their cached keys (:mod:`~actae.adapters.persistence.forgets`).
         """
         statement = (
             "UPDATE {table} SET wrapped = NULL, forgotten_at = CURRENT_TIMESTAMP "
@@ -395,7 +381,3 @@ class SqlKeyTable(SqlTable):
         )
         params = (new.master_key, new.wrapped, self._id(run_id), old.master_key, old.wrapped)
         return bool(self._rows(statement, *params))
-
-
-KeyTable = SqlKeyTable
-"""Where wrapped data keys live: the store's own database."""

@@ -1,10 +1,8 @@
 """Blobs as files in a directory (``artifacts="file:///var/lib/actae/artifacts"``).
 
-A blob is the file ``root/ab/cd/<name>`` (two levels of fan-out keep directories small),
-written in full under ``root/.incoming`` (the same filesystem), synced, renamed into place
-and its directory synced: a crash leaves no blob or the whole blob, never a torn one.
-Two writers of one name race harmlessly: a name stands for one content, so whichever
-rename lands last leaves an equally good file.
+A blob is ``root/ab/cd/<name>``, written under ``root/.incoming``, synced, renamed into
+place and its directory synced: a crash leaves no blob or the whole one. Two writers of one
+name race harmlessly: a name stands for one content.
 """
 
 from __future__ import annotations
@@ -77,7 +75,7 @@ class FileBlobs:
     def open(self, name: str) -> Iterator[bytes]:
         """The blob's bytes in chunks; :class:`NotFoundError` at once when it is missing.
 
-        The file is opened on the first ``next``: an iterator never read holds no descriptor.
+        Opened on the first ``next``: an iterator never read holds no descriptor.
         """
         path = self.path(name)
         if not os.path.isfile(path):
@@ -94,10 +92,7 @@ class FileBlobs:
         return removed
 
     def sweep(self, older_than: float) -> int:
-        """Remove what crashed writes left in ``.incoming``, untouched for ``older_than`` s.
-
-        A write in progress touches its file with every chunk, so it is spared.
-        """
+        """Remove what crashed writes left in ``.incoming``, untouched for ``older_than`` s."""
         limit = time.time() - older_than
         removed = 0
         with os.scandir(self._incoming) as entries:

@@ -1,7 +1,7 @@
 """What a store holds its agents' data with: keys, the sealing mapper, artifacts.
 
-The mappers exist before the schema is migrated; what needs the custody tables is made by
-:meth:`Holding.prepare`, once they exist.
+The mappers exist before the schema is migrated; :meth:`Holding.prepare` makes what needs
+the custody tables.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from uuid import UUID
 
 from actae.adapters.custody.artifacts import Artifacts, RefKeys
 from actae.adapters.custody.blobs import BlobStore
-from actae.adapters.custody.datakeys import DataKeys, KeyTable, SqlTable
+from actae.adapters.custody.datakeys import DataKeys, SqlKeyTable, SqlTable
 from actae.adapters.custody.keyring import KEY_BYTES, Keyring, load_keyring
 from actae.adapters.custody.refs import RefRecorder
 from actae.adapters.custody.sealing import SealingMapper
@@ -79,8 +79,7 @@ class Holding:
     def data_key_for_reading(self, ref: ArtifactRef) -> bytes | None:
         """The key that opens ``ref``'s bytes (``None`` for clear ones).
 
-        Asked of the key table, not the cache: opening an artifact reads no event that
-        would bring the forget token back, and one key lookup is small beside its chunks.
+        Asked of the key table, not the cache: no event read brings the forget token back.
         """
         return self.keys.for_read(ref.run_id, fresh=True) if ref.sealed else None
 
@@ -114,7 +113,7 @@ def keyring_of(url: StoreUrl, keyring: str | None) -> Keyring | None:
 def holding_for(
     url: StoreUrl,
     keyring: Keyring | None,
-    tables: tuple[KeyTable, SecretTable],
+    tables: tuple[SqlKeyTable, SecretTable],
     watch: ForgetWatch,
     custody: Custody,
 ) -> Holding:

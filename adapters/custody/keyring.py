@@ -1,17 +1,14 @@
 """The keyring: a file of named master keys, the current one wrapping new data keys.
 
 ``actae keys new --out keys.json`` writes one; ``actae keys rotate`` adds a current key and
-re-wraps every data key under it. The store holds only data keys wrapped by it, so a copy of
-the database reveals nothing without the keyring (and a backup restores only with it).
-
-The file is JSON::
+re-wraps every data key under it. The store holds only wrapped data keys, so a copy of the
+database reveals nothing without the keyring. The file is JSON, written atomically, 0600::
 
     {"format": "actae-keyring/1", "current": "k-20261201-3f9a",
      "keys": {"k-20261201-3f9a": {"created": "2026-12-01T10:00:00+00:00",
                                   "secret": "<32 random bytes, base64>"}}}
 
-Keys no longer current stay: data keys not yet re-wrapped and artifact references signed
-with them still need them. It is written atomically with mode 0600.
+Keys no longer current stay: keys not yet re-wrapped and references signed still need them.
 """
 
 from __future__ import annotations

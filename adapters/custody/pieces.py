@@ -1,8 +1,4 @@
-"""How artifact bytes are cut: 1 MiB chunks, so that a gigabyte never sits in memory.
-
-Every layer moves a chunk at a time, and a database row holds one chunk as given (a sealed
-one is 28 bytes longer).
-"""
+"""How artifact bytes are cut: 1 MiB chunks, so a gigabyte never sits in memory."""
 
 from __future__ import annotations
 

@@ -1,10 +1,9 @@
 """Reading an artifact back: a file-like stream that checks every chunk it hands out.
 
-The stream reads one chunk ahead, so it knows which is the last *before* releasing it: a
-sealed chunk is released once its tag verifies, the running size is checked as bytes
-arrive, and the total size and SHA-256 are compared with the reference before the last
-chunk goes. End of file is never reported for bytes that failed. **A consumer that stops
-early has had its sealed chunks' tags checked but not the digest of the whole.**
+Read one chunk ahead, so the last is known before it is released: a sealed chunk goes once
+its tag verifies, and size and SHA-256 are checked before the last goes. End of file is
+never reported for bytes that failed. **A consumer that stops early has had its sealed
+chunks' tags checked but not the digest of the whole.**
 """
 
 from __future__ import annotations

@@ -1,16 +1,15 @@
 """Which runs reference which artifacts: recorded in the store's database, always.
 
-Blobs may live elsewhere (a directory), but who references them is the store's business:
-retention asks it which names a purged run leaves unreferenced, and only those blobs go.
-A name can be referenced by many runs (clear artifacts are named by their digest, so equal
-content is stored once across runs), and a blob is deleted only when none is left.
+Retention asks it which names a purged run leaves unreferenced, and only those blobs go,
+wherever they live. A name can be referenced by many runs (clear artifacts are named by
+their digest), and a blob is deleted only when none is left.
 """
 
 from __future__ import annotations
 
 from uuid import UUID
 
-from actae.adapters.custody.blobs import Tables
+from actae.adapters.custody.tables import Tables
 
 
 class RefRecorder:

@@ -1,8 +1,8 @@
 """What an artifact can be made from, read as 1 MiB chunks: bytes, a binary file, a path.
 
-Every chunk but the last is exactly ``CHUNK_SIZE`` bytes, even from a pipe or a socket whose
-``read`` returns short counts: the chunk cipher frames sealed chunks by that size. A ``str``
-is refused rather than guessed at: it could be content or a path.
+Every chunk but the last is exactly ``CHUNK_SIZE`` bytes, even from a pipe that reads
+short: the chunk cipher frames sealed chunks by that size. A ``str`` is refused (content,
+or a path?).
 """
 
 from __future__ import annotations

@@ -2,24 +2,18 @@
 
 Each guard is the database's own, not a parse of the SQL here:
 
-- **one statement**: PostgreSQL parses a statement sent with the extended protocol (psycopg's
-  pipeline mode always uses it) as exactly one, and refuses more before running any; sqlite3
-  refuses a second statement in ``execute`` before running the first;
-- **reads only**: PostgreSQL runs the statement inside a ``BEGIN READ ONLY`` transaction that
-  the client opened and always rolls back (a lone ``COMMIT`` can only end it, never be
-  followed by a write); SQLite has ``PRAGMA query_only`` and an authorizer that allows only
-  reading (SELECT, reads of columns, functions, recursive CTEs), so a DELETE, a PRAGMA, an
-  ATTACH, a temporary table or a BEGIN is refused when the statement is prepared;
-- **nothing kept**: each call gets a connection of its own, closed after it: on PostgreSQL
-  never one of the process's pool (its transaction ends with the session, and with it
-  every setting, temporary table, prepared statement and advisory lock the statement
-  made; an idle process holds no connection for analysts), on SQLite (a file, or
-  ``memory://``'s) one opened read-only (a fraction of a millisecond).
+- **one statement**: PostgreSQL's extended protocol (psycopg's pipeline mode) parses exactly
+  one; sqlite3 refuses a second statement in ``execute`` before running the first;
+- **reads only**: on PostgreSQL a ``BEGIN READ ONLY`` transaction that is always rolled
+  back (a lone ``COMMIT`` can only end it); on SQLite ``PRAGMA query_only`` and an
+  authorizer that allows only reading, so a write, PRAGMA, ATTACH or BEGIN is refused when
+  the statement is prepared;
+- **nothing kept**: each call gets a connection of its own, closed after it (on PostgreSQL
+  never a pooled one: settings, temporary tables, prepared statements and advisory locks
+  end with the session).
 
-What none of this stops is a function the store's role may call: on PostgreSQL a read-only
-transaction still runs ``pg_terminate_backend`` or ``pg_read_file`` if the store's role is
-privileged. The guard for people is a login role of their own (``actae grant-analyst``):
-see docs/data.md, "An analyst role".
+A function the store's role may call (``pg_terminate_backend``) still runs: the guard for
+people is a role of their own (``actae grant-analyst``; docs/data.md, "An analyst role").
 """
 
 from __future__ import annotations
@@ -43,7 +37,7 @@ READS = frozenset(
 Rows = list[dict[str, Any]]
 
 
-def _rows(cursor: Any) -> Rows:
+def rows_of(cursor: Any) -> Rows:
     """A cursor's rows as dicts (none for a statement that returns no rows)."""
     if cursor.description is None:
         return []
@@ -62,8 +56,8 @@ ANALYST_SESSIONS = 2
 class PostgresQueries:
     """Analysts' statements on PostgreSQL, each on a connection of the call's own.
 
-    At most :data:`ANALYST_SESSIONS` at once, so a burst of queries (a dashboard's) cannot
-    take the server's connections from the process's writers.
+    At most :data:`ANALYST_SESSIONS` at once: a dashboard's burst cannot take the server's
+    connections from the process's writers.
     """
 
     def __init__(self, conninfo: dict[str, str], schema: str) -> None:
@@ -86,7 +80,7 @@ class PostgresQueries:
             conn.execute("BEGIN READ ONLY")
             with conn.pipeline():  # the extended protocol: one statement only
                 cursor = conn.execute(statement, params)
-            return _rows(cursor)
+            return rows_of(cursor)
         except psycopg.errors.ReadOnlySqlTransaction as error:
             raise _refused(f"PostgreSQL refused a write: {error}") from error
         except psycopg.errors.SyntaxError as error:
@@ -96,11 +90,7 @@ class PostgresQueries:
 
 
 class SqliteQueries:
-    """Analysts' statements on SQLite: read-only, under an authorizer that allows only reads.
-
-    ``connect`` opens the connection a call uses and ``done`` gives it back (for a file: a
-    read-only connection of the call's own, closed).
-    """
+    """Analysts' statements on SQLite: read-only, under an authorizer that allows only reads."""
 
     def __init__(
         self, connect: Callable[[], sqlite3.Connection], done: Callable[[sqlite3.Connection], None]
@@ -122,7 +112,7 @@ class SqliteQueries:
         try:
             conn.execute("PRAGMA query_only = ON")
             conn.set_authorizer(only_reads)
-            return _rows(conn.execute(statement, params or ()))
+            return rows_of(conn.execute(statement, params or ()))
         except sqlite3.ProgrammingError as error:  # more than one statement, or bad bindings
             raise _refused(f"SQLite refused it: {error}") from error
         except sqlite3.DatabaseError as error:
@@ -136,10 +126,7 @@ class SqliteQueries:
 
 
 def read_only_sqlite(uri: str) -> SqliteQueries:
-    """Analysts' statements on a SQLite database, each on a connection of its own.
-
-    ``uri`` opens the database read-only.
-    """
+    """Analysts' statements on a SQLite database (``uri`` opens it read-only)."""
 
     def connect() -> sqlite3.Connection:
         return sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)

@@ -1,10 +1,8 @@
 """Replay-to-live subscriptions for ``async for``: the same pull, an awaited wait.
 
 An :class:`AsyncSubscription` drives a :class:`~actae.adapters.readside.subscription.
-Subscription` (the one place that knows positions, batches and outages) and replaces only
-its waiting: when there is nothing new, the coroutine awaits a wake-up instead of blocking
-its thread. The wake-up is this process's commit signal; commits of other processes are
-found by looking again after the subscription's backoff wait (on every backend).
+Subscription` (which knows positions, batches and outages) and replaces only its waiting:
+the coroutine awaits this process's commit signal, or the backoff (other processes).
 """
 
 from __future__ import annotations
@@ -36,9 +34,8 @@ class AsyncWaiter(Protocol):
 class CommitSignal:
     """Commits of this process, told to the subscribers on every event loop that waits.
 
-    Writes may run in worker threads; each commit sets every live waiter's event through
-    its loop's ``call_soon_threadsafe``. One store may serve several loops in turn (a test
-    per loop, say): each loop's waiters are kept apart, and a closed loop is skipped.
+    Writes may run in threads: each commit sets the waiters' events through their loop's
+    ``call_soon_threadsafe``; loops are kept apart, and a closed one is skipped.
     """
 
     def __init__(self) -> None:
@@ -93,8 +90,7 @@ class SignalWaiter:
 class AsyncSubscription:
     """``async with store.subscribe(...) as events: async for event in events: ...``.
 
-    Stored history first, then live, until ``stop()``; ``position`` is the last delivered
-    position, from which a new subscription continues exactly.
+    History first, then live, until ``stop()``; ``position`` as :class:`Subscription`'s.
     """
 
     def __init__(

@@ -1,28 +1,20 @@
 """Analyst roles on PostgreSQL: SELECT on the read models, nothing on the payloads or keys.
 
-An analyst queries the read models (:data:`actae.projections.tables.TABLES` and ``VIEWS``) in
-SQL with a role of its own. :func:`grant` gives a role USAGE on the store's schema and SELECT
-on each read model, and revokes every privilege on the tables that hold payloads or their
-keys (:data:`PRIVATE`: the event store, the projector's bookkeeping, the migrations and the
-custody tables), in one transaction. :func:`revoke` takes it back.
-
-A rebuild swaps fresh tables in (``SchemaMethods.swap_in``), and a dropped table takes its
-grants with it, so analyst roles are remembered in :data:`ANALYSTS` (by oid: a role renamed
-stays an analyst, a new role that takes a dropped one's name does not become one), and the
-swap calls :func:`regrant` in its own transaction: the new tables are never visible without
-the analysts' grants.
-
-Roles are looked up as given (names are case-sensitive) and every identifier is quoted with
-:class:`psycopg.sql.Identifier`; no role is created here (that is the DBA's job).
+:func:`grant` gives a role USAGE on the store's schema and SELECT on each read model, and
+revokes every privilege on the tables that hold payloads or keys (:data:`PRIVATE`), in one
+transaction; :func:`revoke` takes it back. A rebuild's swap drops the granted tables, so
+analyst roles are remembered in :data:`ANALYSTS` (by oid: a renamed role stays one, a new
+role taking a dropped one's name does not) and the swap calls :func:`regrant` in its own
+transaction. Identifiers are quoted with :class:`psycopg.sql.Identifier`; no role is
+created here (that is the DBA's job).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import sql
@@ -34,6 +26,9 @@ from actae.domain.errors import NotFoundError, ValidationError
 from actae.domain.validation import require_text
 from actae.projections.tables import TABLES, VIEWS
 
+if TYPE_CHECKING:
+    from actae.adapters.readside.readmodels import PostgresReadModels
+
 ANALYSTS = "actae_analysts"
 """The roles granted the read models (re-granted after a rebuild's swap)."""
 CUSTODY = (
@@ -43,7 +38,7 @@ CUSTODY = (
     "actae_artifact_refs",
     "actae_secrets",
 )
-"""The custody tables (migration 2): the runs' data keys, artifacts and the store's secrets."""
+"""The custody tables: the runs' data keys, artifacts and the store's secrets."""
 PRIVATE = (POSTGRES_EVENTS_TABLE, *BOOKKEEPING, MIGRATIONS_TABLE, *CUSTODY, ANALYSTS)
 """Tables an analyst must not use. Any other ``actae_*`` relation of the schema counts too."""
 READ_MODELS = (*(table.name for table in TABLES), *(view.name for view in VIEWS))
@@ -56,27 +51,6 @@ ACCESS = "SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER"
 """Every table privilege, as ``has_table_privilege`` takes them (any one counts)."""
 
 log = logging.getLogger("actae.projector")
-
-
-class GrantingDB(Protocol):
-    """What granting needs of PostgreSQL's read models.
-
-    Their connection, a transaction, and the turn that creators of the read models take (so
-    a grant and a rebuild's swap meet in one order).
-    """
-
-    @property
-    def conn(self) -> psycopg.Connection[Any]:
-        """The connection of the transaction a grant runs in."""
-        ...
-
-    def transaction(self) -> AbstractContextManager[None]:
-        """A transaction, or a savepoint inside one."""
-        ...
-
-    def take_turns(self) -> None:
-        """Keep processes that create the read models apart (inside the transaction)."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -99,12 +73,11 @@ def check_role_name(role: str) -> str:
     return role
 
 
-def grant(db: GrantingDB, role: str) -> Access:
+def grant(db: PostgresReadModels, role: str) -> Access:
     """Let ``role`` read the read models and nothing else of the store (safe to repeat).
 
-    Refused, with nothing changed, for a role that does not exist, a superuser, the owner
-    of the store's tables or a member of that owner, or a role that could still use a
-    private table afterwards (through PUBLIC or another role it belongs to).
+    Refused, with nothing changed, for a missing role, a superuser, the tables' owner or a
+    member of it, or a role that could still use a private table (through PUBLIC or a role).
     """
     with db.transaction():
         schema, oid = _lock_and_find(db, role)
@@ -113,16 +86,13 @@ def grant(db: GrantingDB, role: str) -> Access:
         usage = sql.SQL("GRANT USAGE ON SCHEMA {} TO {}")
         conn.execute(usage.format(sql.Identifier(schema), sql.Identifier(role)))
         conn.execute(_on_read_models(sql.SQL("GRANT SELECT ON {} TO {}"), schema, [role]))
-        private = _private(conn, schema)
-        if private:
-            revoke_all = sql.SQL("REVOKE ALL ON {} FROM {}")
-            conn.execute(revoke_all.format(_names(schema, private), sql.Identifier(role)))
+        private = _revoke_private(conn, schema, role)
         _refuse_leaks(conn, schema, oid, role, private)
     granted = (f"USAGE ON SCHEMA {schema}", *(f"SELECT ON {name}" for name in READ_MODELS))
     return Access(role, schema, granted, tuple(f"ALL ON {name}" for name in private))
 
 
-def revoke(db: GrantingDB, role: str) -> Access:
+def revoke(db: PostgresReadModels, role: str) -> Access:
     """Take back what :func:`grant` gave ``role`` (safe to repeat); a rebuild no longer grants."""
     with db.transaction():
         schema, oid = _lock_and_find(db, role)
@@ -133,10 +103,7 @@ def revoke(db: GrantingDB, role: str) -> Access:
         conn.execute(_on_read_models(sql.SQL("REVOKE ALL ON {} FROM {}"), schema, [role]))
         usage = sql.SQL("REVOKE USAGE ON SCHEMA {} FROM {}")
         conn.execute(usage.format(sql.Identifier(schema), sql.Identifier(role)))
-        private = _private(conn, schema)
-        if private:
-            revoke_all = sql.SQL("REVOKE ALL ON {} FROM {}")
-            conn.execute(revoke_all.format(_names(schema, private), sql.Identifier(role)))
+        private = _revoke_private(conn, schema, role)
     revoked = (
         *(f"ALL ON {name}" for name in READ_MODELS),
         f"USAGE ON SCHEMA {schema}",
@@ -148,10 +115,8 @@ def revoke(db: GrantingDB, role: str) -> Access:
 def regrant(conn: psycopg.Connection[Any]) -> list[str]:
     """Grant the read models again to every analyst role; returns the roles' names.
 
-    Called inside a rebuild's transaction, once the fresh tables and views are in place, on
-    the read models' connection (its schema first on the search path). A store without
-    analysts has no :data:`ANALYSTS` table: nothing to do. One that the rebuilding role
-    cannot read is left as it is, with a warning, rather than failing the rebuild.
+    Called in a rebuild's transaction once the fresh tables are in place. An
+    :data:`ANALYSTS` table the rebuilding role cannot read is warned about, not fatal.
     """
     row = conn.execute("SELECT current_schema()").fetchone()
     schema = None if row is None else row[0]
@@ -182,12 +147,11 @@ def regrant(conn: psycopg.Connection[Any]) -> list[str]:
 # -- helpers -----------------------------------------------------------------------------------
 
 
-def _lock_and_find(db: GrantingDB, role: str) -> tuple[str, int]:
+def _lock_and_find(db: PostgresReadModels, role: str) -> tuple[str, int]:
     """The store's schema and ``role``'s oid, with the read models locked (in the transaction).
 
-    The lock that creators of the read models take turns with, then the read models in the
-    order a rebuild's swap drops them: a swap waits for this transaction, or this one for
-    the swap (and then grants on the tables it swapped in), never both at once.
+    The creators' turn, then the read models in the order a swap drops them: a swap and a
+    grant wait for each other, never both at once.
     """
     check_role_name(role)
     db.take_turns()  # the creators' turn (this may create actae_analysts), as ensure_schema
@@ -231,10 +195,7 @@ def _refuse_if_any(
     params: list[Any],
     message: Callable[[str], str],
 ) -> None:
-    """Fail with ``message`` of the names found if the schema's tables give any row.
-
-    A function, not a format string: a role's name may hold braces.
-    """
+    """Fail with ``message`` of the names found (a function: a role's name may hold braces)."""
     rows = conn.execute(
         f"SELECT {select} FROM pg_class c "  # noqa: S608  # constant texts
         "JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = %s "
@@ -293,6 +254,15 @@ def _remember(conn: psycopg.Connection[Any], schema: str, oid: int, role: str) -
         ).format(table),
         [oid, role],
     )
+
+
+def _revoke_private(conn: psycopg.Connection[Any], schema: str, role: str) -> list[str]:
+    """Revoke everything on the schema's private tables from ``role``; those tables."""
+    private = _private(conn, schema)
+    if private:
+        revoke_all = sql.SQL("REVOKE ALL ON {} FROM {}")
+        conn.execute(revoke_all.format(_names(schema, private), sql.Identifier(role)))
+    return private
 
 
 def _private(conn: psycopg.Connection[Any], schema: str) -> list[str]:

@@ -1,21 +1,13 @@
 """The projector: keeps the read models up to date, in batches, exactly once.
 
-``store.projector()`` gives one; ``catch_up()`` processes the backlog (showing progress),
-``start()`` follows live in a thread (woken by this process's commits, looking again for
-other processes' soon while events flow and every :data:`IDLE_POLL` seconds when idle), and
-``actae project`` runs it as its own process. Each batch (many events) commits together with
-its tracking position. A lease running out is the one change no event records: after
-catching up, and in the live loop whenever a known lease expiry passes, the projector marks
-claims whose lease ran out (on the store's clock) in doubt. A transient database error (a
-restart, a dropped connection: see ``adapters/persistence/outages.py``) is waited out with backoff,
-reconnecting, and logged once per outage; any other error stops the projector at once (a
-missing table is no store at all, not an outage). An event that cannot be projected (a *poison*
-event) does not stop the projector: it is recorded with its error in
-``actae_projection_errors`` and skipped, in the same transaction, so it stays visible.
-``rebuild()`` projects from zero into fresh tables and swaps them in atomically.
-
-The projector logs to the ``actae.projector`` logger: its progress on a large backlog, and
-its outages (docs/logging.md).
+``catch_up()`` processes the backlog, ``start()`` follows live in a thread (woken by this
+process's commits, polling for other processes'), ``actae project`` runs it as a process.
+Each batch commits with its tracking position. A lease running out is the one change no
+event records, so the projector marks such claims in doubt on the store's clock. A
+transient database error is waited out with backoff (``adapters/persistence/outages.py``);
+any other error stops it. A *poison* event is recorded in ``actae_projection_errors`` and
+skipped in the same transaction, so it stays visible. ``rebuild()`` projects from zero into
+fresh tables and swaps them in atomically. It logs to ``actae.projector`` (docs/logging.md).
 """
 
 from __future__ import annotations
@@ -53,7 +45,7 @@ log = logging.getLogger("actae.projector")
 
 
 class StoredEvents(Protocol):
-    """What the projector reads the store's events through (the store's command service)."""
+    """What the projector reads the store's events through."""
 
     @property
     def recorder(self) -> ApplicationRecorder:
@@ -86,8 +78,7 @@ class EventCounts(Protocol):
 class Projected:
     """A batch decoded and projected before its transaction, its changes merged per row.
 
-    Merged as each event is projected, so that only the rows live until the batch is
-    written, not every event's changes (fewer objects for the cyclic collector to walk).
+    Merged event by event, so only the rows live until the write (less for the collector).
     """
 
     notifications: Sequence[Notification]
@@ -102,11 +93,7 @@ class Projected:
 
 
 class Projector:
-    """Projects the store's events into the read-model tables (projections/tables.py).
-
-    It logs to the ``actae.projector`` logger; ``out`` also gets its lines, whatever logging
-    is configured.
-    """
+    """Projects the store's events into the read-model tables (``out`` also gets its lines)."""
 
     def __init__(
         self,
@@ -145,19 +132,14 @@ class Projector:
     ) -> int:
         """Project the next batch after ``name``'s position; returns how many events.
 
-        The batch is read from the event store, and decoded and projected, before the read
-        models' transaction begins, and applied only if the position is still the one it
-        was read after (else another projector moved it, and the batch is read again). On
-        SQLite that transaction holds the file's write lock, and a writer of the event store
-        may be waiting for it: a read of the event store inside it could wait behind that
-        writer for ever. With ``pages`` (a catch-up on PostgreSQL), the next batch is read
-        while this one is applied.
+        The batch is read and projected before the read models' transaction, and applied
+        only if the position is still the one it was read after. On SQLite that
+        transaction holds the write lock an event-store writer may wait for: a read inside
+        it could wait behind that writer for ever. ``pages`` reads the next batch ahead.
 
-        The page is read after the position this projector last committed or locked for
-        ``name``, which saves a read per batch while events flow. That is a guess, never
-        trusted: the batch commits only if the locked position is that one, and an empty
-        page is believed only once the stored position says the same (a rebuild forgets
-        its position, another projector moves it).
+        The page is read after the position last committed or locked here: a guess that
+        saves a read per batch, never trusted (the commit checks it, and an empty page is
+        believed only once the stored position agrees).
         """
         guess = self._guesses.get(name)
         position = self.db.position(name) if guess is None else guess
@@ -221,12 +203,9 @@ class Projector:
     ) -> int:
         """Apply ``batch`` and move the position past it, if ``name`` is still at ``position``.
 
-        Returns the position found locked. The move comes first, in the statement that locks
-        the tracking row: it commits with the changes or not at all. The caller writes the
-        batch merged first (:meth:`_write_merged`); if that fails (not transiently), it has
-        the transaction rolled back and commits again event by event
-        (:meth:`_write_event_by_event`). So a batch costs no savepoint unless one of its
-        events is bad.
+        Returns the position found locked. The move locks the tracking row and commits with
+        the changes or not at all. Written merged first, then (after a failure) event by
+        event: a batch costs no savepoint unless one of its events is bad.
         """
         with self.db.transaction():
             locked = self.db.move_position(name, position, batch.last)
@@ -238,10 +217,7 @@ class Projector:
         return locked
 
     def _write_merged(self, batch: Projected, _name: str, suffix: str) -> None:
-        """All the batch's changes in one go, merged per row.
-
-        A failure rolls the whole batch back, so nothing is kept as poison under ``_name``.
-        """
+        """All the batch's changes in one go (a failure rolls the whole batch back)."""
         self.db.write(batch.merged, suffix)
 
     def _write_event_by_event(self, batch: Projected, name: str, suffix: str) -> None:
@@ -274,8 +250,8 @@ class Projector:
     ) -> int:
         """Project everything stored so far; shows progress on a large backlog.
 
-        ``give_up()`` true ends it early, also while it waits out an outage (a worker that
-        is told to stop must not wait for the database first).
+        ``give_up()`` ends it early, also during an outage: a worker told to stop must not
+        wait for the database first.
         """
         stopping = self._stop.is_set if give_up is None else self._either(give_up)
         total = 0
@@ -309,10 +285,9 @@ class Projector:
     def mark_expired(self, *, name: str = NAME, suffix: str = "") -> int:
         """Mark claims whose lease has run out by now (the store's clock) in doubt.
 
-        Takes the tracking row's lock first, as a batch does: the sweep sees every batch
-        before it and never runs beside a rebuild's swap. The clock is read before the
-        transaction, so that a sweep holds one pooled connection, not two. Returns 0 (a
-        retryable step).
+        Under the tracking row's lock, as a batch: it sees every batch before it and never
+        runs beside a rebuild's swap. The clock is read first, so a sweep holds one pooled
+        connection. Returns 0 (a retryable step).
         """
         now = self._clock()
         with self.db.transaction():
@@ -323,11 +298,7 @@ class Projector:
         return 0
 
     def mark_unserved(self, now: datetime) -> list[Any]:
-        """Flag running runs no live worker serves at ``now`` (``standings.mark_unserved``).
-
-        Under the tracking row's lock, as a batch: the runs' facts are read and their
-        standing written with no batch changing them in between.
-        """
+        """Flag running runs no live worker serves at ``now``, under the tracking lock."""
         with self.db.transaction():
             self.db.lock_position(NAME)
             return mark_unserved(self.db, now)
@@ -347,8 +318,8 @@ class Projector:
     def run(self, poll_interval: float = IDLE_POLL) -> None:
         """Catch up, then follow live until ``stop()``: a batch per look.
 
-        A commit of this process wakes it at once; other processes' commits are found by
-        looking again, soon while events flow and every ``poll_interval`` seconds when idle.
+        This process's commits wake it; other processes' are found by looking again, soon
+        while events flow and every ``poll_interval`` seconds when idle.
         """
         waiter = self._waiter = self._new_waiter()
         backoff = Backoff(poll_interval)
@@ -446,10 +417,9 @@ class Projector:
         return self.db.position(NAME)
 
     def lag(self, *, name: str = NAME) -> int:
-        """How many stored events the read models do not reflect yet (counted up to a million).
+        """How many stored events the read models do not reflect yet (up to a million).
 
-        Counted, not subtracted: positions are not dense (PostgreSQL gives each write a
-        block of them, and purges leave holes).
+        Counted, not subtracted: positions are not dense.
         """
         return self._backend.events_after(self.db.position(name))
 
@@ -458,13 +428,11 @@ class Projector:
         return self.db.query("SELECT * FROM actae_projection_errors ORDER BY position")
 
     def query(self, statement: str, params: Any = None) -> list[dict[str, Any]]:
-        """Run a read-only SQL query against the read models.
+        """Run one read-only SQL statement against the read models.
 
-        Exactly one statement, run where it cannot write, on a connection that keeps nothing
-        of it (no setting, temporary table, prepared statement or lock outlives the call):
-        more than one statement, or one that would change or drop anything, is refused with
-        ``ValidationError`` (field ``statement``) and nothing runs. On PostgreSQL it runs as
-        the store's role, whose functions it may call: give people SQL through a role of
-        their own (``actae grant-analyst``).
+        It runs where it cannot write, on a connection that keeps nothing of it; anything
+        else is refused with ``ValidationError`` (field ``statement``) and nothing runs. On
+        PostgreSQL it runs as the store's role: give people a role of their own
+        (``actae grant-analyst``).
         """
         return self.db.read_only_query(statement, params)

@@ -1,11 +1,9 @@
 """Reading the next page of events while the projector applies the current one.
 
-A catch-up alternates two kinds of work: reading a page of events from the store (the
-database works, the client waits) and projecting it (the client works). On PostgreSQL the
-read of page *n + 1* can go on while page *n* is projected: the page after a position is
-the same whenever it is read, because every read stops at the store's horizon, below which
-nothing can appear any more (``adapters/persistence/positions.py``). A page read ahead is
-used only if the projector's position is still the one it was read after.
+On PostgreSQL the read of page *n + 1* can go on while page *n* is projected: every read
+stops at the store's horizon, below which nothing can appear any more
+(``adapters/persistence/positions.py``), so the page after a position is the same whenever
+it is read. It is used only if the projector's position is still the one it was read after.
 """
 
 from __future__ import annotations
@@ -39,9 +37,6 @@ class ReadAhead:
         self._pending = (position, self._pool.submit(self._read, position))
 
     def close(self) -> None:
-        """Drop any page read ahead; its read, if in flight, ends on its own.
-
-        Not waited for: a projector told to stop must not wait for the database first.
-        """
+        """Drop any page read ahead, not waiting for its read: a stop must not wait."""
         self._pending = None
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -1,13 +1,10 @@
-"""Read-model tables in PostgreSQL or SQLite: DDL, coalesced upserts, tracking, swap.
+"""Read-model tables in PostgreSQL or SQLite: coalesced upserts, tracking, swap.
 
-Every batch of projected events is applied in one transaction together with the tracking
-position (exactly once: a position is either fully applied with its changes or not at all),
-while holding the tracking row's lock, so two projectors never apply the same events twice.
-
-:class:`ReadModelDB` holds what both backends share; :class:`PostgresReadModels` and
-:class:`SqliteReadModels` hold what differs (parameter style, stored values, locking,
-transactions, read-only queries, reconnecting), so no method asks which backend it runs on.
-``postgres_db`` and ``sqlite_db`` build one; the store picks which, once.
+A batch of events is applied in one transaction with its tracking position, under the
+tracking row's lock: a position is applied fully or not at all, and never by two projectors.
+:class:`ReadModelDB` writes each statement once; one class per backend holds what differs
+(parameters, stored values, locking, DDL, connections), so no method asks which backend it
+runs on.
 """
 
 from __future__ import annotations
@@ -26,21 +23,27 @@ from typing import Any, ClassVar
 from uuid import UUID
 
 import psycopg
+from psycopg import sql
 from psycopg.rows import tuple_row
 from psycopg.types.json import Jsonb
 
 from actae.adapters.persistence.clock import wall_clock
 from actae.adapters.persistence.postgres import ActaePostgresRecorder
-from actae.adapters.persistence.turns import DEFAULT_LOCK_WAIT
-from actae.adapters.readside.analyst_sql import PostgresQueries, SqliteQueries, read_only_sqlite
+from actae.adapters.persistence.turns import DEFAULT_LOCK_WAIT, take_turn
+from actae.adapters.readside.analyst_sql import (
+    PostgresQueries,
+    SqliteQueries,
+    read_only_sqlite,
+    rows_of,
+)
 from actae.adapters.readside.grants import regrant
-from actae.adapters.readside.retention_rows import RetentionLookups
 from actae.adapters.readside.schema import (
+    COLUMN_TYPES,
     ERRORS,
     TRACKING,
-    PostgresSchema,
     SchemaMethods,
-    SqliteSchema,
+    descriptions,
+    index_name,
 )
 from actae.adapters.readside.standings import (
     CLAIMED,
@@ -53,20 +56,15 @@ from actae.projections.changes import Change, Count, EffectOwner, PurgeRun, Upse
 from actae.projections.tables import TABLES, Table
 
 
-class ReadModelDB(SchemaMethods, RetentionLookups):
+class ReadModelDB(SchemaMethods):
     """The read models' statements and transactions (one subclass per backend).
 
-    Each unit of work runs on the connection :meth:`_borrowed` gives it: on PostgreSQL one
-    borrowed from the process's pool for the transaction (or the single statement), on
-    SQLite the read models' own. Statements are written once and take each parameter as
-    ``self.mark``: the drivers share no parameter style (sqlite3 takes ``?``, psycopg
-    ``%s``), so each backend names its own.
+    Each unit of work runs on the connection :meth:`_borrowed` gives it. Statements take
+    each parameter as ``self.mark``: sqlite3 takes ``?``, psycopg ``%s``.
     """
 
-    name: ClassVar[str]
-    """The backend, as a URL names it (``postgresql``, ``sqlite``)."""
-    mark: ClassVar[str]
-    """The driver's positional parameter (``%s`` for psycopg, ``?`` for sqlite3)."""
+    name: ClassVar[str]  # the backend, as a URL names it
+    mark: ClassVar[str]  # the driver's positional parameter
     lock_suffix: ClassVar[str]
     """What a SELECT ends with to lock its rows until the transaction ends."""
 
@@ -88,33 +86,28 @@ class ReadModelDB(SchemaMethods, RetentionLookups):
     # -- statements -----------------------------------------------------------------------
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
-        """Run one statement (written with this backend's parameter ``mark``); its cursor."""
+        """Run one statement; its cursor."""
         with self._borrowed() as conn:
             return conn.execute(statement, params)
 
     @abstractmethod
     def executemany(self, statement: str, rows: list[Sequence[Any]]) -> None:
-        """Run one statement (written with this backend's parameter ``mark``) for many rows."""
+        """Run one statement for many rows."""
 
     def query(self, statement: str, params: Any = None) -> list[dict[str, Any]]:
-        """Rows of one of Actae's own statements, as dicts, on the read models' connection.
+        """Rows of one of Actae's own statements, as dicts (trusted SQL only).
 
-        Trusted SQL only (the worker's candidates, operator views, metrics): an analyst's
-        statement goes through :meth:`read_only_query`, whose guards cost a read-only
-        transaction per call (on PostgreSQL, on a connection of its own).
+        An analyst's statement goes through :meth:`read_only_query` instead, whose guards
+        cost a read-only transaction per call.
         """
         with self._borrowed() as conn:
-            cursor = conn.execute(statement, params or ())
-            names = [d[0] for d in cursor.description]
-            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+            return rows_of(conn.execute(statement, params or ()))
 
-    @abstractmethod
+    analysts: PostgresQueries | SqliteQueries  # on a connection of the call's own
+
     def read_only_query(self, statement: str, params: Any = None) -> list[dict[str, Any]]:
-        """Rows of an analyst's one statement, run where it cannot write and keeps nothing.
-
-        More than one statement, or one that would change anything, raises
-        ``ValidationError`` (field ``statement``) having run nothing (``analyst_sql``).
-        """
+        """Rows of an analyst's one statement, run where it cannot write (``analyst_sql``)."""
+        return self.analysts.run(statement, params)
 
     @abstractmethod
     def transaction(self) -> AbstractContextManager[None]:
@@ -143,9 +136,8 @@ class ReadModelDB(SchemaMethods, RetentionLookups):
     def move_position(self, name: str, expected: int, position: int) -> int:
         """Move ``name``'s position from ``expected`` to ``position``; the position found.
 
-        The row stays locked until the transaction ends; ``expected`` is returned when it
-        moved. One statement locks and moves while the batches flow; a position found elsewhere
-        (another projector moved it, a rebuild forgot it) stays as it is.
+        One statement locks and moves while batches flow; a position another projector
+        moved (or a rebuild forgot) stays as it is, locked until the transaction ends.
         """
         p = self.mark
         move = (
@@ -175,28 +167,21 @@ class ReadModelDB(SchemaMethods, RetentionLookups):
         self.execute(
             f"INSERT INTO {ERRORS} (name, position, topic, originator_id, error, "
             f"recorded_at) VALUES ({', '.join([self.mark] * 6)}) ON CONFLICT DO NOTHING",
-            (
-                name,
-                position,
-                topic,
-                originator,
-                error[:4000],
-                self.adapt(wall_clock()),
-            ),
+            (name, position, topic, originator, error[:4000], self.adapt(wall_clock())),
         )
 
     # -- changes --------------------------------------------------------------------------
 
     def apply(self, changes: list[Change], suffix: str = "") -> None:
-        """Coalesce a batch's changes per row, then write them with one statement per shape.
-
-        Rows first, then counts (added to the rows' columns), then the effects' owners
-        (from effects rows the batch may have made), then the runs' derived columns.
-        """
+        """Coalesce a batch's changes per row, then write them with one statement per shape."""
         self.write(Batch.of(changes), suffix)
 
     def write(self, batch: Batch, suffix: str = "") -> None:
-        """Write a batch's coalesced changes (:meth:`apply`)."""
+        """Write a batch's rows, then counts, owners and purges, then the runs' standing.
+
+        Counts add to the rows' columns and owners come from effects rows the batch may
+        have made, so the order matters.
+        """
         self._write_rows(batch, suffix)
         self._write_counts(batch, suffix)
         self._write_owners(batch, suffix)
@@ -255,10 +240,9 @@ class ReadModelDB(SchemaMethods, RetentionLookups):
     def expire_claims(self, now: datetime, suffix: str = "") -> datetime | None:
         """Mark claims whose lease ran out by ``now`` in doubt and refresh their runs.
 
-        No event records a lease running out, so the projector (and with it every worker
-        pass) calls this on the store's clock, inside a transaction; a rebuild does too, so
-        its tables equal the incremental ones at the same moment. Returns when the next
-        live claim's lease runs out (None: no live claim), when calling again is worthwhile.
+        No event records a lease running out, so the projector and a rebuild call this on
+        the store's clock, inside a transaction. Returns when the next live claim's lease
+        runs out (None: no live claim), when calling again is worthwhile.
         """
         effects = f"effects{suffix}"
         at = self.adapt(now)
@@ -272,6 +256,68 @@ class ReadModelDB(SchemaMethods, RetentionLookups):
         ).fetchall()
         return moment(row[0])
 
+    # -- retention's candidates (each checked against its stored run before a write) ------
+
+    def due_runs(
+        self,
+        rules: Sequence[tuple[str | None, str, datetime]],
+        own_agents: Sequence[str],
+        *,
+        held: bool,
+        limit: int,
+    ) -> list[UUID]:
+        """Finished runs a retention rule makes due, not purged, oldest end first.
+
+        ``rules`` are (agent, status, ended by); an agent of ``None`` means every agent not
+        in ``own_agents``. With ``held``: the runs a legal hold keeps instead.
+        """
+        if not rules:
+            return []
+        p = self.mark
+        params: list[Any] = []
+        clauses = []
+        for agent, status, ended_by in rules:
+            clause = f"(lifecycle = {p} AND ended_at <= {p}"
+            params += [status, self.adapt(ended_by)]
+            if agent is not None:
+                clause += f" AND agent_id = {p}"
+                params.append(agent)
+            elif own_agents:
+                clause += f" AND agent_id NOT IN ({', '.join([p] * len(own_agents))})"
+                params += list(own_agents)
+            clauses.append(clause + ")")
+        hold = "coalesce(held, FALSE)" if held else "NOT coalesce(held, FALSE)"
+        with self.transaction():
+            rows = self.execute(
+                f"SELECT run_id FROM run_status WHERE purged_at IS NULL AND {hold} "
+                f"AND ({' OR '.join(clauses)}) ORDER BY ended_at, run_id LIMIT {int(limit)}",
+                params,
+            ).fetchall()
+        return [UUID(str(row[0])) for row in rows]
+
+    def recently(self, column: str, since: datetime) -> list[tuple[UUID, UUID]]:
+        """Runs (and their channels) whose ``column`` (forgotten_at, purged_at) is since."""
+        p = self.mark
+        with self.transaction():
+            rows = self.execute(
+                f"SELECT run_id, channel_id FROM run_status WHERE {column} >= {p}",
+                (self.adapt(since),),
+            ).fetchall()
+        return [(UUID(str(row[0])), UUID(str(row[1]))) for row in rows]
+
+    def effect_keys_of(self, run_ids: Sequence[Any]) -> list[str]:
+        """The ledger keys of these runs' effects (and of their steps' attempt counters)."""
+        p = self.mark
+        keys: list[str] = []
+        with self.transaction():
+            for run_id in run_ids:
+                run = self.adapt(UUID(str(run_id)))
+                rows = self.execute(
+                    f"SELECT effect_key FROM effects WHERE run_id = {p}", (run,)
+                ).fetchall()
+                keys.extend(str(row[0]) for row in rows)
+        return keys
+
     @staticmethod
     def _on_conflict(table: Table, columns: tuple[str, ...]) -> str:
         """What an upsert of ``columns`` does to a row that exists: updates just those."""
@@ -280,11 +326,7 @@ class ReadModelDB(SchemaMethods, RetentionLookups):
         return f"ON CONFLICT ({', '.join(table.keys)}) {action}"
 
     def _count(self, table: Table, column: str, suffix: str) -> str:
-        """Add to ``column`` of a row (made if missing); a null column stays null (unknown).
-
-        Null is what an upgrade leaves for rows older than the column: their count is not
-        known until a rebuild, and adding to it would make a wrong number look right.
-        """
+        """Add to ``column`` of a row (made if missing); a null column stays null (unknown)."""
         keys = ", ".join(table.keys)
         marks = ", ".join([self.mark] * (len(table.keys) + 1))
         return (
@@ -314,19 +356,15 @@ class ReadModelDB(SchemaMethods, RetentionLookups):
 class Batch:
     """A batch's changes coalesced: one write per row, one sum per counted column of a row.
 
-    Rows are keyed by table name (hashing a table's description per change would cost more
-    than the rest of the merge).
+    Keyed by table name: hashing a table per change would cost more than the merge.
     """
 
     rows: dict[tuple[str, Any], dict[str, Any]] = field(default_factory=dict)
     counts: dict[tuple[str, str], dict[Any, int]] = field(default_factory=dict)
     owners: dict[str, dict[Any, Any]] = field(default_factory=dict)
-    effects: set[Any] = field(default_factory=set)
-    """Effects whose runs' derived columns to recompute."""
-    purged: set[Any] = field(default_factory=set)
-    """Runs retention purged: their effects rows and audit details go."""
-    runs: set[Any] = field(default_factory=set)
-    """Runs whose derived columns to recompute."""
+    effects: set[Any] = field(default_factory=set)  # whose runs' standing to recompute
+    purged: set[Any] = field(default_factory=set)  # runs whose effects and audit details go
+    runs: set[Any] = field(default_factory=set)  # whose standing to recompute
 
     @classmethod
     def of(cls, changes: list[Change]) -> Batch:
@@ -370,25 +408,24 @@ _LENT: ContextVar[Mapping[PostgresReadModels, psycopg.Connection[Any]]] = Contex
 """The connection each PostgreSQL read-model object lends its current unit of work.
 
 Per context, not per thread: the coroutines an ``AsyncWorker`` serves share the loop's
-thread, and each must see its own transaction, never another's."""
+thread, and each must see its own transaction."""
 
 
-class PostgresReadModels(PostgresSchema, ReadModelDB):
+class PostgresReadModels(ReadModelDB):
     """Read models on PostgreSQL, on the process's pool: psycopg's parameters, row locks.
 
-    A transaction borrows a connection the way the event store's recorder does (the one
-    it kept back from its last statement, else one of the process pool's) for its length:
-    its row locks and tracking position commit together on it. A statement outside one
-    borrows a connection for that statement. So a process that is idle between passes
-    holds one connection for events and read models alike. The pool discards a connection
-    the server dropped, and :meth:`reconnect` has it test the idle ones.
+    A transaction borrows a connection the way the event store's recorder does, for its
+    length; a statement outside one borrows one for that statement. So an idle process
+    holds one connection for events and read models alike.
     """
 
     name = "postgresql"
     mark = "%s"
     lock_suffix = " FOR UPDATE"
+    types: ClassVar[dict[str, str]] = {name: pg for name, (pg, _) in COLUMN_TYPES.items()}
+    create_view = "CREATE OR REPLACE VIEW"
+    utc_day = "({} AT TIME ZONE 'UTC')::date"
     analysts: PostgresQueries
-    """Where ``projector.query`` runs (set by ``postgres_db``)."""
 
     def __init__(
         self, recorder: ActaePostgresRecorder, *, lock_wait: float = DEFAULT_LOCK_WAIT
@@ -396,7 +433,7 @@ class PostgresReadModels(PostgresSchema, ReadModelDB):
         self._recorder = recorder
         self._datastore = recorder.datastore
         self._datastore.pool.open()  # as the recorder's first statement would (a no-op since)
-        self.lock_wait = lock_wait
+        self.lock_wait = lock_wait  # for a creator's turn, then StoreBusyError
 
     @property
     def conn(self) -> psycopg.Connection[Any]:
@@ -408,11 +445,9 @@ class PostgresReadModels(PostgresSchema, ReadModelDB):
 
     @contextmanager
     def _borrowed(self) -> Iterator[psycopg.Connection[Any]]:
-        """The connection of this context's transaction, else one from the pool for the block.
+        """The connection of this context's transaction, else a pooled one for the block.
 
-        Rows come as tuples while it is lent here (the pool's give dicts); every pooled
-        session looks in the store's schema first (``process_pool``). A session that refused
-        a write is closed: after a failover it is a standby's, and stays one.
+        A session that refused a write is closed: after a failover it is a standby's.
         """
         held = _LENT.get().get(self)
         if held is not None:
@@ -439,10 +474,47 @@ class PostgresReadModels(PostgresSchema, ReadModelDB):
         """A dict as jsonb; psycopg stores every other value as it is."""
         return Jsonb(value) if isinstance(value, dict) else value
 
+    def take_turns(self) -> None:
+        """Creators take turns on the tracking table, a lock only the store's owner can take.
+
+        Two sessions that change one catalog row at once fail ("tuple concurrently
+        updated"). A table lock, not an advisory one, so that no other role (an analyst's)
+        can hold every process's start up (:mod:`actae.adapters.persistence.turns`).
+        """
+        take_turn(self.conn, sql.Identifier(TRACKING), self.lock_wait)
+
+    def _describe(self) -> None:
+        """``COMMENT ON`` each table, view and column whose comment is not its description.
+
+        Only what differs is written: opening the read models costs one catalog read.
+        """
+        rows = self.execute(
+            "SELECT c.relname, a.attname, d.description FROM pg_description d "
+            "JOIN pg_class c ON c.oid = d.objoid AND d.classoid = 'pg_class'::regclass "
+            "LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = d.objsubid "
+            "AND d.objsubid > 0 "
+            "WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema())"
+        ).fetchall()
+        present = {(relation, column): text for relation, column, text in rows}
+        for kind, relation, column, text in descriptions():
+            if present.get((relation, column)) != text:
+                target = f"{kind} {relation}" if column is None else f"COLUMN {relation}.{column}"
+                literal = text.replace("'", "''")
+                self.execute(f"COMMENT ON {target} IS '{literal}'")
+
     def swap_in(self, suffix: str) -> None:
         """Swap the rebuilt tables in, and grant them to the analyst roles (grant-analyst)."""
         super().swap_in(suffix)
         regrant(self.conn)
+
+    def _move_indexes(self, table: Table, suffix: str) -> None:
+        """Rename them: indexes are named after the table they were created for."""
+        self.execute(f"ALTER INDEX {table.name}{suffix}_pkey RENAME TO {table.name}_pkey")
+        for columns in table.indexes:
+            self.execute(
+                f"ALTER INDEX {index_name(table.name + suffix, columns)} "
+                f"RENAME TO {index_name(table.name, columns)}"
+            )
 
     def reconnect(self) -> None:
         """Have the pool test its idle connections and replace those the server dropped."""
@@ -458,10 +530,8 @@ class PostgresReadModels(PostgresSchema, ReadModelDB):
     ) -> None:
         """One statement for all rows, each column's values as one array.
 
-        A statement per row costs more in the driver than the rest of a batch does (there
-        is a usage row per channel event that records usage), and a statement text per
-        batch size would be parsed afresh each time; this one's text depends only on the
-        shape.
+        A statement per row costs more in the driver than the rest of a batch, and a text
+        per batch size would be parsed afresh each time; this one depends only on the shape.
         """
         names = (*table.keys, *columns)
         arrays = ", ".join(f"%s::{self.types[table.column(n).type]}[]" for n in names)
@@ -472,10 +542,6 @@ class PostgresReadModels(PostgresSchema, ReadModelDB):
             binary=True,
         )
 
-    def read_only_query(self, statement: str, params: Any = None) -> list[dict[str, Any]]:
-        """On a connection of the call's own, never a pooled one (``PostgresQueries``)."""
-        return self.analysts.run(statement, params)
-
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """A transaction on a borrowed connection, or a savepoint inside one."""
@@ -483,18 +549,19 @@ class PostgresReadModels(PostgresSchema, ReadModelDB):
             yield
 
 
-class SqliteReadModels(SqliteSchema, ReadModelDB):
+class SqliteReadModels(ReadModelDB):
     """Read models on SQLite: ``?`` parameters, text values, the write lock taken at once."""
 
     name = "sqlite"
     mark = "?"
     lock_suffix = ""  # BEGIN IMMEDIATE (``transaction``) already holds the database's lock
+    types: ClassVar[dict[str, str]] = {name: lite for name, (_, lite) in COLUMN_TYPES.items()}
+    create_view = "CREATE VIEW IF NOT EXISTS"
+    utc_day = "date({})"  # ISO 8601 text with its offset: date() gives the UTC date
     analysts: SqliteQueries
-    """Where ``projector.query`` runs: a read-only connection per call (set by ``sqlite_db``)."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-        """The read models' own connection (a SQLite connection is a file handle)."""
+        self.conn = conn  # the read models' own (a SQLite connection is a file handle)
         self.lock = threading.RLock()  # one connection, possibly shared by threads
         self._depth = 0  # of nested transactions: the outer one begins, inner ones save points
 
@@ -519,6 +586,19 @@ class SqliteReadModels(SqliteSchema, ReadModelDB):
             return json.dumps(value, sort_keys=True)
         return value
 
+    def take_turns(self) -> None:
+        """Nothing to do: the transaction's ``BEGIN IMMEDIATE`` already makes creators wait."""
+
+    def _describe(self) -> None:
+        """Nothing to do: SQLite has no comments; the descriptions are in docs/read-models.md."""
+
+    def _move_indexes(self, table: Table, suffix: str) -> None:
+        """Drop the rebuild's indexes and create the live ones (SQLite cannot rename one)."""
+        for columns in table.indexes:
+            self.execute(f"DROP INDEX {index_name(table.name + suffix, columns)}")
+        for statement in self._create_indexes(table, ""):
+            self.execute(statement)
+
     def reconnect(self) -> None:
         """Keep the connection: SQLite's transient error is a lock, not a lost connection."""
 
@@ -537,10 +617,6 @@ class SqliteReadModels(SqliteSchema, ReadModelDB):
             f"{self._on_conflict(table, columns)}",
             list(rows),
         )
-
-    def read_only_query(self, statement: str, params: Any = None) -> list[dict[str, Any]]:
-        """On a read-only connection of the call's own (``SqliteQueries``)."""
-        return self.analysts.run(statement, params)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -582,10 +658,7 @@ def postgres_db(
 
 
 def sqlite_db(database: str, read_only: str) -> ReadModelDB:
-    """Read models in the store's SQLite ``database`` (a path or a URI).
-
-    ``read_only`` is the URI that opens it read-only, for the analysts' queries.
-    """
+    """Read models in the store's SQLite ``database``; ``read_only`` opens it for analysts."""
     conn = sqlite3.connect(
         database, uri=True, timeout=30, isolation_level=None, check_same_thread=False
     )

@@ -1,16 +1,9 @@
 """Read-model DDL of a rebuild: fresh tables made from the definitions, then swapped in.
 
-The live read models are made by the store's migrations (version 1,
-:mod:`actae.adapters.persistence.baseline`), like every other table. A rebuild projects
-into fresh tables made here from :mod:`actae.projections.tables`, and swaps them in.
-Opening the read models describes every table, view and column (PostgreSQL comments, from
-:mod:`actae.projections.tables`), writing only the descriptions that differ.
-
-:class:`SchemaMethods` holds the DDL both backends share; :class:`PostgresSchema` and
-:class:`SqliteSchema` hold what differs (column types, a timestamp's UTC day, how creators
-take turns, comments, what becomes of a rebuilt table's indexes), so no method asks which
-backend it runs on. The read models of each backend
-(:mod:`actae.adapters.readside.readmodels`) inherit their backend's class.
+The live read models are made by the store's migrations, like every other table; a rebuild
+projects into fresh tables made here from :mod:`actae.projections.tables` and swaps them
+in. Each backend's read models (:mod:`actae.adapters.readside.readmodels`) give the column
+types, a timestamp's UTC day, the creators' turns, comments and index renames.
 """
 
 # ruff: noqa: S608 - SQL assembled from our own constant table and column names, never input
@@ -22,10 +15,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import psycopg
-from psycopg import sql
-
-from actae.adapters.persistence.turns import DEFAULT_LOCK_WAIT, take_turn
 from actae.projections.tables import (
     COST_PER_DAY,
     OUTSTANDING_VIEW,
@@ -43,6 +32,17 @@ ERRORS = "actae_projection_errors"
 LEASES = "actae_run_leases"
 WORKERS = "actae_worker_agents"
 REGRESSIONS = "actae_regressions"
+COLUMN_TYPES = {
+    "uuid": ("uuid", "TEXT"),
+    "text": ("text", "TEXT"),
+    "int": ("bigint", "INTEGER"),
+    "float": ("double precision", "REAL"),
+    "bool": ("boolean", "INTEGER"),
+    "timestamp": ("timestamptz", "TEXT"),
+    "date": ("date", "TEXT"),
+    "json": ("jsonb", "TEXT"),
+}
+"""Each column type of :mod:`actae.projections.tables` as (PostgreSQL, SQLite) declare it."""
 
 
 def index_name(table: str, columns: tuple[str, ...]) -> str:
@@ -77,7 +77,7 @@ def descriptions() -> Iterator[tuple[str, str, str | None, str]]:
 
 
 class SchemaMethods(ABC):
-    """``ReadModelDB`` methods that create, upgrade and swap the read-model tables."""
+    """``ReadModelDB`` methods that create, describe and swap the read-model tables."""
 
     types: ClassVar[dict[str, str]]
     """Each column type of :mod:`actae.projections.tables` as this backend declares it."""
@@ -93,7 +93,7 @@ class SchemaMethods(ABC):
             ...
 
         def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
-            """Run one statement (written with the backend's parameter ``mark``)."""
+            """Run one statement."""
             ...
 
     def ensure_schema(self, suffix: str = "") -> None:
@@ -141,11 +141,9 @@ class SchemaMethods(ABC):
     def _cost_per_day(self) -> str:
         """What each usage row added to its channel's totals, summed per day and run kind.
 
-        Each row holds the run's totals after its event, so what the event added is the
-        difference from the channel's previous row (a channel's first row: all of it; a
-        fork's channel starts at zero). The window partitions by the run's workflow, agent
-        and model as well as the channel (the same partitions: a channel is one run's), so
-        that a filter on those columns reaches run_status before any difference is taken.
+        A row holds the run's totals after its event, so the event added the difference
+        from the channel's previous row. The window partitions by workflow, agent and model
+        too (a channel is one run's), so a filter on those reaches run_status first.
         """
         added = ", ".join(f"u.{n} - coalesce(lag(u.{n}) OVER w, 0) AS {n}" for n in USAGE_NAMES)
         sums = ", ".join(f"sum({n}) AS {n}" for n in USAGE_NAMES)
@@ -183,100 +181,3 @@ class SchemaMethods(ABC):
         with self.transaction():
             for table in TABLES:
                 self.execute(f"DROP TABLE IF EXISTS {table.name}{suffix}")
-
-
-class PostgresSchema(SchemaMethods):
-    """The read-model DDL in PostgreSQL's types, with its advisory lock, comments and renames."""
-
-    types: ClassVar[dict[str, str]] = {
-        "uuid": "uuid",
-        "text": "text",
-        "int": "bigint",
-        "float": "double precision",
-        "bool": "boolean",
-        "timestamp": "timestamptz",
-        "date": "date",
-        "json": "jsonb",
-    }
-    create_view = "CREATE OR REPLACE VIEW"
-    utc_day = "({} AT TIME ZONE 'UTC')::date"
-
-    lock_wait: float = DEFAULT_LOCK_WAIT
-    """Seconds a creator waits for its turn before :class:`~actae.StoreBusyError`."""
-
-    if TYPE_CHECKING:  # provided by PostgresReadModels
-
-        @property
-        def conn(self) -> psycopg.Connection[Any]:
-            """The connection of the transaction the statements run in."""
-            ...
-
-    def take_turns(self) -> None:
-        """Creators take turns on the tracking table, a lock only the store's owner can take.
-
-        Processes that start at once (a worker and the projector) would otherwise race:
-        two sessions that change one catalog row at once fail ("tuple concurrently
-        updated"). The turn is a table lock, not an advisory one, so that no other role
-        (an analyst's) can hold every process's start up
-        (:mod:`actae.adapters.persistence.turns`).
-        """
-        take_turn(self.conn, sql.Identifier(TRACKING), self.lock_wait)
-
-    def _describe(self) -> None:
-        """``COMMENT ON`` each table, view and column whose comment is not its description.
-
-        Only what differs is written: opening the read models costs one catalog read, and a
-        table made, upgraded or swapped in by a rebuild (whose views are new) gets its own.
-        """
-        rows = self.execute(
-            "SELECT c.relname, a.attname, d.description FROM pg_description d "
-            "JOIN pg_class c ON c.oid = d.objoid AND d.classoid = 'pg_class'::regclass "
-            "LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = d.objsubid "
-            "AND d.objsubid > 0 "
-            "WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema())"
-        ).fetchall()
-        present = {(relation, column): text for relation, column, text in rows}
-        for kind, relation, column, text in descriptions():
-            if present.get((relation, column)) != text:
-                target = f"{kind} {relation}" if column is None else f"COLUMN {relation}.{column}"
-                literal = text.replace("'", "''")
-                self.execute(f"COMMENT ON {target} IS '{literal}'")
-
-    def _move_indexes(self, table: Table, suffix: str) -> None:
-        """Rename them: indexes are named after the table they were created for."""
-        self.execute(f"ALTER INDEX {table.name}{suffix}_pkey RENAME TO {table.name}_pkey")
-        for columns in table.indexes:
-            self.execute(
-                f"ALTER INDEX {index_name(table.name + suffix, columns)} "
-                f"RENAME TO {index_name(table.name, columns)}"
-            )
-
-
-class SqliteSchema(SchemaMethods):
-    """The read-model DDL in SQLite's types; SQLite cannot rename an index, so it rebuilds."""
-
-    types: ClassVar[dict[str, str]] = {
-        "uuid": "TEXT",
-        "text": "TEXT",
-        "int": "INTEGER",
-        "float": "REAL",
-        "bool": "INTEGER",
-        "timestamp": "TEXT",
-        "date": "TEXT",
-        "json": "TEXT",
-    }
-    create_view = "CREATE VIEW IF NOT EXISTS"
-    utc_day = "date({})"  # ISO 8601 text with its offset: date() gives the UTC date
-
-    def take_turns(self) -> None:
-        """Nothing to do: the transaction's ``BEGIN IMMEDIATE`` already makes creators wait."""
-
-    def _describe(self) -> None:
-        """Nothing to do: SQLite has no comments; the descriptions are in docs/read-models.md."""
-
-    def _move_indexes(self, table: Table, suffix: str) -> None:
-        """Drop the rebuild's indexes and create the live ones (SQLite cannot rename one)."""
-        for columns in table.indexes:
-            self.execute(f"DROP INDEX {index_name(table.name + suffix, columns)}")
-        for statement in self._create_indexes(table, ""):
-            self.execute(statement)

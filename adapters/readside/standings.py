@@ -1,16 +1,10 @@
 """run_status's derived columns: each run's facts read from the tables, the domain's rule applied.
 
 A run's ``status`` and ``next_action`` are the domain's :func:`~actae.domain.status.standing`
-of its facts. Some facts are the run's own row (lifecycle, wait, error); the others are
-around it: its open effects (the first key of each status that asks for something), a
-regression found on its channel (``actae_regressions``) and whether a live worker serves
-it (``unserved``). One statement reads them for many runs at once, the rule decides, and
-only the rows whose derived columns change are written, with the effects' totals
-(``attempts``, ``in_doubt_effects``, ``next_retry_at``) read by the same statement.
-
-Nothing else may change these facts while they are read and their answer written: every
-caller holds the projector's tracking lock (a batch, the lease sweep, the marks below) or,
-for a new table, the lock of its creation.
+of its facts: its row, its open effects, a regression on its channel and whether a live
+worker serves it. One statement reads them for many runs, the rule decides, and only the
+rows whose derived columns change are written. Every caller holds the projector's tracking
+lock (or a new table's creation lock), so no fact changes between the read and the write.
 """
 
 # ruff: noqa: S608 - SQL assembled from our own constant table and column names, never input
@@ -18,15 +12,17 @@ for a new table, the lock of its creation.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, TypeAlias
 from uuid import UUID
 
 from actae.adapters.readside.schema import REGRESSIONS, WORKERS
 from actae.domain.effects import STEP_ATTEMPTS, EffectStatus
 from actae.domain.status import RunFacts, Standing, standing
 from actae.domain.values import RunStatus
+
+if TYPE_CHECKING:
+    from actae.adapters.readside.readmodels import ReadModelDB
 
 CLAIMED = f"status = '{EffectStatus.CLAIMED}'"
 """An effect row held by a worker: the domain's time-independent status of a claim."""
@@ -38,40 +34,8 @@ ASKING = (EffectStatus.NEEDS_REVIEW, EffectStatus.IN_DOUBT, EffectStatus.RETRY_S
 """The effect statuses whose first key the facts carry (``RunFacts.effects``)."""
 
 
-class Statements(Protocol):
-    """What a refresh needs of the read models' connection (``ReadModelDB`` has it).
-
-    The run leases are written through the same connection (``RunLeases``).
-    """
-
-    @property
-    def mark(self) -> str:
-        """The driver's positional parameter."""
-        ...
-
-    def adapt(self, value: Any) -> Any:
-        """A Python value in the form this backend's driver stores."""
-        ...
-
-    def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
-        """Run one statement (written with the parameter ``mark``)."""
-        ...
-
-    def executemany(self, statement: str, rows: list[Sequence[Any]]) -> None:
-        """Run one statement for many rows."""
-        ...
-
-    def query(self, statement: str, params: Any = None) -> list[dict[str, Any]]:
-        """Rows of one statement, as dicts."""
-        ...
-
-
-class Transactional(Statements, Protocol):
-    """Statements and transactions: what retention's lookups and the run leases write through."""
-
-    def transaction(self) -> AbstractContextManager[None]:
-        """A transaction, or a savepoint inside one."""
-        ...
+Transactional: TypeAlias = "ReadModelDB"
+"""What refreshes, retention's lookups and the run leases (``RunLeases``) write through."""
 
 
 def _effect_is(status: EffectStatus) -> str:
@@ -81,8 +45,8 @@ def _effect_is(status: EffectStatus) -> str:
 def _effects_sql(effects: str, where: str) -> str:
     """Each run's effects summed up: the first key of each asking status, and the totals.
 
-    In doubt counts what ``next_action`` would ask to reconcile: a claim flagged in doubt
-    (:func:`expire_sql`), never a step's attempt counter (a step is made again).
+    In doubt counts what ``next_action`` would reconcile: a claim flagged in doubt, never a
+    step's attempt counter (a step is made again).
     """
     in_doubt = (
         f"e.{CLAIMED} AND e.in_doubt "
@@ -117,11 +81,7 @@ FROM run_status{suffix} r LEFT JOIN ({_effects_sql(f"effects{suffix}", mine)}) e
 
 
 def facts_of(row: dict[str, Any]) -> RunFacts:
-    """A run's facts from its row of :func:`facts_sql`.
-
-    A row with no lifecycle yet (a channel event applied before its run's start) stands as
-    a running run, as the read model always showed it.
-    """
+    """A run's facts from its row of :func:`facts_sql` (no lifecycle yet: running)."""
     keys = (row["review"], row["reconcile"], row["retry"])
     return RunFacts(
         lifecycle=RunStatus(row["lifecycle"] or RunStatus.RUNNING),
@@ -144,7 +104,7 @@ def derived(row: dict[str, Any]) -> tuple[Any, ...]:
     return (*totals, stands.status.value, stands.next_action)
 
 
-def refresh_runs(db: Statements, run_ids: Iterable[Any] | None, suffix: str = "") -> None:
+def refresh_runs(db: Transactional, run_ids: Iterable[Any] | None, suffix: str = "") -> None:
     """Recompute the derived columns of ``run_ids`` (``None``: of every run), where they change."""
     p = db.mark
     update = (
@@ -162,7 +122,7 @@ def refresh_runs(db: Statements, run_ids: Iterable[Any] | None, suffix: str = ""
 
 
 def _facts(
-    db: Statements, run_ids: Iterable[Any] | None, suffix: str
+    db: Transactional, run_ids: Iterable[Any] | None, suffix: str
 ) -> Iterator[list[dict[str, Any]]]:
     """The rows of :func:`facts_sql` for ``run_ids``, a chunk at a time (in run id order)."""
     if run_ids is None:
@@ -174,7 +134,7 @@ def _facts(
         yield db.query(facts_sql(suffix, len(chunk), db.mark), [*chunk, *chunk])
 
 
-def runs_of_effects(db: Statements, effect_ids: Iterable[Any], suffix: str = "") -> set[Any]:
+def runs_of_effects(db: Transactional, effect_ids: Iterable[Any], suffix: str = "") -> set[Any]:
     """The runs whose effects ``effect_ids`` are (to refresh after their effects changed)."""
     ids = [db.adapt(e) for e in effect_ids]
     runs: set[Any] = set()
@@ -187,23 +147,20 @@ def runs_of_effects(db: Statements, effect_ids: Iterable[Any], suffix: str = "")
 
 
 def lease_ran_out(mark: str) -> str:
-    """The domain's ``lease_ran_out(expires_at, now)`` in SQL; ``mark`` is the moment's parameter.
+    """The domain's ``lease_ran_out(expires_at, now)`` in SQL; ``mark`` is the moment.
 
-    The one time-dependent part of an effect's status (``effect_status_at``): the projection
-    stores the domain's time-independent status, so a claimed row whose lease ran out is in
-    doubt. No event records that moment, so the read models ask this on the store's clock
-    (``ReadModelDB.expire_claims``) and keep the answer in ``in_doubt``. A claim always has
-    an expiry (``Operation.Claimed``), so the domain's "no expiry: ran out" never arises here.
+    The one time-dependent part of an effect's status: no event records it, so the read
+    models ask it on the store's clock and keep the answer in ``in_doubt``. A claim always
+    has an expiry, so the domain's "no expiry: ran out" never arises here.
     """
     return f"expires_at <= {mark}"
 
 
 def expire_sql(effects: str, mark: str) -> str:
-    """Make ``in_doubt`` say whether each claim may have happened, as of a moment (portable).
+    """Make ``in_doubt`` say whether each claim may have happened, as of a moment.
 
-    A claim is in doubt when it was granted over an unanswered one or its lease has run
-    out (:func:`lease_ran_out`); a late heartbeat makes it live again. Only rows whose flag
-    changes are written, and their run ids returned for a refresh.
+    In doubt: granted over an unanswered claim, or its lease ran out (a late heartbeat
+    makes it live again). Only changed rows are written; their run ids are returned.
     """
     doubt = f"(claimed_in_doubt OR {lease_ran_out(mark)})"
     return (
@@ -212,11 +169,8 @@ def expire_sql(effects: str, mark: str) -> str:
     )
 
 
-def mark_unserved(db: Statements, now: datetime) -> list[Any]:
-    """Flag running runs that no live worker serves (and unflag served ones) at ``now``.
-
-    Returns the runs whose flag changed, after refreshing their next action.
-    """
+def mark_unserved(db: Transactional, now: datetime) -> list[Any]:
+    """Flag running runs no live worker serves at ``now`` (unflag served ones); the changed."""
     p = db.mark
     served = (
         f"EXISTS (SELECT 1 FROM {WORKERS} w WHERE w.agent_id = r.agent_id AND w.seen_until > {p})"
@@ -235,11 +189,11 @@ def mark_unserved(db: Statements, now: datetime) -> list[Any]:
     return [run for run, _ in changed]
 
 
-def mark_regressed(db: Statements, channel_id: Any, detail: str, now: datetime) -> None:
+def mark_regressed(db: Transactional, channel_id: Any, detail: str, now: datetime) -> None:
     """Say on run_status that ``channel_id``'s history went back (``detail``: how far).
 
-    Not an event: the channel's log is what regressed, and a note on it would be a
-    write past the loss. The row stays until an operator deletes it (docs/outages.md).
+    Not an event: a note on the regressed log would be a write past the loss. The row
+    stays until an operator deletes it (docs/outages.md).
     """
     p, channel = db.mark, db.adapt(UUID(str(channel_id)))
     db.execute(

@@ -1,18 +1,13 @@
 """Replay-to-live subscriptions: catch up from a position, then follow new events.
 
-A subscription is pulled by its reader: it fetches the next batch after the last delivered
-position, and only when there is nothing new does it wait, woken at once by a commit of its
-own process (the store's ``written`` condition), otherwise after a :class:`Backoff` wait.
-Writers notify no one (a ``NOTIFY`` serialises the cluster's commits; docs/performance.md).
-It holds no lock between reads, so a slow subscriber cannot slow writers down, and because
-it always asks for "everything after my position", the hand-over from history to live
-delivery has no gap and no duplicate.
-
-Per-channel subscriptions use cursors (gapless by the primary key). The global subscription
-uses the event store's positions, which the recorder only returns up to a point below which
-no write in flight can still add one (``adapters/persistence/positions.py``). A database
-outage does not end a subscription: it waits the outage out (logged once on the ``actae``
-logger) and asks again for everything after its position.
+A subscription is pulled by its reader: it fetches everything after its last delivered
+position, and only when there is nothing new does it wait, woken by a commit of its own
+process or after a :class:`Backoff` wait. Writers notify no one (a ``NOTIFY`` serialises
+the cluster's commits; docs/performance.md). It holds no lock between reads, so a slow
+subscriber cannot slow writers, and the hand-over from history to live has no gap and no
+duplicate. The global subscription reads positions only up to the point below which no
+write in flight can add one (``adapters/persistence/positions.py``). An outage is waited
+out, logged once.
 """
 
 from __future__ import annotations
@@ -36,10 +31,7 @@ FIRST_WAIT = 0.001
 
 
 def pausing(stopped: threading.Event) -> Callable[[float], None]:
-    """A wait between attempts: until ``stopped`` in a thread; in a portal, a plain sleep.
-
-    (A thread's wait would block the event loop; the stop is seen at the next attempt.)
-    """
+    """A wait between attempts: until ``stopped`` in a thread; in a portal, a plain sleep."""
 
     def wait(seconds: float) -> None:
         if in_portal():
@@ -53,9 +45,8 @@ def pausing(stopped: threading.Event) -> Callable[[float], None]:
 class Backoff:
     """How long a reader waits before looking again: short while events flow, long when idle.
 
-    Right after an event a look costs little and the next event is likely near, so the
-    first wait is :data:`FIRST_WAIT`; each empty look doubles it, up to ``longest``, so an
-    idle reader costs a cheap read per ``longest`` seconds and no more.
+    Right after an event the next is likely near; each empty look doubles the wait, up to
+    ``longest``, so an idle reader costs one cheap read per ``longest`` seconds.
     """
 
     def __init__(self, longest: float, first: float = FIRST_WAIT) -> None:
@@ -90,10 +81,8 @@ class Waiter(Protocol):
 class Commits:
     """The commits of this process, counted under a condition.
 
-    A reader looks for events, finds none, then waits: a commit between the look and the
-    wait would wake nobody if it were only a notification, and the reader would sleep its
-    whole backoff. The count makes the wait return at once when it moved since the reader's
-    last wait. ``wake`` moves it too: a stop is one more reason to look.
+    A commit between a reader's empty look and its wait would wake nobody if it were only a
+    notification; the count makes that wait return at once. ``wake`` moves it too.
     """
 
     def __init__(self) -> None:
@@ -147,8 +136,8 @@ class Unwaited:
 class Subscription:
     """An iterator of channel events: stored history first, then live, until ``stop()``.
 
-    ``position`` is the last delivered position (a cursor for a channel subscription, a
-    global position otherwise); a new subscription from it continues exactly there.
+    ``position`` is the last delivered position (a channel's cursor, or a global position):
+    a new subscription from it continues exactly there.
     """
 
     def __init__(

@@ -21,11 +21,10 @@ from eventsourcing.persistence import ApplicationRecorder, Mapper
 from psycopg import sql
 
 from actae.adapters.custody.blobs import BlobStore, blob_store
-from actae.adapters.custody.datakeys import KeyTable, SqlKeyTable, Transaction
+from actae.adapters.custody.datakeys import SqlKeyTable, Transaction
 from actae.adapters.custody.holding import SecretTable
-from actae.adapters.custody.postgres_tables import PostgresTables
 from actae.adapters.custody.refs import RefRecorder
-from actae.adapters.custody.sqlite_tables import SQLiteTables
+from actae.adapters.custody.tables import PostgresTables, SQLiteTables
 from actae.adapters.persistence import purging
 from actae.adapters.persistence.awaiting import off_the_loop
 from actae.adapters.persistence.clock import read_clock_with, store_clock
@@ -42,7 +41,7 @@ from actae.domain.ports import Clock
 
 ServiceFactory = Callable[[bool], ActaeService]
 """Builds the store's service; its argument says whether the event tables may be created."""
-KeyTables = tuple[KeyTable, SecretTable]
+KeyTables = tuple[SqlKeyTable, SecretTable]
 """Where runs' data keys and the store's own secrets live."""
 Custody = tuple[BlobStore, RefRecorder]
 """The artifacts' blob store and their references."""

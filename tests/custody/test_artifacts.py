@@ -27,9 +27,8 @@ from actae.adapters.custody.blobs import DatabaseBlobs, blob_store
 from actae.adapters.custody.chunks import SEALED_CHUNK
 from actae.adapters.custody.files import FileBlobs
 from actae.adapters.custody.pieces import CHUNK_SIZE
-from actae.adapters.custody.postgres_tables import PostgresTables
 from actae.adapters.custody.refs import RefRecorder
-from actae.adapters.custody.sqlite_tables import SQLiteTables
+from actae.adapters.custody.tables import PostgresTables, SQLiteTables
 from actae.adapters.persistence.url import parse_store_url
 from actae.domain.artifacts import ArtifactRef
 from actae.domain.errors import CorruptionError, ValidationError

@@ -29,7 +29,7 @@ from actae.adapters.persistence.migrations import (
     Migration,
     SchemaVersionError,
 )
-from actae.adapters.readside.schema import PostgresSchema, SqliteSchema
+from actae.adapters.readside.readmodels import PostgresReadModels, SqliteReadModels
 from actae.projections.tables import TABLES
 
 OPEN_AND_WRITE = """
@@ -267,7 +267,9 @@ def test_the_migrated_read_models_are_what_the_code_defines(durable_url: str) ->
     """The baseline spells the read models out: it must agree with projections/tables.py,
     whose definitions a rebuild's fresh tables are made from."""
     actae.open(durable_url).close()
-    types: Any = (SqliteSchema if durable_url.startswith("sqlite") else PostgresSchema).types
+    types: Any = (
+        SqliteReadModels if durable_url.startswith("sqlite") else PostgresReadModels
+    ).types
 
     assert read_model_columns(durable_url) == defined_columns(types)
 
