@@ -1,7 +1,4 @@
-"""The commands that run something: ``demo``, ``drill``, ``project`` and ``worker``.
-
-``worker`` and ``project`` log to stderr (docs/logging.md) and stop cleanly on SIGTERM.
-"""
+"""The commands that run something: ``demo``, ``drill``, ``project`` and ``worker``."""
 
 from __future__ import annotations
 
@@ -13,14 +10,20 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
-from actae.adapters.cli.opening import invocation, open_waiting
-from actae.adapters.cli.options import Seconds, log_format, store_options, wait_for_db, whole
+from actae.adapters.cli.opening import (
+    Seconds,
+    invocation,
+    log_format,
+    open_waiting,
+    store_options,
+    wait_for_db,
+    whole,
+)
 from actae.adapters.drill.db_faults import FAULTS as DB_FAULTS
 from actae.adapters.drill.demo import demo as run_demo
 from actae.adapters.drill.run import STEPS
@@ -36,7 +39,6 @@ from actae.adapters.runtime.worker import REGISTRY, RETENTION_EVERY, Worker
 from actae.domain.errors import ValidationError
 
 log = logging.getLogger("actae.cli")
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 @click.command()
@@ -95,11 +97,7 @@ def drill(**options: Any) -> int:
 @wait_for_db
 @log_format
 def project(
-    once: bool,
-    rebuild: bool,
-    batch_size: int,
-    wait_for_db: float | None,
-    log_format: str,
+    once: bool, rebuild: bool, batch_size: int, wait_for_db: float | None, log_format: str
 ) -> int:
     """``actae project``."""
     url = invocation().required_url()
@@ -129,11 +127,7 @@ def project(
 
 
 def import_workflows(target: str) -> None:
-    """Import a module by name, or a ``.py`` file the way ``python file.py`` would run it.
-
-    Its folder goes first on ``sys.path`` (and stays), so it and its steps can import the
-    modules beside it.
-    """
+    """Import a module by name, or a ``.py`` file as ``python file.py`` would (its folder first)."""
     if target.endswith(".py"):
         path = Path(target).resolve()
         if not path.is_file():
@@ -146,45 +140,6 @@ def import_workflows(target: str) -> None:
         spec.loader.exec_module(importlib.util.module_from_spec(spec))
     else:
         importlib.import_module(target)
-
-
-SERVING = (
-    ("--lease", Seconds(86_400.0), 30.0, None, "seconds a run stays ours without a heartbeat"),
-    ("--poll-interval", Seconds(3600.0), 0.2, None, None),
-    (
-        "--concurrency",
-        whole(1, 10_000),
-        1,
-        "N",
-        "runs served at once, each under its own lease: sync workflows in a pool of N "
-        "threads, async ones on one event loop",
-    ),
-    ("--once", None, False, None, "one pass, then exit"),
-    (
-        "--retention-every",
-        Seconds(86_400.0 * 365),
-        RETENTION_EVERY,
-        "SECONDS",
-        "apply the store's retention policies this often (see actae retention)",
-    ),
-)
-"""How a worker serves: ``--concurrency`` and ``--once`` pick the loop, the rest are ``Worker``'s
-keyword arguments of the same names."""
-
-
-def _serving(command: F) -> F:
-    for option, kind, default, metavar, help in reversed(SERVING):
-        flag = kind is None
-        command = click.option(
-            option,
-            type=kind,
-            default=default,
-            show_default=not flag,
-            is_flag=flag,
-            metavar=metavar,
-            help=help,
-        )(command)
-    return command
 
 
 @click.command(
@@ -205,7 +160,32 @@ def _serving(command: F) -> F:
     "program gives its own workflows)",
 )
 @click.option("--name", default=None, help="worker name (default: host:pid)")
-@_serving
+@click.option(
+    "--lease",
+    type=Seconds(86_400.0),
+    default=30.0,
+    show_default=True,
+    help="seconds a run stays ours without a heartbeat",
+)
+@click.option("--poll-interval", type=Seconds(3600.0), default=0.2, show_default=True)
+@click.option(
+    "--concurrency",
+    type=whole(1, 10_000),
+    default=1,
+    show_default=True,
+    metavar="N",
+    help="runs served at once, each under its own lease: sync workflows in a pool of N "
+    "threads, async ones on one event loop",
+)
+@click.option("--once", is_flag=True, help="one pass, then exit")
+@click.option(
+    "--retention-every",
+    type=Seconds(86_400.0 * 365),
+    default=RETENTION_EVERY,
+    show_default=True,
+    metavar="SECONDS",
+    help="apply the store's retention policies this often (see actae retention)",
+)
 @wait_for_db
 @log_format
 @click.option(
@@ -224,7 +204,7 @@ def worker(
     clock_file: str | None,
     **serving: Any,
 ) -> int:
-    """``actae worker``."""
+    """``actae worker``: ``serving`` is ``Worker``'s keyword arguments of the same names."""
     given = invocation()
     if not imports and given.registry is None:
         raise click.UsageError("missing option '--import'")

@@ -1,11 +1,10 @@
 """Who may use the console: the auth file of users, roles and token hashes.
 
-``{"users": [{"name": "alice", "role": "operator", "token_sha256": "…"}]}``. Only each
-token's SHA-256 is kept (tokens are 256 random bits: an unsalted hash gives nothing to
-guess), so a copy of the file signs no one in. Whoever can write the file, or replace it
-(its folder, a folder above), can make themselves an operator: ``load_users`` refuses such a
-file. ``add_user`` holds a ``flock`` on ``.NAME.lock`` beside it (kept: removing it would let
-two writers lock two different files) and replaces the file atomically, through a symlink.
+``{"users": [{"name": "alice", "role": "operator", "token_sha256": "…"}]}``: tokens are 256
+random bits, so an unsalted hash gives nothing to guess. Whoever can write or replace the
+file can make themselves an operator, so ``load_users`` refuses a file others may write.
+``add_user`` holds a ``flock`` on ``.NAME.lock`` beside it (kept: removing it would let two
+writers lock two files) and replaces the file atomically.
 """
 
 from __future__ import annotations
@@ -32,7 +31,6 @@ from actae.domain.validation import require_text
 VIEWER = "viewer"
 OPERATOR = "operator"
 ROLES = (VIEWER, OPERATOR)
-"""A viewer reads everything; an operator also acts (approve, cancel, override, ...)."""
 NO_USERS = (
     "the console refuses to start without users; make one with "
     "`actae console add-user NAME --role operator --auth-file FILE`"
@@ -43,7 +41,7 @@ SHARED_WRITE = stat.S_IWGRP | stat.S_IWOTH
 
 @dataclass(frozen=True)
 class User:
-    """A person (or a scraper) the console knows, and what they may do."""
+    """A person (or a scraper) the console knows; a viewer reads, an operator also acts."""
 
     name: str
     role: str
@@ -158,10 +156,7 @@ def _refuse_shared_ancestors(path: Path, folder: Path) -> None:
 
 
 def add_user(auth_file: Path, name: str, role: str) -> str:
-    """Add ``name`` with ``role`` to ``auth_file`` (or give them a new token); the new token.
-
-    Only its hash is stored: show the token now, it cannot be recovered later.
-    """
+    """Add ``name`` with ``role`` to ``auth_file`` (or give them a new token); the token, once."""
     name = require_text("name", name.strip() if isinstance(name, str) else name)
     if role not in ROLES:
         raise ValidationError("role", f"expected one of {', '.join(ROLES)}, got {role!r}")
