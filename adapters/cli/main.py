@@ -5,7 +5,6 @@ A traceback is left for bugs.
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 import sys
 from collections.abc import Sequence
@@ -33,26 +32,23 @@ CANNOT_OPEN = (
 )
 """Errors that mean the store cannot be opened or reached (at start or later), not a bug."""
 
-log = logging.getLogger("actae.cli")
 
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    commands=[
+        running.demo,
+        running.drill,
+        running.project,
+        running.worker,
+        *inspecting.COMMANDS,
+        *operating.COMMANDS,
+        *admin.COMMANDS,
+        console,
+    ],
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(package_name="actae", prog_name="actae", message="%(prog)s %(version)s")
 def cli() -> None:
     """Durable execution for LLM-agent runs."""
-
-
-for command in (
-    running.demo,
-    running.drill,
-    running.project,
-    running.worker,
-    *inspecting.COMMANDS,
-    *operating.COMMANDS,
-    *admin.COMMANDS,
-    console,
-):
-    cli.add_command(command)
 
 
 def _cannot_open(db: str | None, error: Exception) -> str:

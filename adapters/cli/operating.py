@@ -151,8 +151,10 @@ def _on_run(verb: str) -> click.Command:
         return report(shown, info, as_json)
 
     options = DECIDING if verb in actions.DECISIONS else (actor, reason)
-    command = decorated(command, store_options(required=True), click.argument("run"), *options)
-    return click.command(name=verb, help=RUN_HELP[verb])(decorated(command, as_json))
+    command = decorated(
+        command, store_options(required=True), click.argument("run"), *options, as_json
+    )
+    return click.command(name=verb, help=RUN_HELP[verb])(command)
 
 
 def _json_value(option: str) -> Callable[[click.Context, click.Parameter, str | None], Any]:

@@ -10,8 +10,9 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -39,6 +40,7 @@ from actae.adapters.runtime.worker import REGISTRY, RETENTION_EVERY, Worker
 from actae.domain.errors import ValidationError
 
 log = logging.getLogger("actae.cli")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @click.command()
@@ -142,6 +144,45 @@ def import_workflows(target: str) -> None:
         importlib.import_module(target)
 
 
+SERVING = (
+    ("--lease", Seconds(86_400.0), 30.0, None, "seconds a run stays ours without a heartbeat"),
+    ("--poll-interval", Seconds(3600.0), 0.2, None, None),
+    (
+        "--concurrency",
+        whole(1, 10_000),
+        1,
+        "N",
+        "runs served at once, each under its own lease: sync workflows in a pool of N "
+        "threads, async ones on one event loop",
+    ),
+    ("--once", None, False, None, "one pass, then exit"),
+    (
+        "--retention-every",
+        Seconds(86_400.0 * 365),
+        RETENTION_EVERY,
+        "SECONDS",
+        "apply the store's retention policies this often (see actae retention)",
+    ),
+)
+"""How a worker serves: ``--concurrency`` and ``--once`` pick the loop, the rest are ``Worker``'s
+keyword arguments of the same names."""
+
+
+def _serving(command: F) -> F:
+    for option, kind, default, metavar, help in reversed(SERVING):
+        flag = kind is None
+        command = click.option(
+            option,
+            type=kind,
+            default=default,
+            show_default=not flag,
+            is_flag=flag,
+            metavar=metavar,
+            help=help,
+        )(command)
+    return command
+
+
 @click.command(
     help="Import modules that register workflows with @actae.workflow(name), then loop: keep "
     "the read models current, fire due timers and expire due approvals, and run every "
@@ -160,32 +201,7 @@ def import_workflows(target: str) -> None:
     "program gives its own workflows)",
 )
 @click.option("--name", default=None, help="worker name (default: host:pid)")
-@click.option(
-    "--lease",
-    type=Seconds(86_400.0),
-    default=30.0,
-    show_default=True,
-    help="seconds a run stays ours without a heartbeat",
-)
-@click.option("--poll-interval", type=Seconds(3600.0), default=0.2, show_default=True)
-@click.option(
-    "--concurrency",
-    type=whole(1, 10_000),
-    default=1,
-    show_default=True,
-    metavar="N",
-    help="runs served at once, each under its own lease: sync workflows in a pool of N "
-    "threads, async ones on one event loop",
-)
-@click.option("--once", is_flag=True, help="one pass, then exit")
-@click.option(
-    "--retention-every",
-    type=Seconds(86_400.0 * 365),
-    default=RETENTION_EVERY,
-    show_default=True,
-    metavar="SECONDS",
-    help="apply the store's retention policies this often (see actae retention)",
-)
+@_serving
 @wait_for_db
 @log_format
 @click.option(
@@ -204,7 +220,7 @@ def worker(
     clock_file: str | None,
     **serving: Any,
 ) -> int:
-    """``actae worker``: ``serving`` is ``Worker``'s keyword arguments of the same names."""
+    """``actae worker``."""
     given = invocation()
     if not imports and given.registry is None:
         raise click.UsageError("missing option '--import'")

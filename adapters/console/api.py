@@ -190,7 +190,10 @@ async def run_stream(
     after: int = 0,
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> StreamingResponse:
-    """The run's events after cursor ``after`` (or ``Last-Event-ID``), then live, and its status."""
+    """The run's events after cursor ``after`` (or ``Last-Event-ID``), then live, and its status.
+
+    Each user may have :data:`~actae.adapters.console.state.STREAMS_PER_USER` open (429 beyond).
+    """
     console: Console = console_of(request)
     store = console.store
     if last_event_id:

@@ -1,10 +1,8 @@
 """Who may use the console: the auth file of users, roles and token hashes.
 
-``{"users": [{"name": "alice", "role": "operator", "token_sha256": "…"}]}``: tokens are 256
-random bits, so an unsalted hash gives nothing to guess. Whoever can write or replace the
-file can make themselves an operator, so ``load_users`` refuses a file others may write.
-``add_user`` holds a ``flock`` on ``.NAME.lock`` beside it (kept: removing it would let two
-writers lock two files) and replaces the file atomically.
+``{"users": [{"name": "alice", "role": "operator", "token_sha256": "…"}]}``. Whoever can
+write or replace the file can make themselves an operator, so ``load_users`` refuses a file
+others may write. ``add_user`` locks ``.NAME.lock`` beside it and replaces it atomically.
 """
 
 from __future__ import annotations
@@ -53,7 +51,7 @@ class User:
 
 
 def token_hash(token: str) -> str:
-    """The hex SHA-256 the auth file keeps for ``token``."""
+    """The hex SHA-256 the auth file keeps (tokens are 256 random bits: nothing to guess)."""
     return hashlib.sha256(token.encode()).hexdigest()
 
 
@@ -179,7 +177,7 @@ def lock_file(path: Path) -> Path:
 
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on :func:`lock_file` of ``path``, held for the block."""
+    """An exclusive ``flock`` on :func:`lock_file` of ``path`` (kept: else two locks, two files)."""
     handle = os.open(lock_file(path), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(handle, fcntl.LOCK_EX)  # waits for another add_user to finish

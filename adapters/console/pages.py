@@ -132,10 +132,7 @@ def sign_in_form(request: Request, next: str = "/") -> Response:
 def sign_in(
     request: Request, token: Annotated[str, Form()], next: Annotated[str, Form()] = "/"
 ) -> Response:
-    """Start a session for the token's user: an HttpOnly, SameSite=Strict cookie.
-
-    Only from this console's own page (login CSRF would have the browser act as another user).
-    """
+    """Start a session for the token's user, only from this console's page (no login CSRF)."""
     require_same_origin(request)
     console = console_of(request)
     user = console.users.find(token.strip())

@@ -1,11 +1,9 @@
 """A run, live, as server-sent events: its channel's events and its status.
 
-``event: event`` carries each event after cursor N (history, then live: the store's own
-subscription, no gap, no duplicate) with its cursor as ``id``, so a reconnecting browser
-resumes (``Last-Event-ID``). ``event: status`` is the run's document, at the start, shortly
-after events (once the live projector reflects them, so a derived status is theirs) and when
-anything else changes it; a comment keeps a quiet connection open. A stream ends when the
-browser goes or the console stops, so a shutdown never waits for open tabs.
+``event: event`` is each event after cursor N (history, then live, no gap or duplicate) with
+its cursor as ``id``, so a browser resumes (``Last-Event-ID``); ``event: status`` is the run's
+document, at the start and once the live projector reflects new events. A stream ends when
+the browser goes or the console stops, so a shutdown never waits for open tabs.
 """
 
 from __future__ import annotations

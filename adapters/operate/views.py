@@ -48,18 +48,12 @@ TYPES = {table.name: {column.name: column.type for column in table.columns} for 
 
 
 def fresh(store: Store) -> None:
-    """Catch the read models up, for a command that runs once or an action showing its change.
-
-    It writes (on SQLite, ``BEGIN IMMEDIATE``), so a server's reads leave it to its projector.
-    """
+    """Catch the read models up: it writes, so a server's reads leave it to their projector."""
     store.projector().catch_up()
 
 
 def caught_up(store: Store, within: float) -> bool:
-    """Whether the read models reflect every event stored now, waiting up to ``within`` s.
-
-    It only reads positions: a live projector does the work.
-    """
+    """Whether the read models reflect every event stored now, waiting up to ``within`` s."""
     target, projector = store.position(), store.projector()
     ends, pause = time.monotonic() + within, 0.002
     while projector.position() < target:
@@ -224,17 +218,13 @@ def run_rows(store: Store, run_ids: list[UUID]) -> dict[UUID, dict[str, Any]]:
 
 @dataclass(frozen=True)
 class Totals:
-    """What the read models add up to, for a dashboard or a metrics scrape.
-
-    ``runs`` and ``effects`` count every status, zeros included; ``retries`` are the attempts
-    beyond each effect's first; ``sums`` total the :data:`SUMMED` run_status columns.
-    """
+    """What the read models add up to (every status counted, zeros included), for a scrape."""
 
     runs: dict[str, int]
     effects: dict[str, int]
     in_doubt: int
     attempts: int
-    retries: int
+    retries: int  # attempts beyond each effect's first
     sums: dict[str, float] = field(default_factory=dict)
 
 
@@ -265,9 +255,8 @@ def totals(store: Store) -> Totals:
 class RunView:
     """One run in full: the store's word on it, and its read-model ``row`` once projected.
 
-    ``status`` counts the run's effects (retrying, blocked); ``lifecycle`` is the run's own.
-    Without a row, they apply the domain's rule (:mod:`actae.domain.status`) to the store's
-    word, so both say the same.
+    Without a row, ``status`` (its effects counted) and ``lifecycle`` (its own) come from the
+    domain's rule applied to the store's word, so both say the same.
     """
 
     info: RunInfo
