@@ -5,6 +5,7 @@ A traceback is left for bugs.
 
 from __future__ import annotations
 
+import importlib.metadata
 import sqlite3
 import sys
 from collections.abc import Sequence
@@ -33,6 +34,13 @@ CANNOT_OPEN = (
 """Errors that mean the store cannot be opened or reached (at start or later), not a bug."""
 
 
+def _version() -> str:
+    try:
+        return importlib.metadata.version("actae")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (the actae distribution is not installed)"
+
+
 @click.group(
     commands=[
         running.demo,
@@ -46,7 +54,7 @@ CANNOT_OPEN = (
     ],
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
-@click.version_option(package_name="actae", prog_name="actae", message="%(prog)s %(version)s")
+@click.version_option(_version(), prog_name="actae", message="%(prog)s %(version)s")
 def cli() -> None:
     """Durable execution for LLM-agent runs."""
 
