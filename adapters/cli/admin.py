@@ -1,11 +1,4 @@
-"""Administering a store: its keyring (``keys``), retention and analysts' SQL access.
-
-``keys new`` writes a keyring file (pass it as ``?keyring=path``); ``keys rotate`` adds a
-master key and re-wraps every run's data key under it, never touching payloads (see
-docs/operations.md). ``retention`` applies the policies set in code (``store.set_retention``)
-once, as workers do every ``--retention-every`` seconds. ``grant-analyst`` lets a PostgreSQL
-role read the read models (the SQL is :mod:`actae.adapters.readside.grants`).
-"""
+"""Administering a store: its keyring (``keys``), retention and analysts' SQL access."""
 
 from __future__ import annotations
 
@@ -15,8 +8,7 @@ from typing import cast
 
 import click
 
-from actae.adapters.cli.opening import invocation
-from actae.adapters.cli.options import as_json, store_options
+from actae.adapters.cli.opening import as_json, invocation, store_options
 from actae.adapters.cli.printing import console, print_json, report
 from actae.adapters.custody.keyring import load_keyring, new_keyring, save_keyring
 from actae.adapters.operate import views

@@ -1,7 +1,7 @@
 """``actae console`` and ``actae console add-user``.
 
-The server stack is the extra ``actae[console]``, imported when the command runs, so every
-other command works without it.
+The server stack (``actae[console]``) is imported when the command runs, so every other
+command works without it.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import importlib
 import importlib.util
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import click
 
-from actae.adapters.cli.opening import invocation
-from actae.adapters.cli.options import log_format, store_options, whole
+from actae.adapters.cli.opening import invocation, log_format, store_options, whole
 from actae.adapters.console.auth import NO_USERS, ROLES  # the auth file's module: no server stack
 from actae.adapters.logs import configure
 from actae.adapters.persistence.libpq import name_connections
@@ -74,16 +74,8 @@ def _room(module: str) -> ModuleType:
 )
 @log_format
 @click.pass_context
-def console(
-    ctx: click.Context,
-    host: str,
-    port: int,
-    auth_file: Path | None,
-    max_body: int,
-    origins: tuple[str, ...],
-    log_format: str,
-) -> int:
-    """``actae console``, or its subcommand."""
+def console(ctx: click.Context, /, auth_file: Path | None, log_format: str, **served: Any) -> int:
+    """``actae console`` (``served``: how, as ``serve`` takes it), or its subcommand."""
     if ctx.invoked_subcommand is not None:
         return 0
     url = invocation().required_url()
@@ -91,9 +83,7 @@ def console(
         raise ValidationError("--auth-file", NO_USERS)
     configure(json=log_format == "json")
     name_connections("actae-console")
-    _room("server").serve(
-        url, host=host, port=port, auth_file=auth_file, max_body=max_body, origins=origins
-    )
+    _room("server").serve(url, auth_file=auth_file, **served)
     return 0
 
 
@@ -104,10 +94,7 @@ def console(
 )
 @click.argument("name")
 @click.option(
-    "--role",
-    type=click.Choice(ROLES),
-    required=True,
-    help="viewer reads; operator also acts",
+    "--role", type=click.Choice(ROLES), required=True, help="viewer reads; operator also acts"
 )
 @click.option("--auth-file", type=click.Path(dir_okay=False, path_type=Path), required=True)
 def add_user(name: str, role: str, auth_file: Path) -> int:

@@ -1,9 +1,6 @@
-"""The drill's worker processes: ``actae worker`` running the drill's workflows.
+"""The drill's worker processes: ``actae worker`` with the drill's workflows (``ACTAE_DRILL_*``).
 
-The drill starts each worker as ``python -m actae.adapters.cli.drill_worker <actae worker
-options>``, with its settings in the environment (``ACTAE_DRILL_*``, read when the process
-starts: see :mod:`actae.adapters.drill.workflows`). This entry point lives with the command
-line, which it runs, so the drill's code does not import the command line that starts it.
+It lives with the command line it runs, so the drill's code does not import the CLI.
 """
 
 from __future__ import annotations

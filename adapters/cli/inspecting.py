@@ -1,9 +1,4 @@
-"""Read-only inspection of the event log, printed as JSON.
-
-``head``, ``state``, ``events``, ``recover``, ``run`` and ``lineage`` answer from the
-store's own history, never from the read models, and only read: a URL that names no store
-is refused, never answered from a new empty store.
-"""
+"""Read-only inspection of the event log as JSON: the store's own history, never the read models."""
 
 from __future__ import annotations
 
@@ -12,8 +7,7 @@ from typing import Any
 
 import click
 
-from actae.adapters.cli.opening import invocation
-from actae.adapters.cli.options import store_options, whole
+from actae.adapters.cli.opening import decorated, invocation, store_options, whole
 from actae.adapters.cli.printing import print_json
 from actae.adapters.runtime.store import open as open_store
 
@@ -21,18 +15,14 @@ from actae.adapters.runtime.store import open as open_store
 def _reading(
     name: str, help: str, argument: str, *options: Callable[[Any], Any], method: str = ""
 ) -> click.Command:
-    """``actae NAME ARGUMENT``: the store's ``method`` (default ``NAME``) of it, as JSON.
-
-    The options are the method's keyword arguments, by the same names.
-    """
+    """``actae NAME ARGUMENT``: the store's ``method`` (default ``NAME``) of it, as JSON."""
 
     def answer(**given: Any) -> None:
         target = given.pop(argument)
         with open_store(invocation().required_url(), create=False) as store:
             print_json(getattr(store, method or name)(target, **given))
 
-    for option in (*reversed(options), click.argument(argument), store_options(required=True)):
-        answer = option(answer)
+    answer = decorated(answer, store_options(required=True), click.argument(argument), *options)
     return click.command(name, help=help)(answer)
 
 

@@ -1,14 +1,11 @@
-"""The ``actae`` command, and its one rule for failures.
+"""The ``actae`` command, and its one rule for failures: a user's error is one line, status 2.
 
-An error a user can cause (a bad option or URL, a store that is missing or does not answer,
-a run that is not there) prints one line to stderr and exits with status 2; a traceback is
-left for bugs.
+A traceback is left for bugs.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
-import logging
 import sqlite3
 import sys
 from collections.abc import Sequence
@@ -34,10 +31,7 @@ CANNOT_OPEN = (
     persistence.OperationalError,  # the same, met by eventsourcing after the store opened
     persistence.InterfaceError,
 )
-"""Errors that mean the store cannot be opened or reached (at start or later, when a
-server restarts or a file is locked), not that Actae has a bug."""
-
-log = logging.getLogger("actae.cli")
+"""Errors that mean the store cannot be opened or reached (at start or later), not a bug."""
 
 
 def _version() -> str:
@@ -47,23 +41,22 @@ def _version() -> str:
         return "unknown (the actae distribution is not installed)"
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    commands=[
+        running.demo,
+        running.drill,
+        running.project,
+        running.worker,
+        *inspecting.COMMANDS,
+        *operating.COMMANDS,
+        *admin.COMMANDS,
+        console,
+    ],
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(_version(), prog_name="actae", message="%(prog)s %(version)s")
 def cli() -> None:
     """Durable execution for LLM-agent runs."""
-
-
-for command in (
-    running.demo,
-    running.drill,
-    running.project,
-    running.worker,
-    *inspecting.COMMANDS,
-    *operating.COMMANDS,
-    *admin.COMMANDS,
-    console,
-):
-    cli.add_command(command)
 
 
 def _cannot_open(db: str | None, error: Exception) -> str:
@@ -95,8 +88,7 @@ def main(
     """Run the CLI; returns the process exit status.
 
     ``registry`` and ``on_commit`` are for programs that run ``actae worker`` with workflows
-    and hooks of their own (the drill's worker processes): the workflows to run (``--import``
-    is then optional) and the worker's ``on_commit`` hook (see :class:`Worker`).
+    and hooks of their own (the drill's worker processes; ``--import`` is then optional).
     """
     given = Invocation(registry=registry, on_commit=on_commit)
     name_connections("actae-cli")  # the long-running commands name theirs

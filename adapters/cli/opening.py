@@ -1,22 +1,23 @@
-"""Which store a command uses (``--db URL``, ``--db-file PATH`` or ``$ACTAE_DB``), and opening it.
+"""The options commands share (their values' errors one line), and which store they open.
 
-A URL can hold a password, and a command line shows in ``ps`` and shell history; a file or
-the environment does not. Exactly one source wins, by a fixed precedence. The library never
-reads the environment: only the command does, here, once per command, so an error about the
-store can name the store that was meant.
+The store is ``--db URL``, ``--db-file PATH`` or ``$ACTAE_DB``: a file or the environment
+keeps a URL's password out of ``ps`` and shell history. Only the command reads the
+environment (never the library), so an error can name the store meant.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
+from actae.adapters.operate import views
 from actae.adapters.persistence.outages import Outage, ride_out
 from actae.adapters.persistence.url import parse_store_url
 from actae.adapters.runtime.store import Store
@@ -25,7 +26,6 @@ from actae.adapters.runtime.worker import CommitHook, Registry
 from actae.domain.errors import ValidationError
 
 DB_ENV = "ACTAE_DB"
-"""The environment variable the command (never the library) reads a store URL from."""
 
 log = logging.getLogger("actae.cli")
 
@@ -46,10 +46,7 @@ def read_db_file(path: str) -> str:
 def store_url(
     db: str | None, db_file: str | None, environ: Mapping[str, str], *, required: bool
 ) -> str | None:
-    """The one store URL the command uses: ``--db``, else ``--db-file``, else ``$ACTAE_DB``.
-
-    ``None`` (when not ``required``) lets ``demo`` and ``drill`` use a temporary SQLite store.
-    """
+    """``--db``, else ``--db-file``, else ``$ACTAE_DB`` (``None``: demo and drill make one)."""
     if db is not None:
         return db
     if db_file is not None:
@@ -71,7 +68,7 @@ class Invocation:
     on_commit: CommitHook | None = None
     db: str | None = None
     db_given: str | None = None  # --db
-    db_file: str | None = None  # --db-file
+    db_file: str | None = None
 
     def url(self, *, required: bool = True) -> str | None:
         """The store URL, checked before any work starts."""
@@ -95,11 +92,10 @@ def invocation() -> Invocation:
 def open_waiting(
     url: str, who: str, prepare: Callable[[Store], object], *, within: float, **options: Any
 ) -> Store:
-    """The store (and what ``prepare`` opens on it), waited for through an outage.
+    """The store (and what ``prepare`` opens on it), waiting ``within`` seconds through an outage.
 
-    A supervisor restarts a process during an outage as readily as after one, so it may wait
-    ``within`` seconds (``--wait-for-db``); anything but an outage fails at once, and so does
-    an outage without the option: someone at a terminal wants the error, not a wait.
+    A supervisor restarts a process during an outage as readily as after one (``--wait-for-db``);
+    someone at a terminal wants the error, not a wait.
     """
 
     def attempt() -> Store:
@@ -113,3 +109,105 @@ def open_waiting(
 
     outage = Outage(f"actae {who}", log.warning)
     return ride_out(attempt, outage, within=within)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+INT64 = 2**63 - 1
+"""Cursors, positions and counts are stored as signed 64-bit integers."""
+
+
+def whole(minimum: int, maximum: int = INT64) -> click.IntRange:
+    """A whole number in ``[minimum, maximum]``."""
+    return click.IntRange(minimum, maximum)
+
+
+class Seconds(click.ParamType[float, Any]):
+    """A finite number of seconds above 0 and at most ``maximum`` (``nan`` and ``inf`` refused)."""
+
+    name = "seconds"
+
+    def __init__(self, maximum: float) -> None:
+        self.maximum = maximum
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        """``value`` as seconds, or a usage error naming the option."""
+        if isinstance(value, float):
+            return value
+        try:
+            seconds = float(value)
+        except ValueError:
+            self.fail(f"expected seconds, got {value!r}", param, ctx)
+        if not (math.isfinite(seconds) and 0 < seconds <= self.maximum):
+            self.fail(f"must be above 0 and at most {self.maximum:g}, got {value}", param, ctx)
+        return seconds
+
+
+def store_options(*, required: bool) -> Callable[[F], F]:
+    """``--db URL`` and ``--db-file PATH``, kept on the ``Invocation`` (``invocation().url()``)."""
+    default = f"${DB_ENV}" if required else f"${DB_ENV}, else SQLite in a temporary folder"
+
+    def decorate(command: F) -> F:
+        command = click.option(
+            "--db-file",
+            metavar="PATH",
+            expose_value=False,
+            callback=_kept("db_file"),
+            help="a file whose first line is the store URL (used when --db is not given)",
+        )(command)
+        return click.option(
+            "--db",
+            metavar="URL",
+            expose_value=False,
+            callback=_kept("db_given"),
+            help=f"store URL, e.g. sqlite:///runs.db (default: {default})",
+        )(command)
+
+    return decorate
+
+
+def _kept(name: str) -> Callable[[click.Context, click.Parameter, str | None], None]:
+    def keep(ctx: click.Context, _: click.Parameter, value: str | None) -> None:
+        setattr(ctx.find_root().ensure_object(Invocation), name, value)
+
+    return keep
+
+
+wait_for_db = click.option(
+    "--wait-for-db",
+    metavar="SECONDS",
+    type=Seconds(86_400.0),
+    default=None,
+    help="if the database is unreachable at start, wait up to SECONDS for it (for "
+    "supervisors restarting processes during an outage; default: fail at once). Once "
+    "running, outages are always waited out",
+)
+log_format = click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="how log lines on stderr look: text (the message, then time, level, logger and "
+    "fields such as worker and run_id), or json (one JSON object per line)",
+)
+page_limit = click.option(
+    "--limit", type=whole(1, views.MOST), default=views.PAGE, show_default=True
+)
+as_json = click.option("--json", "as_json", is_flag=True, help="print JSON for scripts")
+actor = click.option(
+    "--as",
+    "actor",
+    required=True,
+    metavar="ACTOR",
+    help="who is acting (recorded in the audit log)",
+)
+reason = click.option("--reason", required=True, help="why (recorded in the audit log)")
+
+
+def decorated(command: F, *decorators: Callable[[Any], Any]) -> F:
+    """``command`` under ``decorators``, listed as they would stand above it."""
+    for decorator in reversed(decorators):
+        command = decorator(command)
+    return command

@@ -1,10 +1,7 @@
-"""The operator's commands: find runs, look into one, act on it.
+"""The operator's commands: find runs, look into one, act on it (audited, never an edit).
 
-``runs``, ``show``, ``effects`` and ``audit`` read the read models after catching them up, so
-they show what the log holds now; ``approve``, ``deny``, ``cancel``, ``pause``, ``unpause``,
-``retry`` and ``override`` are the store's audited commands, each recorded with its actor and
-reason: none edits a row. A unique prefix of a run id or an effect key names it, as in git.
-Tables for people by default, ``--json`` for scripts.
+Reads catch the read models up first, so they show what the log holds now. A unique prefix
+of a run id or an effect key names it, as in git. Tables for people, ``--json`` for scripts.
 """
 
 from __future__ import annotations
@@ -17,15 +14,23 @@ import click
 import orjson
 from rich.console import Group
 
-from actae.adapters.cli.opening import invocation
-from actae.adapters.cli.options import actor, as_json, page_limit, store_options
+from actae.adapters.cli.opening import (
+    actor,
+    as_json,
+    decorated,
+    invocation,
+    page_limit,
+    reason,
+    store_options,
+)
 from actae.adapters.cli.printing import (
-    audit_table,
+    AUDIT_COLUMNS,
+    EFFECT_COLUMNS,
+    RUN_COLUMNS,
     counts_line,
-    effects_table,
     report,
     run_panel,
-    runs_table,
+    table,
 )
 from actae.adapters.operate import actions, views
 from actae.adapters.operate.prefixes import resolve_effect, resolve_run
@@ -55,22 +60,13 @@ def _store() -> Iterator[Store]:
 @page_limit
 @click.option("--after", metavar="RUN", help="the page after this run (the last one shown)")
 @as_json
-def runs(
-    status: str | None,
-    workflow: str | None,
-    agent: str | None,
-    limit: int,
-    after: str | None,
-    as_json: bool,
-) -> int:
+def runs(after: str | None, as_json: bool, **filters: Any) -> int:
     """List runs, newest first, with what each should do next."""
     with _store() as store:
         last = None if after is None else resolve_run(store, after)
-        rows = views.runs(
-            store, status=status, workflow=workflow, agent=agent, limit=limit, after=last
-        )
+        rows = views.runs(store, after=last, **filters)
         counts = views.status_counts(store)
-    shown = Group(counts_line(counts), runs_table(rows) if rows else "no runs match")
+    shown = Group(counts_line(counts), table(RUN_COLUMNS, rows) if rows else "no runs match")
     return report(shown, {"runs": rows, "counts": counts}, as_json)
 
 
@@ -108,7 +104,7 @@ def effects(in_doubt: bool, run: str | None, limit: int, as_json: bool) -> int:
     with _store() as store:
         run_id = None if run is None else resolve_run(store, run)
         rows = views.effects(store, in_doubt=in_doubt, run_id=run_id, limit=limit)
-    return report(effects_table(rows) if rows else "no effects match", rows, as_json)
+    return report(table(EFFECT_COLUMNS, rows) if rows else "no effects match", rows, as_json)
 
 
 @click.command()
@@ -119,37 +115,13 @@ def audit(run: str, as_json: bool) -> int:
     """Every operator action on a run and its effects: actor, time and reason."""
     with _store() as store:
         rows = views.audit(store, resolve_run(store, run))
-    return report(audit_table(rows) if rows else "no operator actions on this run", rows, as_json)
-
-
-def _decision(verb: str) -> click.Command:
-    @click.command(
-        name=verb, help=f"{verb.capitalize()} the approval NAME a run waits for (or will wait for)."
-    )
-    @store_options(required=True)
-    @click.argument("run")
-    @click.argument("name")
-    @actor
-    @click.option("--note", help="kept with the decision")
-    @as_json
-    def command(
-        run: str,
-        name: str,
-        actor: str,
-        note: str | None,
-        as_json: bool,
-    ) -> int:
-        with _store() as store:
-            info = actions.decide(
-                store, verb, resolve_run(store, run), name, actor=actor, note=note
-            )
-        past = "approved" if verb == "approve" else "denied"
-        return report(f"{past} {name} for run {info.run_id}: now {info.status}", info, as_json)
-
-    return command
+    shown = table(AUDIT_COLUMNS, rows) if rows else "no operator actions on this run"
+    return report(shown, rows, as_json)
 
 
 RUN_HELP = {
+    "approve": "Approve the approval NAME a run waits for (or will wait for).",
+    "deny": "Deny the approval NAME a run waits for (or will wait for).",
     "cancel": "Cancel a run: it stops for good (its open effects stay in the ledger).",
     "pause": "Pause a run: no worker takes it until it is unpaused.",
     "unpause": "Unpause a run: it goes back to what it was doing.",
@@ -159,21 +131,30 @@ RUN_HELP = {
     "hold": "Place a legal hold on a run: retention never purges it until it is released.",
     "release": "Lift a run's legal hold: retention applies to it again.",
 }
+DECIDING = (click.argument("name"), actor, click.option("--note", help="kept with the decision"))
 
 
-def _run_action(verb: str) -> click.Command:
-    @click.command(name=verb, help=RUN_HELP[verb])
-    @store_options(required=True)
-    @click.argument("run")
-    @actor
-    @click.option("--reason", required=True, help="why (recorded in the audit log)")
-    @as_json
-    def command(run: str, actor: str, reason: str, as_json: bool) -> int:
+def _on_run(verb: str) -> click.Command:
+    """``actae VERB RUN``: an answer to the run's approval NAME, or an action for ``--reason``."""
+
+    def command(run: str, actor: str, as_json: bool, **given: Any) -> int:
         with _store() as store:
-            info = actions.act(store, verb, resolve_run(store, run), actor=actor, reason=reason)
-        return report(f"{verb}: run {info.run_id} is now {info.status}", info, as_json)
+            run_id = resolve_run(store, run)
+            if verb in actions.DECISIONS:
+                name = given.pop("name")
+                info = actions.DECISIONS[verb](store, run_id, name, actor=actor, **given)
+                past = "approved" if verb == "approve" else "denied"
+                shown = f"{past} {name} for run {info.run_id}: now {info.status}"
+            else:
+                info = actions.RUN_ACTIONS[verb](store, run_id, actor=actor, **given)
+                shown = f"{verb}: run {info.run_id} is now {info.status}"
+        return report(shown, info, as_json)
 
-    return command
+    options = DECIDING if verb in actions.DECISIONS else (actor, reason)
+    command = decorated(
+        command, store_options(required=True), click.argument("run"), *options, as_json
+    )
+    return click.command(name=verb, help=RUN_HELP[verb])(command)
 
 
 def _json_value(option: str) -> Callable[[click.Context, click.Parameter, str | None], Any]:
@@ -197,7 +178,7 @@ def _json_value(option: str) -> Callable[[click.Context, click.Parameter, str | 
 @click.argument("effect")
 @click.argument("outcome", type=click.Choice(actions.OUTCOMES))
 @actor
-@click.option("--reason", required=True, help="why (recorded in the audit log)")
+@reason
 @click.option(
     "--evidence",
     required=True,
@@ -207,30 +188,12 @@ def _json_value(option: str) -> Callable[[click.Context, click.Parameter, str | 
 )
 @click.option("--result", metavar="JSON", callback=_json_value("--result"), help="a JSON value")
 @as_json
-def override(
-    effect: str,
-    outcome: str,
-    actor: str,
-    reason: str,
-    evidence: Any,
-    result: Any,
-    as_json: bool,
-) -> int:
+def override(effect: str, outcome: str, as_json: bool, **settled: Any) -> int:
     """``actae override EFFECT completed|failed``."""
     with _store() as store:
         key = resolve_effect(store, effect)
-        info = store.override(
-            key, outcome, actor=actor, reason=reason, evidence=evidence, result=result
-        )
+        info = store.override(key, outcome, **settled)
     return report(f"override: effect {key} is now {info.status}", info, as_json)
 
 
-COMMANDS = (
-    runs,
-    show,
-    effects,
-    audit,
-    *(_decision(verb) for verb in actions.DECISIONS),
-    *(_run_action(verb) for verb in actions.RUN_ACTIONS),
-    override,
-)
+COMMANDS = (runs, show, effects, audit, *(_on_run(verb) for verb in RUN_HELP), override)

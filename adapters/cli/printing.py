@@ -1,18 +1,16 @@
-"""How the command prints: JSON for scripts, rich tables for people.
+"""How the command prints: JSON for scripts (the same on every backend), rich tables for people.
 
-JSON is the same for every backend, so scripts can pipe it into ``jq``. Tables go to a
-terminal at its width; piped, they are as wide as their content (up to 200 columns), so
-nothing is cut off mid-id. Ids are shortened to their first eight characters (any unique
-prefix names a run, as in git); times are UTC to the second.
+Piped, a table is as wide as its content (up to 200 columns), so nothing is cut mid-id; ids
+show their first eight characters (a unique prefix names a run, as in git), times UTC.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from pydantic import BaseModel
@@ -63,10 +61,7 @@ def report(shown: RenderableType, value: Any, as_json: bool) -> int:
 
 
 def console() -> Console:
-    """A rich console on stdout: colours on a terminal, plain text when piped.
-
-    Markup and emoji codes are off: ``[bold]`` or ``:rocket:`` in a note is run data, text.
-    """
+    """A rich console on stdout, markup and emoji off: ``[bold]`` in a note is run data."""
     piped = not sys.stdout.isatty()
     return Console(
         width=PIPED_WIDTH if piped else None,
@@ -87,9 +82,9 @@ def moment(value: datetime | None) -> str:
     return "" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
 
 
-def status(value: str) -> Text:
+def status(value: Any) -> Text:
     """A run status, coloured by how urgent it is."""
-    return Text(value, style=STATUS_STYLES.get(value, ""))
+    return Text(str(value), style=STATUS_STYLES.get(str(value), ""))
 
 
 def amount(value: Any, digits: int = 0) -> str:
@@ -112,72 +107,61 @@ def counts_line(counts: Mapping[str, int]) -> Text:
     return line
 
 
-Column = tuple[str, str, Callable[[Any], RenderableType]]
-"""A table column: its heading, the row's key it shows, and how it shows the value."""
+class Column(NamedTuple):
+    """A table column: its heading, the row's key it shows, how, and whether it may wrap."""
 
-RUN_COLUMNS: tuple[Column, ...] = (
-    ("RUN", "run_id", short),
-    ("WORKFLOW", "workflow_id", text),
-    ("AGENT", "agent_id", text),
-    ("STATUS", "status", lambda value: status(str(value))),
-    ("NEXT ACTION", "next_action", text),
-    ("STEPS", "steps_done", amount),
-    ("COST", "cost", lambda value: amount(value, 4)),
-    ("UPDATED", "updated_at", moment),
-)
-EFFECT_COLUMNS: tuple[Column, ...] = (
-    ("EFFECT", "effect_key", text),
-    ("RUN", "run_id", short),
-    ("STATUS", "status", text),
-    ("IN DOUBT", "in_doubt", lambda value: Text("yes", style="bold red") if value else ""),
-    ("TOKEN", "token", lambda value: str(value or 0)),
-    ("ATTEMPTS", "attempts", lambda value: str(value or 0)),
-    ("HOLDER", "holder", text),
-    ("CLAIMED", "claimed_at", moment),
-    ("EXPIRES", "expires_at", moment),
-    ("LAST ERROR", "last_error", text),
-)
-AUDIT_COLUMNS: tuple[Column, ...] = (
-    ("AT", "at", moment),
-    ("ACTION", "action", text),
-    ("ACTOR", "actor", text),
-    ("ON", "effect_key", lambda value: str(value or "run")),
-    ("REASON", "reason", text),
-)
-CHILD_COLUMNS: tuple[Column, ...] = (
-    ("CHILD", "child_run_id", text),
-    ("RELATION", "relation", text),
-    ("WORKFLOW", "workflow_id", text),
-    ("AT CURSOR", "resolved_boundary", text),
-    ("REASON", "reason", text),
-)
+    heading: str
+    key: str
+    show: Callable[[Any], RenderableType] = text
+    wrap: bool = False
 
 
-def _table(
-    columns: Sequence[Column], rows: Iterable[Mapping[str, Any]], wrap: Collection[str]
-) -> Table:
-    """Columns that fit stay whole; only those in ``wrap`` (the long ones) wrap."""
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for name, _, _ in columns:
-        table.add_column(name, no_wrap=name not in wrap, overflow="fold")
+RUN_COLUMNS = (
+    Column("RUN", "run_id", short),
+    Column("WORKFLOW", "workflow_id"),
+    Column("AGENT", "agent_id"),
+    Column("STATUS", "status", status),
+    Column("NEXT ACTION", "next_action", wrap=True),
+    Column("STEPS", "steps_done", amount),
+    Column("COST", "cost", lambda value: amount(value, 4)),
+    Column("UPDATED", "updated_at", moment),
+)
+EFFECT_COLUMNS = (
+    Column("EFFECT", "effect_key", wrap=True),
+    Column("RUN", "run_id", short),
+    Column("STATUS", "status"),
+    Column("IN DOUBT", "in_doubt", lambda value: Text("yes", style="bold red") if value else ""),
+    Column("TOKEN", "token", lambda value: str(value or 0)),
+    Column("ATTEMPTS", "attempts", lambda value: str(value or 0)),
+    Column("HOLDER", "holder"),
+    Column("CLAIMED", "claimed_at", moment),
+    Column("EXPIRES", "expires_at", moment),
+    Column("LAST ERROR", "last_error", wrap=True),
+)
+AUDIT_COLUMNS = (
+    Column("AT", "at", moment),
+    Column("ACTION", "action"),
+    Column("ACTOR", "actor", wrap=True),
+    Column("ON", "effect_key", lambda value: str(value or "run"), wrap=True),
+    Column("REASON", "reason", wrap=True),
+)
+CHILD_COLUMNS = (
+    Column("CHILD", "child_run_id", wrap=True),
+    Column("RELATION", "relation", wrap=True),
+    Column("WORKFLOW", "workflow_id", wrap=True),
+    Column("AT CURSOR", "resolved_boundary", wrap=True),
+    Column("REASON", "reason", wrap=True),
+)
+
+
+def table(columns: Iterable[Column], rows: Iterable[Mapping[str, Any]]) -> Table:
+    """One line per row; only the long columns wrap."""
+    grid = Table(box=None, header_style="bold", pad_edge=False)
+    for column in columns:
+        grid.add_column(column.heading, no_wrap=not column.wrap, overflow="fold")
     for row in rows:
-        table.add_row(*(show(row.get(key)) for _, key, show in columns))
-    return table
-
-
-def runs_table(rows: Sequence[Mapping[str, Any]]) -> Table:
-    """One line per run: what it is, where it stands, what should happen next."""
-    return _table(RUN_COLUMNS, rows, wrap={"NEXT ACTION"})
-
-
-def effects_table(rows: Sequence[Mapping[str, Any]]) -> Table:
-    """One line per effect: its status, claim, fencing token and in-doubt window."""
-    return _table(EFFECT_COLUMNS, rows, wrap={"EFFECT", "LAST ERROR"})
-
-
-def audit_table(rows: Sequence[Mapping[str, Any]]) -> Table:
-    """One line per operator action: when, what, who, on what, and why."""
-    return _table(AUDIT_COLUMNS, rows, wrap={"ACTOR", "ON", "REASON"})
+        grid.add_row(*(column.show(row.get(column.key)) for column in columns))
+    return grid
 
 
 def _decisions(info: RunInfo) -> str:
@@ -229,8 +213,8 @@ def run_panel(view: RunView) -> Group:
     """One run: its fields, then its effects and its forks and children, if it has any."""
     parts: list[RenderableType] = [_fields(view)]
     if view.effects:
-        parts += [Text("\nEffects", style="bold underline"), effects_table(view.effects)]
+        parts += [Text("\nEffects", style="bold underline"), table(EFFECT_COLUMNS, view.effects)]
     if view.children:
-        children = _table(CHILD_COLUMNS, view.children, wrap=[name for name, _, _ in CHILD_COLUMNS])
-        parts += [Text("\nForks and children", style="bold underline"), children]
+        parts += [Text("\nForks and children", style="bold underline")]
+        parts += [table(CHILD_COLUMNS, view.children)]
     return Group(*parts)

@@ -1,7 +1,4 @@
-"""The commands that run something: ``demo``, ``drill``, ``project`` and ``worker``.
-
-``worker`` and ``project`` log to stderr (docs/logging.md) and stop cleanly on SIGTERM.
-"""
+"""The commands that run something: ``demo``, ``drill``, ``project`` and ``worker``."""
 
 from __future__ import annotations
 
@@ -19,8 +16,15 @@ from typing import Any, TypeVar
 
 import click
 
-from actae.adapters.cli.opening import invocation, open_waiting
-from actae.adapters.cli.options import Seconds, log_format, store_options, wait_for_db, whole
+from actae.adapters.cli.opening import (
+    Seconds,
+    invocation,
+    log_format,
+    open_waiting,
+    store_options,
+    wait_for_db,
+    whole,
+)
 from actae.adapters.drill.db_faults import FAULTS as DB_FAULTS
 from actae.adapters.drill.demo import demo as run_demo
 from actae.adapters.drill.run import STEPS
@@ -95,11 +99,7 @@ def drill(**options: Any) -> int:
 @wait_for_db
 @log_format
 def project(
-    once: bool,
-    rebuild: bool,
-    batch_size: int,
-    wait_for_db: float | None,
-    log_format: str,
+    once: bool, rebuild: bool, batch_size: int, wait_for_db: float | None, log_format: str
 ) -> int:
     """``actae project``."""
     url = invocation().required_url()
@@ -129,11 +129,7 @@ def project(
 
 
 def import_workflows(target: str) -> None:
-    """Import a module by name, or a ``.py`` file the way ``python file.py`` would run it.
-
-    Its folder goes first on ``sys.path`` (and stays), so it and its steps can import the
-    modules beside it.
-    """
+    """Import a module by name, or a ``.py`` file as ``python file.py`` would (its folder first)."""
     if target.endswith(".py"):
         path = Path(target).resolve()
         if not path.is_file():

@@ -1,9 +1,7 @@
 """The JSON API under ``/api``: what the console's pages read, and what scripts can call.
 
-Reads only read (the console's live projector keeps the read models up to date), so a
-viewer's requests write nothing. An action catches the read models up once it has
-succeeded, so its answer and the next list show its change. The actor of every action is
-the signed-in user (:mod:`~actae.adapters.console.guards`), never the body's word.
+Reads write nothing (the live projector keeps the read models current); an action catches
+them up once it succeeded, so its answer shows its change. Its actor is the signed-in user.
 """
 
 from __future__ import annotations
@@ -17,9 +15,8 @@ from uuid import UUID
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field
 
-from actae.adapters.console.auth import User
 from actae.adapters.console.guards import Operator, Viewer
 from actae.adapters.console.state import Console, console_of
 from actae.adapters.console.stream import Stream, follow
@@ -42,7 +39,6 @@ log = logging.getLogger("actae.console")
 router = APIRouter(prefix="/api")
 
 EVENTS_PAGE = 500
-"""Events ``/events`` returns when not told how many."""
 CURSOR = re.compile(r"[0-9]{1,18}")
 """A cursor as ``Last-Event-ID`` carries it: ASCII digits only (``str.isdigit`` takes ``²``)."""
 
@@ -52,11 +48,8 @@ def _store(request: Request) -> Store:
 
 
 Known = Annotated[Store, Depends(_store)]
-
-
-def _given(text: str | None) -> str | None:
-    """A query parameter, with an empty one (``?status=``) taken as not given."""
-    return text if text else None
+Given = Annotated[str | None, AfterValidator(lambda text: text or None)]
+"""A query parameter, with an empty one (``?status=``) taken as not given."""
 
 
 def current_run(store: Store, run_id: UUID) -> dict[str, Any]:
@@ -77,22 +70,15 @@ def me(user: Viewer) -> dict[str, Any]:
 def list_runs(
     user: Viewer,
     store: Known,
-    status: str | None = None,
-    workflow: str | None = None,
-    agent: str | None = None,
+    status: Given = None,
+    workflow: Given = None,
+    agent: Given = None,
     limit: int = views.PAGE,
     after: str | None = None,
 ) -> dict[str, Any]:
     """One page of runs; ``next`` is the ``after`` of the next page (``null``: the last one)."""
     last = None if not after else resolve_run(store, after)
-    rows = views.runs(
-        store,
-        status=_given(status),
-        workflow=_given(workflow),
-        agent=_given(agent),
-        limit=limit,
-        after=last,
-    )
+    rows = views.runs(store, status=status, workflow=workflow, agent=agent, limit=limit, after=last)
     return {
         "runs": rows,
         "counts": views.status_counts(store),
@@ -178,17 +164,15 @@ def list_effects(
     user: Viewer,
     store: Known,
     in_doubt: bool = False,
-    status: str | None = None,
+    status: Given = None,
     run: str | None = None,
     limit: int = views.PAGE,
 ) -> dict[str, Any]:
     """Effects, most recently changed first: those in doubt, with a ledger status, or a run's."""
-    if _given(status) is not None and (in_doubt or run):
+    if status is not None and (in_doubt or run):
         raise ValidationError("status", "give status alone, or in_doubt and run")
     run_id = None if not run else resolve_run(store, run)
-    found = views.effects(
-        store, in_doubt=in_doubt, run_id=run_id, status=_given(status), limit=limit
-    )
+    found = views.effects(store, in_doubt=in_doubt, run_id=run_id, status=status, limit=limit)
     return {"effects": found}
 
 
@@ -262,39 +246,28 @@ class Settlement(BaseModel):
 
 
 def _run_route(verb: str) -> Callable[..., dict[str, Any]]:
-    """``POST /api/runs/{run}/<verb>``: an answer to an approval, or an action for a reason."""
+    """``POST /api/runs/{run}/<verb>``: an answer to an approval, or an action for a reason.
 
-    def decide(user: Operator, store: Known, run: str, body: Answer) -> dict[str, Any]:
-        return _act(user, store, run, verb, body)
+    Then the read models catch up (the live projector may lag), so the answer shows the change.
+    """
 
-    def act(user: Operator, store: Known, run: str, body: Reason) -> dict[str, Any]:
-        return _act(user, store, run, verb, body)
+    def route(user: Operator, store: Known, run: str, body: Any) -> dict[str, Any]:
+        run_id = resolve_run(store, run)
+        if isinstance(body, Answer):
+            actions.DECISIONS[verb](store, run_id, body.name, actor=user.name, note=body.note)
+            log.info("%s: %s %r of run %s", user.name, verb, body.name, run_id)
+        else:
+            actions.RUN_ACTIONS[verb](store, run_id, actor=user.name, reason=body.reason)
+            log.info("%s: %s run %s: %s", user.name, verb, run_id, body.reason)
+        views.fresh(store)
+        return current_run(store, run_id)
 
-    route, what = (
-        (decide, "the run's approval ``name``")
-        if verb in actions.DECISIONS
-        else (act, "the run, for ``reason``")
-    )
+    deciding = verb in actions.DECISIONS
+    route.__annotations__["body"] = Answer if deciding else Reason
+    what = "the run's approval ``name``" if deciding else "the run, for ``reason``"
     route.__name__ = f"{verb}_run"
     route.__doc__ = f"{verb.capitalize()} {what}, as the signed-in operator."
     return route
-
-
-def _act(user: User, store: Store, run: str, verb: str, body: Answer | Reason) -> dict[str, Any]:
-    """Act, then catch the read models up once, so the answer shows the change.
-
-    The live projector may not have got to it yet: catching up here, after the change
-    succeeded, is what makes the returned document and the next read show it.
-    """
-    run_id = resolve_run(store, run)
-    if isinstance(body, Answer):
-        actions.decide(store, verb, run_id, body.name, actor=user.name, note=body.note)
-        log.info("%s: %s %r of run %s", user.name, verb, body.name, run_id)
-    else:
-        actions.act(store, verb, run_id, actor=user.name, reason=body.reason)
-        log.info("%s: %s run %s: %s", user.name, verb, run_id, body.reason)
-    views.fresh(store)
-    return current_run(store, run_id)
 
 
 for _verb in [*actions.DECISIONS, *actions.RUN_ACTIONS]:

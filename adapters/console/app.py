@@ -1,10 +1,6 @@
 """The console as an ASGI app: the API, the pages, ``/metrics`` and the static assets.
 
-Every response, errors included, carries headers that keep the pages to this origin: a
-Content-Security-Policy allowing only the console's own script and styles, no framing, no
-sniffing, and ``Referrer-Policy: same-origin`` (under ``no-referrer`` browsers send ``Origin:
-null`` with the console's own forms, which the sign-in's origin check could not tell from a
-forged one).
+Every response carries headers that keep the pages to this origin (``errors.Answers``).
 """
 
 from __future__ import annotations
@@ -42,8 +38,7 @@ def create_app(
 ) -> FastAPI:
     """The console over ``store`` (which it closes when it stops), for ``users``.
 
-    ``origins`` are the addresses browsers reach it at (default: ``http://127.0.0.1:8080``
-    and its other loopback names); a body over ``max_body`` bytes is answered 413 unread.
+    ``origins`` are the addresses browsers reach it at (default: ``http://127.0.0.1:8080``).
     """
     app = FastAPI(
         title="Actae console",
@@ -54,12 +49,12 @@ def create_app(
         docs_url=None,  # Swagger UI and ReDoc load from a CDN: the console works offline
         redoc_url=None,
         lifespan=_lifespan,
+        exception_handlers=errors.HANDLERS,
     )
     own = own_origins("127.0.0.1", 8080) if origins is None else map(parse_origin, origins)
     console = Console(store=store, users=users, origins=frozenset(own))
     app.state.console = console
     app.state.metrics = metrics.registry_for(console)
-    errors.install(app)
     app.include_router(api.router)
     app.include_router(metrics.router)
     app.include_router(pages.router)

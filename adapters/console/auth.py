@@ -1,11 +1,8 @@
 """Who may use the console: the auth file of users, roles and token hashes.
 
-``{"users": [{"name": "alice", "role": "operator", "token_sha256": "…"}]}``. Only each
-token's SHA-256 is kept (tokens are 256 random bits: an unsalted hash gives nothing to
-guess), so a copy of the file signs no one in. Whoever can write the file, or replace it
-(its folder, a folder above), can make themselves an operator: ``load_users`` refuses such a
-file. ``add_user`` holds a ``flock`` on ``.NAME.lock`` beside it (kept: removing it would let
-two writers lock two different files) and replaces the file atomically, through a symlink.
+``{"users": [{"name": "alice", "role": "operator", "token_sha256": "…"}]}``. Whoever can
+write or replace the file can make themselves an operator, so ``load_users`` refuses a file
+others may write. ``add_user`` locks ``.NAME.lock`` beside it and replaces it atomically.
 """
 
 from __future__ import annotations
@@ -32,7 +29,6 @@ from actae.domain.validation import require_text
 VIEWER = "viewer"
 OPERATOR = "operator"
 ROLES = (VIEWER, OPERATOR)
-"""A viewer reads everything; an operator also acts (approve, cancel, override, ...)."""
 NO_USERS = (
     "the console refuses to start without users; make one with "
     "`actae console add-user NAME --role operator --auth-file FILE`"
@@ -43,7 +39,7 @@ SHARED_WRITE = stat.S_IWGRP | stat.S_IWOTH
 
 @dataclass(frozen=True)
 class User:
-    """A person (or a scraper) the console knows, and what they may do."""
+    """A person (or a scraper) the console knows; a viewer reads, an operator also acts."""
 
     name: str
     role: str
@@ -55,7 +51,7 @@ class User:
 
 
 def token_hash(token: str) -> str:
-    """The hex SHA-256 the auth file keeps for ``token``."""
+    """The hex SHA-256 the auth file keeps (tokens are 256 random bits: nothing to guess)."""
     return hashlib.sha256(token.encode()).hexdigest()
 
 
@@ -158,10 +154,7 @@ def _refuse_shared_ancestors(path: Path, folder: Path) -> None:
 
 
 def add_user(auth_file: Path, name: str, role: str) -> str:
-    """Add ``name`` with ``role`` to ``auth_file`` (or give them a new token); the new token.
-
-    Only its hash is stored: show the token now, it cannot be recovered later.
-    """
+    """Add ``name`` with ``role`` to ``auth_file`` (or give them a new token); the token, once."""
     name = require_text("name", name.strip() if isinstance(name, str) else name)
     if role not in ROLES:
         raise ValidationError("role", f"expected one of {', '.join(ROLES)}, got {role!r}")
@@ -184,7 +177,7 @@ def lock_file(path: Path) -> Path:
 
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
-    """An exclusive ``flock`` on :func:`lock_file` of ``path``, held for the block."""
+    """An exclusive ``flock`` on :func:`lock_file` of ``path`` (kept: else two locks, two files)."""
     handle = os.open(lock_file(path), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(handle, fcntl.LOCK_EX)  # waits for another add_user to finish

@@ -1,9 +1,8 @@
 """How every refusal and failure looks to a client: one JSON shape, the right status.
 
-``{"error": {"code": ..., "message": ..., <the error's fields>}}``, with the status that says
-what to do: 422 fix the input, 404 no such thing, 409 not in a state that allows it (reload
-and decide again), 503 wait (the database is out of reach), 500 a bug (details in the log
-only). FastAPI's own request checks answer as a ``ValidationError`` would.
+``{"error": {"code": ..., "message": ..., <the error's fields>}}``: 422 fix the input, 404 no
+such thing, 409 not in a state that allows it, 503 wait (the database is out of reach), 500
+a bug (details in the log only).
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import quote
 
-from fastapi import FastAPI, Request
+from fastapi import Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
@@ -45,7 +44,7 @@ STATUS_OF: tuple[tuple[type[e.ActaeError], int], ...] = (
     (e.ForgottenError, 410),  # its contents were destroyed for good
     *((kind, 409) for kind in CONFLICTS),
 )
-"""The HTTP status of each kind of Actae error (any other one is a 500: a bug or corruption)."""
+"""Any other Actae error is a 500: a bug or corruption."""
 
 
 class Refused(Exception):  # noqa: N818 - an answer, as HTTPException is
@@ -71,12 +70,7 @@ def status_of(error: e.ActaeError) -> int:
 
 
 def answer(
-    status: int,
-    code: str,
-    message: str,
-    headers: Mapping[str, str] | None = None,
-    /,
-    **fields: Any,
+    status: int, code: str, message: str, headers: Mapping[str, str] | None = None, /, **fields: Any
 ) -> JSONResponse:
     """An error in the one JSON shape of every error the console answers."""
     body = {"error": {"code": code, "message": message, **jsonable_encoder(fields)}}
@@ -93,7 +87,7 @@ def failure(method: str, path: str, error: Exception) -> Response:
     return answer(500, "internal", "the console failed on this request; its log says why")
 
 
-SECURITY_HEADERS = (
+SECURITY_HEADERS = (  # every response's, streams and errors included: this origin's pages only
     (
         b"content-security-policy",
         b"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -102,16 +96,14 @@ SECURITY_HEADERS = (
     ),
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
-    (b"referrer-policy", b"same-origin"),
+    (b"referrer-policy", b"same-origin"),  # under no-referrer our own forms send Origin: null
 )
-"""Every HTTP response's headers (streams and errors included): this origin's pages only."""
 
 
 class Answers:
     """The outermost middleware: :data:`SECURITY_HEADERS` on every response, and :func:`failure`.
 
-    Starlette's own last resort answers in plain text, outside every middleware (so without
-    the headers). An exception after the response started is re-raised: nothing to answer with.
+    Starlette's own last resort answers in plain text, outside every middleware (no headers).
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -176,10 +168,11 @@ def _sign_in_first(request: Request, error: SignInFirst) -> Response:
     return RedirectResponse(f"/login?next={quote(error.back_to)}", status_code=303)
 
 
-def install(app: FastAPI) -> None:
-    """Answer every error of ``app`` in the console's shape."""
-    app.exception_handler(e.ActaeError)(_actae_error)
-    app.exception_handler(RequestValidationError)(_invalid_request)
-    app.exception_handler(Refused)(_refused)
-    app.exception_handler(HTTPException)(_http_error)
-    app.exception_handler(SignInFirst)(_sign_in_first)
+HANDLERS: dict[Any, Any] = {  # sync handlers: Starlette runs them in its thread pool
+    e.ActaeError: _actae_error,
+    RequestValidationError: _invalid_request,
+    Refused: _refused,
+    HTTPException: _http_error,
+    SignInFirst: _sign_in_first,
+}
+"""The app's exception handlers: every error in the console's shape."""

@@ -1,16 +1,10 @@
 """Who is asking, and may they: the console's three rules, each in one place.
 
-1. **Identity.** A bearer token, or the session cookie from ``/login``; neither: 401 (a
-   page redirects to ``/login``).
-2. **CSRF.** A browser sends its cookie even with a request another site's page makes, so a
-   cookie change (any method but GET, HEAD, OPTIONS) must carry the session's token in
-   ``X-CSRF-Token`` (only the console's own pages know it), and, first, must not come from
-   another origin (``Origin``, ``Sec-Fetch-Site``): the only guard of signing in, which has
-   no session yet. "Another origin" is judged against the console's configured address,
-   never the request's ``Host``, which a DNS-rebinding page makes match its ``Origin``.
+1. **Identity.** A bearer token, or the session cookie from ``/login``; neither: 401.
+2. **CSRF.** A cookie's change (any method but GET, HEAD, OPTIONS) must carry the session's
+   ``X-CSRF-Token`` and must not come from another origin (``Origin``, ``Sec-Fetch-Site``),
+   judged against the console's configured address, never ``Host`` (DNS rebinding forges it).
 3. **Role.** Only an operator acts; a viewer's change is 403.
-
-The actor of every action is the user these rules found, never what the request says.
 """
 
 from __future__ import annotations
@@ -32,7 +26,7 @@ CSRF_HEADER = "X-CSRF-Token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 DEFAULT_PORTS = {"http": ":80", "https": ":443"}
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
-"""What a browser on the console's own machine may call a console bound to loopback."""
+"""What a browser on the console's machine may call a console bound to loopback (or ``0.0.0.0``)."""
 
 
 def _origin(scheme: str, host: str) -> str:
@@ -62,11 +56,7 @@ def parse_origin(text: str) -> str:
 
 
 def own_origins(host: str, port: int, extra: Iterable[str] = ()) -> frozenset[str]:
-    """The origins of a console listening on ``host``:``port``, plus ``extra`` (``--origin``).
-
-    A loopback address goes by any of :data:`LOOPBACK_NAMES`; a wildcard one (``0.0.0.0``,
-    ``::``) by no name a browser is known to use, so only by those.
-    """
+    """The origins of a console listening on ``host``:``port``, plus ``extra`` (``--origin``)."""
     shown = f"[{host}]" if ":" in host else host
     address = _address(host)
     if address is not None and address.is_unspecified:
@@ -93,9 +83,8 @@ def loopback(host: str) -> bool:
 def require_same_origin(request: Request) -> None:
     """Refuse (403) a browser's change that another site's page made it send.
 
-    ``Sec-Fetch-Site`` no script can forge; ``Origin: null`` passes only with it saying
-    ``same-origin`` (a privacy setting may hide a page's own origin). A request with neither
-    header (curl, a script) passes: browsers send them with every ``POST``.
+    ``Origin: null`` (a privacy setting) passes only with ``Sec-Fetch-Site: same-origin``,
+    which no script can forge; neither header (curl, a script): browsers send one with a POST.
     """
     site = request.headers.get("sec-fetch-site", "").strip().lower()
     if site and site not in ("same-origin", "none"):
@@ -173,5 +162,4 @@ def page_session(request: Request) -> Session:
 
 Viewer = Annotated[User, Depends(identify)]
 Operator = Annotated[User, Depends(require_operator)]
-"""A signed-in operator: the actor of an action (a route parameter)."""
 PageSession = Annotated[Session, Depends(page_session)]

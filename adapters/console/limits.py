@@ -1,39 +1,26 @@
 """A cap on request bodies, applied before anything reads one (authentication included).
 
 FastAPI reads a body before the route's dependencies run, so without a cap an
-unauthenticated client could make the console hold any number of bytes before its 401. An
-over-long ``Content-Length`` is answered 413 unread; a chunked body is read here up to the
-cap, then handed on as if it came from the client, or answered 413 once it passes the cap.
+unauthenticated client could make the console hold any number of bytes before its 401.
 """
 
 from __future__ import annotations
 
-from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from actae.adapters.console.errors import answer
 
 MAX_BODY = 1024 * 1024
 """The default cap on a request's body, in bytes (1 MiB; ``actae console --max-body``)."""
-
-
-def declared_length(scope: Scope) -> int | None:
-    """The request's ``Content-Length``, if it has one (the server already checked its form)."""
-    lengths = [int(value) for name, value in scope.get("headers", []) if name == b"content-length"]
-    return lengths[0] if lengths else None
-
-
-def too_large(max_body: int) -> JSONResponse:
-    """The answer to a body over the cap: 413 in the console's shape, then the connection ends."""
-    message = (
-        f"the request body is over the console's limit of {max_body} bytes "
-        "(actae console --max-body); nothing past the limit was read"
-    )
-    return answer(413, "payload_too_large", message, {"connection": "close"}, max_body=max_body)
+CLOSE = {"connection": "close"}
 
 
 class BodyLimit:
-    """Answers 413 to a request whose body is over ``max_body`` bytes, reading no further."""
+    """Answers 413 to a body over ``max_body`` bytes, reading no further.
+
+    A ``Content-Length`` over the cap is refused unread; a chunked body is read here up to the
+    cap, then handed on as if it came from the client.
+    """
 
     def __init__(self, app: ASGIApp, max_body: int = MAX_BODY) -> None:
         self.app = app
@@ -44,7 +31,10 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = declared_length(scope)
+        lengths = [
+            int(value) for name, value in scope.get("headers", []) if name == b"content-length"
+        ]
+        declared = lengths[0] if lengths else None  # the server checked its form
         read: list[Message] | None
         if declared is not None and declared > self.max_body:
             read = None
@@ -53,7 +43,12 @@ class BodyLimit:
         else:
             read = await self._read_capped(receive)
         if read is None:
-            await too_large(self.max_body)(scope, receive, send)
+            message = (
+                f"the request body is over the console's limit of {self.max_body} bytes "
+                "(actae console --max-body); nothing past the limit was read"
+            )
+            too_large = answer(413, "payload_too_large", message, CLOSE, max_body=self.max_body)
+            await too_large(scope, receive, send)
         else:
             await self.app(scope, _replay(read, receive), send)
 
@@ -78,8 +73,6 @@ def _replay(messages: list[Message], receive: Receive) -> Receive:
     pending = list(messages)
 
     async def replayed() -> Message:
-        if pending:
-            return pending.pop(0)
-        return await receive()
+        return pending.pop(0) if pending else await receive()
 
     return replayed

@@ -1,11 +1,8 @@
-"""``GET /metrics``: the store in Prometheus' text format, read from the read models.
+"""``GET /metrics``: the store in Prometheus' text format, read from the read models at each scrape.
 
-A collector reads the read models at each scrape (the console's projector keeps them live).
 ``actae_runs``, ``actae_effects_in_doubt`` and ``actae_projection_lag`` mean what the
-OpenTelemetry gauges of the same names mean (docs/telemetry.md); the counters are totals over
-the whole store, not per process, so ``actae_steps_done`` (recorded step results) is not
-named ``actae.steps`` (which counts replays too). docs/console.md lists them all. Scrapes
-need a viewer's bearer token, like any other read.
+OpenTelemetry gauges of those names mean; the counters total the whole store, not a process,
+so ``actae_steps_done`` (recorded step results) is not ``actae.steps`` (replays too).
 """
 
 from __future__ import annotations

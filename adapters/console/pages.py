@@ -1,7 +1,6 @@
 """The console's pages: sign in and out, and the shells ``static/console.js`` fills from the API.
 
-Nothing comes from another origin (script, styles and icon are served from the package), so
-the console works offline.
+Script, styles and icon come from the package, never another origin: the console works offline.
 """
 
 from __future__ import annotations
@@ -21,13 +20,12 @@ log = logging.getLogger("actae.console")
 
 router = APIRouter(include_in_schema=False)
 
-SECTIONS = (
-    ("/", "runs", "Runs"),  # filtered by status, with counts
-    ("/approvals", "approvals", "Approvals"),  # runs waiting on an approval
-    ("/effects", "effects", "Effects in doubt"),  # or needing review, each with an override
-    ("/audit", "audit", "Audit log"),  # recent operator actions
+SECTIONS = (  # the navigation, a page each: path, page name, title
+    ("/", "runs", "Runs"),
+    ("/approvals", "approvals", "Approvals"),
+    ("/effects", "effects", "Effects in doubt"),
+    ("/audit", "audit", "Audit log"),
 )
-"""The navigation, and a page each: path, page name, title."""
 NO_STORE = {"Cache-Control": "no-store"}
 """Pages carry a CSRF token: never cached."""
 
@@ -107,7 +105,7 @@ def _sign_in_page(back_to: str, problem: str = "", status: int = 200) -> HTMLRes
 
 
 def _local(path: str) -> str:
-    """``path`` if it is a path on this site, else ``/`` (no redirect to elsewhere).
+    """``path`` if it is a path on this site, else ``/``.
 
     Browsers drop tabs and line breaks and read a backslash as a slash: such a path could lead away.
     """
@@ -134,10 +132,7 @@ def sign_in_form(request: Request, next: str = "/") -> Response:
 def sign_in(
     request: Request, token: Annotated[str, Form()], next: Annotated[str, Form()] = "/"
 ) -> Response:
-    """Start a session for the token's user: an HttpOnly, SameSite=Strict cookie.
-
-    Only from this console's own page (login CSRF would have the browser act as another user).
-    """
+    """Start a session for the token's user, only from this console's page (no login CSRF)."""
     require_same_origin(request)
     console = console_of(request)
     user = console.users.find(token.strip())

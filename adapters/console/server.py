@@ -1,8 +1,7 @@
 """``actae console``: serve the console with uvicorn until SIGINT or SIGTERM.
 
 A signal ends the event streams at once (uvicorn would wait for every open tab). The console
-opens before uvicorn's startup, so a failure there is an ``ActaeError`` raised by ``serve``,
-not a traceback in the log.
+opens before uvicorn's startup, so a failure there is an ``ActaeError``, not a log traceback.
 """
 
 from __future__ import annotations
@@ -112,8 +111,8 @@ def serve(
 ) -> None:
     """Serve the console for the store at ``url`` (which must exist) until SIGINT or SIGTERM.
 
-    ``port=0`` takes a free port (the log line ``serving http://...`` says which). A browser's
-    change is accepted only from this address or one of ``origins`` (behind a reverse proxy).
+    ``port=0`` takes a free port (the log line ``serving http://...`` says which); ``origins``
+    are other addresses browsers use (behind a reverse proxy).
     """
     max_body = require_int("max_body", max_body, minimum=1)
     if auth_file is None:

@@ -1,13 +1,9 @@
 """What one console process holds: the store, its users and sessions, and its live streams.
 
-A browser's session is a random id in an HttpOnly cookie; the server keeps the user and the
-CSRF token under the id's hash (a lookup's timing says nothing about other ids), in memory:
-a restart, or ``SESSION_HOURS`` after signing in, means signing in again.
-
-The console owns its store: it starts the projector and an asyncio face when the app starts,
-and closes them (and the store) when it stops, ending every event stream first. Each user may
-have :data:`STREAMS_PER_USER` streams at once (each one reads the store again and again), so
-one script or one user's many tabs cannot take every connection the database allows.
+A session is a random id in an HttpOnly cookie, kept in memory under the id's hash (a
+lookup's timing says nothing of other ids) until a restart or ``SESSION_HOURS``. Each user
+may have :data:`STREAMS_PER_USER` streams open, so one script or one user's many tabs cannot
+take every connection the database allows.
 """
 
 from __future__ import annotations
@@ -67,11 +63,8 @@ class Sessions:
     def find(self, session_id: str) -> Session | None:
         """The live session with id ``session_id``, else ``None``."""
         with self._lock:
-            session = self._live.get(_key(session_id))
-            if session is not None and session.expires <= time.monotonic():
-                del self._live[_key(session_id)]
-                return None
-            return session
+            self._forget_expired()
+            return self._live.get(_key(session_id))
 
     def end(self, session_id: str) -> None:
         """Sign the session out (nothing happens for an unknown id)."""
@@ -90,28 +83,29 @@ STREAMS_PER_USER = 8
 
 @dataclass
 class Console:
-    """The console's state, shared by every request (``request.app.state.console``)."""
+    """The console's state, shared by every request; it owns the store, and closes it.
+
+    ``live`` is the store's asyncio face for event streams while the app runs; ``origins``
+    those browsers may change things from (``guards.own_origins``).
+    """
 
     store: Store
     users: Users
     sessions: Sessions = field(default_factory=Sessions)
     live: AsyncStore | None = None
-    """The store's asyncio face, for event streams (while the app runs)."""
     origins: frozenset[str] = frozenset()
-    """The origins browsers may change things from (``guards.own_origins``), normalised."""
     streams_per_user: int = STREAMS_PER_USER
-    """How many event streams one user may have open at once."""
     _streams: Counter[str] = field(default_factory=Counter, init=False, repr=False)
     _streams_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-    _stopping: asyncio.Event | None = field(default=None, init=False, repr=False)
+    stopping: asyncio.Event = field(default_factory=asyncio.Event, init=False, repr=False)
+    """Set when the console stops: every event stream ends."""
     _loop: asyncio.AbstractEventLoop | None = field(default=None, init=False, repr=False)
 
     async def open(self) -> None:
         """Start the projector and the asyncio face (the app's startup); once only."""
         if self.live is not None:
             return
-        self._loop = asyncio.get_running_loop()
-        self._stopping = asyncio.Event()
+        self._loop, self.stopping = asyncio.get_running_loop(), asyncio.Event()
         projector = await asyncio.to_thread(self.store.projector)
         projector.start()
         live = AsyncStore(self.store)
@@ -134,10 +128,7 @@ class Console:
             return sum(self._streams.values())
 
     def take_stream(self, user: str) -> Callable[[], None]:
-        """A slot for one more stream of ``user``'s (429 if all theirs are open): its release.
-
-        Releasing it again does nothing.
-        """
+        """A slot for one more stream of ``user``'s (429 if all are open): its release (once)."""
         with self._streams_lock:
             if self._streams[user] >= self.streams_per_user:
                 raise Refused(
@@ -156,19 +147,11 @@ class Console:
 
         return release
 
-    @property
-    def stopping(self) -> asyncio.Event:
-        """Set when the console stops: every event stream ends."""
-        if self._stopping is None:
-            raise RuntimeError("the console has not started: serve its app (or enter TestClient)")
-        return self._stopping
-
     def end_streams(self) -> None:
         """End every open event stream; from any thread, or a signal handler."""
-        loop, stopping = self._loop, self._stopping
-        if loop is not None and stopping is not None:
+        if self._loop is not None:
             with contextlib.suppress(RuntimeError):  # the loop has closed: nothing streams
-                loop.call_soon_threadsafe(stopping.set)
+                self._loop.call_soon_threadsafe(self.stopping.set)
 
 
 def console_of(connection: HTTPConnection) -> Console:

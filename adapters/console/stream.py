@@ -1,29 +1,17 @@
-"""A run, live: its channel's events and its status as server-sent events.
+"""A run, live, as server-sent events: its channel's events and its status.
 
-``GET /api/runs/{run}/stream?after=N`` sends every event after cursor N (history first, then
-live, with no gap and no duplicate: the store's own subscription, woken by this
-process's commits and looking again for other processes') as ``event: event`` with the cursor as its
-id, so a browser that reconnects resumes after the last one it saw (``Last-Event-ID``).
-``event: status`` sends the whole run (the document of ``GET /api/runs/{run}``) at the start,
-shortly after events arrive, and when anything else changes it (a lease running out); a
-comment line keeps quiet connections open. A status after events first waits (briefly) for
-the console's live projector to reflect them, so the run's derived status (retrying,
-blocked) is the one they made; it only reads positions meanwhile, and writes nothing. A
-status that cannot be read while the database is out of reach is skipped, not fatal: the
-events go on as the subscription rides the outage out.
-
-A stream ends when the browser goes away (Starlette cancels it) and when the console stops
-(:meth:`Console.end_streams`), so a shutdown never waits for open tabs. Its user's stream
-slot (:meth:`Console.take_stream`) is given back when the response ends, however it ends.
+``event: event`` is each event after cursor N (history, then live, no gap or duplicate) with
+its cursor as ``id``, so a browser resumes (``Last-Event-ID``); ``event: status`` is the run's
+document, at the start and once the live projector reflects new events. A stream ends when
+the browser goes or the console stops, so a shutdown never waits for open tabs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import orjson
@@ -46,16 +34,14 @@ SETTLE = 0.2
 STATUS_AT_LEAST_EVERY = 1.0
 """While events keep coming, the status is still sent this often."""
 RECONNECT_MS = 2000
-"""How soon a browser reconnects after losing the stream."""
 CATCH_UP = 1.0
 """Seconds a status after events waits, at most, for the read models to reflect them."""
 
 
 class Stream(StreamingResponse):
-    """A streaming response that gives its user's stream slot back when it ends.
+    """A streaming response that gives its user's stream slot back when it ends, however it ends.
 
-    Released here, not in the generator: a generator that never started (the client went
-    away first) runs no ``finally``.
+    Not in the generator: one that never started (the client went first) runs no ``finally``.
     """
 
     def __init__(self, release: Callable[[], None], *args: Any, **kwargs: Any) -> None:
@@ -76,29 +62,8 @@ def message(kind: str, data: Any, *, event_id: int | None = None) -> str:
     return f"{head}data: {orjson.dumps(data).decode()}\n\n"
 
 
-async def follow(
-    console: Console, info: RunInfo, after: int, snapshot: Callable[[], dict[str, Any]]
-) -> AsyncIterator[str]:
-    """The stream of ``info``'s run after cursor ``after``; ``snapshot()`` is its status."""
-    live = console.live
-    if live is None:  # the console is stopping
-        return
-    try:
-        async with (
-            live.subscribe(info.channel_id, after=after) as events,
-            contextlib.aclosing(_pump(console, events, snapshot)) as lines,
-        ):
-            async for line in lines:
-                yield line
-    finally:
-        log.debug("stream of run %s ended", info.run_id)
-
-
 class _Arrivals:
-    """The subscription's next event or the console stopping, whichever comes first.
-
-    The pending read is kept across waits that time out, so no event is read twice or lost.
-    """
+    """The next event or the console stopping; a read pending across timeouts loses no event."""
 
     def __init__(self, events: AsyncSubscription, stopping: asyncio.Event) -> None:
         self._events = events
@@ -135,11 +100,7 @@ def _patience(unsent_since: float | None) -> float:
 
 
 async def _status(read: Callable[[], dict[str, Any]]) -> dict[str, Any] | None:
-    """``read()`` in a thread; ``None`` while the database is out of reach.
-
-    The events go on meanwhile (the subscription waits the outage out), and the status is
-    read again at the next events or keepalive.
-    """
+    """``read()`` in a thread; ``None`` while the database is out of reach (the events go on)."""
     try:
         return await asyncio.to_thread(read)
     except Exception as error:
@@ -149,36 +110,45 @@ async def _status(read: Callable[[], dict[str, Any]]) -> dict[str, Any] | None:
         return None
 
 
-async def _pump(
-    console: Console, events: AsyncSubscription, snapshot: Callable[[], dict[str, Any]]
-) -> AsyncGenerator[str, None]:
+async def follow(
+    console: Console, info: RunInfo, after: int, snapshot: Callable[[], dict[str, Any]]
+) -> AsyncIterator[str]:
+    """The stream of ``info``'s run after cursor ``after``; ``snapshot()`` is its status."""
+    live = console.live
+    if live is None:  # the console is stopping
+        return
+
     def settled() -> dict[str, Any]:
         caught_up(console.store, CATCH_UP)  # late or not, the status goes out
         return snapshot()
 
-    yield f"retry: {RECONNECT_MS}\n\n"
-    sent = await _status(snapshot)
-    if sent is not None:
-        yield message("status", sent)
-    arrivals = _Arrivals(events, console.stopping)
-    unsent_since: float | None = None  # when the first event not yet followed by a status came
     try:
-        while True:
+        async with live.subscribe(info.channel_id, after=after) as events:
+            yield f"retry: {RECONNECT_MS}\n\n"
+            sent = await _status(snapshot)
+            if sent is not None:
+                yield message("status", sent)
+            arrivals = _Arrivals(events, console.stopping)
+            unsent_since: float | None = None  # the first event not yet followed by a status
             try:
-                event = await arrivals.wait(_patience(unsent_since))
-            except StopAsyncIteration:
-                return
-            if event is not None:
-                yield message("event", event_document(event), event_id=event.cursor)
-                unsent_since = unsent_since or time.monotonic()
-                if time.monotonic() - unsent_since < STATUS_AT_LEAST_EVERY:
-                    continue
-            now = await _status(settled)
-            if now is not None and now != sent:
-                sent = now
-                yield message("status", now)
-            elif unsent_since is None:
-                yield ": keepalive\n\n"
-            unsent_since = None
+                while True:
+                    try:
+                        event = await arrivals.wait(_patience(unsent_since))
+                    except StopAsyncIteration:
+                        return
+                    if event is not None:
+                        yield message("event", event_document(event), event_id=event.cursor)
+                        unsent_since = unsent_since or time.monotonic()
+                        if time.monotonic() - unsent_since < STATUS_AT_LEAST_EVERY:
+                            continue
+                    now = await _status(settled)
+                    if now is not None and now != sent:
+                        sent = now
+                        yield message("status", now)
+                    elif unsent_since is None:
+                        yield ": keepalive\n\n"
+                    unsent_since = None
+            finally:
+                arrivals.close()
     finally:
-        arrivals.close()
+        log.debug("stream of run %s ended", info.run_id)

@@ -1,7 +1,7 @@
-"""What the store's values look like as JSON: one shape for each, whichever route sends it.
+"""What the store's values look like as JSON: one shape each, whichever route sends it.
 
-So a run looks the same fetched, streamed or reloaded. Ids and moments become text. A run's
-lineage is a graph: runs as nodes, forks (with the store's receipt) and delegations as edges.
+Ids and moments become text. A run's lineage is a graph: runs as nodes, forks (with the
+store's receipt) and delegations as edges.
 """
 
 from __future__ import annotations
@@ -87,10 +87,9 @@ def receipt_document(receipt: ForkReceipt) -> dict[str, Any]:
 
 
 def effect_document(info: EffectInfo) -> dict[str, Any]:
-    """An effect as the ledger has it, with every attempt (token, worker, outcome).
+    """An effect as the ledger has it, with every attempt; ``value`` is what ``ctx.effect`` returns.
 
-    ``result`` is the ledger's record; ``value`` is what a workflow's ``ctx.effect`` returns
-    from it (the ledger keeps a workflow's value in an envelope).
+    ``result`` is the ledger's record, which keeps a workflow's value in an envelope.
     """
     return _fields(
         info,
@@ -104,7 +103,6 @@ def effect_document(info: EffectInfo) -> dict[str, Any]:
 
 
 NODE_COLUMNS = "workflow_id agent_id status head_cursor state_version model"
-"""What a node shows of its run."""
 RECEIPT_COLUMNS = (
     "requested_boundary resolved_boundary state_version state_checksum reason operation_id "
     "created_at"
@@ -116,14 +114,11 @@ def lineage_document(store: Store, run_id: UUID) -> dict[str, Any]:
     """``{"run_id", "nodes": [...], "edges": [...]}`` around ``run_id``."""
     lineage = store.lineage(run_id)
     receipts = {r.child_run_id: r for r in [*lineage.ancestors, *lineage.descendants]}
-    rows = views.ancestry(store, run_id) + views.descendants(store, run_id)
+    first: dict[UUID, dict[str, Any]] = {}  # an edge per child: the nearest walk's
+    for row in views.ancestry(store, run_id) + views.descendants(store, run_id):
+        first.setdefault(row["child_run_id"], row)
     edges: list[dict[str, Any]] = []
-    seen: set[UUID] = set()
-    for row in rows:
-        child = row["child_run_id"]
-        if child in seen:
-            continue
-        seen.add(child)
+    for child, row in first.items():
         edge: dict[str, Any] = {
             "parent": row["parent_run_id"],
             "child": child,

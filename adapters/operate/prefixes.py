@@ -1,11 +1,8 @@
 """A unique prefix of a run id or an effect key names it, as a short commit hash does in git.
 
-A run id prefix is a range of ids, which the read model's primary key answers on both
-backends; a full id is taken without a lookup, so acting on a run the projector has not
-seen yet works. An effect key is looked up in the ledger first; only a key it does not know
-is a prefix, found with ``substr`` in a scan of the effects read model: a range would use
-the index, but on PostgreSQL it compares by the collation, in which it need not hold exactly
-the keys with that prefix. A person types a prefix, rarely: the scan is affordable.
+A run id prefix is a range of ids on run_status's primary key. An effect key prefix is matched
+with ``substr`` in a scan: on PostgreSQL a range compares by collation, which need not hold
+exactly the keys with that prefix (a person types a prefix rarely: the scan is affordable).
 """
 
 # ruff: noqa: S608 - SQL assembled from our own constant table and column names; values are bound
@@ -45,7 +42,7 @@ def _one(what: str, prefix: str, found: list[str]) -> str:
 
 
 def resolve_run(store: Store, text: str) -> UUID:
-    """The run whose id is ``text`` or starts with it (one run, else a clear error)."""
+    """The run whose id is ``text`` (taken without a lookup) or the one run starting with it."""
     digits = _hex(require_text("run_id", text))
     if len(digits) == 32:
         return UUID(digits)
@@ -56,11 +53,7 @@ def resolve_run(store: Store, text: str) -> UUID:
 
 
 def resolve_effect(store: Store, text: str) -> str:
-    """The effect key that is ``text`` or starts with it (one effect, else a clear error).
-
-    A key the ledger knows is that effect, whether or not the read models have it yet; else
-    ``text`` must be a prefix of exactly one key the read models have.
-    """
+    """The effect key that is ``text`` (as the ledger knows it) or the one key starting with it."""
     prefix = require_text("effect_key", text)
     if store.find_effect(prefix) is not None:
         return prefix

@@ -1,8 +1,4 @@
-"""State versions by number, and what changed between two of them.
-
-Versions only grow along a channel's log, so the cursor of version ``v`` is the first cursor
-whose version in force is ``v``: a binary search over cursors, one event read per probe.
-"""
+"""State versions by number (a binary search over cursors: versions only grow), and their diff."""
 
 from __future__ import annotations
 
@@ -16,6 +12,8 @@ from actae.adapters.runtime.store import Store
 from actae.domain.errors import NotFoundError
 from actae.domain.validation import require_int
 from actae.domain.values import StateVersion
+
+SORTED = orjson.OPT_SORT_KEYS
 
 
 def state_version(store: Store, channel_id: UUID, version: int) -> StateVersion:
@@ -46,17 +44,15 @@ class Change:
     """One difference between two JSON documents, at ``path`` (keys from the top)."""
 
     path: tuple[str, ...]
-    kind: str
-    """``added``, ``removed`` or ``changed``."""
+    kind: str  # added, removed or changed
     before: Any = None
     after: Any = None
 
 
 def diff(before: Any, after: Any, path: tuple[str, ...] = ()) -> list[Change]:
-    """What changed from ``before`` to ``after``: keys added, removed or changed, nested.
+    """Keys added, removed or changed, objects to any depth; other values compared whole.
 
-    Objects are compared key by key, to any depth; any other value (a list, a number) is
-    compared whole. ``1`` and ``1.0`` or ``true`` differ, as they do in JSON.
+    ``1``, ``1.0`` and ``true`` differ, as they do in JSON.
     """
     if isinstance(before, dict) and isinstance(after, dict):
         changes: list[Change] = []
@@ -69,11 +65,5 @@ def diff(before: Any, after: Any, path: tuple[str, ...] = ()) -> list[Change]:
             else:
                 changes.extend(diff(before[key], after[key], where))
         return changes
-    if _json(before) == _json(after):
-        return []
-    return [Change(path, "changed", before=before, after=after)]
-
-
-def _json(value: Any) -> bytes:
-    """``value`` as canonical JSON: the same only for the same types (``1``, ``1.0``, ``true``)."""
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    same = orjson.dumps(before, option=SORTED) == orjson.dumps(after, option=SORTED)
+    return [] if same else [Change(path, "changed", before=before, after=after)]

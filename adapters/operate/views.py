@@ -1,10 +1,7 @@
 """What is going on in a store, for someone on call: lists, totals and one run in full.
 
-Lists come from the read models, one indexed query each, every row typed (:func:`typed`) so
-the CLI and the console print the same values on every backend. A command that runs once catches
-them up first (:func:`fresh`); the console leaves that to its live projector and at most
-waits for it (:func:`caught_up`), so that reading writes nothing. A run's own view adds the
-store's word on it (``store.run``), not what a projection last saw.
+Lists come from the read models, every row typed so the CLI and the console print the same
+values on every backend. A run's own view adds the store's word on it (``store.run``).
 """
 
 # ruff: noqa: S608 - SQL assembled from our own constant table and column names; values are bound
@@ -27,7 +24,7 @@ from actae.domain.errors import ValidationError
 from actae.domain.status import RUNNING_STATUSES, RunFacts, next_action
 from actae.domain.validation import require_int, require_text
 from actae.domain.values import RunInfo, RunStatus
-from actae.projections.tables import TABLES, Table
+from actae.projections.tables import TABLES
 
 PAGE = 50
 """Rows a list returns when not told how many."""
@@ -37,69 +34,34 @@ DEEPEST = 1000
 """Lineage levels followed up or down from a run (a guard; real trees are shallow)."""
 SUMMED = ("steps_done", "input_tokens", "output_tokens", "cost")
 """run_status columns whose totals a dashboard shows."""
-FIRST_LOOK = 0.002
-LOOK_AT_MOST_EVERY = 0.05
-"""Seconds between looks at the read models' position while waiting (doubling up to the most)."""
-
-
-def _moment(value: Any) -> datetime:
-    return value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
-
-
-def _document(value: Any) -> Any:
-    return orjson.loads(value) if isinstance(value, str | bytes) else value
-
-
 CONVERT: dict[str, Callable[[Any], Any]] = {
     "uuid": lambda value: value if isinstance(value, UUID) else UUID(str(value)),
     "text": str,
     "int": int,
     "float": float,
     "bool": bool,
-    "timestamp": _moment,
-    "json": _document,
+    "timestamp": lambda v: v if isinstance(v, datetime) else datetime.fromisoformat(str(v)),
+    "json": lambda value: orjson.loads(value) if isinstance(value, str | bytes) else value,
 }
 """How a stored value of each abstract column type becomes a Python value."""
-
-
-def typed(table: Table, row: dict[str, Any]) -> dict[str, Any]:
-    """``row`` of ``table`` with each known column converted (``None`` stays ``None``)."""
-    types = {column.name: column.type for column in table.columns}
-    return {
-        name: value if value is None or name not in types else CONVERT[types[name]](value)
-        for name, value in row.items()
-    }
-
-
-def table(name: str) -> Table:
-    """The read-model table called ``name``."""
-    return next(t for t in TABLES if t.name == name)
+TYPES = {table.name: {column.name: column.type for column in table.columns} for table in TABLES}
 
 
 def fresh(store: Store) -> None:
-    """Bring the read models up to date, so a list shows what the log holds now.
-
-    It writes (on SQLite, ``BEGIN IMMEDIATE``): right for a command that runs once, or after
-    an action that must show its own change, not for every read of a server.
-    """
+    """Catch the read models up: it writes, so a server's reads leave it to their projector."""
     store.projector().catch_up()
 
 
 def caught_up(store: Store, within: float) -> bool:
-    """Wait up to ``within`` seconds for the read models to reflect every event stored now.
-
-    It only reads positions: a live projector does the work. Whether they do.
-    """
-    target = store.position()
-    projector = store.projector()
-    ends = time.monotonic() + within
-    pause = FIRST_LOOK
+    """Whether the read models reflect every event stored now, waiting up to ``within`` s."""
+    target, projector = store.position(), store.projector()
+    ends, pause = time.monotonic() + within, 0.002
     while projector.position() < target:
         left = ends - time.monotonic()
         if left <= 0:
             return False
         time.sleep(min(pause, left))
-        pause = min(pause * 2, LOOK_AT_MOST_EVERY)
+        pause = min(pause * 2, 0.05)
     return True
 
 
@@ -111,9 +73,12 @@ def select(
     store: Store, of: str, statement: Statement, params: Sequence[Any] = ()
 ) -> list[dict[str, Any]]:
     """Typed rows of a read-only ``statement`` over the table ``of``."""
-    db = store.projector().db
+    db, types = store.projector().db, TYPES[of]
     rows = db.query(statement(db.mark), [db.adapt(value) for value in params])
-    return [typed(table(of), row) for row in rows]
+    return [
+        {k: v if v is None or k not in types else CONVERT[types[k]](v) for k, v in row.items()}
+        for row in rows
+    ]
 
 
 def rows_of(
@@ -135,6 +100,14 @@ def limit_of(limit: int | None) -> int:
     return PAGE if limit is None else require_int("limit", limit, minimum=1, maximum=MOST)
 
 
+def _status_in(kind: type[StrEnum], status: str) -> str:
+    try:
+        return kind(status).value
+    except ValueError:
+        names = ", ".join(s.value for s in kind)
+        raise ValidationError("status", f"expected one of {names}, got {status!r}") from None
+
+
 def runs(
     store: Store,
     *,
@@ -147,7 +120,7 @@ def runs(
     """Runs newest first, filtered; ``after`` is the last run of the previous page."""
     conditions: dict[str, Any] = {}
     if status is not None:
-        conditions["status = {p}"] = status_in(RunStatus, status)
+        conditions["status = {p}"] = _status_in(RunStatus, status)
     for column, value in (("workflow_id", workflow), ("agent_id", agent)):
         if value is not None:
             conditions[f"{column} = {{p}}"] = require_text(column, value)
@@ -162,15 +135,6 @@ def approvals(store: Store, *, limit: int | None = None) -> list[dict[str, Any]]
     """Runs waiting for an approval, the longest-waiting first."""
     waiting = {"status = {p}": "waiting", "waiting_reason = {p}": "approval"}
     return rows_of(store, "run_status", waiting, "updated_at, run_id", limit_of(limit))
-
-
-def status_in(kind: type[StrEnum], status: str) -> str:
-    """``status`` if it is one of ``kind``, else a ``ValidationError`` naming the valid ones."""
-    try:
-        return kind(status).value
-    except ValueError:
-        names = ", ".join(s.value for s in kind)
-        raise ValidationError("status", f"expected one of {names}, got {status!r}") from None
 
 
 def status_counts(
@@ -196,7 +160,7 @@ def effects(
     if run_id is not None:
         conditions["run_id = {p}"] = run_id
     if status is not None:
-        conditions["status = {p}"] = status_in(EffectStatus, status)
+        conditions["status = {p}"] = _status_in(EffectStatus, status)
     return rows_of(store, "effects", conditions, "updated_at DESC, effect_key", limit_of(limit))
 
 
@@ -211,10 +175,7 @@ def recent_audit(store: Store, *, limit: int | None = None) -> list[dict[str, An
 
 
 def _walk(store: Store, run_id: UUID, start: str, step: str, order: str) -> list[dict[str, Any]]:
-    """Lineage rows from ``run_id`` (the edges whose ``start`` it is), ``step`` by ``step``.
-
-    Each row is a lineage row plus ``depth`` (1: an edge of the run itself).
-    """
+    """Lineage rows from the edges whose ``start`` is ``run_id``, each with its ``depth``."""
     return select(
         store,
         "lineage",
@@ -257,19 +218,14 @@ def run_rows(store: Store, run_ids: list[UUID]) -> dict[UUID, dict[str, Any]]:
 
 @dataclass(frozen=True)
 class Totals:
-    """What the read models add up to, for a dashboard or a metrics scrape."""
+    """What the read models add up to (every status counted, zeros included), for a scrape."""
 
     runs: dict[str, int]
-    """Runs by status (every status, zeros included)."""
     effects: dict[str, int]
-    """Effects by ledger status (every status, zeros included)."""
     in_doubt: int
     attempts: int
-    """Effect attempts (claims) made, all effects together."""
-    retries: int
-    """Attempts beyond each effect's first."""
+    retries: int  # attempts beyond each effect's first
     sums: dict[str, float] = field(default_factory=dict)
-    """Totals of the :data:`SUMMED` run_status columns."""
 
 
 def totals(store: Store) -> Totals:
@@ -297,45 +253,29 @@ def totals(store: Store) -> Totals:
 
 @dataclass(frozen=True)
 class RunView:
-    """One run in full: the store's word on it and what the read models derive."""
+    """One run in full: the store's word on it, and its read-model ``row`` once projected.
+
+    Without a row, ``status`` (its effects counted) and ``lifecycle`` (its own) come from the
+    domain's rule applied to the store's word, so both say the same.
+    """
 
     info: RunInfo
     row: dict[str, Any] | None
-    """Its run_status row (``None`` until the projector has seen the run)."""
+    status: str
+    lifecycle: str
+    next_action: str
     effects: list[dict[str, Any]] = field(default_factory=list)
     parents: list[dict[str, Any]] = field(default_factory=list)
     children: list[dict[str, Any]] = field(default_factory=list)
 
-    @property
-    def status(self) -> str:
-        """Retrying or blocked as the effects make it, else the run's own status.
 
-        The read model's word once it has seen the run, else the store's: both apply the
-        domain's rule (:mod:`actae.domain.status`).
-        """
-        return str(self.row["status"]) if self.row else self.info.status.value
-
-    @property
-    def lifecycle(self) -> str:
-        """The run's own status (running, waiting, paused, how it ended), its effects aside."""
-        if self.row and self.row.get("lifecycle"):
-            return str(self.row["lifecycle"])
-        return facts_of_info(self.info).lifecycle.value
-
-    @property
-    def next_action(self) -> str:
-        """What should happen next: the read model's word, or the rule on the store's."""
-        if self.row:
-            return str(self.row["next_action"])
-        return next_action(facts_of_info(self.info))
-
-
-def facts_of_info(info: RunInfo) -> RunFacts:
-    """The run's standing as the store sees it (its status already counts its open effects)."""
-    waiting = info.waiting
-    lifecycle = info.status if info.status not in RUNNING_STATUSES else RunStatus.RUNNING
-    return RunFacts(
-        lifecycle=lifecycle,
+def run_view(store: Store, run_id: UUID) -> RunView:
+    """The run ``run_id`` in full (``NotFoundError`` for a run the store never saw)."""
+    info = store.run(run_id)
+    rows = rows_of(store, "run_status", {"run_id = {p}": run_id}, "run_id")
+    row, waiting = rows[0] if rows else None, info.waiting
+    facts = RunFacts(
+        lifecycle=info.status if info.status not in RUNNING_STATUSES else RunStatus.RUNNING,
         forgotten=info.forgotten_at is not None,
         waiting_reason=None if waiting is None else waiting.reason,
         waiting_name=None if waiting is None else waiting.name,
@@ -343,15 +283,12 @@ def facts_of_info(info: RunInfo) -> RunFacts:
         error=info.error,
         agent_id=info.agent_id,
     )
-
-
-def run_view(store: Store, run_id: UUID) -> RunView:
-    """The run ``run_id`` in full (``NotFoundError`` for a run the store never saw)."""
-    info = store.run(run_id)
-    rows = rows_of(store, "run_status", {"run_id = {p}": run_id}, "run_id")
     return RunView(
         info=info,
-        row=rows[0] if rows else None,
+        row=row,
+        status=str(row["status"]) if row else info.status.value,
+        lifecycle=str(row["lifecycle"]) if row and row.get("lifecycle") else facts.lifecycle.value,
+        next_action=str(row["next_action"]) if row else next_action(facts),
         effects=effects(store, run_id=run_id, limit=MOST),
         parents=rows_of(store, "lineage", {"child_run_id = {p}": run_id}, "created_at"),
         children=rows_of(store, "lineage", {"parent_run_id = {p}": run_id}, "created_at"),

@@ -22,7 +22,6 @@ MODULES = [
     "actae.adapters.cli.main",
     "actae.adapters.cli.opening",
     "actae.adapters.cli.operating",
-    "actae.adapters.cli.options",
     "actae.adapters.cli.printing",
     "actae.adapters.cli.running",
     "actae.adapters.console",
