@@ -38,6 +38,7 @@ from actae.domain.validation import (
     MAX_REASON_LENGTH,
     fingerprint,
     require_int,
+    require_json,
     require_number,
     require_retry_after,
     require_text,
@@ -88,14 +89,20 @@ def claim(
     worker = require_text("worker", worker)
     lease = _seconds("lease", lease)
     timeout = _timeout(key, lease, timeout)
-    body = shell.core.document("request", {} if request is None else request)
+    core = shell.core
+    limit = core.max_document_bytes
+    body, canonical = require_json(
+        "request", {} if request is None else request, core.codec, max_bytes=limit
+    )
     policy = _policy(retry)
-    # The policy is not part of the effect's identity: the first claim's policy applies.
-    content = fingerprint("effect", str(run), body.checksum)
+    # The policy is not part of the effect's identity: the first claim's policy applies. One
+    # hash: the request's canonical JSON holds no raw control character, so the parts still
+    # read back one way (the run id has a fixed form, the request is what is left).
+    content = fingerprint("effect", str(run), canonical.decode())
 
     def attempt(number: int) -> Claim:
         at = shell.now()
-        effect = _load_or_register(shell, key, run, body.value, content, policy, number, at)
+        effect = _load_or_register(shell, key, run, body, content, policy, number, at)
         if not effect.claim(worker=worker, lease=lease, timeout=timeout, now=at):
             return _claim_of(effect, status="completed")
         payload = {

@@ -289,7 +289,7 @@ MUTANTS = [
     Mutant(
         "effect-fingerprint-request",
         "domain/ledger.py",
-        'fingerprint("effect", str(run), body.checksum)',
+        'fingerprint("effect", str(run), canonical.decode())',
         'fingerprint("effect", str(run))',
         "an effect key reused for another request (another amount) must be refused",
         LEDGER,

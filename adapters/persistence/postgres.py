@@ -405,7 +405,7 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
                 params += [request.aggregate_id, request.operation_id, request.aggregate_id]
             else:
                 params.append(request[0])
-        rows = self._observed(self._execute(self._together_query(shape), params))
+        rows = self._observed(self._execute(self._together_query(shape), params, binary=True))
         found: list[list[StoredEvent]] = [[] for _ in requests]
         for index, *row in sorted(rows, key=lambda row: (row[0], row[2])):
             found[index].append(stored_event(*row[:4]))
@@ -556,15 +556,19 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         """Run one statement of another part of the store (the clock) the way writes run."""
         return self._execute(statement, params)
 
-    def _execute(self, query: LiteralString, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    def _execute(
+        self, query: LiteralString, params: Sequence[Any], *, binary: bool = False
+    ) -> list[tuple[Any, ...]]:
         """Run one prepared statement on a pooled connection's own cursor; its rows.
 
         Checks the connection out and back in directly (no context managers: this is every
         write's path). Errors become eventsourcing's, as in its ``get_connection``; a
-        broken connection goes back to the pool, which discards it.
+        broken connection goes back to the pool, which discards it. ``binary``: the rows
+        come in PostgreSQL's binary format, which spares the client parsing UUIDs from text
+        and unescaping ``bytea`` (a quarter of a combined read's client instructions).
         """
         if self.async_pool is not None and in_portal() and self._on_pool_loop():
-            return awaiting(self._execute_async(query, params))
+            return awaiting(self._execute_async(query, params, binary=binary))
         if not self._pool_opened:
             with self.datastore.get_connection():  # opens the pool, with its settings
                 self._pool_opened = True
@@ -576,7 +580,7 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
             cursor = self._cursors.get(conn)
             if cursor is None or cursor.closed:
                 cursor = self._cursors[conn] = conn.cursor(row_factory=tuple_row)
-            return cursor.execute(query, params, prepare=True).fetchall()
+            return cursor.execute(query, params, prepare=True, binary=binary).fetchall()
         except psycopg.Error as error:
             if conn.closed:  # the server dropped it: its idle siblings are most likely dead too
                 self._discard_dead_connections()
@@ -612,7 +616,7 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         return asyncio.get_running_loop() is self._async_loop
 
     async def _execute_async(
-        self, query: LiteralString, params: Sequence[Any]
+        self, query: LiteralString, params: Sequence[Any], *, binary: bool = False
     ) -> list[tuple[Any, ...]]:
         """:meth:`_execute` for a caller in a portal: the coroutine waits, not the thread."""
         assert self.async_pool is not None  # noqa: S101 - only called once attached
@@ -620,7 +624,7 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
             async with self.async_pool.connection() as conn:
                 cursor = conn.cursor(row_factory=tuple_row)
                 try:
-                    await cursor.execute(query, params, prepare=True)
+                    await cursor.execute(query, params, prepare=True, binary=binary)
                 except psycopg.errors.ReadOnlySqlTransaction:
                     await conn.close()  # perhaps a standby's session: the pool connects anew
                     raise
