@@ -37,8 +37,6 @@ FORK_RECEIPT = (
 )
 """The fork receipt's fields a fork's lineage row keeps, by the same names."""
 NOT_IN_DOUBT = {"in_doubt": False, "claimed_in_doubt": False}
-NO_USAGE = dict.fromkeys(USAGE_NAMES, 0.0)
-"""The totals of a run with none of the usage names (shared, never changed)."""
 STARTED = standing(RunFacts(lifecycle=RunStatus.RUNNING))
 """The standing of a run that just started; later events refresh it (``RefreshRun``)."""
 DECISION_ACTIONS = {"approved": "approve", "denied": "deny", "signal": "signal"}
@@ -100,8 +98,12 @@ def _run_started(event: Any) -> list[Change]:
 
 def _usage_columns(usage: dict[str, float]) -> dict[str, float]:
     """The usage names' totals in ``usage`` (zero for those it lacks)."""
-    counted = bool(usage) and not usage.keys().isdisjoint(USAGE_NAMES)
-    return {name: usage.get(name, 0.0) for name in USAGE_NAMES} if counted else NO_USAGE
+    return {name: usage.get(name, 0.0) for name in USAGE_NAMES}
+
+
+def _counts_usage(usage: dict[str, float]) -> bool:
+    """Whether ``usage`` names anything the read models total (else no usage row)."""
+    return not usage.keys().isdisjoint(USAGE_NAMES)
 
 
 def _lineage(event: Any, created_at: Any, operation_id: str | None) -> list[Change]:
@@ -142,7 +144,7 @@ def _channel_event(event: Any) -> list[Change]:
     changes: list[Change] = [Upsert(RUN_STATUS, event.run_id, values)]
     if event.kind == STEP_RESULT:
         changes.append(Count(RUN_STATUS, event.run_id, "steps_done"))
-    if totals is not NO_USAGE:  # the event carries usage the read models total
+    if _counts_usage(event.usage):
         key = (event.originator_id, event.originator_version)
         changes.append(
             Upsert(USAGE, key, {"run_id": event.run_id, "at": event.timestamp, **totals})

@@ -131,6 +131,8 @@ RUN_HELP = {
     "hold": "Place a legal hold on a run: retention never purges it until it is released.",
     "release": "Lift a run's legal hold: retention applies to it again.",
 }
+if RUN_HELP.keys() != {*actions.DECISIONS, *actions.RUN_ACTIONS}:  # a verb is a CLI command too
+    raise ImportError("every operator verb needs its CLI help in RUN_HELP, and only those")
 DECIDING = (click.argument("name"), actor, click.option("--note", help="kept with the decision"))
 
 

@@ -245,35 +245,44 @@ class Settlement(BaseModel):
     )
 
 
-def _run_route(verb: str) -> Callable[..., dict[str, Any]]:
-    """``POST /api/runs/{run}/<verb>``: an answer to an approval, or an action for a reason.
+def _answered(store: Known, run_id: UUID) -> dict[str, Any]:
+    """The run as it stands once the read models have caught up (the live projector may lag)."""
+    views.fresh(store)
+    return current_run(store, run_id)
 
-    Then the read models catch up (the live projector may lag), so the answer shows the change.
-    """
 
-    def route(user: Operator, store: Known, run: str, body: Any) -> dict[str, Any]:
+def _decision_route(verb: str) -> Callable[..., dict[str, Any]]:
+    """``POST /api/runs/{run}/<verb>``: an answer to the run's approval ``name``."""
+
+    def route(user: Operator, store: Known, run: str, body: Answer) -> dict[str, Any]:
         run_id = resolve_run(store, run)
-        if isinstance(body, Answer):
-            actions.DECISIONS[verb](store, run_id, body.name, actor=user.name, note=body.note)
-            log.info("%s: %s %r of run %s", user.name, verb, body.name, run_id)
-        else:
-            actions.RUN_ACTIONS[verb](store, run_id, actor=user.name, reason=body.reason)
-            log.info("%s: %s run %s: %s", user.name, verb, run_id, body.reason)
-        views.fresh(store)
-        return current_run(store, run_id)
+        actions.DECISIONS[verb](store, run_id, body.name, actor=user.name, note=body.note)
+        log.info("%s: %s %r of run %s", user.name, verb, body.name, run_id)
+        return _answered(store, run_id)
 
-    deciding = verb in actions.DECISIONS
-    route.__annotations__["body"] = Answer if deciding else Reason
-    what = "the run's approval ``name``" if deciding else "the run, for ``reason``"
-    route.__name__ = f"{verb}_run"
-    route.__doc__ = f"{verb.capitalize()} {what}, as the signed-in operator."
+    route.__doc__ = f"{verb.capitalize()} the run's approval ``name``, as the signed-in operator."
     return route
 
 
-for _verb in [*actions.DECISIONS, *actions.RUN_ACTIONS]:
-    router.add_api_route(
-        f"/runs/{{run}}/{_verb}", _run_route(_verb), methods=["POST"], summary=_verb
-    )
+def _action_route(verb: str) -> Callable[..., dict[str, Any]]:
+    """``POST /api/runs/{run}/<verb>``: an action on the run, for a reason."""
+
+    def route(user: Operator, store: Known, run: str, body: Reason) -> dict[str, Any]:
+        run_id = resolve_run(store, run)
+        actions.RUN_ACTIONS[verb](store, run_id, actor=user.name, reason=body.reason)
+        log.info("%s: %s run %s: %s", user.name, verb, run_id, body.reason)
+        return _answered(store, run_id)
+
+    route.__doc__ = f"{verb.capitalize()} the run, for ``reason``, as the signed-in operator."
+    return route
+
+
+for _verb, _route in [
+    *((verb, _decision_route(verb)) for verb in actions.DECISIONS),
+    *((verb, _action_route(verb)) for verb in actions.RUN_ACTIONS),
+]:
+    _route.__name__ = f"{_verb}_run"
+    router.add_api_route(f"/runs/{{run}}/{_verb}", _route, methods=["POST"], summary=_verb)
 
 
 @router.post("/effects/{key:path}/override", summary="Settle an effect in doubt")

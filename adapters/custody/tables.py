@@ -108,8 +108,7 @@ class PostgresTables(Tables):
 class SQLiteTables(Tables):
     """Connections to the store's SQLite database, in autocommit mode (transactions explicit).
 
-    ``database`` is a path, or the URI of an in-memory database that every connection of
-    this process shares by name.
+    ``database`` is the store's path (for ``memory://``, its file's).
     """
 
     begin = "BEGIN IMMEDIATE"

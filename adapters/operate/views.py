@@ -47,6 +47,10 @@ CONVERT: dict[str, Callable[[Any], Any]] = {
 TYPES = {table.name: {column.name: column.type for column in table.columns} for table in TABLES}
 
 
+FIRST_LOOK, LOOK_AT_MOST_EVERY = 0.002, 0.05
+"""Seconds ``caught_up`` waits before its first look again, doubling up to the second."""
+
+
 def fresh(store: Store) -> None:
     """Catch the read models up: it writes, so a server's reads leave it to their projector."""
     store.projector().catch_up()
@@ -55,13 +59,13 @@ def fresh(store: Store) -> None:
 def caught_up(store: Store, within: float) -> bool:
     """Whether the read models reflect every event stored now, waiting up to ``within`` s."""
     target, projector = store.position(), store.projector()
-    ends, pause = time.monotonic() + within, 0.002
+    ends, pause = time.monotonic() + within, FIRST_LOOK
     while projector.position() < target:
         left = ends - time.monotonic()
         if left <= 0:
             return False
         time.sleep(min(pause, left))
-        pause = min(pause * 2, 0.05)
+        pause = min(pause * 2, LOOK_AT_MOST_EVERY)
     return True
 
 
