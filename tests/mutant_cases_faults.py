@@ -533,8 +533,10 @@ FAULT_MUTANTS = [
     Mutant(
         "clock-reading-not-renewed",
         "adapters/persistence/clock.py",
-        "self.reading = self._read()\n                pause = self._resample_every",
-        "self._read()\n                pause = self._resample_every",
+        "self.reading = replace(self._read(), floor=self.reading.now())\n"
+        "                pause = self._resample_every",
+        "replace(self._read(), floor=self.reading.now())\n"
+        "                pause = self._resample_every",
         "drift between readings would grow without bound",
         CLOCK,
         postgres=True,
