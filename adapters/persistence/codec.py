@@ -148,7 +148,7 @@ class PydanticMapper(Mapper[Any]):
         event with contents goes to :meth:`in_custody` only when they may be sealed or moved
         out (:mod:`actae.adapters.custody.sealing`); a clear store's small events do not.
         """
-        cls = type(domain_event)
+        cls: type[DomainEvent] = type(domain_event)  # type: ignore[assignment]  # an Actae event
         topic, _, encode = layout(cls)
         body = encode(domain_event, state)
         limit = self.offload_above
