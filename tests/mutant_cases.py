@@ -173,6 +173,14 @@ MUTANTS = [
         ("tests/contract/test_two_writers.py", "tests/contract/test_idempotency.py"),
     ),
     Mutant(
+        "commit-wakes-no-waiting-reader",
+        "adapters/readside/subscription.py",
+        "            if self.waiting:",
+        "            if False:",
+        "a reader waiting for this process's commits wakes when one commits, not at its timeout",
+        ("tests/unit/test_commit_wakeups.py",),
+    ),
+    Mutant(
         "transition-fingerprint-state",
         "domain/channel.py",
         'fingerprint("transition", str(cid), kind, body.decode(), document.checksum)',

@@ -531,6 +531,15 @@ FAULT_MUTANTS = [
         postgres=True,
     ),
     Mutant(
+        "write-time-below-the-floor",
+        "adapters/runtime/service.py",
+        "        return max(reading.floor, reading.database + since)",
+        "        return reading.database + since",
+        "a write after a reading that lands behind the last must not be stamped earlier",
+        CLOCK,
+        postgres=True,
+    ),
+    Mutant(
         "clock-reading-not-renewed",
         "adapters/persistence/clock.py",
         "self.reading = replace(self._read(), floor=self.reading.now())\n"
