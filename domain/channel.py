@@ -188,14 +188,7 @@ class Channel(Aggregate):
         event's, or one the command validated. The documents are copied at the top, as
         validation copies them, so the caller's later changes do not reach the event.
         """
-        values = {**carried(head), **fields}
-        values["originator_id"] = head.originator_id
-        values["originator_version"] = head.originator_version + 1
-        values["timestamp"] = at
-        for name in DOCUMENTS:
-            if name in values:
-                values[name] = dict(values[name])
-        return constructed(event_class, values)
+        return next_event(head, event_class, at, fields)
 
     @classmethod
     def transitioned(
@@ -217,7 +210,7 @@ class Channel(Aggregate):
         fields = transition_fields(head, kind, payload, state, state_checksum, operation_id)
         if fingerprint is not None:
             fields["fingerprint"] = fingerprint
-        return cls.following(head, cls.Transitioned, at, **fields)
+        return next_event(head, cls.Transitioned, at, fields)
 
     @classmethod
     def recorded(
@@ -241,7 +234,7 @@ class Channel(Aggregate):
             fields["redacted"] = redacted
         if fingerprint is not None:
             fields["fingerprint"] = fingerprint
-        return cls.following(head, cls.Recorded, at, **fields)
+        return next_event(head, cls.Recorded, at, fields)
 
     def record(
         self,
@@ -347,22 +340,46 @@ def _fields_of(cls: type[Channel.Event]) -> tuple[tuple[str, Any], ...]:
     return tuple(cls.model_fields.items())
 
 
+def next_event(head: ChannelHead, event_class: type[E], at: datetime, fields: dict[str, Any]) -> E:
+    """:meth:`Channel.following` with its ``fields`` as one dict (not copied: the hot path)."""
+    values = dict(zip(CARRIED, carried_values(head), strict=True), **fields)
+    values["originator_id"] = head.originator_id
+    values["originator_version"] = head.originator_version + 1
+    values["timestamp"] = at
+    for name in DOCUMENTS:
+        if name in values:
+            values[name] = dict(values[name])
+    return constructed(event_class, values)
+
+
 def constructed(cls: type[E], values: dict[str, Any]) -> E:
     """An event of ``cls`` from validated ``values``, as ``model_construct`` makes one.
 
     ``__dict__`` holds the fields in definition order, missing ones at their defaults, as
     validation leaves it (the encoders copy it: :mod:`actae.adapters.persistence.encoders`).
     """
-    state = {
-        name: values[name] if name in values else field.get_default(call_default_factory=True)
-        for name, field in _fields_of(cls)
-    }
+    fields = _fields_of(cls)
+    if len(values) == len(fields):  # each field given, as a channel event's are: put in order
+        try:
+            state = {name: values[name] for name, _ in fields}
+        except KeyError:  # another name given in place of one: the defaults fill it in below
+            state = _with_defaults(fields, values)
+    else:
+        state = _with_defaults(fields, values)
     event = cls.__new__(cls)
     object.__setattr__(event, "__dict__", state)
     object.__setattr__(event, "__pydantic_fields_set__", set(values))
     object.__setattr__(event, "__pydantic_extra__", None)
     object.__setattr__(event, "__pydantic_private__", None)
     return event
+
+
+def _with_defaults(fields: tuple[tuple[str, Any], ...], values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` in the fields' order, a field not given at its default."""
+    return {
+        name: values[name] if name in values else field.get_default(call_default_factory=True)
+        for name, field in fields
+    }
 
 
 def carried(head: Channel | ChannelHead) -> dict[str, Any]:
