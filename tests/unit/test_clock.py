@@ -183,12 +183,6 @@ def test_a_transition_is_never_stamped_before_the_time_the_replaced_reading_gave
             clock.reading, database=clock.reading.database - timedelta(minutes=1)
         )
         clock.reading = dataclasses.replace(behind, floor=clock.reading.now())
-        store.transition(
-            run.channel_id,
-            kind="k",
-            payload={},
-            state={"n": 1},
-            expected_version=head.state_version,
-            expected_cursor=head.cursor,
-        )
+        cid, v, c = run.channel_id, head.state_version, head.cursor
+        store.transition(cid, kind="k", payload={}, state={}, expected_version=v, expected_cursor=c)
         assert store.events(run.channel_id)[-1].recorded_at >= opened.recorded_at
