@@ -5,13 +5,19 @@ A channel's cursor *is* its aggregate version, so the event store's primary key
 Every event carries the state version in force after it and the cursor where that version was
 created, which makes each event a complete description of the channel head: loading a head
 is one indexed read, never a replay of history.
+
+The channel's two commands live here too, beside the events they make: ``record`` and
+``transition`` validate the caller's arguments and return an :class:`Append`, which the shell
+writes on the head (below, "appending").
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from functools import cache
+from functools import cache, partial
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypeVar
 from uuid import UUID
@@ -20,6 +26,23 @@ from pydantic import Field
 
 from actae.domain.aggregate import Aggregate
 from actae.domain.errors import ConflictError
+from actae.domain.validation import (
+    Document,
+    fingerprint,
+    optional_text,
+    require_amounts,
+    require_document,
+    require_int,
+    require_json,
+    require_text,
+    require_uuid,
+)
+from actae.domain.values import Receipt
+
+if TYPE_CHECKING:  # the shell's core and an operation record are only named here
+    from actae.domain.operation import Operation
+    from actae.domain.pipeline import Core
+    from actae.domain.redaction import Redactor
 
 
 class Channel(Aggregate):
@@ -165,14 +188,7 @@ class Channel(Aggregate):
         event's, or one the command validated. The documents are copied at the top, as
         validation copies them, so the caller's later changes do not reach the event.
         """
-        values = {**carried(head), **fields}
-        values["originator_id"] = head.originator_id
-        values["originator_version"] = head.originator_version + 1
-        values["timestamp"] = at
-        for name in DOCUMENTS:
-            if name in values:
-                values[name] = dict(values[name])
-        return constructed(event_class, values)
+        return next_event(head, event_class, at, fields)
 
     @classmethod
     def transitioned(
@@ -194,7 +210,7 @@ class Channel(Aggregate):
         fields = transition_fields(head, kind, payload, state, state_checksum, operation_id)
         if fingerprint is not None:
             fields["fingerprint"] = fingerprint
-        return cls.following(head, cls.Transitioned, at, **fields)
+        return next_event(head, cls.Transitioned, at, fields)
 
     @classmethod
     def recorded(
@@ -218,7 +234,7 @@ class Channel(Aggregate):
             fields["redacted"] = redacted
         if fingerprint is not None:
             fields["fingerprint"] = fingerprint
-        return cls.following(head, cls.Recorded, at, **fields)
+        return next_event(head, cls.Recorded, at, fields)
 
     def record(
         self,
@@ -324,22 +340,46 @@ def _fields_of(cls: type[Channel.Event]) -> tuple[tuple[str, Any], ...]:
     return tuple(cls.model_fields.items())
 
 
+def next_event(head: ChannelHead, event_class: type[E], at: datetime, fields: dict[str, Any]) -> E:
+    """:meth:`Channel.following` with its ``fields`` as one dict (not copied: the hot path)."""
+    values = dict(zip(CARRIED, carried_values(head), strict=True), **fields)
+    values["originator_id"] = head.originator_id
+    values["originator_version"] = head.originator_version + 1
+    values["timestamp"] = at
+    for name in DOCUMENTS:
+        if name in values:
+            values[name] = dict(values[name])
+    return constructed(event_class, values)
+
+
 def constructed(cls: type[E], values: dict[str, Any]) -> E:
     """An event of ``cls`` from validated ``values``, as ``model_construct`` makes one.
 
     ``__dict__`` holds the fields in definition order, missing ones at their defaults, as
     validation leaves it (the encoders copy it: :mod:`actae.adapters.persistence.encoders`).
     """
-    state = {
-        name: values[name] if name in values else field.get_default(call_default_factory=True)
-        for name, field in _fields_of(cls)
-    }
+    fields = _fields_of(cls)
+    if len(values) == len(fields):  # each field given, as a channel event's are: put in order
+        try:
+            state = {name: values[name] for name, _ in fields}
+        except KeyError:  # another name given in place of one: the defaults fill it in below
+            state = _with_defaults(fields, values)
+    else:
+        state = _with_defaults(fields, values)
     event = cls.__new__(cls)
     object.__setattr__(event, "__dict__", state)
     object.__setattr__(event, "__pydantic_fields_set__", set(values))
     object.__setattr__(event, "__pydantic_extra__", None)
     object.__setattr__(event, "__pydantic_private__", None)
     return event
+
+
+def _with_defaults(fields: tuple[tuple[str, Any], ...], values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` in the fields' order, a field not given at its default."""
+    return {
+        name: values[name] if name in values else field.get_default(call_default_factory=True)
+        for name, field in fields
+    }
 
 
 def carried(head: Channel | ChannelHead) -> dict[str, Any]:
@@ -379,6 +419,151 @@ def record_fields(
     for name, amount in (usage or {}).items():
         totals[name] = totals.get(name, 0.0) + amount
     return {"kind": kind, "payload": payload, "operation_id": operation_id, "usage": totals}
+
+
+# -- appending: ``record`` (a result) and ``transition`` (a new state version) ----------
+#
+# Each command is a pure function of the caller's arguments: it validates all of them
+# (nothing read, nothing written on failure) and returns an :class:`Append`, which decides
+# over a channel head: whether the head is the one the caller expected (``expected_version``,
+# the state version, and ``expected_cursor``, the log position) and which event follows it.
+# The shell (``adapters/runtime/service.py``, ``ActaeService.append``) brings the head (this
+# process's guess, ``HeadCache``, or the store's), the time, and the write.
+#
+# Given an ``operation_id``, the event is the command's operation record too: it carries the
+# command's content fingerprint, and its row the id, which the store keeps unique (one row
+# per write, where a separate record row cost a tenth of the write: docs/performance.md).
+# Anything refused on the way is explained from durable records before it is reported: a
+# failed check or a lost race looks up the ``operation_id`` first, so a repeat with the same
+# content returns the original receipt (``replayed=True``; a retry after a crash carries
+# stale expected values by construction) and different content is an
+# ``OperationConflictError``; only then is it a ``ConflictError`` against the head as stored.
+# A command that succeeds has therefore read nothing: the store's unique index on the
+# operation id refuses a second execution inside the statement that would have written it.
+
+
+@dataclass(frozen=True, slots=True)
+class Append:
+    """One checked append to a channel: what the caller expected, and the event it makes.
+
+    ``expected_version`` is ``None`` for a record, which creates no state version and so
+    guards only the log position. ``content`` is the command's fingerprint, what a repeat
+    under ``operation_id`` must match to be answered as the original.
+    """
+
+    channel_id: UUID
+    operation_id: str | None
+    content: str
+    expected_version: int | None
+    expected_cursor: int
+    event_after: Callable[..., Channel.Event]
+    """``event_after(head, at=...)``: the event that follows ``head``, written ``at`` (pure)."""
+    state: Document | None = None
+    """A transition's validated state, which the event holds: its canonical bytes and their
+    SHA-256 are written into the stored body as they are, not encoded and hashed again."""
+
+    def fits(self, head: ChannelHead) -> bool:
+        """Whether ``head`` is the one the caller expected."""
+        return head.is_at(self.expected_version, self.expected_cursor)
+
+    def ensure_fits(self, head: ChannelHead) -> None:
+        """``ConflictError`` against ``head`` unless it is the one the caller expected."""
+        head.ensure_at(expected_version=self.expected_version, expected_cursor=self.expected_cursor)
+
+    def replayed(self, original: Operation) -> Receipt:
+        """The receipt of the recorded execution ``original``, if its content is this one's.
+
+        Different content under the same ``operation_id`` is an ``OperationConflictError``.
+        """
+        original.ensure_same(self.content)
+        return Receipt(
+            channel_id=self.channel_id,
+            cursor=original.recorded_result["cursor"],
+            state_version=original.recorded_result["state_version"],
+            operation_id=original.operation_id,
+            replayed=True,
+        )
+
+
+def record(
+    core: Core,
+    channel_id: UUID | str,
+    *,
+    kind: str,
+    payload: dict[str, Any],
+    expected_cursor: int,
+    operation_id: str | None = None,
+    usage: Mapping[str, float] | None = None,
+    redact: Redactor | None = None,
+) -> Append:
+    """Record a result (a model call, a tool output) right after ``expected_cursor``.
+
+    ``expected_cursor`` is the channel's log position the caller last saw (the state
+    version is not checked: a record creates none). ``usage`` (e.g. ``{"tokens": 812,
+    "cost": 0.02}``) adds to the run's running totals, which budgets are checked against.
+    ``redact`` removes secrets from ``payload`` before the store's own redactor does; the
+    event counts what left it (docs/data.md).
+    """
+    cid = require_uuid("channel_id", channel_id)
+    kind = require_text("kind", kind)
+    body, redacted = core.redacted("payload", payload, redact)
+    spent = require_amounts("usage", usage)
+    expected_cursor = require_int("expected_cursor", expected_cursor, minimum=1)
+    operation_id = optional_text("operation_id", operation_id)
+    usage_part = (str(sorted(spent.items())),) if spent else ()
+    content = fingerprint("record", str(cid), kind, body.checksum, *usage_part)
+    event_after = partial(
+        Channel.recorded,
+        kind=kind,
+        payload=body.value,
+        operation_id=operation_id,
+        usage=spent,
+        redacted=redacted,
+        fingerprint=None if operation_id is None else content,
+    )
+    return Append(cid, operation_id, content, None, expected_cursor, event_after)
+
+
+def transition(
+    core: Core,
+    channel_id: UUID | str,
+    *,
+    kind: str,
+    payload: dict[str, Any],
+    state: dict[str, Any],
+    expected_version: int,
+    expected_cursor: int,
+    operation_id: str | None = None,
+) -> Append:
+    """Commit an event and the next state version together, or nothing at all.
+
+    ``expected_version`` is the *state* version the caller last saw and
+    ``expected_cursor`` the channel's *log* position: both must still be the head's;
+    otherwise nothing is written and ``ConflictError`` reports what is stored.
+    """
+    cid = require_uuid("channel_id", channel_id)
+    kind = require_text("kind", kind)
+    limit = core.max_document_bytes
+    payload, body = require_json("payload", payload, core.codec, max_bytes=limit)
+    document = require_document("state", state, core.codec, max_bytes=limit)
+    expected_version = require_int("expected_version", expected_version, minimum=1)
+    expected_cursor = require_int("expected_cursor", expected_cursor, minimum=1)
+    operation_id = optional_text("operation_id", operation_id)
+    # One hash: the payload's canonical JSON holds no raw control character, so the parts
+    # still read back one way (the state checksum has a fixed form, the kind is what is left).
+    content = fingerprint("transition", str(cid), kind, body.decode(), document.checksum)
+    event_after = partial(
+        Channel.transitioned,
+        kind=kind,
+        payload=payload,
+        state=document.value,
+        state_checksum=document.checksum,
+        operation_id=operation_id,
+        fingerprint=None if operation_id is None else content,
+    )
+    return Append(
+        cid, operation_id, content, expected_version, expected_cursor, event_after, document
+    )
 
 
 # -- this process's guess of each channel's head --------------------------------------

@@ -173,8 +173,16 @@ MUTANTS = [
         ("tests/contract/test_two_writers.py", "tests/contract/test_idempotency.py"),
     ),
     Mutant(
+        "commit-wakes-no-waiting-reader",
+        "adapters/readside/subscription.py",
+        "            if self.waiting:",
+        "            if False:",
+        "a reader waiting for this process's commits wakes when one commits, not at its timeout",
+        ("tests/unit/test_commit_wakeups.py",),
+    ),
+    Mutant(
         "transition-fingerprint-state",
-        "domain/appending.py",
+        "domain/channel.py",
         'fingerprint("transition", str(cid), kind, body.decode(), document.checksum)',
         'fingerprint("transition", str(cid), kind, body.decode())',
         "a retry with another state must be refused, not replayed as if it were the same step",
@@ -182,7 +190,7 @@ MUTANTS = [
     ),
     Mutant(
         "transition-fingerprint-payload",
-        "domain/appending.py",
+        "domain/channel.py",
         'fingerprint("transition", str(cid), kind, body.decode(), document.checksum)',
         'fingerprint("transition", str(cid), kind, document.checksum)',
         "a retry with another payload must be refused",
@@ -190,7 +198,7 @@ MUTANTS = [
     ),
     Mutant(
         "transition-fingerprint-channel",
-        "domain/appending.py",
+        "domain/channel.py",
         'fingerprint("transition", str(cid), kind, body.decode(), document.checksum)',
         'fingerprint("transition", kind, body.decode(), document.checksum)',
         "an operation id reused on another channel must be refused",
@@ -198,7 +206,7 @@ MUTANTS = [
     ),
     Mutant(
         "record-fingerprint-usage",
-        "domain/appending.py",
+        "domain/channel.py",
         "usage_part = (str(sorted(spent.items())),) if spent else ()",
         "usage_part = ()",
         "a repeated record with other usage would replay and the budget would count the wrong one",

@@ -112,6 +112,22 @@ CUSTODY_MUTANTS = [
         RETENTION,
     ),
     Mutant(
+        "keyed-store-writes-in-clear",
+        "adapters/persistence/codec.py",
+        "if (not self.in_clear or (limit is not None and len(body) > limit)) and cls.contents:",
+        "if (limit is not None and len(body) > limit) and cls.contents:",
+        "a store with a keyring seals every event's contents: none may take the clear path",
+        ENCRYPTION,
+    ),
+    Mutant(
+        "large-documents-stay-in-the-row",
+        "adapters/custody/sealing.py",
+        "self.offload_above = None if offloader is None else self.inline_max",
+        "self.offload_above = None",
+        "a document larger than inline_max moves to the artifact store once custody is made",
+        ARTIFACTS,
+    ),
+    Mutant(
         "clear-run-gets-a-key-later",
         "adapters/custody/sealing.py",
         "born=isinstance(domain_event, Channel.Opened)",

@@ -39,7 +39,6 @@ from actae.adapters.persistence.codec import (
     OrjsonTranscoder,
     PydanticMapper,
     event_class,
-    layout,
     stored_event_of,
 )
 from actae.adapters.persistence.url import DEFAULT_INLINE_MAX
@@ -81,9 +80,19 @@ class SealingMapper(PydanticMapper):
         super().__init__(transcoder=OrjsonTranscoder())
         self.keys = keys
         self.in_clear = keys.keyring is None  # a store without a keyring seals nothing
-        self.offloader = offloader
         self.inline_max = inline_max
+        self.offloader = offloader
         self.reveal = reveal
+
+    @property
+    def offloader(self) -> Offloader | None:
+        """Where large documents go (``None``: they stay in the row), set once custody is made."""
+        return self._offloader
+
+    @offloader.setter
+    def offloader(self, offloader: Offloader | None) -> None:
+        self._offloader = offloader
+        self.offload_above = None if offloader is None else self.inline_max
 
     def without_contents(self) -> SealingMapper:
         """A mapper over the same keys that opens nothing (for read models)."""
@@ -93,19 +102,17 @@ class SealingMapper(PydanticMapper):
 
     # -- writing --------------------------------------------------------------------------
 
-    def to_stored_event(
-        self, domain_event: DomainEventProtocol[Any], state: Document | None = None
+    def in_custody(
+        self, domain_event: Any, topic: str, body: bytes, state: Document | None
     ) -> StoredEvent:
-        """Serialise the event; seal and offload its contents where that applies.
+        """The row of an event with contents: sealed and offloaded where that applies.
 
-        The class's encoder writes the body (with the validated ``state`` as it is, if
-        given: :meth:`PydanticMapper.to_stored_event`); the field dict is built only when
+        Asked by :meth:`PydanticMapper.to_stored_event` with the body the class's encoder
+        wrote, when this store seals or the body is large; the field dict is built only when
         contents are to be taken out of it (an encrypted run, a large document).
         """
-        cls: type[DomainEvent] = type(domain_event)  # type: ignore[assignment]  # an Actae event
-        topic, _, encode = layout(cls)
-        body = encode(domain_event, state)
-        owner = getattr(domain_event, cls.content_owner, None) if cls.contents else None
+        cls: type[DomainEvent] = type(domain_event)
+        owner = getattr(domain_event, cls.content_owner, None)
         if owner is not None:
             large = self.offloader is not None and len(body) > self.inline_max
             key = None

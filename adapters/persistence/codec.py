@@ -135,6 +135,8 @@ class PydanticMapper(Mapper[Any]):
     in_clear = True
     """Whether every content this mapper writes goes unsealed: the insert then refuses a
     run that has a data key (:mod:`actae.adapters.persistence.forgets`)."""
+    offload_above: int | None = None
+    """The body size above which contents may move out of the row (``None``: they never do)."""
 
     def to_stored_event(
         self, domain_event: DomainEventProtocol[Any], state: Document | None = None
@@ -142,10 +144,26 @@ class PydanticMapper(Mapper[Any]):
         """Serialise a pydantic event; its topic is its class's type name.
 
         ``state``: the validated document the event's ``state`` holds, if the caller has it
-        (a transition): written and checksummed as it is, not encoded and hashed again.
+        (a transition): written and checksummed as it is, not encoded and hashed again. An
+        event with contents goes to :meth:`in_custody` only when they may be sealed or moved
+        out (:mod:`actae.adapters.custody.sealing`); a clear store's small events do not.
         """
-        topic, _, encode = layout(type(domain_event))
-        return stored_event_of(domain_event, topic, encode(domain_event, state), state)
+        cls: type[DomainEvent] = type(domain_event)  # type: ignore[assignment]  # an Actae event
+        topic, _, encode = layout(cls)
+        body = encode(domain_event, state)
+        limit = self.offload_above
+        if (not self.in_clear or (limit is not None and len(body) > limit)) and cls.contents:
+            return self.in_custody(domain_event, topic, body, state)
+        return stored_event_of(domain_event, topic, body, state)
+
+    def in_custody(
+        self, domain_event: Any, topic: str, body: bytes, state: Document | None
+    ) -> StoredEvent:
+        """The row of an event whose contents may be sealed or moved out of it.
+
+        This mapper seals and moves nothing: the body is written as it is.
+        """
+        return stored_event_of(domain_event, topic, body, state)
 
     def fields_of(self, domain_event: DomainEventProtocol[Any]) -> tuple[str, dict[str, Any]]:
         """The event's topic, and the fields its stored body holds (a fresh dict).

@@ -186,7 +186,9 @@ class KeptConnection:
 
     def give_back(self, conn: Any) -> None:
         """Keep ``conn`` for the next statement, or return it to the pool."""
-        idle = not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE
+        # libpq's own status, read directly: ``conn.info`` would build an object and an enum
+        # member on every statement.
+        idle = conn.pgconn.transaction_status == TransactionStatus.IDLE
         if idle and self._others_served():
             with self._lock:
                 conn, self._kept = self._kept, conn

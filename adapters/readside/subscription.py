@@ -86,14 +86,18 @@ class Commits:
     """
 
     def __init__(self) -> None:
-        self.changed = threading.Condition()
+        self._lock = threading.Lock()
+        self.changed = threading.Condition(self._lock)
         self.count = 0
+        self.waiting = 0
+        """Readers in :meth:`ConditionWaiter.wait` now (changed under the lock)."""
 
     def committed(self) -> None:
-        """A commit of this process: wake every waiting reader."""
-        with self.changed:
+        """A commit of this process: wake every waiting reader (every write passes here)."""
+        with self._lock:
             self.count += 1
-            self.changed.notify_all()
+            if self.waiting:
+                self.changed.notify_all()
 
     wake = committed
 
@@ -109,7 +113,11 @@ class ConditionWaiter:
         """Sleep until this process commits (or committed since the last wait), or ``timeout``."""
         commits = self._commits
         with commits.changed:
-            commits.changed.wait_for(lambda: commits.count != self._seen, timeout)
+            commits.waiting += 1
+            try:
+                commits.changed.wait_for(lambda: commits.count != self._seen, timeout)
+            finally:
+                commits.waiting -= 1
             self._seen = commits.count
 
     def wake(self) -> None:

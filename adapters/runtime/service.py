@@ -1,7 +1,7 @@
 """The shell: the store as the domain's commands see it (:class:`Shell`).
 
 ``record`` and ``transition``, the hot path, are pure appends
-(:mod:`actae.domain.appending`): :meth:`ActaeService.append` brings the head, the time and
+(``Append``, :mod:`actae.domain.channel`): :meth:`ActaeService.append` brings the head, the time and
 the write, and holds their race loop. Every other command is a plain function of the domain
 (``domain/lifecycle.py``, ``ledger.py``, ``keeping.py``, ``starting.py``, ``forking.py``)
 that takes this service as its :class:`Shell`: it reads through :attr:`reader`, asks
@@ -15,19 +15,20 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
 
+from actae.adapters.persistence.clock import DatabaseClock
 from actae.adapters.persistence.codec import PydanticMapper
 from actae.adapters.persistence.recorders import EventStore
 from actae.adapters.readside.subscription import Commits
 from actae.domain.aggregate import DomainEvent
-from actae.domain.appending import Append
-from actae.domain.channel import Channel, ChannelHead
+from actae.domain.channel import Append, Channel, ChannelHead
 from actae.domain.errors import ContentionError, HistoryRegressedError
 from actae.domain.operation import Operation
 from actae.domain.pipeline import RACE_ATTEMPTS, Core, RaceLost, Shell, pending_events
@@ -63,6 +64,7 @@ class ActaeService:
         self.close = events.close
         self.codec = codec
         self.clock = clock
+        self._database_clock = clock if isinstance(clock, DatabaseClock) else None
         self.max_document_bytes = max_document_bytes
         self.written = Commits()
         self.core = Core(
@@ -76,6 +78,19 @@ class ActaeService:
     def now(self) -> datetime:
         """The store's clock (on PostgreSQL the database's, unless ``actae.open`` got one)."""
         return self.clock()
+
+    def _write_time(self) -> datetime:
+        """The time an append is written at: the store's clock.
+
+        The database's clock is worked out here from its last reading (``Reading.now``):
+        every write asks, and the reading is a value, where a call would be a hop.
+        """
+        clock = self._database_clock
+        if clock is None:
+            return self.clock()
+        reading = clock.reading
+        since = timedelta(seconds=time.monotonic() - reading.monotonic)
+        return max(reading.floor, reading.database + since)
 
     def call(
         self, command: Callable[Concatenate[Shell, P], T], *args: P.args, **kwargs: P.kwargs
@@ -108,7 +123,7 @@ class ActaeService:
                     if isinstance(found, Receipt):
                         return found
                     head = found
-                event = append.event_after(head, at=self.clock())
+                event = append.event_after(head, at=self._write_time())
                 try:
                     self._write([event], state=append.state)
                 except RaceLost:

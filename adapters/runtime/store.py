@@ -69,8 +69,7 @@ from actae.adapters.telemetry.names import FORK_SPAN, START_SPAN
 from actae.adapters.telemetry.runs import RunTrace, fork_attributes
 from actae.adapters.telemetry.runs import started as run_started
 from actae.adapters.telemetry.tracing import Start
-from actae.domain import appending, forking, keeping, ledger, lifecycle, starting
-from actae.domain.appending import Append
+from actae.domain import channel, forking, keeping, ledger, lifecycle, starting
 from actae.domain.artifacts import ArtifactRef, reference_in
 from actae.domain.effects import STEP_RESULT, Claim, RetryPolicy
 from actae.domain.errors import (
@@ -207,11 +206,11 @@ def command(decide: Callable[Concatenate[Shell, P], T]) -> Callable[Concatenate[
 
 
 def appended(
-    decide: Callable[Concatenate[Core, P], Append],
+    decide: Callable[Concatenate[Core, P], channel.Append],
 ) -> Callable[Concatenate[Store, P], Receipt]:
     """The ``Store`` method that writes the ``Append`` that ``decide`` makes; its receipt.
 
-    ``record`` and ``transition``: ``decide`` checks the arguments (``domain/appending.py``),
+    ``record`` and ``transition``: ``decide`` checks the arguments (``domain/channel.py``),
     ``ActaeService.append`` writes (as for :func:`command`, the signature is ``decide``'s).
     """
 
@@ -334,8 +333,8 @@ class Store:
         except Exception:  # the command itself reports it
             return False
 
-    record = appended(appending.record)
-    transition = appended(appending.transition)
+    record = appended(channel.record)
+    transition = appended(channel.transition)
 
     fork = starting_command(forking.fork, span=lambda *_, **__: FORK_SPAN, describe=_forked)
 

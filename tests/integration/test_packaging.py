@@ -133,7 +133,6 @@ MODULES = [
     "actae.adapters.telemetry.tracing",
     "actae.domain",
     "actae.domain.aggregate",
-    "actae.domain.appending",
     "actae.domain.artifacts",
     "actae.domain.channel",
     "actae.domain.custody",
