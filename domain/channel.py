@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import cache, partial
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol, TypeVar
 from uuid import UUID
 
 from pydantic import Field
@@ -39,9 +39,9 @@ from actae.domain.validation import (
 )
 from actae.domain.values import Receipt
 
-if TYPE_CHECKING:  # the shell's core and an operation record are only named here
+if TYPE_CHECKING:  # an operation record, the codec and a redactor are only named here
     from actae.domain.operation import Operation
-    from actae.domain.pipeline import Core
+    from actae.domain.ports import Codec
     from actae.domain.redaction import Redactor
 
 
@@ -483,6 +483,22 @@ class Append:
             operation_id=original.operation_id,
             replayed=True,
         )
+
+
+class Core(Protocol):
+    """What ``record`` and ``transition`` need of the pipeline's ``Core``.
+
+    A protocol, not an import: the pipeline imports this module.
+    """
+
+    codec: Codec
+    max_document_bytes: int
+
+    def redacted(
+        self, name: str, value: object, first: Redactor | None
+    ) -> tuple[Document, dict[str, int]]:
+        """``value`` as a document cleaned by ``first`` then the store's redactor; the counts."""
+        ...
 
 
 def record(

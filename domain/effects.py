@@ -138,7 +138,12 @@ class Attempt(Value):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Claim:
-    """A claim's answer, ``granted`` or ``completed``; ``in_doubt``: an earlier try may have run."""
+    """Answer to a claim: ``granted`` (go ahead, pass ``token`` along) or ``completed``.
+
+    ``in_doubt`` means an earlier attempt's lease ran out without an answer: it may have
+    happened. Reconcile with the provider, or retry under the same key only if the provider
+    deduplicates by it.
+    """
 
     effect_key: str
     status: str

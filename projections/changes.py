@@ -34,7 +34,11 @@ class Count:
 
 @dataclass(frozen=True)
 class EffectOwner:
-    """Fill ``run_id`` and ``effect_key`` of the row ``key`` from effect ``effect_id``'s row."""
+    """Fill ``run_id`` and ``effect_key`` of the row keyed by ``key`` from effect ``effect_id``.
+
+    An effect's events after its first name neither its run nor its key; its effects row
+    holds both.
+    """
 
     table: Table
     key: Any

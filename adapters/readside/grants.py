@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import psycopg
 from psycopg import sql
@@ -25,9 +26,6 @@ from actae.adapters.readside.schema import BOOKKEEPING
 from actae.domain.errors import NotFoundError, ValidationError
 from actae.domain.validation import require_text
 from actae.projections.tables import TABLES, VIEWS
-
-if TYPE_CHECKING:
-    from actae.adapters.readside.readmodels import PostgresReadModels
 
 ANALYSTS = "actae_analysts"
 """The roles granted the read models (re-granted after a rebuild's swap)."""
@@ -73,7 +71,28 @@ def check_role_name(role: str) -> str:
     return role
 
 
-def grant(db: PostgresReadModels, role: str) -> Access:
+class GrantingDB(Protocol):
+    """What granting needs of PostgreSQL's read models.
+
+    Their connection, a transaction, and the turn that creators of the read models take (so
+    a grant and a rebuild's swap meet in one order).
+    """
+
+    @property
+    def conn(self) -> psycopg.Connection[Any]:
+        """The connection of the transaction a grant runs in."""
+        ...
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """A transaction, or a savepoint inside one."""
+        ...
+
+    def take_turns(self) -> None:
+        """Keep processes that create the read models apart (inside the transaction)."""
+        ...
+
+
+def grant(db: GrantingDB, role: str) -> Access:
     """Let ``role`` read the read models and nothing else of the store (safe to repeat).
 
     Refused, with nothing changed, for a missing role, a superuser, the tables' owner or a
@@ -92,7 +111,7 @@ def grant(db: PostgresReadModels, role: str) -> Access:
     return Access(role, schema, granted, tuple(f"ALL ON {name}" for name in private))
 
 
-def revoke(db: PostgresReadModels, role: str) -> Access:
+def revoke(db: GrantingDB, role: str) -> Access:
     """Take back what :func:`grant` gave ``role`` (safe to repeat); a rebuild no longer grants."""
     with db.transaction():
         schema, oid = _lock_and_find(db, role)
@@ -147,7 +166,7 @@ def regrant(conn: psycopg.Connection[Any]) -> list[str]:
 # -- helpers -----------------------------------------------------------------------------------
 
 
-def _lock_and_find(db: PostgresReadModels, role: str) -> tuple[str, int]:
+def _lock_and_find(db: GrantingDB, role: str) -> tuple[str, int]:
     """The store's schema and ``role``'s oid, with the read models locked (in the transaction).
 
     The creators' turn, then the read models in the order a swap drops them: a swap and a

@@ -12,17 +12,15 @@ lock (or a new table's creation lock), so no fact changes between the read and t
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any, Protocol
 from uuid import UUID
 
 from actae.adapters.readside.schema import REGRESSIONS, WORKERS
 from actae.domain.effects import STEP_ATTEMPTS, EffectStatus
 from actae.domain.status import RunFacts, Standing, standing
 from actae.domain.values import RunStatus
-
-if TYPE_CHECKING:
-    from actae.adapters.readside.readmodels import ReadModelDB
 
 CLAIMED = f"status = '{EffectStatus.CLAIMED}'"
 """An effect row held by a worker: the domain's time-independent status of a claim."""
@@ -34,8 +32,40 @@ ASKING = (EffectStatus.NEEDS_REVIEW, EffectStatus.IN_DOUBT, EffectStatus.RETRY_S
 """The effect statuses whose first key the facts carry (``RunFacts.effects``)."""
 
 
-Transactional: TypeAlias = "ReadModelDB"
-"""What refreshes, retention's lookups and the run leases (``RunLeases``) write through."""
+class Statements(Protocol):
+    """What a refresh needs of the read models' connection (``ReadModelDB`` has it).
+
+    The run leases are written through the same connection (``RunLeases``).
+    """
+
+    @property
+    def mark(self) -> str:
+        """The driver's positional parameter."""
+        ...
+
+    def adapt(self, value: Any) -> Any:
+        """A Python value in the form this backend's driver stores."""
+        ...
+
+    def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
+        """Run one statement (written with the parameter ``mark``)."""
+        ...
+
+    def executemany(self, statement: str, rows: list[Sequence[Any]]) -> None:
+        """Run one statement for many rows."""
+        ...
+
+    def query(self, statement: str, params: Any = None) -> list[dict[str, Any]]:
+        """Rows of one statement, as dicts."""
+        ...
+
+
+class Transactional(Statements, Protocol):
+    """Statements and transactions: what retention's lookups and the run leases write through."""
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """A transaction, or a savepoint inside one."""
+        ...
 
 
 def _effect_is(status: EffectStatus) -> str:
