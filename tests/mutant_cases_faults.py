@@ -531,21 +531,10 @@ FAULT_MUTANTS = [
         postgres=True,
     ),
     Mutant(
-        "write-time-below-the-floor",
-        "adapters/runtime/service.py",
-        "        return max(reading.floor, reading.database + since)",
-        "        return reading.database + since",
-        "a write after a reading that lands behind the last must not be stamped earlier",
-        CLOCK,
-        postgres=True,
-    ),
-    Mutant(
         "clock-reading-not-renewed",
         "adapters/persistence/clock.py",
-        "self.reading = replace(self._read(), floor=self.reading.now())\n"
-        "                pause = self._resample_every",
-        "replace(self._read(), floor=self.reading.now())\n"
-        "                pause = self._resample_every",
+        "self.reading = self._read()\n                pause = self._resample_every",
+        "self._read()\n                pause = self._resample_every",
         "drift between readings would grow without bound",
         CLOCK,
         postgres=True,

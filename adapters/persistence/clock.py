@@ -17,7 +17,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, LiteralString
 
@@ -36,8 +36,6 @@ SAMPLE_CONNECT_TIMEOUT = 5
 """Seconds a reading may wait for a connection before it counts as failed."""
 MAX_HOST_SKEW = 2.0
 """Seconds this host's wall clock may differ from the database's before a worker warns."""
-NO_FLOOR = datetime.min.replace(tzinfo=UTC)
-"""The floor of a first reading: any time the database gives is above it."""
 
 
 def wall_clock() -> datetime:
@@ -115,12 +113,10 @@ class Reading:
     monotonic: float
     round_trip: float
     skew: float
-    floor: datetime = NO_FLOOR
-    """A time :meth:`now` never goes below: the reading this one replaced gave it last."""
 
     def now(self) -> datetime:
-        """The database's time now, extrapolated on the monotonic clock (at least ``floor``)."""
-        return max(self.floor, self.database + timedelta(seconds=time.monotonic() - self.monotonic))
+        """The database's time now, extrapolated on the monotonic clock."""
+        return self.database + timedelta(seconds=time.monotonic() - self.monotonic)
 
 
 def read_database_clock(conninfo: Mapping[str, str], tries: int = 3) -> Reading:
@@ -222,7 +218,7 @@ class DatabaseClock:
         pause = self._resample_every
         while not self._closed.wait(pause):
             try:
-                self.reading = replace(self._read(), floor=self.reading.now())
+                self.reading = self._read()
                 pause = self._resample_every
             except (psycopg.Error, OSError, PersistenceError):  # an outage: keep the last one
                 pause = RESAMPLE_AFTER_FAILURE

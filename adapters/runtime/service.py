@@ -15,15 +15,13 @@ from __future__ import annotations
 import logging
 import random
 import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
 
-from actae.adapters.persistence.clock import DatabaseClock
 from actae.adapters.persistence.codec import PydanticMapper
 from actae.adapters.persistence.recorders import EventStore
 from actae.adapters.readside.subscription import Commits
@@ -64,7 +62,6 @@ class ActaeService:
         self.close = events.close
         self.codec = codec
         self.clock = clock
-        self._database_clock = clock if isinstance(clock, DatabaseClock) else None
         self.max_document_bytes = max_document_bytes
         self.written = Commits()
         self.core = Core(
@@ -78,19 +75,6 @@ class ActaeService:
     def now(self) -> datetime:
         """The store's clock (on PostgreSQL the database's, unless ``actae.open`` got one)."""
         return self.clock()
-
-    def _write_time(self) -> datetime:
-        """The time an append is written at: the store's clock.
-
-        The database's clock is worked out here from its last reading (``Reading.now``):
-        every write asks, and the reading is a value, where a call would be a hop.
-        """
-        clock = self._database_clock
-        if clock is None:
-            return self.clock()
-        reading = clock.reading
-        since = timedelta(seconds=time.monotonic() - reading.monotonic)
-        return max(reading.floor, reading.database + since)
 
     def call(
         self, command: Callable[Concatenate[Shell, P], T], *args: P.args, **kwargs: P.kwargs
@@ -123,7 +107,7 @@ class ActaeService:
                     if isinstance(found, Receipt):
                         return found
                     head = found
-                event = append.event_after(head, at=self._write_time())
+                event = append.event_after(head, at=self.clock())
                 try:
                     self._write([event], state=append.state)
                 except RaceLost:
