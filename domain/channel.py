@@ -359,11 +359,12 @@ def constructed(cls: type[E], values: dict[str, Any]) -> E:
     validation leaves it (the encoders copy it: :mod:`actae.adapters.persistence.encoders`).
     """
     fields = _fields_of(cls)
-    if len(values) == len(fields):  # each field given, as a channel event's are: put in order
-        try:
-            state = {name: values[name] for name, _ in fields}
-        except KeyError:  # another name given in place of one: the defaults fill it in below
-            state = _with_defaults(fields, values)
+    given = sum(name in values for name, _ in fields)
+    if given != len(values):  # not validated, so a misspelled name would go unseen
+        unknown = sorted(set(values) - {name for name, _ in fields})
+        raise TypeError(f"{cls.__qualname__} has no field {', '.join(unknown)}")
+    if given == len(fields):  # each field given, as a channel event's are: put in order
+        state = {name: values[name] for name, _ in fields}
     else:
         state = _with_defaults(fields, values)
     event = cls.__new__(cls)

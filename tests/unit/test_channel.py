@@ -263,3 +263,10 @@ def test_an_effect_note_built_on_a_head_is_the_event_the_aggregate_triggers(
     direct = effect_note(head, key, (kind, payload, settled), AT)
     assert direct == triggered
     assert type(direct) is type(triggered)
+
+
+@given(heads)
+def test_an_event_built_on_a_head_refuses_a_name_that_is_no_field(head: ChannelHead) -> None:
+    """Built without validation, a misspelled field would otherwise vanish into a default."""
+    with pytest.raises(TypeError, match="no field opration_id"):
+        Channel.following(head, Channel.Recorded, AT, kind="k", payload={}, opration_id="op")
