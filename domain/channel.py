@@ -340,6 +340,12 @@ def _fields_of(cls: type[Channel.Event]) -> tuple[tuple[str, Any], ...]:
     return tuple(cls.model_fields.items())
 
 
+@cache
+def _names_of(cls: type[Channel.Event]) -> frozenset[str]:
+    """An event class's field names, once."""
+    return frozenset(cls.model_fields)
+
+
 def next_event(head: ChannelHead, event_class: type[E], at: datetime, fields: dict[str, Any]) -> E:
     """:meth:`Channel.following` with its ``fields`` as one dict (not copied: the hot path)."""
     values = dict(zip(CARRIED, carried_values(head), strict=True), **fields)
@@ -359,11 +365,10 @@ def constructed(cls: type[E], values: dict[str, Any]) -> E:
     validation leaves it (the encoders copy it: :mod:`actae.adapters.persistence.encoders`).
     """
     fields = _fields_of(cls)
-    given = sum(name in values for name, _ in fields)
-    if given != len(values):  # not validated, so a misspelled name would go unseen
-        unknown = sorted(set(values) - {name for name, _ in fields})
+    if not values.keys() <= _names_of(cls):  # not validated: a misspelling would go unseen
+        unknown = sorted(values.keys() - _names_of(cls))
         raise TypeError(f"{cls.__qualname__} has no field {', '.join(unknown)}")
-    if given == len(fields):  # each field given, as a channel event's are: put in order
+    if len(values) == len(fields):  # each field given, as a channel event's are: put in order
         state = {name: values[name] for name, _ in fields}
     else:
         state = _with_defaults(fields, values)

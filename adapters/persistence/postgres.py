@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import struct
 import threading
 import weakref
 from collections.abc import Sequence
@@ -76,7 +77,8 @@ from eventsourcing.persistence import (
     StoredEvent,
 )
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
-from psycopg.pq import TransactionStatus
+from psycopg.pq import ConnStatus, DiagnosticField, ExecStatus, TransactionStatus
+from psycopg.pq.abc import PGconn, PGresult
 from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Composable, Identifier, Literal
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
@@ -107,6 +109,14 @@ UNNEST_ROWS: Final = (
     "SELECT * FROM unnest(%s::{id_type}[], %s::bigint[], %s::text[], %s::bytea[], %s::text[])"
     " WITH ORDINALITY"
 )
+
+INT8: Final = struct.Struct(">q")
+"""A ``bigint`` in PostgreSQL's binary format."""
+TEXT, BINARY = 0, 1
+ROW_FORMATS: Final = (BINARY, BINARY, TEXT, BINARY, TEXT)
+"""Wire formats of an inserted row's parameters: id (uuid), version, topic, body, operation id."""
+UNKNOWN_STATEMENT: Final = b"26000"
+"""SQLSTATE of a prepared statement the server does not know (invalid_sql_statement_name)."""
 
 ORPHANS: Final = (
     "SELECT 1 FROM e WHERE e.originator_version > 1"
@@ -157,6 +167,46 @@ def translated(error: psycopg.Error) -> PersistenceError:
     """The eventsourcing error a psycopg error becomes."""
     target = next(target for source, target in TRANSLATED_ERRORS if isinstance(error, source))
     return target(str(error))
+
+
+def insert_params(stored_events: Sequence[StoredEvent], guard: tuple[str, bool]) -> list[Any]:
+    """The insert's parameters as psycopg adapts them, the key guard's ``guard`` last.
+
+    Up to ``MAX_VALUES_ROWS`` events, five scalars per event; beyond, five arrays.
+    """
+    keys = [getattr(e, "operation_id", None) for e in stored_events]  # a StoredRecord's
+    if len(stored_events) <= MAX_VALUES_ROWS:
+        params = [
+            value
+            for e, key in zip(stored_events, keys, strict=True)
+            for value in (e.originator_id, e.originator_version, e.topic, e.state, key)
+        ]
+    else:
+        params = [
+            [e.originator_id for e in stored_events],
+            [e.originator_version for e in stored_events],
+            [e.topic for e in stored_events],
+            [e.state for e in stored_events],
+            keys,
+        ]
+    return [*params, *guard]
+
+
+def succeeded(result: PGresult, pgconn: PGconn) -> PGresult:
+    """``result`` if its statement succeeded, else the error psycopg would have raised."""
+    if result.status in (ExecStatus.TUPLES_OK, ExecStatus.COMMAND_OK):
+        return result
+    message = (result.error_message or pgconn.error_message).decode(errors="replace").strip()
+    if pgconn.status == ConnStatus.BAD:
+        raise psycopg.OperationalError(message)
+    sqlstate = result.error_field(DiagnosticField.SQLSTATE)
+    try:
+        error_class = (
+            psycopg.errors.lookup(sqlstate.decode()) if sqlstate else psycopg.DatabaseError
+        )
+    except KeyError:
+        error_class = psycopg.DatabaseError
+    raise error_class(message, info=result)
 
 
 ReadShape = tuple[bool, bool, bool, bool]
@@ -232,6 +282,8 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         self.forgets = ForgetWatch()
         """The forget token each read brings back (:mod:`~actae.adapters.persistence.forgets`)."""
         self._writes: dict[int, str] = {}
+        self._direct: dict[int, tuple[bytes, bytes, Sequence[int]]] = {}
+        self._uuid_ids = datastore.originator_id_type == "uuid"
         self._reads: dict[ReadShape, str] = {}
         self._together: dict[tuple[bool | None, ...], str] = {}
         self._cursors: weakref.WeakKeyDictionary[Any, psycopg.Cursor[Any]] = (
@@ -311,49 +363,115 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
                 f"{len(stored_events)} events in one write: at most {BLOCK} (a block of positions)"
             )
             raise ProgrammingError(msg)
-        params: list[Any]
-        if len(stored_events) <= MAX_VALUES_ROWS:
-            params = [
-                value
-                for e in stored_events
-                for value in (
-                    e.originator_id,
-                    e.originator_version,
-                    e.topic,
-                    e.state,
-                    getattr(e, "operation_id", None),  # a StoredRecord's (operation_ids)
-                )
-            ]
-        else:
-            params = [
-                [e.originator_id for e in stored_events],
-                [e.originator_version for e in stored_events],
-                [e.topic for e in stored_events],
-                [e.state for e in stored_events],
-                [getattr(e, "operation_id", None) for e in stored_events],
-            ]
         owners = kwargs.get("owners", ())  # sorted, unique: the service's
         in_clear = bool(kwargs.get("in_clear", False))  # the contents go unsealed
         # The key guard's, after the rows: the owners as array text, which the statement casts,
         # because adapting a list of UUIDs costs more client work than the rest of the row
         # (32 hex digits are a UUID's text too, and cheaper to make than its hyphenated form).
-        params = [*params, "{" + ",".join([owner.hex for owner in owners]) + "}", in_clear]
-        statement = self.insert_statement(len(stored_events))
+        guard = ("{" + ",".join([owner.hex for owner in owners]) + "}", in_clear)
         try:
-            if self.before_commit is None:
-                rows = self._execute(statement, params)
+            if self._writes_directly(len(stored_events)):
+                positions = self._write_rows(stored_events, guard)
             else:
-                rows = self._execute_then_commit(statement, params, self.before_commit)
+                rows = self._insert_rows(
+                    self.insert_statement(len(stored_events)), insert_params(stored_events, guard)
+                )
+                positions = [row[0] for row in rows]
         except TRANSIENT_ERRORS:
+            statement = self.insert_statement(len(stored_events))
+            params = insert_params(stored_events, guard)
             positions = self._insert_again(stored_events, statement, params)
-        else:
-            positions = [row[0] for row in rows]
         if owners and not positions:  # a guard refused: was it the key guard?
             refuse_keyed(self._execute(self._keys_query(), [owners]), in_clear=in_clear)
         if len(positions) != len(stored_events):  # the guard drew no block: nothing written
             orphan = first_orphan(stored_events, self._holds_version_before) or stored_events[0]
             raise PredecessorMissing(orphan.originator_id, orphan.originator_version)
         return positions
+
+    def _writes_directly(self, count: int) -> bool:
+        """Whether a write of ``count`` events goes to libpq directly (:meth:`_write_rows`).
+
+        Not a write of arrays, nor one with the test hook, nor an async caller's.
+        """
+        return (
+            count <= MAX_VALUES_ROWS
+            and self.before_commit is None
+            and self._uuid_ids
+            and not (self.async_pool is not None and in_portal() and self._on_pool_loop())
+        )
+
+    def _insert_rows(self, statement: LiteralString, params: list[Any]) -> list[tuple[Any, ...]]:
+        """The insert through psycopg, or held open for the test hook ``before_commit``."""
+        if self.before_commit is None:
+            return self._execute(statement, params)
+        return self._execute_then_commit(statement, params, self.before_commit)
+
+    def _write_rows(
+        self, stored_events: Sequence[StoredEvent], guard: tuple[str, bool]
+    ) -> list[int]:
+        """The insert sent as libpq's ``PQexecPrepared``, its parameters in wire formats.
+
+        psycopg's public libpq layer (``psycopg.pq``) with the parameters made here costs a
+        quarter of the client instructions of a cursor's ``execute`` (which dumps them
+        through its adapters and waits in Python); libpq waits with the GIL released.
+        """
+        values: list[bytes | None] = []
+        for e in stored_events:
+            key = getattr(e, "operation_id", None)  # a StoredRecord's
+            values += (
+                e.originator_id.bytes,
+                INT8.pack(e.originator_version),
+                e.topic.encode(),
+                e.state,
+                None if key is None else key.encode(),
+            )
+        owners, in_clear = guard
+        values += (owners.encode(), b"t" if in_clear else b"f")
+        result = self._on_libpq(len(stored_events), values)
+        return [INT8.unpack(result.get_value(row, 0))[0] for row in range(result.ntuples)]
+
+    def _on_libpq(self, count: int, values: list[bytes | None]) -> PGresult:
+        """Run the insert of ``count`` events on a pooled connection, prepared on demand.
+
+        A connection that does not know the statement (a new one, or one that ``DISCARD
+        ALL`` or a pooler in front reset) refuses it without running it; it is prepared
+        there and sent again. Nothing is remembered per connection, so nothing can be stale.
+        """
+        name, text, formats = self._direct_statement(count)
+        if not self._pool_opened:
+            with self.datastore.get_connection():  # opens the pool, with its settings
+                self._pool_opened = True
+        try:
+            conn = self.kept.take()
+        except psycopg.Error as error:
+            raise translated(error) from error
+        try:
+            pgconn = conn.pgconn
+            result = pgconn.exec_prepared(name, values, formats, BINARY)
+            if result.status != ExecStatus.TUPLES_OK:
+                if result.error_field(DiagnosticField.SQLSTATE) == UNKNOWN_STATEMENT:
+                    succeeded(pgconn.prepare(name, text), pgconn)
+                    result = pgconn.exec_prepared(name, values, formats, BINARY)
+                succeeded(result, pgconn)
+            return result
+        except psycopg.Error as error:
+            if conn.closed:  # the server dropped it: its idle siblings are most likely dead too
+                self._discard_dead_connections()
+            elif isinstance(error, psycopg.errors.ReadOnlySqlTransaction):
+                conn.close()  # perhaps a standby's session: the pool connects anew
+            raise translated(error) from error
+        finally:
+            self.kept.give_back(conn)
+
+    def _direct_statement(self, count: int) -> tuple[bytes, bytes, Sequence[int]]:
+        """The insert of ``count`` events as libpq takes it: name, text (``$n``), formats."""
+        found = self._direct.get(count)
+        if found is None:
+            pieces = self.insert_statement(count).split("%s")
+            text = "".join(f"{piece}${n}" for n, piece in enumerate(pieces[:-1], 1)) + pieces[-1]
+            formats = (*ROW_FORMATS * count, TEXT, TEXT)
+            found = self._direct[count] = (f"actae_insert_{count}".encode(), text.encode(), formats)
+        return found
 
     def _holds_version_before(self, event: StoredEvent) -> bool:
         """Whether the table holds the version before ``event``'s (asked after a refusal)."""

@@ -23,16 +23,16 @@ def test_a_rivals_rows_after_a_connection_error_are_a_conflict(pg_url: str) -> N
         run = store.start_run("wf", agent_id="a", state={})
         rival.record(run.channel_id, kind="rival", payload={"who": "rival"}, expected_cursor=1)
         recorder: Any = store._service.recorder
-        execute = recorder._execute
-        failed: list[str] = []
+        write = recorder._on_libpq  # the write's first attempt; retries go through psycopg
+        failed: list[int] = []
 
-        def lose_the_first_write(query: str, params: Sequence[Any]) -> Any:
-            if "AS written_position" in query and not failed:  # the write
-                failed.append(query)
+        def lose_the_first_write(count: int, values: Sequence[Any]) -> Any:
+            if not failed:
+                failed.append(count)
                 raise OperationalError("connection lost before the write was sent")
-            return execute(query, params)
+            return write(count, values)
 
-        recorder._execute = lose_the_first_write
+        recorder._on_libpq = lose_the_first_write
         with pytest.raises(actae.ConflictError):
             store.record(run.channel_id, kind="mine", payload={"who": "me"}, expected_cursor=1)
 

@@ -230,3 +230,17 @@ def test_no_private_method_of_eventsourcing_is_overridden() -> None:
     from eventsourcing.postgres import PostgresApplicationRecorder
 
     assert private_overrides(ActaePostgresRecorder, PostgresApplicationRecorder) == []
+
+
+def test_a_connection_that_forgot_the_insert_prepares_it_again(pg_url: str) -> None:
+    with actae.open(pg_url) as store:
+        run = store.start_run("wf", agent_id="a", state={})
+        recorder: Any = store._service.recorder
+        head = store.record(run.channel_id, kind="first", payload={}, expected_cursor=1)
+        conn = recorder.kept.take()  # the connection the first write used and prepared
+        try:
+            conn.execute("DEALLOCATE actae_insert_1")  # as DISCARD ALL or a pooler would
+        finally:
+            recorder.kept.give_back(conn)
+        store.record(run.channel_id, kind="second", payload={}, expected_cursor=head.cursor)
+        assert [e.kind for e in store.events(run.channel_id)] == ["run.started", "first", "second"]
