@@ -418,8 +418,9 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         values: list[bytes | None] = []
         for e in stored_events:
             key = getattr(e, "operation_id", None)  # a StoredRecord's
+            originator = e.originator_id
             values += (
-                e.originator_id.bytes,
+                (originator if isinstance(originator, UUID) else UUID(originator)).bytes,
                 INT8.pack(e.originator_version),
                 e.topic.encode(),
                 e.state,
@@ -428,7 +429,9 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         owners, in_clear = guard
         values += (owners.encode(), b"t" if in_clear else b"f")
         result = self._on_libpq(len(stored_events), values)
-        return [INT8.unpack(result.get_value(row, 0))[0] for row in range(result.ntuples)]
+        # A position is never NULL (the column's constraint).
+        cells = [result.get_value(row, 0) for row in range(result.ntuples)]
+        return [INT8.unpack(cell)[0] for cell in cells]  # type: ignore[arg-type]
 
     def _on_libpq(self, count: int, values: list[bytes | None]) -> PGresult:
         """Run the insert of ``count`` events on a pooled connection, prepared on demand.
@@ -447,7 +450,7 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
             raise translated(error) from error
         try:
             pgconn = conn.pgconn
-            result = pgconn.exec_prepared(name, values, formats, BINARY)
+            result: PGresult = pgconn.exec_prepared(name, values, formats, BINARY)
             if result.status != ExecStatus.TUPLES_OK:
                 if result.error_field(DiagnosticField.SQLSTATE) == UNKNOWN_STATEMENT:
                     succeeded(pgconn.prepare(name, text), pgconn)
