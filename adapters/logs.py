@@ -86,14 +86,8 @@ class _EntryPointHandler(logging.StreamHandler[TextIO]):
     """The handler :func:`configure` installs (and replaces when called again)."""
 
 
-def configure(
-    stream: TextIO | None = None,
-    *,
-    json: bool = False,
-    level: int = logging.INFO,
-    **fields: object,
-) -> logging.Handler:
-    """Write the ``actae`` loggers' lines to ``stream`` (default: stderr); for entry points.
+def configure(*, json: bool = False, **fields: object) -> logging.Handler:
+    """Write the ``actae`` loggers' lines (INFO and up) to stderr; for entry points.
 
     ``json`` writes one JSON object per line, else text. ``fields`` go on every line that
     lacks them (``worker=name``). A second call replaces the first one's handler.
@@ -102,7 +96,7 @@ def configure(
     for handler in list(logger.handlers):
         if isinstance(handler, _EntryPointHandler):
             logger.removeHandler(handler)
-    installed = _EntryPointHandler(sys.stderr if stream is None else stream)
+    installed = _EntryPointHandler(sys.stderr)
     installed.setFormatter(JsonFormatter() if json else TextFormatter())
     if fields:
 
@@ -114,7 +108,7 @@ def configure(
 
         installed.addFilter(defaults)
     logger.addHandler(installed)
-    logger.setLevel(level)
+    logger.setLevel(logging.INFO)
     return installed
 
 

@@ -11,7 +11,6 @@ import click
 from actae.adapters.cli.opening import as_json, invocation, store_options
 from actae.adapters.cli.printing import console, print_json, report
 from actae.adapters.custody.keyring import load_keyring, new_keyring, save_keyring
-from actae.adapters.operate import views
 from actae.adapters.persistence.url import parse_store_url
 from actae.adapters.readside import grants
 from actae.adapters.readside.readmodels import PostgresReadModels
@@ -168,7 +167,7 @@ def grant_analyst(role: str, revoke: bool, as_json: bool) -> int:
     )
     grants.check_role_name(role)
     with open_store(url, create=False) as store:
-        views.fresh(store)
+        store.projector().catch_up()
         read_models = cast("PostgresReadModels", store.projector().db)  # the server said so
         access = (grants.revoke if revoke else grants.grant)(read_models, role)
     lines = [

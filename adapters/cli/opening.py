@@ -148,24 +148,21 @@ class Seconds(click.ParamType[float, Any]):
 def store_options(*, required: bool) -> Callable[[F], F]:
     """``--db URL`` and ``--db-file PATH``, kept on the ``Invocation`` (``invocation().url()``)."""
     default = f"${DB_ENV}" if required else f"${DB_ENV}, else SQLite in a temporary folder"
-
-    def decorate(command: F) -> F:
-        command = click.option(
-            "--db-file",
-            metavar="PATH",
-            expose_value=False,
-            callback=_kept("db_file"),
-            help="a file whose first line is the store URL (used when --db is not given)",
-        )(command)
-        return click.option(
-            "--db",
-            metavar="URL",
-            expose_value=False,
-            callback=_kept("db_given"),
-            help=f"store URL, e.g. sqlite:///runs.db (default: {default})",
-        )(command)
-
-    return decorate
+    db = click.option(
+        "--db",
+        metavar="URL",
+        expose_value=False,
+        callback=_kept("db_given"),
+        help=f"store URL, e.g. sqlite:///runs.db (default: {default})",
+    )
+    db_file = click.option(
+        "--db-file",
+        metavar="PATH",
+        expose_value=False,
+        callback=_kept("db_file"),
+        help="a file whose first line is the store URL (used when --db is not given)",
+    )
+    return lambda command: decorated(command, db, db_file)
 
 
 def _kept(name: str) -> Callable[[click.Context, click.Parameter, str | None], None]:

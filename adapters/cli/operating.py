@@ -44,7 +44,7 @@ from actae.domain.values import RunStatus
 def _store() -> Iterator[Store]:
     """The store (never created by an operator's command), with its read models caught up."""
     with open_store(invocation().required_url(), create=False) as store:
-        views.fresh(store)
+        store.projector().catch_up()
         yield store
 
 

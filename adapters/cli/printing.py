@@ -6,7 +6,6 @@ show their first eight characters (a unique prefix names a run, as in git), time
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
@@ -40,8 +39,6 @@ STATUS_STYLES = {
 def _default(value: Any) -> Any:
     if isinstance(value, BaseModel):
         return value.model_dump(by_alias=True)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
     raise TypeError(type(value).__name__)
 
 

@@ -247,7 +247,7 @@ class Settlement(BaseModel):
 
 def _answered(store: Known, run_id: UUID) -> dict[str, Any]:
     """The run as it stands once the read models have caught up (the live projector may lag)."""
-    views.fresh(store)
+    store.projector().catch_up()
     return current_run(store, run_id)
 
 
@@ -298,5 +298,5 @@ def override_effect(user: Operator, store: Known, key: str, body: Settlement) ->
         result=body.result,
     )
     log.info("%s: override effect %s: %s (%s)", user.name, effect_key, body.outcome, body.reason)
-    views.fresh(store)  # the next list of effects in doubt no longer shows it
+    store.projector().catch_up()  # the next list of effects in doubt no longer shows it
     return effect_document(info)

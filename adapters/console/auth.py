@@ -70,9 +70,6 @@ class Users:
                 found = user
         return found
 
-    def __len__(self) -> int:
-        return len(self.entries)
-
 
 def _problem(path: Path, reason: str) -> ValidationError:
     return ValidationError("auth_file", f"{path}: {reason}")

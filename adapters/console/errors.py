@@ -64,11 +64,6 @@ class SignInFirst(Exception):  # noqa: N818 - a redirect, not a failure
         super().__init__(back_to)
 
 
-def status_of(error: e.ActaeError) -> int:
-    """The HTTP status that answers ``error``."""
-    return next((status for kind, status in STATUS_OF if isinstance(error, kind)), 500)
-
-
 def answer(
     status: int, code: str, message: str, headers: Mapping[str, str] | None = None, /, **fields: Any
 ) -> JSONResponse:
@@ -133,7 +128,7 @@ class Answers:
 
 
 def _actae_error(request: Request, error: e.ActaeError) -> Response:
-    status = status_of(error)
+    status = next((status for kind, status in STATUS_OF if isinstance(error, kind)), 500)
     if status == 500:
         if is_transient(error):  # raised from the database going away: 503, as for any error
             return failure(request.method, request.url.path, error)

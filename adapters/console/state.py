@@ -46,15 +46,14 @@ def _key(session_id: str) -> str:
 class Sessions:
     """The live sessions of this process (thread-safe: handlers run in a thread pool)."""
 
-    def __init__(self, hours: float = SESSION_HOURS) -> None:
-        self._seconds = hours * 3600
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._live: dict[str, Session] = {}
 
     def start(self, user: User) -> tuple[str, Session]:
         """A new session for ``user``: its id (for the cookie) and the session."""
         session_id = secrets.token_urlsafe(32)
-        session = Session(user, secrets.token_urlsafe(32), time.monotonic() + self._seconds)
+        session = Session(user, secrets.token_urlsafe(32), time.monotonic() + SESSION_HOURS * 3600)
         with self._lock:
             self._forget_expired()
             self._live[_key(session_id)] = session

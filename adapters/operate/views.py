@@ -51,11 +51,6 @@ FIRST_LOOK, LOOK_AT_MOST_EVERY = 0.002, 0.05
 """Seconds ``caught_up`` waits before its first look again, doubling up to the second."""
 
 
-def fresh(store: Store) -> None:
-    """Catch the read models up: it writes, so a server's reads leave it to their projector."""
-    store.projector().catch_up()
-
-
 def caught_up(store: Store, within: float) -> bool:
     """Whether the read models reflect every event stored now, waiting up to ``within`` s."""
     target, projector = store.position(), store.projector()

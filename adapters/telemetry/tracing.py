@@ -232,14 +232,9 @@ class Start:
             self.own.describe({**(attributes or {}), **({REPLAYED: True} if replayed else {})})
 
 
-def never() -> bool:
-    """No start is known to be a repeat before it runs."""
-    return False
-
-
 @contextmanager
 def starting(
-    span_name: str, repeated: Callable[[], bool] = never, *, sealed: bool = False
+    span_name: str, repeated: Callable[[], bool], *, sealed: bool = False
 ) -> Iterator[Start]:
     """The trace context for a run started in the block.
 

@@ -495,7 +495,7 @@ def test_an_action_shows_its_change_at_once(
     console: Console, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     run = console.scenario.running()
-    views.fresh(console.store)  # its run_status row says running
+    console.store.projector().catch_up()  # its run_status row says running
     headers = console.bearer()
     with held_projector(console, monkeypatch):
         paused = ok(

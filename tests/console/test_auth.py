@@ -52,7 +52,7 @@ def test_add_user_again_replaces_the_token_and_keeps_the_others(tmp_path: Path) 
     new = add_user(auth_file, "alice", "viewer")
 
     users = load_users(auth_file)
-    assert len(users) == 2
+    assert len(users.entries) == 2
     assert users.find(old) is None
     found = users.find(new)
     assert found is not None
@@ -104,7 +104,7 @@ def test_an_auth_file_others_may_write_is_refused(tmp_path: Path, mode: int) -> 
     assert refused.value.field == "auth_file"
     assert f"mode {mode:04o}" in str(refused.value)
     auth_file.chmod(0o640)  # readable by a group is fine: it holds hashes only
-    assert len(load_users(auth_file)) == 1
+    assert len(load_users(auth_file).entries) == 1
 
 
 def test_add_user_to_a_folder_that_does_not_exist_is_a_one_line_error(tmp_path: Path) -> None:
@@ -195,7 +195,7 @@ def test_an_auth_file_in_a_folder_others_may_write_is_refused(tmp_path: Path, mo
         assert "chmod go-w" in str(refused.value)
     finally:
         folder.chmod(0o750)  # a folder its group may read is fine
-    assert len(load_users(auth_file)) == 1
+    assert len(load_users(auth_file).entries) == 1
 
 
 def test_an_auth_file_below_a_folder_others_may_write_is_refused(tmp_path: Path) -> None:
@@ -211,7 +211,7 @@ def test_an_auth_file_below_a_folder_others_may_write_is_refused(tmp_path: Path)
         assert refused.value.field == "auth_file"
         assert f"chmod go-w {shared}" in str(refused.value)
         shared.chmod(0o1777)  # sticky, as /tmp: only an entry's owner may rename it
-        assert len(load_users(auth_file)) == 1
+        assert len(load_users(auth_file).entries) == 1
     finally:
         shared.chmod(0o755)
 
@@ -230,7 +230,7 @@ def test_a_symlinked_auth_file_whose_target_folder_others_may_write_is_refused(
             load_users(link)
     finally:
         shared.chmod(0o700)
-    assert len(load_users(link)) == 1
+    assert len(load_users(link).entries) == 1
 
 
 def test_the_console_refuses_a_shared_folder_in_one_line_with_exit_status_2(
