@@ -48,6 +48,11 @@ class DomainEvent(Value):
     originator_version: int
     timestamp: datetime
 
+    def __init_subclass__(cls, type_name: str | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if type_name is not None:  # declared in the class line: class Paused(Acted, type_name=...)
+            cls.type_name = type_name
+
     @property
     def stored_operation_id(self) -> str | None:
         """The operation id its row carries, uniquely indexed across the store (or ``None``)."""
@@ -60,9 +65,11 @@ class Aggregate(BaseAggregate[UUID]):
     type_name: ClassVar[str]
     """The aggregate's stable name, which its first event stores as ``originator_topic``."""
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, type_name: str | None = None, **kwargs: Any) -> None:
         """Register the aggregate and its events by type name; ``__init__`` takes no parameters."""
         super().__init_subclass__(**kwargs)
+        if type_name is not None:
+            cls.type_name = type_name
         if list(inspect.signature(cls.__init__).parameters) != ["self"]:
             msg = f"{cls.__qualname__}.__init__ must take no parameters: apply() sets state"
             raise TypeError(msg)

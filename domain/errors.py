@@ -11,15 +11,18 @@ from typing import Any
 
 
 class ActaeError(Exception):
-    """Root of every error Actae raises deliberately."""
+    """Root of every error Actae raises deliberately; ``code`` names its kind (a stable word)."""
 
     code = "actae_error"
 
+    def __init_subclass__(cls, code: str | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if code is not None:  # none given: the parent's code
+            cls.code = code
 
-class ValidationError(ActaeError, ValueError):
+
+class ValidationError(ActaeError, ValueError, code="validation"):
     """Input was rejected before anything was written: ``field`` (dotted if nested), ``reason``."""
-
-    code = "validation"
 
     def __init__(self, field: str, reason: str) -> None:
         self.field = field
@@ -27,10 +30,8 @@ class ValidationError(ActaeError, ValueError):
         super().__init__(f"invalid {field}: {reason}")
 
 
-class NotFoundError(ActaeError, LookupError):
+class NotFoundError(ActaeError, LookupError, code="not_found"):
     """A run, channel or cursor does not exist (a cursor past the head counts as missing)."""
-
-    code = "not_found"
 
     def __init__(self, what: str, key: Any, detail: str = "") -> None:
         self.what = what
@@ -39,10 +40,8 @@ class NotFoundError(ActaeError, LookupError):
         super().__init__(f"{what} {key!s} not found{suffix}")
 
 
-class ConflictError(ActaeError):
+class ConflictError(ActaeError, code="conflict"):
     """The channel moved since the caller looked: reload ``store.head`` and decide again."""
-
-    code = "conflict"
 
     def __init__(
         self,
@@ -65,10 +64,8 @@ class ConflictError(ActaeError):
         )
 
 
-class OperationConflictError(ActaeError):
+class OperationConflictError(ActaeError, code="operation_conflict"):
     """An ``operation_id`` was reused for a different command or different content."""
-
-    code = "operation_conflict"
 
     def __init__(
         self, operation_id: str, *, recorded_fingerprint: str, presented_fingerprint: str
@@ -83,10 +80,8 @@ class OperationConflictError(ActaeError):
         )
 
 
-class FencingError(ActaeError):
+class FencingError(ActaeError, code="fencing"):
     """A ledger call presented a fencing token older than the current claim's."""
-
-    code = "fencing"
 
     def __init__(self, effect_key: str, *, presented_token: int, current_token: int) -> None:
         self.effect_key = effect_key
@@ -98,10 +93,8 @@ class FencingError(ActaeError):
         )
 
 
-class NotHolderError(FencingError):
+class NotHolderError(FencingError, code="not_holder"):
     """A ledger call named a worker other than the claim's holder (a token is no credential)."""
-
-    code = "not_holder"
 
     def __init__(self, effect_key: str, *, worker: str, holder: str, token: int) -> None:
         self.worker = worker
@@ -116,10 +109,8 @@ class NotHolderError(FencingError):
         self.current_token = token
 
 
-class LeaseHeldError(ActaeError):
+class LeaseHeldError(ActaeError, code="lease_held"):
     """A claim met a live lease held by another worker."""
-
-    code = "lease_held"
 
     def __init__(self, effect_key: str, *, holder: str, expires_at: datetime) -> None:
         self.effect_key = effect_key
@@ -130,10 +121,8 @@ class LeaseHeldError(ActaeError):
         )
 
 
-class DeadlineNotPassedError(LeaseHeldError):
+class DeadlineNotPassedError(LeaseHeldError, code="deadline_not_passed"):
     """A lease ran out before its attempt's deadline (``expires_at``): nobody may take over yet."""
-
-    code = "deadline_not_passed"
 
     def __init__(self, effect_key: str, *, holder: str, token: int, deadline: datetime) -> None:
         ActaeError.__init__(
@@ -148,10 +137,8 @@ class DeadlineNotPassedError(LeaseHeldError):
         self.token = token
 
 
-class DeadlinePassedError(ActaeError):
+class DeadlinePassedError(ActaeError, code="deadline_passed"):
     """An attempt answered after its deadline: it is in doubt, not completed; a claim settles it."""
-
-    code = "deadline_passed"
 
     def __init__(self, effect_key: str, *, token: int, deadline: datetime, now: datetime) -> None:
         self.effect_key = effect_key
@@ -165,10 +152,8 @@ class DeadlinePassedError(ActaeError):
         )
 
 
-class IncompatibleResumeError(ActaeError):
+class IncompatibleResumeError(ActaeError, code="incompatible_resume"):
     """A run's pins differ from the resuming worker's and no migration bridges them."""
-
-    code = "incompatible_resume"
 
     def __init__(self, run_id: Any, differences: dict[str, tuple[Any, Any]]) -> None:
         self.run_id = run_id
@@ -177,10 +162,8 @@ class IncompatibleResumeError(ActaeError):
         super().__init__(f"run {run_id} cannot resume here: {detail}")
 
 
-class CorruptionError(ActaeError):
+class CorruptionError(ActaeError, code="corruption"):
     """Stored data failed verification on read (say, a checksum): it is not returned."""
-
-    code = "corruption"
 
     def __init__(self, what: str, detail: str) -> None:
         self.what = what
@@ -188,14 +171,12 @@ class CorruptionError(ActaeError):
         super().__init__(f"{what}: {detail}")
 
 
-class HistoryRegressedError(CorruptionError):
+class HistoryRegressedError(CorruptionError, code="history_regressed"):
     """The store holds less history than this process saw: committed events are gone.
 
     ``seen`` is the cursor (or fencing token) this process saw on ``channel``, ``found`` what the
     store holds; the process accepts no more writes (docs/outages.md).
     """
-
-    code = "history_regressed"
 
     def __init__(self, channel: Any, *, seen: int, found: int, what: str = "cursor") -> None:
         self.channel = channel
@@ -211,10 +192,8 @@ class HistoryRegressedError(CorruptionError):
         )
 
 
-class RetryNotDueError(ActaeError):
+class RetryNotDueError(ActaeError, code="retry_not_due"):
     """An effect failed and its next attempt is scheduled later; claiming now is refused."""
-
-    code = "retry_not_due"
 
     def __init__(self, effect_key: str, *, retry_at: datetime, wait: float) -> None:
         self.effect_key = effect_key
@@ -226,10 +205,8 @@ class RetryNotDueError(ActaeError):
         )
 
 
-class EffectBlockedError(ActaeError):
+class EffectBlockedError(ActaeError, code="effect_blocked"):
     """An effect needs a person: retries are exhausted, it is in doubt, or it was abandoned."""
-
-    code = "effect_blocked"
 
     def __init__(self, effect_key: str, *, status: str, detail: str) -> None:
         self.effect_key = effect_key
@@ -242,10 +219,8 @@ class EffectBlockedError(ActaeError):
         )
 
 
-class ContentionError(ActaeError):
+class ContentionError(ActaeError, code="contention"):
     """A command kept losing races against other writers and gave up; retry it later."""
-
-    code = "contention"
 
     def __init__(self, what: str, attempts: int) -> None:
         self.what = what
@@ -253,10 +228,8 @@ class ContentionError(ActaeError):
         super().__init__(f"{what}: lost {attempts} races in a row to other writers; retry later")
 
 
-class IllegalTransitionError(ActaeError):
+class IllegalTransitionError(ActaeError, code="illegal_transition"):
     """A lifecycle command does not apply to the run's current status."""
-
-    code = "illegal_transition"
 
     def __init__(self, run_id: Any, *, status: str, action: str) -> None:
         self.run_id = run_id
@@ -265,10 +238,8 @@ class IllegalTransitionError(ActaeError):
         super().__init__(f"cannot {action} run {run_id}: it is {status}")
 
 
-class NotWaitingError(IllegalTransitionError):
+class NotWaitingError(IllegalTransitionError, code="not_waiting"):
     """An approval or denial names a wait the run is not in (a typo would never wake it)."""
-
-    code = "not_waiting"
 
     def __init__(self, run_id: Any, *, name: str, kind: str, waiting: list[str]) -> None:
         self.name = name
@@ -282,10 +253,8 @@ class NotWaitingError(IllegalTransitionError):
         )
 
 
-class RunSuspended(ActaeError):  # noqa: N818 - a control signal, not a failure
+class RunSuspended(ActaeError, code="suspended"):  # noqa: N818 - a control signal, not a failure
     """Raised inside workflow code when the run waits; the workflow reruns once the wait ends."""
-
-    code = "suspended"
 
     def __init__(self, run_id: Any, *, reason: str, name: str, until: datetime | None) -> None:
         self.run_id = run_id
@@ -296,10 +265,8 @@ class RunSuspended(ActaeError):  # noqa: N818 - a control signal, not a failure
         super().__init__(f"run {run_id} waits for {reason} {name!r}{when}")
 
 
-class RunStoppedError(ActaeError):
+class RunStoppedError(ActaeError, code="run_stopped"):
     """The run was paused, cancelled, completed or failed; workflow code must stop here."""
-
-    code = "run_stopped"
 
     def __init__(self, run_id: Any, *, status: str) -> None:
         self.run_id = run_id
@@ -307,10 +274,8 @@ class RunStoppedError(ActaeError):
         super().__init__(f"run {run_id} is {status}; stopping at this step boundary")
 
 
-class LeaseLostError(ActaeError):
+class LeaseLostError(ActaeError, code="lease_lost"):
     """A worker's run lease ran out: the workflow stops at its next step boundary."""
-
-    code = "lease_lost"
 
     def __init__(self, run_id: Any, *, worker: str) -> None:
         self.run_id = run_id
@@ -321,10 +286,8 @@ class LeaseLostError(ActaeError):
         )
 
 
-class StoreNotFoundError(NotFoundError):
+class StoreNotFoundError(NotFoundError, code="store_not_found"):
     """``actae.open(url, create=False)`` found no store at ``url`` (password masked)."""
-
-    code = "store_not_found"
 
     def __init__(self, url: str) -> None:
         self.what = "store"
@@ -338,13 +301,11 @@ class StoreNotFoundError(NotFoundError):
         )
 
 
-class StoreBusyError(ActaeError):
+class StoreBusyError(ActaeError, code="store_busy"):
     """Opening gave up waiting (``lock_wait``) for the lock schema changes take turns with.
 
     ``pids`` held ``lock`` when it gave up, after ``waited`` seconds; nothing was changed.
     """
-
-    code = "store_busy"
 
     def __init__(self, lock: str, pids: tuple[int, ...], waited: float) -> None:
         self.lock = lock
@@ -362,10 +323,8 @@ class StoreBusyError(ActaeError):
         )
 
 
-class ForgottenError(ActaeError):
+class ForgottenError(ActaeError, code="forgotten"):
     """The run's contents were forgotten (its data key destroyed); its structure remains."""
-
-    code = "forgotten"
 
     def __init__(self, run_id: Any) -> None:
         self.run_id = run_id
@@ -374,10 +333,8 @@ class ForgottenError(ActaeError):
         )
 
 
-class KeyringError(ActaeError):
+class KeyringError(ActaeError, code="keyring"):
     """Encrypted contents cannot be read or written with the keyring at hand."""
-
-    code = "keyring"
 
     def __init__(self, detail: str) -> None:
         self.detail = detail

@@ -15,13 +15,7 @@ from actae.domain.errors import NotFoundError
 from actae.domain.lifecycle import operated
 from actae.domain.pipeline import Shell, retried
 from actae.domain.reader import StoreReader
-from actae.domain.retention import (
-    RETENTION_ID,
-    Retention,
-    policy_view,
-    require_agent,
-    require_policy,
-)
+from actae.domain.retention import RETENTION_ID, Retention, policy_view, require_policy
 from actae.domain.run import Run
 from actae.domain.validation import require_text, require_uuid
 from actae.domain.values import RunInfo
@@ -66,7 +60,7 @@ def set_retention(
     seconds or a ``timedelta``. Returns every policy.
     """
     keep = require_policy("policy", policy)
-    agent = require_agent(agent)
+    agent = None if agent is None else require_text("agent", agent)  # None: the default
     actor = require_text("actor", actor)
 
     def attempt(_: int) -> Retention:

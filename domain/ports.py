@@ -19,11 +19,9 @@ class Codec(Protocol):
 
     def canonical(self, value: Any) -> bytes:
         """``value`` as canonical JSON; ``TypeError`` or ``ValueError`` if it is not plain JSON."""
-        ...
 
     def canonical_with_hint(self, value: Any) -> tuple[bytes, bool]:
         """``canonical(value)``, and ``False`` only if no integer beyond +-(2**53 - 1) is inside."""
-        ...
 
 
 class OperationRows(NamedTuple):
@@ -50,14 +48,11 @@ class EventLog(Protocol):
         limit: int | None = None,
     ) -> Iterable[DomainEvent]:
         """The aggregate's events with ``gt < version <= lte``, at most ``limit`` of them."""
-        ...
 
     def together(self, requests: Sequence[Request]) -> list[list[DomainEvent]]:
         """Several aggregates' events at once, one list per request, in one round trip if it can."""
-        ...
 
     def in_order(
         self, *, after: int, limit: int, topics: Sequence[str]
     ) -> list[tuple[DomainEvent, int]]:
         """Events of the given ``topics`` after global position ``after``, with positions."""
-        ...

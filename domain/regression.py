@@ -1,14 +1,10 @@
 """What this process saw of each aggregate's history, so it notices a store that holds less.
 
-Cursors and fencing tokens only grow. A head below a cursor this process wrote or read, or
-a newest token below one it was granted, means committed events are gone (a failover to a
-standby that was behind, an old backup); writing on would build a new history over the
-lost one. So a store's reads and writes pass through :class:`SeenHistory`, and the first
-read that finds less raises :class:`HistoryRegressedError` and latches: the shell then
-refuses every write of this process.
-
-The memory is a floor, only compared with what the store returns. An aggregate it forgot
-(past ``maxsize``), an empty read and a bounded range's read prove nothing and pass.
+Cursors and fencing tokens only grow: a head or newest token below one this process saw means
+committed events are gone (a failover to a standby that was behind, an old backup), and writing on
+would build a new history over the lost one. The first read that finds less raises
+:class:`HistoryRegressedError` and latches: the shell then refuses every write of this process.
+The memory is a floor: a forgotten aggregate (past ``maxsize``), an empty or bounded read pass.
 """
 
 from __future__ import annotations
@@ -43,10 +39,7 @@ class SeenHistory:
         """The first regression found: once set, this process writes nothing more."""
 
     def saw(self, events: Iterable[DomainEvent]) -> None:
-        """Remember ``events`` as stored (written by this process, or read from the store).
-
-        One entry per aggregate, looked up once per event: every write and read passes here.
-        """
+        """Remember ``events`` as stored (written or read): one look-up per event, on every IO."""
         floors = self._floors
         with self._lock:
             for event in events:
@@ -61,20 +54,16 @@ class SeenHistory:
                     floors[aggregate_id] = (max(version, known[0]), max(token, known[1]))
 
     def floor(self, aggregate_id: UUID) -> Floor:
-        """What was seen of ``aggregate_id`` so far: (version, fencing token), 0 for none.
+        """(version, fencing token) seen of ``aggregate_id``, 0 for none; taken *before* a read.
 
-        Taken *before* a read is sent: a write this process commits while the read is on
-        its way may be newer than what the read returns, and is no regression.
+        A write this process commits while the read is on its way is newer, and no regression.
         """
         return self._floors.get(aggregate_id, NOTHING_SEEN)
 
     def ensure_not_behind(self, events: Sequence[DomainEvent], floor: Floor) -> None:
-        """Refuse a read that ends at an aggregate's newest event below ``floor``.
+        """Refuse one aggregate's ``events`` (oldest first, to its newest) ending below ``floor``.
 
-        ``events`` are one aggregate's, oldest first, up to its newest stored event (a
-        head read, or all of its history); ``floor`` is :meth:`floor` from before the read.
-        The newest fencing token is only known from a whole history. It only checks: the
-        caller then remembers the read (:meth:`saw`).
+        Only a whole history tells the newest fencing token. The caller then calls :meth:`saw`.
         """
         if not events:
             return
@@ -89,11 +78,9 @@ class SeenHistory:
                 self._latch(events, granted, token, what)
 
     def forget(self, ids: Iterable[UUID]) -> None:
-        """Drop what was seen of aggregates this process deleted on purpose (a purge).
+        """Drop what was seen of aggregates this process purged: a reused id is a new history.
 
-        Their ids may be used again from version 1 (an effect key of the caller's choosing):
-        that is a new history, not a lost one. Only the process that purges knows it;
-        docs/outages.md says what another process that saw them concludes.
+        Only the purging process knows it; docs/outages.md says what another one concludes.
         """
         with self._lock:
             for aggregate_id in ids:
@@ -122,10 +109,9 @@ def aggregate_of(request: Request) -> UUID:
 
 
 class WatchedLog:
-    """An :class:`~actae.domain.ports.EventLog` whose reads are checked against what was seen.
+    """An :class:`~actae.domain.ports.EventLog` whose reads reaching a newest event are checked.
 
-    A read that reaches an aggregate's newest event (its head alone, or its whole history)
-    is compared with :class:`SeenHistory`; every read is remembered.
+    Every read is remembered in :class:`SeenHistory`.
     """
 
     def __init__(self, log: EventLog, seen: SeenHistory) -> None:
@@ -144,10 +130,7 @@ class WatchedLog:
         return iter(events)
 
     def together(self, requests: Sequence[Request]) -> list[list[DomainEvent]]:
-        """The log's ``together``; each request reads up to its aggregate's newest event.
-
-        Checked request by request, then remembered in one pass.
-        """
+        """The log's ``together``, checked request by request, then remembered in one pass."""
         floors = [self._seen.floor(aggregate_of(request)) for request in requests]
         found = self._log.together(requests)
         for request, floor, events in zip(requests, floors, found, strict=True):

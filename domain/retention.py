@@ -17,7 +17,6 @@ from actae.domain.aggregate import Aggregate
 from actae.domain.errors import ValidationError
 from actae.domain.operation import OPERATION_NAMESPACE
 from actae.domain.run import TERMINAL, Run
-from actae.domain.validation import require_text
 
 RETENTION_ID = uuid5(OPERATION_NAMESPACE, "actae:retention")
 """The id of the one Retention aggregate of a store."""
@@ -32,18 +31,14 @@ Policy = dict[str, float]
 """Seconds to keep a run after it ended, by the status it ended in."""
 
 
-class Retention(Aggregate):
+class Retention(Aggregate, type_name="Retention"):
     """The store's retention policies: the default (key ``""``) and one per agent."""
-
-    type_name = "Retention"
 
     if TYPE_CHECKING:  # set by events' apply(); not dataclass fields
         policies: dict[str, Policy | None]
 
-    class Defined(Aggregate.Created):
+    class Defined(Aggregate.Created, type_name="Retention.Defined"):
         """The first policy was set (by ``actor``)."""
-
-        type_name = "Retention.Defined"
 
         agent: str | None
         keep: Policy | None
@@ -53,10 +48,8 @@ class Retention(Aggregate):
             """Hold this policy."""
             aggregate.policies = {self.agent or DEFAULT: self.keep}
 
-    class Changed(Aggregate.Event):
+    class Changed(Aggregate.Event, type_name="Retention.Changed"):
         """A policy was set or replaced (``keep=None``: keep that agent's runs forever)."""
-
-        type_name = "Retention.Changed"
 
         agent: str | None
         keep: Policy | None
@@ -154,11 +147,6 @@ def describe(seconds: float) -> str:
         if seconds % UNITS[unit] == 0:
             return f"{int(seconds // UNITS[unit])}{unit}"
     return f"{seconds:g}s"
-
-
-def require_agent(value: object) -> str | None:
-    """The agent a policy is for (``None``: the store's default)."""
-    return None if value is None else require_text("agent", value)
 
 
 def policy_view(policies: Mapping[str, Policy | None]) -> dict[str, dict[str, str] | None]:

@@ -26,10 +26,8 @@ APPROVAL_KINDS = frozenset({"approved", "denied"})
 """Decisions that answer an approval the run waits for; a signal may come early."""
 
 
-class Run(Aggregate):
+class Run(Aggregate, type_name="Run"):
     """One execution of an agent workflow; owns a main channel and remembers its forks."""
-
-    type_name = "Run"
 
     if TYPE_CHECKING:  # set by events' apply(); not dataclass fields
         workflow_id: str
@@ -56,10 +54,8 @@ class Run(Aggregate):
         purged_at: datetime | None
         tombstone: Run.Purged | None
 
-    class Started(Aggregate.Created):
+    class Started(Aggregate.Created, type_name="Run.Started"):
         """A run was started (fresh, or as the child of a fork when ``forked_from`` is set)."""
-
-        type_name = "Run.Started"
 
         workflow_id: str
         agent_id: str
@@ -78,10 +74,8 @@ class Run(Aggregate):
             names = f"{LINEAGE} deadline budget trace_context"
             vars(aggregate).update(_present(), **picked(self, names), forks=[])
 
-    class Forked(Aggregate.Event):
+    class Forked(Aggregate.Event, type_name="Run.Forked"):
         """A child run was forked from this run's channel."""
-
-        type_name = "Run.Forked"
 
         fork: ForkRecord
 
@@ -89,10 +83,8 @@ class Run(Aggregate):
             """Remember the child so lineage can walk downwards."""
             aggregate.forks.append(self.fork)
 
-    class ChildStarted(Aggregate.Event):
+    class ChildStarted(Aggregate.Event, type_name="Run.ChildStarted"):
         """A child run was started on behalf of this run (delegation)."""
-
-        type_name = "Run.ChildStarted"
 
         child_run_id: UUID
 
@@ -100,10 +92,8 @@ class Run(Aggregate):
             """Remember the child, so cancelling this run cancels it too."""
             aggregate.children.append(self.child_run_id)
 
-    class Suspended(Aggregate.Event):
+    class Suspended(Aggregate.Event, type_name="Run.Suspended"):
         """The run started waiting."""
-
-        type_name = "Run.Suspended"
 
         wait: Wait
 
@@ -112,10 +102,8 @@ class Run(Aggregate):
             aggregate.status = RunStatus.WAITING
             aggregate.waiting = self.wait
 
-    class Decided(Aggregate.Event):
+    class Decided(Aggregate.Event, type_name="Run.Decided"):
         """A decision for ``decision.name`` arrived; ``wakes`` if the run waited for it."""
-
-        type_name = "Run.Decided"
 
         contents: ClassVar[tuple[str, ...]] = ("decision.payload", "decision.note")
         content_owner: ClassVar[str] = "originator_id"
@@ -130,10 +118,8 @@ class Run(Aggregate):
                 aggregate.status = RunStatus.RUNNING
                 aggregate.waiting = None
 
-    class Escalated(Aggregate.Event):
+    class Escalated(Aggregate.Event, type_name="Run.Escalated"):
         """An approval expired and the workflow asked to escalate: it still waits."""
-
-        type_name = "Run.Escalated"
 
         name: str
 
@@ -142,20 +128,16 @@ class Run(Aggregate):
             if aggregate.waiting is not None:
                 aggregate.waiting = aggregate.waiting.model_copy(update={"escalated": True})
 
-    class Paused(Acted):
+    class Paused(Acted, type_name="Run.Paused"):
         """An operator paused the run."""
-
-        type_name = "Run.Paused"
 
         def apply(self, aggregate: Any) -> None:
             """Pause, remembering what to return to."""
             aggregate.paused_from = aggregate.status
             aggregate.status = RunStatus.PAUSED
 
-    class Unpaused(Acted):
+    class Unpaused(Acted, type_name="Run.Unpaused"):
         """An operator let the run continue, back in the status ``resumes_to``."""
-
-        type_name = "Run.Unpaused"
 
         resumes_to: RunStatus
 
@@ -164,10 +146,8 @@ class Run(Aggregate):
             aggregate.status = self.resumes_to
             aggregate.paused_from = None
 
-    class Cancelled(Acted):
+    class Cancelled(Acted, type_name="Run.Cancelled"):
         """The run was cancelled; it stops at its next step boundary."""
-
-        type_name = "Run.Cancelled"
 
         def apply(self, aggregate: Any) -> None:
             """Cancel for good."""
@@ -175,10 +155,8 @@ class Run(Aggregate):
             aggregate.waiting = None
             aggregate.ended_at = self.timestamp
 
-    class Completed(Aggregate.Event):
+    class Completed(Aggregate.Event, type_name="Run.Completed"):
         """The run finished with ``result``."""
-
-        type_name = "Run.Completed"
 
         contents: ClassVar[tuple[str, ...]] = ("result",)
         content_owner: ClassVar[str] = "originator_id"
@@ -191,10 +169,8 @@ class Run(Aggregate):
             aggregate.result = None if self.withheld else self.result
             aggregate.ended_at = self.timestamp
 
-    class Failed(Aggregate.Event):
+    class Failed(Aggregate.Event, type_name="Run.Failed"):
         """The run stopped with ``error`` (an exception, an expiry, a deadline, a budget)."""
-
-        type_name = "Run.Failed"
 
         contents: ClassVar[tuple[str, ...]] = ("error",)
         content_owner: ClassVar[str] = "originator_id"
@@ -209,10 +185,8 @@ class Run(Aggregate):
             aggregate.error = None if self.withheld else self.error
             aggregate.ended_at = self.timestamp
 
-    class Retried(Acted):
+    class Retried(Acted, type_name="Run.Retried"):
         """An operator sent the failed run back to running; its steps' retries count afresh."""
-
-        type_name = "Run.Retried"
 
         def apply(self, aggregate: Any) -> None:
             """Run again; the error stays in history, not in the run's present."""
@@ -221,10 +195,8 @@ class Run(Aggregate):
             aggregate.retries += 1
             aggregate.ended_at = None
 
-    class Forgotten(Acted):
+    class Forgotten(Acted, type_name="Run.Forgotten"):
         """The run's data key was destroyed: its contents are gone, a live run is cancelled."""
-
-        type_name = "Run.Forgotten"
 
         cancels: bool = False
         """The run was live: forgetting it cancels it."""
@@ -237,28 +209,22 @@ class Run(Aggregate):
                 aggregate.waiting = None
                 aggregate.ended_at = self.timestamp
 
-    class Held(Acted):
+    class Held(Acted, type_name="Run.Held"):
         """A legal hold was placed: retention never purges the run while it lasts."""
-
-        type_name = "Run.Held"
 
         def apply(self, aggregate: Any) -> None:
             """Hold."""
             aggregate.held = True
 
-    class Released(Acted):
+    class Released(Acted, type_name="Run.Released"):
         """The legal hold was lifted: retention applies again."""
-
-        type_name = "Run.Released"
 
         def apply(self, aggregate: Any) -> None:
             """Release."""
             aggregate.held = False
 
-    class Purged(Aggregate.Created):
+    class Purged(Aggregate.Created, type_name="Run.Purged"):
         """The run's tombstone, written after its last event: retention deleted the rest."""
-
-        type_name = "Run.Purged"
 
         workflow_id: str
         agent_id: str
@@ -300,10 +266,8 @@ class Run(Aggregate):
                 tombstone=self,
             )
 
-    class Migrated(Aggregate.Event):
+    class Migrated(Aggregate.Event, type_name="Run.Migrated"):
         """The run's state was upgraded from one schema version to the next."""
-
-        type_name = "Run.Migrated"
 
         from_schema: int | None
         to_schema: int

@@ -1,7 +1,7 @@
 """Stable type names: what a stored row calls its event's and aggregate's class.
 
-Names are declared in each class (``type_name = "Run.Started"``), never module paths, so files move
-freely and nothing is imported for a name; a missing, malformed or repeated name fails the import.
+Each class declares its name (``class Started(..., type_name="Run.Started")``), never a module path,
+so files move freely and nothing is imported for a name; a bad or repeated name fails the import.
 """
 
 from __future__ import annotations
