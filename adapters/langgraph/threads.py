@@ -11,7 +11,7 @@ thread's run is the first generation whose run has not ended.
 from __future__ import annotations
 
 import threading
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 from uuid import UUID
@@ -153,7 +153,7 @@ def current_run(ctx: Context, operation: str) -> tuple[Ref | None, str]:
 
 
 def _started(
-    ctx: Context, operation: str, agent_id: str, state: dict[str, object], parent: UUID | None
+    ctx: Context, operation: str, agent_id: str, state: Mapping[str, object], parent: UUID | None
 ) -> Ref:
     known, operation = current_run(ctx, operation)
     if known is not None:
