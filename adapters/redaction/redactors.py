@@ -218,19 +218,19 @@ def _rule(name: str, pattern: re.Pattern[str]) -> _Rule:
     replacement = marker(name)
 
     def apply(text: str, counts: dict[str, int]) -> str:
-        found = 0
-
-        def marked(match: re.Match[str]) -> str:
-            nonlocal found
-            if match.start() == match.end():  # a pattern that can match nothing inserts none
-                return ""
-            found += 1
-            return replacement
-
-        text = pattern.sub(marked, text)
-        if found:
-            counts[name] = counts.get(name, 0) + found
-        return text
+        pieces: list[str] = []
+        done = 0
+        for match in pattern.finditer(text):
+            start, end = match.span()
+            if start == end:  # a pattern that can match nothing must not insert markers
+                continue
+            pieces += (text[done:start], replacement)
+            done = end
+        if not pieces:
+            return text
+        pieces.append(text[done:])
+        counts[name] = counts.get(name, 0) + len(pieces) // 2
+        return "".join(pieces)
 
     return apply
 
