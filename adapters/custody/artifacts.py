@@ -26,7 +26,13 @@ from actae.adapters.custody.blobs import BlobStore
 from actae.adapters.custody.chunks import ChunkCipher, sealed_name
 from actae.adapters.custody.keyring import KEY_BYTES
 from actae.adapters.custody.pieces import CHUNK_SIZE
-from actae.adapters.custody.reading import ArtifactStream, clear_chunks, sealed_chunks, with_last
+from actae.adapters.custody.reading import (
+    ArtifactStream,
+    Tally,
+    clear_chunks,
+    sealed_chunks,
+    with_last,
+)
 from actae.adapters.custody.refs import RefRecorder
 from actae.adapters.custody.sources import Source, chunks_of
 from actae.domain.artifacts import ArtifactRef
@@ -70,22 +76,6 @@ def ref_mac(
     return hmac.new(secret, message, hashlib.sha256).hexdigest()
 
 
-class _Digest:
-    """The SHA-256 and size of the plaintext as it streams past."""
-
-    def __init__(self) -> None:
-        self.hash = hashlib.sha256()
-        self.size = 0
-
-    def add(self, chunk: bytes) -> bytes:
-        self.hash.update(chunk)
-        self.size += len(chunk)
-        return chunk
-
-    def hexdigest(self) -> str:
-        return self.hash.hexdigest()
-
-
 class Artifacts:
     """Put and open a store's artifacts: bytes in ``blobs``, who references them in ``refs``."""
 
@@ -107,10 +97,10 @@ class Artifacts:
         if not isinstance(media_type, str) or not 1 <= len(media_type) <= MAX_MEDIA_TYPE:
             raise ValidationError("media_type", f"expected 1 to {MAX_MEDIA_TYPE} characters")
         cipher = ChunkCipher(data_key, run_id) if data_key is not None else None
-        seen = _Digest()
         chunks = chunks_of(source)
-        in_memory = source if isinstance(source, bytes | bytearray | memoryview) else None
-        if in_memory is None or not self._held(in_memory, seen, run_id, data_key):
+        seen = self._held(source, run_id, data_key)
+        if seen is None:
+            seen = Tally()
             stored = _stored(chunks, seen, cipher)
 
             def name() -> str:  # called by the blob store once the chunks are exhausted
@@ -124,15 +114,15 @@ class Artifacts:
         mac = ref_mac(self.keys.secrets[self.keys.current], **fields)
         return ArtifactRef(**fields, key=self.keys.current, mac=mac)
 
-    def _held(
-        self, data: bytes | bytearray | memoryview, seen: _Digest, run_id: UUID, key: bytes | None
-    ) -> bool:
-        """Whether bytes in memory are stored already (then ``seen`` has their digest)."""
-        probe = hashlib.sha256(data)
+    def _held(self, source: Source, run_id: UUID, key: bytes | None) -> Tally | None:
+        """The digest of bytes in memory that are stored already; else ``None``."""
+        if not isinstance(source, bytes | bytearray | memoryview):
+            return None
+        probe = Tally()
+        probe.add(memoryview(source).cast("B"))
         if not self.blobs.has(self._name(probe.hexdigest(), run_id, key)):
-            return False
-        seen.hash, seen.size = probe, memoryview(data).nbytes
-        return True
+            return None
+        return probe
 
     def verify(self, ref: ArtifactRef) -> None:
         """Check the reference's MAC; :class:`CorruptionError` if it fails or its key is gone."""
@@ -195,9 +185,7 @@ class Artifacts:
         self.refs.close()
 
 
-def _stored(
-    plaintext: Iterator[bytes], seen: _Digest, cipher: ChunkCipher | None
-) -> Iterator[bytes]:
+def _stored(plaintext: Iterator[bytes], seen: Tally, cipher: ChunkCipher | None) -> Iterator[bytes]:
     """The chunks to store: hashed, then sealed when there is a cipher, read one ahead.
 
     An empty source gives one sealed chunk: a sealed empty artifact is not a lost one.

@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from actae.adapters.custody.files import FileBlobs
-from actae.adapters.custody.pieces import BlobName, resolved
+from actae.adapters.custody.pieces import BlobName
 from actae.adapters.custody.tables import Tables
 from actae.domain.errors import CorruptionError, NotFoundError, ValidationError
 
@@ -51,7 +51,7 @@ class DatabaseBlobs:
                 with tables.connection() as conn:
                     run(conn, chunk, blob, seq, piece)
                 size += len(piece)
-            final = resolved(name)
+            final = name()
             with tables.transaction() as conn:
                 named = run(conn, insert + " ON CONFLICT (name) DO NOTHING", final, blob, size)
                 self._forget(conn, pending, [] if named.rowcount else [blob])

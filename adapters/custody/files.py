@@ -14,7 +14,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Iterator
 
-from actae.adapters.custody.pieces import CHUNK_SIZE, BlobName, resolved
+from actae.adapters.custody.pieces import CHUNK_SIZE, BlobName
 from actae.domain.errors import NotFoundError, ValidationError
 
 INCOMING = ".incoming"
@@ -55,7 +55,7 @@ class FileBlobs:
                     size += len(chunk)
                 out.flush()
                 os.fsync(out.fileno())
-            final = self.path(resolved(name))
+            final = self.path(name())
             if os.path.exists(final):
                 os.unlink(temporary)
                 return size

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from uuid import UUID
 
 from actae.adapters.custody.artifacts import Artifacts, RefKeys
 from actae.adapters.custody.blobs import BlobStore
@@ -16,7 +15,6 @@ from actae.adapters.custody.datakeys import DataKeys, SqlKeyTable, SqlTable
 from actae.adapters.custody.keyring import KEY_BYTES, Keyring, load_keyring
 from actae.adapters.custody.refs import RefRecorder
 from actae.adapters.custody.sealing import SealingMapper
-from actae.adapters.persistence.awaiting import off_the_loop
 from actae.adapters.persistence.forgets import ForgetWatch
 from actae.adapters.persistence.url import StoreUrl
 from actae.domain.artifacts import ArtifactRef
@@ -64,17 +62,8 @@ class Holding:
             current = keyring.current
         blobs, refs = self._custody(self.url.artifacts)
         self._artifacts = Artifacts(blobs, refs, RefKeys(current, secrets))
-        self.mapper.offloader = self
-        self.metadata_mapper.offloader = self
-
-    def put_document(self, run_id: UUID, data: bytes, data_key: bytes | None) -> ArtifactRef:
-        """Store an offloaded document's JSON for ``run_id`` (off an async loop); its reference."""
-        put = self.artifacts.put
-        return off_the_loop(put, run_id, data, media_type="application/json", data_key=data_key)
-
-    def read_document(self, ref: ArtifactRef, data_key: bytes | None) -> bytes:
-        """The JSON of an offloaded document, verified (off an async loop)."""
-        return off_the_loop(self.artifacts.read, ref, data_key=data_key)
+        self.mapper.offloader = self._artifacts
+        self.metadata_mapper.offloader = self._artifacts
 
     def data_key_for_reading(self, ref: ArtifactRef) -> bytes | None:
         """The key that opens ``ref``'s bytes (``None`` for clear ones).

@@ -61,15 +61,16 @@ class Keyring:
         """The MAC key for artifact references, derived from master key ``key_id``."""
         return derive(self.secret(key_id), REFERENCE_KEY_INFO)
 
-    def with_new_key(self, now: datetime | None = None) -> Keyring:
+    def with_new_key(self) -> Keyring:
         """A copy with a fresh master key added, which becomes current."""
+        now = datetime.now(UTC)
         key_id = new_key_id(now)
         while key_id in self.secrets:  # two rotations in one second
             key_id = new_key_id(now)
         return Keyring(
             current=key_id,
             secrets={**self.secrets, key_id: secrets.token_bytes(KEY_BYTES)},
-            created={**self.created, key_id: _stamp(now)},
+            created={**self.created, key_id: now.isoformat(timespec="seconds")},
             path=self.path,
         )
 
@@ -79,19 +80,14 @@ def derive(secret: bytes, info: bytes) -> bytes:
     return HKDF(algorithm=hashes.SHA256(), length=KEY_BYTES, salt=None, info=info).derive(secret)
 
 
-def new_key_id(now: datetime | None = None) -> str:
+def new_key_id(now: datetime) -> str:
     """A readable, unique master key name: ``k-<date>-<random>``."""
-    day = (now or datetime.now(UTC)).strftime("%Y%m%d")
-    return f"k-{day}-{secrets.token_hex(3)}"
+    return f"k-{now:%Y%m%d}-{secrets.token_hex(3)}"
 
 
-def _stamp(now: datetime | None) -> str:
-    return (now or datetime.now(UTC)).isoformat(timespec="seconds")
-
-
-def new_keyring(now: datetime | None = None) -> Keyring:
+def new_keyring() -> Keyring:
     """A keyring with one fresh master key."""
-    return Keyring(current="", secrets={}, created={}).with_new_key(now)
+    return Keyring(current="", secrets={}, created={}).with_new_key()
 
 
 def load_keyring(path: str | os.PathLike[str]) -> Keyring:

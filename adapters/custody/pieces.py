@@ -8,11 +8,6 @@ CHUNK_SIZE = 1 << 20
 """Plaintext bytes per chunk: large enough that per-row and per-call costs vanish next to
 the copying, small enough that a few of them in flight stay far below any memory limit."""
 
-BlobName = str | Callable[[], str]
-"""A blob's name, or a function that gives it once its chunks have all been consumed: an
-artifact is named by its digest, which is known only at the end of the stream."""
-
-
-def resolved(name: BlobName) -> str:
-    """The name itself, or what the function gives (call it only after the chunks end)."""
-    return name if isinstance(name, str) else name()
+BlobName = Callable[[], str]
+"""Gives a blob's name, called once its chunks have all been consumed: an artifact is named
+by its digest, which is known only at the end of the stream."""

@@ -21,26 +21,33 @@ if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
 
 T = TypeVar("T")
+Chunk = TypeVar("Chunk", bytes, memoryview)
 
 
 class Tally:
-    """The size and SHA-256 of the bytes read so far, against what the reference says."""
+    """The size and SHA-256 of the bytes so far; reading, checked against reference ``ref``."""
 
-    def __init__(self, ref: ArtifactRef) -> None:
+    def __init__(self, ref: ArtifactRef | None = None) -> None:
         self.ref = ref
-        self.what = f"artifact {ref.digest}"
+        self.what = f"artifact {ref.digest}" if ref is not None else "artifact"
         self.size = 0
         self._hash = hashlib.sha256()
 
-    def add(self, chunk: bytes) -> None:
+    def add(self, chunk: Chunk) -> Chunk:
         """Count and hash a chunk; refuse at once if the total passes the reference's size."""
         self.size += len(chunk)
-        if self.size > self.ref.size:
+        if self.ref is not None and self.size > self.ref.size:
             raise CorruptionError(self.what, f"more than its {self.ref.size} bytes are stored")
         self._hash.update(chunk)
+        return chunk
+
+    def hexdigest(self) -> str:
+        """The SHA-256 so far, as hex."""
+        return self._hash.hexdigest()
 
     def finish(self) -> None:
         """Check the total size and the digest (called before the last chunk is released)."""
+        assert self.ref is not None  # noqa: S101 - only a reading tally finishes
         if self.size != self.ref.size:
             raise CorruptionError(self.what, f"{self.size} of its {self.ref.size} bytes are stored")
         if self._hash.hexdigest() != self.ref.digest:

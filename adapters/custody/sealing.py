@@ -25,7 +25,7 @@ import binascii
 import os
 import struct
 from collections.abc import Iterator
-from typing import Any, Protocol, cast
+from typing import Any, cast
 from uuid import UUID
 
 import orjson
@@ -34,7 +34,9 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import StoredEvent
 
+from actae.adapters.custody.artifacts import Artifacts
 from actae.adapters.custody.datakeys import DataKeys
+from actae.adapters.persistence.awaiting import off_the_loop
 from actae.adapters.persistence.codec import (
     OrjsonTranscoder,
     PydanticMapper,
@@ -43,7 +45,7 @@ from actae.adapters.persistence.codec import (
 )
 from actae.adapters.persistence.url import DEFAULT_INLINE_MAX
 from actae.domain.aggregate import DomainEvent
-from actae.domain.artifacts import ArtifactRef, reference_in
+from actae.domain.artifacts import reference_in
 from actae.domain.channel import Channel
 from actae.domain.custody import FORGOTTEN, LOCKED, stand_ins, withheld_class
 from actae.domain.errors import CorruptionError, ForgottenError, KeyringError
@@ -56,16 +58,6 @@ OFFLOADED = "$offloaded"
 NONCE_BYTES = 12
 
 
-class Offloader(Protocol):
-    """Where documents larger than ``inline_max`` go (:mod:`actae.adapters.custody.artifacts`)."""
-
-    def put_document(self, run_id: UUID, data: bytes, data_key: bytes | None) -> ArtifactRef:
-        """Store ``data`` (a document's JSON) for ``run_id``; its reference."""
-
-    def read_document(self, ref: ArtifactRef, data_key: bytes | None) -> bytes:
-        """The bytes ``ref`` names, verified."""
-
-
 class SealingMapper(PydanticMapper):
     """Pydantic events to stored events, with their contents sealed and offloaded."""
 
@@ -73,7 +65,7 @@ class SealingMapper(PydanticMapper):
         self,
         keys: DataKeys,
         *,
-        offloader: Offloader | None = None,
+        offloader: Artifacts | None = None,
         inline_max: int = DEFAULT_INLINE_MAX,
         reveal: bool = True,
     ) -> None:
@@ -85,12 +77,12 @@ class SealingMapper(PydanticMapper):
         self.reveal = reveal
 
     @property
-    def offloader(self) -> Offloader | None:
+    def offloader(self) -> Artifacts | None:
         """Where large documents go (``None``: they stay in the row), set once custody is made."""
         return self._offloader
 
     @offloader.setter
-    def offloader(self, offloader: Offloader | None) -> None:
+    def offloader(self, offloader: Artifacts | None) -> None:
         self._offloader = offloader
         self.offload_above = None if offloader is None else self.inline_max
 
@@ -143,7 +135,9 @@ class SealingMapper(PydanticMapper):
                 continue
             data = orjson.dumps(value)
             if len(data) > self.inline_max:
-                contents[path] = self.offloader.put_document(owner, data, key).as_document()
+                put = self.offloader.put  # off an async loop: it writes blobs
+                ref = off_the_loop(put, owner, data, media_type="application/json", data_key=key)
+                contents[path] = ref.as_document()
                 moved.append(path)
         return moved
 
@@ -189,7 +183,7 @@ class SealingMapper(PydanticMapper):
                     raise CorruptionError(
                         f"event {stored_event.originator_id}", f"{path} is not its reference"
                     )
-                document = orjson.loads(self.offloader.read_document(ref, key))
+                document = orjson.loads(off_the_loop(self.offloader.read, ref, data_key=key))
                 _put_back(state, {path: document})
         return self.rebuilt(cls, stored_event, state)
 

@@ -34,7 +34,7 @@ from actae.adapters.drill.report import Report, summarize, table
 from actae.adapters.drill.workflows import CRASH_POINTS, PINS_V1
 from actae.adapters.logs import Lines, TextFormatter
 from actae.adapters.persistence.clock import OffsetClock
-from actae.adapters.persistence.outages import is_transient
+from actae.adapters.persistence.outages import Outage, is_transient, ride_out
 from actae.adapters.runtime.store import open as open_store
 from actae.domain.errors import ActaeError, ValidationError
 from actae.domain.values import RunStatus
@@ -191,7 +191,7 @@ class Drill:
         """Append a fact to the drill's own journal, once even if a reply is lost."""
         operation = f"drill-note:{uuid.uuid4()}"
 
-        def record() -> bool:
+        def record() -> None:
             head = self.store.head(self.log.channel_id)
             self.store.record(
                 self.log.channel_id,
@@ -200,14 +200,9 @@ class Drill:
                 expected_cursor=head.cursor,
                 operation_id=operation,
             )
-            return True
 
-        deadline = time.monotonic() + TIMEOUT
-        while time.monotonic() < deadline:
-            if self._transiently(record):
-                return
-            time.sleep(0.05)  # the database is coming back
-        record()  # the outage outlasted the drill: its error is the answer
+        # An outage is waited out; one that outlasts the drill raises its error.
+        ride_out(record, Outage("the drill's journal", log.debug), within=TIMEOUT)
 
     def _outage(self, workflow: str, moment: str) -> None:
         """Take the database server down (``db_fault``) and journal the outage once it is back."""

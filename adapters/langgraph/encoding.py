@@ -62,16 +62,6 @@ def thread_id_of(value: object) -> str:
     return thread_id
 
 
-def thread_state(thread_id: str) -> dict[str, Any]:
-    """The first state of a thread's run, before any checkpoint: it names the thread."""
-    return {"langgraph": THREAD_MARK, "thread_id": thread_id}
-
-
-def namespace_state(thread_id: str, checkpoint_ns: str) -> dict[str, Any]:
-    """The first state of a namespace's run (a subgraph's checkpoints): it names both."""
-    return {"langgraph": NAMESPACE_MARK, "thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
-
-
 def checkpoint_state(
     payload: dict[str, Any], checkpoint: Packed, writes_from: int | None
 ) -> dict[str, Any]:

@@ -11,19 +11,14 @@ thread's run is the first generation whose run has not ended.
 from __future__ import annotations
 
 import threading
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 from uuid import UUID
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from actae.adapters.langgraph.encoding import (
-    NAMESPACE_MARK,
-    namespace_state,
-    operation_id,
-    thread_state,
-)
+from actae.adapters.langgraph.encoding import NAMESPACE_MARK, THREAD_MARK, operation_id
 from actae.adapters.runtime.store import Store
 from actae.domain.errors import OperationConflictError
 from actae.domain.redaction import Redactor
@@ -104,12 +99,13 @@ def find_namespace(ctx: Context, thread_id: str, checkpoint_ns: str) -> Ref | No
 
 
 def ensure_namespace(ctx: Context, thread_id: str, checkpoint_ns: str, agent_id: str) -> Ref:
-    """The run holding ``checkpoint_ns`` of ``thread_id``, started (once) if it is new."""
-    root = _started(ctx, ctx.thread_operation(thread_id), agent_id, thread_state(thread_id), None)
+    """The run holding ``checkpoint_ns`` of ``thread_id``; if new, started on a state naming it."""
+    first = {"langgraph": THREAD_MARK, "thread_id": thread_id}
+    root = _started(ctx, ctx.thread_operation(thread_id), agent_id, first, None)
     if not checkpoint_ns:
         return root
     operation = _namespace_operation(ctx, root, checkpoint_ns)
-    state = namespace_state(thread_id, checkpoint_ns)
+    state = {**first, "langgraph": NAMESPACE_MARK, "checkpoint_ns": checkpoint_ns}
     return _started(ctx, operation, agent_id, state, root.run_id)
 
 
@@ -157,7 +153,7 @@ def current_run(ctx: Context, operation: str) -> tuple[Ref | None, str]:
 
 
 def _started(
-    ctx: Context, operation: str, agent_id: str, state: dict[str, object], parent: UUID | None
+    ctx: Context, operation: str, agent_id: str, state: Mapping[str, object], parent: UUID | None
 ) -> Ref:
     known, operation = current_run(ctx, operation)
     if known is not None:
