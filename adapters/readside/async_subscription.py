@@ -11,24 +11,11 @@ import asyncio
 import contextlib
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol, Self
+from typing import Self
 
 from actae.adapters.persistence.awaiting import run_in_portal
 from actae.adapters.readside.subscription import Subscription
 from actae.domain.values import ChannelEvent
-
-
-class AsyncWaiter(Protocol):
-    """Suspends the subscriber until new events may exist, or the timeout passes."""
-
-    async def wait(self, timeout: float) -> None:
-        """Return early when woken."""
-
-    def wake(self) -> None:
-        """Make a pending ``wait`` return (used by ``stop()``)."""
-
-    async def close(self) -> None:
-        """Release resources."""
 
 
 class CommitSignal:
@@ -96,12 +83,12 @@ class AsyncSubscription:
     def __init__(
         self,
         start: Callable[[], Awaitable[Subscription]],
-        waiter: Callable[[], AsyncWaiter],
+        waiter: Callable[[], SignalWaiter],
     ) -> None:
         self._start = start
         self._new_waiter = waiter
         self._pull: Subscription | None = None
-        self._waiter: AsyncWaiter | None = None
+        self._waiter: SignalWaiter | None = None
 
     @property
     def position(self) -> int:

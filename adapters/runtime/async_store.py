@@ -20,11 +20,7 @@ from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 from uuid import UUID
 
 from actae.adapters.persistence.awaiting import run_in_portal
-from actae.adapters.readside.async_subscription import (
-    AsyncSubscription,
-    AsyncWaiter,
-    CommitSignal,
-)
+from actae.adapters.readside.async_subscription import AsyncSubscription, CommitSignal, SignalWaiter
 from actae.adapters.readside.projector import Projector
 from actae.adapters.readside.subscription import Subscription, Unwaited
 from actae.adapters.runtime.async_context import AsyncRunContext
@@ -218,7 +214,7 @@ class AsyncStore:
 
         return AsyncSubscription(start, self._waiter)
 
-    def _waiter(self) -> AsyncWaiter:
+    def _waiter(self) -> SignalWaiter:
         if self._signal is None:
             self._signal = CommitSignal()
             self.sync.on_commit(self._signal.committed)

@@ -68,7 +68,7 @@ class AsyncWorker:
 
     @property
     def name(self) -> str:
-        """The worker's name, as leases and the read models show it."""
+        """The worker's name, as the read models show it."""
         return self._worker.name
 
     @property
@@ -84,11 +84,7 @@ class AsyncWorker:
             self._loop.call_soon_threadsafe(self._changed.set)
 
     async def run(self) -> None:
-        """Work until ``request_stop()``.
-
-        The next pass comes when a run that made progress ends, or after ``poll_interval``;
-        a run that could not advance is not tried again before that, so the worker never spins.
-        """
+        """Work until ``request_stop()``; a pass when a run that moved ends, or each poll."""
         try:
             while not self._stopping:
                 await self._start_pass()
@@ -184,10 +180,7 @@ class AsyncWorker:
             self._changed = asyncio.Event()
 
     def _awaited(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        """An async workflow's result, awaited in its run's portal.
-
-        The workflow is a task of its own, so a shutdown cancels it, not the run's bookkeeping.
-        """
+        """An async workflow's result, as a task of its own (a shutdown cancels it alone)."""
         workflow = asyncio.get_running_loop().create_task(coroutine)
         self._workflows.add(workflow)
         try:

@@ -1,9 +1,7 @@
 """One object per kind of database: the only module that knows which one a store is on.
 
-``actae.open`` asks :func:`backend_for` once per URL; everything that differs between
-PostgreSQL and SQLite (schema, event store, clock, custody, read models, the few statements
-written per database) is a method of the :class:`Backend` it gets. ``memory://`` is SQLite
-too (:class:`MemoryBackend`).
+Everything that differs between PostgreSQL and SQLite (``memory://`` too) is a method of the
+:class:`Backend` that :func:`backend_for` gives ``actae.open``.
 """
 
 from __future__ import annotations
@@ -52,11 +50,7 @@ CHUNK = 500
 
 
 class Backend:
-    """What differs between databases; each kind overrides the hooks it needs.
-
-    Built with no IO (:func:`backend_for`); :meth:`open` prepares the schema and the event
-    store, :meth:`close` lets go of what only the backend holds.
-    """
+    """What differs between databases; each kind overrides the hooks it needs (no IO)."""
 
     name = ""
     """The database's kind, for messages."""
@@ -144,8 +138,7 @@ class Backend:
     ) -> int:
         """Delete the events of ``everything_of``, and of ``history_of`` all but ``keep_topic``.
 
-        The one place Actae removes rows from its event store, after the purged run's tombstone
-        was appended (:mod:`actae.domain.keeping`); positions stay monotonic.
+        The one delete of events, after the run's tombstone (positions stay monotonic).
         """
         if not everything_of and not history_of:
             return 0
@@ -358,10 +351,8 @@ MEMORY = "/dev/shm"  # noqa: S108 - a private folder is made inside it
 class MemoryBackend(SqliteBackend):
     """SQLite in memory (``memory://``): always new, gone when the store closes.
 
-    A SQLite file in a private folder on tmpfs (``/dev/shm``, else the temporary folder), so
-    that it is the SQLite store in every respect, WAL's readers beside a writer included:
-    ``memdb`` has no WAL (a reader waits behind every write transaction), and a shared cache
-    answers a second writer with ``SQLITE_LOCKED`` or shows readers uncommitted rows.
+    A file in a private folder on tmpfs, so WAL's readers work beside a writer: ``memdb``
+    has no WAL, and a shared cache locks a second writer out or shows uncommitted rows.
     """
 
     name = "memory"
