@@ -90,11 +90,9 @@ class SchemaMethods(ABC):
 
         def transaction(self) -> AbstractContextManager[None]:
             """A transaction, or a savepoint inside one."""
-            ...
 
         def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
             """Run one statement."""
-            ...
 
     def ensure_schema(self, suffix: str = "") -> None:
         """Describe the live tables; with a ``suffix``, create a rebuild's fresh tables."""

@@ -32,40 +32,27 @@ ASKING = (EffectStatus.NEEDS_REVIEW, EffectStatus.IN_DOUBT, EffectStatus.RETRY_S
 """The effect statuses whose first key the facts carry (``RunFacts.effects``)."""
 
 
-class Statements(Protocol):
-    """What a refresh needs of the read models' connection (``ReadModelDB`` has it).
-
-    The run leases are written through the same connection (``RunLeases``).
-    """
+class Transactional(Protocol):
+    """The read models' connection (``ReadModelDB``): refreshes, lookups and leases use it."""
 
     @property
     def mark(self) -> str:
         """The driver's positional parameter."""
-        ...
 
     def adapt(self, value: Any) -> Any:
         """A Python value in the form this backend's driver stores."""
-        ...
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
         """Run one statement (written with the parameter ``mark``)."""
-        ...
 
     def executemany(self, statement: str, rows: list[Sequence[Any]]) -> None:
         """Run one statement for many rows."""
-        ...
 
     def query(self, statement: str, params: Any = None) -> list[dict[str, Any]]:
         """Rows of one statement, as dicts."""
-        ...
-
-
-class Transactional(Statements, Protocol):
-    """Statements and transactions: what retention's lookups and the run leases write through."""
 
     def transaction(self) -> AbstractContextManager[None]:
         """A transaction, or a savepoint inside one."""
-        ...
 
 
 def _effect_is(status: EffectStatus) -> str:
