@@ -934,7 +934,7 @@ MUTANTS = [
     Mutant(
         "schema-any-length",
         "adapters/persistence/url.py",
-        "    if len(schema.encode()) > MAX_SCHEMA_BYTES:",
+        "    if len(schema.encode()) > MAX_NAME_BYTES:",
         "    if False:",
         "PostgreSQL cuts long schema names: two URLs would open one store",
         QUERIES,

@@ -1,10 +1,8 @@
 """Where the one command path blocks, an async caller's event loop runs other coroutines instead.
 
-An ``AsyncStore`` method runs the very ``Store`` method in a greenback portal
-(:func:`run_in_portal`) on the loop's thread. Where it would block (a PostgreSQL statement
-through :func:`awaiting`, a SQLite call through :func:`off_the_loop`, a retry's
-:func:`pause`) the coroutine suspends instead, and the loop serves others; outside a portal
-these block as before.
+An ``AsyncStore`` method runs the ``Store`` method in a greenback portal on the loop's thread
+(:func:`run_in_portal`); where it would block (:func:`awaiting`, :func:`off_the_loop`,
+:func:`pause`) the coroutine suspends instead. Outside a portal these just block.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Riding out database outages: which errors pass by themselves, and how long to wait them out.
 
-A restart, a failover or a terminated backend drops connections for a few seconds; the
-long-running processes wait that out, say so once, and carry on from their durable positions.
-A server turned read-only is an outage too (ending the processes would leave their runs with
-nobody to serve them). Everything else fails fast: retrying a missing table or bad input
-forever hides the real problem. Retries use tenacity's jittered backoff, so processes that
-lost the server together do not come back in lockstep.
+A restart, a failover, a terminated backend or a server turned read-only is waited out, said
+once; the long-running processes carry on from their durable positions. Everything else
+fails fast (retrying bad input forever hides the problem). The backoff is jittered, so
+processes that lost the server together do not come back in lockstep.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import psycopg
 from psycopg import sql
 
+from actae.adapters.persistence.libpq import MAX_NAME_BYTES
 from actae.adapters.persistence.migrations import MIGRATIONS_TABLE
 from actae.adapters.persistence.recorders import POSTGRES_EVENTS_TABLE
 from actae.adapters.readside.schema import BOOKKEEPING
@@ -43,8 +44,6 @@ READ_MODELS = (*(table.name for table in TABLES), *(view.name for view in VIEWS)
 """The read-model tables and views an analyst may read."""
 LOCK_ORDER = (*(view.name for view in VIEWS), *(table.name for table in TABLES))
 """The read models in the order a rebuild's swap drops them: this module locks them so too."""
-MAX_NAME_BYTES = 63
-"""PostgreSQL's longest name (NAMEDATALEN - 1): a longer one is cut, and would name another."""
 ACCESS = "SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER"
 """Every table privilege, as ``has_table_privilege`` takes them (any one counts)."""
 IN_SCHEMA = "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = %s "

@@ -1,9 +1,8 @@
 """Read-model DDL of a rebuild: fresh tables made from the definitions, then swapped in.
 
-The live read models are made by the store's migrations, like every other table; a rebuild
-projects into fresh tables made here from :mod:`actae.projections.tables` and swaps them
-in. Each backend's read models (:mod:`actae.adapters.readside.readmodels`) give the column
-types, a timestamp's UTC day, the creators' turns, comments and index renames.
+The live read models are made by the store's migrations; a rebuild projects into tables made
+here from :mod:`actae.projections.tables`. Each backend's read models give the column types,
+a timestamp's UTC day, the creators' turns, comments and index renames.
 """
 
 # ruff: noqa: S608 - SQL assembled from our own constant table and column names, never input

@@ -1,13 +1,11 @@
 """Replay-to-live subscriptions: catch up from a position, then follow new events.
 
-A subscription is pulled by its reader: it fetches everything after its last delivered
-position, and only when there is nothing new does it wait, woken by a commit of its own
-process or after a :class:`Backoff` wait. Writers notify no one (a ``NOTIFY`` serialises
-the cluster's commits; docs/performance.md). It holds no lock between reads, so a slow
-subscriber cannot slow writers, and the hand-over from history to live has no gap and no
-duplicate. The global subscription reads positions only up to the point below which no
-write in flight can add one (``adapters/persistence/positions.py``). An outage is waited
-out, logged once.
+Pulled by its reader: it fetches everything after its last position, and waits only when
+there is nothing new, woken by its process's commits or after a :class:`Backoff`. Writers
+notify no one (a ``NOTIFY`` serialises the cluster's commits; docs/performance.md) and no
+lock is held between reads, so a slow subscriber cannot slow writers, and history hands over
+to live without gap or duplicate (the global one reads below the horizon of
+``adapters/persistence/positions.py``). An outage is waited out, logged once.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """Durable steps for async workflow code: ``await store.resume(...)`` gives an AsyncRunContext.
 
-Each method is the :class:`~actae.adapters.runtime.store.RunContext` method of the same
-name, run in a greenback portal on the loop, as ``AsyncStore`` runs ``Store``'s. Only what
-the context calls differs: a step's or an effect's ``fn`` may be async (or return an
-awaitable), awaited on the loop; a plain one runs in a worker thread. Cancelling the workflow
-task records nothing: the claim runs out and the effect is in doubt, as after a kill.
-
-**Fan-out.** Calls are recorded one at a time, in the order they were made (so a re-run
-replays the same operation ids), but the context lets go while a ``fn`` runs:
+Each method is the ``RunContext`` one of the same name, run in a greenback portal on the loop
+(as ``AsyncStore`` runs ``Store``'s); a step's or effect's async ``fn`` is awaited on the
+loop, a plain one runs in a thread. Cancelling the workflow records nothing: the claim runs
+out and the effect is in doubt, as after a kill. **Fan-out**: calls are recorded one at a time
+in call order (a re-run replays the same ids), but the context lets go while a ``fn`` runs:
 ``await ctx.gather(ctx.step("a", f), ctx.step("b", g))`` runs ``f`` and ``g`` concurrently.
 """
 
@@ -122,10 +119,7 @@ class AsyncRunContext:
         reconcile: Callable[[str], Any] | None = None,
         **options: Any,
     ) -> Any:
-        """``RunContext.effect``; an async ``fn`` is cancelled at the attempt's deadline.
-
-        The overloads above are the signature; the options go to ``RunContext.effect`` as given.
-        """
+        """``RunContext.effect``; an async ``fn`` is cancelled at the attempt's deadline."""
         settle: Reconcile | None = None if reconcile is None else self._released(reconcile)
         effect = self.sync.effect
         return await self._in_turn(effect, name, self._released(fn), reconcile=settle, **options)

@@ -1,10 +1,9 @@
 """The asyncio face of the store: ``actae.open_async(url)`` and ``AsyncStore``.
 
-An ``AsyncStore`` method is the ``Store`` method of the same name, run on the loop's thread
-in a greenback portal (:mod:`actae.adapters.persistence.awaiting`): one implementation of
-every command, query and error. Only where it would block does the coroutine wait instead:
-PostgreSQL statements on psycopg's ``AsyncConnectionPool``, SQLite recorder calls in a
-worker thread (sqlite3 has no asyncio interface; docs/async.md has the measurements).
+Each method is the ``Store`` one, run in a greenback portal on the loop's thread
+(:mod:`actae.adapters.persistence.awaiting`): one implementation of every command, query and
+error. Where it would block the coroutine waits: on psycopg's ``AsyncConnectionPool``, or for
+a SQLite call in a thread (docs/async.md).
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """A worker that runs many runs at once: ``AsyncWorker(store, name=, registry=, concurrency=)``.
 
-It is the :class:`~actae.adapters.runtime.worker.Worker` (which decides everything, once)
-with up to ``concurrency`` runs in flight: each is a task on the loop running the
-``Worker``'s code in a portal, as an ``AsyncStore`` runs the ``Store``'s. An ``async def``
-workflow is awaited there too; a plain one runs in a thread while its task waits.
+The :class:`~actae.adapters.runtime.worker.Worker` (which decides everything) with up to
+``concurrency`` runs in flight, each a task running the ``Worker``'s code in a portal; a plain
+workflow runs in a thread while its task waits.
 """
 
 from __future__ import annotations

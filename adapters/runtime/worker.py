@@ -1,24 +1,16 @@
 """Workflows and the worker runtime that runs them, taking over from workers that died.
 
-Register workflow code with ``@actae.workflow("agent-name")``: runs whose ``agent_id`` is
-that name are executed by it. A ``Worker`` loops: it keeps the read models current, fires due
-timers and expires due approvals, then takes each runnable run under a lease (a row in
-``actae_run_leases``, renewed while the workflow runs) and runs the workflow from the top.
-Recorded steps replay, so a run whose worker was killed is finished by another worker once
-the lease runs out, without repeating completed steps. One owner at a time: the lease says
-who should work on a run, and ``expected_cursor`` and fencing tokens refuse a stale owner's
-writes even if it comes back.
+``@actae.workflow("agent-name")`` registers the code for runs of that ``agent_id``. A
+``Worker`` keeps the read models current, wakes due waits, then runs each runnable run from
+the top under a lease (``actae_run_leases``): recorded steps replay, so a dead worker's run
+is finished by another once the lease runs out; fencing tokens refuse a stale owner's writes.
 
-A worker never spins and never stays silent: a run that cannot advance is left alone until
-the reason ends on the store's clock (a lease's expiry, a retry's due time) or a new event
-on its channel (an operator's override, unpause, approval, signal or retry); each worker
-advertises the agents it runs (``actae_worker_agents``), so run_status names a running run
-that no live worker serves, and the worker logs such a run once; a ``ValidationError`` from
-workflow code fails the run, since running the same code again fails the same way.
-
-A worker logs to the ``actae.worker`` logger, each line with its ``worker`` name and, where
-it is about a run, the ``run_id`` (docs/logging.md). Each turn with a run is an ``actae.run``
-span in the trace the run started in, whichever worker took it before (docs/telemetry.md).
+It never spins and never stays silent: a run that cannot advance cools down until the reason
+ends (a lease's expiry, a retry's time) or a new event on its channel; the agents it serves
+are advertised (``actae_worker_agents``), so run_status names a run no live worker serves; a
+``ValidationError`` from workflow code fails the run (the same code fails the same way).
+Logs go to ``actae.worker`` (docs/logging.md); each turn is an ``actae.run`` span in the
+run's trace (docs/telemetry.md).
 """
 
 from __future__ import annotations
