@@ -93,9 +93,12 @@ class AsyncSubscription:
     @property
     def position(self) -> int:
         """The last delivered position (the ``after`` given, before the first event)."""
-        if self._pull is None:
+        return self._entered()[0].position
+
+    def _entered(self) -> tuple[Subscription, SignalWaiter]:
+        if self._pull is None or self._waiter is None:
             raise RuntimeError("enter the subscription first: async with store.subscribe(...)")
-        return self._pull.position
+        return self._pull, self._waiter
 
     async def __aenter__(self) -> Self:
         self._pull = await self._start()
@@ -106,9 +109,7 @@ class AsyncSubscription:
         return self
 
     async def __anext__(self) -> ChannelEvent:
-        pull, waiter = self._pull, self._waiter
-        if pull is None or waiter is None:
-            raise RuntimeError("enter the subscription first: async with store.subscribe(...)")
+        pull, waiter = self._entered()
         while not pull.stopped:
             event = pull.buffered()
             if event is None:

@@ -15,10 +15,9 @@ import contextvars
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
-from actae.adapters.persistence.awaiting import awaiting, run_in_portal
+from actae.adapters.persistence.awaiting import awaiting, run_in_portal, thread_pool
 from actae.adapters.runtime.deadlines import by_deadline, current_deadline
 from actae.adapters.runtime.run_ledger import Reconcile
 from actae.adapters.runtime.store import RunContext
@@ -202,13 +201,9 @@ _HELD: contextvars.ContextVar[_Turn] = contextvars.ContextVar("actae_turn")
 STEP_THREADS = 64
 """Threads for plain (blocking) step and effect functions of async workflows, per process."""
 
-_pool: ThreadPoolExecutor | None = None
-
 
 def _in_a_thread(fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
     """``fn(*args)`` in a thread of the step pool, in a copy of the caller's context."""
-    global _pool  # noqa: PLW0603 - one pool per process, made on first use
-    if _pool is None:
-        _pool = ThreadPoolExecutor(STEP_THREADS, thread_name_prefix="actae-step")
     call = functools.partial(contextvars.copy_context().run, fn, *args)
-    return asyncio.get_running_loop().run_in_executor(_pool, call)
+    pool = thread_pool("actae-step", STEP_THREADS)
+    return asyncio.get_running_loop().run_in_executor(pool, call)
