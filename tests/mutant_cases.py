@@ -934,7 +934,7 @@ MUTANTS = [
     Mutant(
         "schema-any-length",
         "adapters/persistence/url.py",
-        "    if len(schema.encode()) > MAX_SCHEMA_BYTES:",
+        "    if len(schema.encode()) > MAX_NAME_BYTES:",
         "    if False:",
         "PostgreSQL cuts long schema names: two URLs would open one store",
         QUERIES,
@@ -1189,7 +1189,7 @@ MUTANTS = [
     Mutant(
         "sqlite-calls-on-the-loop",
         "adapters/persistence/awaiting.py",
-        "return greenback.await_(asyncio.get_running_loop().run_in_executor(_threads(), call))",
+        "return greenback.await_(asyncio.get_running_loop().run_in_executor(pool, call))",
         "return call()",
         "a SQLite write waiting for the file lock must not stall every coroutine",
         ASYNC_STORE,

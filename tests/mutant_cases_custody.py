@@ -105,9 +105,9 @@ CUSTODY_MUTANTS = [
     ),
     Mutant(
         "tombstone-deleted-with-the-history",
-        "adapters/persistence/purging.py",
-        '("" if keep is None else " AND topic <> ?")',
-        '("" if keep is None else " AND ? IS NOT NULL")',
+        "adapters/runtime/backends.py",
+        'kept = "" if keep is None else " AND topic <> ?"',
+        'kept = "" if keep is None else " AND ? IS NOT NULL"',
         "a purge keeps the run's tombstone: store.run reports purged_at",
         RETENTION,
     ),

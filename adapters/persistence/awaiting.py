@@ -1,10 +1,8 @@
 """Where the one command path blocks, an async caller's event loop runs other coroutines instead.
 
-An ``AsyncStore`` method runs the very ``Store`` method in a greenback portal
-(:func:`run_in_portal`) on the loop's thread. Where it would block (a PostgreSQL statement
-through :func:`awaiting`, a SQLite call through :func:`off_the_loop`, a retry's
-:func:`pause`) the coroutine suspends instead, and the loop serves others; outside a portal
-these block as before.
+An ``AsyncStore`` method runs the ``Store`` method in a greenback portal on the loop's thread
+(:func:`run_in_portal`); where it would block (:func:`awaiting`, :func:`off_the_loop`,
+:func:`pause`) the coroutine suspends instead. Outside a portal these just block.
 """
 
 from __future__ import annotations
@@ -43,7 +41,11 @@ def pause(seconds: float) -> None:
 STORE_THREADS = 32
 """Threads that run recorder calls for coroutines (SQLite), apart from user code."""
 
-_store_threads: ThreadPoolExecutor | None = None
+
+@functools.cache
+def thread_pool(prefix: str, size: int) -> ThreadPoolExecutor:
+    """The process's pool of ``size`` threads named ``prefix``, made on first use."""
+    return ThreadPoolExecutor(size, thread_name_prefix=prefix)
 
 
 def off_the_loop(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
@@ -54,7 +56,8 @@ def off_the_loop(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) ->
     """
     if greenback.has_portal():
         call = functools.partial(function, *args, **kwargs)
-        return greenback.await_(asyncio.get_running_loop().run_in_executor(_threads(), call))
+        pool = thread_pool("actae-store", STORE_THREADS)
+        return greenback.await_(asyncio.get_running_loop().run_in_executor(pool, call))
     return function(*args, **kwargs)
 
 
@@ -66,13 +69,6 @@ def blocking(function: Callable[P, T]) -> Callable[P, T]:
         return off_the_loop(function, *args, **kwargs)
 
     return called
-
-
-def _threads() -> ThreadPoolExecutor:
-    global _store_threads  # noqa: PLW0603 - one pool per process, made on first use
-    if _store_threads is None:
-        _store_threads = ThreadPoolExecutor(STORE_THREADS, thread_name_prefix="actae-store")
-    return _store_threads
 
 
 async def run_in_portal(function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:

@@ -1,17 +1,12 @@
 """What every read and write asks of a forget, so that no process outlives one.
 
-A process caches runs' unwrapped data keys (``adapters/custody/datakeys.py``); the cache may
-save a read, but the database decides:
-
-* **Writes** carry the runs whose contents they hold, and whether in clear. The insert
-  refuses, in the same statement (PostgreSQL) or transaction (SQLite), a run whose key was
-  destroyed (``ForgottenError``) or clear contents for a keyed run (``KeyringError``).
-* **Reads** bring back a token every ``forget`` replaces in the transaction that destroys the
-  key (row ``forget-generation`` of ``actae_secrets``). A token this process has not seen
-  means no cached key is trusted: each is read again (:class:`ForgetWatch`).
-
-The token is enough: a read that starts after a forget committed sees the new token with or
-before its rows, so every key it uses is looked up after the forget.
+A process caches runs' data keys (``adapters/custody/datakeys.py``), but the database decides.
+**Writes** carry their runs, and whether in clear: the insert refuses, in its statement or
+transaction, a run whose key was destroyed (``ForgottenError``) or clear contents for a keyed
+run (``KeyringError``). **Reads** bring back a token every ``forget`` replaces as it destroys
+the key (row ``forget-generation`` of ``actae_secrets``): a token this process has not seen
+means every cached key is read again (:class:`ForgetWatch`). A read after a forget committed
+sees the new token with or before its rows, so no key it uses predates the forget.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """libpq connection parameters in a PostgreSQL store URL: which are carried, which refused.
 
-A parameter such as ``sslmode=verify-full`` must reach every connection Actae opens, or a
-store would talk plaintext on some while its URL says otherwise: so a parameter is either
-carried to all of them (``PASSED_THROUGH``, checked here) or refused by name, with the reason.
-
-Every connection names itself (``application_name``) so an operator can tell which process
-holds which: the URL's name, else this process's (:func:`name_connections`), unless libpq's
-``PGAPPNAME`` is set.
+A parameter such as ``sslmode=verify-full`` must reach every connection, or some would talk
+plaintext while the URL says otherwise: each is carried to all (``PASSED_THROUGH``, checked
+here) or refused by name, with the reason. Every connection names itself
+(``application_name``: the URL's, else this process's, unless ``PGAPPNAME`` is set).
 """
 
 from __future__ import annotations
@@ -18,15 +15,15 @@ from actae.domain.validation import require_int
 
 DEFAULT_APPLICATION_NAME = "actae"
 """What a connection calls itself when neither its URL nor its process says otherwise."""
-MAX_APPLICATION_NAME = 63
-"""PostgreSQL keeps this many bytes of an ``application_name`` (NAMEDATALEN - 1)."""
+MAX_NAME_BYTES = 63
+"""PostgreSQL keeps this many bytes of a name (NAMEDATALEN - 1): a longer one is cut."""
 _process_name = DEFAULT_APPLICATION_NAME
 
 
 def name_connections(name: str) -> None:
     """Name the connections this process opens from now on (the CLI's; never the library's)."""
     global _process_name  # noqa: PLW0603 - one name per process, like its argv
-    _process_name = name.encode()[:MAX_APPLICATION_NAME].decode(errors="ignore") or (
+    _process_name = name.encode()[:MAX_NAME_BYTES].decode(errors="ignore") or (
         DEFAULT_APPLICATION_NAME
     )
 

@@ -1,10 +1,9 @@
 """Writes whose reply was lost: recognised as the caller's own commit, not repeated.
 
-A connection error after a write was sent leaves its outcome unknown, so the write is sent
-again. If the store refuses it because rows exist at its (aggregate, version) pairs, they are
-read back: each event carries its timestamp and full content, so rows equal in topic and
-state bytes are this call's first attempt, and their positions are the answer; anything else
-is another writer's and stays a conflict. See docs/lost-replies.md.
+A write whose outcome a connection error left unknown is sent again. Refused for rows at its
+(aggregate, version) pairs, they are read back: equal in topic and state bytes (which hold
+a timestamp and the full content), they are its first attempt and their positions the answer;
+else another writer's, a conflict (docs/lost-replies.md).
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Recorders with no asyncio interface, kept off an async caller's event loop.
 
-sqlite3 blocks on the database's lock and on ``fsync``; even in memory, calls awaited on the
-loop would never let it yield (docs/async.md has the measurements). So, from an
-``AsyncStore`` method, each entry point runs in a worker thread while the coroutine waits
-(:func:`~actae.adapters.persistence.awaiting.off_the_loop`); a sync caller calls straight.
+sqlite3 blocks on the database's lock and on ``fsync``, so from an ``AsyncStore`` method each
+entry point runs in a thread while the coroutine waits (``off_the_loop``; docs/async.md).
 """
 
 from __future__ import annotations
@@ -89,10 +87,8 @@ class ActaeSQLiteRecorder(SQLiteApplicationRecorder):
     ) -> Sequence[int] | None:
         """Insert each row with its operation id; their positions (rowids).
 
-        A forgotten run's rows, or a keyed run's ``in_clear``, are refused in the same
-        transaction (:func:`~actae.adapters.persistence.forgets.refuse_keyed`). Checked after
-        the inserts, under the write lock: a read first would make the insert upgrade a read
-        transaction, which SQLite refuses at once ("database is locked") instead of waiting.
+        A forgotten run's rows, or a keyed run's ``in_clear``, are refused after the inserts,
+        under the write lock: upgrading a read transaction SQLite refuses at once, unwaited.
         """
         positions = []
         for s in stored_events:

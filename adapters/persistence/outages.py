@@ -1,11 +1,9 @@
 """Riding out database outages: which errors pass by themselves, and how long to wait them out.
 
-A restart, a failover or a terminated backend drops connections for a few seconds; the
-long-running processes wait that out, say so once, and carry on from their durable positions.
-A server turned read-only is an outage too (ending the processes would leave their runs with
-nobody to serve them). Everything else fails fast: retrying a missing table or bad input
-forever hides the real problem. Retries use tenacity's jittered backoff, so processes that
-lost the server together do not come back in lockstep.
+A restart, a failover, a terminated backend or a server turned read-only is waited out, said
+once; the long-running processes carry on from their durable positions. Everything else
+fails fast (retrying bad input forever hides the problem). The backoff is jittered, so
+processes that lost the server together do not come back in lockstep.
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TypedDict, TypeVar, Unpack
+from typing import TypeVar
 
 import psycopg
 from eventsourcing.persistence import PersistenceError
@@ -166,24 +164,20 @@ class Outage:
             self._say(f"{self._who}: database back after {self.last_duration:.1f} s")
 
 
-class RetryOptions(TypedDict, total=False):
-    """How :func:`retrying` retries (every option may be left out)."""
+def ride_out(
+    call: Callable[[], T],
+    outage: Outage,
+    *,
+    give_up: Callable[[], bool] = lambda: False,
+    within: float | None = None,
+    sleep: Callable[[float], object] = pause,
+    before_retry: Callable[[], None] | None = None,
+) -> T:
+    """``call()``, tried again through transient errors; any other error is raised at once.
 
-    give_up: Callable[[], bool]
-    """Stop retrying (re-raising the last error) once it turns true."""
-    within: float | None
-    """Stop retrying after so many seconds (``None``: never)."""
-    sleep: Callable[[float], object]
-    before_retry: Callable[[], None] | None
-    """Runs before each new attempt (a reconnect, say)."""
-
-
-def retrying(outage: Outage, **options: Unpack[RetryOptions]) -> Retrying:
-    """A tenacity ``Retrying`` that waits out transient errors and re-raises the rest."""
-    give_up = options.get("give_up", lambda: False)
-    within = options.get("within")
-    sleep = options.get("sleep", pause)
-    before_retry = options.get("before_retry")
+    Stops retrying (re-raising the last error) once ``give_up()`` turns true, or after
+    ``within`` seconds; ``before_retry`` runs before each new attempt (a reconnect, say).
+    """
 
     def note(state: RetryCallState) -> None:
         failure = state.outcome.exception() if state.outcome is not None else None
@@ -195,19 +189,14 @@ def retrying(outage: Outage, **options: Unpack[RetryOptions]) -> Retrying:
     def wait(seconds: float) -> None:
         sleep(seconds)
 
-    return Retrying(
+    for attempt in Retrying(
         retry=retry_if_exception(lambda error: is_transient(error) and not give_up()),
         wait=wait_random_exponential(multiplier=FIRST_WAIT, max=MAX_WAIT),
         stop=stop_never if within is None else stop_before_delay(within),
         sleep=wait,
         before_sleep=note,
         reraise=True,
-    )
-
-
-def ride_out(call: Callable[[], T], outage: Outage, **options: Unpack[RetryOptions]) -> T:
-    """``call()``, tried again through transient errors (see :func:`retrying`)."""
-    for attempt in retrying(outage, **options):
+    ):
         with attempt:
             result = call()
     outage.ended()

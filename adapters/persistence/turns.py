@@ -1,12 +1,10 @@
 """Taking turns at changing a store's schema, on a lock only the store's owner can take.
 
-Processes that open one store at once must not migrate it, or create its read models, at
-the same time. Not on an advisory lock, which any role that can connect (an analyst's)
-could take first and hold. A turn is ``LOCK TABLE ... IN SHARE UPDATE EXCLUSIVE MODE`` on a
-table the store owns: ``LOCK TABLE`` checks privileges an analyst never has
-(:mod:`actae.adapters.readside.grants`) before it waits, and that mode conflicts with itself
-but not with the weaker locks any role may hold (a prepared ``INSERT``'s ``ROW EXCLUSIVE``),
-so only another turn can hold one up.
+Openers of one store must not migrate it, or create its read models, at once. Not on an
+advisory lock, which any role that connects (an analyst's) could take and hold: a turn is
+``LOCK TABLE ... IN SHARE UPDATE EXCLUSIVE MODE`` on a table the store owns, which checks
+privileges an analyst never has before it waits, and conflicts with itself but not with the
+weaker locks any role may hold, so only another turn can hold one up.
 """
 
 from __future__ import annotations

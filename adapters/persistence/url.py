@@ -1,10 +1,8 @@
-"""Store URLs: the one place where a backend is chosen.
+"""Store URLs: the one place where a backend is chosen (never by ``os.environ``).
 
 ``memory://``, ``sqlite:///relative.db`` / ``sqlite:////absolute.db`` and
 ``postgresql://user:password@host:5432/db?schema=actae&pool_size=8&sslmode=verify-full``.
-``os.environ`` is never consulted, so a stray variable cannot pick the backend. Every query
-option is checked here: accepted, it reaches every connection; else it is refused by name,
-so nothing (least of all ``sslmode``) is silently dropped.
+Every query option is checked: it reaches every connection, or is refused by name.
 """
 
 from __future__ import annotations
@@ -15,6 +13,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from actae.adapters.persistence.libpq import (
+    MAX_NAME_BYTES,
     PASSED_THROUGH,
     check_parameter,
     default_name,
@@ -216,17 +215,13 @@ def _masked(url: str, password: str | None) -> str:
     return SECRET_OPTIONS.sub("***", url)
 
 
-MAX_SCHEMA_BYTES = 63
-"""PostgreSQL silently cuts longer names: two URLs would open one store."""
-
-
 def _schema(schema: str) -> str:
     """A schema name PostgreSQL keeps as given and that is not one of its own."""
     if not schema or not set(schema) <= IDENTIFIER_CHARS or schema[0].isdigit():
         raise ValidationError("url.schema", "use lower-case letters, digits and underscores")
-    if len(schema.encode()) > MAX_SCHEMA_BYTES:
+    if len(schema.encode()) > MAX_NAME_BYTES:  # cut, two URLs would open one store
         raise ValidationError(
-            "url.schema", f"at most {MAX_SCHEMA_BYTES} bytes (PostgreSQL cuts longer names)"
+            "url.schema", f"at most {MAX_NAME_BYTES} bytes (PostgreSQL cuts longer names)"
         )
     if schema == "information_schema" or schema.startswith("pg_"):
         raise ValidationError("url.schema", f"{schema!r} belongs to PostgreSQL; choose another")

@@ -11,24 +11,11 @@ import asyncio
 import contextlib
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol, Self
+from typing import Self
 
 from actae.adapters.persistence.awaiting import run_in_portal
 from actae.adapters.readside.subscription import Subscription
 from actae.domain.values import ChannelEvent
-
-
-class AsyncWaiter(Protocol):
-    """Suspends the subscriber until new events may exist, or the timeout passes."""
-
-    async def wait(self, timeout: float) -> None:
-        """Return early when woken."""
-
-    def wake(self) -> None:
-        """Make a pending ``wait`` return (used by ``stop()``)."""
-
-    async def close(self) -> None:
-        """Release resources."""
 
 
 class CommitSignal:
@@ -96,19 +83,22 @@ class AsyncSubscription:
     def __init__(
         self,
         start: Callable[[], Awaitable[Subscription]],
-        waiter: Callable[[], AsyncWaiter],
+        waiter: Callable[[], SignalWaiter],
     ) -> None:
         self._start = start
         self._new_waiter = waiter
         self._pull: Subscription | None = None
-        self._waiter: AsyncWaiter | None = None
+        self._waiter: SignalWaiter | None = None
 
     @property
     def position(self) -> int:
         """The last delivered position (the ``after`` given, before the first event)."""
-        if self._pull is None:
+        return self._entered()[0].position
+
+    def _entered(self) -> tuple[Subscription, SignalWaiter]:
+        if self._pull is None or self._waiter is None:
             raise RuntimeError("enter the subscription first: async with store.subscribe(...)")
-        return self._pull.position
+        return self._pull, self._waiter
 
     async def __aenter__(self) -> Self:
         self._pull = await self._start()
@@ -119,9 +109,7 @@ class AsyncSubscription:
         return self
 
     async def __anext__(self) -> ChannelEvent:
-        pull, waiter = self._pull, self._waiter
-        if pull is None or waiter is None:
-            raise RuntimeError("enter the subscription first: async with store.subscribe(...)")
+        pull, waiter = self._entered()
         while not pull.stopped:
             event = pull.buffered()
             if event is None:

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import psycopg
 from psycopg import sql
 
+from actae.adapters.persistence.libpq import MAX_NAME_BYTES
 from actae.adapters.persistence.migrations import MIGRATIONS_TABLE
 from actae.adapters.persistence.recorders import POSTGRES_EVENTS_TABLE
 from actae.adapters.readside.schema import BOOKKEEPING
@@ -43,10 +44,10 @@ READ_MODELS = (*(table.name for table in TABLES), *(view.name for view in VIEWS)
 """The read-model tables and views an analyst may read."""
 LOCK_ORDER = (*(view.name for view in VIEWS), *(table.name for table in TABLES))
 """The read models in the order a rebuild's swap drops them: this module locks them so too."""
-MAX_NAME_BYTES = 63
-"""PostgreSQL's longest name (NAMEDATALEN - 1): a longer one is cut, and would name another."""
 ACCESS = "SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER"
 """Every table privilege, as ``has_table_privilege`` takes them (any one counts)."""
+IN_SCHEMA = "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = %s "
+"""The relations of the schema named by the first parameter."""
 
 log = logging.getLogger("actae.projector")
 
@@ -81,15 +82,12 @@ class GrantingDB(Protocol):
     @property
     def conn(self) -> psycopg.Connection[Any]:
         """The connection of the transaction a grant runs in."""
-        ...
 
     def transaction(self) -> AbstractContextManager[None]:
         """A transaction, or a savepoint inside one."""
-        ...
 
     def take_turns(self) -> None:
         """Keep processes that create the read models apart (inside the transaction)."""
-        ...
 
 
 def grant(db: GrantingDB, role: str) -> Access:
@@ -132,13 +130,11 @@ def revoke(db: GrantingDB, role: str) -> Access:
 
 
 def regrant(conn: psycopg.Connection[Any]) -> list[str]:
-    """Grant the read models again to every analyst role; returns the roles' names.
+    """Grant the read models again to every analyst role (in a rebuild's swap); their names.
 
-    Called in a rebuild's transaction once the fresh tables are in place. An
-    :data:`ANALYSTS` table the rebuilding role cannot read is warned about, not fatal.
+    An :data:`ANALYSTS` table the rebuilding role cannot read is warned about, not fatal.
     """
-    row = conn.execute("SELECT current_schema()").fetchone()
-    schema = None if row is None else row[0]
+    schema = _current_schema(conn)
     if schema is None:
         return []
     readable = _analysts_table(conn, schema)
@@ -175,8 +171,7 @@ def _lock_and_find(db: GrantingDB, role: str) -> tuple[str, int]:
     check_role_name(role)
     db.take_turns()  # the creators' turn (this may create actae_analysts), as ensure_schema
     conn = db.conn
-    row = conn.execute("SELECT current_schema()").fetchone()
-    schema = None if row is None else row[0]
+    schema = _current_schema(conn)
     if schema is None:
         raise NotFoundError("schema", "of the store", "the read models' schema is not there")
     names = _names(schema, LOCK_ORDER)
@@ -207,6 +202,11 @@ def _lock_and_find(db: GrantingDB, role: str) -> tuple[str, int]:
     return str(schema), oid
 
 
+def _current_schema(conn: psycopg.Connection[Any]) -> str | None:
+    row = conn.execute("SELECT current_schema()").fetchone()
+    return None if row is None else row[0]
+
+
 def _refuse_if_any(
     conn: psycopg.Connection[Any],
     select: str,
@@ -216,9 +216,7 @@ def _refuse_if_any(
 ) -> None:
     """Fail with ``message`` of the names found (a function: a role's name may hold braces)."""
     rows = conn.execute(
-        f"SELECT {select} FROM pg_class c "  # noqa: S608  # constant texts
-        "JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = %s "
-        f"WHERE {where} ORDER BY 1",
+        f"SELECT {select} {IN_SCHEMA}WHERE {where} ORDER BY 1",
         params,
     ).fetchall()
     if rows:
@@ -228,9 +226,7 @@ def _refuse_if_any(
 def _analysts_table(conn: psycopg.Connection[Any], schema: str) -> bool | None:
     """Whether this role may read the :data:`ANALYSTS` table (``None``: there is none)."""
     row = conn.execute(
-        "SELECT has_table_privilege(c.oid, 'SELECT') FROM pg_class c "
-        "JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = %s "
-        "WHERE c.relname = %s",
+        f"SELECT has_table_privilege(c.oid, 'SELECT') {IN_SCHEMA}WHERE c.relname = %s",
         [schema, ANALYSTS],
     ).fetchone()
     return None if row is None else bool(row[0])
@@ -257,9 +253,7 @@ def _remember(conn: psycopg.Connection[Any], schema: str, oid: int, role: str) -
         )
         owner = conn.execute(
             "SELECT pg_get_userbyid(c.relowner), pg_get_userbyid(c.relowner) <> current_user "
-            "FROM pg_class c "
-            "JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = %s "
-            "WHERE c.relname = %s",
+            f"{IN_SCHEMA}WHERE c.relname = %s",
             [schema, TABLES[0].name],
         ).fetchone()
         if owner is not None and owner[1]:  # the rebuilding role must read it
@@ -287,9 +281,7 @@ def _revoke_private(conn: psycopg.Connection[Any], schema: str, role: str) -> li
 def _private(conn: psycopg.Connection[Any], schema: str) -> list[str]:
     """The private tables of the schema: :data:`PRIVATE` and any other ``actae_*`` relation."""
     rows = conn.execute(
-        "SELECT c.relname FROM pg_class c "
-        "JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = %s "
-        "WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') "
+        f"SELECT c.relname {IN_SCHEMA}WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') "
         "AND (c.relname = ANY(%s) OR c.relname LIKE 'actae\\_%%') ORDER BY c.relname",
         [schema, list(PRIVATE)],
     ).fetchall()

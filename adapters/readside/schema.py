@@ -1,9 +1,8 @@
 """Read-model DDL of a rebuild: fresh tables made from the definitions, then swapped in.
 
-The live read models are made by the store's migrations, like every other table; a rebuild
-projects into fresh tables made here from :mod:`actae.projections.tables` and swaps them
-in. Each backend's read models (:mod:`actae.adapters.readside.readmodels`) give the column
-types, a timestamp's UTC day, the creators' turns, comments and index renames.
+The live read models are made by the store's migrations; a rebuild projects into tables made
+here from :mod:`actae.projections.tables`. Each backend's read models give the column types,
+a timestamp's UTC day, the creators' turns, comments and index renames.
 """
 
 # ruff: noqa: S608 - SQL assembled from our own constant table and column names, never input
@@ -90,11 +89,9 @@ class SchemaMethods(ABC):
 
         def transaction(self) -> AbstractContextManager[None]:
             """A transaction, or a savepoint inside one."""
-            ...
 
         def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
             """Run one statement."""
-            ...
 
     def ensure_schema(self, suffix: str = "") -> None:
         """Describe the live tables; with a ``suffix``, create a rebuild's fresh tables."""

@@ -32,40 +32,27 @@ ASKING = (EffectStatus.NEEDS_REVIEW, EffectStatus.IN_DOUBT, EffectStatus.RETRY_S
 """The effect statuses whose first key the facts carry (``RunFacts.effects``)."""
 
 
-class Statements(Protocol):
-    """What a refresh needs of the read models' connection (``ReadModelDB`` has it).
-
-    The run leases are written through the same connection (``RunLeases``).
-    """
+class Transactional(Protocol):
+    """The read models' connection (``ReadModelDB``): refreshes, lookups and leases use it."""
 
     @property
     def mark(self) -> str:
         """The driver's positional parameter."""
-        ...
 
     def adapt(self, value: Any) -> Any:
         """A Python value in the form this backend's driver stores."""
-        ...
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
         """Run one statement (written with the parameter ``mark``)."""
-        ...
 
     def executemany(self, statement: str, rows: list[Sequence[Any]]) -> None:
         """Run one statement for many rows."""
-        ...
 
     def query(self, statement: str, params: Any = None) -> list[dict[str, Any]]:
         """Rows of one statement, as dicts."""
-        ...
-
-
-class Transactional(Statements, Protocol):
-    """Statements and transactions: what retention's lookups and the run leases write through."""
 
     def transaction(self) -> AbstractContextManager[None]:
         """A transaction, or a savepoint inside one."""
-        ...
 
 
 def _effect_is(status: EffectStatus) -> str:
@@ -179,9 +166,8 @@ def runs_of_effects(db: Transactional, effect_ids: Iterable[Any], suffix: str = 
 def lease_ran_out(mark: str) -> str:
     """The domain's ``lease_ran_out(expires_at, now)`` in SQL; ``mark`` is the moment.
 
-    The one time-dependent part of an effect's status: no event records it, so the read
-    models ask it on the store's clock and keep the answer in ``in_doubt``. A claim always
-    has an expiry, so the domain's "no expiry: ran out" never arises here.
+    No event records it, so the read models ask it on the store's clock (``in_doubt``); a
+    claim always has an expiry.
     """
     return f"expires_at <= {mark}"
 
@@ -189,8 +175,8 @@ def lease_ran_out(mark: str) -> str:
 def expire_sql(effects: str, mark: str) -> str:
     """Make ``in_doubt`` say whether each claim may have happened, as of a moment.
 
-    In doubt: granted over an unanswered claim, or its lease ran out (a late heartbeat
-    makes it live again). Only changed rows are written; their run ids are returned.
+    In doubt: granted over an unanswered claim, or its lease ran out (until a late heartbeat).
+    Only changed rows are written; their run ids are returned.
     """
     doubt = f"(claimed_in_doubt OR {lease_ran_out(mark)})"
     return (
@@ -222,8 +208,7 @@ def mark_unserved(db: Transactional, now: datetime) -> list[Any]:
 def mark_regressed(db: Transactional, channel_id: Any, detail: str, now: datetime) -> None:
     """Say on run_status that ``channel_id``'s history went back (``detail``: how far).
 
-    Not an event: a note on the regressed log would be a write past the loss. The row
-    stays until an operator deletes it (docs/outages.md).
+    Not an event, which would be a write past the loss; an operator deletes the row.
     """
     p, channel = db.mark, db.adapt(UUID(str(channel_id)))
     db.execute(

@@ -1,13 +1,11 @@
 """Replay-to-live subscriptions: catch up from a position, then follow new events.
 
-A subscription is pulled by its reader: it fetches everything after its last delivered
-position, and only when there is nothing new does it wait, woken by a commit of its own
-process or after a :class:`Backoff` wait. Writers notify no one (a ``NOTIFY`` serialises
-the cluster's commits; docs/performance.md). It holds no lock between reads, so a slow
-subscriber cannot slow writers, and the hand-over from history to live has no gap and no
-duplicate. The global subscription reads positions only up to the point below which no
-write in flight can add one (``adapters/persistence/positions.py``). An outage is waited
-out, logged once.
+Pulled by its reader: it fetches everything after its last position, and waits only when
+there is nothing new, woken by its process's commits or after a :class:`Backoff`. Writers
+notify no one (a ``NOTIFY`` serialises the cluster's commits; docs/performance.md) and no
+lock is held between reads, so a slow subscriber cannot slow writers, and history hands over
+to live without gap or duplicate (the global one reads below the horizon of
+``adapters/persistence/positions.py``). An outage is waited out, logged once.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import Protocol, Self
+from typing import Self
 
 from actae.adapters.persistence.awaiting import in_portal, pause
 from actae.adapters.persistence.outages import Outage, is_transient, ride_out
@@ -45,8 +43,7 @@ def pausing(stopped: threading.Event) -> Callable[[float], None]:
 class Backoff:
     """How long a reader waits before looking again: short while events flow, long when idle.
 
-    Right after an event the next is likely near; each empty look doubles the wait, up to
-    ``longest``, so an idle reader costs one cheap read per ``longest`` seconds.
+    Each empty look doubles the wait, up to ``longest``; an event makes it short again.
     """
 
     def __init__(self, longest: float, first: float = FIRST_WAIT) -> None:
@@ -65,11 +62,14 @@ class Backoff:
         self._next = self._first
 
 
-class Waiter(Protocol):
-    """Blocks until new events may exist, or the timeout passes."""
+class Waiter:
+    """Blocks until new events may exist, or the timeout passes; this one never blocks.
+
+    As ``Unwaited``: for an ``AsyncSubscription``, whose own waiter awaits instead.
+    """
 
     def wait(self, timeout: float) -> None:
-        """Return early when woken."""
+        """Return early when woken (this one: at once)."""
 
     def wake(self) -> None:
         """Wake a blocked ``wait`` (used by ``stop()``)."""
@@ -78,11 +78,14 @@ class Waiter(Protocol):
         """Release resources."""
 
 
+Unwaited = Waiter
+
+
 class Commits:
     """The commits of this process, counted under a condition.
 
-    A commit between a reader's empty look and its wait would wake nobody if it were only a
-    notification; the count makes that wait return at once. ``wake`` moves it too.
+    Counted, not only notified: a commit between a reader's empty look and its wait makes
+    that wait return at once. ``wake`` counts too.
     """
 
     def __init__(self) -> None:
@@ -102,7 +105,7 @@ class Commits:
     wake = committed
 
 
-class ConditionWaiter:
+class ConditionWaiter(Waiter):
     """Waits on the store's in-process commits; the reader's backoff covers other processes."""
 
     def __init__(self, commits: Commits) -> None:
@@ -123,22 +126,6 @@ class ConditionWaiter:
     def wake(self) -> None:
         """Wake the waiting reader."""
         self._commits.wake()
-
-    def close(self) -> None:
-        """Nothing to release."""
-
-
-class Unwaited:
-    """No waiting: for an ``AsyncSubscription``, whose own waiter awaits instead."""
-
-    def wait(self, timeout: float) -> None:
-        """Return at once."""
-
-    def wake(self) -> None:
-        """Nothing is blocked."""
-
-    def close(self) -> None:
-        """Nothing to release."""
 
 
 class Subscription:

@@ -1,13 +1,10 @@
 """Durable steps for async workflow code: ``await store.resume(...)`` gives an AsyncRunContext.
 
-Each method is the :class:`~actae.adapters.runtime.store.RunContext` method of the same
-name, run in a greenback portal on the loop, as ``AsyncStore`` runs ``Store``'s. Only what
-the context calls differs: a step's or an effect's ``fn`` may be async (or return an
-awaitable), awaited on the loop; a plain one runs in a worker thread. Cancelling the workflow
-task records nothing: the claim runs out and the effect is in doubt, as after a kill.
-
-**Fan-out.** Calls are recorded one at a time, in the order they were made (so a re-run
-replays the same operation ids), but the context lets go while a ``fn`` runs:
+Each method is the ``RunContext`` one of the same name, run in a greenback portal on the loop
+(as ``AsyncStore`` runs ``Store``'s); a step's or effect's async ``fn`` is awaited on the
+loop, a plain one runs in a thread. Cancelling the workflow records nothing: the claim runs
+out and the effect is in doubt, as after a kill. **Fan-out**: calls are recorded one at a time
+in call order (a re-run replays the same ids), but the context lets go while a ``fn`` runs:
 ``await ctx.gather(ctx.step("a", f), ctx.step("b", g))`` runs ``f`` and ``g`` concurrently.
 """
 
@@ -18,10 +15,9 @@ import contextvars
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
-from actae.adapters.persistence.awaiting import awaiting, run_in_portal
+from actae.adapters.persistence.awaiting import awaiting, run_in_portal, thread_pool
 from actae.adapters.runtime.deadlines import by_deadline, current_deadline
 from actae.adapters.runtime.run_ledger import Reconcile
 from actae.adapters.runtime.store import RunContext
@@ -122,10 +118,7 @@ class AsyncRunContext:
         reconcile: Callable[[str], Any] | None = None,
         **options: Any,
     ) -> Any:
-        """``RunContext.effect``; an async ``fn`` is cancelled at the attempt's deadline.
-
-        The overloads above are the signature; the options go to ``RunContext.effect`` as given.
-        """
+        """``RunContext.effect``; an async ``fn`` is cancelled at the attempt's deadline."""
         settle: Reconcile | None = None if reconcile is None else self._released(reconcile)
         effect = self.sync.effect
         return await self._in_turn(effect, name, self._released(fn), reconcile=settle, **options)
@@ -208,13 +201,9 @@ _HELD: contextvars.ContextVar[_Turn] = contextvars.ContextVar("actae_turn")
 STEP_THREADS = 64
 """Threads for plain (blocking) step and effect functions of async workflows, per process."""
 
-_pool: ThreadPoolExecutor | None = None
-
 
 def _in_a_thread(fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
     """``fn(*args)`` in a thread of the step pool, in a copy of the caller's context."""
-    global _pool  # noqa: PLW0603 - one pool per process, made on first use
-    if _pool is None:
-        _pool = ThreadPoolExecutor(STEP_THREADS, thread_name_prefix="actae-step")
     call = functools.partial(contextvars.copy_context().run, fn, *args)
-    return asyncio.get_running_loop().run_in_executor(_pool, call)
+    pool = thread_pool("actae-step", STEP_THREADS)
+    return asyncio.get_running_loop().run_in_executor(pool, call)

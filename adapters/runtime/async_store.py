@@ -1,10 +1,9 @@
 """The asyncio face of the store: ``actae.open_async(url)`` and ``AsyncStore``.
 
-An ``AsyncStore`` method is the ``Store`` method of the same name, run on the loop's thread
-in a greenback portal (:mod:`actae.adapters.persistence.awaiting`): one implementation of
-every command, query and error. Only where it would block does the coroutine wait instead:
-PostgreSQL statements on psycopg's ``AsyncConnectionPool``, SQLite recorder calls in a
-worker thread (sqlite3 has no asyncio interface; docs/async.md has the measurements).
+Each method is the ``Store`` one, run in a greenback portal on the loop's thread
+(:mod:`actae.adapters.persistence.awaiting`): one implementation of every command, query and
+error. Where it would block the coroutine waits: on psycopg's ``AsyncConnectionPool``, or for
+a SQLite call in a thread (docs/async.md).
 """
 
 from __future__ import annotations
@@ -20,11 +19,7 @@ from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 from uuid import UUID
 
 from actae.adapters.persistence.awaiting import run_in_portal
-from actae.adapters.readside.async_subscription import (
-    AsyncSubscription,
-    AsyncWaiter,
-    CommitSignal,
-)
+from actae.adapters.readside.async_subscription import AsyncSubscription, CommitSignal, SignalWaiter
 from actae.adapters.readside.projector import Projector
 from actae.adapters.readside.subscription import Subscription, Unwaited
 from actae.adapters.runtime.async_context import AsyncRunContext
@@ -218,7 +213,7 @@ class AsyncStore:
 
         return AsyncSubscription(start, self._waiter)
 
-    def _waiter(self) -> AsyncWaiter:
+    def _waiter(self) -> SignalWaiter:
         if self._signal is None:
             self._signal = CommitSignal()
             self.sync.on_commit(self._signal.committed)

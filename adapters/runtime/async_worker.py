@@ -1,9 +1,8 @@
 """A worker that runs many runs at once: ``AsyncWorker(store, name=, registry=, concurrency=)``.
 
-It is the :class:`~actae.adapters.runtime.worker.Worker` (which decides everything, once)
-with up to ``concurrency`` runs in flight: each is a task on the loop running the
-``Worker``'s code in a portal, as an ``AsyncStore`` runs the ``Store``'s. An ``async def``
-workflow is awaited there too; a plain one runs in a thread while its task waits.
+The :class:`~actae.adapters.runtime.worker.Worker` (which decides everything) with up to
+``concurrency`` runs in flight, each a task running the ``Worker``'s code in a portal; a plain
+workflow runs in a thread while its task waits.
 """
 
 from __future__ import annotations
@@ -68,7 +67,7 @@ class AsyncWorker:
 
     @property
     def name(self) -> str:
-        """The worker's name, as leases and the read models show it."""
+        """The worker's name, as the read models show it."""
         return self._worker.name
 
     @property
@@ -84,11 +83,7 @@ class AsyncWorker:
             self._loop.call_soon_threadsafe(self._changed.set)
 
     async def run(self) -> None:
-        """Work until ``request_stop()``.
-
-        The next pass comes when a run that made progress ends, or after ``poll_interval``;
-        a run that could not advance is not tried again before that, so the worker never spins.
-        """
+        """Work until ``request_stop()``; a pass when a run that moved ends, or each poll."""
         try:
             while not self._stopping:
                 await self._start_pass()
@@ -184,10 +179,7 @@ class AsyncWorker:
             self._changed = asyncio.Event()
 
     def _awaited(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        """An async workflow's result, awaited in its run's portal.
-
-        The workflow is a task of its own, so a shutdown cancels it, not the run's bookkeeping.
-        """
+        """An async workflow's result, as a task of its own (a shutdown cancels it alone)."""
         workflow = asyncio.get_running_loop().create_task(coroutine)
         self._workflows.add(workflow)
         try:

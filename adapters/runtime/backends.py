@@ -1,9 +1,7 @@
 """One object per kind of database: the only module that knows which one a store is on.
 
-``actae.open`` asks :func:`backend_for` once per URL; everything that differs between
-PostgreSQL and SQLite (schema, event store, clock, custody, read models, the few statements
-written per database) is a method of the :class:`Backend` it gets. ``memory://`` is SQLite
-too (:class:`MemoryBackend`).
+Everything that differs between PostgreSQL and SQLite (``memory://`` too) is a method of the
+:class:`Backend` that :func:`backend_for` gives ``actae.open``.
 """
 
 from __future__ import annotations
@@ -12,7 +10,7 @@ import os
 import shutil
 import tempfile
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -25,7 +23,6 @@ from actae.adapters.custody.datakeys import SqlKeyTable, Transaction
 from actae.adapters.custody.holding import SecretTable
 from actae.adapters.custody.refs import RefRecorder
 from actae.adapters.custody.tables import PostgresTables, SQLiteTables
-from actae.adapters.persistence import purging
 from actae.adapters.persistence.awaiting import off_the_loop
 from actae.adapters.persistence.clock import read_clock_with, store_clock
 from actae.adapters.persistence.forgets import KEYS_TABLE, SECRETS_TABLE, ForgetWatch
@@ -48,14 +45,12 @@ Custody = tuple[BlobStore, RefRecorder]
 BACKLOG_CAP = 1_000_000
 """Events counted after a position at most: a gauge scraped every few seconds must not scan a
 backlog of millions each time."""
+CHUNK = 500
+"""Ids a purge's query names at most (SQLite's limit on parameters)."""
 
 
 class Backend:
-    """What differs between databases; each kind overrides the hooks it needs.
-
-    Built with no IO (:func:`backend_for`); :meth:`open` prepares the schema and the event
-    store, :meth:`close` lets go of what only the backend holds.
-    """
+    """What differs between databases; each kind overrides the hooks it needs (no IO)."""
 
     name = ""
     """The database's kind, for messages."""
@@ -66,7 +61,6 @@ class Backend:
 
     _recorder: ActaePostgresRecorder | ActaeSQLiteRecorder
     """The event store's recorder (from :meth:`event_store` on)."""
-    _purging: purging.Purging
     _mark = "?"
     """The DB-API parameter mark of the database's driver."""
     _text_ids = True
@@ -142,17 +136,27 @@ class Backend:
     def delete_events(
         self, *, everything_of: Sequence[UUID], history_of: Sequence[UUID], keep_topic: str
     ) -> int:
-        """Delete the events of ``everything_of``, and of ``history_of`` all but ``keep_topic``."""
+        """Delete the events of ``everything_of``, and of ``history_of`` all but ``keep_topic``.
+
+        The one delete of events, after the run's tombstone (positions stay monotonic).
+        """
         if not everything_of and not history_of:
             return 0
-        delete = self._purging.delete_events
-        return off_the_loop(delete, self._recorder, everything_of, history_of, keep_topic)
+        return off_the_loop(self._delete_events, everything_of, history_of, keep_topic)
+
+    def _delete_events(
+        self, everything_of: Sequence[UUID], history_of: Sequence[UUID], keep_topic: str
+    ) -> int:
+        raise NotImplementedError
 
     def still_stored(self, originator_ids: Sequence[UUID]) -> set[UUID]:
         """Which of ``originator_ids`` still have events."""
         if not originator_ids:
             return set()
-        return off_the_loop(self._purging.still_stored, self._recorder, originator_ids)
+        return off_the_loop(self._still_stored, originator_ids)
+
+    def _still_stored(self, ids: Sequence[UUID]) -> set[UUID]:
+        raise NotImplementedError
 
     def server(self, field: str, *, needed_by: str, missing: str) -> dict[str, str]:
         """The database server's libpq parameters; ``ValidationError`` on ``field`` without."""
@@ -170,7 +174,6 @@ class PostgresBackend(Backend):
 
     name = "postgresql"
     reads_ahead = True
-    _purging = purging.POSTGRES
     _recorder: ActaePostgresRecorder
     _mark = "%s"
     _text_ids = False
@@ -218,15 +221,38 @@ class PostgresBackend(Backend):
         """Close the async pool."""
         await self._recorder.close_async_pool()
 
+    def _events_table(self) -> sql.Identifier:
+        return sql.Identifier(self._recorder.datastore.schema, self._recorder.events_table_name)
+
     def events_after(self, position: int, cap: int = BACKLOG_CAP) -> int:
         """Counted by one statement."""
-        recorder = self._recorder
-        table = sql.Identifier(recorder.datastore.schema, recorder.events_table_name)
         statement = sql.SQL(
             "SELECT count(*) FROM (SELECT 1 FROM {} WHERE notification_id > %s LIMIT %s) AS e"
-        ).format(table)
-        ((count,),) = recorder._execute(statement.as_string(), [position, cap])
+        ).format(self._events_table())
+        ((count,),) = self._recorder._execute(statement.as_string(), [position, cap])
         return int(count)
+
+    def _delete_events(
+        self, everything_of: Sequence[UUID], history_of: Sequence[UUID], keep_topic: str
+    ) -> int:
+        statement = sql.SQL(
+            "DELETE FROM {} WHERE originator_id = ANY(%s)"
+            " OR (originator_id = ANY(%s) AND topic <> %s)"
+        ).format(self._events_table())
+        with self._recorder.datastore.transaction(commit=True) as cursor:
+            cursor.execute(statement, (list(everything_of), list(history_of), keep_topic))
+            return cursor.rowcount
+
+    def _still_stored(self, ids: Sequence[UUID]) -> set[UUID]:
+        statement = sql.SQL(
+            "SELECT DISTINCT originator_id FROM {} WHERE originator_id = ANY(%s)"
+        ).format(self._events_table())
+        found: set[UUID] = set()
+        with self._recorder.datastore.transaction(commit=False) as cursor:
+            for start in range(0, len(ids), CHUNK):  # one query per CHUNK ids, not one each
+                cursor.execute(statement, (list(ids[start : start + CHUNK]),))
+                found.update(UUID(str(row["originator_id"])) for row in cursor.fetchall())
+        return found
 
     def server(self, field: str, *, needed_by: str, missing: str) -> dict[str, str]:
         """The URL's libpq parameters."""
@@ -238,7 +264,6 @@ class SqliteBackend(Backend):
 
     name = "sqlite"
     open_hint = "check the path (its folder must exist and be writable)"
-    _purging = purging.SQLITE
     _recorder: ActaeSQLiteRecorder
 
     def __init__(self, url: StoreUrl, database: str, read_only: str) -> None:
@@ -281,6 +306,43 @@ class SqliteBackend(Backend):
             cursor.execute(statement, (position, cap))
             return int(cursor.fetchone()[0])
 
+    def _delete_events(
+        self, everything_of: Sequence[UUID], history_of: Sequence[UUID], keep_topic: str
+    ) -> int:
+        """The row with the largest ``rowid`` stays: SQLite gives a new row that plus one."""
+        table = self._recorder.events_table_name
+        deleted = 0
+        with self._recorder.datastore.transaction(commit=True) as cursor:
+            for ids, keep in ((everything_of, None), (history_of, keep_topic)):
+                for part, marks in _chunks(ids):
+                    kept = "" if keep is None else " AND topic <> ?"
+                    where = f"originator_id IN ({marks}){kept}"
+                    where += f" AND rowid < (SELECT max(rowid) FROM {table})"  # noqa: S608
+                    params = [*part] if keep is None else [*part, keep]
+                    statement = f"DELETE FROM {table} WHERE {where} RETURNING 1"  # noqa: S608
+                    cursor.execute(statement, params)
+                    deleted += len(cursor.fetchall())
+        return deleted
+
+    def _still_stored(self, ids: Sequence[UUID]) -> set[UUID]:
+        table = self._recorder.events_table_name
+        found: set[UUID] = set()
+        with self._recorder.datastore.transaction(commit=False) as cursor:
+            for part, marks in _chunks(ids):
+                statement = (
+                    f"SELECT DISTINCT originator_id FROM {table} WHERE originator_id IN ({marks})"  # noqa: S608
+                )
+                cursor.execute(statement, part)
+                found.update(UUID(str(row[0])) for row in cursor.fetchall())
+        return found
+
+
+def _chunks(ids: Sequence[UUID]) -> Iterator[tuple[list[str], str]]:
+    """``ids`` as SQLite stores them, ``CHUNK`` at a time (its limit on parameters), with marks."""
+    for start in range(0, len(ids), CHUNK):
+        part = [i.hex for i in ids[start : start + CHUNK]]
+        yield part, ", ".join("?" * len(part))
+
 
 MEMORY = "/dev/shm"  # noqa: S108 - a private folder is made inside it
 """Where ``memory://`` databases live: memory (tmpfs), where the system has it."""
@@ -289,10 +351,8 @@ MEMORY = "/dev/shm"  # noqa: S108 - a private folder is made inside it
 class MemoryBackend(SqliteBackend):
     """SQLite in memory (``memory://``): always new, gone when the store closes.
 
-    A SQLite file in a private folder on tmpfs (``/dev/shm``, else the temporary folder), so
-    that it is the SQLite store in every respect, WAL's readers beside a writer included:
-    ``memdb`` has no WAL (a reader waits behind every write transaction), and a shared cache
-    answers a second writer with ``SQLITE_LOCKED`` or shows readers uncommitted rows.
+    A file in a private folder on tmpfs, so WAL's readers work beside a writer: ``memdb``
+    has no WAL, and a shared cache locks a second writer out or shows uncommitted rows.
     """
 
     name = "memory"

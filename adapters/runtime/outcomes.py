@@ -1,8 +1,4 @@
-"""What a worker makes of a run it could not finish: how to describe it, when to try again.
-
-Each reason a run stops short has a line for the log and a cooldown that keeps the worker
-from trying it again before anything can have changed.
-"""
+"""What a worker makes of a run it could not finish: a log line, a cooldown till it may move."""
 
 from __future__ import annotations
 
@@ -38,10 +34,8 @@ CONFLICT_COOLDOWN = 1.0
 class Cooldown:
     """When a run that could not advance is worth trying again (it only saves a turn).
 
-    ``until`` is on the store's clock (leases and retry times are); ``or_after``, a
-    ``time.monotonic()`` moment, also ends a short pause not tied to it. Any event after
-    ``cursor``, the head the worker had seen, may be what the run waited for: it ends the
-    cooldown at once.
+    ``until``: store's clock; ``or_after``: ``time.monotonic()``, ends a short pause too.
+    An event after ``cursor`` (the head the worker saw) ends it at once.
     """
 
     until: datetime
@@ -65,8 +59,8 @@ class Cooldown:
 def cooldown_for(stop: ActaeError, now: datetime, *, cursor: int | None) -> Cooldown | None:
     """How long a run that stopped with ``stop`` at ``cursor`` cannot advance (None: it moved on).
 
-    A suspended or stopped run left the runnable set and must run as soon as it is woken;
-    anything else would fail the same way until a new event, a lease's expiry or a retry's time.
+    A suspended or stopped run must run as soon as it is woken; anything else fails the same
+    way until a new event, a lease's expiry or a retry's time.
     """
     if isinstance(stop, RunSuspended | RunStoppedError):
         return None

@@ -118,10 +118,7 @@ class Purger:
         return deleted, artifacts
 
     def _operations_of(self, run: Run) -> set[UUID]:
-        """The operation records of the run's own commands, named by its events (unopened).
-
-        A child's or a fork's start is its parent's record: it stays for the parent's replay.
-        """
+        """The operation records of the run's own commands (a child's start is its parent's)."""
         mapper = self._service.metadata_mapper
         found: set[UUID] = set()
         own_start = run.parent_run_id is None and run.forked_from is None

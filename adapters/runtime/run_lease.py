@@ -1,11 +1,10 @@
 """A worker's lease on one run, kept alive by a heartbeat that outlives database errors.
 
-A heartbeat that died on the first error would let the lease lapse during a database
-restart while the step still runs, and a second worker would start it beside it. So it
-retries, with backoff, while the lease it last renewed is valid (measured on this process's
-monotonic clock from *before* each renewal was sent, so never beyond the stored expiry).
-After that the lease is lost, and the workflow's context stops at its next step boundary
-without writing (fencing tokens and ``expected_cursor`` would refuse a late write anyway).
+Dying on the first error, it would let the lease lapse in a database restart while the step
+still runs, and a second worker would start it beside it. So it retries while the lease it
+last renewed is valid (on this process's monotonic clock from *before* each renewal was
+sent, so never beyond the stored expiry); then the lease is lost and the workflow stops at
+its next boundary without writing (fencing tokens would refuse a late write anyway).
 """
 
 # ruff: noqa: S608 - SQL assembled from our own constant table and column names, never input
@@ -30,8 +29,7 @@ from actae.domain.errors import LeaseLostError
 class RunLeases:
     """Which worker holds each run (``actae_run_leases``) and which agents live workers serve.
 
-    A token grows at every take-over; only the holding token renews or releases. Every moment
-    is on the store's clock, which the caller passes.
+    A token grows at every take-over; only the holder's renews or releases (store's clock).
     """
 
     def __init__(self, connection: Transactional) -> None:
@@ -72,8 +70,7 @@ class RunLeases:
                 (db.adapt(now), self._run_key(run_id), token),
             )
 
-    def _run_key(self, run_id: Any) -> Any:
-        """A run id as ``run_status.run_id`` stores it, so the two tables join."""
+    def _run_key(self, run_id: Any) -> Any:  # as run_status.run_id stores it: they join
         return self._db.adapt(UUID(str(run_id)))
 
     @blocking
@@ -93,8 +90,7 @@ class RunLeases:
 class RunLease:
     """The lease ``token`` on ``run_id``, renewed every third of ``seconds`` while held.
 
-    ``valid_from`` is on this process's monotonic clock, before the lease was taken;
-    ``on_beat`` (the worker's advertisement) runs after each renewal.
+    ``valid_from``: monotonic, before it was taken; ``on_beat`` runs after each renewal.
     """
 
     leases: RunLeases

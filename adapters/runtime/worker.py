@@ -1,24 +1,16 @@
 """Workflows and the worker runtime that runs them, taking over from workers that died.
 
-Register workflow code with ``@actae.workflow("agent-name")``: runs whose ``agent_id`` is
-that name are executed by it. A ``Worker`` loops: it keeps the read models current, fires due
-timers and expires due approvals, then takes each runnable run under a lease (a row in
-``actae_run_leases``, renewed while the workflow runs) and runs the workflow from the top.
-Recorded steps replay, so a run whose worker was killed is finished by another worker once
-the lease runs out, without repeating completed steps. One owner at a time: the lease says
-who should work on a run, and ``expected_cursor`` and fencing tokens refuse a stale owner's
-writes even if it comes back.
+``@actae.workflow("agent-name")`` registers the code for runs of that ``agent_id``. A
+``Worker`` keeps the read models current, wakes due waits, then runs each runnable run from
+the top under a lease (``actae_run_leases``): recorded steps replay, so a dead worker's run
+is finished by another once the lease runs out; fencing tokens refuse a stale owner's writes.
 
-A worker never spins and never stays silent: a run that cannot advance is left alone until
-the reason ends on the store's clock (a lease's expiry, a retry's due time) or a new event
-on its channel (an operator's override, unpause, approval, signal or retry); each worker
-advertises the agents it runs (``actae_worker_agents``), so run_status names a running run
-that no live worker serves, and the worker logs such a run once; a ``ValidationError`` from
-workflow code fails the run, since running the same code again fails the same way.
-
-A worker logs to the ``actae.worker`` logger, each line with its ``worker`` name and, where
-it is about a run, the ``run_id`` (docs/logging.md). Each turn with a run is an ``actae.run``
-span in the trace the run started in, whichever worker took it before (docs/telemetry.md).
+It never spins and never stays silent: a run that cannot advance cools down until the reason
+ends (a lease's expiry, a retry's time) or a new event on its channel; the agents it serves
+are advertised (``actae_worker_agents``), so run_status names a run no live worker serves; a
+``ValidationError`` from workflow code fails the run (the same code fails the same way).
+Logs go to ``actae.worker`` (docs/logging.md); each turn is an ``actae.run`` span in the
+run's trace (docs/telemetry.md).
 """
 
 from __future__ import annotations
@@ -28,6 +20,7 @@ import concurrent.futures
 import functools
 import inspect
 import logging
+import operator
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
@@ -69,23 +62,15 @@ if TYPE_CHECKING:
     from actae.domain.lifecycle import Migration
 
 WorkflowCode = Callable[[RunContext], object] | Callable[[AsyncRunContext], Awaitable[object]]
-"""Workflow code: returns the run's result (a mapping, None, or any JSON value).
-
-An ``async def`` workflow gets an :class:`AsyncRunContext` and is awaited."""
+"""Returns the run's result (a mapping, None, any JSON value); ``async def`` code is awaited."""
 
 RunCoroutine = Callable[[Coroutine[Any, Any, object]], object]
-"""Runs an async workflow's coroutine to its end; its result."""
 RunBlocking = Callable[[Callable[[], object]], object]
-"""Runs a plain workflow's call to its end; its result."""
 
 CommitHook = Callable[[Sequence[object]], None]
 """Called with the events of a write right after it commits, before the write returns."""
 
 log = logging.getLogger("actae.worker")
-
-
-def _called(function: Callable[[], object]) -> object:
-    return function()
 
 
 @dataclass(frozen=True)
@@ -116,9 +101,8 @@ class Registry:
     ) -> Callable[[WorkflowCode], WorkflowCode]:
         """Decorator: run ``code(ctx)`` for runs whose ``agent_id`` is ``name``.
 
-        ``redact``: ``True`` for the built-in secret patterns, or a redactor of your own,
-        run on this workflow's step results, records and effect results before they are
-        written (before the store's own redactor, if it has one).
+        ``redact``: ``True`` (the built-in secret patterns) or a redactor, run on what the
+        workflow's steps, records and effects return before it is written (and the store's).
         """
         name = require_text("name", name)  # advertised in the read models
         redactor = redactor_of(redact)
@@ -152,18 +136,12 @@ CANDIDATES = (
 class Worker:
     """Runs registered workflows: picks up runnable runs, due timers and expired waits.
 
-    It logs to the ``actae.worker`` logger; ``out`` also gets its lines, as
-    ``[name] what happened``, whatever logging is configured. ``on_commit`` is a seam for
-    fault injection, not for workflows: it is called in this process with the events of
-    every write that commits through ``store`` (this worker's runs' writes, and any other
-    code's that shares the store), right after the commit and before the write returns, in
-    the writing thread. The failure drill's ``during-commit`` crash point kills the process
-    there: the write is committed, and no one in the process learns it.
-
-    An ``async def`` workflow's coroutine is run by ``run_coroutine``: by default
-    ``asyncio.run``, a loop of its own in the worker's thread; a plain workflow by
-    ``run_blocking``: by default called in the worker's thread. An ``AsyncWorker`` awaits
-    the one on its loop and runs the other in a thread, its run's task awaiting it.
+    ``out`` also gets its log lines, as ``[name] what happened``. ``on_commit``, a seam for
+    fault injection, is called with the events of every write that commits through
+    ``store``, after the commit and before the write returns (the drill's ``during-commit``
+    crash point: committed, and no one in the process learns it). ``run_coroutine`` runs an
+    ``async def`` workflow (``asyncio.run``), ``run_blocking`` a plain one (in this thread);
+    an ``AsyncWorker`` passes its own.
     """
 
     def __init__(
@@ -177,7 +155,7 @@ class Worker:
         out: TextIO | None = None,
         on_commit: CommitHook | None = None,
         run_coroutine: RunCoroutine = asyncio.run,
-        run_blocking: RunBlocking = _called,
+        run_blocking: RunBlocking = operator.call,
         retention_every: float | None = RETENTION_EVERY,
     ) -> None:
         self.store = store
@@ -212,9 +190,8 @@ class Worker:
     def run(self) -> None:
         """Work until ``request_stop()``; sleeps between passes that advanced nothing.
 
-        A pass that fails because the database is unreachable is tried again with backoff
-        (logged once per outage); any other error ends the loop. ``HistoryRegressedError``
-        (the store lost events this process saw) ends it too, after the runs' rows say so.
+        An outage is ridden out (logged once); any other error, ``HistoryRegressedError``
+        included (after the runs' rows say so), ends the loop.
         """
         try:
             while not self._stop.is_set():
@@ -235,10 +212,7 @@ class Worker:
             self.withdraw()
 
     def withdraw(self) -> None:
-        """Stop advertising this worker's agents (it is stopping: it serves nothing now).
-
-        With the database unreachable the advertisement is left to expire on its own.
-        """
+        """Stop advertising this worker's agents (unreachable: the advertisement expires)."""
         try:
             self._leases().advertise(self.name, [], self.store.now())
         except Exception as error:
@@ -249,10 +223,8 @@ class Worker:
     def run_once(self) -> int:
         """One pass: wake due waits, run every runnable run it can take; how many advanced.
 
-        A run that could not advance (another worker's lease, a retry not due) does not
-        count and is not tried again before its cooldown ends, so ``run()`` sleeps instead
-        of spinning. The pass ends by catching the read models up, so what it did shows in
-        run_status as soon as it returns (``actae worker --once``).
+        A run that could not advance does not count and cools down, so ``run()`` sleeps
+        instead of spinning.
         """
         rows, now = self.begin_pass()
         advanced = 0
@@ -264,11 +236,7 @@ class Worker:
         return advanced
 
     def begin_pass(self) -> tuple[list[Mapping[str, Any]], datetime]:
-        """Catch the read models up, keep the advertisement and leases tidy; the candidates.
-
-        The candidate runs are those that may need this worker (running or waiting), oldest
-        first, with the store's time the pass started at.
-        """
+        """Catch the read models up, tidy advertisement and leases; the candidates, and now."""
         projector = self.store.projector()
         projector.catch_up(give_up=self._stop.is_set)
         now = self.store.now()
@@ -278,11 +246,7 @@ class Worker:
         return list(projector.db.query(CANDIDATES)), now
 
     def end_pass(self) -> None:
-        """Catch the read models up, so what the pass did shows in run_status at once.
-
-        Every ``retention_every`` seconds the pass also applies the store's retention
-        policies (``store.apply_retention``), as this worker.
-        """
+        """Catch the read models up (``actae worker --once`` shows the pass); apply retention."""
         self.store.projector().catch_up(give_up=self._stop.is_set)
         if self.retention_every is not None and time.monotonic() >= self._retention_due:
             self._retention_due = time.monotonic() + self.retention_every
@@ -291,11 +255,7 @@ class Worker:
                 self._lines.say(f"retention purged {len(report.purged)} finished runs")
 
     def _isolated(self, row: Mapping[str, Any], now: datetime) -> int:
-        """Serve one run; whatever goes wrong with it stays with it (poison isolation).
-
-        A failure the run's own handling did not absorb (its error could not even be
-        recorded) leaves the run to its cooldown and the other runs keep going.
-        """
+        """Serve one run; what goes wrong with it stays with it, cooling it down (poison)."""
         try:
             return self._serve(row, now)
         except HistoryRegressedError as regressed:  # the store, not the run: stop working
@@ -335,11 +295,9 @@ class Worker:
         return woke
 
     def worth_serving(self, row: Mapping[str, Any], now: datetime) -> bool:
-        """Whether serving ``row`` now could move it (no IO: the row and this worker's memory).
+        """Whether serving ``row`` now could move it (no IO; ``_serve`` checks the same).
 
-        False for a run waiting and not yet due, one whose agent has no workflow here, and
-        one that is blocked, cooling down or whose retry is not due. ``_serve`` checks the
-        same before it does anything: a concurrent worker gives its slots only to the rest.
+        A concurrent worker gives its slots only to these.
         """
         if row["lifecycle"] == "waiting":
             return worth_a_turn_at(row, now)
@@ -406,11 +364,7 @@ class Worker:
         self._advertise(self.store.now())
 
     def _release(self, run_id: Any, token: int) -> None:
-        """Let the run go; with the database unreachable, again at the start of each pass.
-
-        Left to expire, a lease that could not be released would keep the run from every
-        worker, this one included, for the rest of its term.
-        """
+        """Let the run go; unreachable, again each pass (else it is held for the lease's term)."""
         self._unreleased[str(run_id)] = (run_id, token)
         try:
             self._leases().release(run_id, token, self.store.now())
@@ -427,10 +381,9 @@ class Worker:
     def _execute(
         self, run_id: Any, code: Workflow, lease: RunLease, seen: int | None
     ) -> tuple[str, Cooldown | None]:
-        """Resume the run and run its workflow from the top, in the run's own trace.
+        """Resume the run and run its workflow in the run's trace; the outcome and cooldown.
 
-        Returns what happened, and how long to leave the run be (``seen``: the run's head as
-        the pass found it, the cooldown's cursor if the run cannot even be resumed).
+        ``seen``: the run's head as the pass found it, the cooldown's cursor if not resumed.
         """
         try:  # a resume refused (say, this worker's pins are invalid) is not the run's fault
             ctx = self.store.resume(
@@ -476,11 +429,7 @@ class Worker:
         return "completed", None
 
     def _complete(self, ctx: RunContext, result: dict[str, Any]) -> None:
-        """Complete the run; one paused or cancelled while its last step ran stops instead.
-
-        That step's result is recorded (``ctx.step``): the end of the workflow is a boundary
-        like any other, and the run waits there for ``unpause`` rather than cooling down.
-        """
+        """Complete the run; one paused or cancelled meanwhile stops at that boundary instead."""
         try:
             self.store.complete_run(ctx.run_id, result)
         except IllegalTransitionError:
@@ -496,26 +445,21 @@ class Worker:
         return self.run_blocking(functools.partial(plain, ctx))
 
     def _fail(self, run_id: Any, error: Exception) -> str:
-        """Fail the run with ``error`` unless it failed already (``ctx.step`` does that).
+        """Fail the run with ``error`` unless ``ctx.step`` did; the outcome, as allowed.
 
-        The run records the whole message; the outcome (logged, and ``actae.run.outcome``)
-        and the span say what :func:`error_text` lets them: on an encrypted store the type
-        and where the record is, since the message is contents.
+        The run records the whole message; log and span get only its type when sealed.
         """
         message = printable(f"{type(error).__name__}: {error}")
         try:
             cursor = self.store.fail_run(run_id, message, actor=self.name).cursor
         except IllegalTransitionError:  # failed already: its failure is the run's last record
             cursor = self.store.run(run_id).cursor
-        sealed = self.store.encrypting
-        # on the worker's span of the run: the run fails here
-        failed_here(error, sealed=sealed, run_id=run_id, cursor=cursor)
+        failed_here(error, sealed=self.store.encrypting, run_id=run_id, cursor=cursor)
         return f"failed: {printable(self._error_text(error, run_id, cursor))}"
 
     def _error_text(self, error: BaseException, run_id: Any, cursor: int | None = None) -> str:
         """What this worker may say of ``error`` (its type alone when the store encrypts)."""
-        sealed = self.store.encrypting
-        return error_text(error, sealed=sealed, run_id=run_id, cursor=cursor)
+        return error_text(error, sealed=self.store.encrypting, run_id=run_id, cursor=cursor)
 
     def _describe_stop(self, stop: ActaeError, run_id: Any) -> str:
         """Why the run did not finish in this pass; an unexplained stop by its type when sealed."""
@@ -526,9 +470,7 @@ class Worker:
     def _stop_for(self, regressed: HistoryRegressedError) -> None:
         """Take no more work: the store lost history this process saw (docs/outages.md).
 
-        Every write of this process's store is refused from now on anyway; the worker says
-        why at ERROR, marks the channel in run_status (``history regressed: ...``) and ends
-        its loop, so that ``Worker.run`` raises the error instead of idling.
+        Says why at ERROR and marks the channel in run_status; ``Worker.run`` then raises.
         """
         self._stop.set()
         self._lines.say(f"stopping: {regressed}", level=logging.ERROR)

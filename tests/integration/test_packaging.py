@@ -92,7 +92,6 @@ MODULES = [
     "actae.adapters.persistence.positions",
     "actae.adapters.persistence.postgres",
     "actae.adapters.persistence.predecessors",
-    "actae.adapters.persistence.purging",
     "actae.adapters.persistence.recorders",
     "actae.adapters.persistence.turns",
     "actae.adapters.persistence.url",

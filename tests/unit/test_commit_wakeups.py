@@ -8,7 +8,7 @@ import time
 import pytest
 
 import actae
-from actae.adapters.readside.subscription import Commits, ConditionWaiter
+from actae.adapters.readside.subscription import Commits, ConditionWaiter, Waiter
 
 LONG = 30.0
 """A wait no test should ever sit out: returning well before it is the assertion."""
@@ -49,7 +49,7 @@ def test_a_commit_during_the_wait_ends_it() -> None:
     thread.join()
 
 
-class Idle:
+class Idle(Waiter):
     """A waiter that sits out any wait until woken: the projector's longest idle poll."""
 
     def __init__(self) -> None:
@@ -62,9 +62,6 @@ class Idle:
 
     def wake(self) -> None:
         self.woken.set()
-
-    def close(self) -> None:
-        pass
 
 
 def test_stopping_an_idle_projector_wakes_it() -> None:
