@@ -45,10 +45,8 @@ if TYPE_CHECKING:  # an operation record, the codec and a redactor are only name
     from actae.domain.redaction import Redactor
 
 
-class Channel(Aggregate):
+class Channel(Aggregate, type_name="Channel"):
     """An ordered, gapless event log owned by a run; state versions are pinned to cursors."""
-
-    type_name = "Channel"
 
     if TYPE_CHECKING:  # set by events' apply(); not dataclass fields
         run_id: UUID
@@ -89,10 +87,8 @@ class Channel(Aggregate):
             """Make the channel's head match this event."""
             _take_head(aggregate, self)
 
-    class Opened(Event, Aggregate.Created):
+    class Opened(Event, Aggregate.Created, type_name="Channel.Opened"):
         """The channel was opened at cursor 1 with its first state version."""
-
-        type_name = "Channel.Opened"
 
         contents: ClassVar[tuple[str, ...]] = ("payload", "state")
 
@@ -101,21 +97,17 @@ class Channel(Aggregate):
         """Last: the stored body ends with it, so its checksum can start from the state's
         own SHA-256 (:mod:`actae.adapters.persistence.codec`)."""
 
-    class Recorded(Event):
+    class Recorded(Event, type_name="Channel.Recorded"):
         """A result was recorded on the channel; the state version did not change.
 
         ``redacted`` counts, by pattern name, the secrets the store's redaction removed
         from ``payload`` before it was written (never the secrets themselves).
         """
 
-        type_name = "Channel.Recorded"
-
         redacted: dict[str, int] = Field(default_factory=dict)
 
-    class Transitioned(Event):
+    class Transitioned(Event, type_name="Channel.Transitioned"):
         """A new state version was created and pinned to this event's cursor."""
-
-        type_name = "Channel.Transitioned"
 
         contents: ClassVar[tuple[str, ...]] = ("payload", "state")
 
