@@ -3,8 +3,10 @@
 ``Store`` binds each as its method of the same name (the first argument is the
 :class:`Shell`). A verb loads the effect's Operation, lets it decide and saves the decision
 with a note on the run's main channel in one transaction, so the channel's head knows the
-open effects. A first claim registers optimistically (the store refuses an existing key); a
-save that loses a race is re-decided, so exactly one of simultaneous claims is granted.
+open effects. A first claim registers optimistically (the store refuses an existing key); on
+a run this process has not seen it also guesses the run's opening head, which the write
+proves, so it reads nothing. A save that loses a race is re-decided, so exactly one of
+simultaneous claims is granted.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from actae.domain.errors import (
 from actae.domain.operation import OVERRIDE_REASON, Operation
 from actae.domain.pipeline import Shell, retried
 from actae.domain.redaction import Redactor
+from actae.domain.run import Run
 from actae.domain.validation import (
     MAX_REASON_LENGTH,
     fingerprint,
@@ -102,7 +105,7 @@ def claim(
 
     def attempt(number: int) -> Claim:
         at = shell.now()
-        effect = _load_or_register(shell, key, run, body, content, policy, number, at)
+        effect, head = _load_or_register(shell, key, run, body, content, policy, number, at)
         if not effect.claim(worker=worker, lease=lease, timeout=timeout, now=at):
             return _claim_of(effect, status="completed")
         payload = {
@@ -112,7 +115,7 @@ def claim(
             "in_doubt": effect.in_doubt,
             "deadline": effect.deadline.isoformat() if effect.deadline else None,
         }
-        _commit(shell, effect, ("effect.claimed", payload, False))
+        _commit(shell, effect, ("effect.claimed", payload, False), head)
         return _claim_of(effect, status="granted")
 
     return retried(shell, attempt, lambda: f"effect {key!r}")
@@ -389,9 +392,12 @@ def _saved(
     return effect.info(at)
 
 
-def _commit(shell: Shell, effect: Operation, note: Note) -> None:
-    """Save the effect's new events with the outcome noted on the run's main channel."""
-    head = shell.core.heads.get(effect.channel_id) or reread_head(shell, effect.channel_id)
+def _commit(shell: Shell, effect: Operation, note: Note, head: ChannelHead | None = None) -> None:
+    """Save the effect's new events with the outcome noted on the run's main channel.
+
+    The note follows ``head`` if given (a guess the write proves), else the remembered head.
+    """
+    head = head or shell.core.heads.get(effect.channel_id) or reread_head(shell, effect.channel_id)
     at = effect.pending_events[-1].timestamp
     shell.save(effect, effect_note(head, effect.operation_id, note, at))
 
@@ -417,6 +423,18 @@ def effect_note(head: ChannelHead, key: str, note: Note, at: datetime) -> Channe
     )
 
 
+def opening_head(run_id: UUID, at: datetime) -> ChannelHead:
+    """The head of ``run_id``'s main channel while it holds only its opening event.
+
+    ``Channel.open`` opens every main channel at ``Run.channel_for(run_id)`` with state
+    version 1 at cursor 1, no open effects and no usage, so the version says it all. A note
+    after this head is version 2, and its write proves the guess: the store refuses it if
+    version 1 is missing (no such run, or its channel is elsewhere) or version 2 is taken
+    (the channel moved on), and the claim is decided again on what is stored.
+    """
+    return ChannelHead(Run.channel_for(run_id), 1, at, run_id, 1, 1, (), {})
+
+
 def reread_head(shell: Shell, channel_id: UUID) -> ChannelHead:
     """The channel's head as stored (one read), remembered as this process's new guess."""
     event = shell.reader.head_event(channel_id)
@@ -440,31 +458,36 @@ def _load_or_register(
     policy: RetryPolicy,
     number: int,
     at: datetime,
-) -> Operation:
-    """The effect as stored, or a new registration at ``at`` (unlooked-for at first)."""
+) -> tuple[Operation, ChannelHead | None]:
+    """The effect as stored, or a new registration at ``at`` (unlooked-for at first).
+
+    With it, the head its note is to follow when that is a guess: on a first attempt for
+    a run this process has not seen, the run's opening head (:func:`opening_head`), which
+    the write proves; later attempts read the run's head, which proves the run exists.
+    """
     found = None if number == 0 else shell.reader.operation(key)
-    if found is None:
-        return Operation.register(
-            effect_key=key,
-            run_id=run_id,
-            channel_id=_main_channel(shell, run_id),
-            request=request,
-            fingerprint=content,
-            policy=policy,
-            at=at,
-        )
-    found.ensure_same(content)
-    return found
-
-
-def _main_channel(shell: Shell, run_id: UUID) -> UUID:
-    """The run's main channel, which proves the run exists (if unremembered: with its head)."""
+    if found is not None:
+        found.ensure_same(content)
+        return found, None
     channel_id = shell.core.heads.main_channel(run_id)
-    if channel_id is None:
-        run, head = shell.reader.run_and_head(run_id)
+    guess = None
+    if channel_id is None and number == 0:
+        guess = opening_head(run_id, at)
+        channel_id = guess.originator_id
+    elif channel_id is None:
+        head = shell.reader.main_head(run_id)
         shell.core.heads.put(head)
-        channel_id = run.channel_id
-    return channel_id
+        channel_id = head.originator_id
+    effect = Operation.register(
+        effect_key=key,
+        run_id=run_id,
+        channel_id=channel_id,
+        request=request,
+        fingerprint=content,
+        policy=policy,
+        at=at,
+    )
+    return effect, guess
 
 
 def _policy(retry: RetryPolicy | Mapping[str, Any] | None) -> RetryPolicy:

@@ -169,6 +169,19 @@ class StoreReader:
         run = self.run_aggregate(run_id)
         return run, self.head_event(run.channel_id)
 
+    def main_head(self, run_id: UUID) -> Channel.Event:
+        """The head of the run's main channel, which proves the run exists: one event read.
+
+        A channel at the id a new run's main channel gets (``Run.channel_for``) whose head
+        names the run is that run's main channel (the id is the run's own digest), so the
+        run's events are not needed; a run whose channel is elsewhere is read in full.
+        """
+        guess = Run.channel_for(run_id)
+        (found,) = self._log.together([(guess, True)])
+        if found and isinstance(found[0], Channel.Event) and found[0].run_id == run_id:
+            return found[0]
+        return self.head_event(self.run_aggregate(run_id).channel_id)
+
     def run_or_tombstone(self, run_id: UUID) -> Run:
         """The run aggregate, or what its tombstone keeps of it once it was purged."""
         return self.aggregate(run_id, Run)

@@ -90,6 +90,22 @@ MUTANTS = [
         KNOWN_EFFECTS,
     ),
     Mutant(
+        "claim-guess-repeated",
+        "domain/ledger.py",
+        "    if channel_id is None and number == 0:\n",
+        "    if channel_id is None:\n",
+        "a guessed opening head the store refuted is read on the next attempt, not guessed again",
+        KNOWN_EFFECTS,
+    ),
+    Mutant(
+        "claim-guess-not-the-opening",
+        "domain/ledger.py",
+        "return ChannelHead(Run.channel_for(run_id), 1, at, run_id, 1, 1, (), {})",
+        "return ChannelHead(Run.channel_for(run_id), 1, at, run_id, 2, 1, (), {})",
+        "a claim's guess is the head Channel.open makes: the write proves its version only",
+        KNOWN_EFFECTS,
+    ),
+    Mutant(
         "remembered-repeat-not-answered",
         "domain/ledger.py",
         "        answer = None if recorded is None else recorded(stored, at)\n",

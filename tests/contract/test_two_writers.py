@@ -106,6 +106,25 @@ def test_a_claim_notes_the_effect_at_the_true_head(
     assert [e.effect_key for e in a.recover(run.channel_id).outstanding] == ["charge"]
 
 
+def test_a_claim_on_a_run_this_store_has_not_seen_notes_at_the_true_head(
+    two_stores: tuple[actae.Store, actae.Store],
+) -> None:
+    """b guesses the run's opening head; once the channel moved on, the write refutes it."""
+    a, b = two_stores
+    fresh = a.start_run("w", agent_id="x", state={"n": 0})
+    moved = a.start_run("w", agent_id="x", state={"n": 0})
+    step(a, moved.channel_id, moved, 1)
+    for key, run, cursors in (("fresh", fresh, [1, 2]), ("moved", moved, [1, 2, 3])):
+        claim = b.claim(key, run_id=run.run_id, worker="w1", lease=30.0, request={"n": 1})
+        assert claim.status == "granted"
+        events = a.events(run.channel_id)
+        assert [e.cursor for e in events] == cursors
+        assert (events[-1].kind, events[-1].state_version) == ("effect.claimed", len(cursors) - 1)
+        assert [e.effect_key for e in a.recover(run.channel_id).outstanding] == [key]
+    with pytest.raises(actae.NotFoundError):
+        b.claim("k", run_id="00000000-0000-4000-8000-000000000000", worker="w", lease=1.0)
+
+
 def test_a_first_claim_of_a_key_the_other_store_holds_is_refused(
     two_stores: tuple[actae.Store, actae.Store],
 ) -> None:

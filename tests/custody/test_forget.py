@@ -132,3 +132,15 @@ def test_after_forget_no_table_holds_a_trace_of_the_contents(pg_url: str, tmp_pa
     assert "forgotten" in tables["run_status"]
     with actae.open(url) as store, pytest.raises(actae.ForgottenError):
         store.state_at(run.channel_id)
+
+
+def test_a_store_that_never_saw_a_forgotten_run_cannot_claim_an_effect_of_it(
+    tmp_path: Path,
+) -> None:
+    """Its claim guesses the run's head and reads nothing: the write itself is refused."""
+    url = with_option(f"sqlite:///{tmp_path / 'shared.db'}", "keyring", str(keyring_file(tmp_path)))
+    with actae.open(url) as first:
+        run = first.start_run("w", agent_id="x", state={"n": 0})
+        _forget(first, run.run_id)
+    with actae.open(url) as second, pytest.raises(actae.ForgottenError):
+        second.claim("charge", run_id=run.run_id, worker="w", lease=30.0)

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 import actae
 from actae.domain.channel import Channel, ChannelHead, HeadCache, carried
 from actae.domain.errors import ConflictError
-from actae.domain.ledger import effect_note, reread_head
+from actae.domain.ledger import effect_note, opening_head, reread_head
+from actae.domain.run import Run
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -270,3 +271,21 @@ def test_an_event_built_on_a_head_refuses_a_name_that_is_no_field(head: ChannelH
     """Built without validation, a misspelled field would otherwise vanish into a default."""
     with pytest.raises(TypeError, match="no field opration_id"):
         Channel.following(head, Channel.Recorded, AT, kind="k", payload={}, opration_id="op")
+
+
+def test_a_main_channel_opens_at_the_head_a_claim_guesses_for_a_run_it_has_not_seen() -> None:
+    """The claim's guess (``opening_head``) is exactly the head ``Channel.open`` makes."""
+    run_id = uuid.uuid4()
+    channel = Channel.open(
+        channel_id=Run.channel_for(run_id),
+        run_id=run_id,
+        kind="run.started",
+        payload={},
+        state={"step": 0},
+        state_checksum="sha256:x",
+        operation_id=None,
+        at=AT,
+    )
+    (event,) = channel.pending_events
+    assert isinstance(event, Channel.Opened)
+    assert ChannelHead.of(event) == opening_head(run_id, AT)
