@@ -41,10 +41,8 @@ UNKNOWN = "result holder expires_at deadline retry_at last_error first_claimed_a
 """What an effect's ledger does not know before its first claim."""
 
 
-class Operation(Aggregate):
+class Operation(Aggregate, type_name="Operation"):
     """A command that happened once, or an effect and the history of its attempts."""
-
-    type_name = "Operation"
 
     if TYPE_CHECKING:  # set by events' apply(); not dataclass fields
         operation_id: str
@@ -68,10 +66,8 @@ class Operation(Aggregate):
         attempts: list[Attempt]
         contents_withheld: str | None
 
-    class Executed(Aggregate.Created):
+    class Executed(Aggregate.Created, type_name="Operation.Executed"):
         """A command identified by ``operation_id`` was executed and produced ``result``."""
-
-        type_name = "Operation.Executed"
 
         operation_id: str
         command: str
@@ -90,10 +86,8 @@ class Operation(Aggregate):
             aggregate.fingerprint = self.fingerprint
             aggregate.result = self.result
 
-    class Registered(Aggregate.Created):
+    class Registered(Aggregate.Created, type_name="Operation.Registered"):
         """A side effect was declared for a run, with its request and retry policy."""
-
-        type_name = "Operation.Registered"
 
         contents: ClassVar[tuple[str, ...]] = ("request",)
 
@@ -121,10 +115,8 @@ class Operation(Aggregate):
                 **dict.fromkeys(("in_doubt", "needs_review", "abandoned"), False),
             )
 
-    class Claimed(Aggregate.Event):
+    class Claimed(Aggregate.Event, type_name="Operation.Claimed"):
         """A worker claimed the effect under a lease; ``token`` fences everyone older."""
-
-        type_name = "Operation.Claimed"
 
         worker: str
         token: int
@@ -152,10 +144,8 @@ class Operation(Aggregate):
             )
             aggregate.attempts.append(attempt)
 
-    class Renewed(Aggregate.Event):
+    class Renewed(Aggregate.Event, type_name="Operation.Renewed"):
         """The holder extended its lease (a heartbeat)."""
-
-        type_name = "Operation.Renewed"
 
         token: int
         expires_at: datetime
@@ -164,13 +154,11 @@ class Operation(Aggregate):
             """Move the lease's expiry."""
             aggregate.expires_at = self.expires_at
 
-    class Doubted(Aggregate.Event):
+    class Doubted(Aggregate.Event, type_name="Operation.Doubted"):
         """The holder cannot say whether its attempt happened; its lease ends at once.
 
         It answered after its deadline, or was cancelled at it: the next claim settles it.
         """
-
-        type_name = "Operation.Doubted"
 
         token: int
         expires_at: datetime
@@ -181,10 +169,8 @@ class Operation(Aggregate):
             aggregate.settle_attempt("in_doubt", self.reason)
             aggregate.expires_at = self.expires_at
 
-    class Completed(Aggregate.Event):
+    class Completed(Aggregate.Event, type_name="Operation.Completed"):
         """The effect happened and produced ``result``."""
-
-        type_name = "Operation.Completed"
 
         contents: ClassVar[tuple[str, ...]] = ("result",)
 
@@ -200,10 +186,8 @@ class Operation(Aggregate):
             aggregate.settled("completed", None)
             aggregate.result = None if self.withheld else self.result
 
-    class Failed(Aggregate.Event):
+    class Failed(Aggregate.Event, type_name="Operation.Failed"):
         """An attempt failed; it is retried at ``retry_at``, or needs review when ``None``."""
-
-        type_name = "Operation.Failed"
 
         contents: ClassVar[tuple[str, ...]] = ("error",)
 
@@ -220,10 +204,8 @@ class Operation(Aggregate):
             aggregate.retry_at = self.retry_at
             aggregate.needs_review = self.retry_at is None
 
-    class Reconciled(Aggregate.Event):
+    class Reconciled(Aggregate.Event, type_name="Operation.Reconciled"):
         """Someone checked with the provider whether the doubtful effect happened."""
-
-        type_name = "Operation.Reconciled"
 
         contents: ClassVar[tuple[str, ...]] = ("evidence", "result")
 
@@ -247,10 +229,8 @@ class Operation(Aggregate):
             aggregate.in_doubt = False
             aggregate.needs_review = False
 
-    class Abandoned(Acted):
+    class Abandoned(Acted, type_name="Operation.Abandoned"):
         """An operator gave up on the effect; it will not be attempted again."""
-
-        type_name = "Operation.Abandoned"
 
         def apply(self, aggregate: Any) -> None:
             """Close the effect without an outcome."""

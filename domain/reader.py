@@ -153,22 +153,6 @@ class StoreReader:
             )
         return run
 
-    def run_and_head(self, run_id: UUID) -> tuple[Run, Channel.Event]:
-        """The run and its main channel's head, in one round trip where the guess holds."""
-        guess = Run.channel_for(run_id)
-        run_events, head_events = self._log.together([(run_id, False), (guess, True)])
-        run = folded(run_events)
-        head = head_events[0] if head_events else None
-        if (
-            isinstance(run, Run)
-            and run.purged_at is None
-            and run.channel_id == guess
-            and isinstance(head, Channel.Event)
-        ):
-            return run, head
-        run = self.run_aggregate(run_id)
-        return run, self.head_event(run.channel_id)
-
     def main_head(self, run_id: UUID) -> Channel.Event:
         """The head of the run's main channel, which proves the run exists: one event read.
 

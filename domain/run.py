@@ -278,7 +278,7 @@ class Run(Aggregate, type_name="Run"):
 
     @staticmethod
     def channel_for(run_id: UUID) -> UUID:
-        """The main channel id a new run gets (a claim reads run and head together by it)."""
+        """The main channel id a new run gets (a claim on a run not seen guesses its head there)."""
         return uuid5(CHANNEL_NAMESPACE, str(run_id))
 
     @classmethod

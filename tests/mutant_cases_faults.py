@@ -164,8 +164,8 @@ FAULT_MUTANTS = [
     Mutant(
         "standby-session-kept-in-pool",
         "adapters/persistence/postgres.py",
-        "                conn.close()  # perhaps a standby's session: the pool connects anew",
-        "                pass",
+        "            conn.close()  # perhaps a standby's session: the pool connects anew",
+        "            pass",
         "a pooled session that landed on a standby would refuse writes after the failback",
         ON_A_STANDBY,
         postgres=True,

@@ -458,11 +458,7 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
                 succeeded(result, pgconn)
             return result
         except psycopg.Error as error:
-            if conn.closed:  # the server dropped it: its idle siblings are most likely dead too
-                self._discard_dead_connections()
-            elif isinstance(error, psycopg.errors.ReadOnlySqlTransaction):
-                conn.close()  # perhaps a standby's session: the pool connects anew
-            raise translated(error) from error
+            raise self._failed(conn, error) from error
         finally:
             self.kept.give_back(conn)
 
@@ -705,13 +701,20 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
                 cursor = self._cursors[conn] = conn.cursor(row_factory=tuple_row)
             return cursor.execute(query, params, prepare=True, binary=binary).fetchall()
         except psycopg.Error as error:
-            if conn.closed:  # the server dropped it: its idle siblings are most likely dead too
-                self._discard_dead_connections()
-            elif isinstance(error, psycopg.errors.ReadOnlySqlTransaction):
-                conn.close()  # perhaps a standby's session: the pool connects anew
-            raise translated(error) from error
+            raise self._failed(conn, error) from error
         finally:
             self.kept.give_back(conn)
+
+    def _failed(self, conn: Any, error: psycopg.Error) -> PersistenceError:
+        """What a statement's ``error`` on ``conn`` raises, once ``conn`` is dealt with.
+
+        A broken connection goes back to the pool, which discards it.
+        """
+        if conn.closed:  # the server dropped it: its idle siblings are most likely dead too
+            self._discard_dead_connections()
+        elif isinstance(error, psycopg.errors.ReadOnlySqlTransaction):
+            conn.close()  # perhaps a standby's session: the pool connects anew
+        return translated(error)
 
     def _execute_then_commit(
         self, query: LiteralString, params: Sequence[Any], before_commit: Any
