@@ -228,8 +228,23 @@ def inserts_events(frame: FrameType) -> bool:
         return False
     query = frame.f_locals.get("query")
     text = query if isinstance(query, str | bytes) else repr(query)
-    text = text.decode() if isinstance(text, bytes) else text
-    return "insert" in text.lower() and "events" in text.lower()
+    return names_an_insert_of_events(text)
+
+
+def hands_over_an_insert(returned: object) -> bool:
+    """Whether a library function returns the text of an insert of events to its caller.
+
+    A statement sent through psycopg's libpq layer (``psycopg.pq``, compiled) raises no
+    profile event; the function that makes its text for the caller that sends it does.
+    """
+    values = returned if isinstance(returned, tuple) else (returned,)
+    return any(isinstance(v, str | bytes) and names_an_insert_of_events(v) for v in values)
+
+
+def names_an_insert_of_events(text: str | bytes) -> bool:
+    """Whether a statement's ``text`` inserts into the events table."""
+    lowered = (text.decode(errors="replace") if isinstance(text, bytes) else text).lower()
+    return "insert" in lowered and "events" in lowered
 
 
 def transition_files(dsn: str) -> dict[str, list[str]]:
@@ -248,11 +263,16 @@ def transition_files(dsn: str) -> dict[str, list[str]]:
         entered: list[str] = []
         on_stack: list[str] = []
 
-        def profile(frame: FrameType, event: str, _arg: object) -> None:
-            if event != "call" or on_stack:
+        def profile(frame: FrameType, event: str, arg: object) -> None:
+            if on_stack:
                 return
-            if inserts_events(frame):
-                walk: FrameType | None = frame
+            sent_from = None
+            if event == "call" and inserts_events(frame):
+                sent_from = frame
+            elif event == "return" and library_file(frame.f_code.co_filename):
+                sent_from = frame.f_back if hands_over_an_insert(arg) else None
+            if sent_from is not None:
+                walk: FrameType | None = sent_from
                 while walk is not None:
                     name = library_file(walk.f_code.co_filename)
                     if name is not None and name not in on_stack:
@@ -260,7 +280,7 @@ def transition_files(dsn: str) -> dict[str, list[str]]:
                     walk = walk.f_back
                 on_stack.reverse()
                 return
-            name = library_file(frame.f_code.co_filename)
+            name = library_file(frame.f_code.co_filename) if event == "call" else None
             if name is not None and name not in entered:
                 entered.append(name)
 
