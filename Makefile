@@ -35,8 +35,10 @@ typecheck: setup $(STAGE)
 layers: setup $(STAGE)
 	cd build/stage && ../../$(BIN)/lint-imports ../../pyproject.toml
 
+# Two workers: the suite waits on subprocesses, servers and a browser as much as it computes.
+# loadgroup keeps the tests of one costly fixture on one worker (tests/conftest.py).
 unit: setup
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadgroup
 
 test: lint typecheck layers unit
 
