@@ -36,9 +36,9 @@ layers: setup $(STAGE)
 	cd build/stage && ../../$(BIN)/lint-imports ../../pyproject.toml
 
 # Two workers: the suite waits on subprocesses, servers and a browser as much as it computes.
-# loadgroup keeps the tests of one costly fixture on one worker (tests/conftest.py).
+# A worker takes a test file at a time (tests/conftest.py).
 unit: setup
-	$(BIN)/pytest -n 2 --dist loadgroup
+	$(BIN)/pytest -n 2
 
 test: lint typecheck layers unit
 

@@ -3,8 +3,7 @@
 PostgreSQL tests skip when no server answers locally, but fail when ``CI=true``: a CI run
 that silently skipped them would prove nothing about the production backend.
 
-``make test`` spreads the tests over two pytest-xdist workers (``--dist loadgroup``); the
-grouping below keeps together what shares an expensive fixture, so that it is built once.
+``make test`` spreads the tests over two pytest-xdist workers, a test file at a time.
 """
 
 from __future__ import annotations
@@ -13,10 +12,12 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 from psycopg import sql
+from xdist.scheduler import LoadFileScheduling
 
 import actae
 
@@ -24,25 +25,19 @@ TEST_DSN = os.environ.get("ACTAE_TEST_DSN", "postgresql://postgres@127.0.0.1:543
 BACKENDS = ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
-SHARED_BY_GROUP = {"chaos_cluster": "chaos-cluster"}
-"""Session fixtures too costly to build on each worker → the one worker group that uses them."""
-MODULE_SCOPES = {"package", "module", "class"}
+class WholeFiles(LoadFileScheduling):
+    """Gives a worker whole test files (a fixture a module shares is built once), and the chaos
+    tests all together (they share one throwaway PostgreSQL cluster per worker that needs one).
+    """
+
+    def _split_scope(self, nodeid: str) -> str:
+        path = nodeid.split("::", 1)[0]
+        return "tests/chaos" if path.startswith("tests/chaos/") else path
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Put a test on the worker of its group: the one of the costly session fixture it uses,
-    or its module's when it uses a fixture built once per module (a console, a browser)."""
-    for item in items:
-        fixtures = getattr(item, "_fixtureinfo", None)
-        if fixtures is None or item.get_closest_marker("xdist_group") is not None:
-            continue
-        used = {name: defs[-1].scope for name, defs in fixtures.name2fixturedefs.items() if defs}
-        shared = sorted(SHARED_BY_GROUP[name] for name in used if name in SHARED_BY_GROUP)
-        if shared:
-            item.add_marker(pytest.mark.xdist_group(shared[0]))
-        elif MODULE_SCOPES & set(used.values()):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> WholeFiles:
+    """The scheduler of ``pytest -n``."""
+    return WholeFiles(config, log)
 
 
 def _postgres_problem() -> str | None:
