@@ -35,8 +35,10 @@ typecheck: setup $(STAGE)
 layers: setup $(STAGE)
 	cd build/stage && ../../$(BIN)/lint-imports ../../pyproject.toml
 
+# Two workers: the suite waits on subprocesses, servers and a browser as much as it computes.
+# A worker takes a test file at a time (tests/conftest.py).
 unit: setup
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2
 
 test: lint typecheck layers unit
 

@@ -2,6 +2,8 @@
 
 PostgreSQL tests skip when no server answers locally, but fail when ``CI=true``: a CI run
 that silently skipped them would prove nothing about the production backend.
+
+``make test`` spreads the tests over two pytest-xdist workers, a test file at a time.
 """
 
 from __future__ import annotations
@@ -10,15 +12,32 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 from psycopg import sql
+from xdist.scheduler import LoadFileScheduling
 
 import actae
 
 TEST_DSN = os.environ.get("ACTAE_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 BACKENDS = ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+class WholeFiles(LoadFileScheduling):
+    """Gives a worker whole test files (a fixture a module shares is built once), and the chaos
+    tests all together (they share one throwaway PostgreSQL cluster per worker that needs one).
+    """
+
+    def _split_scope(self, nodeid: str) -> str:
+        path = nodeid.split("::", 1)[0]
+        return "tests/chaos" if path.startswith("tests/chaos/") else path
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> WholeFiles:
+    """The scheduler of ``pytest -n``."""
+    return WholeFiles(config, log)
 
 
 def _postgres_problem() -> str | None:

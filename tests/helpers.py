@@ -1,4 +1,5 @@
-"""Small things many tests need: waiting on a condition, a loop ticking, following a subscription.
+"""Small things many tests need: waiting on a condition, a process's sockets, a loop ticking,
+following a subscription.
 
 Waiting is always on a condition with a deadline, never a bare sleep: a test that sleeps
 either wastes time or races.
@@ -7,9 +8,11 @@ either wastes time or races.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TypeVar
 
 import actae
@@ -26,6 +29,25 @@ def wait_for(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(pause)  # polling another thread's or process's progress
+
+
+def local_ports(pid: int) -> set[int]:
+    """The local TCP ports of ``pid``'s sockets."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:  # closed meanwhile
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[9] in inodes:
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
 
 
 async def ticks_while(blocked: Awaitable[T]) -> tuple[int, T]:

@@ -19,7 +19,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-DEADLINE = 15.0
+DEADLINE = 60.0
+"""Seconds a console process has to start, answer or stop: generous, for a loaded machine (the
+suite runs on two workers), and spent only when something is wrong."""
 
 
 def free_port() -> int:

@@ -28,7 +28,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 import actae
 from actae.adapters.console.auth import add_user
 from tests.console.scenario import Scenario
-from tests.console.serving import ConsoleProcess
+from tests.console.serving import DEADLINE, ConsoleProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOT = "ACTAE_SCREENSHOT"
@@ -55,6 +55,7 @@ def chromium() -> Iterator[Browser]:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail("the browser test needs Chromium when CI=true (apt-get install chromium)")
         pytest.skip("no chromium on PATH")
+    expect.set_options(timeout=DEADLINE * 1000)  # Playwright's 5 s is short on a loaded machine
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=path, args=["--no-sandbox", "--disable-gpu"]

@@ -23,6 +23,7 @@ from psycopg import sql
 
 import actae
 from tests.conftest import with_schema
+from tests.helpers import local_ports
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc")
 
@@ -34,25 +35,6 @@ IDLE_CPU_SHARE = 0.005
 """An idle console or projector uses under half a per cent of one core."""
 CLI = "actae.adapters.cli"
 WORKFLOWS = "import actae\n\n@actae.workflow('idle')\ndef idle(ctx):\n    return {}\n"
-
-
-def local_ports(pid: int) -> set[int]:
-    """The local TCP ports of ``pid``'s sockets."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:  # closed meanwhile
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    ports = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if fields[9] in inodes:
-                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
-    return ports
 
 
 def sessions_of(pid: int, dsn: str) -> list[str]:
