@@ -14,23 +14,33 @@ import statistics
 import urllib.request
 from collections import Counter
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from actae.adapters.drill.outages import outage_figures
 from actae.adapters.drill.provider import LLM_COST, RETRY_AFTER
 from actae.domain.effects import STEP_RESULT
-from actae.domain.values import ChannelEvent
+from actae.domain.values import ChannelEvent, RunInfo
 
 if TYPE_CHECKING:
-    from actae.adapters.drill.run import Drill
+    from actae.adapters.runtime.store import Store
 
 MANUAL = {"run.approved", "run.denied", "run.paused", "run.unpaused", "run.cancelled"}
+
+
+class Sources(Protocol):
+    """What a report reads of a drill (``run.Drill``): its store, journal and provider."""
+
+    store: Store
+    log: RunInfo
+    """The drill's own run, whose channel journals kills, deliveries and clock jumps."""
+    provider_url: str
+    """The mock provider, which serves its own ledger at ``/ledger``."""
 
 
 class Report:
     """The drill's figures, computed from the store and the provider's own ledger."""
 
-    def __init__(self, drill: Drill, workflow: str, coordinator: Any) -> None:
+    def __init__(self, drill: Sources, workflow: str, coordinator: Any) -> None:
         self.store, self.workflow = drill.store, workflow
         self.coordinator = self.store.run(coordinator)
         children = self.store.lineage(coordinator).children

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, CallbackT, MeterProvider, Observation
@@ -30,8 +30,14 @@ from actae.adapters.telemetry.names import (
 )
 from actae.domain.values import RunStatus
 
-if TYPE_CHECKING:  # for annotations only: the runtime imports this room
-    from actae.adapters.runtime.store import Store
+
+class Observed(Protocol):
+    """What the gauges read of a store (``Store`` is one); telemetry imports no runtime."""
+
+    def projector(self) -> Any:
+        """The store's projector: ``.db.query(statement)`` and ``.lag()``."""
+        ...
+
 
 STEP_SECONDS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 """A replayed step takes a millisecond, a model call minutes (the SDK's defaults are ms)."""
@@ -102,7 +108,7 @@ class Observing(AbstractContextManager["Observing"]):
         self.stop()
 
 
-def observe(store: Store, *, meter_provider: MeterProvider | None = None) -> Observing:
+def observe(store: Observed, *, meter_provider: MeterProvider | None = None) -> Observing:
     """Report the store's runs by status, its effects in doubt and the read models' lag.
 
     Call once per store, in one process: the gauges are as fresh as the projector, and the
