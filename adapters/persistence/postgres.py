@@ -441,13 +441,7 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         there and sent again. Nothing is remembered per connection, so nothing can be stale.
         """
         name, text, formats = self._direct_statement(count)
-        if not self._pool_opened:
-            with self.datastore.get_connection():  # opens the pool, with its settings
-                self._pool_opened = True
-        try:
-            conn = self.kept.take()
-        except psycopg.Error as error:
-            raise translated(error) from error
+        conn = self._checked_out()
         try:
             pgconn = conn.pgconn
             result: PGresult = pgconn.exec_prepared(name, values, formats, BINARY)
@@ -688,13 +682,7 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         """
         if self.async_pool is not None and in_portal() and self._on_pool_loop():
             return awaiting(self._execute_async(query, params, binary=binary))
-        if not self._pool_opened:
-            with self.datastore.get_connection():  # opens the pool, with its settings
-                self._pool_opened = True
-        try:
-            conn = self.kept.take()
-        except psycopg.Error as error:
-            raise translated(error) from error
+        conn = self._checked_out()
         try:
             cursor = self._cursors.get(conn)
             if cursor is None or cursor.closed:
@@ -704,6 +692,16 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
             raise self._failed(conn, error) from error
         finally:
             self.kept.give_back(conn)
+
+    def _checked_out(self) -> Any:
+        """A pooled connection for one statement: the kept one if any (opens the pool once)."""
+        if not self._pool_opened:
+            with self.datastore.get_connection():  # opens the pool, with its settings
+                self._pool_opened = True
+        try:
+            return self.kept.take()
+        except psycopg.Error as error:
+            raise translated(error) from error
 
     def _failed(self, conn: Any, error: psycopg.Error) -> PersistenceError:
         """What a statement's ``error`` on ``conn`` raises, once ``conn`` is dealt with.
