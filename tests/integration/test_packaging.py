@@ -162,6 +162,7 @@ MODULES = [
     "actae.langgraph",
     "actae.projections",
     "actae.projections.changes",
+    "actae.projections.heads",
     "actae.projections.project",
     "actae.projections.queries",
     "actae.projections.reference",
