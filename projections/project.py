@@ -22,6 +22,7 @@ from actae.domain.run import Run
 from actae.domain.status import RunFacts, standing
 from actae.domain.values import RunStatus
 from actae.projections.changes import Change, Count, EffectOwner, PurgeRun, RefreshRun, Upsert
+from actae.projections.heads import ChannelEventHead
 from actae.projections.tables import (
     AUDIT,
     EFFECTS,
@@ -432,6 +433,7 @@ HANDLERS: tuple[tuple[type, Callable[[Any], list[Change]]], ...] = (
     (Retention.Changed, _retention),
     (Run.Migrated, lambda e: _run(e, {"schema_version": e.to_schema, "unserved": False})),
     (Channel.Event, _channel_event),
+    (ChannelEventHead, _channel_event),  # what the channel handler reads of a channel event
     (Operation.Registered, _registered),
     (Operation.Claimed, _claimed),
     (Operation.Renewed, _renewed),

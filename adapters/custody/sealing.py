@@ -40,7 +40,6 @@ from actae.adapters.persistence.awaiting import off_the_loop
 from actae.adapters.persistence.codec import (
     OrjsonTranscoder,
     PydanticMapper,
-    event_class,
     stored_event_of,
 )
 from actae.adapters.persistence.url import DEFAULT_INLINE_MAX
@@ -143,14 +142,23 @@ class SealingMapper(PydanticMapper):
 
     # -- reading --------------------------------------------------------------------------
 
-    def to_domain_event(self, stored_event: StoredEvent) -> DomainEventProtocol[Any]:
+    def head_suffices(self, state: dict[str, Any]) -> bool:
+        """Whether a channel event of body ``state`` decodes as its plain class, as stored.
+
+        Only in a store that never encrypted, whose body has nothing sealed nor moved out:
+        anywhere else its contents may be withheld, or clear where they must not be, which
+        the whole decode (:meth:`decoded`) finds out.
+        """
+        return SEALED not in state and OFFLOADED not in state and not self.keys.ever_encrypted()
+
+    def decoded(
+        self, cls: type[DomainEvent], stored_event: StoredEvent, state: dict[str, Any]
+    ) -> DomainEventProtocol[Any]:
         """Rebuild the event; open its contents, or stand them in and say why not.
 
-        The body's checksum is verified first (:meth:`body_of`): it covers the clear
-        metadata around the sealed contents, which AES-GCM authenticates only themselves.
+        ``state`` is the body verified first (:meth:`body_of`): its checksum covers the
+        clear metadata around the sealed contents, which AES-GCM authenticates only themselves.
         """
-        state = self.body_of(stored_event)
-        cls = event_class(stored_event.topic)
         if not cls.contents:
             return self.rebuilt(cls, stored_event, state)
         sealed = state.pop(SEALED, None)

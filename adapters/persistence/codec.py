@@ -46,6 +46,7 @@ from actae.domain.retention import Retention
 from actae.domain.run import Run
 from actae.domain.type_names import class_named
 from actae.domain.validation import Document
+from actae.projections.heads import ChannelEventHead
 
 STRICT = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 CANONICAL = STRICT | orjson.OPT_SORT_KEYS
@@ -183,7 +184,37 @@ class PydanticMapper(Mapper[Any]):
     def to_domain_event(self, stored_event: StoredEvent) -> DomainEventProtocol[Any]:
         """Rebuild a pydantic event from its verified body."""
         state = self.body_of(stored_event)
-        return self.rebuilt(event_class(stored_event.topic), stored_event, state)
+        return self.decoded(event_class(stored_event.topic), stored_event, state)
+
+    def to_read_event(
+        self, stored_event: StoredEvent
+    ) -> DomainEventProtocol[Any] | ChannelEventHead:
+        """The event as the read models take it: a channel event's head, or the whole event.
+
+        The head (:class:`~actae.projections.heads.ChannelEventHead`) is all the read models
+        read of a channel event; validating it alone spares the payload and the state. It is
+        taken, from the verified body, only where :meth:`head_suffices` says the whole event
+        would carry its contents as they are (nothing sealed, withheld or moved out).
+        """
+        state = self.body_of(stored_event)
+        cls = event_class(stored_event.topic)
+        if issubclass(cls, Channel.Event) and self.head_suffices(state):
+            return head_of(stored_event, state)
+        return self.decoded(cls, stored_event, state)
+
+    def head_suffices(self, state: dict[str, Any]) -> bool:
+        """Whether a channel event of decoded body ``state`` is its plain class's, as stored.
+
+        This mapper seals and moves nothing: every event is.
+        """
+        del state
+        return True
+
+    def decoded(
+        self, cls: type[DomainEvent], stored_event: StoredEvent, state: dict[str, Any]
+    ) -> DomainEventProtocol[Any]:
+        """The event of class ``cls`` from its verified, decoded body ``state`` (consumed)."""
+        return self.rebuilt(cls, stored_event, state)
 
     def body_of(self, stored_event: StoredEvent) -> dict[str, Any]:
         """The stored body's fields, once its checksum (which covers the topic) matches.
@@ -215,6 +246,21 @@ class PydanticMapper(Mapper[Any]):
             raise CorruptionError(
                 where(stored_event), f"its body does not fit {cls.__qualname__}: {error}"
             ) from error
+
+
+def head_of(stored_event: StoredEvent, state: dict[str, Any]) -> ChannelEventHead:
+    """The head of the channel event whose verified, decoded body is ``state`` (consumed).
+
+    A body the head refuses is corruption, as for :meth:`PydanticMapper.rebuilt`.
+    """
+    try:
+        state["originator_id"] = stored_event.originator_id
+        state["originator_version"] = stored_event.originator_version
+        return ChannelEventHead.model_validate(state)
+    except ValueError as error:  # pydantic's ValidationError
+        raise CorruptionError(
+            where(stored_event), f"its body does not fit a channel event's head: {error}"
+        ) from error
 
 
 def stored_event_of(

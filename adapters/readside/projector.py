@@ -24,6 +24,7 @@ from eventsourcing.persistence import ApplicationRecorder, Mapper, Notification
 
 from actae.adapters.logs import Lines
 from actae.adapters.persistence.awaiting import in_portal
+from actae.adapters.persistence.codec import PydanticMapper
 from actae.adapters.persistence.outages import Outage, is_transient, ride_out
 from actae.adapters.readside.read_ahead import ReadAhead
 from actae.adapters.readside.readmodels import Batch, ReadModelDB
@@ -74,6 +75,17 @@ class EventCounts(Protocol):
         ...
 
 
+def read_events_of(mapper: Mapper[Any]) -> Callable[[Notification], Any]:
+    """How the projector decodes: as the read models take events, where the mapper can.
+
+    An Actae mapper gives a channel event's head alone when that is all the read models
+    could read of it (``PydanticMapper.to_read_event``); any other decodes whole events.
+    """
+    if isinstance(mapper, PydanticMapper):
+        return mapper.to_read_event
+    return mapper.to_domain_event
+
+
 @dataclass
 class Projected:
     """A batch decoded and projected before its transaction, its changes merged per row.
@@ -107,7 +119,7 @@ class Projector:
     ) -> None:
         self._recorder = service.recorder
         self._backend = backend
-        self._mapper: Mapper[Any] = service.metadata_mapper
+        self._read = read_events_of(service.metadata_mapper)
         self._clock = service.clock
         self._next_expiry: datetime | None = None  # of a live claim, as of the last sweep
         self._swept_at = float("-inf")  # monotonic
@@ -191,7 +203,7 @@ class Projector:
         return batch
 
     def _changes_of(self, notification: Notification) -> list[Change]:
-        return project(self._mapper.to_domain_event(notification))
+        return project(self._read(notification))
 
     def _commit(
         self,

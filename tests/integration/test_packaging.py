@@ -161,6 +161,7 @@ MODULES = [
     "actae.langgraph",
     "actae.projections",
     "actae.projections.changes",
+    "actae.projections.heads",
     "actae.projections.project",
     "actae.projections.queries",
     "actae.projections.reference",
