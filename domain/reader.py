@@ -154,14 +154,18 @@ class StoreReader:
         return run
 
     def main_head(self, run_id: UUID) -> Channel.Event:
-        """The head of the run's main channel, which proves the run exists: one event read.
+        """The head of the run's main channel, which proves the run exists: one round trip.
 
         A channel at the id a new run's main channel gets (``Run.channel_for``) whose head
-        names the run is that run's main channel (the id is the run's own digest), so the
-        run's events are not needed; a run whose channel is elsewhere is read in full.
+        names the run is that run's main channel (the id is the run's own digest), so only
+        the run's last event is read with it, which is its tombstone once it was purged (a
+        purge writes it before it deletes the rest, which a purge cut short leaves
+        behind); a run whose channel is elsewhere is read in full.
         """
         guess = Run.channel_for(run_id)
-        (found,) = self._log.together([(guess, True)])
+        last, found = self._log.together([(run_id, True), (guess, True)])
+        if last and isinstance(last[0], Run.Purged):
+            return self.head_event(self.run_aggregate(run_id).channel_id)  # not found
         if found and isinstance(found[0], Channel.Event) and found[0].run_id == run_id:
             return found[0]
         return self.head_event(self.run_aggregate(run_id).channel_id)

@@ -199,7 +199,7 @@ class PydanticMapper(Mapper[Any]):
         state = self.body_of(stored_event)
         cls = event_class(stored_event.topic)
         if issubclass(cls, Channel.Event) and self.head_suffices(state):
-            return head_of(stored_event, state)
+            return head_of(cls, stored_event, state)
         return self.decoded(cls, stored_event, state)
 
     def head_suffices(self, state: dict[str, Any]) -> bool:
@@ -248,11 +248,19 @@ class PydanticMapper(Mapper[Any]):
             ) from error
 
 
-def head_of(stored_event: StoredEvent, state: dict[str, Any]) -> ChannelEventHead:
-    """The head of the channel event whose verified, decoded body is ``state`` (consumed).
+def head_of(
+    cls: type[DomainEvent], stored_event: StoredEvent, state: dict[str, Any]
+) -> ChannelEventHead:
+    """The head of the ``cls`` event whose verified, decoded body is ``state`` (consumed).
 
-    A body the head refuses is corruption, as for :meth:`PydanticMapper.rebuilt`.
+    A body the head refuses is corruption, as for :meth:`PydanticMapper.rebuilt`; so is one
+    with a member its class has no field for, which the whole event refuses too.
     """
+    if not state.keys() <= body_fields(cls):
+        unknown = ", ".join(sorted(state.keys() - body_fields(cls)))[:200]
+        raise CorruptionError(
+            where(stored_event), f"its body has no field of {cls.__qualname__}: {unknown}"
+        )
     try:
         state["originator_id"] = stored_event.originator_id
         state["originator_version"] = stored_event.originator_version
@@ -261,6 +269,12 @@ def head_of(stored_event: StoredEvent, state: dict[str, Any]) -> ChannelEventHea
         raise CorruptionError(
             where(stored_event), f"its body does not fit a channel event's head: {error}"
         ) from error
+
+
+@cache
+def body_fields(cls: type[DomainEvent]) -> frozenset[str]:
+    """The members a stored body of ``cls`` may hold: its fields less the row's identity."""
+    return frozenset(cls.model_fields) - IDENTITY
 
 
 def stored_event_of(

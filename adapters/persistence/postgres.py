@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import struct
 import threading
 import weakref
@@ -199,14 +200,18 @@ def succeeded(result: PGresult, pgconn: PGconn) -> PGresult:
     message = (result.error_message or pgconn.error_message).decode(errors="replace").strip()
     if pgconn.status == ConnStatus.BAD:
         raise psycopg.OperationalError(message)
-    sqlstate = result.error_field(DiagnosticField.SQLSTATE)
-    try:
-        error_class = (
-            psycopg.errors.lookup(sqlstate.decode()) if sqlstate else psycopg.DatabaseError
-        )
-    except KeyError:
-        error_class = psycopg.DatabaseError
-    raise error_class(message, info=result)
+    code = (result.error_field(DiagnosticField.SQLSTATE) or b"").decode()
+    raise error_class(code)(message, info=result)
+
+
+def error_class(code: str) -> type[psycopg.Error]:
+    """The psycopg error class of SQLSTATE ``code``, else of its class (``08000`` for ``08…``)."""
+    for known in (code, code[:2] + "000"):
+        try:
+            return psycopg.errors.lookup(known)
+        except KeyError:
+            continue
+    return psycopg.DatabaseError
 
 
 ReadShape = tuple[bool, bool, bool, bool]
@@ -370,9 +375,12 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         # (32 hex digits are a UUID's text too, and cheaper to make than its hyphenated form).
         guard = ("{" + ",".join([owner.hex for owner in owners]) + "}", in_clear)
         try:
-            if self._writes_directly(len(stored_events)):
-                positions = self._write_rows(stored_events, guard)
-            else:
+            positions = (
+                self._write_rows(stored_events, guard)
+                if self._writes_directly(len(stored_events))
+                else None
+            )
+            if positions is None:
                 rows = self._insert_rows(
                     self.insert_statement(len(stored_events)), insert_params(stored_events, guard)
                 )
@@ -408,12 +416,15 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
 
     def _write_rows(
         self, stored_events: Sequence[StoredEvent], guard: tuple[str, bool]
-    ) -> list[int]:
+    ) -> list[int] | None:
         """The insert sent as libpq's ``PQexecPrepared``, its parameters in wire formats.
 
         psycopg's public libpq layer (``psycopg.pq``) with the parameters made here costs a
         quarter of the client instructions of a cursor's ``execute`` (which dumps them
-        through its adapters and waits in Python); libpq waits with the GIL released.
+        through its adapters and waits in Python); libpq waits with the GIL released (so
+        a signal is handled once the statement returns, within the lock timeout at most).
+        ``None``: the connection taken does not talk UTF-8, which the text values are in
+        (a ``client_encoding`` in the URL's options, or the database's), so psycopg sends.
         """
         values: list[bytes | None] = []
         for e in stored_events:
@@ -429,11 +440,13 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         owners, in_clear = guard
         values += (owners.encode(), b"t" if in_clear else b"f")
         result = self._on_libpq(len(stored_events), values)
+        if result is None:
+            return None
         # A position is never NULL (the column's constraint).
         cells = [result.get_value(row, 0) for row in range(result.ntuples)]
         return [INT8.unpack(cell)[0] for cell in cells]  # type: ignore[arg-type]
 
-    def _on_libpq(self, count: int, values: list[bytes | None]) -> PGresult:
+    def _on_libpq(self, count: int, values: list[bytes | None]) -> PGresult | None:
         """Run the insert of ``count`` events on a pooled connection, prepared on demand.
 
         A connection that does not know the statement (a new one, or one that ``DISCARD
@@ -444,6 +457,8 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         conn = self._checked_out()
         try:
             pgconn = conn.pgconn
+            if pgconn.parameter_status(b"client_encoding") != b"UTF8":
+                return None
             result: PGresult = pgconn.exec_prepared(name, values, formats, BINARY)
             if result.status != ExecStatus.TUPLES_OK:
                 if result.error_field(DiagnosticField.SQLSTATE) == UNKNOWN_STATEMENT:
@@ -460,10 +475,16 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         """The insert of ``count`` events as libpq takes it: name, text (``$n``), formats."""
         found = self._direct.get(count)
         if found is None:
-            pieces = self.insert_statement(count).split("%s")
-            text = "".join(f"{piece}${n}" for n, piece in enumerate(pieces[:-1], 1)) + pieces[-1]
+            statement = self.insert_statement(count)
+            pieces = statement.split("%s")
             formats = (*ROW_FORMATS * count, TEXT, TEXT)
-            found = self._direct[count] = (f"actae_insert_{count}".encode(), text.encode(), formats)
+            if "%%" in statement or len(pieces) - 1 != len(formats):  # pragma: no cover
+                raise ProgrammingError(f"the insert of {count} does not take {len(formats)} values")
+            text = "".join(f"{piece}${n}" for n, piece in enumerate(pieces[:-1], 1)) + pieces[-1]
+            # Named by its text too: a connection another store's recorder used holds its own.
+            digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+            found = (f"actae_insert_{count}_{digest}".encode(), text.encode(), formats)
+            self._direct[count] = found
         return found
 
     def _holds_version_before(self, event: StoredEvent) -> bool:

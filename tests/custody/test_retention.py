@@ -17,6 +17,7 @@ import pytest
 
 import actae
 from actae.adapters.cli.main import main
+from actae.adapters.runtime.backends import Backend
 from actae.adapters.runtime.worker import run_until_idle
 from actae.domain import keeping
 from tests.custody.sealed import keyring_file, with_option
@@ -360,3 +361,28 @@ def test_an_effect_key_used_again_after_its_run_was_purged_is_a_new_history(
     store.complete_effect("invoice-42:charge", token=claim.token, worker="w", result={"n": 2})
 
     assert store.effect("invoice-42:charge").result == {"n": 2}  # read whole: no regression
+
+
+def test_a_claim_on_a_run_whose_purge_was_cut_short_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A purge writes the tombstone first; a store that never saw the run reads it too."""
+    url, clock = f"sqlite:///{tmp_path / 'shared.db'}", actae.ManualClock()
+    with actae.open(url, clock=clock) as first:
+        run = first.start_run("w", agent_id="x", state={"n": 0})
+        first.transition(
+            run.channel_id,
+            kind="k",
+            payload={},
+            state={"n": 1},
+            expected_version=1,
+            expected_cursor=1,
+        )
+        first.complete_run(run.run_id, {"done": True})
+        first.set_retention({"completed": "1h"}, actor="ops")
+        clock.advance(2 * 3600)
+        with monkeypatch.context() as cut_short:  # the deletes after the tombstone never ran
+            cut_short.setattr(Backend, "delete_events", lambda _self, **_: 0)
+            assert first.apply_retention(actor="ops").purged == [run.run_id]
+    with actae.open(url, clock=clock) as second, pytest.raises(actae.NotFoundError):
+        second.claim("charge", run_id=run.run_id, worker="w", lease=30.0)

@@ -239,8 +239,24 @@ def test_a_connection_that_forgot_the_insert_prepares_it_again(pg_url: str) -> N
         head = store.record(run.channel_id, kind="first", payload={}, expected_cursor=1)
         conn = recorder.kept.take()  # the connection the first write used and prepared
         try:
-            conn.execute("DEALLOCATE actae_insert_1")  # as DISCARD ALL or a pooler would
+            name = recorder._direct_statement(1)[0].decode()
+            conn.execute(f'DEALLOCATE "{name}"')  # as DISCARD ALL or a pooler would
         finally:
             recorder.kept.give_back(conn)
         store.record(run.channel_id, kind="second", payload={}, expected_cursor=head.cursor)
         assert [e.kind for e in store.events(run.channel_id)] == ["run.started", "first", "second"]
+
+
+def test_a_connection_in_another_encoding_writes_text_as_it_reads_it(pg_url: str) -> None:
+    """The direct write's text is UTF-8; a connection in another encoding goes through psycopg."""
+    with actae.open(pg_url + "&options=-c%20client_encoding%3DLATIN1") as store:
+        run = store.start_run("wf", agent_id="a", state={})
+        first = store.record(
+            run.channel_id, kind="k", payload={}, expected_cursor=1, operation_id="café-1"
+        )
+        again = store.record(
+            run.channel_id, kind="k", payload={}, expected_cursor=1, operation_id="café-1"
+        )
+        assert again.replayed
+        assert again.cursor == first.cursor
+        assert store.operation("café-1") is not None

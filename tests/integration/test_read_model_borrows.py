@@ -100,13 +100,16 @@ def test_an_async_worker_waiting_on_a_lock_leaves_the_loop_free(pg_url: str, pg_
 
 
 def wait_for_lock_waiter(side: psycopg.Connection[tuple[object, ...]], schema: str) -> str:
-    """The application name of a session that waits for a lock (deadline: ``DEADLINE``)."""
+    """The application name of a session that waits for ``side``'s lock (deadline: ``DEADLINE``).
+
+    Only ``side``'s: another test's lock waits on the shared server must not count.
+    """
     deadline = time.monotonic() + DEADLINE
     with psycopg.connect(side.info.dsn, autocommit=True) as watcher:
         while time.monotonic() < deadline:
             row = watcher.execute(
                 "SELECT application_name FROM pg_stat_activity"
-                " WHERE wait_event_type = 'Lock' AND pid <> %s",
+                " WHERE %s = ANY(pg_blocking_pids(pid))",  # waits for the side's lock only
                 [side.info.backend_pid],
             ).fetchone()
             if row is not None:

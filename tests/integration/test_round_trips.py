@@ -15,6 +15,7 @@ import psycopg
 import pytest
 
 import actae
+from actae.adapters.persistence.postgres import ActaePostgresRecorder
 
 pytestmark = pytest.mark.postgres
 
@@ -35,6 +36,9 @@ def statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(psycopg.Cursor, "execute", counting(psycopg.Cursor.execute))
     monkeypatch.setattr(psycopg.Connection, "execute", counting(psycopg.Connection.execute))
+    # A write goes to libpq directly (``PQexecPrepared``), past psycopg's cursor.
+    write = ActaePostgresRecorder._on_libpq
+    monkeypatch.setattr(ActaePostgresRecorder, "_on_libpq", counting(write))
     return sent
 
 
@@ -58,7 +62,7 @@ def test_claim_then_complete_fail_or_renew_are_one_statement_each(
             assert len(statements) == 1, (settle, statements)
 
 
-def test_a_claim_on_a_run_this_process_has_not_seen_reads_once(
+def test_a_claim_on_a_run_this_process_has_not_seen_reads_nothing(
     pg_url: str, statements: list[str]
 ) -> None:
     with actae.open(pg_url) as store:
@@ -67,5 +71,5 @@ def test_a_claim_on_a_run_this_process_has_not_seen_reads_once(
         store.start_run("other", agent_id="x", state={})  # the first write's own look-ups
         statements.clear()
         store.claim("charge", run_id=run.run_id, worker="w1", lease=30.0, request={})
-        assert len(statements) == 2, statements  # the run with its channel's head; the write
+        assert len(statements) == 1, statements  # the write, on the run's opening head guessed
         assert [e.effect_key for e in store.recover(run.channel_id).outstanding] == ["charge"]

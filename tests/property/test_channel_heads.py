@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 import pytest
 from eventsourcing.persistence import StoredEvent
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actae.adapters.persistence.codec import PydanticMapper
+from actae.adapters.persistence.codec import PydanticMapper, stamped
 from actae.domain.aggregate import DomainEvent
 from actae.domain.channel import Channel
 from actae.domain.errors import CorruptionError
@@ -78,3 +79,20 @@ def test_any_other_event_is_read_whole(cls: type[DomainEvent], data: st.DataObje
     event = data.draw(events(cls))
 
     assert CLEAR_STORE.to_read_event(CLEAR_STORE.to_stored_event(event)) == event
+
+
+@pytest.mark.parametrize("cls", CHANNEL_EVENTS, ids=lambda cls: cls.__qualname__)
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_body_with_a_member_its_class_lacks_is_refused_both_ways(
+    cls: type[DomainEvent], data: st.DataObject
+) -> None:
+    event = data.draw(events(cls))
+    stored = CLEAR_STORE.to_stored_event(event)
+    fields = {**CLEAR_STORE.body_of(stored), "written_by_a_newer_actae": 1}
+    topic, version = stored.topic, stored.originator_version
+    body = stamped(topic, stored.originator_id, version, orjson.dumps(fields))
+    tampered = StoredEvent(stored.originator_id, version, topic, body)
+
+    assert projected(CLEAR_STORE.to_read_event, tampered) == "refused"
+    assert projected(CLEAR_STORE.to_domain_event, tampered) == "refused"
