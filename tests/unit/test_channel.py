@@ -18,10 +18,12 @@ from actae.domain.run import Run
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def opened() -> Channel:
+def opened(run_id: uuid.UUID | None = None) -> Channel:
+    """A channel opened at cursor 1: a run's main channel if ``run_id`` is given."""
+    run_id = run_id or uuid.uuid4()
     return Channel.open(
-        channel_id=uuid.uuid4(),
-        run_id=uuid.uuid4(),
+        channel_id=uuid.uuid4() if run_id is None else Run.channel_for(run_id),
+        run_id=run_id,
         kind="run.started",
         payload={},
         state={"step": 0},
@@ -276,16 +278,6 @@ def test_an_event_built_on_a_head_refuses_a_name_that_is_no_field(head: ChannelH
 def test_a_main_channel_opens_at_the_head_a_claim_guesses_for_a_run_it_has_not_seen() -> None:
     """The claim's guess (``opening_head``) is exactly the head ``Channel.open`` makes."""
     run_id = uuid.uuid4()
-    channel = Channel.open(
-        channel_id=Run.channel_for(run_id),
-        run_id=run_id,
-        kind="run.started",
-        payload={},
-        state={"step": 0},
-        state_checksum="sha256:x",
-        operation_id=None,
-        at=AT,
-    )
-    (event,) = channel.pending_events
+    (event,) = opened(run_id).pending_events
     assert isinstance(event, Channel.Opened)
     assert ChannelHead.of(event) == opening_head(run_id, AT)
