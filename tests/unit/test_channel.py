@@ -20,10 +20,10 @@ AT = datetime(2026, 1, 1, tzinfo=UTC)
 
 def opened(run_id: uuid.UUID | None = None) -> Channel:
     """A channel opened at cursor 1: a run's main channel if ``run_id`` is given."""
-    run_id = run_id or uuid.uuid4()
+    channel_id = uuid.uuid4() if run_id is None else Run.channel_for(run_id)
     return Channel.open(
-        channel_id=uuid.uuid4() if run_id is None else Run.channel_for(run_id),
-        run_id=run_id,
+        channel_id=channel_id,
+        run_id=run_id or uuid.uuid4(),
         kind="run.started",
         payload={},
         state={"step": 0},
