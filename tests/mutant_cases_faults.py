@@ -490,7 +490,7 @@ FAULT_MUTANTS = [
     Mutant(
         "host-clock-for-leases",
         "adapters/persistence/clock.py",
-        "base: Clock = wall_clock if conninfo is None else DatabaseClock(conninfo)",
+        "base: Clock = wall_clock if own is None else own()",
         "base: Clock = wall_clock",
         "a host an hour slow would make its own leases look expired to everyone",
         CLOCK,
@@ -532,7 +532,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "clock-reading-not-renewed",
-        "adapters/persistence/clock.py",
+        "adapters/persistence/postgres.py",
         "self.reading = self._read()\n                pause = self._resample_every",
         "self._read()\n                pause = self._resample_every",
         "drift between readings would grow without bound",
@@ -541,7 +541,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "clock-gives-up-after-outage",
-        "adapters/persistence/clock.py",
+        "adapters/persistence/postgres.py",
         "pause = RESAMPLE_AFTER_FAILURE",
         "return",
         "after one failed reading the clock would never be read again",
@@ -662,7 +662,7 @@ FAULT_MUTANTS = [
     ),
     Mutant(
         "clock-runs-backwards",
-        "adapters/persistence/clock.py",
+        "adapters/persistence/postgres.py",
         "            if now < self._latest:",
         "            if False:",
         "a new reading behind the last time given would make leases and timers run backwards",

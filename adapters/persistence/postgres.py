@@ -44,6 +44,10 @@ recorder keeps the stock table and positions, and changes how statements are sen
   last statement returned, if no one is waiting for one, and the next statement takes it
   (:class:`KeptConnection`); concurrent statements take the others from the pool as usual.
   Only the pool's public API is used: ``getconn``, ``putconn``, ``get_stats``.
+* **The store's clock is the server's** (:class:`DatabaseClock`, docs/time.md): read once
+  while the store opens and then every :data:`RESAMPLE_EVERY` seconds through this
+  recorder's pool; between readings time moves on this process's monotonic clock, so a
+  write's time costs no statement.
 
 Pipeline mode is not used: it hung on multi-megabyte statements on this stack (psycopg 3.3,
 PostgreSQL 15; compare psycopg issue #685), and one statement per write needs no pipeline.
@@ -58,8 +62,11 @@ import contextlib
 import hashlib
 import struct
 import threading
+import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final, LiteralString
 from uuid import UUID
 
@@ -84,7 +91,9 @@ from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Composable, Identifier, Literal
 from psycopg_pool import AsyncConnectionPool, PoolClosed, PoolTimeout
 
+from actae.adapters.persistence import clock as clocks
 from actae.adapters.persistence.awaiting import awaiting, in_portal
+from actae.adapters.persistence.clock import Execute, SampledClock
 from actae.adapters.persistence.forgets import (
     KEYS_TABLE,
     SECRETS_TABLE,
@@ -881,3 +890,141 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
                 statement += SQL(" LIMIT %s")
             rendered = self._reads[shape] = statement.as_string()
         return rendered
+
+
+# -- the database's clock ------------------------------------------------------------------
+#
+# A PostgreSQL store runs on its server's clock (docs/time.md): read here, beside the
+# recorder whose pool takes the readings once the store is open, so a write's time is no
+# detour. This host's wall clock is read through ``clocks.wall_clock`` (patched by tests).
+
+RESAMPLE_EVERY = 30.0
+"""Seconds between two readings of the database's clock."""
+RESAMPLE_AFTER_FAILURE = 1.0
+"""Seconds before trying again when the database could not be read (it may be failing over)."""
+SAMPLE_CONNECT_TIMEOUT = 5
+"""Seconds the first reading may wait for a connection before it counts as failed."""
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One reading of the database's clock, pinned to this process's monotonic clock.
+
+    ``database`` is the server's time at ``monotonic`` (the middle of the round trip, so it
+    is off by at most half of ``round_trip``); ``skew`` is how far the database's clock is
+    ahead of this host's wall clock, in seconds.
+    """
+
+    database: datetime
+    monotonic: float
+    round_trip: float
+    skew: float
+
+    def now(self) -> datetime:
+        """The database's time now, extrapolated on the monotonic clock."""
+        return self.database + timedelta(seconds=time.monotonic() - self.monotonic)
+
+
+def read_database_clock(conninfo: Mapping[str, str], tries: int = 3) -> Reading:
+    """Ask the server for ``clock_timestamp()`` and time the round trip.
+
+    The answer was produced somewhere inside the round trip; taking its middle bounds the
+    error by half the round trip (well under a millisecond on a LAN), whatever either
+    host's wall clock says. Of a few tries the shortest round trip wins, so a busy moment
+    on either host does not widen the bound.
+    """
+    options: dict[str, Any] = {"connect_timeout": SAMPLE_CONNECT_TIMEOUT, **conninfo}
+    with psycopg.connect(**options, autocommit=True) as conn:
+        conn.execute("SELECT 1")  # the first statement on a connection pays for set-up
+
+        def execute(statement: LiteralString, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+            return conn.execute(statement, params).fetchall()
+
+        return read_clock_through(execute, tries)
+
+
+def read_clock_through(execute: Execute, tries: int = 3) -> Reading:
+    """:func:`read_database_clock` through ``execute`` (a pooled connection, already set up)."""
+    readings = [_one_reading(execute) for _ in range(tries)]
+    return min(readings, key=lambda reading: reading.round_trip)
+
+
+def _one_reading(execute: Execute) -> Reading:
+    wall_before, before = clocks.wall_clock(), time.monotonic()
+    rows = execute("SELECT clock_timestamp()", ())
+    after, wall_after = time.monotonic(), clocks.wall_clock()
+    if not rows or not isinstance(rows[0][0], datetime):
+        raise psycopg.DataError("clock_timestamp() returned no timestamp")
+    database = rows[0][0].astimezone(UTC)
+    wall_middle = wall_before + (wall_after - wall_before) / 2
+    return Reading(
+        database=database,
+        monotonic=(before + after) / 2,
+        round_trip=after - before,
+        skew=(database - wall_middle).total_seconds(),
+    )
+
+
+class DatabaseClock(SampledClock):
+    """The PostgreSQL server's clock, read once per :data:`RESAMPLE_EVERY` seconds.
+
+    Between readings time moves on this process's monotonic clock, so asking the time costs
+    nothing and a jump of the host's wall clock changes nothing. A background thread takes
+    the readings; while the database cannot be reached it keeps the last one and tries
+    again every :data:`RESAMPLE_AFTER_FAILURE` seconds, so the first reading after an outage
+    (possibly from a promoted replica with its own clock) comes right after a reconnect.
+    """
+
+    def __init__(
+        self, conninfo: Mapping[str, str], *, resample_every: float = RESAMPLE_EVERY
+    ) -> None:
+        self._conninfo = dict(conninfo)
+        self._resample_every = resample_every
+        self.reading = read_database_clock(self._conninfo)  # opening fails if it cannot
+        self._read: Callable[[], Reading] = lambda: read_database_clock(self._conninfo)
+        self._latest = self.reading.now()
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._sampler = threading.Thread(
+            target=self._keep_reading, name="actae database clock", daemon=True
+        )
+        self._sampler.start()
+
+    def __call__(self) -> datetime:
+        """The database's time now; never earlier than a time it gave before.
+
+        A new reading can land a few milliseconds behind the last one (or more, after a
+        failover to a server with its own clock); lease and timer arithmetic must not see
+        time run backwards.
+        """
+        now = self.reading.now()
+        with self._lock:
+            if now < self._latest:
+                return self._latest
+            self._latest = now
+        return now
+
+    @property
+    def skew(self) -> float:
+        """Seconds the database's clock is ahead of this host's (negative: behind)."""
+        return self.reading.skew
+
+    def read_through(self, execute: Execute) -> None:
+        """Take the next readings through ``execute``, the store's pool.
+
+        Not a connection of their own: the connection the store keeps when idle serves them.
+        """
+        self._read = lambda: read_clock_through(execute)
+
+    def close(self) -> None:
+        """Stop reading the database's clock; the time goes on from the last reading."""
+        self._closed.set()
+
+    def _keep_reading(self) -> None:
+        pause = self._resample_every
+        while not self._closed.wait(pause):
+            try:
+                self.reading = self._read()
+                pause = self._resample_every
+            except (psycopg.Error, OSError, PersistenceError):  # an outage: keep the last one
+                pause = RESAMPLE_AFTER_FAILURE

@@ -28,7 +28,7 @@ from actae.adapters.persistence.clock import read_clock_with, store_clock
 from actae.adapters.persistence.forgets import KEYS_TABLE, SECRETS_TABLE, ForgetWatch
 from actae.adapters.persistence.migrations import open_postgres, open_sqlite
 from actae.adapters.persistence.offloaded import ActaeSQLiteRecorder
-from actae.adapters.persistence.postgres import ActaePostgresRecorder
+from actae.adapters.persistence.postgres import ActaePostgresRecorder, DatabaseClock
 from actae.adapters.persistence.recorders import EventStore, Mappers, postgres_store, sqlite_store
 from actae.adapters.persistence.url import StoreUrl
 from actae.adapters.readside.readmodels import ReadModelDB, postgres_db, sqlite_db
@@ -71,7 +71,7 @@ class Backend:
 
     def clock(self, given: Clock | None) -> Clock:
         """The store's clock: ``given``, else this host's wall time."""
-        return store_clock(given, None)
+        return store_clock(given)
 
     def open(self, build: ServiceFactory, *, create: bool) -> ActaeService | None:
         """The service, after its schema is migrated; ``None`` when no store is there."""
@@ -180,7 +180,8 @@ class PostgresBackend(Backend):
 
     def clock(self, given: Clock | None) -> Clock:
         """The store's clock: ``given``, else the database server's (every host agrees)."""
-        return store_clock(given, self.url.postgres_conninfo)
+        conninfo = self.url.postgres_conninfo
+        return store_clock(given, lambda: DatabaseClock(conninfo))
 
     def open(self, build: ServiceFactory, *, create: bool) -> ActaeService | None:
         """The service, after the schema's migrations ran (one process at a time)."""

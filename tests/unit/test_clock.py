@@ -16,6 +16,7 @@ import pytest
 
 import actae
 from actae.adapters.persistence import clock as clocks
+from actae.adapters.persistence import postgres
 from actae.adapters.persistence.url import parse_store_url
 from tests.helpers import wait_for
 
@@ -122,18 +123,18 @@ def test_the_database_clock_is_read_again_and_keeps_time_while_it_cannot_be(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     conninfo = parse_store_url(pg_url).postgres_conninfo
-    clock = clocks.DatabaseClock(conninfo, resample_every=0.05)
+    clock = postgres.DatabaseClock(conninfo, resample_every=0.05)
     try:
         first = clock.reading
         wait_for(lambda: clock.reading is not first, "a second reading")
 
         failures: list[str] = []
 
-        def unreachable(_: object) -> clocks.Reading:
+        def unreachable(_: object) -> postgres.Reading:
             failures.append("refused")
             raise psycopg.OperationalError("connection refused")
 
-        monkeypatch.setattr(clocks, "read_database_clock", unreachable)
+        monkeypatch.setattr(postgres, "read_database_clock", unreachable)
         wait_for(lambda: failures, "a reading to fail")
         kept = clock.reading
         assert abs(clock() - database_now(pg_url)) < AGREE  # time goes on from the last one
@@ -148,7 +149,7 @@ def test_the_database_clock_is_read_again_and_keeps_time_while_it_cannot_be(
 def test_closing_the_store_stops_reading_the_databases_clock(pg_url: str) -> None:
     with actae.open(pg_url) as store:
         clock = store._service.clock  # the sampler is not public
-        assert isinstance(clock, clocks.DatabaseClock)
+        assert isinstance(clock, postgres.DatabaseClock)
     clock._sampler.join(timeout=5)
     assert not clock._sampler.is_alive()
 
@@ -156,7 +157,7 @@ def test_closing_the_store_stops_reading_the_databases_clock(pg_url: str) -> Non
 @pytest.mark.postgres
 def test_the_database_clock_never_runs_backwards_at_a_new_reading(pg_url: str) -> None:
     """A reading a second behind (a failover to a server with its own clock) holds time still."""
-    clock = clocks.DatabaseClock(parse_store_url(pg_url).postgres_conninfo, resample_every=3600)
+    clock = postgres.DatabaseClock(parse_store_url(pg_url).postgres_conninfo, resample_every=3600)
     try:
         before = clock()
         clock.reading = dataclasses.replace(
@@ -174,7 +175,7 @@ def test_a_transition_is_never_stamped_before_the_time_the_last_reading_gave(
     """A reading that lands behind the last one does not take a write's time back."""
     with actae.open(pg_url) as store:
         clock = store._service.clock  # the readings are not public
-        assert isinstance(clock, clocks.DatabaseClock)
+        assert isinstance(clock, postgres.DatabaseClock)
         run = store.start_run("floor", agent_id="a", state={})
         head = store.head(run.channel_id)
         (opened,) = store.events(run.channel_id)
