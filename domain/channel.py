@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from functools import cache, partial
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol, TypeVar
 from uuid import UUID
 
@@ -326,16 +325,23 @@ DOCUMENTS = ("payload", "state")
 """The fields of a channel event that hold a caller's document."""
 
 
-@cache
-def _fields_of(cls: type[Channel.Event]) -> tuple[tuple[str, Any], ...]:
-    """An event class's fields in definition order (the stored body's order), once."""
-    return tuple(cls.model_fields.items())
+class Layout(NamedTuple):
+    """An event class's fields as :func:`constructed` reads them, found once per class."""
+
+    fields: tuple[tuple[str, Any], ...]
+    """Name and pydantic field, in definition order (the stored body's order)."""
+    order: tuple[str, ...]
+    """The names alone, in that order."""
+    names: frozenset[str]
+    in_order: itemgetter[Any]
+    """``in_order(values)``: the values of every field, in definition order (in C)."""
 
 
 @cache
-def _names_of(cls: type[Channel.Event]) -> frozenset[str]:
-    """An event class's field names, once."""
-    return frozenset(cls.model_fields)
+def layout_of(cls: type[Channel.Event]) -> Layout:
+    """``cls``'s :class:`Layout`, once."""
+    order = tuple(cls.model_fields)
+    return Layout(tuple(cls.model_fields.items()), order, frozenset(order), itemgetter(*order))
 
 
 def next_event(head: ChannelHead, event_class: type[E], at: datetime, fields: dict[str, Any]) -> E:
@@ -356,12 +362,12 @@ def constructed(cls: type[E], values: dict[str, Any]) -> E:
     ``__dict__`` holds the fields in definition order, missing ones at their defaults, as
     validation leaves it (the encoders copy it: :mod:`actae.adapters.persistence.encoders`).
     """
-    fields = _fields_of(cls)
-    if not values.keys() <= _names_of(cls):  # not validated: a misspelling would go unseen
-        unknown = sorted(values.keys() - _names_of(cls))
+    fields, order, names, in_order = layout_of(cls)
+    if not values.keys() <= names:  # not validated: a misspelling would go unseen
+        unknown = sorted(values.keys() - names)
         raise TypeError(f"{cls.__qualname__} has no field {', '.join(unknown)}")
     if len(values) == len(fields):  # each field given, as a channel event's are: put in order
-        state = {name: values[name] for name, _ in fields}
+        state = dict(zip(order, in_order(values), strict=True))
     else:
         state = _with_defaults(fields, values)
     event = cls.__new__(cls)
@@ -440,13 +446,13 @@ def record_fields(
 # operation id refuses a second execution inside the statement that would have written it.
 
 
-@dataclass(frozen=True, slots=True)
-class Append:
+class Append(NamedTuple):
     """One checked append to a channel: what the caller expected, and the event it makes.
 
     ``expected_version`` is ``None`` for a record, which creates no state version and so
     guards only the log position. ``content`` is the command's fingerprint, what a repeat
-    under ``operation_id`` must match to be answered as the original.
+    under ``operation_id`` must match to be answered as the original. A tuple, as
+    :class:`ChannelHead` is: one is made on every write.
     """
 
     channel_id: UUID

@@ -21,10 +21,9 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from actae.domain.errors import ValidationError
@@ -40,17 +39,20 @@ MAX_DEPTH = 64
 """Deepest nesting of a JSON document (objects and lists; the document is level 1)."""
 BRACKETS = (b"{", b"[")
 """What opens a level in a document's JSON."""
+SHALLOW_BELOW = 2 * (MAX_DEPTH + 1)
+"""Encodings shorter than this cannot nest deeper than ``MAX_DEPTH``: each level opens and
+closes a bracket."""
 CONTAINERS = (dict, list, tuple)
 """What nests in a document (a tuple of types: ``isinstance`` is fastest with one)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Document:
+class Document(NamedTuple):
     """A validated JSON object, its canonical encoding and the checksum of that encoding.
 
     ``sha256`` is the encoding's SHA-256 left open: a checksum over bytes that start with
     the encoding (a transition's stored body, :mod:`actae.adapters.persistence.codec`)
-    continues a copy of it instead of hashing the document again.
+    continues a copy of it instead of hashing the document again. A tuple: made on every
+    write, where a frozen dataclass's ``__init__`` costs a call per field.
     """
 
     value: dict[str, Any]
@@ -93,7 +95,8 @@ def require_text(field: str, value: object, *, max_length: int = MAX_TEXT_LENGTH
         raise ValidationError(field, "must not be empty")
     if len(value) > max_length:
         raise ValidationError(field, f"is {len(value)} characters, the limit is {max_length}")
-    require_storable(field, value)
+    if "\x00" in value or not value.isascii():  # ASCII without NUL: storable as it is
+        require_storable(field, value)
     return value
 
 
@@ -222,9 +225,10 @@ def require_json(
     The canonical encoding is needed anyway (for the checksum); the rules piggy-back on it so
     that a typical document costs a few substring searches: the encoder already refuses lone
     surrogates and reports whether a wide integer is inside; it writes NUL as an escape
-    (backslash, ``u0000``), found by one substring search; a document with no more than
-    ``MAX_DEPTH`` brackets cannot nest deeper (:func:`_more_brackets`). Only when a hint
-    fires is the document walked to be sure.
+    (backslash, ``u0000``), found by a substring search where there is a backslash at all
+    (a byte search); a document with no more than ``MAX_DEPTH`` brackets, or too short to
+    hold more, cannot nest deeper (:func:`_more_brackets`). Only when a hint fires is the
+    document walked to be sure.
     """
     if not isinstance(value, dict):
         raise ValidationError(field, f"must be a JSON object (dict), got {type(value).__name__}")
@@ -240,11 +244,12 @@ def require_json(
         raise ValidationError(
             field, f"holds the integer {_shown(outside)}, outside the signed 64-bit range"
         )
-    if b"\\u0000" in canonical and _holds_nul(value):
+    if b"\\" in canonical and b"\\u0000" in canonical and _holds_nul(value):
         raise ValidationError(
             field, "holds a string or key with a NUL character (U+0000), which cannot be stored"
         )
-    if _more_brackets(canonical, MAX_DEPTH) and _nests_deeper(value, MAX_DEPTH):
+    deep = len(canonical) >= SHALLOW_BELOW  # a shorter one cannot nest deeper
+    if deep and _more_brackets(canonical, MAX_DEPTH) and _nests_deeper(value, MAX_DEPTH):
         raise _too_deep(field)
     if len(canonical) > max_bytes:
         raise ValidationError(

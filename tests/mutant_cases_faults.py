@@ -333,7 +333,7 @@ FAULT_MUTANTS = [
     Mutant(
         "json-nul-accepted",
         "domain/validation.py",
-        'if b"\\\\u0000" in canonical and _holds_nul(value):',
+        'if b"\\\\" in canonical and b"\\\\u0000" in canonical and _holds_nul(value):',
         "if False:",
         "a NUL inside a JSON string would break PostgreSQL's jsonb and SQLite's text functions",
         HOSTILE,
@@ -357,17 +357,25 @@ FAULT_MUTANTS = [
     Mutant(
         "nesting-limit-off-by-one",
         "domain/validation.py",
-        "if _more_brackets(canonical, MAX_DEPTH) and _nests_deeper(value, MAX_DEPTH):",
-        "if _more_brackets(canonical, MAX_DEPTH) and _nests_deeper(value, MAX_DEPTH + 1):",
+        "_more_brackets(canonical, MAX_DEPTH) and _nests_deeper(value, MAX_DEPTH):",
+        "_more_brackets(canonical, MAX_DEPTH) and _nests_deeper(value, MAX_DEPTH + 1):",
         "documents one level deeper than documented would be accepted",
         HOSTILE,
     ),
     Mutant(
         "nesting-prefilter-too-loose",
         "domain/validation.py",
-        "if _more_brackets(canonical, MAX_DEPTH) and _nests_deeper",
-        "if _more_brackets(canonical, 2 * MAX_DEPTH) and _nests_deeper",
+        "and _more_brackets(canonical, MAX_DEPTH) and _nests_deeper",
+        "and _more_brackets(canonical, 2 * MAX_DEPTH) and _nests_deeper",
         "a narrow, deep document would skip the depth check",
+        HOSTILE,
+    ),
+    Mutant(
+        "nesting-shallow-bound-loose",
+        "domain/validation.py",
+        "SHALLOW_BELOW = 2 * (MAX_DEPTH + 1)",
+        "SHALLOW_BELOW = 2 * (MAX_DEPTH + 3)",
+        "the tightest document one level too deep would be taken as too short to nest",
         HOSTILE,
     ),
     Mutant(

@@ -382,40 +382,33 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         # The key guard's, after the rows: the owners as array text, which the statement casts,
         # because adapting a list of UUIDs costs more client work than the rest of the row
         # (32 hex digits are a UUID's text too, and cheaper to make than its hyphenated form).
-        guard = ("{" + ",".join([owner.hex for owner in owners]) + "}", in_clear)
+        guard = ("{" + ",".join([f"{owner.int:032x}" for owner in owners]) + "}", in_clear)
+        count = len(stored_events)
         try:
-            positions = (
-                self._write_rows(stored_events, guard)
-                if self._writes_directly(len(stored_events))
-                else None
+            # To libpq directly (:meth:`_write_rows`): not a write of arrays, nor one with
+            # the test hook, nor an async caller's.
+            direct = (
+                count <= MAX_VALUES_ROWS
+                and self.before_commit is None
+                and self._uuid_ids
+                and not (self.async_pool is not None and in_portal() and self._on_pool_loop())
             )
+            positions = self._write_rows(stored_events, guard) if direct else None
             if positions is None:
                 rows = self._insert_rows(
-                    self.insert_statement(len(stored_events)), insert_params(stored_events, guard)
+                    self.insert_statement(count), insert_params(stored_events, guard)
                 )
                 positions = [row[0] for row in rows]
         except TRANSIENT_ERRORS:
-            statement = self.insert_statement(len(stored_events))
+            statement = self.insert_statement(count)
             params = insert_params(stored_events, guard)
             positions = self._insert_again(stored_events, statement, params)
         if owners and not positions:  # a guard refused: was it the key guard?
             refuse_keyed(self._execute(self._keys_query(), [owners]), in_clear=in_clear)
-        if len(positions) != len(stored_events):  # the guard drew no block: nothing written
+        if len(positions) != count:  # the guard drew no block: nothing written
             orphan = first_orphan(stored_events, self._holds_version_before) or stored_events[0]
             raise PredecessorMissing(orphan.originator_id, orphan.originator_version)
         return positions
-
-    def _writes_directly(self, count: int) -> bool:
-        """Whether a write of ``count`` events goes to libpq directly (:meth:`_write_rows`).
-
-        Not a write of arrays, nor one with the test hook, nor an async caller's.
-        """
-        return (
-            count <= MAX_VALUES_ROWS
-            and self.before_commit is None
-            and self._uuid_ids
-            and not (self.async_pool is not None and in_portal() and self._on_pool_loop())
-        )
 
     def _insert_rows(self, statement: LiteralString, params: list[Any]) -> list[tuple[Any, ...]]:
         """The insert through psycopg, or held open for the test hook ``before_commit``."""
@@ -440,7 +433,7 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
             key = getattr(e, "operation_id", None)  # a StoredRecord's
             originator = e.originator_id
             values += (
-                (originator if isinstance(originator, UUID) else UUID(originator)).bytes,
+                (originator if isinstance(originator, UUID) else UUID(originator)).int.to_bytes(16),
                 INT8.pack(e.originator_version),
                 e.topic.encode(),
                 e.state,
@@ -452,8 +445,8 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         if result is None:
             return None
         # A position is never NULL (the column's constraint).
-        cells = [result.get_value(row, 0) for row in range(result.ntuples)]
-        return [INT8.unpack(cell)[0] for cell in cells]  # type: ignore[arg-type]
+        cell = result.get_value
+        return [INT8.unpack(cell(row, 0))[0] for row in range(result.ntuples)]  # type: ignore[arg-type]
 
     def _on_libpq(self, count: int, values: list[bytes | None]) -> PGresult | None:
         """Run the insert of ``count`` events on a pooled connection, prepared on demand.
@@ -462,7 +455,7 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         ALL`` or a pooler in front reset) refuses it without running it; it is prepared
         there and sent again. Nothing is remembered per connection, so nothing can be stale.
         """
-        name, text, formats = self._direct_statement(count)
+        name, text, formats = self._direct.get(count) or self._direct_statement(count)
         conn = self._checked_out()
         try:
             pgconn = conn.pgconn

@@ -12,6 +12,7 @@ the IO there is on the command path.
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import threading
@@ -224,22 +225,34 @@ class ActaeService:
                 raise RaceLost from None
             raise
         self.core.seen.saw(events)
+        others = []  # a channel's events start or end no memory of an effect
         for event in events:
             if isinstance(event, Channel.Event):
                 self.core.heads.put(event)
-        self.core.effects.written(events)
+            else:
+                others.append(event)
+        if others:
+            self.core.effects.written(others)
         for listener in self.commit_listeners:
             listener(events)
         self.written.committed()
         return positions
 
 
-def content_owners(events: Iterable[Any]) -> list[UUID]:
+def content_owners(events: Sequence[DomainEvent]) -> list[UUID]:
     """The runs whose contents ``events`` hold (each class names its ``content_owner``)."""
-    found = set()
-    for event in events:
-        cls = type(event)
-        owner = getattr(event, cls.content_owner, None) if getattr(cls, "contents", ()) else None
-        if isinstance(owner, UUID):
-            found.add(owner)
-    return sorted(found)
+    found = [
+        owner
+        for event in events
+        if isinstance(owner := getattr(event, owner_field(type(event)), None), UUID)
+    ]
+    return found if len(found) < 2 else sorted(set(found))
+
+
+@functools.cache
+def owner_field(cls: type[DomainEvent]) -> str:
+    """The field naming the run whose contents events of ``cls`` hold, once per class.
+
+    ``""`` for a class without contents: no attribute's name, so ``getattr`` gives its default.
+    """
+    return cls.content_owner if cls.contents else ""

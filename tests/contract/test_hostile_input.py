@@ -189,7 +189,10 @@ def test_json_documents_refuse_nesting_deeper_than_the_limit(
 ) -> None:
     itself: list[Any] = []
     itself.append(itself)
-    for doc in [nested(MAX_DEPTH + 1), nested(253), nested(400), {"loop": itself}]:
+    # The tightest: one key, then lists (``{"":[[...]]}``), as short as that depth allows.
+    innermost: list[Any] = []
+    tight = {"": functools.reduce(lambda inner, _: [inner], range(MAX_DEPTH - 1), innermost)}
+    for doc in [nested(MAX_DEPTH + 1), tight, nested(253), nested(400), {"loop": itself}]:
         assert_all_refused(store, run, document_calls(store, run, token, doc))
 
 
