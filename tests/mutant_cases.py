@@ -181,6 +181,15 @@ MUTANTS = [
         IDEMPOTENCY,
     ),
     Mutant(
+        "effects-memory-not-fed",
+        "adapters/runtime/service.py",
+        "            else:\n                others.append(event)\n",
+        "",
+        "an effect's events must reach the memory that saves a claim's settlement its read",
+        ("tests/integration/test_round_trips.py",),
+        postgres=True,
+    ),
+    Mutant(
         "append-lost-race-replays-record",
         "adapters/runtime/service.py",
         "                    original = self._earlier(append)\n",
