@@ -455,7 +455,7 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         ALL`` or a pooler in front reset) refuses it without running it; it is prepared
         there and sent again. Nothing is remembered per connection, so nothing can be stale.
         """
-        name, text, formats = self._direct.get(count) or self._direct_statement(count)
+        name, text, formats = self._direct_statement(count)
         conn = self._checked_out()
         try:
             pgconn = conn.pgconn
