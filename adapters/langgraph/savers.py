@@ -1,8 +1,7 @@
 """The savers a graph is compiled with: ``ActaeSaver`` (a ``Store``), ``AsyncActaeSaver``.
 
-The translation is written once, as blocking code calling ``Store``; ``AsyncActaeSaver``'s
-coroutines run those very methods in a greenback portal, so the two cannot drift apart.
-Each answers the other style of call too, as LangGraph's savers do.
+The translation is written once, as blocking code; ``AsyncActaeSaver``'s coroutines run those
+very methods in a greenback portal, so the two cannot drift apart.
 """
 
 from __future__ import annotations
@@ -52,16 +51,11 @@ class _Saver(BaseCheckpointSaver[int], Generic[S]):
         super().__init__(serde=serde)
         self.store: S = store
         core = store.sync if isinstance(store, AsyncStore) else store
-        self.redact = core.redactor
-        """The store's redactor (``actae.open(redact=)``), run on what the serde blobs hold."""
+        self.redact = core.redactor  # the store's, run on what the serde blobs hold
         self.workflow_id = require_text("workflow_id", workflow_id, max_length=100)
         self.agent_id = require_text("agent_id", agent_id)
         self._memory = Context(core, self.serde, self.workflow_id, self.agent_id, self.redact)
-        self.loop = _running_loop()
-        """The event loop it was made on, or (made outside one) its first coroutine's.
-
-        ``AsyncActaeSaver`` refuses a blocking call there: it would stall the loop.
-        """
+        self.loop = _running_loop()  # or its first coroutine's: a blocking call there stalls
 
     def _context(self) -> Context:
         # Made per call, sharing the memory: LangGraph's with_allowlist copies a saver and
@@ -92,10 +86,7 @@ class _Saver(BaseCheckpointSaver[int], Generic[S]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Generator[CheckpointTuple, None, None]:
-        """Checkpoints newest first: of ``config``'s thread, or of every thread for ``None``.
-
-        Nothing is read, nor the context made, until the first is asked for.
-        """
+        """Checkpoints newest first: of ``config``'s thread, or of every thread for ``None``."""
         yield from reading.list_checkpoints(self._context(), config, before, filter, limit)
 
     def put(
@@ -186,11 +177,10 @@ for _name in (
 
 
 class ActaeSaver(_Saver[Store]):
-    """A LangGraph checkpointer on an Actae ``Store``: ``builder.compile(checkpointer=saver)``.
+    """A LangGraph checkpointer on an Actae ``Store`` (docs/langgraph.md).
 
     ``with ActaeSaver.from_url(url) as saver`` opens and closes the store; ``ActaeSaver(store)``
-    uses yours. A thread becomes a run of ``workflow_id`` for the agent named ``agent_id`` in
-    the config's metadata, or the saver's ``agent_id`` (docs/langgraph.md).
+    uses yours.
     """
 
     @classmethod
@@ -213,9 +203,8 @@ class ActaeSaver(_Saver[Store]):
 class AsyncActaeSaver(_Saver[AsyncStore]):
     """A LangGraph checkpointer on an Actae store, for ``ainvoke``/``astream``.
 
-    ``async with AsyncActaeSaver.from_url(url) as saver`` opens and closes the store
-    (``actae.open_async``); ``AsyncActaeSaver(async_store)`` uses yours. Its blocking methods
-    work from any thread but its event loop's, which they would stall.
+    ``async with AsyncActaeSaver.from_url(url) as saver`` opens and closes the store. Its
+    blocking methods work from any thread but its event loop's, which they would stall.
     """
 
     @classmethod
