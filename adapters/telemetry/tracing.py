@@ -1,8 +1,7 @@
 """Spans through OpenTelemetry's API, and the trace context a run keeps to stay one trace.
 
-Until the application configures an SDK no span is even opened. A run is one trace however
-many workers take it: ``start_run`` keeps the context it started in (W3C headers), and later
-spans open under it (:func:`parent_context`). Every call goes through a guard (:mod:`.guard`).
+Until the application configures an SDK no span is even opened. ``start_run`` keeps the
+context it started in (W3C headers), and later spans open under it (:func:`parent_context`).
 """
 
 from __future__ import annotations
@@ -43,11 +42,8 @@ from actae.domain.disclosure import error_text
 from actae.domain.errors import RunSuspended
 from actae.domain.validation import MAX_TEXT_LENGTH
 
-NOT_KEPT = frozenset({"baggage"})
-"""Baggage is the caller's data, not the trace's, and the event log keeps things forever."""
-
-API_PROVIDERS = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
-"""The API's own tracer providers, which record nothing."""
+NOT_KEPT = frozenset({"baggage"})  # the caller's data, not the trace's: the log keeps it forever
+API_PROVIDERS = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)  # they record nothing
 
 
 def active_tracer() -> trace.Tracer | None:
@@ -140,10 +136,7 @@ def failed(
     run_id: UUID | None = None,
     cursor: int | None = None,
 ) -> None:
-    """Record ``error`` on ``target`` and set its status to ERROR (a ``RunSuspended`` waits).
-
-    On a ``sealed`` store, the type only: a span outlives ``forget``.
-    """
+    """Record ``error`` on ``target``, status ERROR; on a ``sealed`` store its type only."""
     if isinstance(error, RunSuspended):
         return
     with SPAN_ERROR:
@@ -156,12 +149,10 @@ def failed(
             target.set_status(Status(StatusCode.ERROR, text))
 
 
-EXCEPTION_EVENT = "exception"
-"""The event ``record_exception`` adds; a sealed store's carries the type only."""
+EXCEPTION_EVENT = "exception"  # the event record_exception adds
 
 
-def _type_name(error: BaseException) -> str:
-    """The error's type as ``record_exception`` names it (module-qualified but for builtins)."""
+def _type_name(error: BaseException) -> str:  # as record_exception names it
     kind = type(error)
     if kind.__module__ in ("__main__", "builtins"):
         return kind.__qualname__
@@ -236,11 +227,7 @@ class Start:
 def starting(
     span_name: str, repeated: Callable[[], bool], *, sealed: bool = False
 ) -> Iterator[Start]:
-    """The trace context for a run started in the block.
-
-    Inside a span, its context; else a span of its own, so a plain script's run has a trace to
-    join, unless ``repeated()`` says the start ran already.
-    """
+    """The trace context for a run started in the block: the span's, else one of its own."""
     if in_a_span():
         yield Start(current_trace_context())
         return
