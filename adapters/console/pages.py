@@ -26,8 +26,7 @@ SECTIONS = (  # the navigation, a page each: path, page name, title
     ("/effects", "effects", "Effects in doubt"),
     ("/audit", "audit", "Audit log"),
 )
-NO_STORE = {"Cache-Control": "no-store"}
-"""Pages carry a CSRF token: never cached."""
+NO_STORE = {"Cache-Control": "no-store"}  # pages carry a CSRF token: never cached
 
 
 def _attribute(name: str, value: str) -> str:
