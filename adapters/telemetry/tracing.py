@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from types import TracebackType
 from typing import Self
 from uuid import UUID, uuid5
@@ -64,35 +64,27 @@ def span_name(prefix: str, name: object) -> str:
     return prefix
 
 
+@dataclass(eq=False)
 class Opened:
     """A span, current while the ``with`` block runs (none without a ``tracer``)."""
 
-    def __init__(
-        self,
-        tracer: trace.Tracer | None,
-        name: str,
-        attributes: Attributes,
-        parent: Context | None = None,
-        *,
-        sealed: bool = False,
-        run_id: UUID | None = None,
-    ) -> None:
-        self._tracer = tracer
-        self._sealed = sealed
-        self._run_id = run_id
-        self._name = name
-        self._attributes = attributes
-        self._parent = parent
-        self.span: Span = INVALID_SPAN
-        self.recording = False
-        self._opened = False
-        self._token: object = None
+    tracer: trace.Tracer | None
+    name: str
+    attributes: Attributes
+    parent: Context | None = None
+    _: KW_ONLY
+    sealed: bool = False
+    run_id: UUID | None = None
+    span: Span = field(default=INVALID_SPAN, init=False)
+    recording: bool = field(default=False, init=False)
+    _opened: bool = field(default=False, init=False)
+    _token: object = field(default=None, init=False)
 
     def __enter__(self) -> Self:
-        if self._tracer is not None:
+        if self.tracer is not None:
             with SPAN_START:
-                opened = self._tracer.start_span(
-                    self._name, context=self._parent, attributes=self._attributes
+                opened = self.tracer.start_span(
+                    self.name, context=self.parent, attributes=self.attributes
                 )
                 self.span, self._opened = opened, True
                 self.recording = opened.is_recording()
@@ -111,7 +103,7 @@ class Opened:
         if not self._opened:
             return
         if isinstance(error, Exception):
-            failed(self.span, error, sealed=self._sealed, run_id=self._run_id)
+            failed(self.span, error, sealed=self.sealed, run_id=self.run_id)
         if self._token is not None:
             with SPAN_CONTEXT:
                 otel_context.detach(self._token)  # type: ignore[arg-type]
