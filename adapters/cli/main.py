@@ -1,7 +1,4 @@
-"""The ``actae`` command, and its one rule for failures: a user's error is one line, status 2.
-
-A traceback is left for bugs.
-"""
+"""The ``actae`` command, and its one rule for failures: a user's error is one line, status 2."""
 
 from __future__ import annotations
 
@@ -23,14 +20,13 @@ from actae.adapters.runtime.backends import backend_for
 from actae.adapters.runtime.worker import CommitHook, Registry
 from actae.domain.errors import ActaeError
 
-CANNOT_OPEN = (
+CANNOT_OPEN = (  # the store cannot be opened or reached, at start or later: not a bug
     psycopg.OperationalError,  # connecting: refused, unknown host, bad password, no database
     psycopg.InterfaceError,
     sqlite3.DatabaseError,  # a file that cannot be opened or is not a database
     persistence.OperationalError,  # the same, met by eventsourcing after the store opened
     persistence.InterfaceError,
 )
-"""Errors that mean the store cannot be opened or reached (at start or later), not a bug."""
 
 
 @click.group(

@@ -1,8 +1,7 @@
-"""The options commands share (their values' errors one line), and which store they open.
+"""The options commands share, and which store they open (docs/cli.md).
 
-The store is ``--db URL``, ``--db-file PATH`` or ``$ACTAE_DB``: a file or the environment
-keeps a URL's password out of ``ps`` and shell history. Only the command reads the
-environment (never the library), so an error can name the store meant.
+A file or the environment keeps a URL's password out of ``ps`` and shell history; only the
+command reads the environment (never the library), so an error can name the store meant.
 """
 
 from __future__ import annotations
@@ -107,8 +106,7 @@ def open_waiting(
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-INT64 = 2**63 - 1
-"""Cursors, positions and counts are stored as signed 64-bit integers."""
+INT64 = 2**63 - 1  # cursors, positions and counts are stored as signed 64-bit integers
 
 
 def whole(minimum: int, maximum: int = INT64) -> click.IntRange:

@@ -1,7 +1,6 @@
 """How the command prints: JSON for scripts (the same on every backend), rich tables for people.
 
-Piped, a table is as wide as its content (up to 200 columns), so nothing is cut mid-id; ids
-show their first eight characters (a unique prefix names a run, as in git), times UTC.
+Piped, a table is as wide as its content (up to 200 columns), so nothing is cut mid-id.
 """
 
 from __future__ import annotations
@@ -20,9 +19,7 @@ from rich.text import Text
 from actae.adapters.operate.views import RunView
 
 PIPED_WIDTH = 200
-"""Columns a table may take when stdout is not a terminal."""
-SHORT = 8
-"""Characters of an id a table shows."""
+SHORT = 8  # characters of an id a table shows: a unique prefix names a run, as in git
 STATUS_STYLES = {
     "running": "green",
     "waiting": "cyan",
