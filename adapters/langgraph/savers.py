@@ -38,7 +38,7 @@ S = TypeVar("S", Store, AsyncStore)
 
 
 class _Saver(BaseCheckpointSaver[int], Generic[S]):
-    """LangGraph's blocking checkpointer calls on a ``Store``: what both savers share."""
+    """LangGraph's blocking checkpointer calls on a ``Store`` (their docstrings: LangGraph's)."""
 
     def __init__(
         self,
@@ -75,7 +75,6 @@ class _Saver(BaseCheckpointSaver[int], Generic[S]):
         return None if root is None else ctx.store.run(root.run_id)
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """The checkpoint ``config`` names, or the latest of its thread and namespace."""
         return reading.get_tuple(self._context(), config)
 
     def list(
@@ -86,7 +85,6 @@ class _Saver(BaseCheckpointSaver[int], Generic[S]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Generator[CheckpointTuple, None, None]:
-        """Checkpoints newest first: of ``config``'s thread, or of every thread for ``None``."""
         yield from reading.list_checkpoints(self._context(), config, before, filter, limit)
 
     def put(
@@ -96,7 +94,6 @@ class _Saver(BaseCheckpointSaver[int], Generic[S]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """Store ``checkpoint`` (a transition on its thread's channel); the config naming it."""
         return writing.put(self._context(), config, checkpoint, metadata)
 
     def put_writes(
@@ -106,24 +103,19 @@ class _Saver(BaseCheckpointSaver[int], Generic[S]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Record a task's pending writes for the checkpoint ``config`` names (idempotent)."""
         writing.put_writes(self._context(), config, writes, (task_id, task_path))
 
     def delete_thread(self, thread_id: str) -> None:
-        """Make the thread read as empty: its runs end, for the store's custody to delete."""
         forgetting.delete_thread(self._context(), thread_id_of(thread_id))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Make the checkpoints of these LangGraph runs read as gone (reads the whole log)."""
         forgetting.delete_for_runs(self._context(), run_ids)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Copy a thread, as an Actae fork with its receipt."""
         ctx = self._context()
         copying.copy_thread(ctx, thread_id_of(source_thread_id), thread_id_of(target_thread_id))
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """Keep each namespace's latest checkpoint visible (``keep_latest``), or none."""
         threads = [thread_id_of(thread_id) for thread_id in thread_ids]
         forgetting.prune(self._context(), threads, strategy)
 
@@ -158,8 +150,7 @@ def _coroutine(method: Callable[Concatenate[_Saver[Any], P], T]) -> Any:
         return await self._call(method, self, *args, **kwargs)
 
     coroutine.__name__ = coroutine.__qualname__ = f"a{method.__name__}"
-    summary = (method.__doc__ or "").splitlines()[0]
-    coroutine.__doc__ = f"{summary}\n\nThe blocking :meth:`{method.__name__}`, awaited."
+    coroutine.__doc__ = f"The blocking :meth:`{method.__name__}`, awaited."
     return coroutine
 
 
