@@ -104,10 +104,8 @@ def _sign_in_page(back_to: str, problem: str = "", status: int = 200) -> HTMLRes
 
 
 def _local(path: str) -> str:
-    """``path`` if it is a path on this site, else ``/``.
-
-    Browsers drop tabs and line breaks and read a backslash as a slash: such a path could lead away.
-    """
+    # path if it is a path on this site, else "/": browsers drop tabs and line breaks and read
+    # a backslash as a slash, so such a path could lead away.
     if (
         path.startswith("/")
         and not path.startswith("//")

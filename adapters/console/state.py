@@ -80,10 +80,7 @@ STREAMS_PER_USER = 8
 
 @dataclass
 class Console:
-    """The console's state, shared by every request; it owns the store, and closes it.
-
-    ``live``: the store's asyncio face while the app runs; ``origins``: ``guards.own_origins``.
-    """
+    """The console's state, shared by every request; it owns the store, and closes it."""
 
     store: Store
     users: Users

@@ -42,15 +42,11 @@ def _refused(found: str) -> ValidationError:
 
 
 ANALYST_SESSIONS = 2
-"""Analysts' statements a process runs on PostgreSQL at once; more wait for a turn."""
+"""Analysts' statements a process runs at once on PostgreSQL (a burst never takes the writers')."""
 
 
 class PostgresQueries:
-    """Analysts' statements on PostgreSQL, each on a connection of the call's own.
-
-    At most :data:`ANALYST_SESSIONS` at once: a dashboard's burst cannot take the server's
-    connections from the process's writers.
-    """
+    """Analysts' statements on PostgreSQL, each on a connection of its own, a few at once."""
 
     def __init__(self, conninfo: dict[str, str], schema: str) -> None:
         options = f"{conninfo.get('options', '')} -c search_path={schema}".strip()

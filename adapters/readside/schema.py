@@ -135,11 +135,8 @@ class SchemaMethods(ABC):
         self.execute(f"{self.create_view} {COST_PER_DAY.name} AS {self._cost_per_day()}")
 
     def _cost_per_day(self) -> str:
-        """What each usage row added to its channel's totals (the difference from the row before).
-
-        The window partitions by workflow, agent and model too (a channel is one run's), so a
-        filter on those reaches run_status first.
-        """
+        # What each usage row added to its channel's totals; the window partitions by workflow,
+        # agent and model too (a channel is one run's), so a filter on those reaches run_status.
         added = ", ".join(f"u.{n} - coalesce(lag(u.{n}) OVER w, 0) AS {n}" for n in USAGE_NAMES)
         sums = ", ".join(f"sum({n}) AS {n}" for n in USAGE_NAMES)
         return (

@@ -52,11 +52,8 @@ class Transactional(Protocol):
 
 
 def _effects_sql(effects: str, where: str) -> str:
-    """Each run's effects summed up: the first key of each asking status, and the totals.
-
-    In doubt counts what ``next_action`` would reconcile: a claim flagged in doubt, never a
-    step's attempt counter (a step is made again).
-    """
+    # Each run's effects summed up: the first key of each asking status, and the totals. In
+    # doubt counts what next_action would reconcile: never a step's attempt counter.
     in_doubt = (
         f"e.{CLAIMED} AND e.in_doubt "
         f"AND replace(e.effect_key, '{STEP_ATTEMPTS}', '') = e.effect_key"
@@ -157,10 +154,7 @@ def lease_ran_out(mark: str) -> str:
 
 
 def expire_sql(effects: str, mark: str) -> str:
-    """Set ``in_doubt`` of each claim (granted over an unanswered one, or its lease ran out).
-
-    Only changed rows are written; their run ids are returned.
-    """
+    """Set ``in_doubt`` of each claim where it changes (an unanswered claim, a lease run out)."""
     doubt = f"(claimed_in_doubt OR {lease_ran_out(mark)})"
     return (
         f"UPDATE {effects} SET in_doubt = {doubt} "
@@ -189,10 +183,7 @@ def mark_unserved(db: Transactional, now: datetime) -> list[Any]:
 
 
 def mark_regressed(db: Transactional, channel_id: Any, detail: str, now: datetime) -> None:
-    """Say on run_status that ``channel_id``'s history went back (``detail``: how far).
-
-    Not an event, which would be a write past the loss; an operator deletes the row.
-    """
+    """Say on run_status that ``channel_id``'s history went back (not an event: past the loss)."""
     p, channel = db.mark, db.adapt(UUID(str(channel_id)))
     db.execute(
         f"INSERT INTO {REGRESSIONS} (channel_id, detail, found_at) VALUES ({p}, {p}, {p}) "
