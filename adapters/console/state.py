@@ -74,8 +74,7 @@ class Sessions:
             del self._live[key]
 
 
-STREAMS_PER_USER = 8
-"""Event streams one user may have open at once; one more is refused (429)."""
+STREAMS_PER_USER = 8  # event streams one user may have open at once; one more is refused (429)
 
 
 @dataclass

@@ -79,10 +79,8 @@ class SchemaMethods(ABC):
 
     types: ClassVar[dict[str, str]]
     """Each column type of :mod:`actae.projections.tables` as this backend declares it."""
-    create_view: ClassVar[str]
-    """The statement's start that (re)creates a view."""
-    utc_day: ClassVar[str]
-    """The UTC date of a timestamp column, as SQL (``{}`` is the column)."""
+    create_view: ClassVar[str]  # the statement's start that (re)creates a view
+    utc_day: ClassVar[str]  # the UTC date of a timestamp column, as SQL ({} is the column)
 
     if TYPE_CHECKING:  # provided by ReadModelDB
 

@@ -199,8 +199,7 @@ _ANCHORED = frozenset({"cookie", "secret_assignment"})
 
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
-MIN_LENGTH = 6
-"""The shortest text any built-in pattern can match (``a@b.io``); shorter strings skip."""
+MIN_LENGTH = 6  # the shortest text any built-in pattern can match (a@b.io); shorter strings skip
 
 _CARD_MARKER = marker("card_number")
 
