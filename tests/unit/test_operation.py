@@ -54,7 +54,9 @@ def test_an_operation_id_maps_to_the_same_id_in_every_release() -> None:
     lease=st.floats(min_value=0.001, max_value=7 * 24 * 3600.0),
     timeout=st.none() | st.floats(min_value=0.001, max_value=7 * 24 * 3600.0),
     same=st.booleans(),
-    request=st.dictionaries(st.text(max_size=5), st.integers(-(2**53), 2**53) | st.text(max_size=5), max_size=3),
+    request=st.dictionaries(
+        st.text(max_size=5), st.integers(-(2**53), 2**53) | st.text(max_size=5), max_size=3
+    ),
 )
 def test_a_first_claim_is_stored_exactly_as_the_aggregate_would_register_and_claim(
     lease: float, timeout: float | None, same: bool, request: dict[str, Any]
@@ -79,7 +81,8 @@ def test_a_first_claim_is_stored_exactly_as_the_aggregate_would_register_and_cla
     assert [mapper.to_stored_event(e) for e in direct] == [
         mapper.to_stored_event(e) for e in via_aggregate
     ]
-    assert list(direct) == list(via_aggregate) and claimed == direct[1]
+    assert list(direct) == list(via_aggregate)
+    assert claimed == direct[1]
     assert direct[0].request is not request  # copied, as validation copies it
     rebuilt = folded(direct)
     assert isinstance(rebuilt, Operation)
