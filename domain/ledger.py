@@ -3,9 +3,9 @@
 ``Store`` binds each as its method of the same name (the first argument is the
 :class:`Shell`). A verb loads the effect's Operation, lets it decide and saves the decision
 with a note on the run's main channel in one transaction, so the channel's head knows the
-open effects. A first claim registers optimistically (the store refuses an existing key); on
-a run this process has not seen it also guesses the run's opening head, which the write
-proves, so it reads nothing. A save that loses a race is re-decided, so exactly one of
+open effects. A first claim registers optimistically (the store refuses an existing key), its
+two events built directly (``Operation.first_claim``); on a run this process has not seen it
+also guesses the run's opening head, which the write proves, so it reads nothing. A save that loses a race is re-decided, so exactly one of
 simultaneous claims is granted.
 """
 

@@ -262,17 +262,6 @@ class Operation(Aggregate, type_name="Operation"):
         )
 
     @classmethod
-    def register(cls, *, effect_key: str, at: datetime, **fields: Any) -> Operation:
-        """Declare an effect before its first claim (``fields``: :class:`Registered`'s)."""
-        return cls.created(
-            cls.Registered,
-            originator_id=cls.id_for(effect_key),
-            timestamp=at,
-            operation_id=effect_key,
-            **fields,
-        )
-
-    @classmethod
     def first_claim(
         cls,
         *,
@@ -283,12 +272,13 @@ class Operation(Aggregate, type_name="Operation"):
         at: datetime,
         **fields: Any,
     ) -> tuple[Operation.Registered, Operation.Claimed]:
-        """The events of :meth:`register` then :meth:`claim` for an effect nobody registered.
+        """A new effect's registration and its first claim, as an aggregate would make them.
 
-        Such a claim is always granted: token 1, nothing in doubt. Built from the values the
-        command validated (``fields``: :class:`Registered`'s), with no aggregate and no
-        validation, which would only repeat the command's (most of a claim's own work).
-        The request is copied, as validation copies it.
+        That is: created by :class:`Registered`, then granted by :meth:`claim`, which grants
+        a new effect token 1, nothing in doubt. Built from the values the command validated
+        (``fields``: :class:`Registered`'s), with no aggregate and no validation, which would
+        only repeat the command's (most of a claim's own work). The request is copied, as
+        validation copies it.
         """
         effect_id = cls.id_for(effect_key)
         registered = constructed(

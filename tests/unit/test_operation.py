@@ -71,7 +71,13 @@ def test_a_first_claim_is_stored_exactly_as_the_aggregate_would_register_and_cla
         "fingerprint": "f" * 64,
         "policy": RetryPolicy(max_attempts=3),
     }
-    made = Operation.register(effect_key="run-7:charge", at=at, **fields)
+    made = Operation.created(
+        Operation.Registered,
+        originator_id=Operation.id_for("run-7:charge"),
+        timestamp=at,
+        operation_id="run-7:charge",
+        **fields,
+    )
     claimed = made.claim(worker="w1", lease=lease, timeout=timeout, now=at)
     via_aggregate = made.collect_events()
     direct = Operation.first_claim(
