@@ -5,8 +5,8 @@
 with a note on the run's main channel in one transaction, so the channel's head knows the
 open effects. A first claim registers optimistically (the store refuses an existing key), its
 two events built directly (``Operation.first_claim``); on a run this process has not seen it
-also guesses the run's opening head, which the write proves, so it reads nothing. A save that loses a race is re-decided, so exactly one of
-simultaneous claims is granted.
+also guesses the run's opening head, which the write proves, so it reads nothing. A save
+that loses a race is re-decided, so exactly one of simultaneous claims is granted.
 """
 
 from __future__ import annotations
