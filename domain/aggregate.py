@@ -9,7 +9,8 @@ from __future__ import annotations
 import inspect
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any, ClassVar, Self, cast
+from functools import cache
+from typing import Any, ClassVar, Self, TypeVar, cast
 from uuid import UUID
 
 from eventsourcing.domain import (
@@ -145,3 +146,49 @@ def folded(events: Iterable[DomainEvent]) -> object:
     for event in events:
         aggregate = event.mutate(aggregate)  # type: ignore[attr-defined]
     return aggregate
+
+
+E = TypeVar("E", bound=DomainEvent)
+
+
+@cache
+def _fields_of(cls: type[DomainEvent]) -> tuple[tuple[str, Any], ...]:
+    """An event class's fields in definition order (the stored body's order), once."""
+    return tuple(cls.model_fields.items())
+
+
+@cache
+def _names_of(cls: type[DomainEvent]) -> frozenset[str]:
+    """An event class's field names, once."""
+    return frozenset(cls.model_fields)
+
+
+def constructed(cls: type[E], values: dict[str, Any]) -> E:
+    """An event of ``cls`` from validated ``values``, as ``model_construct`` makes one.
+
+    For the hot paths, where validation would only repeat the command's own. ``__dict__``
+    holds the fields in definition order, missing ones at their defaults, as validation
+    leaves it (the encoders copy it: :mod:`actae.adapters.persistence.encoders`).
+    """
+    fields = _fields_of(cls)
+    if not values.keys() <= _names_of(cls):  # not validated: a misspelling would go unseen
+        unknown = sorted(values.keys() - _names_of(cls))
+        raise TypeError(f"{cls.__qualname__} has no field {', '.join(unknown)}")
+    if len(values) == len(fields):  # each field given: put in order
+        state = {name: values[name] for name, _ in fields}
+    else:
+        state = _with_defaults(fields, values)
+    event = cls.__new__(cls)
+    object.__setattr__(event, "__dict__", state)
+    object.__setattr__(event, "__pydantic_fields_set__", set(values))
+    object.__setattr__(event, "__pydantic_extra__", None)
+    object.__setattr__(event, "__pydantic_private__", None)
+    return event
+
+
+def _with_defaults(fields: tuple[tuple[str, Any], ...], values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` in the fields' order, a field not given at its default."""
+    return {
+        name: values[name] if name in values else field.get_default(call_default_factory=True)
+        for name, field in fields
+    }
