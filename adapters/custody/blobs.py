@@ -115,10 +115,6 @@ class DatabaseBlobs:
             run(conn, "DELETE FROM {p}actae_artifacts WHERE name = ?", pending)
         return len(blobs)
 
-    def close(self) -> None:
-        """Release the tables' connections (shared with the references of the same store)."""
-        self.tables.close()
-
 
 BlobStore = DatabaseBlobs | FileBlobs
 """Bytes by name, streamed both ways; ``put`` discards bytes whose name exists already."""

@@ -103,9 +103,6 @@ class FileBlobs:
                         removed += 1
         return removed
 
-    def close(self) -> None:
-        """Nothing to release: every call opens and closes its own files."""
-
 
 def _read(path: str, name: str) -> Iterator[bytes]:
     try:

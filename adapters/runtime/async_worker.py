@@ -1,8 +1,6 @@
-"""A worker that runs many runs at once: ``AsyncWorker(store, name=, registry=, concurrency=)``.
+"""Up to ``concurrency`` runs at once, each a task running the ``Worker``'s code in a portal.
 
-The :class:`~actae.adapters.runtime.worker.Worker` (which decides everything) with up to
-``concurrency`` runs in flight, each a task running the ``Worker``'s code in a portal; a plain
-workflow runs in a thread while its task waits.
+See docs/async.md, "Workers".
 """
 
 from __future__ import annotations

@@ -142,6 +142,8 @@ class Purger:
             if live:
                 keys.forget(run_id)
         purged = dict(projector.db.recently("purged_at", since))
+        if not purged:
+            return
         with_events = self._backend.still_stored(list(purged.values()))
         with_keys = keys.present(list(purged))
         unfinished = [
