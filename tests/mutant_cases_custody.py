@@ -43,7 +43,7 @@ CUSTODY_MUTANTS = [
         "forget-keeps-the-key",
         "adapters/runtime/store.py",
         "        keys.forget(info.run_id)",
-        "        keys.has_key(info.run_id)",
+        "        keys.present([info.run_id])",
         "forgetting must destroy the data key, not only say so",
         FORGET,
     ),

@@ -127,10 +127,6 @@ class DataKeys:
             self._asked_at = time.monotonic()
         return bool(self._encrypted_before)
 
-    def has_key(self, run_id: UUID) -> bool:
-        """Whether the run was ever given a data key (forgotten or not)."""
-        return off_the_loop(self.table.get, run_id) is not None
-
     def present(self, run_ids: Sequence[UUID]) -> dict[UUID, bool]:
         """Which of these runs have a key row, each with whether the key is live."""
         return off_the_loop(self.table.present, run_ids) if run_ids else {}

@@ -29,11 +29,7 @@ from actae.adapters.custody.artifacts import Artifacts
 from actae.adapters.custody.datakeys import DataKeys
 from actae.adapters.custody.keyring import seal, unseal
 from actae.adapters.persistence.awaiting import off_the_loop
-from actae.adapters.persistence.codec import (
-    OrjsonTranscoder,
-    PydanticMapper,
-    stored_event_of,
-)
+from actae.adapters.persistence.codec import OrjsonTranscoder, PydanticMapper, stored_event_of
 from actae.adapters.persistence.url import DEFAULT_INLINE_MAX
 from actae.domain.aggregate import DomainEvent
 from actae.domain.artifacts import reference_in

@@ -45,13 +45,7 @@ TRANSIENT_SQLSTATES = frozenset(
 )
 """SQLSTATEs that a later attempt can succeed after; class 08 (connection exception) too."""
 
-REFUSED_LOGIN = (
-    "authentication",
-    "pg_hba.conf",
-    "does not exist",
-    "SSL",
-    "certificate",
-)
+REFUSED_LOGIN = ("authentication", "pg_hba.conf", "does not exist", "SSL", "certificate")
 """Words of a login the server refused for good: no SQLSTATE, but waiting cannot help."""
 
 FIRST_WAIT = 0.05

@@ -28,9 +28,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-def _opening(
-    opens: Callable[P, Store],
-) -> Callable[P, AbstractAsyncContextManager[AsyncStore]]:
+def _opening(opens: Callable[P, Store]) -> Callable[P, AbstractAsyncContextManager[AsyncStore]]:
     """``open_async`` from ``actae.open``: the same arguments, an ``AsyncStore`` for a block."""
 
     @asynccontextmanager

@@ -233,10 +233,7 @@ class RunLedger:
                 final=True,
             )
             self.service.call(
-                lifecycle.fail_run,
-                self.run.run_id,
-                f"effect {key!r}: {reason}",
-                actor=self.worker,
+                lifecycle.fail_run, self.run.run_id, f"effect {key!r}: {reason}", actor=self.worker
             )
             self.head.refresh()
             raise ValidationError(f"effect {key!r}", reason) from error

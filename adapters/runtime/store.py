@@ -23,17 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    BinaryIO,
-    Concatenate,
-    ParamSpec,
-    Self,
-    TextIO,
-    TypeVar,
-    cast,
-)
+from typing import TYPE_CHECKING, Any, BinaryIO, Concatenate, ParamSpec, Self, TextIO, TypeVar, cast
 from uuid import UUID
 
 import pydantic
@@ -358,13 +348,10 @@ class Store:
     ) -> RunContext:
         """A durable-step context for ``run_id`` driven by ``worker``.
 
-        ``redact`` (the workflow's redactor) removes secrets from its step results, records
-        and effect results before the store's own redactor does.
-
-        ``pins`` are the worker's: a run pinned to another model, prompt or tool contract is
-        refused with ``IncompatibleResumeError``. A run on an older state schema is upgraded
-        by ``migrations[n]`` (state of schema n -> state of schema n + 1), each recorded as a
-        new state version; without the needed migration the resume is refused.
+        ``redact`` (the workflow's) runs on what its calls return before the store's does.
+        ``pins`` are the worker's: a run pinned to another model, prompt or tools is refused
+        (``IncompatibleResumeError``); an older state schema is upgraded by ``migrations[n]``
+        (schema n -> n + 1), or refused without it (docs/workflows.md, "Versioned resumes").
         """
         worker = require_text("worker", worker)
         run = self.run(run_id)
@@ -403,7 +390,7 @@ class Store:
         """
         run = self._reader.run(require_uuid("run_id", run_id))  # NotFoundError first
         keys = self._holding.keys
-        if not keys.has_key(run.run_id):
+        if run.run_id not in keys.present([run.run_id]):  # a key row, live or forgotten
             raise ValidationError(
                 "run_id",
                 f"run {run.run_id} was written without encryption: it has no key to destroy "
@@ -636,10 +623,8 @@ class Store:
     def projector(self, *, batch_size: int = 2000, out: TextIO | None = None) -> Projector:
         """The store's projector (created on first use, closed with the store).
 
-        ``projector.catch_up()`` brings the read models (run_status, lineage, effects, audit
-        and usage, and the outstanding_effects and cost_per_day views) up to date;
-        ``start()`` follows live in a thread; ``query(sql)`` reads them. They are plain
-        tables next to the event store.
+        ``catch_up()`` brings the read models (docs/read-models.md) up to date, ``start()``
+        follows live in a thread, ``query(sql)`` reads them.
         """
         batch_size = require_int("batch_size", batch_size, minimum=1)
         if self._projector is None:

@@ -177,10 +177,10 @@ def test_an_encrypted_runs_key_goes_with_it(
     with actae.open(url, clock=clock) as store:
         store.set_retention({"completed": "1d"}, actor="ops")
         run = finished(store, "secret")
-        assert store._holding.keys.has_key(run.run_id)
+        assert store._holding.keys.present([run.run_id])
         clock.advance(2 * DAY)
         assert store.apply_retention(actor="ops").purged == [run.run_id]
-        assert not store._holding.keys.has_key(run.run_id)
+        assert not store._holding.keys.present([run.run_id])
         assert store.run(run.run_id).purged_at is not None
 
 
