@@ -18,9 +18,8 @@ from typing import Any
 from uuid import UUID
 
 from actae.adapters.custody.blobs import BlobStore
-from actae.adapters.custody.chunks import ChunkCipher, sealed_name
+from actae.adapters.custody.chunks import CHUNK_SIZE, ChunkCipher, sealed_name
 from actae.adapters.custody.keyring import KEY_BYTES
-from actae.adapters.custody.pieces import CHUNK_SIZE
 from actae.adapters.custody.reading import (
     ArtifactStream,
     Tally,

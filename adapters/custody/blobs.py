@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from actae.adapters.custody.chunks import BlobName
 from actae.adapters.custody.files import FileBlobs
-from actae.adapters.custody.pieces import BlobName
 from actae.adapters.custody.tables import Tables
 from actae.domain.errors import CorruptionError, NotFoundError, ValidationError
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from uuid import UUID
 
 from cryptography.exceptions import InvalidTag
@@ -21,9 +21,15 @@ from cryptography.hazmat.primitives.hashes import SHA256
 from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
 
 from actae.adapters.custody.keyring import KEY_BYTES, NONCE_BYTES, seal, unseal
-from actae.adapters.custody.pieces import CHUNK_SIZE
 from actae.domain.errors import CorruptionError, ValidationError
 
+CHUNK_SIZE = 1 << 20
+"""Plaintext bytes per chunk: large enough that per-row and per-call costs vanish next to
+the copying, small enough that a few of them in flight stay far below any memory limit (a
+gigabyte never sits in memory)."""
+BlobName = Callable[[], str]
+"""Gives a blob's name, called once its chunks have all been consumed: an artifact is named
+by its digest, which is known only at the end of the stream."""
 FORMAT = b"actae/artifact-chunk/1"
 TAG_BYTES = 16
 OVERHEAD = NONCE_BYTES + TAG_BYTES

@@ -14,7 +14,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Iterator
 
-from actae.adapters.custody.pieces import CHUNK_SIZE, BlobName
+from actae.adapters.custody.chunks import CHUNK_SIZE, BlobName
 from actae.domain.errors import NotFoundError, ValidationError
 
 INCOMING = ".incoming"

@@ -89,10 +89,7 @@ class PostgresTables(Tables):
 
 
 class SQLiteTables(Tables):
-    """Connections to the store's SQLite database, in autocommit mode (transactions explicit).
-
-    ``database`` is the store's path (for ``memory://``, its file's).
-    """
+    """Connections to the store's SQLite file ``database``, in autocommit mode."""
 
     begin = "BEGIN IMMEDIATE"
 

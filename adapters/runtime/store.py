@@ -950,10 +950,7 @@ class RunContext:
         return self._wait("approval", name, seconds=expires_in, on_expiry=on_expiry)
 
     def wait_for_signal(self, name: str, *, timeout: float | None = None) -> Decision:
-        """Wait until ``store.signal(run_id, name, payload)``.
-
-        If ``timeout`` seconds pass first, the decision's kind is ``expired``.
-        """
+        """Wait until ``store.signal(run_id, name, payload)`` (after ``timeout`` s: ``expired``)."""
         return self._wait("signal", name, seconds=timeout)
 
     def sleep(self, seconds: float) -> None:
@@ -984,10 +981,7 @@ class RunContext:
             )
 
     def wait_for_child(self, child: RunInfo) -> Decision:
-        """Wait until the child completes or fails.
-
-        The decision's payload has the child's ``status``, ``result`` and ``error``.
-        """
+        """Wait until the child completes or fails (its ``status``, ``result``, ``error``)."""
         return self._wait("child", f"child:{child.run_id}")
 
     def _wait(

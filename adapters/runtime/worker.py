@@ -290,10 +290,7 @@ class Worker:
         return woke
 
     def worth_serving(self, row: Mapping[str, Any], now: datetime) -> bool:
-        """Whether serving ``row`` now could move it (no IO; ``_serve`` checks the same).
-
-        A concurrent worker gives its slots only to these.
-        """
+        """Whether serving ``row`` could move it now (no IO): a concurrent worker's slots' test."""
         if row["lifecycle"] == "waiting":
             return worth_a_turn_at(row, now)
         return self.registry.get(row["agent_id"]) is not None and self._runnable(row, now)

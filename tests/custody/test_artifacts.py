@@ -24,9 +24,8 @@ from psycopg import sql
 import actae
 from actae.adapters.custody.artifacts import Artifacts, RefKeys
 from actae.adapters.custody.blobs import DatabaseBlobs, blob_store
-from actae.adapters.custody.chunks import SEALED_CHUNK
+from actae.adapters.custody.chunks import CHUNK_SIZE, SEALED_CHUNK
 from actae.adapters.custody.files import FileBlobs
-from actae.adapters.custody.pieces import CHUNK_SIZE
 from actae.adapters.custody.refs import RefRecorder
 from actae.adapters.custody.tables import SQLiteTables
 from actae.adapters.persistence.url import parse_store_url
