@@ -693,15 +693,7 @@ MUTANTS = [
         "adapters/runtime/run_lease.py",
         'WHERE run_id = {p} AND token = {p}",\n                (db.adapt(until),',
         'WHERE run_id = {p} AND {p} > 0",\n                (db.adapt(until),',
-        "a worker whose run was taken over must not renew the new owner's lease",
-        LEASES,
-    ),
-    Mutant(
-        "run-lease-release-token",
-        "adapters/runtime/run_lease.py",
-        'WHERE run_id = {p} AND token = {p}",\n                (db.adapt(now),',
-        'WHERE run_id = {p} AND {p} > 0",\n                (db.adapt(now),',
-        "a worker whose run was taken over must not release the new owner's lease",
+        "a worker whose run was taken over must not renew (nor release) the new owner's lease",
         LEASES,
     ),
     # -- subscriptions --------------------------------------------------------------------
