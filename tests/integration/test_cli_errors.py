@@ -7,14 +7,11 @@ mistyped URL, a store that does not exist) prints one line to stderr and exits w
 
 from __future__ import annotations
 
-import contextlib
 import importlib.metadata
-import io
 import json
 import os
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -22,10 +19,9 @@ import psycopg
 import pytest
 
 import actae
-from actae.adapters.cli.main import main
 from actae.adapters.persistence.url import parse_store_url
+from tests.helpers import ACTAE, actae_cli
 
-ACTAE = [sys.executable, "-m", "actae.adapters.cli"]
 SOME_ID = "00000000-0000-0000-0000-000000000001"
 READ_ONLY = [
     ["head", SOME_ID],
@@ -43,34 +39,6 @@ OPENS_A_STORE = [
     ["drill"],
 ]
 REFUSED = "postgresql://postgres:s3cret@127.0.0.1:1/x"  # nothing listens on port 1
-
-
-def actae_cli(
-    *args: str, cwd: Path | None = None, environ: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """``actae args…`` run in this process: what it prints and its exit status.
-
-    The CLI's ``main`` is what the ``actae`` script calls, so its one line and status are
-    what a user sees; a traceback would be an exception here. (Each Python process spends
-    over a second importing Actae: in-process, the file runs in seconds, not minutes.)
-    ``environ`` is added to the environment, less ``ACTAE_DB``, for the call: the CLI reads
-    it when it runs. ``actae_process`` runs the real command, for the cases that need one.
-    """
-    out, err = io.StringIO(), io.StringIO()
-    before, saved = Path.cwd(), dict(os.environ)
-    try:
-        if cwd is not None:
-            os.chdir(cwd)
-        if environ is not None:
-            os.environ.pop("ACTAE_DB", None)
-            os.environ.update(environ)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            status = main(list(args))
-    finally:
-        os.chdir(before)
-        os.environ.clear()
-        os.environ.update(saved)
-    return subprocess.CompletedProcess([*ACTAE, *args], status, out.getvalue(), err.getvalue())
 
 
 def actae_process(
