@@ -180,8 +180,9 @@ def idle(pg_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict
                 )
             started[name] = Idle(process, log)
         for command in READERS:
-            started[command].reader = IdleReader(command, started[command], pg_dsn)
-            started[command].reader.start()
+            reader = IdleReader(command, started[command], pg_dsn)
+            started[command].reader = reader
+            reader.start()
         yield started
     finally:
         try:
