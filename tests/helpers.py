@@ -150,6 +150,7 @@ def actae_cli(
             status = main(list(args))
     finally:
         os.chdir(before)
-        os.environ.clear()
-        os.environ.update(saved)
+        if environ is not None:
+            os.environ.clear()
+            os.environ.update(saved)
     return subprocess.CompletedProcess([*ACTAE, *args], status, out.getvalue(), err.getvalue())
