@@ -92,10 +92,22 @@ def test_a_database_fault_without_a_local_postgresql_server_is_refused(
 
 
 @pytest.mark.parametrize(
-    "point", ["after-model-call", "during-commit", "after-charge-accepted", "while-waiting"]
+    ("point", "through_the_command"),
+    [
+        pytest.param("after-model-call", False, id="after-model-call"),
+        pytest.param("during-commit", False, id="during-commit"),
+        pytest.param("after-charge-accepted", False, id="after-charge-accepted"),
+        # The real command once: its --crash-point reaches the drill.
+        pytest.param("while-waiting", True, id="while-waiting"),
+    ],
 )
-def test_every_crash_point_of_the_seed_keeps_every_invariant(point: str) -> None:
-    report = drill("--crash-point", point, "--seed", "77")
+def test_every_crash_point_of_the_seed_keeps_every_invariant(
+    point: str, through_the_command: bool
+) -> None:
+    if through_the_command:
+        report = drill("--crash-point", point, "--seed", "77")
+    else:
+        _, report = drill_in_process(crash_point=point, seed=77)
 
     (run,) = report["runs"]
     assert run["ok"] is True, run
