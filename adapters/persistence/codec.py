@@ -405,7 +405,11 @@ def row_of(topic: str, originator_id: UUID | str, version: int, length: bytes) -
     body before them, then this: the body is split where the digits say, and the digits
     themselves are hashed, so a damaged length splits it elsewhere and fails the checksum.
     """
-    originator = originator_id.bytes if isinstance(originator_id, UUID) else originator_id.encode()
+    originator = (  # the bytes UUID.bytes gives, without its property call
+        originator_id.int.to_bytes(16, "big")
+        if isinstance(originator_id, UUID)
+        else originator_id.encode()
+    )
     return b"|%b|%b|%d|%b" % (topic.encode(), originator, version, length)
 
 
