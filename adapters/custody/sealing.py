@@ -130,14 +130,14 @@ class SealingMapper(PydanticMapper):
 
     # -- reading --------------------------------------------------------------------------
 
-    def head_suffices(self, state: dict[str, Any]) -> bool:
-        """Whether a channel event of body ``state`` decodes as its plain class, as stored.
+    def reads_heads(self) -> bool:
+        """Whether a channel event whose body has only its class's fields is read as its head.
 
-        Only in a store that never encrypted, whose body has nothing sealed nor moved out:
-        anywhere else its contents may be withheld, or clear where they must not be, which
-        the whole decode (:meth:`decoded`) finds out.
+        Only in a store that never encrypted (a body with sealed or offloaded contents has a
+        member of its own, and is read whole): anywhere else its contents may be withheld,
+        or clear where they must not be, which the whole decode (:meth:`decoded`) finds out.
         """
-        return SEALED not in state and OFFLOADED not in state and not self.keys.ever_encrypted()
+        return not self.keys.ever_encrypted()
 
     def decoded(
         self, cls: type[DomainEvent], stored_event: StoredEvent, state: dict[str, Any]
