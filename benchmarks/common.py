@@ -173,6 +173,10 @@ Key = tuple[uuid.UUID, int]
 """(channel, cursor) of one written event."""
 
 
+WARM_UP = 0.5
+"""Seconds of a live run's writes whose lag is not counted in its p50/p99 (see ``live_lags``)."""
+
+
 def lags_ms(written: dict[Key, float], seen: dict[Key, float]) -> list[float]:
     """Lag of every written event that was seen, from its write returning to being seen.
 
@@ -180,3 +184,24 @@ def lags_ms(written: dict[Key, float], seen: dict[Key, float]) -> list[float]:
     follower can be that fast) counts as lag 0 instead of being dropped.
     """
     return [max(0.0, seen[key] - at) for key, at in written.items() if key in seen]
+
+
+def live_lags(written: dict[Key, float], seen: dict[Key, float]) -> dict[str, float]:
+    """p50/p99 of the lag at the steady rate, and the lag of the run's first event.
+
+    A follower that polls with a backoff has backed off while the store was quiet before
+    the run, so the first events are found up to its current wait late (at most its
+    ``poll_interval``): that is the wake-up after idle, reported as ``first``, not the lag
+    at the rate. The writes of the first ``WARM_UP`` seconds are left out of p50/p99, on
+    every side alike (a ``LISTEN`` follower has nothing to come down from).
+    """
+    if not written:
+        return {**lag([]), "first": float("nan")}
+    begun = min(written.values())
+    steady = {key: at for key, at in written.items() if at >= begun + WARM_UP}
+    first = min(written, key=written.__getitem__)
+    figures = lag(lags_ms(steady, seen))
+    seen_at = seen.get(first)
+    late = float("nan") if seen_at is None else max(0.0, seen_at - written[first])
+    figures["first"] = late * 1000
+    return figures

@@ -28,7 +28,7 @@ from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import StoredEvent
 
 import actae
-from actae.adapters.custody.datakeys import DataKeys
+from actae.adapters.custody.datakeys import DataKeys, SqlKeyTable
 from actae.adapters.custody.sealing import SealingMapper
 from actae.adapters.persistence.encoders import encoder_for
 from actae.domain.aggregate import DomainEvent
@@ -122,7 +122,7 @@ def best_us(calls: dict[str, Callable[[], object]]) -> dict[str, float]:
 
 def main() -> None:
     store = actae.open("memory://")  # a clear store: its key table is never written
-    keys = DataKeys(store._backend.key_tables()[0], None)
+    keys = DataKeys(SqlKeyTable(store._backend.tables()), None)
     baseline, mapper = DictMapper(keys), SealingMapper(keys)
     print(f"{'event':22} {'measure':18} {'field dict µs':>13} {'encoder µs':>11} {'ratio':>6}")
     for name, event in sample_events().items():

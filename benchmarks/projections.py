@@ -37,7 +37,7 @@ from psycopg import sql
 
 import actae
 from actae.domain.channel import Channel
-from benchmarks.common import DSN, QUICK_RUN, Key, lag, lags_ms, progress, save
+from benchmarks.common import DSN, QUICK_RUN, Key, live_lags, progress, save
 from benchmarks.raw import RawLive, raw_catch_up
 
 BACKLOG = 4_000 if QUICK_RUN else 20_000
@@ -203,8 +203,8 @@ def live_lag(url: str, foreign: tuple[str, str] | None = None) -> dict[str, Any]
     return {
         "asked_rate": LIVE_RATE,
         "write_rate": achieved,
-        "projection_lag_ms": lag(lags_ms(written, projected)),
-        "subscription_lag_ms": lag(lags_ms(written, delivered)),
+        "projection_lag_ms": live_lags(written, projected),
+        "subscription_lag_ms": live_lags(written, delivered),
         "samples": len(written),
         "delivered": len(written.keys() & delivered.keys()),
         "gaps_or_reorders": gaps_or_reorders([key for key in arrivals if key[0] in mine]),

@@ -20,7 +20,7 @@ import orjson
 import psycopg
 from psycopg import sql
 
-from benchmarks.common import STATE, Key, lag, lags_ms, latency
+from benchmarks.common import STATE, Key, latency, live_lags
 
 
 class RawBaseline:
@@ -381,8 +381,8 @@ class RawLive:
             conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(self.schema)))
         return {
             "write_rate": achieved,
-            "projection_lag_ms": lag(lags_ms(self.written, self.projected)),
-            "subscription_lag_ms": lag(lags_ms(self.written, self.delivered)),
+            "projection_lag_ms": live_lags(self.written, self.projected),
+            "subscription_lag_ms": live_lags(self.written, self.delivered),
             "samples": len(self.written),
             "delivered": len(self.written.keys() & self.delivered.keys()),
         }

@@ -16,14 +16,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from functools import cache, partial
-from operator import attrgetter, itemgetter
+from functools import partial
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol, TypeVar
 from uuid import UUID
 
 from pydantic import Field
 
-from actae.domain.aggregate import Aggregate
+from actae.domain.aggregate import Aggregate, constructed
 from actae.domain.errors import ConflictError
 from actae.domain.validation import (
     Document,
@@ -325,25 +325,6 @@ DOCUMENTS = ("payload", "state")
 """The fields of a channel event that hold a caller's document."""
 
 
-class Layout(NamedTuple):
-    """An event class's fields as :func:`constructed` reads them, found once per class."""
-
-    fields: tuple[tuple[str, Any], ...]
-    """Name and pydantic field, in definition order (the stored body's order)."""
-    order: tuple[str, ...]
-    """The names alone, in that order."""
-    names: frozenset[str]
-    in_order: itemgetter[Any]
-    """``in_order(values)``: the values of every field, in definition order (in C)."""
-
-
-@cache
-def layout_of(cls: type[Channel.Event]) -> Layout:
-    """``cls``'s :class:`Layout`, once."""
-    order = tuple(cls.model_fields)
-    return Layout(tuple(cls.model_fields.items()), order, frozenset(order), itemgetter(*order))
-
-
 def next_event(head: ChannelHead, event_class: type[E], at: datetime, fields: dict[str, Any]) -> E:
     """:meth:`Channel.following` with its ``fields`` as one dict (not copied: the hot path)."""
     values = dict(zip(CARRIED, carried_values(head), strict=True), **fields)
@@ -354,36 +335,6 @@ def next_event(head: ChannelHead, event_class: type[E], at: datetime, fields: di
         if name in values:
             values[name] = dict(values[name])
     return constructed(event_class, values)
-
-
-def constructed(cls: type[E], values: dict[str, Any]) -> E:
-    """An event of ``cls`` from validated ``values``, as ``model_construct`` makes one.
-
-    ``__dict__`` holds the fields in definition order, missing ones at their defaults, as
-    validation leaves it (the encoders copy it: :mod:`actae.adapters.persistence.encoders`).
-    """
-    fields, order, names, in_order = layout_of(cls)
-    if not values.keys() <= names:  # not validated: a misspelling would go unseen
-        unknown = sorted(values.keys() - names)
-        raise TypeError(f"{cls.__qualname__} has no field {', '.join(unknown)}")
-    if len(values) == len(fields):  # each field given, as a channel event's are: put in order
-        state = dict(zip(order, in_order(values), strict=True))
-    else:
-        state = _with_defaults(fields, values)
-    event = cls.__new__(cls)
-    object.__setattr__(event, "__dict__", state)
-    object.__setattr__(event, "__pydantic_fields_set__", set(values))
-    object.__setattr__(event, "__pydantic_extra__", None)
-    object.__setattr__(event, "__pydantic_private__", None)
-    return event
-
-
-def _with_defaults(fields: tuple[tuple[str, Any], ...], values: dict[str, Any]) -> dict[str, Any]:
-    """``values`` in the fields' order, a field not given at its default."""
-    return {
-        name: values[name] if name in values else field.get_default(call_default_factory=True)
-        for name, field in fields
-    }
 
 
 def carried(head: Channel | ChannelHead) -> dict[str, Any]:

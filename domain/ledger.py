@@ -3,10 +3,10 @@
 ``Store`` binds each as its method of the same name (the first argument is the
 :class:`Shell`). A verb loads the effect's Operation, lets it decide and saves the decision
 with a note on the run's main channel in one transaction, so the channel's head knows the
-open effects. A first claim registers optimistically (the store refuses an existing key); on
-a run this process has not seen it also guesses the run's opening head, which the write
-proves, so it reads nothing. A save that loses a race is re-decided, so exactly one of
-simultaneous claims is granted.
+open effects. A first claim registers optimistically (the store refuses an existing key), its
+two events built directly (``Operation.first_claim``); on a run this process has not seen it
+also guesses the run's opening head, which the write proves, so it reads nothing. A save
+that loses a race is re-decided, so exactly one of simultaneous claims is granted.
 """
 
 from __future__ import annotations
@@ -105,18 +105,30 @@ def claim(
 
     def attempt(number: int) -> Claim:
         at = shell.now()
-        effect, head = _load_or_register(shell, key, run, body, content, policy, number, at)
-        if not effect.claim(worker=worker, lease=lease, timeout=timeout, now=at):
-            return _claim_of(effect, status="completed")
-        payload = {
-            "effect_key": key,
-            "token": effect.token,
-            "worker": worker,
-            "in_doubt": effect.in_doubt,
-            "deadline": effect.deadline.isoformat() if effect.deadline else None,
-        }
-        _commit(shell, effect, ("effect.claimed", payload, False), head)
-        return _claim_of(effect, status="granted")
+        found = None if number == 0 else shell.reader.operation(key)
+        if found is None:  # a new effect (the store refuses the write if the key exists)
+            channel_id, head = _channel_of(shell, run, number, at)
+            registered, claimed = Operation.first_claim(
+                effect_key=key,
+                worker=worker,
+                lease=lease,
+                timeout=timeout,
+                at=at,
+                run_id=run,
+                channel_id=channel_id,
+                request=body,
+                fingerprint=content,
+                policy=policy,
+            )
+            head = head or shell.core.heads.get(channel_id) or reread_head(shell, channel_id)
+            shell.save(registered, claimed, effect_note(head, key, _claimed(key, claimed), at))
+            return _granted(key, claimed, 1)
+        found.ensure_same(content)
+        again = found.claim(worker=worker, lease=lease, timeout=timeout, now=at)
+        if again is None:
+            return _claim_of(found)
+        _commit(shell, found, _claimed(key, again))
+        return _granted(key, again, len(found.attempts))
 
     return retried(shell, attempt, lambda: f"effect {key!r}")
 
@@ -392,14 +404,24 @@ def _saved(
     return effect.info(at)
 
 
-def _commit(shell: Shell, effect: Operation, note: Note, head: ChannelHead | None = None) -> None:
-    """Save the effect's new events with the outcome noted on the run's main channel.
-
-    The note follows ``head`` if given (a guess the write proves), else the remembered head.
-    """
-    head = head or shell.core.heads.get(effect.channel_id) or reread_head(shell, effect.channel_id)
+def _commit(shell: Shell, effect: Operation, note: Note) -> None:
+    """Save the effect's new events with the outcome noted on the run's main channel."""
+    head = shell.core.heads.get(effect.channel_id) or reread_head(shell, effect.channel_id)
     at = effect.pending_events[-1].timestamp
     shell.save(effect, effect_note(head, effect.operation_id, note, at))
+
+
+def _claimed(key: str, claimed: Operation.Claimed) -> Note:
+    """The note of a granted claim on the run's channel (the effect stays open)."""
+    deadline = claimed.deadline
+    payload = {
+        "effect_key": key,
+        "token": claimed.token,
+        "worker": claimed.worker,
+        "in_doubt": claimed.in_doubt,
+        "deadline": deadline.isoformat() if deadline else None,
+    }
+    return "effect.claimed", payload, False
 
 
 def effect_note(head: ChannelHead, key: str, note: Note, at: datetime) -> Channel.Event:
@@ -419,7 +441,8 @@ def effect_note(head: ChannelHead, key: str, note: Note, at: datetime) -> Channe
         payload=payload,
         operation_id=None,
         open_effects=others if settled else (*others, key),
-        redacted={},  # given: pydantic would inspect the default's factory for every note
+        redacted={},  # given, as every field: no default looked up for a note
+        fingerprint=None,
     )
 
 
@@ -449,45 +472,24 @@ def _effect(shell: Shell, key: str) -> Operation:
     return found
 
 
-def _load_or_register(
-    shell: Shell,
-    key: str,
-    run_id: UUID,
-    request: dict[str, Any],
-    content: str,
-    policy: RetryPolicy,
-    number: int,
-    at: datetime,
-) -> tuple[Operation, ChannelHead | None]:
-    """The effect as stored, or a new registration at ``at`` (unlooked-for at first).
+def _channel_of(
+    shell: Shell, run_id: UUID, number: int, at: datetime
+) -> tuple[UUID, ChannelHead | None]:
+    """The run's main channel for a new effect, with the head its note follows if a guess.
 
-    With it, the head its note is to follow when that is a guess: on a first attempt for
-    a run this process has not seen, the run's opening head (:func:`opening_head`), which
-    the write proves; later attempts read the run's head, which proves the run exists.
+    On a first attempt for a run this process has not seen, the guess is the run's opening
+    head (:func:`opening_head`), which the write proves; later attempts read the run's
+    head, which proves the run exists.
     """
-    found = None if number == 0 else shell.reader.operation(key)
-    if found is not None:
-        found.ensure_same(content)
-        return found, None
     channel_id = shell.core.heads.main_channel(run_id)
-    guess = None
-    if channel_id is None and number == 0:
+    if channel_id is not None:
+        return channel_id, None
+    if number == 0:
         guess = opening_head(run_id, at)
-        channel_id = guess.originator_id
-    elif channel_id is None:
-        head = shell.reader.main_head(run_id)
-        shell.core.heads.put(head)
-        channel_id = head.originator_id
-    effect = Operation.register(
-        effect_key=key,
-        run_id=run_id,
-        channel_id=channel_id,
-        request=request,
-        fingerprint=content,
-        policy=policy,
-        at=at,
-    )
-    return effect, guess
+        return guess.originator_id, guess
+    head = shell.reader.main_head(run_id)
+    shell.core.heads.put(head)
+    return head.originator_id, None
 
 
 def _policy(retry: RetryPolicy | Mapping[str, Any] | None) -> RetryPolicy:
@@ -514,14 +516,28 @@ def _token(token: int) -> int:
     return require_int("token", token, minimum=1)
 
 
-def _claim_of(effect: Operation, *, status: str) -> Claim:
+def _claim_of(effect: Operation) -> Claim:
+    """The answer to a claim of an effect that completed: its recorded result."""
     return Claim(
         effect_key=effect.operation_id,
-        status=status,
+        status="completed",
         token=effect.token,
         attempt=len(effect.attempts),
         in_doubt=effect.in_doubt,
-        expires_at=effect.expires_at if status == "granted" else None,
+        expires_at=None,
         result=effect.result,
-        deadline=effect.deadline if status == "granted" else None,
+    )
+
+
+def _granted(key: str, claimed: Operation.Claimed, attempt: int) -> Claim:
+    """The answer to a granted claim: its token, lease and deadline."""
+    return Claim(
+        effect_key=key,
+        status="granted",
+        token=claimed.token,
+        attempt=attempt,
+        in_doubt=claimed.in_doubt,
+        expires_at=claimed.expires_at,
+        result=None,
+        deadline=claimed.deadline,
     )

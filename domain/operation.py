@@ -15,7 +15,7 @@ from uuid import UUID
 
 from pydantic import Field
 
-from actae.domain.aggregate import Acted, Aggregate, picked
+from actae.domain.aggregate import Acted, Aggregate, constructed, picked
 from actae.domain.effects import (
     Attempt,
     EffectInfo,
@@ -262,15 +262,40 @@ class Operation(Aggregate, type_name="Operation"):
         )
 
     @classmethod
-    def register(cls, *, effect_key: str, at: datetime, **fields: Any) -> Operation:
-        """Declare an effect before its first claim (``fields``: :class:`Registered`'s)."""
-        return cls.created(
+    def first_claim(
+        cls,
+        *,
+        effect_key: str,
+        worker: str,
+        lease: float,
+        timeout: float | None,
+        at: datetime,
+        **fields: Any,
+    ) -> tuple[Operation.Registered, Operation.Claimed]:
+        """A new effect's registration and its first claim, as an aggregate would make them.
+
+        That is: created by :class:`Registered`, then granted by :meth:`claim`, which grants
+        a new effect token 1, nothing in doubt. Built from the values the command validated
+        (``fields``: :class:`Registered`'s), with no aggregate and no validation, which would
+        only repeat the command's (most of a claim's own work). The request is copied, as
+        validation copies it.
+        """
+        effect_id = cls.id_for(effect_key)
+        registered = constructed(
             cls.Registered,
-            originator_id=cls.id_for(effect_key),
-            timestamp=at,
-            operation_id=effect_key,
-            **fields,
+            {
+                **fields,
+                "originator_id": effect_id,
+                "originator_version": 1,
+                "timestamp": at,
+                "originator_topic": cls.type_name,
+                "operation_id": effect_key,
+                "request": dict(fields["request"]),
+            },
         )
+        claim = _claim_fields(worker, 1, lease, timeout, in_doubt=False, now=at)
+        values = {"originator_id": effect_id, "originator_version": 2, "timestamp": at, **claim}
+        return registered, constructed(cls.Claimed, values)
 
     def ensure_same(self, fingerprint: str) -> None:
         """Refuse a repeat whose content differs from the original's."""
@@ -334,15 +359,17 @@ class Operation(Aggregate, type_name="Operation"):
 
     # -- ledger commands ------------------------------------------------------------------
 
-    def claim(self, *, worker: str, lease: float, timeout: float | None, now: datetime) -> bool:
-        """Grant a claim, or refuse it with the reason. ``False``: already completed.
+    def claim(
+        self, *, worker: str, lease: float, timeout: float | None, now: datetime
+    ) -> Operation.Claimed | None:
+        """Grant a claim (its event), or refuse it with the reason. ``None``: already completed.
 
         The attempt must be over ``timeout`` seconds from ``now`` (``None``: no deadline, for
         a step's attempt counter); a lapsed one is taken over only after its deadline.
         """
         status = self.status(now)
         if status is EffectStatus.COMPLETED:
-            return False
+            return None
         if status in (EffectStatus.ABANDONED, EffectStatus.NEEDS_REVIEW):
             detail = self.last_error or "no further attempts are allowed"
             raise EffectBlockedError(self.operation_id, status=status.value, detail=detail)
@@ -353,16 +380,11 @@ class Operation(Aggregate, type_name="Operation"):
         if self.retry_at is not None and now < self.retry_at:
             wait = (self.retry_at - now).total_seconds()
             raise RetryNotDueError(self.operation_id, retry_at=self.retry_at, wait=wait)
-        self.trigger_event(
-            self.Claimed,
-            timestamp=now,
-            worker=worker,
-            token=self.token + 1,
-            expires_at=now + timedelta(seconds=lease),
-            in_doubt=status is EffectStatus.IN_DOUBT,
-            deadline=None if timeout is None else now + timedelta(seconds=timeout),
-        )
-        return True
+        in_doubt = status is EffectStatus.IN_DOUBT
+        claim = _claim_fields(worker, self.token + 1, lease, timeout, in_doubt=in_doubt, now=now)
+        self.trigger_event(self.Claimed, timestamp=now, **claim)
+        claimed: Operation.Claimed = self.pending_events[-1]  # type: ignore[assignment]
+        return claimed
 
     def ensure_deadline_passed(self, now: datetime) -> None:
         """Refuse to act over the open attempt before its deadline: its call may still land."""
@@ -531,6 +553,23 @@ class Operation(Aggregate, type_name="Operation"):
                 self.operation_id, status=status.value, detail="it is already settled"
             )
         self.trigger_event(self.Abandoned, timestamp=now, actor=actor, reason=reason)
+
+
+def _claim_fields(
+    worker: str, token: int, lease: float, timeout: float | None, *, in_doubt: bool, now: datetime
+) -> dict[str, Any]:
+    """A claim's :class:`Operation.Claimed` fields: its lease and deadline counted from ``now``."""
+    expires_at = now + timedelta(seconds=lease)
+    deadline = None
+    if timeout is not None:
+        deadline = expires_at if timeout == lease else now + timedelta(seconds=timeout)
+    return {
+        "worker": worker,
+        "token": token,
+        "expires_at": expires_at,
+        "in_doubt": in_doubt,
+        "deadline": deadline,
+    }
 
 
 def _text_or_none(value: object) -> str | None:

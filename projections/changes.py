@@ -1,7 +1,8 @@
 """Changes a projection asks for: upsert a row, count, name an effect's run, refresh a run.
 
 Adapters apply a batch's changes in one transaction with the tracking position, so each is applied
-exactly once (which lets a :class:`Count` add).
+exactly once (which lets a :class:`Count` add). Each change is a frozen dataclass with slots: a
+catch-up makes one or more per event, and slots build a frozen instance in a third of the time.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from uuid import UUID
 from actae.projections.tables import Table
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Upsert:
     """Insert the row keyed by ``key`` (a tuple for a composite key), or update these columns."""
 
@@ -22,7 +23,7 @@ class Upsert:
     values: dict[str, Any]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Count:
     """Add ``by`` to ``column`` of the row ``key`` (an :class:`Upsert` of 0 starts it)."""
 
@@ -32,7 +33,7 @@ class Count:
     by: int = 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EffectOwner:
     """Fill ``run_id`` and ``effect_key`` of the row keyed by ``key`` from effect ``effect_id``.
 
@@ -45,7 +46,7 @@ class EffectOwner:
     effect_id: UUID
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RefreshRun:
     """Derive a run's standing and effect totals again (by ``run_id`` or one of its effects)."""
 
@@ -53,7 +54,7 @@ class RefreshRun:
     effect_id: UUID | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PurgeRun:
     """Retention purged the run: drop its effects rows and its audit rows' details (contents)."""
 

@@ -133,8 +133,13 @@ def _lineage(event: Any, created_at: Any, operation_id: str | None) -> list[Chan
     return changes
 
 
+NO_USAGE = _usage_columns({})
+"""The usage columns of an event without usage (most channel events)."""
+
+
 def _channel_event(event: Any) -> list[Change]:
-    totals = _usage_columns(event.usage)
+    usage = event.usage
+    totals = _usage_columns(usage) if usage else NO_USAGE
     values = {
         "head_cursor": event.originator_version,
         "state_version": event.state_version,
@@ -145,7 +150,7 @@ def _channel_event(event: Any) -> list[Change]:
     changes: list[Change] = [Upsert(RUN_STATUS, event.run_id, values)]
     if event.kind == STEP_RESULT:
         changes.append(Count(RUN_STATUS, event.run_id, "steps_done"))
-    if _counts_usage(event.usage):
+    if usage and _counts_usage(usage):
         key = (event.originator_id, event.originator_version)
         changes.append(
             Upsert(USAGE, key, {"run_id": event.run_id, "at": event.timestamp, **totals})

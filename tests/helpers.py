@@ -1,5 +1,5 @@
 """Small things many tests need: waiting on a condition, a process's sockets, a loop ticking,
-following a subscription.
+following a subscription, the CLI run in this process.
 
 Waiting is always on a condition with a deadline, never a bare sleep: a test that sleeps
 either wastes time or races.
@@ -8,7 +8,11 @@ either wastes time or races.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -16,8 +20,11 @@ from pathlib import Path
 from typing import TypeVar
 
 import actae
+from actae.adapters.cli.main import main
 
 T = TypeVar("T")
+ACTAE = [sys.executable, "-m", "actae.adapters.cli"]
+"""The ``actae`` command as a process of this interpreter."""
 
 
 def wait_for(
@@ -118,3 +125,32 @@ def private_overrides(ours: type, theirs: type) -> list[str]:
         and name != "_abc_impl"
         and hasattr(theirs, name)
     ]
+
+
+def actae_cli(
+    *args: str, cwd: Path | None = None, environ: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``actae args…`` run in this process: what it prints and its exit status.
+
+    The CLI's ``main`` is what the ``actae`` script calls, so its one line and status are
+    what a user sees; a traceback would be an exception here. (Each Python process spends
+    over a second importing Actae: in-process, the file runs in seconds, not minutes.)
+    ``environ`` is added to the environment, less ``ACTAE_DB``, for the call: the CLI reads
+    it when it runs. A test runs the real command as well where a process is what it proves.
+    """
+    out, err = io.StringIO(), io.StringIO()
+    before, saved = Path.cwd(), dict(os.environ)
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        if environ is not None:
+            os.environ.pop("ACTAE_DB", None)
+            os.environ.update(environ)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            status = main(list(args))
+    finally:
+        os.chdir(before)
+        if environ is not None:
+            os.environ.clear()
+            os.environ.update(saved)
+    return subprocess.CompletedProcess([*ACTAE, *args], status, out.getvalue(), err.getvalue())

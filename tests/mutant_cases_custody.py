@@ -43,7 +43,7 @@ CUSTODY_MUTANTS = [
         "forget-keeps-the-key",
         "adapters/runtime/store.py",
         "        keys.forget(info.run_id)",
-        "        keys.has_key(info.run_id)",
+        "        keys.present([info.run_id])",
         "forgetting must destroy the data key, not only say so",
         FORGET,
     ),
@@ -541,7 +541,7 @@ CUSTODY_MUTANTS += [
     Mutant(
         "forget-leaves-the-token",
         "adapters/custody/datakeys.py",
-        "                cursor.execute(self._sql(token), (TOKEN_NAME, new_token()))",
+        "                run(conn, generation, TOKEN_NAME, new_token())",
         "                pass",
         "destroying a key replaces the forget token in the same transaction",
         EVERYWHERE,

@@ -932,7 +932,7 @@ FAULT_MUTANTS = [
     Mutant(
         "console-auth-folder-unchecked",
         "adapters/console/auth.py",
-        "    _refuse_shared_folders(path)\n",
+        '        _refuse_writable(path, folder, f"its folder {folder} is", why, "chmod go-w")\n',
         "",
         "whoever may write the auth file's folder may replace the file and become an operator",
         CONSOLE_AUTH,
@@ -940,7 +940,7 @@ FAULT_MUTANTS = [
     Mutant(
         "console-auth-ancestors-unchecked",
         "adapters/console/auth.py",
-        "        _refuse_shared_ancestors(path, folder)\n",
+        '            _refuse_writable(path, ancestor, what, why, "chmod go-w", sticky_ok=True)\n',
         "",
         "whoever may write a folder above the auth file's may swap in a folder of their own",
         CONSOLE_AUTH,

@@ -1,8 +1,4 @@
-"""``actae console`` and ``actae console add-user``.
-
-The server stack (``actae[console]``) is imported when the command runs, so every other
-command works without it.
-"""
+"""``actae console`` and ``add-user``: the server stack (``actae[console]``) imported when run."""
 
 from __future__ import annotations
 
@@ -21,15 +17,13 @@ from actae.adapters.persistence.libpq import name_connections
 from actae.domain.errors import ValidationError
 
 EXTRA = "pip install 'actae[console]'"
-MAX_BODY = 1024 * 1024
-"""``--max-body``'s default, 1 MiB (the console's own, ``limits.MAX_BODY``, needs the extra)."""
+MAX_BODY = 1024 * 1024  # limits.MAX_BODY, which needs the extra
 STACK = {
     "fastapi": "fastapi",
     "uvicorn": "uvicorn",
     "python_multipart": "python-multipart",
     "prometheus_client": "prometheus-client",
 }
-"""The extra's modules, and the distribution each comes from (some import only when used)."""
 
 
 def _room(module: str) -> ModuleType:

@@ -1,6 +1,6 @@
 """The drill's worker processes: ``actae worker`` with the drill's workflows (``ACTAE_DRILL_*``).
 
-It lives with the command line it runs, so the drill's code does not import the CLI.
+Here, so the drill's code does not import the CLI.
 """
 
 from __future__ import annotations

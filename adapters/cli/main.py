@@ -1,11 +1,7 @@
-"""The ``actae`` command, and its one rule for failures: a user's error is one line, status 2.
-
-A traceback is left for bugs.
-"""
+"""The ``actae`` command, and its one rule for failures: a user's error is one line, status 2."""
 
 from __future__ import annotations
 
-import importlib.metadata
 import sqlite3
 import sys
 from collections.abc import Sequence
@@ -24,21 +20,13 @@ from actae.adapters.runtime.backends import backend_for
 from actae.adapters.runtime.worker import CommitHook, Registry
 from actae.domain.errors import ActaeError
 
-CANNOT_OPEN = (
+CANNOT_OPEN = (  # the store cannot be opened or reached, at start or later: not a bug
     psycopg.OperationalError,  # connecting: refused, unknown host, bad password, no database
     psycopg.InterfaceError,
     sqlite3.DatabaseError,  # a file that cannot be opened or is not a database
     persistence.OperationalError,  # the same, met by eventsourcing after the store opened
     persistence.InterfaceError,
 )
-"""Errors that mean the store cannot be opened or reached (at start or later), not a bug."""
-
-
-def _version() -> str:
-    try:
-        return importlib.metadata.version("actae")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown (the actae distribution is not installed)"
 
 
 @click.group(
@@ -54,7 +42,7 @@ def _version() -> str:
     ],
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
-@click.version_option(_version(), prog_name="actae", message="%(prog)s %(version)s")
+@click.version_option(package_name="actae", prog_name="actae", message="%(prog)s %(version)s")
 def cli() -> None:
     """Durable execution for LLM-agent runs."""
 
@@ -72,24 +60,13 @@ def _cannot_open(db: str | None, error: Exception) -> str:
     return f"cannot open or reach the store at {parsed.display}: {detail}; {hint}"
 
 
-def _usage_error(error: click.UsageError) -> str:
-    """``actae run: error: <message> (see actae run --help)``: one line, no usage block."""
-    prog = error.ctx.command_path if error.ctx is not None else "actae"
-    message = " ".join(error.format_message().split())
-    return f"{prog}: error: {message} (see {prog} --help)"
-
-
 def main(
     argv: Sequence[str] | None = None,
     *,
     registry: Registry | None = None,
     on_commit: CommitHook | None = None,
 ) -> int:
-    """Run the CLI; returns the process exit status.
-
-    ``registry`` and ``on_commit`` are for programs that run ``actae worker`` with workflows
-    and hooks of their own (the drill's worker processes; ``--import`` is then optional).
-    """
+    """The CLI's exit status; ``registry``, ``on_commit``: a program's own (the drill's)."""
     given = Invocation(registry=registry, on_commit=on_commit)
     name_connections("actae-cli")  # the long-running commands name theirs
     args = list(sys.argv[1:] if argv is None else argv)
@@ -109,8 +86,10 @@ def main(
 
 def _failure(error: Exception, db: str | None) -> tuple[str, int] | None:
     """The one line and exit status for an error a user can cause; ``None`` for a bug."""
-    if isinstance(error, click.UsageError):
-        return _usage_error(error), 2
+    if isinstance(error, click.UsageError):  # one line, no usage block
+        prog = error.ctx.command_path if error.ctx is not None else "actae"
+        message = " ".join(error.format_message().split())
+        return f"{prog}: error: {message} (see {prog} --help)", 2
     if isinstance(error, click.Abort):  # Ctrl-C outside a command's own signal handling
         return "actae: interrupted", 130
     if isinstance(error, ActaeError):

@@ -1,8 +1,7 @@
-"""The options commands share (their values' errors one line), and which store they open.
+"""The options commands share, and which store they open (docs/cli.md).
 
-The store is ``--db URL``, ``--db-file PATH`` or ``$ACTAE_DB``: a file or the environment
-keeps a URL's password out of ``ps`` and shell history. Only the command reads the
-environment (never the library), so an error can name the store meant.
+A file or the environment keeps a URL's password out of ``ps`` and shell history; only the
+command reads the environment (never the library), so an error can name the store meant.
 """
 
 from __future__ import annotations
@@ -30,27 +29,22 @@ DB_ENV = "ACTAE_DB"
 log = logging.getLogger("actae.cli")
 
 
-def read_db_file(path: str) -> str:
-    """The URL on the first line of ``path`` (surrounding whitespace ignored)."""
-    try:
-        with Path(path).open(encoding="utf-8") as file:
-            url = file.readline(64 * 1024).strip()
-    except (OSError, UnicodeDecodeError) as error:
-        reason = getattr(error, "strerror", None) or "not UTF-8 text"
-        raise ValidationError("--db-file", f"cannot read {path}: {reason}") from None
-    if not url:
-        raise ValidationError("--db-file", f"the first line of {path} holds no store URL")
-    return url
-
-
 def store_url(
     db: str | None, db_file: str | None, environ: Mapping[str, str], *, required: bool
 ) -> str | None:
-    """``--db``, else ``--db-file``, else ``$ACTAE_DB`` (``None``: demo and drill make one)."""
+    """``--db``, else ``--db-file``'s first line, else ``$ACTAE_DB`` (``None``: none given)."""
     if db is not None:
         return db
     if db_file is not None:
-        return read_db_file(db_file)
+        try:
+            with Path(db_file).open(encoding="utf-8") as file:
+                url = file.readline(64 * 1024).strip()
+        except (OSError, UnicodeDecodeError) as error:
+            reason = getattr(error, "strerror", None) or "not UTF-8 text"
+            raise ValidationError("--db-file", f"cannot read {db_file}: {reason}") from None
+        if not url:
+            raise ValidationError("--db-file", f"the first line of {db_file} holds no store URL")
+        return url
     if environ.get(DB_ENV):
         return environ[DB_ENV].strip()
     if required:
@@ -78,7 +72,7 @@ class Invocation:
         return self.db
 
     def required_url(self) -> str:
-        """Like :meth:`url`, for a command that needs a store."""
+        """:meth:`url`, for a command that needs a store."""
         url = self.url(required=True)
         assert url is not None  # noqa: S101 - store_url raises rather than return None here
         return url
@@ -92,10 +86,9 @@ def invocation() -> Invocation:
 def open_waiting(
     url: str, who: str, prepare: Callable[[Store], object], *, within: float, **options: Any
 ) -> Store:
-    """The store (and what ``prepare`` opens on it), waiting ``within`` seconds through an outage.
+    """The store, ``prepare``d, waiting ``within`` seconds through an outage (``--wait-for-db``).
 
-    A supervisor restarts a process during an outage as readily as after one (``--wait-for-db``);
-    someone at a terminal wants the error, not a wait.
+    A supervisor restarts a process during an outage; someone at a terminal wants the error.
     """
 
     def attempt() -> Store:
@@ -113,8 +106,7 @@ def open_waiting(
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-INT64 = 2**63 - 1
-"""Cursors, positions and counts are stored as signed 64-bit integers."""
+INT64 = 2**63 - 1  # cursors, positions and counts are stored as signed 64-bit integers
 
 
 def whole(minimum: int, maximum: int = INT64) -> click.IntRange:
@@ -147,29 +139,26 @@ class Seconds(click.ParamType[float, Any]):
 
 def store_options(*, required: bool) -> Callable[[F], F]:
     """``--db URL`` and ``--db-file PATH``, kept on the ``Invocation`` (``invocation().url()``)."""
+
+    def kept(name: str) -> Callable[[click.Context, click.Parameter, str | None], None]:
+        return lambda ctx, _, value: setattr(ctx.find_root().ensure_object(Invocation), name, value)
+
     default = f"${DB_ENV}" if required else f"${DB_ENV}, else SQLite in a temporary folder"
     db = click.option(
         "--db",
         metavar="URL",
         expose_value=False,
-        callback=_kept("db_given"),
+        callback=kept("db_given"),
         help=f"store URL, e.g. sqlite:///runs.db (default: {default})",
     )
     db_file = click.option(
         "--db-file",
         metavar="PATH",
         expose_value=False,
-        callback=_kept("db_file"),
+        callback=kept("db_file"),
         help="a file whose first line is the store URL (used when --db is not given)",
     )
     return lambda command: decorated(command, db, db_file)
-
-
-def _kept(name: str) -> Callable[[click.Context, click.Parameter, str | None], None]:
-    def keep(ctx: click.Context, _: click.Parameter, value: str | None) -> None:
-        setattr(ctx.find_root().ensure_object(Invocation), name, value)
-
-    return keep
 
 
 wait_for_db = click.option(

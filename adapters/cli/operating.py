@@ -1,7 +1,6 @@
 """The operator's commands: find runs, look into one, act on it (audited, never an edit).
 
-Reads catch the read models up first, so they show what the log holds now. A unique prefix
-of a run id or an effect key names it, as in git. Tables for people, ``--json`` for scripts.
+Reads catch the read models up first, so they show what the log holds now.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """How the command prints: JSON for scripts (the same on every backend), rich tables for people.
 
-Piped, a table is as wide as its content (up to 200 columns), so nothing is cut mid-id; ids
-show their first eight characters (a unique prefix names a run, as in git), times UTC.
+Piped, a table is as wide as its content (up to 200 columns), so nothing is cut mid-id.
 """
 
 from __future__ import annotations
@@ -18,12 +17,9 @@ from rich.table import Table
 from rich.text import Text
 
 from actae.adapters.operate.views import RunView
-from actae.domain.values import RunInfo
 
 PIPED_WIDTH = 200
-"""Columns a table may take when stdout is not a terminal."""
-SHORT = 8
-"""Characters of an id a table shows."""
+SHORT = 8  # characters of an id a table shows: a unique prefix names a run, as in git
 STATUS_STYLES = {
     "running": "green",
     "waiting": "cyan",
@@ -70,12 +66,12 @@ def console() -> Console:
 
 
 def short(value: Any) -> str:
-    """An id's first characters (an empty cell for none)."""
+    """An id's first characters."""
     return "" if value is None else str(value)[:SHORT]
 
 
 def moment(value: datetime | None) -> str:
-    """A time as UTC to the second (an empty cell for none)."""
+    """A time as UTC to the second."""
     return "" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
 
 
@@ -105,7 +101,7 @@ def counts_line(counts: Mapping[str, int]) -> Text:
 
 
 class Column(NamedTuple):
-    """A table column: its heading, the row's key it shows, how, and whether it may wrap."""
+    """A table column: its heading, the row's key it shows, how, and whether it wraps."""
 
     heading: str
     key: str
@@ -161,20 +157,16 @@ def table(columns: Iterable[Column], rows: Iterable[Mapping[str, Any]]) -> Table
     return grid
 
 
-def _decisions(info: RunInfo) -> str:
-    """``name: approved by alice ("note")``, one per decision the run has received."""
-    return "; ".join(
+def _fields(view: RunView) -> Table:
+    info, row = view.info, view.row or {}
+    waiting, fork = info.waiting, info.forked_from
+    pins = " ".join(f"{k}={v}" for k, v in info.pins.as_dict().items() if v is not None)
+    decisions = "; ".join(  # name: approved by alice (note)
         f"{name}: {d.kind}"
         + (f" by {d.actor}" if d.actor else "")
         + (f" ({d.note})" if d.note else "")
         for name, d in sorted(info.decisions.items())
     )
-
-
-def _fields(view: RunView) -> Table:
-    info, row = view.info, view.row or {}
-    waiting, fork = info.waiting, info.forked_from
-    pins = " ".join(f"{k}={v}" for k, v in info.pins.as_dict().items() if v is not None)
     lines: list[tuple[str, RenderableType]] = [
         ("run", str(info.run_id)),
         ("workflow", info.workflow_id),
@@ -182,7 +174,7 @@ def _fields(view: RunView) -> Table:
         ("status", status(view.status)),
         ("waiting", "" if waiting is None else f"{waiting.reason} {waiting.name}"),
         ("next action", view.next_action),
-        ("decisions", _decisions(info)),
+        ("decisions", decisions),
         ("error", info.error or ""),
         ("pins", pins or "none"),
         ("cursor", str(info.cursor)),

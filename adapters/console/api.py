@@ -18,7 +18,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import AfterValidator, BaseModel, Field
 
 from actae.adapters.console.guards import Operator, Viewer
-from actae.adapters.console.state import Console, console_of
+from actae.adapters.console.state import console_of
 from actae.adapters.console.stream import Stream, follow
 from actae.adapters.console.wire import (
     change_document,
@@ -55,9 +55,6 @@ Given = Annotated[str | None, AfterValidator(lambda text: text or None)]
 def current_run(store: Store, run_id: UUID) -> dict[str, Any]:
     """The document of ``GET /api/runs/{run}``."""
     return run_document(views.run_view(store, run_id))
-
-
-# -- reads ------------------------------------------------------------------------------------
 
 
 @router.get("/me", summary="The signed-in user")
@@ -190,11 +187,8 @@ async def run_stream(
     after: int = 0,
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> StreamingResponse:
-    """The run's events after cursor ``after`` (or ``Last-Event-ID``), then live, and its status.
-
-    Each user may have :data:`~actae.adapters.console.state.STREAMS_PER_USER` open (429 beyond).
-    """
-    console: Console = console_of(request)
+    """The run's events after cursor ``after`` (or ``Last-Event-ID``), then live, and its status."""
+    console = console_of(request)
     store = console.store
     if last_event_id:
         if not CURSOR.fullmatch(last_event_id):
@@ -214,9 +208,6 @@ async def run_stream(
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
-
-
-# -- actions ----------------------------------------------------------------------------------
 
 
 class Reason(BaseModel):
@@ -246,14 +237,11 @@ class Settlement(BaseModel):
 
 
 def _answered(store: Known, run_id: UUID) -> dict[str, Any]:
-    """The run as it stands once the read models have caught up (the live projector may lag)."""
-    store.projector().catch_up()
+    store.projector().catch_up()  # the live projector may lag
     return current_run(store, run_id)
 
 
 def _decision_route(verb: str) -> Callable[..., dict[str, Any]]:
-    """``POST /api/runs/{run}/<verb>``: an answer to the run's approval ``name``."""
-
     def route(user: Operator, store: Known, run: str, body: Answer) -> dict[str, Any]:
         run_id = resolve_run(store, run)
         actions.DECISIONS[verb](store, run_id, body.name, actor=user.name, note=body.note)
@@ -265,8 +253,6 @@ def _decision_route(verb: str) -> Callable[..., dict[str, Any]]:
 
 
 def _action_route(verb: str) -> Callable[..., dict[str, Any]]:
-    """``POST /api/runs/{run}/<verb>``: an action on the run, for a reason."""
-
     def route(user: Operator, store: Known, run: str, body: Reason) -> dict[str, Any]:
         run_id = resolve_run(store, run)
         actions.RUN_ACTIONS[verb](store, run_id, actor=user.name, reason=body.reason)

@@ -36,10 +36,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 def create_app(
     store: Store, users: Users, *, max_body: int = MAX_BODY, origins: Iterable[str] | None = None
 ) -> FastAPI:
-    """The console over ``store`` (which it closes when it stops), for ``users``.
-
-    ``origins`` are the addresses browsers reach it at (default: ``http://127.0.0.1:8080``).
-    """
+    """The console over ``store`` (which it closes when it stops), for ``users`` at ``origins``."""
     app = FastAPI(
         title="Actae console",
         version=SCOPE_VERSION,  # the distribution's, as telemetry reports it

@@ -1,8 +1,7 @@
-"""Who may use the console: the auth file of users, roles and token hashes.
+"""Who may use the console: the auth file of users, roles and token hashes (docs/console.md).
 
-``{"users": [{"name": "alice", "role": "operator", "token_sha256": "…"}]}``. Whoever can
-write or replace the file can make themselves an operator, so ``load_users`` refuses a file
-others may write. ``add_user`` locks ``.NAME.lock`` beside it and replaces it atomically.
+Whoever can write or replace the file can make themselves an operator, so ``load_users``
+refuses a file others may write.
 """
 
 from __future__ import annotations
@@ -33,8 +32,7 @@ NO_USERS = (
     "the console refuses to start without users; make one with "
     "`actae console add-user NAME --role operator --auth-file FILE`"
 )
-SHARED_WRITE = stat.S_IWGRP | stat.S_IWOTH
-"""Mode bits that let someone other than the owner (and root) rewrite the auth file."""
+SHARED_WRITE = stat.S_IWGRP | stat.S_IWOTH  # others than the owner (and root) may write
 
 
 @dataclass(frozen=True)
@@ -109,7 +107,13 @@ def load_users(path: Path) -> Users:
         )
     why = "whoever can write it can make themselves an operator"
     _refuse_writable(path, path, "is", why, "chmod 600")
-    _refuse_shared_folders(path)
+    for folder in sorted({path.absolute().parent, Path(os.path.realpath(path)).parent}):
+        why = "whoever can write the folder can replace the file and make themselves an operator"
+        _refuse_writable(path, folder, f"its folder {folder} is", why, "chmod go-w")
+        why = "whoever can write it can move the auth file's folder aside and put their own there"
+        for ancestor in folder.parents:  # one with the sticky bit is fine: no rename by others
+            what = f"the folder {ancestor} above it is"
+            _refuse_writable(path, ancestor, what, why, "chmod go-w", sticky_ok=True)
     entries = _entries(path)
     if not entries:
         raise _problem(path, "has no users; add one with `actae console add-user`")
@@ -131,23 +135,6 @@ def _refuse_writable(
         writers = " and ".join(name for bit, name in bits if mode & bit)
         message = f"{what} writable by {writers} (mode {mode:04o}): {why}; `{fix} {place}`"
         raise _problem(path, message)
-
-
-def _refuse_shared_folders(path: Path) -> None:
-    """Refuse an auth file whose folder (or its symlink target's) others may write."""
-    folders = {path.absolute().parent, Path(os.path.realpath(path)).parent}
-    for folder in sorted(folders):
-        why = "whoever can write the folder can replace the file and make themselves an operator"
-        _refuse_writable(path, folder, f"its folder {folder} is", why, "chmod go-w")
-        _refuse_shared_ancestors(path, folder)
-
-
-def _refuse_shared_ancestors(path: Path, folder: Path) -> None:
-    """Refuse a folder above ``folder`` in which others may rename entries (sticky is fine)."""
-    why = "whoever can write it can move the auth file's folder aside and put their own there"
-    for ancestor in folder.parents:
-        what = f"the folder {ancestor} above it is"
-        _refuse_writable(path, ancestor, what, why, "chmod go-w", sticky_ok=True)
 
 
 def add_user(auth_file: Path, name: str, role: str) -> str:

@@ -1,8 +1,6 @@
 """How every refusal and failure looks to a client: one JSON shape, the right status.
 
-``{"error": {"code": ..., "message": ..., <the error's fields>}}``: 422 fix the input, 404 no
-such thing, 409 not in a state that allows it, 503 wait (the database is out of reach), 500
-a bug (details in the log only).
+The shape and the statuses: docs/console.md, "Errors".
 """
 
 from __future__ import annotations
@@ -38,13 +36,12 @@ CONFLICTS = (
     e.ContentionError,
     e.KeyringError,  # encrypted: the console was started without its keyring
 )
-STATUS_OF: tuple[tuple[type[e.ActaeError], int], ...] = (
+STATUS_OF: tuple[tuple[type[e.ActaeError], int], ...] = (  # any other: 500, a bug
     (e.ValidationError, 422),
     (e.NotFoundError, 404),
     (e.ForgottenError, 410),  # its contents were destroyed for good
     *((kind, 409) for kind in CONFLICTS),
 )
-"""Any other Actae error is a 500: a bug or corruption."""
 
 
 class Refused(Exception):  # noqa: N818 - an answer, as HTTPException is
@@ -96,10 +93,7 @@ SECURITY_HEADERS = (  # every response's, streams and errors included: this orig
 
 
 class Answers:
-    """The outermost middleware: :data:`SECURITY_HEADERS` on every response, and :func:`failure`.
-
-    Starlette's own last resort answers in plain text, outside every middleware (no headers).
-    """
+    """The outermost middleware: :data:`SECURITY_HEADERS` on every response, and :func:`failure`."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -170,4 +164,3 @@ HANDLERS: dict[Any, Any] = {  # sync handlers: Starlette runs them in its thread
     HTTPException: _http_error,
     SignInFirst: _sign_in_first,
 }
-"""The app's exception handlers: every error in the console's shape."""

@@ -1,10 +1,8 @@
-"""Who is asking, and may they: the console's three rules, each in one place.
+"""Who is asking, and may they: the console's three rules, each in one place (docs/console.md).
 
-1. **Identity.** A bearer token, or the session cookie from ``/login``; neither: 401.
-2. **CSRF.** A cookie's change (any method but GET, HEAD, OPTIONS) must carry the session's
-   ``X-CSRF-Token`` and must not come from another origin (``Origin``, ``Sec-Fetch-Site``),
-   judged against the console's configured address, never ``Host`` (DNS rebinding forges it).
-3. **Role.** Only an operator acts; a viewer's change is 403.
+1. **Identity** (a token or the session cookie), 2. **CSRF** (a cookie's change carries the
+session's token, from the console's configured origin, never ``Host``: DNS rebinding forges
+it), 3. **Role** (only an operator acts).
 """
 
 from __future__ import annotations
@@ -25,8 +23,7 @@ from actae.domain.errors import ValidationError
 CSRF_HEADER = "X-CSRF-Token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 DEFAULT_PORTS = {"http": ":80", "https": ":443"}
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
-"""What a browser on the console's machine may call a console bound to loopback (or ``0.0.0.0``)."""
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")  # a console bound to loopback, or 0.0.0.0
 
 
 def _origin(scheme: str, host: str) -> str:
@@ -83,8 +80,8 @@ def loopback(host: str) -> bool:
 def require_same_origin(request: Request) -> None:
     """Refuse (403) a browser's change that another site's page made it send.
 
-    ``Origin: null`` (a privacy setting) passes only with ``Sec-Fetch-Site: same-origin``,
-    which no script can forge; neither header (curl, a script): browsers send one with a POST.
+    ``Origin: null`` passes only with ``Sec-Fetch-Site: same-origin``, which no script can
+    forge; neither header (curl, a script): browsers send one with a POST.
     """
     site = request.headers.get("sec-fetch-site", "").strip().lower()
     if site and site not in ("same-origin", "none"):

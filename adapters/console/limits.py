@@ -10,17 +10,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from actae.adapters.console.errors import answer
 
-MAX_BODY = 1024 * 1024
-"""The default cap on a request's body, in bytes (1 MiB; ``actae console --max-body``)."""
+MAX_BODY = 1024 * 1024  # bytes, actae console --max-body
 CLOSE = {"connection": "close"}
 
 
 class BodyLimit:
-    """Answers 413 to a body over ``max_body`` bytes, reading no further.
-
-    A ``Content-Length`` over the cap is refused unread; a chunked body is read here up to the
-    cap, then handed on as if it came from the client.
-    """
+    """Answers 413 to a body over ``max_body`` bytes, reading no further (chunked: to the cap)."""
 
     def __init__(self, app: ASGIApp, max_body: int = MAX_BODY) -> None:
         self.app = app

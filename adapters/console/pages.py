@@ -26,8 +26,7 @@ SECTIONS = (  # the navigation, a page each: path, page name, title
     ("/effects", "effects", "Effects in doubt"),
     ("/audit", "audit", "Audit log"),
 )
-NO_STORE = {"Cache-Control": "no-store"}
-"""Pages carry a CSRF token: never cached."""
+NO_STORE = {"Cache-Control": "no-store"}  # pages carry a CSRF token: never cached
 
 
 def _attribute(name: str, value: str) -> str:
@@ -105,10 +104,8 @@ def _sign_in_page(back_to: str, problem: str = "", status: int = 200) -> HTMLRes
 
 
 def _local(path: str) -> str:
-    """``path`` if it is a path on this site, else ``/``.
-
-    Browsers drop tabs and line breaks and read a backslash as a slash: such a path could lead away.
-    """
+    # path if it is a path on this site, else "/": browsers drop tabs and line breaks and read
+    # a backslash as a slash, so such a path could lead away.
     if (
         path.startswith("/")
         and not path.startswith("//")

@@ -31,10 +31,8 @@ from actae.domain.validation import require_int
 
 log = logging.getLogger("actae.console")
 
-GRACE = 5.0
-"""Seconds a stop waits for requests in flight before cancelling them."""
-TICK = 1.0
-"""Seconds between two rounds of uvicorn's housekeeping (headers, stop, request limit)."""
+GRACE = 5.0  # seconds a stop waits for requests in flight before cancelling them
+TICK = 1.0  # seconds between two rounds of uvicorn's housekeeping (headers, stop, limits)
 
 
 class _Server(uvicorn.Server):
@@ -111,8 +109,7 @@ def serve(
 ) -> None:
     """Serve the console for the store at ``url`` (which must exist) until SIGINT or SIGTERM.
 
-    ``port=0`` takes a free port (the log line ``serving http://...`` says which); ``origins``
-    are other addresses browsers use (behind a reverse proxy).
+    ``port=0`` takes a free port (the log line ``serving http://...`` says which).
     """
     max_body = require_int("max_body", max_body, minimum=1)
     if auth_file is None:

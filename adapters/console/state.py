@@ -1,9 +1,8 @@
 """What one console process holds: the store, its users and sessions, and its live streams.
 
 A session is a random id in an HttpOnly cookie, kept in memory under the id's hash (a
-lookup's timing says nothing of other ids) until a restart or ``SESSION_HOURS``. Each user
-may have :data:`STREAMS_PER_USER` streams open, so one script or one user's many tabs cannot
-take every connection the database allows.
+lookup's timing says nothing of other ids). Streams per user are capped, so one user's many
+tabs cannot take every connection the database allows.
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ from actae.adapters.runtime.store import Store
 
 COOKIE = "actae_session"
 SESSION_HOURS = 12
-"""How long a session lasts after signing in."""
 
 
 @dataclass(frozen=True)
@@ -76,17 +74,12 @@ class Sessions:
             del self._live[key]
 
 
-STREAMS_PER_USER = 8
-"""Event streams one user may have open at once; one more is refused with 429."""
+STREAMS_PER_USER = 8  # event streams one user may have open at once; one more is refused (429)
 
 
 @dataclass
 class Console:
-    """The console's state, shared by every request; it owns the store, and closes it.
-
-    ``live`` is the store's asyncio face for event streams while the app runs; ``origins``
-    those browsers may change things from (``guards.own_origins``).
-    """
+    """The console's state, shared by every request; it owns the store, and closes it."""
 
     store: Store
     users: Users
@@ -97,7 +90,6 @@ class Console:
     _streams: Counter[str] = field(default_factory=Counter, init=False, repr=False)
     _streams_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     stopping: asyncio.Event = field(default_factory=asyncio.Event, init=False, repr=False)
-    """Set when the console stops: every event stream ends."""
     _loop: asyncio.AbstractEventLoop | None = field(default=None, init=False, repr=False)
 
     async def open(self) -> None:

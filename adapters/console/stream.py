@@ -1,9 +1,6 @@
-"""A run, live, as server-sent events: its channel's events and its status.
+"""A run, live, as server-sent events: its channel's events and its status (docs/console.md).
 
-``event: event`` is each event after cursor N (history, then live, no gap or duplicate) with
-its cursor as ``id``, so a browser resumes (``Last-Event-ID``); ``event: status`` is the run's
-document, at the start and once the live projector reflects new events. A stream ends when
-the browser goes or the console stops, so a shutdown never waits for open tabs.
+A stream ends when the browser goes or the console stops, so a shutdown never waits for tabs.
 """
 
 from __future__ import annotations
@@ -27,19 +24,15 @@ from actae.domain.values import ChannelEvent, RunInfo
 
 log = logging.getLogger("actae.console")
 
-KEEPALIVE = 15.0
-"""Seconds of quiet after which the stream sends a comment (and checks the run's status)."""
-SETTLE = 0.2
-"""Seconds without new events before the run's status is sent after them."""
-STATUS_AT_LEAST_EVERY = 1.0
-"""While events keep coming, the status is still sent this often."""
+KEEPALIVE = 15.0  # seconds of quiet before a comment (and a look at the run's status)
+SETTLE = 0.2  # seconds without new events before the run's status follows them
+STATUS_AT_LEAST_EVERY = 1.0  # while events keep coming
 RECONNECT_MS = 2000
-CATCH_UP = 1.0
-"""Seconds a status after events waits, at most, for the read models to reflect them."""
+CATCH_UP = 1.0  # seconds a status after events waits, at most, for the read models
 
 
 class Stream(StreamingResponse):
-    """A streaming response that gives its user's stream slot back when it ends, however it ends.
+    """A streaming response that gives its user's stream slot back however it ends.
 
     Not in the generator: one that never started (the client went first) runs no ``finally``.
     """
@@ -83,7 +76,7 @@ class _Arrivals:
         return event
 
     def close(self) -> None:
-        """Drop the pending reads (not awaited: the stream may be being cancelled itself)."""
+        """Drop the pending reads (not awaited: the stream may be cancelled itself)."""
         for task in (self._stopping, self._next):
             if not task.done():
                 task.cancel()

@@ -1,8 +1,4 @@
-"""What the store's values look like as JSON: one shape each, whichever route sends it.
-
-Ids and moments become text. A run's lineage is a graph: runs as nodes, forks (with the
-store's receipt) and delegations as edges.
-"""
+"""What the store's values look like as JSON: one shape each, whichever route sends it."""
 
 from __future__ import annotations
 
@@ -87,10 +83,7 @@ def receipt_document(receipt: ForkReceipt) -> dict[str, Any]:
 
 
 def effect_document(info: EffectInfo) -> dict[str, Any]:
-    """An effect as the ledger has it, with every attempt; ``value`` is what ``ctx.effect`` returns.
-
-    ``result`` is the ledger's record, which keeps a workflow's value in an envelope.
-    """
+    """An effect with every attempt; ``value``: what ``ctx.effect`` returns (``result``: stored)."""
     return _fields(
         info,
         "effect_key run_id",
@@ -103,11 +96,10 @@ def effect_document(info: EffectInfo) -> dict[str, Any]:
 
 
 NODE_COLUMNS = "workflow_id agent_id status head_cursor state_version model"
-RECEIPT_COLUMNS = (
+RECEIPT_COLUMNS = (  # a fork's receipt as the read model has it, if the store's is out of reach
     "requested_boundary resolved_boundary state_version state_checksum reason operation_id "
     "created_at"
 )
-"""A fork's receipt as the read model has it (used when the store's is out of reach)."""
 
 
 def lineage_document(store: Store, run_id: UUID) -> dict[str, Any]:

@@ -1,13 +1,8 @@
 """Artifacts: large bytes of a run, kept outside the event log and handed back verified.
 
-``put`` streams a source into a blob store (hashing it, and sealing it under the run's data
-key when one is given), records which run references the blob, and returns the
-:class:`ArtifactRef` an event holds instead of the bytes. A clear blob is named by its
-SHA-256 (stored once); a sealed one by a keyed name (once per run, telling nothing). A
-forgotten key leaves the blobs unreadable, while the references still let retention delete
-them. The reference's MAC (under the store's current reference key, whose id travels with
-it) covers every field, the sealed flag too: a reference cannot be flipped to look up the
-clear name of the same content.
+A clear blob is named by its SHA-256, a sealed one by a keyed name (docs/data.md); the
+references let retention delete blobs whose key is forgotten. The reference's MAC covers
+the sealed flag too: a reference cannot be flipped to look up the clear name of the content.
 """
 
 from __future__ import annotations
@@ -23,9 +18,8 @@ from typing import Any
 from uuid import UUID
 
 from actae.adapters.custody.blobs import BlobStore
-from actae.adapters.custody.chunks import ChunkCipher, sealed_name
+from actae.adapters.custody.chunks import CHUNK_SIZE, ChunkCipher, sealed_name
 from actae.adapters.custody.keyring import KEY_BYTES
-from actae.adapters.custody.pieces import CHUNK_SIZE
 from actae.adapters.custody.reading import (
     ArtifactStream,
     Tally,
@@ -87,10 +81,9 @@ class Artifacts:
     def put(
         self, run_id: UUID, source: Source, *, media_type: str, data_key: bytes | None
     ) -> ArtifactRef:
-        """Stream ``source`` into the store as ``run_id``'s artifact; its reference.
+        """Stream ``source`` in as ``run_id``'s artifact; its reference (refusals come first).
 
-        ``data_key`` seals the bytes, ``None`` stores them in clear: no default, so no
-        caller stores clear bytes by forgetting it. Refusals come before any byte moves.
+        ``data_key`` has no default, so no caller stores clear bytes by forgetting it.
         """
         if not isinstance(run_id, UUID):
             raise ValidationError("run_id", f"expected a UUID, got {type(run_id).__name__}")
@@ -174,15 +167,9 @@ class Artifacts:
     def purge(self, run_id: UUID) -> int:
         """Drop ``run_id``'s references and delete the blobs no run references; how many.
 
-        For runs that are over: a concurrent put of the same clear content could skip the
-        blob and record its reference just after the delete.
+        For runs that are over: a concurrent put of the same clear content could skip the blob.
         """
         return self.blobs.delete(self.refs.drop_refs(run_id))
-
-    def close(self) -> None:
-        """Release the blob store's and the references' connections."""
-        self.blobs.close()
-        self.refs.close()
 
 
 def _stored(plaintext: Iterator[bytes], seen: Tally, cipher: ChunkCipher | None) -> Iterator[bytes]:

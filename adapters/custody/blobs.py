@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from actae.adapters.custody.chunks import BlobName
 from actae.adapters.custody.files import FileBlobs
-from actae.adapters.custody.pieces import BlobName
 from actae.adapters.custody.tables import Tables
 from actae.domain.errors import CorruptionError, NotFoundError, ValidationError
 
@@ -114,10 +114,6 @@ class DatabaseBlobs:
         if pending is not None:
             run(conn, "DELETE FROM {p}actae_artifacts WHERE name = ?", pending)
         return len(blobs)
-
-    def close(self) -> None:
-        """Release the tables' connections (shared with the references of the same store)."""
-        self.tables.close()
 
 
 BlobStore = DatabaseBlobs | FileBlobs

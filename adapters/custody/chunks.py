@@ -13,21 +13,24 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from uuid import UUID
 
 from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.hashes import SHA256
 from cryptography.hazmat.primitives.kdf.hkdf import HKDFExpand
 
-from actae.adapters.custody.keyring import KEY_BYTES
-from actae.adapters.custody.pieces import CHUNK_SIZE
+from actae.adapters.custody.keyring import KEY_BYTES, NONCE_BYTES, seal, unseal
 from actae.domain.errors import CorruptionError, ValidationError
 
+CHUNK_SIZE = 1 << 20
+"""Plaintext bytes per chunk: large enough that per-row and per-call costs vanish next to
+the copying, small enough that a few of them in flight stay far below any memory limit (a
+gigabyte never sits in memory)."""
+BlobName = Callable[[], str]
+"""Gives a blob's name, called once its chunks have all been consumed: an artifact is named
+by its digest, which is known only at the end of the stream."""
 FORMAT = b"actae/artifact-chunk/1"
-NONCE_BYTES = 12
 TAG_BYTES = 16
 OVERHEAD = NONCE_BYTES + TAG_BYTES
 SEALED_CHUNK = CHUNK_SIZE + OVERHEAD
@@ -55,7 +58,7 @@ class ChunkCipher:
     """Seals and opens the chunks of one run's artifacts under its data key."""
 
     def __init__(self, data_key: bytes, run_id: UUID) -> None:
-        self._aead = AESGCM(subkey(data_key, b"chunk"))
+        self._key = subkey(data_key, b"chunk")
         self._run = run_id.bytes
 
     def _associated(self, index: int, end: tuple[int, str] | None) -> bytes:
@@ -66,14 +69,12 @@ class ChunkCipher:
 
     def seal(self, plaintext: bytes, index: int, end: tuple[int, str] | None) -> bytes:
         """The sealed chunk ``index``; ``end`` is (size, digest) when it is the last."""
-        nonce = os.urandom(NONCE_BYTES)
-        return nonce + self._aead.encrypt(nonce, plaintext, self._associated(index, end))
+        return seal(self._key, plaintext, self._associated(index, end))
 
     def open(self, sealed: bytes, index: int, end: tuple[int, str] | None, what: str) -> bytes:
         """The plaintext of chunk ``index``, or :class:`CorruptionError` naming ``what``."""
-        nonce, body = sealed[:NONCE_BYTES], sealed[NONCE_BYTES:]
         try:
-            return self._aead.decrypt(nonce, body, self._associated(index, end))
+            return unseal(self._key, sealed, self._associated(index, end))
         except InvalidTag:
             place = "last chunk" if end is not None else "chunk"
             raise CorruptionError(

@@ -15,21 +15,19 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from actae.adapters.custody.keyring import KEY_BYTES, Keyring, load_keyring
+from actae.adapters.custody.keyring import KEY_BYTES, Keyring, load_keyring, seal, unseal
+from actae.adapters.custody.tables import Tables
 from actae.adapters.persistence.awaiting import off_the_loop
 from actae.adapters.persistence.forgets import TOKEN_NAME, ForgetWatch, new_token, refuse_keyed
 from actae.domain.custody import locked
 from actae.domain.errors import CorruptionError, ForgottenError
 
-NONCE_BYTES = 12
 CACHE_SECONDS = 30.0
 """How long an unwrapped data key is trusted without asking the table again."""
 CACHE_SIZE = 10_000
@@ -128,10 +126,6 @@ class DataKeys:
             self._encrypted_before = off_the_loop(self.table.any)
             self._asked_at = time.monotonic()
         return bool(self._encrypted_before)
-
-    def has_key(self, run_id: UUID) -> bool:
-        """Whether the run was ever given a data key (forgotten or not)."""
-        return off_the_loop(self.table.get, run_id) is not None
 
     def present(self, run_ids: Sequence[UUID]) -> dict[UUID, bool]:
         """Which of these runs have a key row, each with whether the key is live."""
@@ -245,100 +239,69 @@ def _wrapping_data(run_id: UUID, master_key: str) -> bytes:
 
 def wrap(keyring: Keyring, run_id: UUID, key: bytes) -> StoredKey:
     """``key`` wrapped by the current master key, bound to ``run_id``: nonce, ciphertext."""
-    nonce, current = os.urandom(NONCE_BYTES), keyring.current
-    aead = AESGCM(keyring.secret(current))
-    return StoredKey(current, nonce + aead.encrypt(nonce, key, _wrapping_data(run_id, current)))
+    current = keyring.current
+    return StoredKey(current, seal(keyring.secret(current), key, _wrapping_data(run_id, current)))
 
 
 def unwrap(keyring: Keyring, run_id: UUID, stored: StoredKey) -> bytes:
     """The data key in ``stored``; ``CorruptionError`` if it was altered or moved."""
     assert stored.wrapped is not None  # noqa: S101 - callers check for a forgotten key
-    nonce, sealed = stored.wrapped[:NONCE_BYTES], stored.wrapped[NONCE_BYTES:]
-    aead = AESGCM(keyring.secret(stored.master_key))
+    secret = keyring.secret(stored.master_key)
     try:
-        return aead.decrypt(nonce, sealed, _wrapping_data(run_id, stored.master_key))
+        return unseal(secret, stored.wrapped, _wrapping_data(run_id, stored.master_key))
     except InvalidTag:
         raise CorruptionError(
             f"data key of run {run_id}", "it does not open with its master key (altered?)"
         ) from None
 
 
-# -- tables -------------------------------------------------------------------------------
+# -- the table ----------------------------------------------------------------------------
 
 
-Transaction = Callable[[], AbstractContextManager[Any]]
-"""Opens a transaction on the store's database and yields a DB-API cursor."""
+class SqlKeyTable:
+    """Wrapped data keys in ``actae_data_keys``, in the custody tables' dialect."""
 
-
-class SqlTable:
-    """A table of the store's database, through the event store's transactions.
-
-    Statements use ``?`` and ``{table}``; the backend gives its mark and the qualified name.
-    """
-
-    def __init__(self, transaction: Transaction, *, table: str, mark: str) -> None:
-        self._transaction = transaction
-        self._table = table
-        self._mark = mark
-
-    def _sql(self, statement: str) -> str:
-        return statement.format(table=self._table).replace("?", self._mark)
+    def __init__(self, tables: Tables) -> None:
+        self.tables = tables
 
     def _rows(self, statement: str, *params: Any) -> list[tuple[Any, ...]]:
-        with self._transaction() as cursor:
-            cursor.execute(self._sql(statement), params)
-            rows = cursor.fetchall()  # every statement here returns rows
-        return [tuple(row.values()) if isinstance(row, dict) else tuple(row) for row in rows]
-
-
-class SqlKeyTable(SqlTable):
-    """Wrapped data keys in ``actae_data_keys`` (ids as text on SQLite, ``uuid`` on PostgreSQL)."""
-
-    def __init__(
-        self, transaction: Transaction, *, table: str, mark: str, text_ids: bool, secrets: str
-    ):
-        super().__init__(transaction, table=table, mark=mark)
-        self._secrets = secrets
-        self._text_ids = text_ids
-
-    def _id(self, run_id: UUID) -> Any:
-        return str(run_id) if self._text_ids else run_id
+        with self.tables.connection() as conn:
+            return list(self.tables.run(conn, statement, *params).fetchall())  # each has rows
 
     def any(self) -> bool:
         """Whether any run was ever given a key."""
-        return bool(self._rows("SELECT 1 FROM {table} LIMIT 1"))
+        return bool(self._rows("SELECT 1 FROM {p}actae_data_keys LIMIT 1"))
 
     def drop(self, run_ids: Sequence[UUID]) -> int:
         """Delete the rows of these runs (purged by retention); how many."""
-        statement = "DELETE FROM {table} WHERE run_id = ? RETURNING run_id"
-        return sum(len(self._rows(statement, self._id(run_id))) for run_id in run_ids)
+        statement = "DELETE FROM {p}actae_data_keys WHERE run_id = ? RETURNING run_id"
+        return sum(len(self._rows(statement, str(run_id))) for run_id in run_ids)
 
     def present(self, run_ids: Sequence[UUID]) -> dict[UUID, bool]:
         """Which of these runs have a row, each with whether its key is live (not forgotten)."""
         found: dict[UUID, bool] = {}
         for start in range(0, len(run_ids), 500):  # SQLite's limit on parameters
-            part = [self._id(run_id) for run_id in run_ids[start : start + 500]]
+            part = [str(run_id) for run_id in run_ids[start : start + 500]]
             marks = ", ".join("?" * len(part))
-            statement = (
-                f"SELECT run_id, wrapped IS NOT NULL FROM {{table}} WHERE run_id IN ({marks})"  # noqa: S608
-            )
+            where = f"WHERE run_id IN ({marks})"
+            statement = "SELECT run_id, wrapped IS NOT NULL FROM {p}actae_data_keys " + where  # noqa: S608
             found.update((UUID(str(r)), bool(live)) for r, live in self._rows(statement, *part))
         return found
 
     def get(self, run_id: UUID) -> StoredKey | None:
         """The run's row, or ``None`` when it has none."""
-        statement = "SELECT master_key, wrapped FROM {table} WHERE run_id = ?"
-        for master_key, wrapped in self._rows(statement, self._id(run_id)):
+        statement = "SELECT master_key, wrapped FROM {p}actae_data_keys WHERE run_id = ?"
+        for master_key, wrapped in self._rows(statement, str(run_id)):
             return StoredKey(master_key, None if wrapped is None else bytes(wrapped))
         return None
 
     def add(self, run_id: UUID, key: StoredKey) -> StoredKey:
         """Insert ``key`` unless the run has one already; the row that is there after."""
         insert = (
-            "INSERT INTO {table} (run_id, master_key, wrapped) VALUES (?, ?, ?) "
+            "INSERT INTO {p}actae_data_keys (run_id, master_key, wrapped) VALUES (?, ?, ?) "
             "ON CONFLICT (run_id) DO NOTHING RETURNING run_id"
         )
-        self._rows(insert, self._id(run_id), key.master_key, key.wrapped)
+        self._rows(insert, str(run_id), key.master_key, key.wrapped)
         found = self.get(run_id)
         assert found is not None  # noqa: S101 - inserted or kept just now
         return found
@@ -350,24 +313,24 @@ class SqlKeyTable(SqlTable):
         it back and stop trusting their cached keys (:mod:`~actae.adapters.persistence.forgets`).
         """
         statement = (
-            "UPDATE {table} SET wrapped = NULL, forgotten_at = CURRENT_TIMESTAMP "
+            "UPDATE {p}actae_data_keys SET wrapped = NULL, forgotten_at = CURRENT_TIMESTAMP "
             "WHERE run_id = ? AND wrapped IS NOT NULL RETURNING run_id"
         )
-        token = (
-            f"INSERT INTO {self._secrets} (name, value) VALUES (?, ?) "  # noqa: S608
+        generation = (
+            "INSERT INTO {p}actae_secrets (name, value) VALUES (?, ?) "
             "ON CONFLICT (name) DO UPDATE SET value = excluded.value"
         )
-        with self._transaction() as cursor:
-            cursor.execute(self._sql(statement), (self._id(run_id),))
-            destroyed = bool(cursor.fetchall())
+        run = self.tables.run
+        with self.tables.transaction() as conn:
+            destroyed = bool(run(conn, statement, str(run_id)).fetchall())
             if destroyed:
-                cursor.execute(self._sql(token), (TOKEN_NAME, new_token()))
+                run(conn, generation, TOKEN_NAME, new_token())
         return destroyed
 
     def stale(self, current: str, limit: int) -> list[tuple[UUID, StoredKey]]:
         """Up to ``limit`` live keys wrapped by another master key than ``current``."""
         statement = (
-            "SELECT run_id, master_key, wrapped FROM {table} "
+            "SELECT run_id, master_key, wrapped FROM {p}actae_data_keys "
             "WHERE wrapped IS NOT NULL AND master_key <> ? ORDER BY run_id LIMIT ?"
         )
         rows = self._rows(statement, current, limit)
@@ -376,8 +339,8 @@ class SqlKeyTable(SqlTable):
     def rewrap(self, run_id: UUID, old: StoredKey, new: StoredKey) -> bool:
         """Replace ``old`` by ``new`` if the row still holds ``old``."""
         statement = (
-            "UPDATE {table} SET master_key = ?, wrapped = ? "
+            "UPDATE {p}actae_data_keys SET master_key = ?, wrapped = ? "
             "WHERE run_id = ? AND master_key = ? AND wrapped = ? RETURNING run_id"
         )
-        params = (new.master_key, new.wrapped, self._id(run_id), old.master_key, old.wrapped)
+        params = (new.master_key, new.wrapped, str(run_id), old.master_key, old.wrapped)
         return bool(self._rows(statement, *params))

@@ -14,7 +14,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Iterator
 
-from actae.adapters.custody.pieces import CHUNK_SIZE, BlobName
+from actae.adapters.custody.chunks import CHUNK_SIZE, BlobName
 from actae.domain.errors import NotFoundError, ValidationError
 
 INCOMING = ".incoming"
@@ -102,9 +102,6 @@ class FileBlobs:
                         os.unlink(entry.path)
                         removed += 1
         return removed
-
-    def close(self) -> None:
-        """Nothing to release: every call opens and closes its own files."""
 
 
 def _read(path: str, name: str) -> Iterator[bytes]:

@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from actae.domain.errors import KeyringError, ValidationError
@@ -35,6 +36,7 @@ KEY_BYTES = 32
 """AES-256: every master key and data key is 32 random bytes."""
 REFERENCE_KEY_INFO = b"actae artifact references v1"
 """HKDF's ``info`` deriving the artifact references' MAC key from a master key."""
+NONCE_BYTES = 12
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,17 @@ class Keyring:
 def derive(secret: bytes, info: bytes) -> bytes:
     """A 32-byte key for one purpose (``info``) from a master key, by HKDF-SHA256."""
     return HKDF(algorithm=hashes.SHA256(), length=KEY_BYTES, salt=None, info=info).derive(secret)
+
+
+def seal(key: bytes, plaintext: bytes, data: bytes) -> bytes:
+    """AES-256-GCM under ``key``, bound to ``data``: a fresh nonce, then ciphertext and tag."""
+    nonce = os.urandom(NONCE_BYTES)
+    return nonce + AESGCM(key).encrypt(nonce, plaintext, data)
+
+
+def unseal(key: bytes, sealed: bytes, data: bytes) -> bytes:
+    """The plaintext of :func:`seal`'s output; ``InvalidTag`` if it was altered or moved."""
+    return AESGCM(key).decrypt(sealed[:NONCE_BYTES], sealed[NONCE_BYTES:], data)
 
 
 def new_key_id(now: datetime) -> str:

@@ -40,7 +40,3 @@ class RefRecorder:
         with self.tables.transaction() as conn:
             dropped = {name for (name,) in run(conn, drop, str(run_id)).fetchall()}
             return sorted(n for n in dropped if run(conn, used, n).fetchone() is None)
-
-    def close(self) -> None:
-        """Release the tables' connections (shared with the blobs of the same store)."""
-        self.tables.close()

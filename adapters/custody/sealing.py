@@ -1,28 +1,20 @@
 """The mapper that keeps the agent's contents sealed, and large documents out of the row.
 
-Each event class names its ``contents`` (documents, results, errors) and the field naming
-the run that owns them. Writing, the contents are
-
-1. moved to the artifact store, each document whose JSON is larger than ``inline_max``,
-   leaving an authenticated reference in its place;
-2. encrypted together under the run's data key (AES-256-GCM), when the run has one, into
-   the body's ``$sealed`` member. The associated data binds the ciphertext to the event's
-   topic, aggregate, version and run: moved to another row, it no longer opens.
-
-Everything else in the body (ids, kinds, cursors, versions, times, status, pins, usage)
-stays in clear JSON for leases, read models and analysts. Reading reverses both steps; an
-event whose contents cannot be opened (forgotten, or no keyring) is still returned, with
-stand-ins and a class that says so (:mod:`actae.domain.custody`).
-
-A mapper made with ``reveal=False`` (the projector's) opens nothing: read models get the
-metadata only, so no plaintext reaches their tables.
+Each event class names its ``contents`` and the field naming the run that owns them
+(docs/data.md, "What is contents and what is metadata"). Writing, each document whose JSON
+is larger than ``inline_max`` moves to the artifact store, leaving an authenticated
+reference; then the contents are encrypted together under the run's data key into the
+body's ``$sealed`` member, bound to the event's topic, aggregate, version and run: moved to
+another row, it no longer opens. Reading reverses both; contents that cannot be opened
+(forgotten, no keyring) come back as stand-ins under a class that says so
+(:mod:`actae.domain.custody`). A mapper made with ``reveal=False`` (the projector's) opens
+nothing, so no plaintext reaches the read models.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import os
 import struct
 from collections.abc import Iterator
 from typing import Any, cast
@@ -30,18 +22,14 @@ from uuid import UUID
 
 import orjson
 from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import StoredEvent
 
 from actae.adapters.custody.artifacts import Artifacts
 from actae.adapters.custody.datakeys import DataKeys
+from actae.adapters.custody.keyring import seal, unseal
 from actae.adapters.persistence.awaiting import off_the_loop
-from actae.adapters.persistence.codec import (
-    OrjsonTranscoder,
-    PydanticMapper,
-    stored_event_of,
-)
+from actae.adapters.persistence.codec import OrjsonTranscoder, PydanticMapper, stored_event_of
 from actae.adapters.persistence.url import DEFAULT_INLINE_MAX
 from actae.domain.aggregate import DomainEvent
 from actae.domain.artifacts import reference_in
@@ -54,7 +42,6 @@ SEALED = "$sealed"
 """The member of a stored body that holds its encrypted contents (base64)."""
 OFFLOADED = "$offloaded"
 """The member naming the contents that are artifact references (resolved when read)."""
-NONCE_BYTES = 12
 
 
 class SealingMapper(PydanticMapper):
@@ -121,7 +108,8 @@ class SealingMapper(PydanticMapper):
                     if offloaded:
                         contents[OFFLOADED] = offloaded
                     data = _bound(topic, domain_event, owner)
-                    fields[SEALED] = seal(key, orjson.dumps(contents), data)
+                    sealed = seal(key, orjson.dumps(contents), data)
+                    fields[SEALED] = base64.b64encode(sealed).decode()
                 body, state = self.transcoder.encode(fields), None
         return stored_event_of(domain_event, topic, body, state)
 
@@ -142,14 +130,14 @@ class SealingMapper(PydanticMapper):
 
     # -- reading --------------------------------------------------------------------------
 
-    def head_suffices(self, state: dict[str, Any]) -> bool:
-        """Whether a channel event of body ``state`` decodes as its plain class, as stored.
+    def reads_heads(self) -> bool:
+        """Whether a channel event whose body has only its class's fields is read as its head.
 
-        Only in a store that never encrypted, whose body has nothing sealed nor moved out:
-        anywhere else its contents may be withheld, or clear where they must not be, which
-        the whole decode (:meth:`decoded`) finds out.
+        Only in a store that never encrypted (a body with sealed or offloaded contents has a
+        member of its own, and is read whole): anywhere else its contents may be withheld,
+        or clear where they must not be, which the whole decode (:meth:`decoded`) finds out.
         """
-        return SEALED not in state and OFFLOADED not in state and not self.keys.ever_encrypted()
+        return not self.keys.ever_encrypted()
 
     def decoded(
         self, cls: type[DomainEvent], stored_event: StoredEvent, state: dict[str, Any]
@@ -172,7 +160,7 @@ class SealingMapper(PydanticMapper):
                 stand_ins(cls, state)
                 return self.rebuilt(withheld_class(cls, reason or LOCKED), stored_event, state)
             data = _bound(stored_event.topic, stored_event, owner)
-            opened = orjson.loads(unseal(key, sealed, data, stored_event))
+            opened = orjson.loads(_opened(key, sealed, data, stored_event))
             offloaded = opened.pop(OFFLOADED, ())
             _put_back(state, opened)
         elif owner is not None and (why := self.keys.clear_allowed(owner)) is not None:
@@ -246,17 +234,10 @@ def _bound(topic: str, event: Any, owner: UUID) -> bytes:
     return b"actae sealed v1|" + topic.encode() + b"|" + originator.bytes + version + owner.bytes
 
 
-def seal(key: bytes, plaintext: bytes, data: bytes) -> str:
-    """``plaintext`` encrypted under ``key`` with associated ``data``, as base64 text."""
-    nonce = os.urandom(NONCE_BYTES)
-    return base64.b64encode(nonce + AESGCM(key).encrypt(nonce, plaintext, data)).decode()
-
-
-def unseal(key: bytes, sealed: Any, data: bytes, stored_event: StoredEvent) -> bytes:
-    """The plaintext of :func:`seal`'s output; ``CorruptionError`` if it does not open."""
+def _opened(key: bytes, sealed: Any, data: bytes, stored_event: StoredEvent) -> bytes:
+    """The plaintext of a body's ``$sealed`` (base64); ``CorruptionError`` if it does not open."""
     try:
-        raw = base64.b64decode(sealed, validate=True)
-        return AESGCM(key).decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], data)
+        return unseal(key, base64.b64decode(sealed, validate=True), data)
     except (InvalidTag, binascii.Error, ValueError, TypeError):
         raise CorruptionError(
             f"event {stored_event.originator_id} at version {stored_event.originator_version}",

@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterator
 from typing import Protocol
 
-from actae.adapters.custody.pieces import CHUNK_SIZE
+from actae.adapters.custody.chunks import CHUNK_SIZE
 from actae.domain.errors import ValidationError
 
 

@@ -60,27 +60,15 @@ class Tables:
                 raise
             conn.execute("COMMIT")
 
-    def close(self) -> None:
-        """Release what the tables hold (again: nothing happens)."""
-
 
 class PostgresTables(Tables):
-    """The pool and the schema of the artifact tables (given no pool, one of their own)."""
+    """The artifact tables in the URL's schema, through the process's pool."""
 
     older_than = "now() - make_interval(secs => ?)"
 
-    def __init__(self, url: StoreUrl, pool: ConnectionPool[Any] | None = None) -> None:
+    def __init__(self, url: StoreUrl, pool: ConnectionPool[Any]) -> None:
         self.prefix = f'"{url.postgres_schema}".'
-        self._owns_pool = pool is None
-        self.pool: ConnectionPool[Any] = pool or ConnectionPool(
-            kwargs={**url.postgres_conninfo, "autocommit": True},
-            min_size=0,
-            max_size=max(1, url.pool_size),
-            timeout=url.pool_timeout,
-            name="actae-artifacts",
-            num_workers=1,
-            open=True,
-        )
+        self.pool = pool
 
     def run(self, conn: Any, statement: str, *params: Any) -> Any:
         """Execute ``statement`` in psycopg's marks, its answer in binary (never hex text)."""
@@ -99,17 +87,9 @@ class PostgresTables(Tables):
             finally:
                 conn.row_factory = given
 
-    def close(self) -> None:
-        """Close the pool if it is the tables' own (again: nothing happens)."""
-        if self._owns_pool:
-            self.pool.close()
-
 
 class SQLiteTables(Tables):
-    """Connections to the store's SQLite database, in autocommit mode (transactions explicit).
-
-    ``database`` is the store's path (for ``memory://``, its file's).
-    """
+    """Connections to the store's SQLite file ``database``, in autocommit mode."""
 
     begin = "BEGIN IMMEDIATE"
 

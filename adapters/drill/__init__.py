@@ -1,4 +1,1 @@
-"""The failure drill and the demo.
-
-Real worker processes, a fake payment provider, crash points and database faults.
-"""
+"""The failure drill and the demo: real worker processes, a fake provider, crash points, faults."""

@@ -1,13 +1,7 @@
 """Database faults on purpose: restart, crash or cut off the PostgreSQL server behind a URL.
 
-Long-running processes must ride out what production databases do to them; the drill
-(``--db-fault``) and the chaos tests do it to a real server and time each outage. Only a
-cluster on this machine can be controlled (Debian's ``pg_ctlcluster``, as root or its
-owner; the URL's port picks it): anything else is refused before any fault.
-
-``restart`` is ``pg_ctlcluster restart -m fast``; ``crash`` SIGKILLs the postmaster, as the
-OOM killer would, then starts the cluster again; ``terminate`` ends every other session of
-the URL's database and leaves the server up.
+Only a cluster on this machine can be controlled (Debian's ``pg_ctlcluster``, as root or its
+owner; the URL's port picks it): anything else is refused before any fault (docs/chaos.md).
 """
 
 from __future__ import annotations
@@ -34,8 +28,7 @@ from actae.domain.errors import ValidationError
 
 FAULTS = ("restart", "crash", "terminate")
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", ""})
-BACK_WITHIN = 60.0
-"""Seconds a faulted server gets to accept connections again before the fault is an error."""
+BACK_WITHIN = 60.0  # seconds a faulted server gets to accept connections again
 PROBE_EVERY = 0.02
 
 
@@ -45,11 +38,7 @@ class DatabaseFaultError(RuntimeError):
 
 @dataclass(frozen=True)
 class Outage:
-    """One fault and how long the server did not accept connections because of it.
-
-    A restart or crash ends when the new postmaster started (``pg_postmaster_start_time()``):
-    cut-off clients often reconnect before a probe of ours would notice the server is back.
-    """
+    """One fault, and how long the server refused connections (to the new postmaster's start)."""
 
     fault: str
     started: datetime
@@ -59,9 +48,11 @@ class Outage:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: moments as ISO text."""
-        values = asdict(self)
-        values["started"], values["ended"] = self.started.isoformat(), self.ended.isoformat()
-        return values
+        return {
+            **asdict(self),
+            "started": self.started.isoformat(),
+            "ended": self.ended.isoformat(),
+        }
 
 
 def _tool(name: str) -> str:
@@ -102,15 +93,12 @@ class DatabaseServer:
             )
         self.version, self.name = str(found[0]["version"]), str(found[0]["cluster"])
         self.pgdata, owner = Path(found[0]["pgdata"]), int(found[0]["owneruid"])
-        self.label = f"{self.version}/{self.name}"
-        """``15/main``, as Debian's cluster tools name it."""
+        self.label = f"{self.version}/{self.name}"  # 15/main, as Debian's tools name it
         if os.geteuid() not in (0, owner):
             raise ValidationError(
                 "db_fault",
                 f"controlling cluster {self.label} needs root or its owner (uid {owner})",
             )
-
-    # -- faults ---------------------------------------------------------------------------
 
     def inject(self, fault: str, clock: Callable[[], datetime] = wall_clock) -> Outage:
         """Do ``fault`` (one of ``FAULTS``); return once the server accepts connections."""
@@ -147,25 +135,17 @@ class DatabaseServer:
         return float(self._value(f"SELECT extract(epoch FROM {moment})::float8"))  # noqa: S608
 
     def _ctl(self, action: str, *options: str) -> None:
-        command = [
-            _tool("pg_ctlcluster"),
-            "--skip-systemctl-redirect",
-            self.version,
-            self.name,
-            action,
-            *options,
-        ]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603
+        command = [_tool("pg_ctlcluster"), "--skip-systemctl-redirect", self.version, self.name]
+        done = subprocess.run(  # noqa: S603 - a fixed tool, no shell
+            [*command, action, *options], capture_output=True, text=True, check=False
+        )
         if done.returncode != 0:
             detail = (done.stderr or done.stdout).strip().replace("\n", " ")
-            msg = f"pg_ctlcluster {action} {self.label} failed: {detail}"
-            raise DatabaseFaultError(msg)
+            raise DatabaseFaultError(f"pg_ctlcluster {action} {self.label} failed: {detail}")
 
     def _crash(self) -> None:
-        """SIGKILL the postmaster; start the cluster once its orphans have exited.
-
-        They hold its shared memory, which blocks a start, until they notice its death.
-        """
+        # SIGKILL the postmaster; start the cluster once its orphans (holding its shared
+        # memory, which blocks a start) have exited.
         postmaster = int((self.pgdata / "postmaster.pid").read_text().split()[0])
         children = _children(postmaster)
         os.kill(postmaster, signal.SIGKILL)

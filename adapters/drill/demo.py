@@ -1,9 +1,4 @@
-"""``actae demo``: a short scripted run that survives a real crash.
-
-A worker process is SIGKILLed after recording step 3's model answer but before committing
-the step; a second one recovers by a cursor walk, replays the answer instead of sampling a
-new one, and finishes. Then the run is forked with a cheaper model.
-"""
+"""``actae demo``: a worker SIGKILLed mid-step, a second that recovers and replays it, a fork."""
 
 from __future__ import annotations
 
@@ -46,10 +41,7 @@ def run_steps(
     *,
     crash_at: int | None = None,
 ) -> None:
-    """Drive the workflow on from what the store has recorded.
-
-    Operation ids derive from the workflow and the step: a repeat is the same command.
-    """
+    """Drive the workflow on from what the store has recorded (a repeat: the same operation ids)."""
     recovery = store.recover(channel_id)
     state, version, cursor = recovery.state.state, recovery.state.version, recovery.head_cursor
     recorded = {

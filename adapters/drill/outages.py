@@ -1,8 +1,6 @@
 """Database outages in the drill (``actae drill --db-fault``): when, and what it cost.
 
-Each run suffers one or two outages, at moments the seed picks: ``before-kill``,
-``after-kill`` (the takeover workers just started) and ``during-takeover``. Each is journalled
-once the server is back; the report measures recovery from then to the next committed event.
+Each is journalled once the server is back; the report measures recovery from then.
 """
 
 from __future__ import annotations
@@ -18,10 +16,9 @@ JOURNAL_KIND = "drill.db_fault"
 
 
 def plan(seed: int, index: int) -> tuple[str, ...]:
-    """The moments of run ``index``'s outages: one or two, in the run's order, by the seed.
+    """The moments of run ``index``'s outages: one or two, by the seed.
 
-    The first is always before the takeover has gone on, so every run has one the workers
-    must ride out; the second, if any, is one of the other two moments.
+    The first is before the takeover has gone on: every run has one the workers ride out.
     """
     rng = random.Random(f"{seed}:{index}")  # noqa: S311 - a drill schedule, not crypto
     first = rng.choice(MOMENTS[:2])

@@ -1,13 +1,9 @@
 """The drill's outside world: a mock payment provider and a mock LLM, in their own process.
 
-Its own ledger (SQLite) records every request and its outcome (``throttled``, ``executed``,
-``replayed``) and every execution as a row, so the report counts charges from the provider's
-side and sees a key executed twice, which key-level deduplication would hide. Charges are
-idempotent by ``Idempotency-Key`` and throttled (429, ``Retry-After: 30``) twice per key;
-model answers are random, so a re-run is visible.
-
-Run: ``python -m actae.adapters.drill.provider LEDGER.db [--ignore-idempotency-keys]``
-(prints ``port <n>``); the flag executes every request, to prove the report catches it.
+Its own ledger (SQLite) records every request and every execution, so the report sees a key
+executed twice, which key-level deduplication would hide. Charges are idempotent by
+``Idempotency-Key`` and throttled (429) twice per key; model answers are random, so a re-run
+is visible. ``--ignore-idempotency-keys`` executes every request, to prove the report sees it.
 """
 
 from __future__ import annotations
@@ -28,11 +24,7 @@ CHARGE_FIELDS = ("key", "invoice", "amount", "charge_id")
 
 
 class ChargeBook:
-    """The provider's own records: every request with its outcome, every charge executed.
-
-    ``honour_keys=False`` executes every charge request past the throttle, as a provider
-    that ignores ``Idempotency-Key`` would (fault injection for the drill's tests).
-    """
+    """The provider's own records: every request with its outcome, every charge executed."""
 
     def __init__(self, path: str, *, honour_keys: bool = True) -> None:
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)

@@ -1,9 +1,7 @@
-"""The drill's report: every figure computed from durable history.
+"""The drill's report: every figure computed from the store's channels and the provider's ledger.
 
-The store's channels (the workflow's and the drill's own journal) and the provider's ledger
-are the only sources; the driver keeps no counters. Charges are counted from the provider's
-executions, so a second execution under one key is a duplicate and an idempotent replay is
-not.
+The driver keeps no counters. Charges are counted from the provider's executions, so a
+second execution under one key is a duplicate and an idempotent replay is not.
 """
 
 from __future__ import annotations
@@ -31,10 +29,8 @@ class Sources(Protocol):
     """What a report reads of a drill (``run.Drill``): its store, journal and provider."""
 
     store: Store
-    log: RunInfo
-    """The drill's own run, whose channel journals kills, deliveries and clock jumps."""
-    provider_url: str
-    """The mock provider, which serves its own ledger at ``/ledger``."""
+    log: RunInfo  # the drill's own run: kills, deliveries and clock jumps
+    provider_url: str  # serves its own ledger at /ledger
 
 
 class Report:
@@ -122,11 +118,8 @@ class Report:
         )
 
     def _recovery(self, killed_at: datetime) -> float:
-        """Kill (or database back) -> next committed step, less skipped virtual time.
-
-        A jump over a dead worker's lease counts (production waits for it too); one over a
-        timer or a retry delay, scheduled anyway, does not.
-        """
+        # Kill (or database back) -> next committed step, less skipped virtual time: a jump
+        # over a dead worker's lease counts (production waits too), one over a timer does not.
         after = [
             e.recorded_at
             for events in self.events.values()
@@ -164,10 +157,7 @@ class Report:
         )
 
     def _duplicate_charges(self) -> int:
-        """Charges executed beyond the first per invoice (each payer bills its own once).
-
-        That counts a key executed twice and one invoice charged under two keys alike.
-        """
+        """Charges executed beyond the first per invoice (a key twice, or an invoice twice)."""
         invoices = Counter(
             c["invoice"]
             for c in self.ledger["charges"]
@@ -188,11 +178,8 @@ class Report:
         return seen, max(seen - max(started - 1, 0), 0)
 
     def _everything(self) -> list[ChannelEvent]:
-        """Every channel event of the store, in commit order, up to its position now.
-
-        Paged, not subscribed: a subscription would wait forever for a channel event at the
-        store's position when that position is not a channel event's.
-        """
+        # Every channel event, in commit order, to the position now: paged, as a subscription
+        # would wait forever when that position is not a channel event's.
         target = self.store.position()
         found: list[ChannelEvent] = []
         position = 0
@@ -274,12 +261,11 @@ ROWS = (
     ("total_cost", "total model cost ($)"),
     ("cost_saved_by_not_rerunning", "cost saved by not re-running ($)"),
 )
-DATABASE_ROWS = (
+DATABASE_ROWS = (  # when the drill took the database down: then every run has an outage
     ("db_outage_count", "database outages (--db-fault)"),
     ("db_outage_max_seconds", "longest outage, fault -> accepting again (s)"),
     ("db_recovery_max_seconds", "recovery, database back -> next committed step (s)"),
 )
-"""Shown when the drill took the database down: every run then has at least one outage."""
 MAXED = frozenset({"recovery_seconds", "db_outage_max_seconds", "db_recovery_max_seconds"})
 
 
@@ -303,8 +289,7 @@ def table(results: list[dict[str, Any]], summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-TALLIED = frozenset({"status", "killed_after_transition", "schema_migrated_to"})
-"""Figures that describe a run rather than count something: tallied, not summed."""
+TALLIED = frozenset({"status", "killed_after_transition", "schema_migrated_to"})  # not summed
 
 
 def _totals(

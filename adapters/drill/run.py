@@ -1,11 +1,6 @@
-"""``actae drill``: the failure drill practitioners judge durable execution by.
+"""``actae drill``: the failure drill practitioners judge durable execution by (docs/cli.md).
 
-A five-agent workflow runs on real worker processes against a mock provider; the drill kills
-the coordinating worker, lets schema-2 workers take over, repeats the start message, and may
-take the PostgreSQL server down (``db_fault``). The report proves from durable history alone
-that nothing was billed twice, lost, reordered or re-sampled, and how long recovery took.
 ``faults`` break the guarantees on purpose, so tests can prove the report sees a breach.
-
 Every process reads one clock file, which the drill jumps to the next due moment whenever
 nothing has moved for ``IDLE`` seconds: a day passes in milliseconds, leases still count.
 """
@@ -43,10 +38,8 @@ FAULTS = ("payer-retries-in-doubt", "provider-ignores-idempotency-keys")
 
 STEPS = 7
 TIMEOUT = 180.0
-IDLE = 0.3
-"""Seconds without a new event after which the drill jumps the clock."""
-LEASE = 10.0
-"""Seconds a worker's run lease lasts without a heartbeat (``actae worker --lease``)."""
+IDLE = 0.3  # seconds without a new event after which the drill jumps the clock
+LEASE = 10.0  # seconds a worker's run lease lasts without a heartbeat
 DUE = (
     ("timer", "SELECT wake_at AS at FROM run_status WHERE wake_at IS NOT NULL"),
     ("retry", "SELECT next_retry_at AS at FROM run_status WHERE next_retry_at IS NOT NULL"),
@@ -78,8 +71,7 @@ class Drill:
     agents: int
     seed: int
     kill_after: int
-    out: TextIO
-    """Where progress lines go (besides the ``actae.drill`` logger)."""
+    out: TextIO  # progress lines, besides the actae.drill logger
     crash_point: str | None = None
     duplicate_deliveries: int = 2
     faults: Collection[str] = ()
@@ -100,8 +92,6 @@ class Drill:
         self._dead: set[str] = set()  # workers the drill killed: only their leases are waited out
         self._may_die: set[str] = set()  # workers told to kill themselves (--crash-point)
         self._exited: set[str] = set()  # workers that exited unplanned, journalled once
-
-    # -- one drill run --------------------------------------------------------------------
 
     def run_once(self, index: int) -> dict[str, Any]:
         """Run the scenario once and report on it from durable history."""
@@ -173,10 +163,7 @@ class Drill:
         return Report(self, workflow, coordinator).figures()
 
     def _deliver(self, workflow: str) -> Any:
-        """A queue message that starts the workflow; duplicates replay the same start.
-
-        Journalled before it is handled: the report counts deliveries from these records.
-        """
+        """A queue message that starts the workflow (journalled first); duplicates replay it."""
         self.note("queue.delivered", {"workflow": workflow, "message": f"start:{workflow}"})
         run = self.store.start_run(
             workflow,
@@ -240,10 +227,7 @@ class Drill:
             time.sleep(0.02)  # polling other processes' progress
 
     def _notice_exits(self) -> None:
-        """Journal each worker that exited without the drill killing it (there must be none).
-
-        One that dies of a database outage fails the drill even if others finish its runs.
-        """
+        """Journal each worker that exited without the drill killing it (it fails the drill)."""
         for name, process in self.workers.items():
             if process.poll() is None or name in self._dead | self._may_die | self._exited:
                 continue
@@ -269,8 +253,6 @@ class Drill:
             if is_transient(error):
                 return False
             raise
-
-    # -- virtual time ---------------------------------------------------------------------
 
     def _jump_when_idle(self) -> None:
         """Move virtual time to the next due moment once nothing has moved for ``IDLE`` s."""
@@ -299,21 +281,12 @@ class Drill:
             )
             self._last_change = time.monotonic()
 
-    # -- processes ------------------------------------------------------------------------
-
     def _start_provider(self) -> tuple[subprocess.Popen[str], str]:
         ignore_keys = "provider-ignores-idempotency-keys" in self.faults
-        process = subprocess.Popen(  # noqa: S603 - our own module
-            [
-                sys.executable,
-                "-m",
-                "actae.adapters.drill.provider",
-                str(self.folder / "provider.db"),
-                *(["--ignore-idempotency-keys"] if ignore_keys else []),
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
+        ledger = str(self.folder / "provider.db")
+        flags = ["--ignore-idempotency-keys"] if ignore_keys else []
+        command = [sys.executable, "-m", "actae.adapters.drill.provider", ledger, *flags]
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)  # noqa: S603
         assert process.stdout is not None  # noqa: S101
         port = process.stdout.readline().split()[1]
         return process, f"http://127.0.0.1:{port}"
@@ -329,22 +302,11 @@ class Drill:
             "ACTAE_DRILL_FAULTS": ",".join(self.faults),
             "ACTAE_DB": self.url,  # not on the command line, where ps shows a password
         }
+        # --wait-for-db: a worker may start while the drill's database fault is on
+        options = f"--wait-for-db 60 --name {name} --lease {LEASE} --poll-interval 0.05".split()
+        clock = ["--clock-file", str(self.folder / "clock")]
         process = subprocess.Popen(  # noqa: S603 - our own CLI
-            [
-                sys.executable,
-                "-m",
-                "actae.adapters.cli.drill_worker",
-                "--wait-for-db",
-                "60",  # a worker may start while the drill's database fault is on
-                "--name",
-                name,
-                "--lease",
-                str(LEASE),
-                "--poll-interval",
-                "0.05",
-                "--clock-file",
-                str(self.folder / "clock"),
-            ],
+            [sys.executable, "-m", "actae.adapters.cli.drill_worker", *options, *clock],
             env=env,
             stderr=(self.folder / f"{name}.log").open("w"),
             text=True,
@@ -389,13 +351,7 @@ def drill(
     faults: Collection[str] = (),
     db_fault: str | None = None,
 ) -> int:
-    """Run the drill ``runs`` times; print the report; 0 when every invariant held.
-
-    ``crash_point`` makes the first worker SIGKILL itself there instead of being killed
-    after ``kill_after`` transitions; ``duplicate_deliveries`` repeats the start message
-    (half before the kill); ``db_fault`` (a PostgreSQL ``url`` on this machine) takes the
-    server down once or twice per run among the kills.
-    """
+    """Run the drill ``runs`` times; print the report; 0 when every invariant held."""
     if not 1 <= kill_after < STEPS:
         raise ValidationError("kill_after", f"must be between 1 and {STEPS - 1}")
     if crash_point is not None and crash_point not in CRASH_POINTS:

@@ -2,10 +2,7 @@
 
 A coordinator makes 7 transitions and delegates to researchers and a writer (model calls), a
 payer (a charge the provider first answers 429) and a sleeper (a 24-hour durable timer).
-Settings come from ``ACTAE_DRILL_*`` when the process starts, never at import: the provider's
-URL, the state schema this worker speaks (schema-2 workers migrate runs started under 1), the
-point where it SIGKILLs itself once (``during-commit`` acts through ``on_commit``, between a
-commit and its reply) and faults such as ``payer-retries-in-doubt``.
+Settings come from ``ACTAE_DRILL_*`` when the process starts, never at import.
 """
 
 from __future__ import annotations
@@ -55,10 +52,6 @@ class Settings:
         )
 
 
-def _to_schema_2(state: dict[str, Any]) -> dict[str, Any]:
-    return {**state, "schema": 2}
-
-
 class ProviderError(Exception):
     """An HTTP error from the provider, with its Retry-After."""
 
@@ -73,7 +66,7 @@ class DrillAgents:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.pins = {**PINS_V1, "schema": settings.schema}
-        self.migrations = {1: _to_schema_2} if settings.schema >= 2 else {}
+        self.migrations = {1: lambda state: {**state, "schema": 2}} if settings.schema >= 2 else {}
 
     def registry(self) -> Registry:
         """The agents' workflows, each under its agent name."""
@@ -89,10 +82,8 @@ class DrillAgents:
         return registry
 
     def on_commit(self) -> CommitHook | None:
-        """The worker's ``on_commit`` hook: only the ``during-commit`` crash point has one."""
+        """The worker's ``on_commit`` hook, for the ``during-commit`` crash point."""
         return self._crash_after_commits if self.settings.crash == "during-commit" else None
-
-    # -- crash points ---------------------------------------------------------------------
 
     def crash_here(self, point: str) -> None:
         """SIGKILL this worker process at ``point``, once per drill run (the marker says so)."""
@@ -106,8 +97,6 @@ class DrillAgents:
         """For ``during-commit``: die right after a coordinator transition commits, unaware."""
         if any(getattr(e, "kind", "") == "coordinator.step" for e in events):
             self.crash_here("during-commit")
-
-    # -- the outside world ----------------------------------------------------------------
 
     def call(
         self, path: str, key: str, ctx: RunContext, body: dict[str, Any] | None = None
@@ -144,8 +133,6 @@ class DrillAgents:
             return answer
 
         return ctx.step(name, ask, usage=lambda a: {"tokens": a["tokens"], "cost": a["cost"]})
-
-    # -- the agents -----------------------------------------------------------------------
 
     def coordinator(self, ctx: RunContext) -> dict[str, Any]:
         """Seven transitions; delegates, then waits for each group of children."""
@@ -202,8 +189,7 @@ class DrillAgents:
     def payer(self, ctx: RunContext) -> dict[str, Any]:
         """One payment: throttled first, charged once, reconciled if in doubt.
 
-        Under ``payer-retries-in-doubt`` the charge is idempotent without a reconcile: an
-        attempt in doubt is POSTed again under its key, which the provider's records show.
+        Under ``payer-retries-in-doubt`` an attempt in doubt is POSTed again under its key.
         """
 
         def charge(key: str, token: int) -> dict[str, Any]:

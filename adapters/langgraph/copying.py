@@ -1,10 +1,7 @@
-"""``copy_thread``: the copy is an Actae fork, with its receipt; nothing is duplicated.
+"""``copy_thread``: the copy is an Actae fork of the source at its head, with its receipt.
 
-The new thread's run is a fork of the source's at its head, started under the new thread's
-operation id, so both keep the fork receipt (``store.lineage``); reading the copy reads the
-source's history up to that cursor, then the copy's own. Each other namespace, and the root
-of a target that exists already (Actae cannot fork into a run), starts with a
-``langgraph.copied`` record naming the source's channel and cursor, read the same way.
+Each other namespace, and the root of a target that exists already (Actae cannot fork into a
+run), starts with a ``langgraph.copied`` record naming the source's channel and cursor.
 """
 
 from __future__ import annotations
@@ -36,7 +33,6 @@ def copy_thread(ctx: Context, source: str, target: str) -> None:
 
 
 def _forked(ctx: Context, threads: tuple[str, str], root: Ref) -> bool:
-    """Fork the source's run as the target thread's; ``False`` if the target exists."""
     source, target = threads
     existing, operation = current_run(ctx, ctx.thread_operation(target))
     if existing is not None:
@@ -55,7 +51,6 @@ def _forked(ctx: Context, threads: tuple[str, str], root: Ref) -> bool:
 
 
 def _spliced(ctx: Context, threads: tuple[str, str], checkpoint_ns: str, source: Ref) -> None:
-    """Record on the target's namespace that ``source``'s history up to its head is its own."""
     copy = ensure_namespace(ctx, threads[1], checkpoint_ns, ctx.agent_id)
     through = ctx.store.head(source.channel_id).cursor
     payload = {"channel_id": str(source.channel_id), "through": through, "thread_id": threads[0]}

@@ -1,9 +1,8 @@
 """How LangGraph's objects become Actae documents, and the names they are stored under.
 
-Only the saver's ``serde`` round-trips a checkpoint's objects exactly, so each is stored
-*packed* (base64 of ``serde.dumps_typed``) beside plain fields a reader without LangGraph
-can use (docs/langgraph.md). Operation ids derive from what a call is about, so a retried
-call replays instead of writing again.
+Each object is stored *packed* (base64 of ``serde.dumps_typed``: only the saver's serde
+round-trips it) beside plain fields (docs/langgraph.md). Operation ids derive from what a
+call is about, so a retried call replays.
 """
 
 from __future__ import annotations
@@ -65,10 +64,7 @@ def thread_id_of(value: object) -> str:
 def checkpoint_state(
     payload: dict[str, Any], checkpoint: Packed, writes_from: int | None
 ) -> dict[str, Any]:
-    """The state version a checkpoint is: all ``get_tuple`` returns, in one read.
-
-    ``writes_from``: the first cursor where writes recorded before it may be.
-    """
+    """The state version a checkpoint is: all ``get_tuple`` returns, in one read."""
     source = {**payload, "checkpoint": checkpoint}
     state: dict[str, Any] = {"langgraph": CHECKPOINT_MARK}
     state.update((key, source[key]) for key in _STATE_KEYS if key in source)
@@ -87,11 +83,7 @@ def checkpoint_payload(
     revised: bool = False,
     redacted: dict[str, int] | None = None,
 ) -> dict[str, Any]:
-    """The event of a checkpoint: where it belongs, its parent, and its metadata.
-
-    ``source``, ``step`` and ``run_id`` are repeated as plain JSON when they are plain;
-    ``redacted`` counts what redaction removed before packing.
-    """
+    """The event of a checkpoint: where it belongs, its parent, its metadata (plain keys too)."""
     thread_id, checkpoint_ns = address
     payload: dict[str, Any] = {
         "thread_id": thread_id,
@@ -132,11 +124,7 @@ def writes_payload(
 
 
 def indexed_writes(writes: list[tuple[str, object]]) -> tuple[list[tuple[int, str, object]], bool]:
-    """Each write with LangGraph's index (``WRITES_IDX_MAP``), and whether all are special.
-
-    Special writes (errors, interrupts, resume values) replace an earlier one of the same
-    task and index, as LangGraph's savers upsert them; ordinary writes keep the first.
-    """
+    """Each write with LangGraph's index (``WRITES_IDX_MAP``), and whether all are special."""
     indexed = [
         (WRITES_IDX_MAP.get(channel, idx), channel, value)
         for idx, (channel, value) in enumerate(writes)
@@ -153,10 +141,7 @@ def _plain(value: object) -> bool:
 
 
 def operation_id(workflow_id: str, what: str, *parts: str) -> str:
-    """``workflow_id:what:part:part...``, or its digest when it cannot be stored as it is.
-
-    Too long, or holding what Actae refuses (NUL, a lone surrogate).
-    """
+    """``workflow_id:what:part:part...``, or its digest when too long or holding NUL, surrogates."""
     text = ":".join((workflow_id, what, *parts))
     if len(text) <= _MAX_OPERATION_ID and not any(
         c == "\x00" or "\ud800" <= c <= "\udfff" for c in text

@@ -1,11 +1,8 @@
 """``delete_thread``, ``prune`` and ``delete_for_runs``: through the store's own custody.
 
-``delete_thread`` (and ``prune(..., strategy="delete")``) ends every run of the thread as
-the store deletes anything: forgotten at once when the store encrypts, else completed, for
-retention to purge (docs/data.md); a later ``put`` starts it afresh. ``keep_latest`` and
-``delete_for_runs`` hide checkpoints inside a thread that goes on, with a record each reads
-honour (:mod:`.history`): a run's log is kept or forgotten whole. Each record names the head
-it read and retries on a lost race, so it applies to what is there when it lands.
+Deleting ends every run of the thread: forgotten at once when the store encrypts, else
+completed, for retention to purge (docs/data.md). ``keep_latest`` and ``delete_for_runs``
+hide checkpoints inside a thread that goes on, with a record reads honour (:mod:`.history`).
 """
 
 from __future__ import annotations
@@ -69,10 +66,7 @@ def prune(ctx: Context, thread_ids: Sequence[str], strategy: str) -> None:
 
 
 def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> None:
-    """Forget the checkpoints of the LangGraph runs ``run_ids``, in every thread and copy.
-
-    LangGraph names runs, not threads, so this reads the store's whole log once.
-    """
+    """Forget the checkpoints of the LangGraph runs ``run_ids`` in every thread (reads the log)."""
     wanted = {str(run_id) for run_id in run_ids}
     if not wanted:
         return
@@ -99,7 +93,6 @@ def delete_for_runs(ctx: Context, run_ids: Sequence[str]) -> None:
 
 
 def _run_of(ctx: Context, payload: dict[str, Any]) -> str | None:
-    """The LangGraph run that put a checkpoint, from its event (plain, or else packed)."""
     if "run_id" in payload:
         return str(payload["run_id"])
     run_id = unpack(ctx.serde, payload["metadata"]).get("run_id")
@@ -107,7 +100,6 @@ def _run_of(ctx: Context, payload: dict[str, Any]) -> str | None:
 
 
 def _spread(hits: dict[UUID, set[str]], readers: dict[UUID, set[UUID]]) -> dict[UUID, set[str]]:
-    """The checkpoints to forget per channel: where they were put and wherever copied to."""
     spread: dict[UUID, set[str]] = defaultdict(set)
     for channel_id, checkpoint_ids in hits.items():
         queue, seen = [channel_id], {channel_id}
@@ -121,7 +113,6 @@ def _spread(hits: dict[UUID, set[str]], readers: dict[UUID, set[UUID]]) -> dict[
 
 
 def _keep_latest(ctx: Context, address: tuple[str, str], ref: Ref) -> None:
-    """Record that only the namespace's latest checkpoint (as of the record) stays visible."""
     thread_id, checkpoint_ns = address
 
     def payload() -> dict[str, Any] | None:

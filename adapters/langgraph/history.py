@@ -1,9 +1,8 @@
 """What a thread's channel shows: its visible checkpoints and their pending writes.
 
-The log is append-only, so hiding is itself an event (a prune, a forget) and reading folds
-the channel from its start (:class:`Visible`), splicing in a copy's source up to where it
-was copied. The common read, a namespace's latest checkpoint, is the channel's head instead
-(:func:`at_head`), whenever nothing after that checkpoint could change what is visible.
+Hiding is itself an event (a prune, a forget), so reading folds the channel from its start
+(:class:`Visible`), splicing in a copy's source; a namespace's latest checkpoint is read from
+the head instead (:func:`at_head`) when nothing after it could change what is visible.
 """
 
 from __future__ import annotations
@@ -25,14 +24,9 @@ from actae.adapters.langgraph.encoding import (
 from actae.adapters.runtime.store import Store
 from actae.domain.values import ChannelEvent
 
-PAGE = 500
-"""Events read per call while folding a history."""
-
-GLOBAL_PAGE = 2000
-"""Events of all channels read per call while scanning the whole store."""
-
-FORKED = "run.forked"
-"""The first event of a run Actae forked: the source's history comes first."""
+PAGE = 500  # events read per call while folding a history
+GLOBAL_PAGE = 2000  # events of all channels read per call while scanning the whole store
+FORKED = "run.forked"  # a forked run's first event: the source's history comes first
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,10 +74,7 @@ class Entry:
 
 
 class Visible:
-    """The checkpoints a history shows, oldest first, each with its pending writes.
-
-    Writes recorded before their checkpoint wait in ``early`` until it comes.
-    """
+    """The checkpoints a history shows, oldest first, with their writes (early ones wait)."""
 
     def __init__(self) -> None:
         self.entries: dict[str, Entry] = {}
@@ -135,10 +126,7 @@ class Visible:
 def events(
     store: Store, channel_id: UUID | None, after: int = 0, through: int | None = None
 ) -> Iterator[ChannelEvent]:
-    """A page at a time: the channel's events after cursor ``after`` (as far as ``through``).
-
-    For ``channel_id=None``, every channel's after position ``after``: the whole log.
-    """
+    """A page at a time: the channel's events after ``after`` (to ``through``); ``None``: all."""
     size = GLOBAL_PAGE if channel_id is None else PAGE
     while True:
         limit = size if through is None else min(size, through - after)
@@ -190,9 +178,8 @@ class AtHead:
 def at_head(store: Store, channel_id: UUID) -> AtHead | None:
     """The latest checkpoint from the channel's head alone, or ``None`` when it cannot tell.
 
-    It can when the state in force is a checkpoint this channel put and what follows is
-    only writes, forgets of others, or a prune that kept it; early writes are read from
-    ``writes_from``.
+    It can when the state in force is a checkpoint this channel put and what follows is only
+    writes, forgets of others, or a prune that kept it.
     """
     recovery = store.recover(channel_id)
     state = recovery.state
@@ -236,10 +223,7 @@ def _keeps(event: ChannelEvent, checkpoint_id: str) -> bool:
 
 
 def hidden_since(store: Store, channel_id: UUID, checkpoint_id: str, cursor: int) -> int | None:
-    """The cursor of the last prune or forget after ``cursor`` that hides ``checkpoint_id``.
-
-    A replayed write so hidden writes again, under an id naming that event.
-    """
+    """The cursor of the last prune or forget after ``cursor`` that hides ``checkpoint_id``."""
     hidden: int | None = None
     for event in events(store, channel_id, cursor):
         if event.kind in (PRUNED, FORGOTTEN) and not _keeps(event, checkpoint_id):

@@ -1,8 +1,7 @@
 """``get_tuple`` and ``list``: checkpoints back as LangGraph's ``CheckpointTuple``.
 
-A namespace's latest checkpoint comes from its channel's head, any other, and a list, from
-its folded history (:mod:`.history`), loading the state of only the checkpoints handed out.
-A list is newest first (across namespaces, by checkpoint id).
+The latest checkpoint comes from the head, any other from the folded history (:mod:`.history`),
+loading the state of only the checkpoints handed out.
 """
 
 from __future__ import annotations
@@ -26,8 +25,7 @@ from actae.adapters.langgraph.history import (
 )
 from actae.adapters.langgraph.threads import Context, Ref, find_namespace, find_thread, namespaces
 
-Address = tuple[str, str]
-"""A thread id and a checkpoint namespace."""
+Address = tuple[str, str]  # a thread id and a checkpoint namespace
 
 
 def address_of(config: RunnableConfig) -> Address:
@@ -103,11 +101,7 @@ def list_checkpoints(
     filter: dict[str, Any] | None,
     limit: int | None,
 ) -> Iterator[CheckpointTuple]:
-    """The checkpoints a ``list`` call asks for, newest first, at most ``limit``.
-
-    Of the config's thread, or without one of every thread (reading the whole log). Each
-    state is read as it is handed out: a caller that stops early reads no more.
-    """
+    """The checkpoints a ``list`` call asks for, newest first, each state read as handed out."""
     namespace = ((config or {}).get("configurable") or {}).get("checkpoint_ns")
     query = Query(
         checkpoint_ns=None if namespace is None else str(namespace),
@@ -122,7 +116,6 @@ def list_checkpoints(
 
 
 def _candidates(ctx: Context, thread_id: str, query: Query) -> list[tuple[Address, Entry]]:
-    """The visible checkpoints of one thread that answer ``query``, newest first."""
     channels: list[tuple[str, Ref]]
     if query.checkpoint_ns is None:
         root = find_thread(ctx, thread_id)
@@ -149,7 +142,7 @@ def _loaded(ctx: Context, address: Address, entry: Entry) -> CheckpointTuple:
 
 
 def _all_threads(ctx: Context) -> list[str]:
-    """Every thread id in the store: from the operation ids its runs were created under."""
+    # Every thread id in the store: from the operation ids its runs were created under.
     found: dict[str, None] = {}
     for event in events(ctx.store, None):
         if event.cursor == 1 and event.kind in ("run.started", FORKED) and event.operation_id:

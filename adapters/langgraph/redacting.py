@@ -1,12 +1,8 @@
-"""Redaction of what the saver stores: the values inside LangGraph's serde blobs.
+"""Redaction of the values inside LangGraph's serde blobs, *before* they are packed.
 
-No redactor can read a packed blob (:mod:`.encoding`), so on a store opened with
-``redact=`` each value is redacted *before* it is packed and what was removed is counted
-(a record's ``redacted``, or a checkpoint event's). A value is walked as the graph holds
-it: plain JSON goes to the redactor whole (a ``password`` key still empties its value);
+Plain JSON goes to the redactor whole (a ``password`` key still empties its value);
 containers, pydantic models, dataclasses, ``Send`` and exceptions part by part, rebuilt only
-when something changed. Anything else (bytes, an opaque object) is refused with a
-``ValidationError``: storing it would keep its secret and say ``redacted={}``.
+when something changed. Anything else is refused: storing it would keep its secret.
 """
 
 from __future__ import annotations
@@ -31,8 +27,7 @@ from actae.domain.validation import MAX_DEPTH
 
 __all__ = ["Found", "redacted_channel_values", "redacted_value", "reporting"]
 
-Found = dict[str, int]
-"""Counts by pattern name of what a redaction removed (only non-zero ones)."""
+Found = dict[str, int]  # counts by pattern name (only non-zero ones)
 
 _KEPT = (
     int,
@@ -48,10 +43,7 @@ _KEPT = (
 
 
 def redacted_value(value: object, redact: Redactor, where: str) -> tuple[Any, Found]:
-    """``value`` with ``redact`` applied to every text it holds, and the counts.
-
-    ``where`` names the value in a refusal (``langgraph.writes.messages``, say).
-    """
+    """``value`` with ``redact`` applied to every text it holds, and the counts."""
     walk = _Walk(redact)
     return walk.value(value, where, 0), merge_counts(walk.counts)
 

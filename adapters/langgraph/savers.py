@@ -1,8 +1,7 @@
 """The savers a graph is compiled with: ``ActaeSaver`` (a ``Store``), ``AsyncActaeSaver``.
 
-The translation is written once, as blocking code calling ``Store``; ``AsyncActaeSaver``'s
-coroutines run those very methods in a greenback portal, so the two cannot drift apart.
-Each answers the other style of call too, as LangGraph's savers do.
+The translation is written once, as blocking code; ``AsyncActaeSaver``'s coroutines run those
+very methods in a greenback portal, so the two cannot drift apart.
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ S = TypeVar("S", Store, AsyncStore)
 
 
 class _Saver(BaseCheckpointSaver[int], Generic[S]):
-    """LangGraph's blocking checkpointer calls on a ``Store``: what both savers share."""
+    """LangGraph's blocking checkpointer calls on a ``Store`` (their docstrings: LangGraph's)."""
 
     def __init__(
         self,
@@ -52,16 +51,11 @@ class _Saver(BaseCheckpointSaver[int], Generic[S]):
         super().__init__(serde=serde)
         self.store: S = store
         core = store.sync if isinstance(store, AsyncStore) else store
-        self.redact = core.redactor
-        """The store's redactor (``actae.open(redact=)``), run on what the serde blobs hold."""
+        self.redact = core.redactor  # the store's, run on what the serde blobs hold
         self.workflow_id = require_text("workflow_id", workflow_id, max_length=100)
         self.agent_id = require_text("agent_id", agent_id)
         self._memory = Context(core, self.serde, self.workflow_id, self.agent_id, self.redact)
-        self.loop = _running_loop()
-        """The event loop it was made on, or (made outside one) its first coroutine's.
-
-        ``AsyncActaeSaver`` refuses a blocking call there: it would stall the loop.
-        """
+        self.loop = _running_loop()  # or its first coroutine's: a blocking call there stalls
 
     def _context(self) -> Context:
         # Made per call, sharing the memory: LangGraph's with_allowlist copies a saver and
@@ -81,7 +75,6 @@ class _Saver(BaseCheckpointSaver[int], Generic[S]):
         return None if root is None else ctx.store.run(root.run_id)
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """The checkpoint ``config`` names, or the latest of its thread and namespace."""
         return reading.get_tuple(self._context(), config)
 
     def list(
@@ -92,10 +85,6 @@ class _Saver(BaseCheckpointSaver[int], Generic[S]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Generator[CheckpointTuple, None, None]:
-        """Checkpoints newest first: of ``config``'s thread, or of every thread for ``None``.
-
-        Nothing is read, nor the context made, until the first is asked for.
-        """
         yield from reading.list_checkpoints(self._context(), config, before, filter, limit)
 
     def put(
@@ -105,7 +94,6 @@ class _Saver(BaseCheckpointSaver[int], Generic[S]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """Store ``checkpoint`` (a transition on its thread's channel); the config naming it."""
         return writing.put(self._context(), config, checkpoint, metadata)
 
     def put_writes(
@@ -115,24 +103,19 @@ class _Saver(BaseCheckpointSaver[int], Generic[S]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Record a task's pending writes for the checkpoint ``config`` names (idempotent)."""
         writing.put_writes(self._context(), config, writes, (task_id, task_path))
 
     def delete_thread(self, thread_id: str) -> None:
-        """Make the thread read as empty: its runs end, for the store's custody to delete."""
         forgetting.delete_thread(self._context(), thread_id_of(thread_id))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Make the checkpoints of these LangGraph runs read as gone (reads the whole log)."""
         forgetting.delete_for_runs(self._context(), run_ids)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Copy a thread, as an Actae fork with its receipt."""
         ctx = self._context()
         copying.copy_thread(ctx, thread_id_of(source_thread_id), thread_id_of(target_thread_id))
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """Keep each namespace's latest checkpoint visible (``keep_latest``), or none."""
         threads = [thread_id_of(thread_id) for thread_id in thread_ids]
         forgetting.prune(self._context(), threads, strategy)
 
@@ -167,8 +150,7 @@ def _coroutine(method: Callable[Concatenate[_Saver[Any], P], T]) -> Any:
         return await self._call(method, self, *args, **kwargs)
 
     coroutine.__name__ = coroutine.__qualname__ = f"a{method.__name__}"
-    summary = (method.__doc__ or "").splitlines()[0]
-    coroutine.__doc__ = f"{summary}\n\nThe blocking :meth:`{method.__name__}`, awaited."
+    coroutine.__doc__ = f"The blocking :meth:`{method.__name__}`, awaited."
     return coroutine
 
 
@@ -186,11 +168,10 @@ for _name in (
 
 
 class ActaeSaver(_Saver[Store]):
-    """A LangGraph checkpointer on an Actae ``Store``: ``builder.compile(checkpointer=saver)``.
+    """A LangGraph checkpointer on an Actae ``Store`` (docs/langgraph.md).
 
     ``with ActaeSaver.from_url(url) as saver`` opens and closes the store; ``ActaeSaver(store)``
-    uses yours. A thread becomes a run of ``workflow_id`` for the agent named ``agent_id`` in
-    the config's metadata, or the saver's ``agent_id`` (docs/langgraph.md).
+    uses yours.
     """
 
     @classmethod
@@ -213,9 +194,8 @@ class ActaeSaver(_Saver[Store]):
 class AsyncActaeSaver(_Saver[AsyncStore]):
     """A LangGraph checkpointer on an Actae store, for ``ainvoke``/``astream``.
 
-    ``async with AsyncActaeSaver.from_url(url) as saver`` opens and closes the store
-    (``actae.open_async``); ``AsyncActaeSaver(async_store)`` uses yours. Its blocking methods
-    work from any thread but its event loop's, which they would stall.
+    ``async with AsyncActaeSaver.from_url(url) as saver`` opens and closes the store. Its
+    blocking methods work from any thread but its event loop's, which they would stall.
     """
 
     @classmethod

@@ -1,11 +1,9 @@
 """Which Actae run holds a LangGraph thread, and which holds each of its namespaces.
 
-A thread is the run started under the operation id ``langgraph:thread:<thread_id>``:
-starting is idempotent, so two processes meeting a new thread start one run, with no table
-of its own. Any other namespace is a child run of the thread's run (``langgraph:ns:<thread
-run>:<namespace>``) with its own channel, so its latest checkpoint is its channel's head. A
-deleted thread's runs end, and a later checkpoint starts the next generation (``…#2``): the
-thread's run is the first generation whose run has not ended.
+A thread is the run started under the operation id ``langgraph:thread:<thread_id>`` (an
+idempotent start: no table of its own); any other namespace a child run with its own
+channel. A deleted thread's runs end, and a later checkpoint starts the next generation
+(``…#2``): the thread's run is the first generation whose run has not ended.
 """
 
 from __future__ import annotations
@@ -26,11 +24,8 @@ from actae.domain.redaction import Redactor
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
 
-_RUN_OF_COMMAND = {"start_run": "run_id", "fork": "child_run_id"}
-"""Where the recorded result of each command that can create a thread's run names it."""
-
-REMEMBERED = 10_000
-"""Entries each memory of :class:`Context` keeps, oldest forgotten first (a lookup's cost)."""
+_RUN_OF_COMMAND = {"start_run": "run_id", "fork": "child_run_id"}  # the result's run id
+REMEMBERED = 10_000  # entries each memory of Context keeps, oldest forgotten first
 
 _remembering = threading.Lock()
 
@@ -52,12 +47,9 @@ class Context:
     workflow_id: str
     agent_id: str
     redact: Redactor | None = None
-    runs: dict[str, Ref] = field(default_factory=dict)
-    """Runs found so far, by the operation id that started them (they never change)."""
-    stored: dict[tuple[UUID, str], None] = field(default_factory=dict)
-    """Checkpoints (channel, id) known to be stored: put here, or looked up."""
-    early: dict[tuple[UUID, str], int] = field(default_factory=dict)
-    """The first cursor of writes recorded before their checkpoint (:mod:`.writing`)."""
+    runs: dict[str, Ref] = field(default_factory=dict)  # by the operation id that started them
+    stored: dict[tuple[UUID, str], None] = field(default_factory=dict)  # checkpoints known
+    early: dict[tuple[UUID, str], int] = field(default_factory=dict)  # first early write's cursor
 
     def thread_operation(self, thread_id: str) -> str:
         """The operation id that starts (and so names) the run of ``thread_id``."""
@@ -110,10 +102,7 @@ def ensure_namespace(ctx: Context, thread_id: str, checkpoint_ns: str, agent_id:
 
 
 def namespaces(store: Store, root: Ref) -> list[tuple[str, Ref]]:
-    """Every namespace of the thread whose run is ``root``: the root first, then children.
-
-    A namespace's first state names it; other children (delegated runs) are left out.
-    """
+    """Every namespace of the thread whose run is ``root``: the root first, then children."""
     found = [("", root)]
     for child in store.lineage(root.run_id).children:
         info = store.run(child)

@@ -1,15 +1,10 @@
 """``put`` and ``put_writes``: a checkpoint is a transition, a task's writes a record.
 
 Each write names the head it read and an operation id derived from what it is, so a retry
-replays. When the head moved first, a call that lost to records only (writes commute, a
-checkpoint still follows its parent) tries again after it; a ``put`` that lost to another
-checkpoint lets the ``ConflictError`` reach LangGraph, as Actae refuses a stale writer. A
-replay that a prune or forget hid since writes again.
-
-LangGraph saves in the background, so a checkpoint's writes can land before it. Only the
-process that made the checkpoint knows its id, so it notes the head such an *early* write
-follows, and the checkpoint's state says where its writes start (``writes_from``): the head
-still answers ``get_tuple`` in one read.
+replays. A call that lost to records only tries again after them; a ``put`` that lost to
+another checkpoint lets the ``ConflictError`` reach LangGraph. A checkpoint's writes can
+land before it (LangGraph saves in the background): the process notes the head such an
+*early* write follows, and the checkpoint's state says where its writes start.
 """
 
 from __future__ import annotations
@@ -50,11 +45,8 @@ from actae.domain.errors import ConflictError, OperationConflictError
 from actae.domain.redaction import merge_counts
 from actae.domain.values import Receipt
 
-MAX_ATTEMPTS = 1000
-"""Attempts while other writers land first (N tasks finishing together: N - 1 for the last)."""
-
-Append = Callable[[Receipt, str, bool], Receipt]
-"""Writes one attempt after the head it is given, under an operation id, revised or not."""
+MAX_ATTEMPTS = 1000  # while other writers land first (N tasks together: N - 1 for the last)
+Append = Callable[[Receipt, str, bool], Receipt]  # one attempt: head, operation id, revised
 
 
 def agent_of(ctx: Context, config: RunnableConfig) -> str:
@@ -143,7 +135,6 @@ def put_writes(
 def _redacted_checkpoint(
     ctx: Context, checkpoint: Checkpoint, metadata: CheckpointMetadata
 ) -> tuple[Checkpoint, CheckpointMetadata, Found]:
-    """The checkpoint and its metadata as they may be stored, and what redaction removed."""
     if ctx.redact is None:
         return checkpoint, metadata, {}
     checkpoint, in_values = redacted_channel_values(checkpoint, ctx.redact)
@@ -154,7 +145,6 @@ def _redacted_checkpoint(
 def _redacted_writes(
     ctx: Context, writes: list[tuple[int, str, object]]
 ) -> tuple[list[tuple[int, str, object]], Found]:
-    """A task's writes as they may be stored, and what redaction removed."""
     if ctx.redact is None:
         return writes, {}
     cleaned: list[tuple[int, str, object]] = []
@@ -167,7 +157,7 @@ def _redacted_writes(
 
 
 def _noted_if_early(ctx: Context, key: tuple[UUID, str]) -> Receipt | None:
-    """Note a write for a checkpoint not stored yet, and return the head it follows."""
+    # Note a write for a checkpoint not stored yet, and return the head it follows.
     if key in ctx.stored:
         return None
     if ctx.store.operation(_put_operation(ctx, *key)) is not None:
@@ -191,12 +181,8 @@ def _appended(
     revision: str | None = None,
     head: Receipt | None = None,
 ) -> None:
-    """Append after the head, retrying as the module says.
-
-    ``revision``: a put's, which refuses a new state version, and the suffix it is stored
-    under when its id holds other, still visible content (else the earlier write stands).
-    ``head``: just read.
-    """
+    # Append after the head (just read, if given), retrying as the module says. revision: a
+    # put's suffix when its id holds other, still visible content (else the earlier stands).
     channel_id, checkpoint_id = key
     operation, revised = base, False
     conflict: ConflictError | None = None
@@ -236,11 +222,9 @@ def mark(
     payload: dict[str, Any] | Callable[[], dict[str, Any] | None],
     operation: str | None = None,
 ) -> None:
-    """Record the marker ``kind`` after the head, again after each head another writer made.
+    """Record the marker ``kind`` (a prune, forget or copy) after the head, again if it moved.
 
-    For the writes (prunes, forgets, copies) that apply to what is there when they land:
-    ``payload`` may be decided anew for each head (``None``: nothing to record); the
-    operation id is ``operation``, or one naming the kind, the channel and the head.
+    ``payload`` may be decided anew for each head (``None``: nothing to record).
     """
     conflict: ConflictError | None = None
     head: Receipt | None = None

@@ -1,15 +1,10 @@
 """Version 1 of each backend's schema: every table Actae owns, as one release made it.
 
-The statements are frozen: a store that ran them is never asked to run them again, so a
-change to any table is a new migration appended to the list
-(:mod:`actae.adapters.persistence.migrations`), never an edit here. The read models'
-tables, indexes and views are spelt out as :mod:`actae.projections.tables` defined them at
-version 1; ``tests/integration/test_migrations.py`` checks that the migrated schema is what
-the code defines, so the two cannot drift apart unnoticed.
-
-PostgreSQL's statements name the store's schema as ``{schema}``. The custody and read-side
-tables are written once, in PostgreSQL's words; SQLite's statements are the same ones in its
-own (:func:`in_sqlite`), so the backends cannot disagree on a column.
+Frozen: a change to any table is a new migration appended (``migrations.py``), never an
+edit here; ``tests/integration/test_migrations.py`` holds the migrated read models equal to
+:mod:`actae.projections.tables`. PostgreSQL's statements name the store's schema as
+``{schema}``; SQLite's are the same ones in its words (:func:`in_sqlite`), so the backends
+cannot disagree on a column.
 """
 
 import re

@@ -164,8 +164,7 @@ def migrate_sqlite(conn: Any) -> None:
 def sqlite_version(conn: Any) -> int:
     """The store's schema version; 0 when the migrations table is absent or empty."""
     found = conn.execute(
-        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
-        (MIGRATIONS_TABLE,),
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", (MIGRATIONS_TABLE,)
     ).fetchone()
     if tuple(found) == (0,):
         return 0

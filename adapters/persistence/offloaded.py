@@ -14,7 +14,7 @@ from eventsourcing.persistence import Notification, StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
 
 from actae.adapters.persistence import operation_ids
-from actae.adapters.persistence.awaiting import off_the_loop
+from actae.adapters.persistence.awaiting import blocking, off_the_loop
 from actae.adapters.persistence.forgets import (
     KEYS_TABLE,
     SECRETS_TABLE,
@@ -70,15 +70,11 @@ class ActaeSQLiteRecorder(SQLiteApplicationRecorder):
         self.forgets.observe(None if row is None else row["value"])
         return read(*args, **kwargs)
 
+    @blocking
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
         """Insert events in one transaction, off the event loop; their positions (rowids)."""
-        return off_the_loop(self._insert_in_transaction, stored_events, kwargs)
-
-    def _insert_in_transaction(
-        self, stored_events: Sequence[StoredEvent], kwargs: dict[str, Any]
-    ) -> Sequence[int] | None:
         with self.datastore.transaction(commit=True) as c:
             return self._insert_rows(c, stored_events, **kwargs)
 
@@ -122,11 +118,9 @@ class ActaeSQLiteRecorder(SQLiteApplicationRecorder):
         c.execute(self._select_version, (key, s.originator_version - 1))
         return c.fetchone() is not None
 
+    @blocking
     def select_operation_row(self, operation_id: str) -> StoredEvent | None:
         """The row that carries ``operation_id``, if one does."""
-        return off_the_loop(self._operation_row, operation_id)
-
-    def _operation_row(self, operation_id: str) -> StoredEvent | None:
         with self.datastore.transaction(commit=False) as c:
             c.execute(self._select_operation, (operation_id,))
             row = c.fetchone()

@@ -1,9 +1,7 @@
 """Riding out database outages: which errors pass by themselves, and how long to wait them out.
 
-A restart, a failover, a terminated backend or a server turned read-only is waited out, said
-once; the long-running processes carry on from their durable positions. Everything else
-fails fast (retrying bad input forever hides the problem). The backoff is jittered, so
-processes that lost the server together do not come back in lockstep.
+The one place that decides (docs/outages.md): a restart, a failover, a terminated backend or
+a read-only server is waited out, said once; everything else fails fast.
 """
 
 from __future__ import annotations
@@ -47,13 +45,7 @@ TRANSIENT_SQLSTATES = frozenset(
 )
 """SQLSTATEs that a later attempt can succeed after; class 08 (connection exception) too."""
 
-REFUSED_LOGIN = (
-    "authentication",
-    "pg_hba.conf",
-    "does not exist",
-    "SSL",
-    "certificate",
-)
+REFUSED_LOGIN = ("authentication", "pg_hba.conf", "does not exist", "SSL", "certificate")
 """Words of a login the server refused for good: no SQLSTATE, but waiting cannot help."""
 
 FIRST_WAIT = 0.05

@@ -595,7 +595,8 @@ class ActaePostgresRecorder(RecognisesOwnCommits, PostgresApplicationRecorder):
         if topics:
             params.append(list(topics))
         params.append(limit)
-        rows = self._observed(self._execute(self._notifications_query(bool(topics)), params))
+        query = self._notifications_query(bool(topics))
+        rows = self._observed(self._execute(query, params, binary=True))  # no bytea to unescape
         return [
             Notification(
                 id=row[0],

@@ -16,7 +16,6 @@ from eventsourcing.sqlite import SQLiteDatastore
 from psycopg import Connection
 from psycopg.rows import DictRow
 
-from actae.adapters.persistence.codec import OrjsonTranscoder, PydanticMapper
 from actae.adapters.persistence.eventlog import PostgresEventLog, RecordedEventLog
 from actae.adapters.persistence.offloaded import ActaeSQLiteRecorder
 from actae.adapters.persistence.postgres import ActaePostgresRecorder
@@ -50,15 +49,7 @@ Mappers = Callable[[ApplicationRecorder], tuple[Mapper[Any], Mapper[Any]]]
 """Makes the mappers over a recorder: the full one, and the read models' one."""
 
 
-def plain_mappers(_: ApplicationRecorder) -> tuple[Mapper[Any], Mapper[Any]]:
-    """Pydantic events stored as orjson bytes, nothing sealed: one mapper for both uses."""
-    mapper = PydanticMapper(transcoder=OrjsonTranscoder())
-    return mapper, mapper
-
-
-def sqlite_store(
-    database: str, *, create_tables: bool, mappers: Mappers = plain_mappers
-) -> EventStore:
+def sqlite_store(database: str, *, create_tables: bool, mappers: Mappers) -> EventStore:
     """Events in the SQLite ``database`` (a path or a URI; table ``stored_events``)."""
     datastore = SQLiteDatastore(
         db_name=database,
@@ -73,9 +64,7 @@ def sqlite_store(
     return _assembled(recorder, RecordedEventLog, datastore.close, mappers)
 
 
-def postgres_store(
-    url: StoreUrl, *, create_tables: bool, mappers: Mappers = plain_mappers
-) -> EventStore:
+def postgres_store(url: StoreUrl, *, create_tables: bool, mappers: Mappers) -> EventStore:
     """Events in PostgreSQL, in the URL's schema, through a pool of the URL's size."""
     conninfo = url.postgres_conninfo
     datastore = PostgresDatastore(

@@ -192,12 +192,7 @@ def _query(query: str) -> dict[str, str]:
 
 
 def _count(
-    options: dict[str, str],
-    name: str,
-    default: int,
-    *,
-    minimum: int,
-    maximum: int = MAX_POOL_SIZE,
+    options: dict[str, str], name: str, default: int, *, minimum: int, maximum: int = MAX_POOL_SIZE
 ) -> int:
     """A whole-number option from ``minimum`` to ``maximum``; ``default`` when absent."""
     text = options.get(name)

@@ -1,19 +1,12 @@
 """Analysts' SQL (``projector.query``): one statement that only reads, keeping nothing.
 
-Each guard is the database's own, not a parse of the SQL here:
-
-- **one statement**: PostgreSQL's extended protocol (psycopg's pipeline mode) parses exactly
-  one; sqlite3 refuses a second statement in ``execute`` before running the first;
-- **reads only**: on PostgreSQL a ``BEGIN READ ONLY`` transaction that is always rolled
-  back (a lone ``COMMIT`` can only end it); on SQLite ``PRAGMA query_only`` and an
-  authorizer that allows only reading, so a write, PRAGMA, ATTACH or BEGIN is refused when
-  the statement is prepared;
-- **nothing kept**: each call gets a connection of its own, closed after it (on PostgreSQL
-  never a pooled one: settings, temporary tables, prepared statements and advisory locks
-  end with the session).
-
-A function the store's role may call (``pg_terminate_backend``) still runs: the guard for
-people is a role of their own (``actae grant-analyst``; docs/data.md, "An analyst role").
+Each guard is the database's own, not a parse of the SQL here: one statement (PostgreSQL's
+extended protocol parses exactly one; sqlite3 refuses a second before running the first),
+reads only (a ``BEGIN READ ONLY`` transaction that is always rolled back; SQLite's
+``query_only`` and an authorizer that allows only reading, checked when the statement is
+prepared), nothing kept (a connection of the call's own, never a pooled one, closed after).
+A function the store's role may call still runs: people get a role of their own
+(``actae grant-analyst``; docs/data.md).
 """
 
 from __future__ import annotations
@@ -28,7 +21,6 @@ import psycopg
 from actae.domain.errors import ValidationError
 
 ONE_READ = "expected exactly one SQL statement that only reads (SELECT, or WITH ... SELECT)"
-"""What ``projector.query`` takes, said in every refusal."""
 READS = frozenset(
     {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
 )
@@ -50,15 +42,11 @@ def _refused(found: str) -> ValidationError:
 
 
 ANALYST_SESSIONS = 2
-"""Analysts' statements a process runs on PostgreSQL at once; more wait for a turn."""
+"""Analysts' statements a process runs at once on PostgreSQL (a burst never takes the writers')."""
 
 
 class PostgresQueries:
-    """Analysts' statements on PostgreSQL, each on a connection of the call's own.
-
-    At most :data:`ANALYST_SESSIONS` at once: a dashboard's burst cannot take the server's
-    connections from the process's writers.
-    """
+    """Analysts' statements on PostgreSQL, each on a connection of its own, a few at once."""
 
     def __init__(self, conninfo: dict[str, str], schema: str) -> None:
         options = f"{conninfo.get('options', '')} -c search_path={schema}".strip()

@@ -1,8 +1,6 @@
-"""Replay-to-live subscriptions for ``async for``: the same pull, an awaited wait.
+"""Replay-to-live subscriptions for ``async for``: the sync ``Subscription``'s pull, awaited.
 
-An :class:`AsyncSubscription` drives a :class:`~actae.adapters.readside.subscription.
-Subscription` (which knows positions, batches and outages) and replaces only its waiting:
-the coroutine awaits this process's commit signal, or the backoff (other processes).
+Only the waiting is its own: this process's commit signal, or the backoff (other processes).
 """
 
 from __future__ import annotations
@@ -19,11 +17,7 @@ from actae.domain.values import ChannelEvent
 
 
 class CommitSignal:
-    """Commits of this process, told to the subscribers on every event loop that waits.
-
-    Writes may run in threads: each commit sets the waiters' events through their loop's
-    ``call_soon_threadsafe``; loops are kept apart, and a closed one is skipped.
-    """
+    """Commits of this process, told to the waiters on each loop (writes may run in threads)."""
 
     def __init__(self) -> None:
         self._waiting: weakref.WeakKeyDictionary[
@@ -70,15 +64,9 @@ class SignalWaiter:
         with contextlib.suppress(RuntimeError):  # the loop has closed: no one is waiting
             self._loop.call_soon_threadsafe(self._event.set)
 
-    async def close(self) -> None:
-        """Nothing to release."""
-
 
 class AsyncSubscription:
-    """``async with store.subscribe(...) as events: async for event in events: ...``.
-
-    History first, then live, until ``stop()``; ``position`` as :class:`Subscription`'s.
-    """
+    """``async with store.subscribe(...) as events: async for event in events``: replay, live."""
 
     def __init__(
         self,
@@ -128,5 +116,3 @@ class AsyncSubscription:
 
     async def __aexit__(self, *_: object) -> None:
         self.stop()
-        if self._waiter is not None:
-            await self._waiter.close()

@@ -1,12 +1,8 @@
 """Analyst roles on PostgreSQL: SELECT on the read models, nothing on the payloads or keys.
 
-:func:`grant` gives a role USAGE on the store's schema and SELECT on each read model, and
-revokes every privilege on the tables that hold payloads or keys (:data:`PRIVATE`), in one
-transaction; :func:`revoke` takes it back. A rebuild's swap drops the granted tables, so
-analyst roles are remembered in :data:`ANALYSTS` (by oid: a renamed role stays one, a new
-role taking a dropped one's name does not) and the swap calls :func:`regrant` in its own
-transaction. Identifiers are quoted with :class:`psycopg.sql.Identifier`; no role is
-created here (that is the DBA's job).
+A rebuild's swap drops the granted tables, so analyst roles are remembered in
+:data:`ANALYSTS` (by oid: a renamed role stays one, a new role taking a dropped one's name
+does not) and the swap calls :func:`regrant`. No role is created here (the DBA's job).
 """
 
 from __future__ import annotations
@@ -29,7 +25,6 @@ from actae.domain.validation import require_text
 from actae.projections.tables import TABLES, VIEWS
 
 ANALYSTS = "actae_analysts"
-"""The roles granted the read models (re-granted after a rebuild's swap)."""
 CUSTODY = (
     "actae_data_keys",
     "actae_artifacts",
@@ -37,17 +32,14 @@ CUSTODY = (
     "actae_artifact_refs",
     "actae_secrets",
 )
-"""The custody tables: the runs' data keys, artifacts and the store's secrets."""
 PRIVATE = (POSTGRES_EVENTS_TABLE, *BOOKKEEPING, MIGRATIONS_TABLE, *CUSTODY, ANALYSTS)
 """Tables an analyst must not use. Any other ``actae_*`` relation of the schema counts too."""
 READ_MODELS = (*(table.name for table in TABLES), *(view.name for view in VIEWS))
-"""The read-model tables and views an analyst may read."""
 LOCK_ORDER = (*(view.name for view in VIEWS), *(table.name for table in TABLES))
 """The read models in the order a rebuild's swap drops them: this module locks them so too."""
 ACCESS = "SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER"
 """Every table privilege, as ``has_table_privilege`` takes them (any one counts)."""
 IN_SCHEMA = "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = %s "
-"""The relations of the schema named by the first parameter."""
 
 log = logging.getLogger("actae.projector")
 
@@ -73,11 +65,7 @@ def check_role_name(role: str) -> str:
 
 
 class GrantingDB(Protocol):
-    """What granting needs of PostgreSQL's read models.
-
-    Their connection, a transaction, and the turn that creators of the read models take (so
-    a grant and a rebuild's swap meet in one order).
-    """
+    """PostgreSQL's read models: a connection, a transaction, the creators' turn (vs a swap)."""
 
     @property
     def conn(self) -> psycopg.Connection[Any]:
@@ -110,7 +98,7 @@ def grant(db: GrantingDB, role: str) -> Access:
 
 
 def revoke(db: GrantingDB, role: str) -> Access:
-    """Take back what :func:`grant` gave ``role`` (safe to repeat); a rebuild no longer grants."""
+    """Take back what :func:`grant` gave ``role`` (safe to repeat), rebuilds' grants too."""
     with db.transaction():
         schema, oid = _lock_and_find(db, role)
         conn = db.conn
@@ -130,10 +118,7 @@ def revoke(db: GrantingDB, role: str) -> Access:
 
 
 def regrant(conn: psycopg.Connection[Any]) -> list[str]:
-    """Grant the read models again to every analyst role (in a rebuild's swap); their names.
-
-    An :data:`ANALYSTS` table the rebuilding role cannot read is warned about, not fatal.
-    """
+    """Grant the read models again to every analyst role (in a rebuild's swap); their names."""
     schema = _current_schema(conn)
     if schema is None:
         return []
@@ -159,15 +144,8 @@ def regrant(conn: psycopg.Connection[Any]) -> list[str]:
     return roles
 
 
-# -- helpers -----------------------------------------------------------------------------------
-
-
 def _lock_and_find(db: GrantingDB, role: str) -> tuple[str, int]:
-    """The store's schema and ``role``'s oid, with the read models locked (in the transaction).
-
-    The creators' turn, then the read models in the order a swap drops them: a swap and a
-    grant wait for each other, never both at once.
-    """
+    """The store's schema and ``role``'s oid, the read models locked in a swap's order."""
     check_role_name(role)
     db.take_turns()  # the creators' turn (this may create actae_analysts), as ensure_schema
     conn = db.conn
@@ -215,10 +193,7 @@ def _refuse_if_any(
     message: Callable[[str], str],
 ) -> None:
     """Fail with ``message`` of the names found (a function: a role's name may hold braces)."""
-    rows = conn.execute(
-        f"SELECT {select} {IN_SCHEMA}WHERE {where} ORDER BY 1",
-        params,
-    ).fetchall()
+    rows = conn.execute(f"SELECT {select} {IN_SCHEMA}WHERE {where} ORDER BY 1", params).fetchall()
     if rows:
         raise ValidationError("ROLE", message(", ".join(str(name) for (name,) in rows)))
 
@@ -270,16 +245,7 @@ def _remember(conn: psycopg.Connection[Any], schema: str, oid: int, role: str) -
 
 
 def _revoke_private(conn: psycopg.Connection[Any], schema: str, role: str) -> list[str]:
-    """Revoke everything on the schema's private tables from ``role``; those tables."""
-    private = _private(conn, schema)
-    if private:
-        revoke_all = sql.SQL("REVOKE ALL ON {} FROM {}")
-        conn.execute(revoke_all.format(_names(schema, private), sql.Identifier(role)))
-    return private
-
-
-def _private(conn: psycopg.Connection[Any], schema: str) -> list[str]:
-    """The private tables of the schema: :data:`PRIVATE` and any other ``actae_*`` relation."""
+    """Revoke all on :data:`PRIVATE` and any other ``actae_*`` relation from ``role``; those."""
     rows = conn.execute(
         f"SELECT c.relname {IN_SCHEMA}WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') "
         "AND (c.relname = ANY(%s) OR c.relname LIKE 'actae\\_%%') ORDER BY c.relname",
@@ -287,7 +253,11 @@ def _private(conn: psycopg.Connection[Any], schema: str) -> list[str]:
     ).fetchall()
     found = {str(name) for (name,) in rows}
     named = [name for name in PRIVATE if name in found]
-    return [*named, *sorted(found - set(named))]
+    private = [*named, *sorted(found - set(named))]
+    if private:
+        revoke_all = sql.SQL("REVOKE ALL ON {} FROM {}")
+        conn.execute(revoke_all.format(_names(schema, private), sql.Identifier(role)))
+    return private
 
 
 def _refuse_leaks(
@@ -308,11 +278,9 @@ def _refuse_leaks(
 
 
 def _names(schema: str, names: Any) -> sql.Composed:
-    """``schema.name, ...`` quoted."""
     return sql.SQL(", ").join(sql.Identifier(schema, name) for name in names)
 
 
 def _on_read_models(statement: sql.SQL, schema: str, roles: list[str]) -> sql.Composed:
-    """``statement`` on every read model for ``roles`` (its ``{}``: the objects, the roles)."""
     grantees = sql.SQL(", ").join(sql.Identifier(role) for role in roles)
     return statement.format(_names(schema, READ_MODELS), grantees)

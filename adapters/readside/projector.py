@@ -75,15 +75,23 @@ class EventCounts(Protocol):
         ...
 
 
-def read_events_of(mapper: Mapper[Any]) -> Callable[[Notification], Any]:
-    """How the projector decodes: as the read models take events, where the mapper can.
+def read_events_of(mapper: Mapper[Any]) -> Callable[[Sequence[Notification]], list[Any]]:
+    """How the projector decodes a batch: each event, or the exception that refused it.
 
-    An Actae mapper gives a channel event's head alone when that is all the read models
-    could read of it (``PydanticMapper.to_read_event``); any other decodes whole events.
+    An Actae mapper reads the batch in one go, a channel event's head alone where that is all
+    the read models could read of it (``PydanticMapper.read_events``); any other decodes
+    whole events, one by one.
     """
     if isinstance(mapper, PydanticMapper):
-        return mapper.to_read_event
-    return mapper.to_domain_event
+        return mapper.read_events
+    return lambda notifications: [_decoded(mapper, n) for n in notifications]
+
+
+def _decoded(mapper: Mapper[Any], notification: Notification) -> Any:
+    try:
+        return mapper.to_domain_event(notification)
+    except Exception as error:
+        return error
 
 
 @dataclass
@@ -191,9 +199,12 @@ class Projector:
         """The batch's changes merged, and the events that could not be projected."""
         batch = Projected(notifications)
         add = batch.merged.add
-        for notification in notifications:
+        for notification, event in zip(notifications, self._read(notifications), strict=True):
+            if isinstance(event, Exception):  # its body was refused
+                batch.poisoned.append((notification, event))
+                continue
             try:  # all of an event's changes, or none of them, reach the batch
-                changes = self._changes_of(notification)
+                changes = project(event)
             except Exception as error:
                 batch.poisoned.append((notification, error))
                 continue
@@ -203,7 +214,10 @@ class Projector:
         return batch
 
     def _changes_of(self, notification: Notification) -> list[Change]:
-        return project(self._read(notification))
+        (event,) = self._read([notification])
+        if isinstance(event, Exception):
+            raise event
+        return project(event)
 
     def _commit(
         self,

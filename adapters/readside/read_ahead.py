@@ -1,9 +1,8 @@
-"""Reading the next page of events while the projector applies the current one.
+"""Reading the next page of events (PostgreSQL) while the projector applies the current one.
 
-On PostgreSQL the read of page *n + 1* can go on while page *n* is projected: every read
-stops at the store's horizon, below which nothing can appear any more
-(``adapters/persistence/positions.py``), so the page after a position is the same whenever
-it is read. It is used only if the projector's position is still the one it was read after.
+Every read stops at the store's horizon (``adapters/persistence/positions.py``), so the page
+after a position is the same whenever it is read; it is used only if the projector is still
+at the position it was read after.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from eventsourcing.persistence import Notification
 
 Read = Callable[[int], Sequence[Notification]]
-"""The page of events after a position."""
 
 
 class ReadAhead:

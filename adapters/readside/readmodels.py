@@ -377,8 +377,12 @@ class Batch:
     def add(self, change: Change) -> None:
         """Merge one change into the batch (a later value of a column wins; counts add up)."""
         if isinstance(change, Upsert):
-            row = self.rows.setdefault((change.table.name, change.key), {})
-            row.update(change.values)
+            key = (change.table.name, change.key)
+            row = self.rows.get(key)
+            if row is None:  # most changes go to a row the batch has already
+                self.rows[key] = {**change.values}
+            else:
+                row.update(change.values)
         elif isinstance(change, Count):
             counted = self.counts.setdefault((change.table.name, change.column), {})
             counted[change.key] = counted.get(change.key, 0) + change.by

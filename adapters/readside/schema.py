@@ -1,8 +1,7 @@
-"""Read-model DDL of a rebuild: fresh tables made from the definitions, then swapped in.
+"""Read-model DDL of a rebuild: fresh tables made from :mod:`actae.projections.tables`, swapped in.
 
-The live read models are made by the store's migrations; a rebuild projects into tables made
-here from :mod:`actae.projections.tables`. Each backend's read models give the column types,
-a timestamp's UTC day, the creators' turns, comments and index renames.
+The live read models are made by the store's migrations; each backend's read models give the
+column types, a timestamp's UTC day, the creators' turns, comments and index renames.
 """
 
 # ruff: noqa: S608 - SQL assembled from our own constant table and column names, never input
@@ -45,7 +44,7 @@ COLUMN_TYPES = {
 
 
 def index_name(table: str, columns: tuple[str, ...]) -> str:
-    """An index's name: its table's, then its columns'."""
+    """``table_column_column``."""
     return f"{table}_{'_'.join(columns)}"
 
 
@@ -80,10 +79,8 @@ class SchemaMethods(ABC):
 
     types: ClassVar[dict[str, str]]
     """Each column type of :mod:`actae.projections.tables` as this backend declares it."""
-    create_view: ClassVar[str]
-    """The statement's start that (re)creates a view."""
-    utc_day: ClassVar[str]
-    """The UTC date of a timestamp column, as SQL (``{}`` is the column)."""
+    create_view: ClassVar[str]  # the statement's start that (re)creates a view
+    utc_day: ClassVar[str]  # the UTC date of a timestamp column, as SQL ({} is the column)
 
     if TYPE_CHECKING:  # provided by ReadModelDB
 
@@ -136,12 +133,8 @@ class SchemaMethods(ABC):
         self.execute(f"{self.create_view} {COST_PER_DAY.name} AS {self._cost_per_day()}")
 
     def _cost_per_day(self) -> str:
-        """What each usage row added to its channel's totals, summed per day and run kind.
-
-        A row holds the run's totals after its event, so the event added the difference
-        from the channel's previous row. The window partitions by workflow, agent and model
-        too (a channel is one run's), so a filter on those reaches run_status first.
-        """
+        # What each usage row added to its channel's totals; the window partitions by workflow,
+        # agent and model too (a channel is one run's), so a filter on those reaches run_status.
         added = ", ".join(f"u.{n} - coalesce(lag(u.{n}) OVER w, 0) AS {n}" for n in USAGE_NAMES)
         sums = ", ".join(f"sum({n}) AS {n}" for n in USAGE_NAMES)
         return (

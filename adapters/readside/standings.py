@@ -1,10 +1,8 @@
-"""run_status's derived columns: each run's facts read from the tables, the domain's rule applied.
+"""run_status's derived columns: the domain's :func:`~actae.domain.status.standing` of runs' facts.
 
-A run's ``status`` and ``next_action`` are the domain's :func:`~actae.domain.status.standing`
-of its facts: its row, its open effects, a regression on its channel and whether a live
-worker serves it. One statement reads them for many runs, the rule decides, and only the
-rows whose derived columns change are written. Every caller holds the projector's tracking
-lock (or a new table's creation lock), so no fact changes between the read and the write.
+One statement reads the facts of many runs, the rule decides, and only the rows whose derived
+columns change are written. Every caller holds the projector's tracking lock (or a new
+table's creation lock), so no fact changes between the read and the write.
 """
 
 # ruff: noqa: S608 - SQL assembled from our own constant table and column names, never input
@@ -23,17 +21,15 @@ from actae.domain.status import RunFacts, Standing, standing
 from actae.domain.values import RunStatus
 
 CLAIMED = f"status = '{EffectStatus.CLAIMED}'"
-"""An effect row held by a worker: the domain's time-independent status of a claim."""
 CHUNK = 400
 """Runs whose facts one statement reads (each is two parameters, far below SQLite's limit)."""
 DERIVED = ("attempts", "in_doubt_effects", "next_retry_at", "status", "next_action")
-"""The columns a refresh writes, in the order of its statement's parameters."""
 ASKING = (EffectStatus.NEEDS_REVIEW, EffectStatus.IN_DOUBT, EffectStatus.RETRY_SCHEDULED)
 """The effect statuses whose first key the facts carry (``RunFacts.effects``)."""
 
 
 class Transactional(Protocol):
-    """The read models' connection (``ReadModelDB``): refreshes, lookups and leases use it."""
+    """The read models' connection (``ReadModelDB``)."""
 
     @property
     def mark(self) -> str:
@@ -55,23 +51,16 @@ class Transactional(Protocol):
         """A transaction, or a savepoint inside one."""
 
 
-def _effect_is(status: EffectStatus) -> str:
-    return f"e.status = '{status}'"
-
-
 def _effects_sql(effects: str, where: str) -> str:
-    """Each run's effects summed up: the first key of each asking status, and the totals.
-
-    In doubt counts what ``next_action`` would reconcile: a claim flagged in doubt, never a
-    step's attempt counter (a step is made again).
-    """
+    # Each run's effects summed up: the first key of each asking status, and the totals. In
+    # doubt counts what next_action would reconcile: never a step's attempt counter.
     in_doubt = (
         f"e.{CLAIMED} AND e.in_doubt "
         f"AND replace(e.effect_key, '{STEP_ATTEMPTS}', '') = e.effect_key"
     )
-    retry = _effect_is(EffectStatus.RETRY_SCHEDULED)
+    retry = f"e.status = '{EffectStatus.RETRY_SCHEDULED}'"
     return f"""SELECT e.run_id,
-        min(CASE WHEN {_effect_is(EffectStatus.NEEDS_REVIEW)} THEN e.effect_key END) AS review,
+        min(CASE WHEN e.status = '{EffectStatus.NEEDS_REVIEW}' THEN e.effect_key END) AS review,
         min(CASE WHEN {in_doubt} THEN e.effect_key END) AS reconcile,
         min(CASE WHEN {retry} THEN e.effect_key END) AS retry,
         sum(e.attempts) AS attempts,
@@ -97,10 +86,10 @@ FROM run_status{suffix} r LEFT JOIN ({_effects_sql(f"effects{suffix}", mine)}) e
     ON e.run_id = r.run_id {runs}"""
 
 
-def facts_of(row: dict[str, Any]) -> RunFacts:
-    """A run's facts from its row of :func:`facts_sql` (no lifecycle yet: running)."""
+def derived(row: dict[str, Any]) -> tuple[Any, ...]:
+    """The derived columns (``DERIVED``) of a run's row of :func:`facts_sql`."""
     keys = (row["review"], row["reconcile"], row["retry"])
-    return RunFacts(
+    facts = RunFacts(
         lifecycle=RunStatus(row["lifecycle"] or RunStatus.RUNNING),
         forgotten=bool(row["forgotten"]),
         waiting_reason=row["waiting_reason"],
@@ -112,11 +101,7 @@ def facts_of(row: dict[str, Any]) -> RunFacts:
         regressed=row["regressed"],
         effects={s: key for s, key in zip(ASKING, keys, strict=True) if key is not None},
     )
-
-
-def derived(row: dict[str, Any]) -> tuple[Any, ...]:
-    """The derived columns a run with this row of :func:`facts_sql` should hold (``DERIVED``)."""
-    stands: Standing = standing(facts_of(row))
+    stands: Standing = standing(facts)
     totals = (row["new_attempts"], row["new_in_doubt_effects"], row["new_next_retry_at"])
     return (*totals, stands.status.value, stands.next_action)
 
@@ -164,20 +149,12 @@ def runs_of_effects(db: Transactional, effect_ids: Iterable[Any], suffix: str = 
 
 
 def lease_ran_out(mark: str) -> str:
-    """The domain's ``lease_ran_out(expires_at, now)`` in SQL; ``mark`` is the moment.
-
-    No event records it, so the read models ask it on the store's clock (``in_doubt``); a
-    claim always has an expiry.
-    """
+    """The domain's ``lease_ran_out(expires_at, now)`` in SQL, on the store's clock (``mark``)."""
     return f"expires_at <= {mark}"
 
 
 def expire_sql(effects: str, mark: str) -> str:
-    """Make ``in_doubt`` say whether each claim may have happened, as of a moment.
-
-    In doubt: granted over an unanswered claim, or its lease ran out (until a late heartbeat).
-    Only changed rows are written; their run ids are returned.
-    """
+    """Set ``in_doubt`` of each claim where it changes (an unanswered claim, a lease run out)."""
     doubt = f"(claimed_in_doubt OR {lease_ran_out(mark)})"
     return (
         f"UPDATE {effects} SET in_doubt = {doubt} "
@@ -206,10 +183,7 @@ def mark_unserved(db: Transactional, now: datetime) -> list[Any]:
 
 
 def mark_regressed(db: Transactional, channel_id: Any, detail: str, now: datetime) -> None:
-    """Say on run_status that ``channel_id``'s history went back (``detail``: how far).
-
-    Not an event, which would be a write past the loss; an operator deletes the row.
-    """
+    """Say on run_status that ``channel_id``'s history went back (not an event: past the loss)."""
     p, channel = db.mark, db.adapt(UUID(str(channel_id)))
     db.execute(
         f"INSERT INTO {REGRESSIONS} (channel_id, detail, found_at) VALUES ({p}, {p}, {p}) "

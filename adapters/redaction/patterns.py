@@ -1,8 +1,7 @@
 """The built-in secret patterns, and how they scan a text cheaply.
 
-Each kind has a regex and cheap hints of where it may match (a general regex search costs 5
-to 15 ns per character), so a clean text costs a few ``str.find`` calls and no regex. A
-redacted piece becomes ``[redacted:<name>]``, which no pattern matches: redacting is idempotent.
+Each kind has a regex and cheap hints of where it may match, so a clean text costs a few
+``str.find`` calls and no regex. ``[redacted:<name>]`` matches no pattern: it is idempotent.
 """
 
 from __future__ import annotations
@@ -11,8 +10,7 @@ import re
 import string
 from collections.abc import Iterator, Mapping
 
-SECRET_FIELD = "secret_field"  # noqa: S105 - a count name, not a password
-"""The count name of string values replaced because of the key they are stored under."""
+SECRET_FIELD = "secret_field"  # noqa: S105 - the count of values replaced for their key
 
 SECRET_KEYS = frozenset(
     {
@@ -201,17 +199,14 @@ _ANCHORED = frozenset({"cookie", "secret_assignment"})
 
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
-MIN_LENGTH = 6
-"""The shortest text any built-in pattern can match (``a@b.io``); shorter strings skip."""
+MIN_LENGTH = 6  # the shortest text any built-in pattern can match (a@b.io); shorter strings skip
 
 _CARD_MARKER = marker("card_number")
 
 
 def _hints(name: str, text: str) -> list[int]:
-    """Where pattern ``name`` may match in ``text``: cheap, may point wrongly, never misses.
-
-    Empty if it cannot match at all; the regex then runs only on the texts around the hints.
-    """
+    # Where pattern name may match in text: cheap, may point wrongly, never misses (empty:
+    # it cannot match); the regex then runs only on the texts around the hints.
     if name == "email":
         return _found(text, "@")
     if name == "bearer_token":
@@ -239,7 +234,6 @@ def _hints(name: str, text: str) -> list[int]:
 
 
 def _found(text: str, part: str) -> list[int]:
-    """Where ``part`` occurs in ``text``."""
     places: list[int] = []
     place = text.find(part)
     while place >= 0:
@@ -249,10 +243,7 @@ def _found(text: str, part: str) -> list[int]:
 
 
 def redacted_text(names: tuple[str, ...], text: str, counts: dict[str, int]) -> str:
-    """``text`` with the built-in patterns ``names`` applied in turn; counts added.
-
-    ``text`` may be many texts joined by NUL: a pattern runs only on those with a hint.
-    """
+    """``text`` (NUL-joined texts) with the built-in patterns ``names`` applied; counts added."""
     for name in names:
         if hints := _hints(name, text):
             text = _replace(name, text, hints, counts)
@@ -292,11 +283,8 @@ def _replace(name: str, text: str, hints: list[int], counts: dict[str, int]) -> 
 
 
 def _matches(pattern: re.Pattern[str], text: str, hints: list[int]) -> Iterator[re.Match[str]]:
-    """``pattern``'s matches in the NUL-separated parts of ``text`` that hold a hint, in order.
-
-    A search bounded to a part sees the text around it as a NUL, which is what a lone text
-    would show: no pattern matches a NUL or needs one.
-    """
+    # pattern's matches in the NUL-separated parts of text that hold a hint, in order (a
+    # search bounded to a part sees a NUL around it, as a lone text would).
     end = -1
     for hint in sorted(hints):
         if hint < end:
@@ -309,7 +297,6 @@ def _matches(pattern: re.Pattern[str], text: str, hints: list[int]) -> Iterator[
 
 
 def _anchored(pattern: re.Pattern[str], text: str, hints: list[int]) -> Iterator[re.Match[str]]:
-    """``pattern``'s matches that start at a hint, in order, none overlapping the one before."""
     end = part_end = 0
     for hint in sorted(set(hints)):
         if hint < end:
@@ -324,11 +311,8 @@ def _anchored(pattern: re.Pattern[str], text: str, hints: list[int]) -> Iterator
 
 
 def _card_numbers(run: str) -> tuple[str, int]:
-    """``run`` (a digit run) with its card numbers replaced, and how many there were.
-
-    The whole run is tried first; when it is no card (say an expiry date or a quantity
-    follows or precedes the number) so are its stretches of whole groups, leftmost-longest.
-    """
+    # run (a digit run) with its card numbers replaced, and how many: the whole run first,
+    # else its stretches of whole groups, leftmost-longest (a date or quantity may adjoin).
     groups: list[tuple[int, int]] = []
     start = 0
     for index, char in enumerate(run):
@@ -354,11 +338,8 @@ def _card_numbers(run: str) -> tuple[str, int]:
 
 
 def _card_from(run: str, groups: list[tuple[int, int]], first: int) -> int:
-    """The last group of the longest card number that starts at group ``first``, or -1.
-
-    A card is one group of 13 to 19 digits, or a group of 4 and more groups of 3 to 6 (4-4-4-4,
-    4-6-5, 4-3-3-3, 4-4-4-4-3), 13 to 19 digits in all; it starts with 2 to 9 and passes Luhn.
-    """
+    # The last group of the longest card that starts at group first, or -1: one group of 13
+    # to 19 digits, or a group of 4 and groups of 3 to 6 (13 to 19 digits), 2-9 first, Luhn.
     start, end = groups[first]
     if run[start] in "01":
         return -1

@@ -1,15 +1,8 @@
 """The built-in redactors: walk a JSON document, clean its texts, count what left it.
 
-:data:`redact_secrets` applies :data:`~.patterns.PATTERNS` to every string, **dict keys
-included** (a secret in a key is stored forever too; a key that redacts to one already
-present gets a ``#2``, ``#3``... suffix, so no entry is lost), and replaces a whole string
-stored under a telling key (:data:`~.patterns.SECRET_KEYS`), counted as ``secret_field``.
-Numbers, booleans and ``None`` never change. :func:`redactor_from` builds a redactor from a
-user's named regexes, :func:`chain` runs several in turn::
-
-    redact = chain(redact_secrets, redactor_from({"employee_id": "EMP-[0-9]{6}"}))
-
-The document is copied once; its strings are joined and scanned together, and put back only
+Every string is scanned, **dict keys included** (a secret in a key is stored forever too),
+and a whole string under a telling key (:data:`~.patterns.SECRET_KEYS`) is replaced. The
+document is copied once; its strings are joined and scanned together, and put back only
 when something was redacted (docs/performance.md).
 """
 
@@ -33,8 +26,7 @@ from actae.domain.validation import MAX_DEPTH, key_label, require_text
 
 _SECRET_MARKER = marker(SECRET_FIELD)
 
-_Texts = Callable[[list[str], dict[str, int]], list[str] | None]
-"""Redacts a document's texts (in walk order): the new texts, or None if none changed."""
+_Texts = Callable[[list[str], dict[str, int]], list[str] | None]  # None: none changed
 
 
 def _builtin_texts(names: tuple[str, ...]) -> _Texts:
@@ -57,11 +49,7 @@ def _each(texts: list[str], redact: Callable[[str], str]) -> list[str] | None:
 
 
 class _Walker(PlainRedactor):
-    """A redactor: copies the document, replaces secret keys' values, redacts every text.
-
-    The copy collects the strings long enough to hold a secret (values and keys, in order);
-    they are redacted together, and a second walk puts them back only if one changed.
-    """
+    """A redactor: copies the document collecting its texts, redacts them at once, puts back."""
 
     __slots__ = ("_key_lengths", "_min_length", "_secret_keys", "_texts")
 
@@ -82,7 +70,6 @@ class _Walker(PlainRedactor):
         return Redacted(copy[0], counts)
 
     def _copy(self, value: Any, texts: list[str], counts: dict[str, int], depth: int) -> Any:
-        """A copy of the list, tuple or dict ``value``, collecting its texts in walk order."""
         if depth > MAX_DEPTH:
             raise _too_deep()
         collect, min_length, key_lengths = texts.append, self._min_length, self._key_lengths
@@ -120,7 +107,6 @@ class _Walker(PlainRedactor):
         return name != "token" or "logprob" not in siblings
 
     def _put(self, value: Any, redacted: Iterator[str]) -> None:
-        """Put the redacted texts back into the copy, in the order they were collected."""
         min_length = self._min_length
         is_dict = isinstance(value, dict)
         renamed: dict[str, str] = {}
@@ -143,8 +129,7 @@ class _Walker(PlainRedactor):
             value.update(out)
 
 
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-"""A user pattern's name, as :func:`redactor_from` accepts it."""
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # a user pattern's name
 _MARKER = re.compile(rf"\[redacted:{_NAME.pattern}\]")
 _CONTAINERS = (dict, list, tuple)
 _NUMBERS = (int, float)  # bool is an int
@@ -159,7 +144,6 @@ def _is_marker(text: str) -> bool:
 
 
 def _unused(key: str, taken: dict[str, Any], original: dict[str, Any]) -> str:
-    """``key``, or with the first ``#n`` suffix that names no other entry of the object."""
     candidate, number = key, 1
     while candidate in taken or candidate in original:
         number += 1
@@ -180,11 +164,7 @@ def _too_deep() -> ValidationError:
 def builtin_redactor(
     patterns: Iterable[str] = tuple(PATTERNS), *, secret_keys: Iterable[str] = SECRET_KEYS
 ) -> Redactor:
-    """The built-in redactor with a choice of :data:`PATTERNS` and :data:`SECRET_KEYS`.
-
-    ``builtin_redactor(secret_keys=())`` leaves values under telling keys to the patterns;
-    ``builtin_redactor(["api_key", "bearer_token"])`` keeps card numbers and addresses.
-    """
+    """The built-in redactor with a choice of :data:`PATTERNS` and :data:`SECRET_KEYS`."""
     if isinstance(patterns, str):
         raise ValidationError("patterns", "expected a collection of pattern names, got a string")
     chosen = set(patterns)
@@ -205,13 +185,10 @@ def _secret_key_names(keys: Iterable[str]) -> frozenset[str]:
 
 
 redact_secrets: Redactor = builtin_redactor()
-"""The default redactor: every built-in pattern, and the values under :data:`SECRET_KEYS`
-(a password or an opaque token matches no pattern; the keys that name them name little else).
-"""
+"""The default redactor: every built-in pattern, and the values under :data:`SECRET_KEYS`."""
 
 
-_Rule = Callable[[str, dict[str, int]], str]
-"""One user pattern, applied to a text: every non-empty match becomes its name's marker."""
+_Rule = Callable[[str, dict[str, int]], str]  # a user pattern: each non-empty match a marker
 
 
 def _rule(name: str, pattern: re.Pattern[str]) -> _Rule:
@@ -240,10 +217,8 @@ def redactor_from(
 ) -> Redactor:
     """A redactor from a user's own named regexes (and, optionally, telling keys).
 
-    Every non-empty match becomes ``[redacted:<name>]`` and counts under ``name`` (letters,
-    digits, ``_ . -``, at most 64 characters), pattern after pattern in the mapping's order,
-    on every string and dict key. A pattern that matches its own marker counts again on
-    every pass; avoid that. Combine with the defaults: ``chain(redact_secrets, ...)``.
+    Every non-empty match becomes ``[redacted:<name>]``, pattern after pattern in the
+    mapping's order; one that matches its own marker counts again on every pass.
     """
     if not isinstance(patterns, Mapping):
         raise ValidationError("patterns", f"expected a mapping, got {type(patterns).__name__}")
@@ -289,10 +264,7 @@ def _compiled(field: str, pattern: object) -> re.Pattern[str]:
 
 
 def chain(*redactors: Redactor) -> Redactor:
-    """A redactor that runs ``redactors`` in turn, each on the previous one's output.
-
-    Counts are summed by name; a user's callable has its result checked (``chain[<index>]``).
-    """
+    """A redactor that runs ``redactors`` in turn, each on the previous one's output."""
     if not redactors:
         raise ValidationError("redactors", "expected at least one redactor")
     for index, redactor in enumerate(redactors):

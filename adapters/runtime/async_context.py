@@ -1,11 +1,8 @@
 """Durable steps for async workflow code: ``await store.resume(...)`` gives an AsyncRunContext.
 
-Each method is the ``RunContext`` one of the same name, run in a greenback portal on the loop
-(as ``AsyncStore`` runs ``Store``'s); a step's or effect's async ``fn`` is awaited on the
-loop, a plain one runs in a thread. Cancelling the workflow records nothing: the claim runs
-out and the effect is in doubt, as after a kill. **Fan-out**: calls are recorded one at a time
-in call order (a re-run replays the same ids), but the context lets go while a ``fn`` runs:
-``await ctx.gather(ctx.step("a", f), ctx.step("b", g))`` runs ``f`` and ``g`` concurrently.
+Each method is the ``RunContext`` one, run in a greenback portal on the loop (docs/async.md).
+Calls take turns to record, in the order they were made, and a call lets go of its turn
+while its ``fn`` runs: that is what lets ``ctx.gather`` fan out.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The asyncio face of the store: ``actae.open_async(url)`` and ``AsyncStore``.
 
-Each method is the ``Store`` one, run in a greenback portal on the loop's thread
-(:mod:`actae.adapters.persistence.awaiting`): one implementation of every command, query and
-error. Where it would block the coroutine waits: on psycopg's ``AsyncConnectionPool``, or for
-a SQLite call in a thread (docs/async.md).
+Each method is the ``Store`` one, run in a greenback portal on the loop's thread: one
+implementation of every command, query and error (docs/async.md, "How it works").
 """
 
 from __future__ import annotations
@@ -30,9 +28,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-def _opening(
-    opens: Callable[P, Store],
-) -> Callable[P, AbstractAsyncContextManager[AsyncStore]]:
+def _opening(opens: Callable[P, Store]) -> Callable[P, AbstractAsyncContextManager[AsyncStore]]:
     """``open_async`` from ``actae.open``: the same arguments, an ``AsyncStore`` for a block."""
 
     @asynccontextmanager

@@ -1,8 +1,6 @@
-"""A worker that runs many runs at once: ``AsyncWorker(store, name=, registry=, concurrency=)``.
+"""Up to ``concurrency`` runs at once, each a task running the ``Worker``'s code in a portal.
 
-The :class:`~actae.adapters.runtime.worker.Worker` (which decides everything) with up to
-``concurrency`` runs in flight, each a task running the ``Worker``'s code in a portal; a plain
-workflow runs in a thread while its task waits.
+See docs/async.md, "Workers".
 """
 
 from __future__ import annotations
@@ -56,6 +54,10 @@ class AsyncWorker:
             run_blocking=self._in_thread,
             retention_every=retention_every,
         )
+        self.name = self._worker.name
+        """The worker's name, as the read models show it."""
+        self.outcomes = self._worker.outcomes
+        """``(run_id, outcome)`` of every run served so far (the ``Worker``'s own list)."""
         self._threads: concurrent.futures.ThreadPoolExecutor | None = None  # plain workflows'
         self._in_flight: dict[str, asyncio.Task[int]] = {}
         self._fruitless: set[str] = set()  # runs whose last turn could not move them
@@ -64,16 +66,6 @@ class AsyncWorker:
         self._stopping = False
         self._changed: asyncio.Event | None = None
         self._regressed: HistoryRegressedError | None = None
-
-    @property
-    def name(self) -> str:
-        """The worker's name, as the read models show it."""
-        return self._worker.name
-
-    @property
-    def outcomes(self) -> list[tuple[Any, str]]:
-        """``(run_id, outcome)`` of every run served so far."""
-        return self._worker.outcomes
 
     def request_stop(self) -> None:
         """Take no new run; ``run()`` returns once the runs in flight have ended."""

@@ -18,14 +18,10 @@ from uuid import UUID
 from eventsourcing.persistence import ApplicationRecorder, Mapper
 from psycopg import sql
 
-from actae.adapters.custody.blobs import BlobStore, blob_store
-from actae.adapters.custody.datakeys import SqlKeyTable, Transaction
-from actae.adapters.custody.holding import SecretTable
-from actae.adapters.custody.refs import RefRecorder
-from actae.adapters.custody.tables import PostgresTables, SQLiteTables
-from actae.adapters.persistence.awaiting import off_the_loop
+from actae.adapters.custody.tables import PostgresTables, SQLiteTables, Tables
+from actae.adapters.persistence.awaiting import blocking
 from actae.adapters.persistence.clock import read_clock_with, store_clock
-from actae.adapters.persistence.forgets import KEYS_TABLE, SECRETS_TABLE, ForgetWatch
+from actae.adapters.persistence.forgets import ForgetWatch
 from actae.adapters.persistence.migrations import open_postgres, open_sqlite
 from actae.adapters.persistence.offloaded import ActaeSQLiteRecorder
 from actae.adapters.persistence.postgres import ActaePostgresRecorder, DatabaseClock
@@ -38,10 +34,6 @@ from actae.domain.ports import Clock
 
 ServiceFactory = Callable[[bool], ActaeService]
 """Builds the store's service; its argument says whether the event tables may be created."""
-KeyTables = tuple[SqlKeyTable, SecretTable]
-"""Where runs' data keys and the store's own secrets live."""
-Custody = tuple[BlobStore, RefRecorder]
-"""The artifacts' blob store and their references."""
 BACKLOG_CAP = 1_000_000
 """Events counted after a position at most: a gauge scraped every few seconds must not scan a
 backlog of millions each time."""
@@ -61,10 +53,6 @@ class Backend:
 
     _recorder: ActaePostgresRecorder | ActaeSQLiteRecorder
     """The event store's recorder (from :meth:`event_store` on)."""
-    _mark = "?"
-    """The DB-API parameter mark of the database's driver."""
-    _text_ids = True
-    """Whether run ids are stored as text (the database has no uuid type)."""
 
     def __init__(self, url: StoreUrl) -> None:
         self.url = url
@@ -91,27 +79,13 @@ class Backend:
 
         return over
 
-    def _table(self, name: str) -> str:
-        """A custody table's name as statements give it."""
-        return name
-
-    def key_tables(self) -> KeyTables:
-        """Data keys and secrets through the event store's connections (asked by its mappers)."""
-        datastore = self._recorder.datastore
-        begin: Transaction = lambda: datastore.transaction(commit=True)  # noqa: E731
-        keys, secrets = self._table(KEYS_TABLE), self._table(SECRETS_TABLE)
-        data_keys = SqlKeyTable(
-            begin, table=keys, mark=self._mark, text_ids=self._text_ids, secrets=secrets
-        )
-        return data_keys, SecretTable(begin, table=secrets, mark=self._mark)
+    def tables(self) -> Tables:
+        """The custody tables: keys, secrets and artifacts (asked by the event store's mappers)."""
+        raise NotImplementedError
 
     def forget_watch(self) -> ForgetWatch:
         """What the recorder's reads saw of forgets (asked by its mappers)."""
         return self._recorder.forgets
-
-    def custody(self, spec: str | None) -> Custody:
-        """The artifacts' blobs (where ``spec`` says: the database by default) and references."""
-        raise NotImplementedError
 
     def read_models(self) -> ReadModelDB:
         """The read models, next to the events."""
@@ -140,22 +114,10 @@ class Backend:
 
         The one delete of events, after the run's tombstone (positions stay monotonic).
         """
-        if not everything_of and not history_of:
-            return 0
-        return off_the_loop(self._delete_events, everything_of, history_of, keep_topic)
-
-    def _delete_events(
-        self, everything_of: Sequence[UUID], history_of: Sequence[UUID], keep_topic: str
-    ) -> int:
         raise NotImplementedError
 
-    def still_stored(self, originator_ids: Sequence[UUID]) -> set[UUID]:
-        """Which of ``originator_ids`` still have events."""
-        if not originator_ids:
-            return set()
-        return off_the_loop(self._still_stored, originator_ids)
-
-    def _still_stored(self, ids: Sequence[UUID]) -> set[UUID]:
+    def still_stored(self, ids: Sequence[UUID]) -> set[UUID]:
+        """Which of ``ids`` (aggregates) still have events."""
         raise NotImplementedError
 
     def server(self, field: str, *, needed_by: str, missing: str) -> dict[str, str]:
@@ -175,8 +137,6 @@ class PostgresBackend(Backend):
     name = "postgresql"
     reads_ahead = True
     _recorder: ActaePostgresRecorder
-    _mark = "%s"
-    _text_ids = False
 
     def clock(self, given: Clock | None) -> Clock:
         """The store's clock: ``given``, else the database server's (every host agrees)."""
@@ -193,17 +153,9 @@ class PostgresBackend(Backend):
         """Events in the URL's schema, through a pool of the URL's size."""
         return postgres_store(self.url, create_tables=create_tables, mappers=self._kept(mappers))
 
-    def _table(self, name: str) -> str:
-        return f'"{self.url.postgres_schema}".{name}'
-
-    def custody(self, spec: str | None) -> Custody:
-        """Blobs and references, one statement at a time through the process's pool."""
-        tables = PostgresTables(self.url, self._recorder.datastore.pool)
-        try:
-            return blob_store(spec, tables), RefRecorder(tables)
-        except BaseException:
-            tables.close()
-            raise
+    def tables(self) -> Tables:
+        """One statement (or short transaction) at a time, through the process's pool."""
+        return PostgresTables(self.url, self._recorder.datastore.pool)
 
     def read_models(self) -> ReadModelDB:
         """The read models in the store's schema, on the event store's connections."""
@@ -233,9 +185,11 @@ class PostgresBackend(Backend):
         ((count,),) = self._recorder._execute(statement.as_string(), [position, cap])
         return int(count)
 
-    def _delete_events(
-        self, everything_of: Sequence[UUID], history_of: Sequence[UUID], keep_topic: str
+    @blocking
+    def delete_events(
+        self, *, everything_of: Sequence[UUID], history_of: Sequence[UUID], keep_topic: str
     ) -> int:
+        """One statement."""
         statement = sql.SQL(
             "DELETE FROM {} WHERE originator_id = ANY(%s)"
             " OR (originator_id = ANY(%s) AND topic <> %s)"
@@ -244,13 +198,15 @@ class PostgresBackend(Backend):
             cursor.execute(statement, (list(everything_of), list(history_of), keep_topic))
             return cursor.rowcount
 
-    def _still_stored(self, ids: Sequence[UUID]) -> set[UUID]:
+    @blocking
+    def still_stored(self, ids: Sequence[UUID]) -> set[UUID]:
+        """One query per ``CHUNK`` ids, not one each."""
         statement = sql.SQL(
             "SELECT DISTINCT originator_id FROM {} WHERE originator_id = ANY(%s)"
         ).format(self._events_table())
         found: set[UUID] = set()
         with self._recorder.datastore.transaction(commit=False) as cursor:
-            for start in range(0, len(ids), CHUNK):  # one query per CHUNK ids, not one each
+            for start in range(0, len(ids), CHUNK):
                 cursor.execute(statement, (list(ids[start : start + CHUNK]),))
                 found.update(UUID(str(row["originator_id"])) for row in cursor.fetchall())
         return found
@@ -287,28 +243,26 @@ class SqliteBackend(Backend):
         kept = self._kept(mappers)
         return sqlite_store(self.database, create_tables=create_tables, mappers=kept)
 
-    def custody(self, spec: str | None) -> Custody:
-        """Blobs and references on connections of their own, one per call."""
-        tables = SQLiteTables(self.database)
-        return blob_store(spec, tables), RefRecorder(tables)
+    def tables(self) -> Tables:
+        """On connections of their own, one per call."""
+        return SQLiteTables(self.database)
 
     def read_models(self) -> ReadModelDB:
         """The read models in the same database as the events."""
         return sqlite_db(self.database, self.read_only)
 
+    @blocking
     def events_after(self, position: int, cap: int = BACKLOG_CAP) -> int:
         """Counted by one query."""
-        return off_the_loop(self._count_after, position, cap)
-
-    def _count_after(self, position: int, cap: int) -> int:
         table = self._recorder.events_table_name
         statement = f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE rowid > ? LIMIT ?)"  # noqa: S608
         with self._recorder.datastore.transaction(commit=False) as cursor:
             cursor.execute(statement, (position, cap))
             return int(cursor.fetchone()[0])
 
-    def _delete_events(
-        self, everything_of: Sequence[UUID], history_of: Sequence[UUID], keep_topic: str
+    @blocking
+    def delete_events(
+        self, *, everything_of: Sequence[UUID], history_of: Sequence[UUID], keep_topic: str
     ) -> int:
         """The row with the largest ``rowid`` stays: SQLite gives a new row that plus one."""
         table = self._recorder.events_table_name
@@ -325,7 +279,9 @@ class SqliteBackend(Backend):
                     deleted += len(cursor.fetchall())
         return deleted
 
-    def _still_stored(self, ids: Sequence[UUID]) -> set[UUID]:
+    @blocking
+    def still_stored(self, ids: Sequence[UUID]) -> set[UUID]:
+        """A query per ``CHUNK`` ids."""
         table = self._recorder.events_table_name
         found: set[UUID] = set()
         with self._recorder.datastore.transaction(commit=False) as cursor:

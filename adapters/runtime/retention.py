@@ -107,9 +107,7 @@ class Purger:
         keys = projector.db.effect_keys_of(runs)
         everything.extend(Operation.id_for(key) for key in keys)
         deleted = self._backend.delete_events(
-            everything_of=sorted(set(everything)),
-            history_of=list(runs),
-            keep_topic=PURGED_TOPIC,
+            everything_of=sorted(set(everything)), history_of=list(runs), keep_topic=PURGED_TOPIC
         )
         self._service.forget_guesses(everything)  # a write on them would collide with nothing
         self._service.core.seen.forget(everything)  # a key used again starts a new history
@@ -142,6 +140,8 @@ class Purger:
             if live:
                 keys.forget(run_id)
         purged = dict(projector.db.recently("purged_at", since))
+        if not purged:
+            return
         with_events = self._backend.still_stored(list(purged.values()))
         with_keys = keys.present(list(purged))
         unfinished = [

@@ -1,22 +1,10 @@
 """The ledger as one run's workflow code uses it: guarded effects and a failing step's retries.
 
-An effect is claimed under a lease before ``fn`` runs, heartbeated while it runs, and
-recorded as completed or failed afterwards. An attempt that may have happened (its worker
-died inside it) is in doubt: a ``reconcile`` callback decides, an idempotent effect is
-retried under the same key, anything else stops for review. Every attempt has a deadline
-(``timeout``, the lease by default), recorded with its claim and readable inside ``fn`` as
-``actae.current_deadline()``; an answer after it is recorded as in doubt, never as completed.
-
-A step with a ``retry`` policy counts and schedules its attempts with the same kind of ledger
-entry, under ``<step key>:attempts`` (``:round<n>`` after the n-th ``store.retry_run``, a
-fresh budget): backoff with full jitter, ``retry_after`` honoured. A healthy step never
-touches the ledger; the entry is made when its first attempt fails. A step is not a side
-effect: an attempt whose worker died is simply made again.
-
-The writes are the domain's ledger commands run on the command service, as the ``Store``
-methods of the same names run them. Every ledger write notes itself on the run's channel, so
-each is followed by ``ChannelHead.refresh`` (the context adopts the new head); writes after
-``fn`` ran go through ``durably``.
+What an effect and a retried step promise is docs/api.md's. A step with a ``retry`` policy
+counts its attempts in a ledger entry of its own, ``<step key>:attempts`` (``:round<n>``
+after the n-th ``store.retry_run``), made when its first attempt fails: a healthy step never
+touches the ledger. Every ledger write notes itself on the run's channel, so each is
+followed by ``ChannelHead.refresh``; writes after ``fn`` ran go through ``durably``.
 """
 
 from __future__ import annotations
@@ -245,10 +233,7 @@ class RunLedger:
                 final=True,
             )
             self.service.call(
-                lifecycle.fail_run,
-                self.run.run_id,
-                f"effect {key!r}: {reason}",
-                actor=self.worker,
+                lifecycle.fail_run, self.run.run_id, f"effect {key!r}: {reason}", actor=self.worker
             )
             self.head.refresh()
             raise ValidationError(f"effect {key!r}", reason) from error

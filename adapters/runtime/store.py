@@ -1,23 +1,14 @@
-"""The public store: ``actae.open(url)`` and the methods of the contract (README.md).
+"""The public store, ``actae.open(url)``, and the run context ``store.resume`` gives.
 
-This is the composition root. It parses the URL, prepares the schema, builds the command
-service with the orjson codec and a clock, and forwards calls. A command's arguments are
-listed once, by its domain function (``domain/lifecycle.py``, ``ledger.py``,
-``keeping.py``), which :func:`command` binds as the ``Store`` method of the same name;
-the methods written out here do adapter work around their command (a trace span, a data
-key, a purge's deletes). Queries validate their arguments here so that every public entry
-point rejects bad input the same way.
+The composition root (docs/architecture.md). A command's arguments are listed once, by its
+domain function, which :func:`command` binds as the ``Store`` method of the same name; the
+methods written out here do adapter work around their command (a span, a data key, a
+purge's deletes), and queries validate their arguments as every entry point does.
 
-Durable steps for agent code: ``store.resume(run_id, worker=...)`` gives a
-:class:`RunContext`. Agent code calls ``step``, ``effect``, ``record`` and ``transition`` in a
-fixed order. Each call has a deterministic operation id (run + kind + name + occurrence), so
-when a worker dies and the code runs again from the top, every call that already happened
-returns its recorded result instead of running again: a sampled model answer is not
-re-sampled, and a completed payment is not re-sent. Only the first call that has no record
-does real work. The two classes live in one module because each names the other in its
-public face (``Store.resume`` returns a context, ``RunContext.store`` is its store); the
-context's helpers (``channel_head``, ``boundary``, ``inheritance``, ``run_ledger``) work
-on the command service and the reader, below both.
+A :class:`RunContext` gives each call a deterministic operation id (run + kind + name +
+occurrence), so code run again from the top after a crash gets every recorded result back
+instead of running it again (docs/workflows.md). The two classes share a module because
+each names the other in its public face (``Store.resume``, ``RunContext.store``).
 """
 
 from __future__ import annotations
@@ -32,22 +23,12 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    BinaryIO,
-    Concatenate,
-    ParamSpec,
-    Self,
-    TextIO,
-    TypeVar,
-    cast,
-)
+from typing import TYPE_CHECKING, Any, BinaryIO, Concatenate, ParamSpec, Self, TextIO, TypeVar, cast
 from uuid import UUID
 
 import pydantic
 
-from actae.adapters.custody.holding import Holding, holding_for, keyring_of
+from actae.adapters.custody.holding import Holding, keyring_of
 from actae.adapters.custody.sealing import SealingMapper
 from actae.adapters.persistence.awaiting import off_the_loop
 from actae.adapters.persistence.clock import close_clock, host_skew
@@ -133,21 +114,13 @@ def open(
 ) -> Store:
     """Open (and create or migrate, if needed) the store at ``url``.
 
-    With a keyring (``keyring=`` a path, or ``?keyring=`` in the URL) everything agents
-    produce is encrypted at rest under a data key per run (docs/data.md); a store that
-    holds encrypted runs needs it to read their contents. ``redact`` removes secrets from
-    every record and effect result before it is written: ``True`` for the built-in patterns
-    (API keys, bearer tokens, card numbers, e-mail addresses), or a redactor of your own
-    (``actae.redactor_from``, ``actae.chain``); see docs/data.md.
-
-    Leases, retry times and timers are decided on the store's clock: by default the
-    database server's on PostgreSQL (every worker agrees, whatever its host's clock says)
-    and this host's wall time on SQLite and ``memory://``. ``clock`` replaces it with any
-    callable that returns aware UTC datetimes: a :class:`ManualClock` for a test in one
-    process, an :class:`OffsetClock` for virtual time shared by processes (based on the
-    store's own clock). See docs/time.md. With ``create=False`` only an existing store
-    opens: otherwise :class:`StoreNotFoundError`, and nothing (no file, schema or table) is
-    created. ``memory://`` is always new.
+    ``keyring`` (a path, or ``?keyring=`` in the URL) encrypts what agents produce under a
+    data key per run; ``redact`` (``True`` for the built-in patterns, or a redactor of your
+    own) removes secrets from every record and result before it is written (docs/data.md).
+    ``clock`` replaces the store's clock, the database server's on PostgreSQL and this
+    host's elsewhere: a :class:`ManualClock`, an :class:`OffsetClock` (docs/time.md). With
+    ``create=False`` only an existing store opens (else :class:`StoreNotFoundError`, nothing
+    created); ``memory://`` is always new.
     """
     parsed = parse_store_url(url)
     max_document_bytes = require_int("max_document_bytes", max_document_bytes, minimum=1)
@@ -158,9 +131,7 @@ def open(
     holdings: list[Holding] = []
 
     def mappers(_: Any) -> tuple[SealingMapper, SealingMapper]:
-        holding = holding_for(
-            parsed, master_keys, backend.key_tables(), backend.forget_watch(), backend.custody
-        )
+        holding = Holding(parsed, backend.tables(), master_keys, backend.forget_watch())
         holdings.append(holding)
         return holding.mapper, holding.metadata_mapper
 
@@ -286,13 +257,12 @@ class Store:
         self._backend = backend
         holding.prepare()
         self._reader = service.reader
-        self._url = backend.url
         self._closed = False
         self._projector: Projector | None = None
         self._purger = Purger(service, holding, backend)
 
     def __repr__(self) -> str:
-        return f"<actae.Store {self._url.display}>"
+        return f"<actae.Store {self.url}>"
 
     @property
     def redactor(self) -> Redactor | None:
@@ -314,7 +284,7 @@ class Store:
     @property
     def url(self) -> str:
         """The store URL, password masked."""
-        return self._url.display
+        return self._backend.url.display
 
     # -- commands -------------------------------------------------------------------------
 
@@ -378,13 +348,10 @@ class Store:
     ) -> RunContext:
         """A durable-step context for ``run_id`` driven by ``worker``.
 
-        ``redact`` (the workflow's redactor) removes secrets from its step results, records
-        and effect results before the store's own redactor does.
-
-        ``pins`` are the worker's: a run pinned to another model, prompt or tool contract is
-        refused with ``IncompatibleResumeError``. A run on an older state schema is upgraded
-        by ``migrations[n]`` (state of schema n -> state of schema n + 1), each recorded as a
-        new state version; without the needed migration the resume is refused.
+        ``redact`` (the workflow's) runs on what its calls return before the store's does.
+        ``pins`` are the worker's: a run pinned to another model, prompt or tools is refused
+        (``IncompatibleResumeError``); an older state schema is upgraded by ``migrations[n]``
+        (schema n -> n + 1), or refused without it (docs/workflows.md, "Versioned resumes").
         """
         worker = require_text("worker", worker)
         run = self.run(run_id)
@@ -417,19 +384,13 @@ class Store:
     def forget(self, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
         """Destroy the run's contents for good: crypto-shredding, audited with who and why.
 
-        Its data key is destroyed, so its payloads, states, results and artifacts can never
-        be read again, by this store or any other holding the same keyring. Its structure
-        stays readable: ``run`` (status ``forgotten``), ``events`` (payloads ``None``,
-        marked ``forgotten``), lineage and the audit trail; ``state_at``, ``recover`` and
-        ``effect`` raise ``ForgottenError``. A live run is cancelled. Forks and children
-        have keys of their own and are not forgotten with it. Asking again is harmless.
-
-        Only a run written with encryption on has a key to destroy; for another,
-        ``ValidationError`` (nothing written): purge it by retention instead.
+        Its data key goes; its structure stays readable (docs/data.md, "Forgetting a run").
+        A live run is cancelled; forks and children keep their own keys; asking again is
+        harmless. A run written without encryption has no key: ``ValidationError``.
         """
         run = self._reader.run(require_uuid("run_id", run_id))  # NotFoundError first
         keys = self._holding.keys
-        if not keys.has_key(run.run_id):
+        if run.run_id not in keys.present([run.run_id]):  # a key row, live or forgotten
             raise ValidationError(
                 "run_id",
                 f"run {run.run_id} was written without encryption: it has no key to destroy "
@@ -449,11 +410,9 @@ class Store:
     ) -> ArtifactRef:
         """Store bytes for the run outside its event log; an authenticated reference.
 
-        ``data_or_file`` is bytes, a binary file object (read in 1 MiB chunks) or a path:
-        nothing is held in memory whole, so a file of any size streams through. Identical
-        bytes are stored once (per run when the store encrypts: sealed under the run's data
-        key, they go with it when it is forgotten). Keep the reference in a step result
-        (``ref.model_dump(mode="json")``) and open it later with :meth:`open_artifact`.
+        ``data_or_file`` is bytes, a binary file object or a path, streamed in 1 MiB chunks;
+        identical bytes are stored once (docs/data.md). Keep the reference in a step result
+        (``ref.model_dump(mode="json")``) and open it with :meth:`open_artifact`.
         """
         run = self._reader.run(require_uuid("run_id", run_id))  # NotFoundError first
         data_key = self._holding.keys.for_write(run.run_id)
@@ -479,10 +438,8 @@ class Store:
     def rotate_keys(self, *, progress: Callable[[int], None] | None = None) -> int:
         """Re-wrap every run's data key under the keyring's current master key; how many.
 
-        Payloads are not touched: only the wrapped keys change, in batches, each key
-        checked and replaced atomically, so rotation may run while workers write and may be
-        run again after an interruption (``actae keys rotate`` adds the new master key to
-        the keyring file first). ``progress`` is told the count after each batch.
+        Payloads are not touched, so it may run while workers write, and again after an
+        interruption (docs/data.md). ``progress`` is told the count after each batch.
         """
         return self._holding.keys.rewrap_all(progress=progress)
 
@@ -503,15 +460,11 @@ class Store:
     ) -> RetentionReport:
         """Purge the finished runs whose end plus their policy's time has passed.
 
-        A purge keeps the run's tombstone (``store.run`` reports ``purged_at``, its
-        workflow, dates, counts, the policy and ``actor``) and its lineage; it deletes its
-        events, its data key and the artifacts no other run references. A run on hold is
-        never purged, nor one whose forks or delegated children (and theirs) are held, live
-        or within their own window; a fork keeps its own copy of the state it started
-        from. At most ``limit`` runs per call (workers call it periodically); ``dry_run``
-        says what would go and changes nothing. ``progress`` is told how many were purged
-        after each batch. A purge or a forget that a crash
-        interrupted (its event written, its deletes not) is finished first.
+        A purge keeps the run's tombstone and lineage, and deletes its events, data key and
+        unshared artifacts; held runs, and runs whose forks or children are held, live or
+        within their window, stay (docs/data.md, "Retention"). At most ``limit`` runs;
+        ``dry_run`` changes nothing; ``progress`` is told the count after each batch. A
+        purge or forget a crash cut short is finished first.
         """
         started = time.monotonic()
         actor = require_text("actor", actor)
@@ -670,10 +623,8 @@ class Store:
     def projector(self, *, batch_size: int = 2000, out: TextIO | None = None) -> Projector:
         """The store's projector (created on first use, closed with the store).
 
-        ``projector.catch_up()`` brings the read models (run_status, lineage, effects, audit
-        and usage, and the outstanding_effects and cost_per_day views) up to date;
-        ``start()`` follows live in a thread; ``query(sql)`` reads them. They are plain
-        tables next to the event store.
+        ``catch_up()`` brings the read models (docs/read-models.md) up to date, ``start()``
+        follows live in a thread, ``query(sql)`` reads them.
         """
         batch_size = require_int("batch_size", batch_size, minimum=1)
         if self._projector is None:
@@ -706,7 +657,6 @@ class Store:
         with contextlib.ExitStack() as parts:  # each part is closed, whichever one fails
             parts.callback(self._backend.close)
             parts.callback(close_clock, self._service.clock)
-            parts.callback(self._holding.close)
             parts.callback(self._service.close)
             if self._projector is not None:
                 parts.callback(self._projector.close)
@@ -823,13 +773,8 @@ class RunContext:
         """Run ``fn`` once and record its (JSON) result; afterwards return the record.
 
         ``usage`` (a mapping, or a function of the result) records what the step consumed,
-        e.g. ``{"input_tokens": 700, "output_tokens": 112, "cost": 0.02}`` (the names the read
-        models and traces total); the run's budget is checked against the totals.
-        With ``retry``, a failing ``fn`` is tried again by the policy (``retry_after`` on the
-        exception wins when longer), raising ``RetryNotDueError`` until the next attempt is
-        due; an exhausted policy fails the run. A result that cannot be recorded (not plain
-        JSON, too large) fails the run with ``ValidationError`` naming the step: ``fn`` is
-        not called again on its own.
+        e.g. ``{"input_tokens": 700, "output_tokens": 112, "cost": 0.02}``, checked against
+        the run's budget. ``retry`` and a result that cannot be recorded: docs/api.md.
         """
         _, recorded = self._checkpoint(self._next_key("step", name))
         key = self._key("step", name)
@@ -895,16 +840,12 @@ class RunContext:
         request: dict[str, Any] | None = None,
         timeout: float | None = None,
     ) -> T:
-        """Run a side effect at most once, guarded by the ledger (``run_ledger``).
+        """Run a side effect at most once, guarded by the ledger (docs/api.md).
 
         ``fn(idempotency_key, fencing_token)`` does the effect; pass both to the provider.
-        A completed effect returns its recorded result without calling ``fn``. An earlier
-        attempt in doubt is settled by ``reconcile(key)``, else retried if ``idempotent``,
-        else stopped for review (``EffectBlockedError``). A failure raises
-        ``RetryNotDueError`` (by policy and the error's ``retry_after``) or
-        ``EffectBlockedError``. The attempt must be over ``timeout`` seconds after its claim
-        (default ``lease``; ``actae.current_deadline()`` in ``fn``): an answer after it is
-        recorded as in doubt and raises ``DeadlinePassedError``.
+        An earlier attempt in doubt is settled by ``reconcile(key)``, else retried if
+        ``idempotent``, else stopped for review. The attempt must be over ``timeout``
+        seconds after its claim (default ``lease``; ``actae.current_deadline()`` in ``fn``).
         """
         self.checkpoint()
         key = self._key("effect", name)
@@ -1009,10 +950,7 @@ class RunContext:
         return self._wait("approval", name, seconds=expires_in, on_expiry=on_expiry)
 
     def wait_for_signal(self, name: str, *, timeout: float | None = None) -> Decision:
-        """Wait until ``store.signal(run_id, name, payload)``.
-
-        If ``timeout`` seconds pass first, the decision's kind is ``expired``.
-        """
+        """Wait until ``store.signal(run_id, name, payload)`` (after ``timeout`` s: ``expired``)."""
         return self._wait("signal", name, seconds=timeout)
 
     def sleep(self, seconds: float) -> None:
@@ -1043,42 +981,34 @@ class RunContext:
             )
 
     def wait_for_child(self, child: RunInfo) -> Decision:
-        """Wait until the child completes or fails.
-
-        The decision's payload has the child's ``status``, ``result`` and ``error``.
-        """
+        """Wait until the child completes or fails (its ``status``, ``result``, ``error``)."""
         return self._wait("child", f"child:{child.run_id}")
 
     def _wait(
         self, reason: str, name: str, *, seconds: float | None = None, on_expiry: str | None = None
     ) -> Decision:
-        with self.trace.wait(reason, name):
-            return self._decision(reason, name, seconds, on_expiry)
-
-    def _decision(
-        self, reason: str, name: str, seconds: float | None, on_expiry: str | None
-    ) -> Decision:
         """The decision the run got for its wait; else it starts waiting (``RunSuspended``)."""
-        info = self.store.run(self.run.run_id)
-        decided = info.decisions.get(name) or self._inherited.decision(name)
-        if decided is not None:
-            if info.status in STOPPED:
-                raise RunStoppedError(info.run_id, status=info.status.value)
-            return decided
-        self.checkpoint()
-        info = self.store.suspend(
-            self.run.run_id,
-            reason=reason,
-            name=name,
-            seconds=seconds,
-            on_expiry=on_expiry if reason == "approval" else None,
-        )
-        decided = info.decisions.get(name)
-        if decided is not None:  # it came between the look and the wait: the run goes on
-            return decided
-        self._head.refresh()
-        until = info.waiting.until if info.waiting else None
-        raise RunSuspended(info.run_id, reason=reason, name=name, until=until)
+        with self.trace.wait(reason, name):
+            info = self.store.run(self.run.run_id)
+            decided = info.decisions.get(name) or self._inherited.decision(name)
+            if decided is not None:
+                if info.status in STOPPED:
+                    raise RunStoppedError(info.run_id, status=info.status.value)
+                return decided
+            self.checkpoint()
+            info = self.store.suspend(
+                self.run.run_id,
+                reason=reason,
+                name=name,
+                seconds=seconds,
+                on_expiry=on_expiry if reason == "approval" else None,
+            )
+            decided = info.decisions.get(name)
+            if decided is not None:  # it came between the look and the wait: the run goes on
+                return decided
+            self._head.refresh()
+            until = info.waiting.until if info.waiting else None
+            raise RunSuspended(info.run_id, reason=reason, name=name, until=until)
 
 
 def _replay(channel_id: UUID, cursor: int, state_version: int, operation_id: str | None) -> Receipt:

@@ -1,16 +1,11 @@
 """Workflows and the worker runtime that runs them, taking over from workers that died.
 
-``@actae.workflow("agent-name")`` registers the code for runs of that ``agent_id``. A
-``Worker`` keeps the read models current, wakes due waits, then runs each runnable run from
-the top under a lease (``actae_run_leases``): recorded steps replay, so a dead worker's run
-is finished by another once the lease runs out; fencing tokens refuse a stale owner's writes.
-
-It never spins and never stays silent: a run that cannot advance cools down until the reason
-ends (a lease's expiry, a retry's time) or a new event on its channel; the agents it serves
-are advertised (``actae_worker_agents``), so run_status names a run no live worker serves; a
-``ValidationError`` from workflow code fails the run (the same code fails the same way).
-Logs go to ``actae.worker`` (docs/logging.md); each turn is an ``actae.run`` span in the
-run's trace (docs/telemetry.md).
+``@actae.workflow("agent-name")`` registers the code for runs of that ``agent_id``; a
+``Worker`` runs each runnable run from the top under a lease, so recorded steps replay and
+a dead worker's run is finished by another (docs/workflows.md, "Workers"). It never spins
+and never stays silent: a run that cannot advance cools down until the reason ends or its
+channel moves, and the agents it serves are advertised so run_status names a run no live
+worker serves. Logs: ``actae.worker`` (docs/logging.md); spans: docs/telemetry.md.
 """
 
 from __future__ import annotations
@@ -295,10 +290,7 @@ class Worker:
         return woke
 
     def worth_serving(self, row: Mapping[str, Any], now: datetime) -> bool:
-        """Whether serving ``row`` now could move it (no IO; ``_serve`` checks the same).
-
-        A concurrent worker gives its slots only to these.
-        """
+        """Whether serving ``row`` could move it now (no IO): a concurrent worker's slots' test."""
         if row["lifecycle"] == "waiting":
             return worth_a_turn_at(row, now)
         return self.registry.get(row["agent_id"]) is not None and self._runnable(row, now)
@@ -341,7 +333,7 @@ class Worker:
             valid_from=sent,
             now=self.store.now,
             outage=self.outage,
-            on_beat=self._keep_advertising,
+            on_beat=lambda: self._advertise(self.store.now()),  # its agent stays served
         ).start()
         try:
             outcome, cooldown = self._execute(run_id, code, lease, row.get("head_cursor"))
@@ -358,10 +350,6 @@ class Worker:
     def _leases(self) -> RunLeases:
         """The run leases and advertisements, written as the store's read models are."""
         return RunLeases(self.store.projector().db)
-
-    def _keep_advertising(self) -> None:
-        """A long workflow must not make its agent look unserved (renewed with the lease)."""
-        self._advertise(self.store.now())
 
     def _release(self, run_id: Any, token: int) -> None:
         """Let the run go; unreachable, again each pass (else it is held for the lease's term)."""

@@ -1,7 +1,7 @@
 """Telemetry never changes what a run does: every OpenTelemetry call Actae makes is guarded.
 
-The SDK lets a processor's or propagator's exception reach the caller, a workflow's step: a
-guard swallows it and logs the first failure of each kind once on ``actae.telemetry``.
+The SDK lets a processor's exception reach the caller, a workflow's step: a guard swallows
+it and logs the first failure of each kind once.
 """
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ from types import TracebackType
 
 log = logging.getLogger("actae.telemetry")
 
-_failed: set[str] = set()
-"""The kinds of call that failed and were reported already (a race may report one twice)."""
+_failed: set[str] = set()  # kinds reported already (a race may report one twice)
 
 
 class Guard:

@@ -1,8 +1,7 @@
 """Metrics through OpenTelemetry's API: what steps and effects do, and what the read models say.
 
-Counters and the step histogram are recorded as workflows run, in every process. The gauges
-describe the whole store, so the application registers them once (:func:`observe`); they are
-read from the read models at each collection. Every call is guarded (:mod:`.guard`).
+Counters and the step histogram are recorded in every process; the gauges describe the whole
+store, so the application registers them once (:func:`observe`).
 """
 
 from __future__ import annotations
@@ -39,8 +38,8 @@ class Observed(Protocol):
         ...
 
 
+# A replayed step takes a millisecond, a model call minutes (the SDK's defaults are ms).
 STEP_SECONDS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
-"""A replayed step takes a millisecond, a model call minutes (the SDK's defaults are ms)."""
 
 RUNS_BY_STATUS = "SELECT status, count(*) AS n FROM run_status GROUP BY status"
 IN_DOUBT_COUNT = "SELECT count(*) AS n FROM effects WHERE in_doubt"
@@ -91,11 +90,7 @@ def _instruments_of(meter: metrics.Meter) -> Instruments:
 
 
 class Observing(AbstractContextManager["Observing"]):
-    """The gauges of :func:`observe`, reporting until :meth:`stop` (or the ``with`` block's end).
-
-    Stop before the store closes: OpenTelemetry cannot take an instrument back, and a later
-    collection would read a closed store.
-    """
+    """The gauges of :func:`observe`, reporting until :meth:`stop`; stop before the store closes."""
 
     def __init__(self) -> None:
         self.stopped = False
@@ -111,8 +106,7 @@ class Observing(AbstractContextManager["Observing"]):
 def observe(store: Observed, *, meter_provider: MeterProvider | None = None) -> Observing:
     """Report the store's runs by status, its effects in doubt and the read models' lag.
 
-    Call once per store, in one process: the gauges are as fresh as the projector, and the
-    lag says how fresh that is. A gauge that cannot be read reports nothing that time.
+    Call once per store, in one process. A gauge that cannot be read reports nothing that time.
     """
     observing = Observing()
 

@@ -1,8 +1,7 @@
 """The spans of a run: a worker's turn (``actae.run``) and each workflow call under it.
 
-Every span names its run; a call's span also says whether it ran or was answered from the
-log, where it was recorded and under which operation id. Plain context managers, not
-generators: an untraced step pays two clock readings and two no-op metric calls.
+Plain context managers, not generators: an untraced step pays two clock readings and two
+no-op metric calls.
 """
 
 from __future__ import annotations
@@ -41,10 +40,7 @@ def run_attributes(run: RunInfo) -> Attributes:
 
 
 def started(start: Start, run: RunInfo) -> None:
-    """Name the run on the start's own span, marked ``actae.replayed`` for a repeat.
-
-    A repeat kept another context (not this call's write replayed after a lost reply).
-    """
+    """Name the run on the start's own span, ``actae.replayed`` if an earlier start kept its own."""
     repeat = run.replayed and run.trace_context != storable_trace_context(start.trace_context)
     start.describe(run_attributes(run), replayed=repeat)
 

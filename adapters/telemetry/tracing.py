@@ -1,15 +1,14 @@
 """Spans through OpenTelemetry's API, and the trace context a run keeps to stay one trace.
 
-Until the application configures an SDK no span is even opened. A run is one trace however
-many workers take it: ``start_run`` keeps the context it started in (W3C headers), and later
-spans open under it (:func:`parent_context`). Every call goes through a guard (:mod:`.guard`).
+Until the application configures an SDK no span is even opened. ``start_run`` keeps the
+context it started in (W3C headers), and later spans open under it (:func:`parent_context`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from types import TracebackType
 from typing import Self
 from uuid import UUID, uuid5
@@ -43,11 +42,8 @@ from actae.domain.disclosure import error_text
 from actae.domain.errors import RunSuspended
 from actae.domain.validation import MAX_TEXT_LENGTH
 
-NOT_KEPT = frozenset({"baggage"})
-"""Baggage is the caller's data, not the trace's, and the event log keeps things forever."""
-
-API_PROVIDERS = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
-"""The API's own tracer providers, which record nothing."""
+NOT_KEPT = frozenset({"baggage"})  # the caller's data, not the trace's: the log keeps it forever
+API_PROVIDERS = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)  # they record nothing
 
 
 def active_tracer() -> trace.Tracer | None:
@@ -68,35 +64,27 @@ def span_name(prefix: str, name: object) -> str:
     return prefix
 
 
+@dataclass(eq=False)
 class Opened:
     """A span, current while the ``with`` block runs (none without a ``tracer``)."""
 
-    def __init__(
-        self,
-        tracer: trace.Tracer | None,
-        name: str,
-        attributes: Attributes,
-        parent: Context | None = None,
-        *,
-        sealed: bool = False,
-        run_id: UUID | None = None,
-    ) -> None:
-        self._tracer = tracer
-        self._sealed = sealed
-        self._run_id = run_id
-        self._name = name
-        self._attributes = attributes
-        self._parent = parent
-        self.span: Span = INVALID_SPAN
-        self.recording = False
-        self._opened = False
-        self._token: object = None
+    tracer: trace.Tracer | None
+    name: str
+    attributes: Attributes
+    parent: Context | None = None
+    _: KW_ONLY
+    sealed: bool = False
+    run_id: UUID | None = None
+    span: Span = field(default=INVALID_SPAN, init=False)
+    recording: bool = field(default=False, init=False)
+    _opened: bool = field(default=False, init=False)
+    _token: object = field(default=None, init=False)
 
     def __enter__(self) -> Self:
-        if self._tracer is not None:
+        if self.tracer is not None:
             with SPAN_START:
-                opened = self._tracer.start_span(
-                    self._name, context=self._parent, attributes=self._attributes
+                opened = self.tracer.start_span(
+                    self.name, context=self.parent, attributes=self.attributes
                 )
                 self.span, self._opened = opened, True
                 self.recording = opened.is_recording()
@@ -115,7 +103,7 @@ class Opened:
         if not self._opened:
             return
         if isinstance(error, Exception):
-            failed(self.span, error, sealed=self._sealed, run_id=self._run_id)
+            failed(self.span, error, sealed=self.sealed, run_id=self.run_id)
         if self._token is not None:
             with SPAN_CONTEXT:
                 otel_context.detach(self._token)  # type: ignore[arg-type]
@@ -140,10 +128,7 @@ def failed(
     run_id: UUID | None = None,
     cursor: int | None = None,
 ) -> None:
-    """Record ``error`` on ``target`` and set its status to ERROR (a ``RunSuspended`` waits).
-
-    On a ``sealed`` store, the type only: a span outlives ``forget``.
-    """
+    """Record ``error`` on ``target``, status ERROR; on a ``sealed`` store its type only."""
     if isinstance(error, RunSuspended):
         return
     with SPAN_ERROR:
@@ -156,12 +141,10 @@ def failed(
             target.set_status(Status(StatusCode.ERROR, text))
 
 
-EXCEPTION_EVENT = "exception"
-"""The event ``record_exception`` adds; a sealed store's carries the type only."""
+EXCEPTION_EVENT = "exception"  # the event record_exception adds
 
 
-def _type_name(error: BaseException) -> str:
-    """The error's type as ``record_exception`` names it (module-qualified but for builtins)."""
+def _type_name(error: BaseException) -> str:  # as record_exception names it
     kind = type(error)
     if kind.__module__ in ("__main__", "builtins"):
         return kind.__qualname__
@@ -236,11 +219,7 @@ class Start:
 def starting(
     span_name: str, repeated: Callable[[], bool], *, sealed: bool = False
 ) -> Iterator[Start]:
-    """The trace context for a run started in the block.
-
-    Inside a span, its context; else a span of its own, so a plain script's run has a trace to
-    join, unless ``repeated()`` says the start ran already.
-    """
+    """The trace context for a run started in the block: the span's, else one of its own."""
     if in_a_span():
         yield Start(current_trace_context())
         return

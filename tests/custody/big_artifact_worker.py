@@ -25,6 +25,8 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 import actae
 from actae.adapters.custody.artifacts import Artifacts, RefKeys
+from actae.adapters.custody.blobs import blob_store
+from actae.adapters.custody.refs import RefRecorder
 
 READ_SIZE = 1 << 20
 
@@ -73,7 +75,10 @@ def main() -> None:
     size, key = int(size_text), bytes(range(32)) if sealed_text == "1" else None
     keys = RefKeys("k", {"k": bytes(32)})
     store = actae.open(url, create=False)
-    artifacts = Artifacts(*store._backend.custody(None if spec == "-" else spec), keys)
+    tables = store._backend.tables()
+    artifacts = Artifacts(
+        blob_store(None if spec == "-" else spec, tables), RefRecorder(tables), keys
+    )
     baseline = peak_kib()
 
     started = time.perf_counter()
@@ -88,7 +93,6 @@ def main() -> None:
             received.update(chunk)
             count += len(chunk)
     read_seconds = time.perf_counter() - started
-    artifacts.close()
     store.close()
 
     assert count == ref.size == size

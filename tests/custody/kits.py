@@ -22,7 +22,9 @@ from psycopg import sql
 
 import actae
 from actae.adapters.custody.artifacts import Artifacts, RefKeys
+from actae.adapters.custody.blobs import blob_store
 from actae.adapters.custody.files import FileBlobs
+from actae.adapters.custody.refs import RefRecorder
 from actae.adapters.persistence.url import parse_store_url
 
 KEYS = RefKeys("k1", {"k1": bytes(range(32)), "k0": bytes(range(1, 33))})
@@ -134,11 +136,9 @@ def make_kit(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> It
         url = f"sqlite:///{tmp_path / 'runs.db'}"
     with actae.open(url) as store:
         spec = f"file://{tmp_path / 'blobs'}" if backend == "file" else None
-        artifacts = Artifacts(*store._backend.custody(spec), KEYS)
-        try:
-            if backend == "file":
-                yield _file_kit(url, artifacts)
-            else:
-                yield _database_kit(backend, store, artifacts)
-        finally:
-            artifacts.close()
+        tables = store._backend.tables()
+        artifacts = Artifacts(blob_store(spec, tables), RefRecorder(tables), KEYS)
+        if backend == "file":
+            yield _file_kit(url, artifacts)
+        else:
+            yield _database_kit(backend, store, artifacts)

@@ -24,11 +24,10 @@ from psycopg import sql
 import actae
 from actae.adapters.custody.artifacts import Artifacts, RefKeys
 from actae.adapters.custody.blobs import DatabaseBlobs, blob_store
-from actae.adapters.custody.chunks import SEALED_CHUNK
+from actae.adapters.custody.chunks import CHUNK_SIZE, SEALED_CHUNK
 from actae.adapters.custody.files import FileBlobs
-from actae.adapters.custody.pieces import CHUNK_SIZE
 from actae.adapters.custody.refs import RefRecorder
-from actae.adapters.custody.tables import PostgresTables, SQLiteTables
+from actae.adapters.custody.tables import SQLiteTables
 from actae.adapters.persistence.url import parse_store_url
 from actae.domain.artifacts import ArtifactRef
 from actae.domain.errors import CorruptionError, ValidationError
@@ -293,14 +292,12 @@ def test_sweep_removes_what_an_interrupted_write_left(kit: Kit) -> None:
 
 
 @pytest.fixture
-def artifacts(tmp_path: Path) -> Iterator[Artifacts]:
+def artifacts(tmp_path: Path) -> Artifacts:
     """Artifacts in a SQLite store of their own (for what every backend does alike)."""
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     actae.open(url).close()
     tables = SQLiteTables(parse_store_url(url).sqlite_path or "")
-    kept = Artifacts(DatabaseBlobs(tables), RefRecorder(tables), KEYS)
-    yield kept
-    kept.close()
+    return Artifacts(DatabaseBlobs(tables), RefRecorder(tables), KEYS)
 
 
 @pytest.mark.parametrize(
@@ -394,30 +391,26 @@ def test_a_sqlite_custody_transaction_takes_the_write_lock_up_front(tmp_path: Pa
 def test_a_postgres_custody_transaction_is_atomic_and_unseen_until_it_commits(
     pg_url: str, pg_dsn: str
 ) -> None:
-    actae.open(pg_url).close()
     url = parse_store_url(pg_url)
-    tables = PostgresTables(url)
     insert = "INSERT INTO {p}actae_artifacts (name, blob, size) VALUES (?, ?, ?)"
     count = sql.SQL("SELECT count(*) FROM {}.actae_artifacts").format(
         sql.Identifier(url.postgres_schema)
     )
-    try:
-        with psycopg.connect(pg_dsn, autocommit=True) as other:
+    with actae.open(pg_url) as store, psycopg.connect(pg_dsn, autocommit=True) as other:
+        tables = store._backend.tables()  # PostgresTables
 
-            def written_then_undone() -> None:
-                with tables.transaction() as conn:
-                    tables.run(conn, insert, "n-1", str(uuid.uuid4()), 1)
-                    assert other.execute(count).fetchone() == (0,)  # not before COMMIT
-                    raise ValueError("undone")
-
-            with pytest.raises(ValueError, match="undone"):
-                written_then_undone()
-            assert other.execute(count).fetchone() == (0,)  # rolled back
+        def written_then_undone() -> None:
             with tables.transaction() as conn:
-                tables.run(conn, insert, "n-2", str(uuid.uuid4()), 1)
-            assert other.execute(count).fetchone() == (1,)
-    finally:
-        tables.close()
+                tables.run(conn, insert, "n-1", str(uuid.uuid4()), 1)
+                assert other.execute(count).fetchone() == (0,)  # not before COMMIT
+                raise ValueError("undone")
+
+        with pytest.raises(ValueError, match="undone"):
+            written_then_undone()
+        assert other.execute(count).fetchone() == (0,)  # rolled back
+        with tables.transaction() as conn:
+            tables.run(conn, insert, "n-2", str(uuid.uuid4()), 1)
+        assert other.execute(count).fetchone() == (1,)
 
 
 @pytest.mark.postgres
@@ -425,9 +418,8 @@ def test_an_interrupt_in_a_postgres_custody_transaction_whose_connection_is_lost
     pg_url: str,
 ) -> None:
     """The rollback of a lost connection fails; that failure must not replace the interrupt."""
-    actae.open(pg_url).close()
-    tables = PostgresTables(parse_store_url(pg_url))
-    try:
+    with actae.open(pg_url) as store:
+        tables = store._backend.tables()  # PostgresTables
 
         def interrupted_after_the_connection_is_lost() -> None:
             with tables.transaction() as conn:
@@ -438,5 +430,3 @@ def test_an_interrupt_in_a_postgres_custody_transaction_whose_connection_is_lost
             interrupted_after_the_connection_is_lost()
         with tables.transaction() as conn:  # the pool replaced the broken connection
             assert tables.run(conn, "SELECT 1").fetchone() == (1,)
-    finally:
-        tables.close()

@@ -1,6 +1,6 @@
 """The read models take a channel event's head alone only where its contents are in clear.
 
-``SealingMapper.head_suffices``: in a store that ever encrypted, or for a body with sealed
+``SealingMapper.reads_heads``: in a store that ever encrypted, or for a body with sealed
 or offloaded contents, the projector decodes the whole event, so a withheld event projects
 as it always did and clear contents in an encrypted run are still refused.
 """

@@ -17,7 +17,7 @@ import pytest
 
 import actae
 from actae.adapters.cli.main import main
-from actae.adapters.runtime.backends import Backend
+from actae.adapters.runtime.backends import SqliteBackend
 from actae.adapters.runtime.worker import run_until_idle
 from actae.domain import keeping
 from tests.custody.sealed import keyring_file, with_option
@@ -177,10 +177,10 @@ def test_an_encrypted_runs_key_goes_with_it(
     with actae.open(url, clock=clock) as store:
         store.set_retention({"completed": "1d"}, actor="ops")
         run = finished(store, "secret")
-        assert store._holding.keys.has_key(run.run_id)
+        assert store._holding.keys.present([run.run_id])
         clock.advance(2 * DAY)
         assert store.apply_retention(actor="ops").purged == [run.run_id]
-        assert not store._holding.keys.has_key(run.run_id)
+        assert not store._holding.keys.present([run.run_id])
         assert store.run(run.run_id).purged_at is not None
 
 
@@ -382,7 +382,7 @@ def test_a_claim_on_a_run_whose_purge_was_cut_short_is_refused(
         first.set_retention({"completed": "1h"}, actor="ops")
         clock.advance(2 * 3600)
         with monkeypatch.context() as cut_short:  # the deletes after the tombstone never ran
-            cut_short.setattr(Backend, "delete_events", lambda _self, **_: 0)
+            cut_short.setattr(SqliteBackend, "delete_events", lambda _self, **_: 0)
             assert first.apply_retention(actor="ops").purged == [run.run_id]
     with actae.open(url, clock=clock) as second, pytest.raises(actae.NotFoundError):
         second.claim("charge", run_id=run.run_id, worker="w", lease=30.0)

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import actae
-
-ACTAE = [sys.executable, "-m", "actae.adapters.cli"]
+from tests.helpers import ACTAE, actae_cli
 
 
 def test_demo_recovers_without_resampling(tmp_path: Path) -> None:
@@ -37,23 +35,19 @@ def test_inspection_prints_json_and_errors_exit_2(tmp_path: Path) -> None:
     with actae.open(url) as store:
         run = store.start_run("wf", agent_id="a", state={"n": 1})
 
+    # The real command once; the CLI's main in this process for the rest (the same code,
+    # without an interpreter's start-up each).
     events = subprocess.run(
         [*ACTAE, "events", "--db", url, str(run.channel_id)],
         capture_output=True,
         text=True,
         check=True,
     )
-    state = subprocess.run(
-        [*ACTAE, "state", "--db", url, str(run.channel_id), "--cursor", "1"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    missing = subprocess.run(
-        [*ACTAE, "head", "--db", url, str(run.run_id)], check=False, capture_output=True, text=True
-    )
+    state = actae_cli("state", "--db", url, str(run.channel_id), "--cursor", "1")
+    missing = actae_cli("head", "--db", url, str(run.run_id))
 
     assert [e["kind"] for e in json.loads(events.stdout)] == ["run.started"]
+    assert state.returncode == 0, state.stderr
     assert json.loads(state.stdout)["state"] == {"n": 1}
     assert missing.returncode == 2
     assert "not found" in missing.stderr

@@ -7,14 +7,11 @@ mistyped URL, a store that does not exist) prints one line to stderr and exits w
 
 from __future__ import annotations
 
-import contextlib
 import importlib.metadata
-import io
 import json
 import os
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -22,10 +19,9 @@ import psycopg
 import pytest
 
 import actae
-from actae.adapters.cli.main import main
 from actae.adapters.persistence.url import parse_store_url
+from tests.helpers import ACTAE, actae_cli
 
-ACTAE = [sys.executable, "-m", "actae.adapters.cli"]
 SOME_ID = "00000000-0000-0000-0000-000000000001"
 READ_ONLY = [
     ["head", SOME_ID],
@@ -45,28 +41,16 @@ OPENS_A_STORE = [
 REFUSED = "postgresql://postgres:s3cret@127.0.0.1:1/x"  # nothing listens on port 1
 
 
-def actae_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """``actae args…`` run in this process: what it prints and its exit status.
-
-    The CLI's ``main`` is what the ``actae`` script calls, so its one line and status are
-    what a user sees; a traceback would be an exception here. (Each Python process spends
-    over a second importing Actae: in-process, the file runs in seconds, not minutes.)
-    ``actae_process`` runs the real command, for the cases that need a process.
-    """
-    out, err = io.StringIO(), io.StringIO()
-    before = Path.cwd()
-    try:
-        if cwd is not None:
-            os.chdir(cwd)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            status = main(list(args))
-    finally:
-        os.chdir(before)
-    return subprocess.CompletedProcess([*ACTAE, *args], status, out.getvalue(), err.getvalue())
-
-
-def actae_process(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*ACTAE, *args], capture_output=True, text=True, check=False, timeout=120)
+def actae_process(
+    *args: str, environ: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The real ``actae`` command; ``environ``: added to this environment, less ``ACTAE_DB``."""
+    env = None
+    if environ is not None:
+        env = {key: value for key, value in os.environ.items() if key != "ACTAE_DB"} | environ
+    return subprocess.run(
+        [*ACTAE, *args], capture_output=True, text=True, check=False, timeout=120, env=env
+    )
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess[str]) -> str:
@@ -320,19 +304,6 @@ def test_a_console_without_users_is_one_line_and_status_2() -> None:
     assert "actae console add-user NAME --role operator --auth-file FILE" in line
 
 
-def actae_cli_env(*args: str, environ: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """Run the command with ``environ`` added to this process's environment."""
-    env = {key: value for key, value in os.environ.items() if key != "ACTAE_DB"}
-    return subprocess.run(
-        [*ACTAE, *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-        env={**env, **environ},
-    )
-
-
 def test_db_then_db_file_then_actae_db_exactly_one_source_wins(tmp_path: Path) -> None:
     urls, runs = {}, {}
     for source in ("db", "file", "env"):
@@ -345,7 +316,7 @@ def test_db_then_db_file_then_actae_db_exactly_one_source_wins(tmp_path: Path) -
     env = {"ACTAE_DB": urls["env"]}
 
     def workflow_of(*args: str) -> str:
-        result = actae_cli_env("run", *args, environ=env)
+        result = actae_cli("run", *args, environ=env)
         assert result.returncode == 0, result.stderr
         return str(json.loads(result.stdout)["workflow_id"])
 
@@ -354,12 +325,13 @@ def test_db_then_db_file_then_actae_db_exactly_one_source_wins(tmp_path: Path) -
     assert workflow_of(runs["env"]) == "env"
     # The losers are not consulted at all: the winner's store does not hold their runs.
     assert "not found" in assert_one_line_error(
-        actae_cli_env("run", *every_source, runs["file"], environ=env)
+        actae_cli("run", *every_source, runs["file"], environ=env)
     )
 
 
 def test_no_store_given_is_one_line_and_status_2() -> None:
-    result = actae_cli_env("run", SOME_ID, environ={})
+    """Through a real process too: what it finds in its environment decides."""
+    result = actae_process("run", SOME_ID, environ={})
 
     line = assert_one_line_error(result)
     assert "--db URL, --db-file PATH or set ACTAE_DB" in line
@@ -401,14 +373,14 @@ def test_a_bad_url_from_any_source_is_one_line_and_status_2(url: str, tmp_path: 
         (["--db-file", str(db_file)], {}),
         ([], {"ACTAE_DB": url}),
     ]:
-        line = assert_one_line_error(actae_cli_env("run", *args, SOME_ID, environ=env))
+        line = assert_one_line_error(actae_cli("run", *args, SOME_ID, environ=env))
         assert line.startswith("invalid url"), line
 
 
 def test_actae_db_is_used_by_the_commands_that_create_a_store(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'from-env.db'}"
 
-    result = actae_cli_env("worker", "--import", "json", "--once", environ={"ACTAE_DB": url})
+    result = actae_cli("worker", "--import", "json", "--once", environ={"ACTAE_DB": url})
 
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "from-env.db").is_file()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +16,9 @@ from actae.adapters.drill.report import Report
 from actae.adapters.drill.run import Drill
 from actae.adapters.drill.run import drill as run_drill
 from actae.adapters.drill.workflows import PINS_V1
+from tests.helpers import ACTAE, actae_cli
 
-DRILL = [sys.executable, "-m", "actae.adapters.cli", "drill", "--json"]
+DRILL = [*ACTAE, "drill", "--json"]
 
 
 def drill(*args: str) -> dict[str, Any]:
@@ -30,17 +30,24 @@ def drill(*args: str) -> dict[str, Any]:
     return report
 
 
-@pytest.mark.parametrize("kill_after", [1, 2, 3, 4, 5, 6])
-def test_every_kill_point_keeps_every_invariant(kill_after: int) -> None:
-    report = drill("--kill-after", str(kill_after), "--seed", str(1000 + kill_after))
+@pytest.mark.parametrize(
+    ("kill_after", "duplicates"), [(1, 0), (2, 2), (3, 1), (4, 2), (5, 4), (6, 2)]
+)
+def test_every_kill_point_keeps_every_invariant(kill_after: int, duplicates: int) -> None:
+    """Each kill point, with 0, 1, 2 (the CLI's default) and 4 repeated start messages: the
+    delivery figures count the deliveries recorded, and every one is absorbed."""
+    code, report = drill_in_process(
+        kill_after=kill_after, seed=1000 + kill_after, duplicate_deliveries=duplicates
+    )
 
     (run,) = report["runs"]
     assert run["ok"] is True
+    assert code == 0
     assert run["status"] == "completed"
     assert (run["duplicate_charges"], run["lost_or_reordered_events"]) == (0, 0)
     assert run["idempotent_replays"] == 0  # a charge in doubt is reconciled, not re-POSTed
     assert (run["model_calls_rerun"], run["manual_steps"]) == (0, 0)
-    assert run["duplicate_deliveries_absorbed"] == run["duplicate_deliveries_seen"] == 2
+    assert run["duplicate_deliveries_absorbed"] == run["duplicate_deliveries_seen"] == duplicates
     assert run["http_429_honoured"] == run["http_429_received"] == 2
     assert run["recovery_seconds"] <= 60
 
@@ -54,9 +61,8 @@ def test_the_drill_on_postgres(pg_url: str) -> None:
 
 
 def test_bad_drill_options_are_refused() -> None:
-    result = subprocess.run(
-        [*DRILL, "--kill-after", "7"], capture_output=True, text=True, check=False
-    )
+    result = actae_cli("drill", "--json", "--kill-after", "7")
+
     assert result.returncode == 2
     assert "Invalid value for '--kill-after': 7 is not in the range 1<=x<=6" in result.stderr
 
@@ -73,13 +79,9 @@ def test_bad_drill_options_are_refused() -> None:
 def test_a_database_fault_without_a_local_postgresql_server_is_refused(
     db: list[str], why: str, tmp_path: Path
 ) -> None:
-    result = subprocess.run(
-        [*DRILL, *db, "--db-fault", "restart"],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=tmp_path,
-    )
+    # The CLI's main in this process (tests/integration/test_cli_errors.py runs the real
+    # command for the one-line, status-2 contract); the drill's refusal is what counts here.
+    result = actae_cli("drill", "--json", *db, "--db-fault", "restart", cwd=tmp_path)
 
     assert result.returncode == 2
     assert result.stderr.startswith("actae: error: invalid db_fault: ")
@@ -90,13 +92,26 @@ def test_a_database_fault_without_a_local_postgresql_server_is_refused(
 
 
 @pytest.mark.parametrize(
-    "point", ["after-model-call", "during-commit", "after-charge-accepted", "while-waiting"]
+    ("point", "through_the_command"),
+    [
+        pytest.param("after-model-call", False, id="after-model-call"),
+        pytest.param("during-commit", False, id="during-commit"),
+        pytest.param("after-charge-accepted", False, id="after-charge-accepted"),
+        # The real command once: its --crash-point reaches the drill.
+        pytest.param("while-waiting", True, id="while-waiting"),
+    ],
 )
-def test_every_crash_point_of_the_seed_keeps_every_invariant(point: str) -> None:
-    report = drill("--crash-point", point, "--seed", "77")
+def test_every_crash_point_of_the_seed_keeps_every_invariant(
+    point: str, through_the_command: bool
+) -> None:
+    if through_the_command:
+        report = drill("--crash-point", point, "--seed", "77")
+    else:
+        _, report = drill_in_process(crash_point=point, seed=77)
 
     (run,) = report["runs"]
     assert run["ok"] is True, run
+    assert run["duplicate_deliveries_absorbed"] == run["duplicate_deliveries_seen"] == 2  # default
     assert (run["duplicate_charges"], run["model_calls_rerun"]) == (0, 0)
     assert (run["idempotent_replays"], run["lost_or_reordered_events"]) == (0, 0)
 
@@ -142,16 +157,6 @@ def test_a_retry_answered_as_an_idempotent_replay_is_not_a_duplicate_charge() ->
     (run,) = report["runs"]
     assert (run["duplicate_charges"], run["idempotent_replays"]) == (0, 1)
     assert run["ok"] is True
-    assert code == 0
-
-
-@pytest.mark.parametrize("duplicates", [0, 1, 4])
-def test_the_delivery_figures_count_the_deliveries_recorded(duplicates: int) -> None:
-    code, report = drill_in_process(seed=40 + duplicates, duplicate_deliveries=duplicates)
-
-    (run,) = report["runs"]
-    assert run["duplicate_deliveries_seen"] == duplicates
-    assert run["duplicate_deliveries_absorbed"] == duplicates
     assert code == 0
 
 

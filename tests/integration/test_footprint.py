@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -88,6 +89,46 @@ class Idle:
 
     process: subprocess.Popen[bytes]
     log: Path
+    reader: IdleReader | None = None
+    """For a reader (``READERS``): its measurement, under way from the start."""
+
+
+class IdleReader(threading.Thread):
+    """Waits for a reader to settle, then measures its CPU share over ``CPU_WINDOW`` seconds.
+
+    One per reader, started with the processes: the readers settle and are measured while
+    the worker tests wait on their workers, not one after another.
+    """
+
+    def __init__(self, command: str, idle: Idle, dsn: str) -> None:
+        super().__init__(name=f"idle-{command}", daemon=True)
+        self.command, self.idle, self.dsn = command, idle, dsn
+        self.sessions: set[str] = set()
+        self.share = 0.0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            _, ready, connections = READERS[self.command]
+            process, log = self.idle.process, self.idle.log
+            settled(lambda: ready in log.read_text(), f"{ready!r} in its log", process)
+            settled(lambda: bool(sessions_of(process.pid, self.dsn)), "it to connect", process)
+            shrunk = lambda: len(sessions_of(process.pid, self.dsn)) <= connections  # noqa: E731
+            settled(shrunk, "its pools to shrink", process)
+            self.sessions = set(sessions_of(process.pid, self.dsn))
+            before, since = cpu_seconds(process.pid), time.monotonic()
+            time.sleep(CPU_WINDOW)  # the measurement itself: CPU time over a window of idleness
+            self.share = (cpu_seconds(process.pid) - before) / (time.monotonic() - since)
+        except BaseException as error:  # raised again by the test that reads this one
+            self.error = error
+
+    def measured(self) -> tuple[set[str], float]:
+        """The reader's sessions' names once it settled, and its CPU share while idle."""
+        self.join(3 * DEADLINE + CPU_WINDOW)
+        assert not self.is_alive(), f"the {self.command} measurement did not end"
+        if self.error is not None:
+            raise self.error
+        return self.sessions, self.share
 
 
 @pytest.fixture(scope="module")
@@ -138,6 +179,10 @@ def idle(pg_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict
                     cwd=folder,
                 )
             started[name] = Idle(process, log)
+        for command in READERS:
+            reader = IdleReader(command, started[command], pg_dsn)
+            started[command].reader = reader
+            reader.start()
         yield started
     finally:
         try:
@@ -171,16 +216,11 @@ def test_an_idle_worker_holds_few_named_connections_and_threads(
 
 @pytest.mark.parametrize("command", sorted(READERS))
 def test_an_idle_projector_or_console_names_its_connections_and_uses_little_cpu(
-    idle: dict[str, Idle], pg_dsn: str, command: str
+    idle: dict[str, Idle], command: str
 ) -> None:
-    application_name, ready, connections = READERS[command]
-    process, log = idle[command].process, idle[command].log
-    settled(lambda: ready in log.read_text(), f"{ready!r} in its log", process)
-    settled(lambda: bool(sessions_of(process.pid, pg_dsn)), "it to connect", process)
-    shrunk = lambda: len(sessions_of(process.pid, pg_dsn)) <= connections  # noqa: E731
-    settled(shrunk, "its pools to shrink", process)
-    assert set(sessions_of(process.pid, pg_dsn)) == {application_name}
-    before, since = cpu_seconds(process.pid), time.monotonic()
-    time.sleep(CPU_WINDOW)  # the measurement itself: CPU time over a window of idleness
-    used = (cpu_seconds(process.pid) - before) / (time.monotonic() - since)
+    reader = idle[command].reader
+    assert reader is not None
+    sessions, used = reader.measured()
+
+    assert sessions == {READERS[command][0]}
     assert used < IDLE_CPU_SHARE, f"{used:.2%} of a core while idle"

@@ -45,7 +45,6 @@ MODULES = [
     "actae.adapters.custody.files",
     "actae.adapters.custody.holding",
     "actae.adapters.custody.keyring",
-    "actae.adapters.custody.pieces",
     "actae.adapters.custody.reading",
     "actae.adapters.custody.refs",
     "actae.adapters.custody.sealing",

@@ -77,8 +77,21 @@ def test_a_channel_events_head_projects_as_the_whole_event(
 @given(data=st.data())
 def test_any_other_event_is_read_whole(cls: type[DomainEvent], data: st.DataObject) -> None:
     event = data.draw(events(cls))
+    stored = CLEAR_STORE.to_stored_event(event)
 
-    assert CLEAR_STORE.to_read_event(CLEAR_STORE.to_stored_event(event)) == event
+    read = read_or_refused(CLEAR_STORE.to_read_event, stored)
+
+    assert read == read_or_refused(CLEAR_STORE.to_domain_event, stored)
+    if read != "refused":  # as both are of a value JSON cannot hold (NaN is stored as null)
+        assert read == event
+
+
+def read_or_refused(read: Callable[[StoredEvent], Any], stored: StoredEvent) -> Any:
+    """The event ``read`` makes of ``stored``, or that its body was refused."""
+    try:
+        return read(stored)
+    except CorruptionError:
+        return "refused"
 
 
 @pytest.mark.parametrize("cls", CHANNEL_EVENTS, ids=lambda cls: cls.__qualname__)

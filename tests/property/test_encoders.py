@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
 import actae.domain
-from actae.adapters.custody.datakeys import DataKeys
+from actae.adapters.custody.datakeys import DataKeys, SqlKeyTable
 from actae.adapters.custody.sealing import SealingMapper
 from actae.adapters.persistence.codec import OrjsonTranscoder, PydanticMapper, verified
 from actae.adapters.persistence.encoders import encoder_for
@@ -37,7 +37,7 @@ from actae.domain.type_names import BASES, declared_names
 MAPPER = PydanticMapper(transcoder=OrjsonTranscoder())
 KEYS_OF = actae.open("memory://")
 """A clear store, open for the module: its key table is the clear mapper's."""
-CLEAR_STORE = SealingMapper(DataKeys(KEYS_OF._backend.key_tables()[0], None))
+CLEAR_STORE = SealingMapper(DataKeys(SqlKeyTable(KEYS_OF._backend.tables()), None))
 WIDE = 2**63
 JSON: st.SearchStrategy[Any] = st.recursive(
     st.none()
