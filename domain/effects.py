@@ -62,15 +62,6 @@ def lease_ran_out(expires_at: datetime | None, now: datetime) -> bool:
     return not live
 
 
-def effect_status_at(
-    status: EffectStatus, *, expires_at: datetime | None, now: datetime
-) -> EffectStatus:
-    """``status`` as seen at ``now``: a claim whose lease ran out unanswered is in doubt."""
-    if status is EffectStatus.CLAIMED and lease_ran_out(expires_at, now):
-        return EffectStatus.IN_DOUBT
-    return status
-
-
 STEP_RESULT = "step.result"
 """The kind of channel event ``ctx.step`` records a result as (the read models count them)."""
 STEP_ATTEMPTS = ":attempts"

@@ -1,12 +1,10 @@
-"""The tool-execution ledger's commands: claim, heartbeat, complete, doubt, fail, reconcile.
+"""The tool-execution ledger's commands, each bound as the ``Store`` method of its name.
 
-``Store`` binds each as its method of the same name (the first argument is the
-:class:`Shell`). A verb loads the effect's Operation, lets it decide and saves the decision
-with a note on the run's main channel in one transaction, so the channel's head knows the
-open effects. A first claim registers optimistically (the store refuses an existing key), its
-two events built directly (``Operation.first_claim``); on a run this process has not seen it
-also guesses the run's opening head, which the write proves, so it reads nothing. A save
-that loses a race is re-decided, so exactly one of simultaneous claims is granted.
+A verb loads the effect's Operation, lets it decide and saves the decision with a note on the
+run's main channel in one transaction, so the channel's head knows the open effects. A first
+claim registers optimistically (the store refuses an existing key) and, on a run this process
+has not seen, guesses the run's opening head, which the write proves. A save that loses a race
+is decided again, so exactly one of simultaneous claims is granted.
 """
 
 from __future__ import annotations
@@ -125,8 +123,16 @@ def claim(
             return _granted(key, claimed, 1)
         found.ensure_same(content)
         again = found.claim(worker=worker, lease=lease, timeout=timeout, now=at)
-        if again is None:
-            return _claim_of(found)
+        if again is None:  # completed: the recorded result
+            return Claim(
+                effect_key=key,
+                status="completed",
+                token=found.token,
+                attempt=len(found.attempts),
+                in_doubt=found.in_doubt,
+                expires_at=None,
+                result=found.result,
+            )
         _commit(shell, found, _claimed(key, again))
         return _granted(key, again, len(found.attempts))
 
@@ -136,10 +142,7 @@ def claim(
 def heartbeat(
     shell: Shell, effect_key: str, *, token: int, worker: str, lease: float
 ) -> EffectInfo:
-    """Extend the lease of the claim holding ``token``, granted to ``worker``.
-
-    ``FencingError`` for a stale token, ``NotHolderError`` for another worker.
-    """
+    """Extend ``worker``'s lease on ``token`` (``FencingError``: stale, ``NotHolderError``)."""
     token = _token(token)
     worker = require_text("worker", worker)
     lease = _seconds("lease", lease)
@@ -514,19 +517,6 @@ def _seconds(field: str, value: float) -> float:
 
 def _token(token: int) -> int:
     return require_int("token", token, minimum=1)
-
-
-def _claim_of(effect: Operation) -> Claim:
-    """The answer to a claim of an effect that completed: its recorded result."""
-    return Claim(
-        effect_key=effect.operation_id,
-        status="completed",
-        token=effect.token,
-        attempt=len(effect.attempts),
-        in_doubt=effect.in_doubt,
-        expires_at=None,
-        result=effect.result,
-    )
 
 
 def _granted(key: str, claimed: Operation.Claimed, attempt: int) -> Claim:

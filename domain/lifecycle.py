@@ -44,8 +44,6 @@ Migration = Callable[[dict[str, Any]], dict[str, Any]]
 """Upgrades a state of schema n to schema n + 1."""
 
 MAX_WAIT_SECONDS = 10 * 365 * 86400.0
-MIGRATABLE = RUNNING_STATUSES
-"""Statuses of a running run (its own, or what its effects make it): it may be migrated."""
 
 
 # -- waits --------------------------------------------------------------------------------
@@ -321,7 +319,7 @@ def upgrade(
                 expected_cursor=run.cursor,
             )
         except (ConflictError, IllegalTransitionError):
-            if reader.run(run_id).status not in MIGRATABLE:  # paused or ended: not a lost race
+            if reader.run(run_id).status not in RUNNING_STATUSES:  # paused, ended: no lost race
                 raise
             raise RaceLost from None
 

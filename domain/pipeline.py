@@ -107,7 +107,8 @@ class Once(Generic[T]):
         replay: Callable[[Operation], T],
     ) -> Once[T]:
         """The record of a command that creates something, under a made-up id if given none."""
-        record_id = operation_id or generated_operation_id(command)
+        # Made up front, so a retry after a lost reply finds the record.
+        record_id = operation_id or f"{command}:{uuid4()}"
         return cls(record_id, command, content, replay, look_first=operation_id is not None)
 
     def executed(self, result: dict[str, Any], at: datetime) -> Operation.Executed:
@@ -154,11 +155,6 @@ def retried(
     if exhausted is not None:
         exhausted()
     raise ContentionError(what(), RACE_ATTEMPTS)
-
-
-def generated_operation_id(command: str) -> str:
-    """An operation id for one call given none, so a retry after a lost reply finds it."""
-    return f"{command}:{uuid4()}"
 
 
 def pending_events(objects: Iterable[object]) -> list[DomainEvent]:

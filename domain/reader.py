@@ -33,7 +33,6 @@ from actae.domain.values import (
     StateVersion,
 )
 
-StateEvent = Channel.Opened | Channel.Transitioned
 A = TypeVar("A")
 CHANNEL_TOPICS = tuple(
     cls.type_name for cls in (Channel.Opened, Channel.Recorded, Channel.Transitioned)
@@ -93,7 +92,7 @@ class StoreReader:
         return self.state_of(event)
 
     def state_of(self, event: Channel.Event) -> StateVersion:
-        """The state version in force after ``event``, verified against its checksum."""
+        """The state in force after ``event``; refused if unreadable or its checksum differs."""
         source = event
         if event.state_cursor != event.originator_version:
             source = self.event_at(event.originator_id, event.state_cursor)
@@ -102,10 +101,6 @@ class StoreReader:
                 f"channel {event.originator_id}",
                 f"cursor {source.originator_version} should hold a state version",
             )
-        return self.verified_state(source)
-
-    def verified_state(self, source: StateEvent) -> StateVersion:
-        """The state ``source`` stored, refused if unreadable or its checksum does not match."""
         ensure_readable(source, source.run_id)
         actual = checksum_of(self._codec.canonical(source.state))
         if actual != source.state_checksum:
