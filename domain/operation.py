@@ -515,7 +515,7 @@ class Operation(Aggregate, type_name="Operation"):
         now: datetime,
     ) -> None:
         """Settle a doubtful or blocked effect from what the provider says happened."""
-        status, reason = self.status(now), evidence.get(OVERRIDE_REASON)
+        status = self.status(now)
         if status is EffectStatus.IN_DOUBT:
             self.ensure_deadline_passed(now)
         if token is not None:
@@ -525,6 +525,7 @@ class Operation(Aggregate, type_name="Operation"):
         elif status not in (EffectStatus.IN_DOUBT, EffectStatus.NEEDS_REVIEW):
             detail = "only an effect in doubt or needing review can be reconciled"
             raise EffectBlockedError(self.operation_id, status=status.value, detail=detail)
+        reason = evidence.get(OVERRIDE_REASON)
         self._sealed(
             self.Reconciled,
             now,
