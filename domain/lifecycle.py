@@ -58,11 +58,7 @@ def suspend(
     seconds: float | None = None,
     on_expiry: str | None = None,
 ) -> RunInfo:
-    """Low-level: make a running run wait (RunContext's waits call this).
-
-    A run whose inbox already holds the decision for ``name`` does not wait (nothing would wake it):
-    it stays running.
-    """
+    """Low-level: make a running run wait, unless its inbox holds the decision for ``name``."""
     if reason not in WAIT_REASONS:
         raise ValidationError("reason", f"expected one of {WAIT_REASONS}, got {reason!r}")
     if on_expiry is not None and on_expiry not in EXPIRY_ACTIONS:
@@ -251,11 +247,7 @@ def migrate(
     actor: str,
     expected_cursor: int,
 ) -> RunInfo:
-    """Upgrade the run's state from ``from_schema`` to the next schema, atomically.
-
-    ``state`` was computed from the state at ``expected_cursor``: if the run moved or was migrated
-    since, ``ConflictError`` or ``IllegalTransitionError`` refuses it.
-    """
+    """Upgrade the run's state, computed at ``expected_cursor``, to the next schema, atomically."""
     from_schema = require_int("from_schema", from_schema, minimum=1)
     to_schema = require_int("to_schema", to_schema, minimum=1)
     if to_schema != from_schema + 1:
@@ -294,8 +286,7 @@ def upgrade(
 ) -> RunInfo:
     """Migrate the run's state to schema ``target``, one step at a time from the state it reads.
 
-    A step refused as stale is a lost race: read again and decided again, so a state is never rolled
-    back. A paused or ended run is refused.
+    A step refused as stale is a lost race, decided again: a state is never rolled back.
     """
     run_id = require_uuid("run_id", run_id)
     target = require_int("target", target, minimum=1)

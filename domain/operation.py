@@ -357,10 +357,9 @@ class Operation(Aggregate, type_name="Operation"):
     def claim(
         self, *, worker: str, lease: float, timeout: float | None, now: datetime
     ) -> Operation.Claimed | None:
-        """Grant a claim (its event), or refuse it with the reason. ``None``: already completed.
+        """Grant a claim (its event), or refuse it with the reason; ``None``: completed.
 
-        The attempt must be over ``timeout`` seconds from ``now`` (``None``: no deadline, for
-        a step's attempt counter); a lapsed one is taken over only after its deadline.
+        ``timeout`` ``None``: no deadline (a step's attempt counter).
         """
         status = self.status(now)
         if status is EffectStatus.COMPLETED:
@@ -397,10 +396,7 @@ class Operation(Aggregate, type_name="Operation"):
         )
 
     def ensure_held(self, token: int, now: datetime, *, worker: str | None) -> None:
-        """Refuse unless ``token`` is current, its attempt still open and held by ``worker``.
-
-        ``worker=None`` is an operator settling with the holder's token (``reconcile``).
-        """
+        """Refuse unless ``token`` is current, open and held by ``worker`` (``None``: operator)."""
         if token != self.token:
             raise FencingError(self.operation_id, presented_token=token, current_token=self.token)
         status = self.status(now)
@@ -435,10 +431,7 @@ class Operation(Aggregate, type_name="Operation"):
         now: datetime,
         redacted: dict[str, int] | None = None,
     ) -> None:
-        """Record that the effect happened (``redacted``: what redaction removed from it).
-
-        Not after the deadline, when others may take it over: ``DeadlinePassedError``.
-        """
+        """Record that the effect happened, before its deadline (``DeadlinePassedError``)."""
         self.ensure_held(token, now, worker=worker)
         self._ensure_in_time(token, now)
         self._sealed(self.Completed, now, token=token, result=result, redacted=redacted or {})
@@ -469,10 +462,9 @@ class Operation(Aggregate, type_name="Operation"):
         draw: float,
         now: datetime,
     ) -> None:
-        """Record a failed attempt and when to try again, by policy and ``retry_after``.
+        """Record a failed attempt and when to try again; a ``final`` one leaves it for review.
 
-        A failure to be retried is refused at or after the deadline, as a late answer is (the
-        call may have landed): ``DeadlinePassedError``. A ``final`` one leaves it for review.
+        One to retry is refused from the deadline on, as a late answer is: its call may have landed.
         """
         self.ensure_held(token, now, worker=worker)
         if not final:
