@@ -152,15 +152,9 @@ E = TypeVar("E", bound=DomainEvent)
 
 
 @cache
-def _fields_of(cls: type[DomainEvent]) -> tuple[tuple[str, Any], ...]:
+def _fields_of(cls: type[DomainEvent]) -> dict[str, Any]:
     """An event class's fields in definition order (the stored body's order), once."""
-    return tuple(cls.model_fields.items())
-
-
-@cache
-def _names_of(cls: type[DomainEvent]) -> frozenset[str]:
-    """An event class's field names, once."""
-    return frozenset(cls.model_fields)
+    return dict(cls.model_fields)
 
 
 def constructed(cls: type[E], values: dict[str, Any]) -> E:
@@ -171,11 +165,11 @@ def constructed(cls: type[E], values: dict[str, Any]) -> E:
     leaves it (the encoders copy it: :mod:`actae.adapters.persistence.encoders`).
     """
     fields = _fields_of(cls)
-    if not values.keys() <= _names_of(cls):  # not validated: a misspelling would go unseen
-        unknown = sorted(values.keys() - _names_of(cls))
+    if not values.keys() <= fields.keys():  # not validated: a misspelling would go unseen
+        unknown = sorted(values.keys() - fields.keys())
         raise TypeError(f"{cls.__qualname__} has no field {', '.join(unknown)}")
     if len(values) == len(fields):  # each field given: put in order
-        state = {name: values[name] for name, _ in fields}
+        state = {name: values[name] for name in fields}
     else:
         state = _with_defaults(fields, values)
     event = cls.__new__(cls)
@@ -186,9 +180,9 @@ def constructed(cls: type[E], values: dict[str, Any]) -> E:
     return event
 
 
-def _with_defaults(fields: tuple[tuple[str, Any], ...], values: dict[str, Any]) -> dict[str, Any]:
+def _with_defaults(fields: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
     """``values`` in the fields' order, a field not given at its default."""
     return {
         name: values[name] if name in values else field.get_default(call_default_factory=True)
-        for name, field in fields
+        for name, field in fields.items()
     }

@@ -1,9 +1,8 @@
 """The one loop every command runs through, and the port its functions do IO through.
 
-A command validates, looks up its operation record, loads, decides (pure) and saves its events with
-the record; a lost race (a primary key refused the write) is decided again on what the winner wrote.
-A loser whose operation id the winner recorded with the same content answers from that record; other
-content is an ``OperationConflictError``.
+A command validates, loads, decides (pure) and saves its events with its operation record; a lost
+race (a primary key refused the write) is decided again on what the winner wrote, or answered from
+the winner's record of the same operation (other content: ``OperationConflictError``).
 """
 
 from __future__ import annotations

@@ -151,11 +151,8 @@ class StoreReader:
     def main_head(self, run_id: UUID) -> Channel.Event:
         """The head of the run's main channel, which proves the run exists: one round trip.
 
-        A channel at the id a new run's main channel gets (``Run.channel_for``) whose head
-        names the run is that run's main channel (the id is the run's own digest), so only
-        the run's last event is read with it, which is its tombstone once it was purged (a
-        purge writes it before it deletes the rest, which a purge cut short leaves
-        behind); a run whose channel is elsewhere is read in full.
+        A head at ``Run.channel_for(run_id)`` naming the run is its main channel, so only the run's
+        last event is read with it (its tombstone once purged); one elsewhere costs a full read.
         """
         guess = Run.channel_for(run_id)
         last, found = self._log.together([(run_id, True), (guess, True)])

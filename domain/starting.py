@@ -50,11 +50,9 @@ def start_run(
 ) -> RunInfo:
     """Start a run: its main channel opens at cursor 1 with state version 1.
 
-    The same ``operation_id`` and content again returns the original with ``replayed=True``. The run
-    keeps the trace it was started in (docs/telemetry.md).
+    The same ``operation_id`` and content again returns the original with ``replayed=True``. A run
+    past its ``budget`` (caps on recorded usage) or ``deadline`` fails at its next step boundary.
     """
-    # ``budget`` caps the usage its steps record (``{"output_tokens": 50_000, "cost": 2.0}``);
-    # a run past its budget or ``deadline`` stops, failed, at its next step boundary.
     core, reader = shell.core, shell.reader
     workflow_id = require_text("workflow_id", workflow_id)
     agent_id = require_text("agent_id", agent_id)
