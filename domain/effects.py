@@ -131,9 +131,7 @@ class Attempt(Value):
 class Claim:
     """Answer to a claim: ``granted`` (go ahead, pass ``token`` along) or ``completed``.
 
-    ``in_doubt`` means an earlier attempt's lease ran out without an answer: it may have
-    happened. Reconcile with the provider, or retry under the same key only if the provider
-    deduplicates by it.
+    ``in_doubt``: an earlier attempt's lease ran out unanswered, so it may have happened.
     """
 
     effect_key: str

@@ -96,7 +96,7 @@ def start_run(
         )
         aggregates: list[Aggregate] = [run, channel]
         if parent_run is not None:
-            parent_run.record_child(run.id, at=at)
+            parent_run.trigger_event(Run.ChildStarted, timestamp=at, child_run_id=run.id)
             aggregates.append(parent_run)
         result = {"run_id": str(run.id), "cursor": 1, "state_version": 1}
         shell.save(*aggregates, once.executed(result, at))
