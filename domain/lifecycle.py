@@ -186,12 +186,9 @@ def retry_run(shell: Shell, run_id: UUID | str, *, actor: str, reason: str) -> R
 def cancel(shell: Shell, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
     """Cancel a run and its children (cooperatively: at the next step boundary)."""
     info = operated(shell, run_id, actor, reason, "cancelled", Run.cancel)
-    run = shell.reader.run_aggregate(info.run_id)
-    for child in run.children:
-        if shell.reader.run_aggregate(child).is_live:
-            # A child that ended meanwhile needs nothing; the parent is cancelled anyway.
-            with contextlib.suppress(IllegalTransitionError):
-                cancel(shell, child, actor=actor, reason=f"parent cancelled: {reason}")
+    for child in shell.reader.run_aggregate(info.run_id).children:
+        with contextlib.suppress(IllegalTransitionError):  # an ended child needs nothing
+            cancel(shell, child, actor=actor, reason=f"parent cancelled: {reason}")
     return info
 
 
