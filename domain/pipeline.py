@@ -120,13 +120,6 @@ class Once(Generic[T]):
             at=at,
         )
 
-    def earlier(self, reader: StoreReader) -> Operation | None:
-        """The recorded execution of this operation, refused if its content differs."""
-        original = reader.operation(self.operation_id)
-        if original is not None:
-            original.ensure_same(self.content)
-        return original
-
 
 def retried(
     shell: Shell,
@@ -144,8 +137,9 @@ def retried(
     look = once is not None and once.look_first
     for number in range(RACE_ATTEMPTS):
         if look and once is not None:
-            original = once.earlier(shell.reader)
-            if original is not None:
+            original = shell.reader.operation(once.operation_id)
+            if original is not None:  # refused if its content differs
+                original.ensure_same(once.content)
                 return once.replay(original)
         try:
             return attempt(number)

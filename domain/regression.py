@@ -76,20 +76,15 @@ class SeenHistory:
                 self._floors.pop(aggregate_id, None)
 
     def _latch(self, events: Sequence[DomainEvent], seen: int, found: int, what: str) -> None:
-        error = HistoryRegressedError(channel_of(events), seen=seen, found=found, what=what)
+        first = events[0]  # the channel: a channel's own id, or an effect's run's channel
+        channel = getattr(first, "channel_id", None)
+        if isinstance(first, Channel.Event) or not isinstance(channel, UUID):
+            channel = first.originator_id
+        error = HistoryRegressedError(channel, seen=seen, found=found, what=what)
         with self._lock:
             if self.regressed is None:
                 self.regressed = error
         raise error
-
-
-def channel_of(events: Sequence[DomainEvent]) -> UUID:
-    """The channel an aggregate's events belong to: its own id, or its run's channel."""
-    first = events[0]
-    if isinstance(first, Channel.Event):
-        return first.originator_id
-    channel_id = getattr(first, "channel_id", None)
-    return channel_id if isinstance(channel_id, UUID) else first.originator_id
 
 
 def aggregate_of(request: Request) -> UUID:
