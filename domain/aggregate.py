@@ -172,11 +172,9 @@ def layout_of(cls: type[DomainEvent]) -> Layout:
 
 
 def constructed(cls: type[E], values: dict[str, Any]) -> E:
-    """An event of ``cls`` from validated ``values``, as ``model_construct`` makes one.
+    """An event of ``cls`` from validated ``values``, as ``model_construct`` makes one (hot paths).
 
-    For the hot paths, where validation would only repeat the command's own. ``__dict__``
-    holds the fields in definition order, missing ones at their defaults, as validation
-    leaves it (the encoders copy it: :mod:`actae.adapters.persistence.encoders`).
+    ``__dict__`` holds the fields in definition order, as validation leaves it: encoders copy it.
     """
     fields, order, names, in_order = layout_of(cls)
     if not values.keys() <= names:  # not validated: a misspelling would go unseen

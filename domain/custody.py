@@ -29,8 +29,7 @@ def withheld_class(cls: type[E], reason: str) -> type[E]:
     if reason not in WITHHELD:
         msg = f"unknown reason {reason!r}"
         raise ValueError(msg)
-    namespace = {"__module__": cls.__module__, "__qualname__": cls.__qualname__}
-    namespace["withheld"] = reason
+    namespace = {"__module__": cls.__module__, "__qualname__": cls.__qualname__, "withheld": reason}
     return types.new_class(cls.__name__, (cls,), {}, lambda ns: ns.update(namespace))
 
 

@@ -62,15 +62,6 @@ def lease_ran_out(expires_at: datetime | None, now: datetime) -> bool:
     return not live
 
 
-def effect_status_at(
-    status: EffectStatus, *, expires_at: datetime | None, now: datetime
-) -> EffectStatus:
-    """``status`` as seen at ``now``: a claim whose lease ran out unanswered is in doubt."""
-    if status is EffectStatus.CLAIMED and lease_ran_out(expires_at, now):
-        return EffectStatus.IN_DOUBT
-    return status
-
-
 STEP_RESULT = "step.result"
 """The kind of channel event ``ctx.step`` records a result as (the read models count them)."""
 STEP_ATTEMPTS = ":attempts"
@@ -140,9 +131,7 @@ class Attempt(Value):
 class Claim:
     """Answer to a claim: ``granted`` (go ahead, pass ``token`` along) or ``completed``.
 
-    ``in_doubt`` means an earlier attempt's lease ran out without an answer: it may have
-    happened. Reconcile with the provider, or retry under the same key only if the provider
-    deduplicates by it.
+    ``in_doubt``: an earlier attempt's lease ran out unanswered, so it may have happened.
     """
 
     effect_key: str

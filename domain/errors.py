@@ -172,11 +172,7 @@ class CorruptionError(ActaeError, code="corruption"):
 
 
 class HistoryRegressedError(CorruptionError, code="history_regressed"):
-    """The store holds less history than this process saw: committed events are gone.
-
-    ``seen`` is the cursor (or fencing token) this process saw on ``channel``, ``found`` what the
-    store holds; the process accepts no more writes (docs/outages.md).
-    """
+    """The store holds less than this process saw: committed events are gone (docs/outages.md)."""
 
     def __init__(self, channel: Any, *, seen: int, found: int, what: str = "cursor") -> None:
         self.channel = channel
@@ -302,10 +298,7 @@ class StoreNotFoundError(NotFoundError, code="store_not_found"):
 
 
 class StoreBusyError(ActaeError, code="store_busy"):
-    """Opening gave up waiting (``lock_wait``) for the lock schema changes take turns with.
-
-    ``pids`` held ``lock`` when it gave up, after ``waited`` seconds; nothing was changed.
-    """
+    """Opening gave up waiting ``waited`` s for the schema-change ``lock`` ``pids`` held."""
 
     def __init__(self, lock: str, pids: tuple[int, ...], waited: float) -> None:
         self.lock = lock

@@ -40,10 +40,7 @@ def fork(
     reason: str | None = None,
     pins: Mapping[str, Any] | None = None,
 ) -> ForkReceipt:
-    """Start a child run from the state in force at cursor ``at``; returns the receipt.
-
-    The child keeps a trace of its own (the current span, else a short ``actae.fork`` span).
-    """
+    """Start a child run from the state in force at cursor ``at``; returns the receipt."""
     reader = shell.reader
     cid = require_uuid("channel_id", channel_id)
     at = require_int("at", at, minimum=1)
@@ -92,7 +89,7 @@ def fork(
             operation_id=operation_id,
             trace_context=trace,
         )
-        parent.record_fork(record, at=moment)
+        parent.trigger_event(Run.Forked, timestamp=moment, fork=record)
         aggregates: list[Aggregate] = [child, channel, parent]
         shell.save(*aggregates, once.executed({"child_run_id": str(child.id)}, moment))
         return record.receipt()

@@ -53,11 +53,10 @@ def retention(shell: Shell) -> dict[str, dict[str, str] | None]:
 def set_retention(
     shell: Shell, policy: Mapping[str, Any] | None, *, agent: str | None = None, actor: str
 ) -> dict[str, dict[str, str] | None]:
-    """Keep finished runs for a while after they end, by status; ``None``: forever.
+    """Keep finished runs for a while after they end, by status (``None``: forever); all policies.
 
-    ``set_retention({"completed": "7d", "failed": "30d"}, actor=...)`` sets the default; ``agent=``
-    that agent's policy. Durations: ``"45s"``, ``"30m"``, ``"12h"``, ``"7d"``, ``"2w"``, ``"7y"``,
-    seconds or a ``timedelta``. Returns every policy.
+    ``set_retention({"completed": "7d", "failed": "30d"}, actor=...)`` sets the default, ``agent=``
+    that agent's; durations as :func:`~actae.domain.retention.require_duration` reads them.
     """
     keep = require_policy("policy", policy)
     agent = None if agent is None else require_text("agent", agent)  # None: the default

@@ -1,12 +1,10 @@
-"""The tool-execution ledger's commands: claim, heartbeat, complete, doubt, fail, reconcile.
+"""The tool-execution ledger's commands, each bound as the ``Store`` method of its name.
 
-``Store`` binds each as its method of the same name (the first argument is the
-:class:`Shell`). A verb loads the effect's Operation, lets it decide and saves the decision
-with a note on the run's main channel in one transaction, so the channel's head knows the
-open effects. A first claim registers optimistically (the store refuses an existing key), its
-two events built directly (``Operation.first_claim``); on a run this process has not seen it
-also guesses the run's opening head, which the write proves, so it reads nothing. A save
-that loses a race is re-decided, so exactly one of simultaneous claims is granted.
+A verb loads the effect's Operation, lets it decide and saves the decision with a note on the
+run's main channel in one transaction, so the channel's head knows the open effects. A first
+claim registers optimistically (the store refuses an existing key) and, on a run this process
+has not seen, guesses the run's opening head, which the write proves. A save that loses a race
+is decided again, so exactly one of simultaneous claims is granted.
 """
 
 from __future__ import annotations
@@ -73,19 +71,11 @@ def claim(
     retry: RetryPolicy | Mapping[str, Any] | None = None,
     timeout: float | None = None,
 ) -> Claim:
-    """Claim a side effect under a lease of ``lease`` seconds.
+    """Claim a side effect under a lease of ``lease`` seconds (docs/api.md, the ledger).
 
-    The attempt must be over ``timeout`` seconds after the claim (default: the lease):
-    its ``deadline``, on the store's clock, recorded with the claim. Heartbeats extend
-    the lease, never the deadline; nobody takes the effect over (claims, reconciles,
-    retries it) before it has passed, and a completion after it is refused
-    (``DeadlinePassedError``): record it with :meth:`doubt_effect`.
-
-    Returns a granted :class:`Claim` with a fencing token (pass it to the provider and
-    to heartbeat/complete/fail), or ``status="completed"`` with the recorded result.
-    Raises ``LeaseHeldError`` while another worker's lease is live, ``RetryNotDueError``
-    before a scheduled retry, ``EffectBlockedError`` when it needs review. The ``retry``
-    policy given with the first claim of an effect applies to all its attempts.
+    The attempt must be over ``timeout`` seconds after the claim (default: the lease): its
+    ``deadline``, which heartbeats never move. A granted :class:`Claim` carries a fencing token;
+    a completed effect answers its recorded result. The first claim's ``retry`` policy applies.
     """
     key = require_text("effect_key", effect_key)
     run = require_uuid("run_id", run_id)
@@ -98,9 +88,8 @@ def claim(
         "request", {} if request is None else request, core.codec, max_bytes=limit
     )
     policy = _policy(retry)
-    # The policy is not part of the effect's identity: the first claim's policy applies. One
-    # hash: the request's canonical JSON holds no raw control character, so the parts still
-    # read back one way (the run id has a fixed form, the request is what is left).
+    # Not the policy: the first claim's applies. The run id has a fixed form, so the parts
+    # read back one way.
     content = fingerprint("effect", str(run), canonical.decode())
 
     def attempt(number: int) -> Claim:
@@ -125,8 +114,16 @@ def claim(
             return _granted(key, claimed, 1)
         found.ensure_same(content)
         again = found.claim(worker=worker, lease=lease, timeout=timeout, now=at)
-        if again is None:
-            return _claim_of(found)
+        if again is None:  # completed: the recorded result
+            return Claim(
+                effect_key=key,
+                status="completed",
+                token=found.token,
+                attempt=len(found.attempts),
+                in_doubt=found.in_doubt,
+                expires_at=None,
+                result=found.result,
+            )
         _commit(shell, found, _claimed(key, again))
         return _granted(key, again, len(found.attempts))
 
@@ -136,10 +133,7 @@ def claim(
 def heartbeat(
     shell: Shell, effect_key: str, *, token: int, worker: str, lease: float
 ) -> EffectInfo:
-    """Extend the lease of the claim holding ``token``, granted to ``worker``.
-
-    ``FencingError`` for a stale token, ``NotHolderError`` for another worker.
-    """
+    """Extend ``worker``'s lease on ``token`` (``FencingError``: stale, ``NotHolderError``)."""
     token = _token(token)
     worker = require_text("worker", worker)
     lease = _seconds("lease", lease)
@@ -161,11 +155,9 @@ def complete_effect(
 ) -> EffectInfo:
     """Record that the effect happened; a stale ``token`` raises ``FencingError``.
 
-    ``worker`` must be the name the claim was granted to (``NotHolderError`` otherwise):
-    a token is visible to anyone who reads the effect, the holder's name pairs with it.
-    ``redact`` removes secrets from ``result`` before the store's own redactor does
-    (docs/data.md). A repeat by the holder with the same result answers what is recorded:
-    the first call's reply may have been lost after its commit.
+    ``worker`` must be the claim's holder (``NotHolderError``): anyone who reads the effect sees
+    its token. ``redact`` cleans ``result`` before the store's redactor does (docs/data.md). A
+    repeat by the holder with the same result answers what is recorded (a lost reply).
     """
     token = _token(token)
     worker = require_text("worker", worker)
@@ -194,11 +186,9 @@ def complete_effect(
 def doubt_effect(
     shell: Shell, effect_key: str, *, token: int, worker: str, reason: str
 ) -> EffectInfo:
-    """The holder records that its attempt may or may not have happened: in doubt now.
+    """The holder cannot say whether its attempt happened (it answered late): in doubt now.
 
-    For an answer that came after the attempt's deadline, or a call cancelled at it.
-    Nobody may run the effect again before the deadline; after it, the next claim is in
-    doubt and settles it (reconcile, idempotent retry or review). The lease ends at once.
+    The lease ends at once; after the deadline, the next claim is in doubt and settles it.
     """
     token = _token(token)
     worker = require_text("worker", worker)
@@ -233,9 +223,7 @@ def fail_effect(
 ) -> EffectInfo:
     """Record a failed attempt; the retry policy (and ``retry_after``) schedules the next.
 
-    ``worker`` is the claim's holder, as for :meth:`complete_effect`. ``retry_after`` is
-    seconds, or an HTTP ``Retry-After`` header's value as it came (``"30"`` or an HTTP
-    date).
+    ``retry_after``: seconds, or an HTTP ``Retry-After`` header's value (``"30"`` or a date).
     """
     token = _token(token)
     worker = require_text("worker", worker)
@@ -304,11 +292,8 @@ def override(
 ) -> EffectInfo:
     """Operator override: settle a workflow's effect in doubt or needing review.
 
-    ``result`` is exactly what the workflow's ``ctx.effect`` returns once the run goes
-    on (any JSON value); ``evidence`` (a JSON object) and ``reason`` are kept with the
-    settlement. Effects driven through the ledger verbs directly use ``reconcile``. The
-    evidence is checked before the reason is added to it, so a bad one is a
-    ``ValidationError`` and nothing is written.
+    ``result`` is what the workflow's ``ctx.effect`` returns once the run goes on (any JSON);
+    ``evidence`` and ``reason`` are kept with it. The evidence is checked before the reason joins.
     """
     reason = require_text("reason", reason, max_length=MAX_REASON_LENGTH)
     evidence = {} if evidence is None else evidence
@@ -362,11 +347,10 @@ def _decide(
     *,
     recorded: Recorded | None = None,
 ) -> EffectInfo:
-    """Load, decide, save; re-decided from fresh state if the save lost a race.
+    """Load, decide, save; decided again on the stored effect if the save lost a race.
 
-    The first attempt starts from what this process remembers (:mod:`.known_effects`): a
-    stale memory loses the race, and a refusal decided on it is decided again on the stored
-    effect. ``recorded`` answers a repeat whose first reply was lost (stored effects only).
+    The first attempt starts from this process's memory (:mod:`.known_effects`), whose refusals
+    are decided again too. ``recorded`` answers a repeat whose first reply was lost.
     """
     key = require_text("effect_key", effect_key)
     effect_id = Operation.id_for(key)
@@ -427,9 +411,7 @@ def _claimed(key: str, claimed: Operation.Claimed) -> Note:
 def effect_note(head: ChannelHead, key: str, note: Note, at: datetime) -> Channel.Event:
     """The event after ``head`` noting effect ``key``'s ``note``, with the effects still open.
 
-    Built on the head alone (``Channel.following``): its values are the head's or the
-    command's, validated already. A settled effect leaves the open effects; any other
-    outcome keeps it open, last.
+    Built on the head alone (values validated already); a settled effect leaves the open ones.
     """
     kind, payload, settled = note
     others = tuple(open_key for open_key in head.open_effects if open_key != key)
@@ -449,11 +431,8 @@ def effect_note(head: ChannelHead, key: str, note: Note, at: datetime) -> Channe
 def opening_head(run_id: UUID, at: datetime) -> ChannelHead:
     """The head of ``run_id``'s main channel while it holds only its opening event.
 
-    ``Channel.open`` opens every main channel at ``Run.channel_for(run_id)`` with state
-    version 1 at cursor 1, no open effects and no usage, so the version says it all. A note
-    after this head is version 2, and its write proves the guess: the store refuses it if
-    version 1 is missing (no such run, or its channel is elsewhere) or version 2 is taken
-    (the channel moved on), and the claim is decided again on what is stored.
+    A note after it is version 2, whose write proves the guess: the store refuses it if version
+    1 is missing (no such run here) or 2 is taken (it moved on), and the claim is decided again.
     """
     return ChannelHead(Run.channel_for(run_id), 1, at, run_id, 1, 1, (), {})
 
@@ -475,11 +454,9 @@ def _effect(shell: Shell, key: str) -> Operation:
 def _channel_of(
     shell: Shell, run_id: UUID, number: int, at: datetime
 ) -> tuple[UUID, ChannelHead | None]:
-    """The run's main channel for a new effect, with the head its note follows if a guess.
+    """The run's main channel for a new effect, and the guessed head its note follows.
 
-    On a first attempt for a run this process has not seen, the guess is the run's opening
-    head (:func:`opening_head`), which the write proves; later attempts read the run's
-    head, which proves the run exists.
+    A first attempt on a run not seen guesses :func:`opening_head`; later ones read the head.
     """
     channel_id = shell.core.heads.main_channel(run_id)
     if channel_id is not None:
@@ -514,19 +491,6 @@ def _seconds(field: str, value: float) -> float:
 
 def _token(token: int) -> int:
     return require_int("token", token, minimum=1)
-
-
-def _claim_of(effect: Operation) -> Claim:
-    """The answer to a claim of an effect that completed: its recorded result."""
-    return Claim(
-        effect_key=effect.operation_id,
-        status="completed",
-        token=effect.token,
-        attempt=len(effect.attempts),
-        in_doubt=effect.in_doubt,
-        expires_at=None,
-        result=effect.result,
-    )
 
 
 def _granted(key: str, claimed: Operation.Claimed, attempt: int) -> Claim:

@@ -44,8 +44,6 @@ Migration = Callable[[dict[str, Any]], dict[str, Any]]
 """Upgrades a state of schema n to schema n + 1."""
 
 MAX_WAIT_SECONDS = 10 * 365 * 86400.0
-MIGRATABLE = RUNNING_STATUSES
-"""Statuses of a running run (its own, or what its effects make it): it may be migrated."""
 
 
 # -- waits --------------------------------------------------------------------------------
@@ -60,11 +58,7 @@ def suspend(
     seconds: float | None = None,
     on_expiry: str | None = None,
 ) -> RunInfo:
-    """Low-level: make a running run wait (RunContext's waits call this).
-
-    A run whose inbox already holds the decision for ``name`` does not wait (nothing would wake it):
-    it stays running.
-    """
+    """Low-level: make a running run wait, unless its inbox holds the decision for ``name``."""
     if reason not in WAIT_REASONS:
         raise ValidationError("reason", f"expected one of {WAIT_REASONS}, got {reason!r}")
     if on_expiry is not None and on_expiry not in EXPIRY_ACTIONS:
@@ -192,12 +186,9 @@ def retry_run(shell: Shell, run_id: UUID | str, *, actor: str, reason: str) -> R
 def cancel(shell: Shell, run_id: UUID | str, *, actor: str, reason: str) -> RunInfo:
     """Cancel a run and its children (cooperatively: at the next step boundary)."""
     info = operated(shell, run_id, actor, reason, "cancelled", Run.cancel)
-    run = shell.reader.run_aggregate(info.run_id)
-    for child in run.children:
-        if shell.reader.run_aggregate(child).is_live:
-            # A child that ended meanwhile needs nothing; the parent is cancelled anyway.
-            with contextlib.suppress(IllegalTransitionError):
-                cancel(shell, child, actor=actor, reason=f"parent cancelled: {reason}")
+    for child in shell.reader.run_aggregate(info.run_id).children:
+        with contextlib.suppress(IllegalTransitionError):  # an ended child needs nothing
+            cancel(shell, child, actor=actor, reason=f"parent cancelled: {reason}")
     return info
 
 
@@ -253,11 +244,7 @@ def migrate(
     actor: str,
     expected_cursor: int,
 ) -> RunInfo:
-    """Upgrade the run's state from ``from_schema`` to the next schema, atomically.
-
-    ``state`` was computed from the state at ``expected_cursor``: if the run moved or was migrated
-    since, ``ConflictError`` or ``IllegalTransitionError`` refuses it.
-    """
+    """Upgrade the run's state, computed at ``expected_cursor``, to the next schema, atomically."""
     from_schema = require_int("from_schema", from_schema, minimum=1)
     to_schema = require_int("to_schema", to_schema, minimum=1)
     if to_schema != from_schema + 1:
@@ -296,8 +283,7 @@ def upgrade(
 ) -> RunInfo:
     """Migrate the run's state to schema ``target``, one step at a time from the state it reads.
 
-    A step refused as stale is a lost race: read again and decided again, so a state is never rolled
-    back. A paused or ended run is refused.
+    A step refused as stale is a lost race, decided again: a state is never rolled back.
     """
     run_id = require_uuid("run_id", run_id)
     target = require_int("target", target, minimum=1)
@@ -321,7 +307,7 @@ def upgrade(
                 expected_cursor=run.cursor,
             )
         except (ConflictError, IllegalTransitionError):
-            if reader.run(run_id).status not in MIGRATABLE:  # paused or ended: not a lost race
+            if reader.run(run_id).status not in RUNNING_STATUSES:  # paused, ended: no lost race
                 raise
             raise RaceLost from None
 

@@ -22,7 +22,7 @@ from actae.domain.effects import (
     EffectStatus,
     RetryPolicy,
     effect_status,
-    effect_status_at,
+    lease_ran_out,
 )
 from actae.domain.errors import (
     DeadlineNotPassedError,
@@ -247,11 +247,7 @@ class Operation(Aggregate, type_name="Operation"):
 
     @classmethod
     def executed(cls, *, operation_id: str, at: datetime, **fields: Any) -> Operation.Executed:
-        """The record that a command ran and what it returned: the Operation's first event.
-
-        ``fields``: its ``command``, ``fingerprint`` and ``result``. Written, never read back
-        in the call: no aggregate is built around it (cheaper).
-        """
+        """A command's record (``fields``: command, fingerprint, result); no aggregate is built."""
         return cls.Executed(
             originator_id=cls.id_for(operation_id),
             originator_version=1,
@@ -272,13 +268,10 @@ class Operation(Aggregate, type_name="Operation"):
         at: datetime,
         **fields: Any,
     ) -> tuple[Operation.Registered, Operation.Claimed]:
-        """A new effect's registration and its first claim, as an aggregate would make them.
+        """A new effect's :class:`Registered` and the claim :meth:`claim` would grant it.
 
-        That is: created by :class:`Registered`, then granted by :meth:`claim`, which grants
-        a new effect token 1, nothing in doubt. Built from the values the command validated
-        (``fields``: :class:`Registered`'s), with no aggregate and no validation, which would
-        only repeat the command's (most of a claim's own work). The request is copied, as
-        validation copies it.
+        Built from the command's validated values (``fields``: :class:`Registered`'s) with no
+        aggregate and no validation, which would only repeat the command's; the request is copied.
         """
         effect_id = cls.id_for(effect_key)
         registered = constructed(
@@ -330,7 +323,9 @@ class Operation(Aggregate, type_name="Operation"):
             held=self.holder is not None,
             retry_at=self.retry_at,
         )
-        return effect_status_at(status, expires_at=self.expires_at, now=now)
+        if status is EffectStatus.CLAIMED and lease_ran_out(self.expires_at, now):
+            return EffectStatus.IN_DOUBT
+        return status
 
     def info(self, now: datetime) -> EffectInfo:
         """Everything the ledger knows about this effect, as seen at ``now``."""
@@ -362,10 +357,9 @@ class Operation(Aggregate, type_name="Operation"):
     def claim(
         self, *, worker: str, lease: float, timeout: float | None, now: datetime
     ) -> Operation.Claimed | None:
-        """Grant a claim (its event), or refuse it with the reason. ``None``: already completed.
+        """Grant a claim (its event), or refuse it with the reason; ``None``: completed.
 
-        The attempt must be over ``timeout`` seconds from ``now`` (``None``: no deadline, for
-        a step's attempt counter); a lapsed one is taken over only after its deadline.
+        ``timeout`` ``None``: no deadline (a step's attempt counter).
         """
         status = self.status(now)
         if status is EffectStatus.COMPLETED:
@@ -401,17 +395,10 @@ class Operation(Aggregate, type_name="Operation"):
             self.operation_id, holder=self.holder or "unknown", expires_at=self.expires_at or now
         )
 
-    def ensure_token(self, token: int) -> None:
-        """Refuse anyone but the current holder."""
+    def ensure_held(self, token: int, now: datetime, *, worker: str | None) -> None:
+        """Refuse unless ``token`` is current, open and held by ``worker`` (``None``: operator)."""
         if token != self.token:
             raise FencingError(self.operation_id, presented_token=token, current_token=self.token)
-
-    def ensure_held(self, token: int, now: datetime, *, worker: str | None) -> None:
-        """Refuse unless ``token`` is current, its attempt still open and held by ``worker``.
-
-        ``worker=None`` is an operator settling with the holder's token (``reconcile``).
-        """
-        self.ensure_token(token)
         status = self.status(now)
         if status not in (EffectStatus.CLAIMED, EffectStatus.IN_DOUBT):
             raise EffectBlockedError(
@@ -444,10 +431,7 @@ class Operation(Aggregate, type_name="Operation"):
         now: datetime,
         redacted: dict[str, int] | None = None,
     ) -> None:
-        """Record that the effect happened (``redacted``: what redaction removed from it).
-
-        Not after the deadline, when others may take it over: ``DeadlinePassedError``.
-        """
+        """Record that the effect happened, before its deadline (``DeadlinePassedError``)."""
         self.ensure_held(token, now, worker=worker)
         self._ensure_in_time(token, now)
         self._sealed(self.Completed, now, token=token, result=result, redacted=redacted or {})
@@ -478,10 +462,9 @@ class Operation(Aggregate, type_name="Operation"):
         draw: float,
         now: datetime,
     ) -> None:
-        """Record a failed attempt and when to try again, by policy and ``retry_after``.
+        """Record a failed attempt and when to try again; a ``final`` one leaves it for review.
 
-        A failure to be retried is refused at or after the deadline, as a late answer is (the
-        call may have landed): ``DeadlinePassedError``. A ``final`` one leaves it for review.
+        One to retry is refused from the deadline on, as a late answer is: its call may have landed.
         """
         self.ensure_held(token, now, worker=worker)
         if not final:
@@ -534,6 +517,7 @@ class Operation(Aggregate, type_name="Operation"):
         elif status not in (EffectStatus.IN_DOUBT, EffectStatus.NEEDS_REVIEW):
             detail = "only an effect in doubt or needing review can be reconciled"
             raise EffectBlockedError(self.operation_id, status=status.value, detail=detail)
+        reason = evidence.get(OVERRIDE_REASON)
         self._sealed(
             self.Reconciled,
             now,
@@ -542,7 +526,7 @@ class Operation(Aggregate, type_name="Operation"):
             evidence=evidence,
             result=result,
             keeps_claim=token is not None and outcome == "failed",
-            override_reason=_text_or_none(evidence.get(OVERRIDE_REASON)),
+            override_reason=reason if isinstance(reason, str) else None,
         )
 
     def abandon(self, *, actor: str, reason: str, now: datetime) -> None:
@@ -570,10 +554,6 @@ def _claim_fields(
         "in_doubt": in_doubt,
         "deadline": deadline,
     }
-
-
-def _text_or_none(value: object) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 OVERRIDE_REASON = "override_reason"

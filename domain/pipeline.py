@@ -1,9 +1,8 @@
 """The one loop every command runs through, and the port its functions do IO through.
 
-A command validates, looks up its operation record, loads, decides (pure) and saves its events with
-the record; a lost race (a primary key refused the write) is decided again on what the winner wrote.
-A loser whose operation id the winner recorded with the same content answers from that record; other
-content is an ``OperationConflictError``.
+A command validates, loads, decides (pure) and saves its events with its operation record; a lost
+race (a primary key refused the write) is decided again on what the winner wrote, or answered from
+the winner's record of the same operation (other content: ``OperationConflictError``).
 """
 
 from __future__ import annotations
@@ -107,7 +106,8 @@ class Once(Generic[T]):
         replay: Callable[[Operation], T],
     ) -> Once[T]:
         """The record of a command that creates something, under a made-up id if given none."""
-        record_id = operation_id or generated_operation_id(command)
+        # Made up front, so a retry after a lost reply finds the record.
+        record_id = operation_id or f"{command}:{uuid4()}"
         return cls(record_id, command, content, replay, look_first=operation_id is not None)
 
     def executed(self, result: dict[str, Any], at: datetime) -> Operation.Executed:
@@ -119,13 +119,6 @@ class Once(Generic[T]):
             result=result,
             at=at,
         )
-
-    def earlier(self, reader: StoreReader) -> Operation | None:
-        """The recorded execution of this operation, refused if its content differs."""
-        original = reader.operation(self.operation_id)
-        if original is not None:
-            original.ensure_same(self.content)
-        return original
 
 
 def retried(
@@ -144,8 +137,9 @@ def retried(
     look = once is not None and once.look_first
     for number in range(RACE_ATTEMPTS):
         if look and once is not None:
-            original = once.earlier(shell.reader)
-            if original is not None:
+            original = shell.reader.operation(once.operation_id)
+            if original is not None:  # refused if its content differs
+                original.ensure_same(once.content)
                 return once.replay(original)
         try:
             return attempt(number)
@@ -154,11 +148,6 @@ def retried(
     if exhausted is not None:
         exhausted()
     raise ContentionError(what(), RACE_ATTEMPTS)
-
-
-def generated_operation_id(command: str) -> str:
-    """An operation id for one call given none, so a retry after a lost reply finds it."""
-    return f"{command}:{uuid4()}"
 
 
 def pending_events(objects: Iterable[object]) -> list[DomainEvent]:

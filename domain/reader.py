@@ -33,7 +33,6 @@ from actae.domain.values import (
     StateVersion,
 )
 
-StateEvent = Channel.Opened | Channel.Transitioned
 A = TypeVar("A")
 CHANNEL_TOPICS = tuple(
     cls.type_name for cls in (Channel.Opened, Channel.Recorded, Channel.Transitioned)
@@ -93,7 +92,7 @@ class StoreReader:
         return self.state_of(event)
 
     def state_of(self, event: Channel.Event) -> StateVersion:
-        """The state version in force after ``event``, verified against its checksum."""
+        """The state in force after ``event``; refused if unreadable or its checksum differs."""
         source = event
         if event.state_cursor != event.originator_version:
             source = self.event_at(event.originator_id, event.state_cursor)
@@ -102,10 +101,6 @@ class StoreReader:
                 f"channel {event.originator_id}",
                 f"cursor {source.originator_version} should hold a state version",
             )
-        return self.verified_state(source)
-
-    def verified_state(self, source: StateEvent) -> StateVersion:
-        """The state ``source`` stored, refused if unreadable or its checksum does not match."""
         ensure_readable(source, source.run_id)
         actual = checksum_of(self._codec.canonical(source.state))
         if actual != source.state_checksum:
@@ -156,11 +151,8 @@ class StoreReader:
     def main_head(self, run_id: UUID) -> Channel.Event:
         """The head of the run's main channel, which proves the run exists: one round trip.
 
-        A channel at the id a new run's main channel gets (``Run.channel_for``) whose head
-        names the run is that run's main channel (the id is the run's own digest), so only
-        the run's last event is read with it, which is its tombstone once it was purged (a
-        purge writes it before it deletes the rest, which a purge cut short leaves
-        behind); a run whose channel is elsewhere is read in full.
+        A head at ``Run.channel_for(run_id)`` naming the run is its main channel, so only the run's
+        last event is read with it (its tombstone once purged); one elsewhere costs a full read.
         """
         guess = Run.channel_for(run_id)
         last, found = self._log.together([(run_id, True), (guess, True)])

@@ -67,11 +67,7 @@ def in_turn(redactors: Sequence[Redactor], document: Any, *, where: str) -> Reda
 
 
 def checked(result: object, *, where: str) -> Redacted:
-    """A redactor's ``result``, refused unless it is a :class:`Redacted` of plain JSON.
-
-    Counts must map non-empty names to ints >= 0 (zeros are dropped). :class:`ValidationError` names
-    ``where`` and the place.
-    """
+    """A redactor's ``result``, refused unless a :class:`Redacted` of plain JSON and counts >= 0."""
     if not isinstance(result, Redacted):
         raise ValidationError(
             where, f"a redactor must return Redacted(value, counts), got {type(result).__name__}"

@@ -1,10 +1,8 @@
 """What this process saw of each aggregate's history, so it notices a store that holds less.
 
-Cursors and fencing tokens only grow: a head or newest token below one this process saw means
-committed events are gone (a failover to a standby that was behind, an old backup), and writing on
-would build a new history over the lost one. The first read that finds less raises
-:class:`HistoryRegressedError` and latches: the shell then refuses every write of this process.
-The memory is a floor: a forgotten aggregate (past ``maxsize``), an empty or bounded read pass.
+Cursors and fencing tokens only grow: less than was seen means committed events are gone, and
+writing on would build a new history over them. The first read that finds less raises
+:class:`HistoryRegressedError` and latches: the process writes no more (docs/outages.md).
 """
 
 from __future__ import annotations
@@ -54,17 +52,11 @@ class SeenHistory:
                     floors[aggregate_id] = (max(version, known[0]), max(token, known[1]))
 
     def floor(self, aggregate_id: UUID) -> Floor:
-        """(version, fencing token) seen of ``aggregate_id``, 0 for none; taken *before* a read.
-
-        A write this process commits while the read is on its way is newer, and no regression.
-        """
+        """(version, fencing token) seen of ``aggregate_id``, taken *before* a read (0: none)."""
         return self._floors.get(aggregate_id, NOTHING_SEEN)
 
     def ensure_not_behind(self, events: Sequence[DomainEvent], floor: Floor) -> None:
-        """Refuse one aggregate's ``events`` (oldest first, to its newest) ending below ``floor``.
-
-        Only a whole history tells the newest fencing token. The caller then calls :meth:`saw`.
-        """
+        """Refuse one aggregate's ``events`` (oldest first) below ``floor``; then :meth:`saw`."""
         if not events:
             return
         newest = events[-1]
@@ -78,29 +70,21 @@ class SeenHistory:
                 self._latch(events, granted, token, what)
 
     def forget(self, ids: Iterable[UUID]) -> None:
-        """Drop what was seen of aggregates this process purged: a reused id is a new history.
-
-        Only the purging process knows it; docs/outages.md says what another one concludes.
-        """
+        """Drop what was seen of aggregates this process purged: a reused id is a new history."""
         with self._lock:
             for aggregate_id in ids:
                 self._floors.pop(aggregate_id, None)
 
     def _latch(self, events: Sequence[DomainEvent], seen: int, found: int, what: str) -> None:
-        error = HistoryRegressedError(channel_of(events), seen=seen, found=found, what=what)
+        first = events[0]  # the channel: a channel's own id, or an effect's run's channel
+        channel = getattr(first, "channel_id", None)
+        if isinstance(first, Channel.Event) or not isinstance(channel, UUID):
+            channel = first.originator_id
+        error = HistoryRegressedError(channel, seen=seen, found=found, what=what)
         with self._lock:
             if self.regressed is None:
                 self.regressed = error
         raise error
-
-
-def channel_of(events: Sequence[DomainEvent]) -> UUID:
-    """The channel an aggregate's events belong to: its own id, or its run's channel."""
-    first = events[0]
-    if isinstance(first, Channel.Event):
-        return first.originator_id
-    channel_id = getattr(first, "channel_id", None)
-    return channel_id if isinstance(channel_id, UUID) else first.originator_id
 
 
 def aggregate_of(request: Request) -> UUID:
@@ -109,10 +93,7 @@ def aggregate_of(request: Request) -> UUID:
 
 
 class WatchedLog:
-    """An :class:`~actae.domain.ports.EventLog` whose reads reaching a newest event are checked.
-
-    Every read is remembered in :class:`SeenHistory`.
-    """
+    """An event log whose reads reaching a newest event are checked, and all remembered."""
 
     def __init__(self, log: EventLog, seen: SeenHistory) -> None:
         self._log = log

@@ -68,24 +68,18 @@ class Retention(Aggregate, type_name="Retention"):
         """Set the policy of ``agent`` (``None``: the store's default)."""
         self.trigger_event(self.Changed, timestamp=at, agent=agent, keep=keep, actor=actor)
 
-    def keep_for(self, agent_id: str, status: str) -> float | None:
-        """Seconds a run of ``agent_id`` that ended ``status`` is kept; ``None``: forever."""
-        policy = (
-            self.policies[agent_id] if agent_id in self.policies else self.policies.get(DEFAULT)
-        )
-        return None if policy is None else policy.get(status)
-
     def due(self, run: Run, now: datetime, *, ignoring_hold: bool = False) -> str | None:
         """Why ``run`` is due for purging now (a held one only ``ignoring_hold``), or ``None``."""
         if run.held and not ignoring_hold:
             return None
         if run.purged_at is not None or run.is_live or run.ended_at is None:
             return None
-        status = run.status.value
-        seconds = self.keep_for(run.agent_id, status)
+        status, agent = run.status.value, run.agent_id
+        policy = self.policies[agent] if agent in self.policies else self.policies.get(DEFAULT)
+        seconds = None if policy is None else policy.get(status)  # None: kept forever
         if seconds is None or run.ended_at + timedelta(seconds=seconds) > now:
             return None
-        owner = run.agent_id if run.agent_id in self.policies else "default"
+        owner = agent if agent in self.policies else "default"
         return f"{owner}: {status} kept {describe(seconds)}"
 
     def rules(self, now: datetime) -> list[tuple[str | None, str, datetime]]:

@@ -286,10 +286,6 @@ class Run(Aggregate, type_name="Run"):
         """Start a run; ``fields`` are :class:`Started`'s (its main channel is ``channel_id``)."""
         return cls.created(cls.Started, originator_id=run_id, timestamp=at, **fields)
 
-    def record_fork(self, fork: ForkRecord, *, at: datetime) -> None:
-        """Note that ``fork`` created a child of this run."""
-        self.trigger_event(self.Forked, timestamp=at, fork=fork)
-
     # -- lifecycle commands ---------------------------------------------------------------
 
     @property
@@ -300,10 +296,6 @@ class Run(Aggregate, type_name="Run"):
     def _require(self, action: str, *allowed: RunStatus) -> None:
         if self.status not in allowed:
             raise IllegalTransitionError(self.id, status=self.status.value, action=action)
-
-    def record_child(self, child_run_id: UUID, *, at: datetime) -> None:
-        """Note a delegated child run."""
-        self.trigger_event(self.ChildStarted, timestamp=at, child_run_id=child_run_id)
 
     def suspend(self, wait: Wait, *, at: datetime) -> None:
         """Start waiting (only a running run can)."""

@@ -50,11 +50,9 @@ def start_run(
 ) -> RunInfo:
     """Start a run: its main channel opens at cursor 1 with state version 1.
 
-    The same ``operation_id`` and content again returns the original with ``replayed=True``. The run
-    keeps the trace it was started in (docs/telemetry.md).
+    The same ``operation_id`` and content again returns the original with ``replayed=True``. A run
+    past its ``budget`` (caps on recorded usage) or ``deadline`` fails at its next step boundary.
     """
-    # ``budget`` caps the usage its steps record (``{"output_tokens": 50_000, "cost": 2.0}``);
-    # a run past its budget or ``deadline`` stops, failed, at its next step boundary.
     core, reader = shell.core, shell.reader
     workflow_id = require_text("workflow_id", workflow_id)
     agent_id = require_text("agent_id", agent_id)
@@ -98,7 +96,7 @@ def start_run(
         )
         aggregates: list[Aggregate] = [run, channel]
         if parent_run is not None:
-            parent_run.record_child(run.id, at=at)
+            parent_run.trigger_event(Run.ChildStarted, timestamp=at, child_run_id=run.id)
             aggregates.append(parent_run)
         result = {"run_id": str(run.id), "cursor": 1, "state_version": 1}
         shell.save(*aggregates, once.executed(result, at))

@@ -857,7 +857,7 @@ MUTANTS = [
     Mutant(
         "paused-migration-looks-like-a-race",
         "domain/lifecycle.py",
-        "            if reader.run(run_id).status not in MIGRATABLE:",
+        "            if reader.run(run_id).status not in RUNNING_STATUSES:",
         "            if False:",
         "a paused run's refused migration must say so, not 'lost 50 races'",
         STEPS,
