@@ -9,9 +9,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Iterable
 from datetime import datetime
-from functools import cache
-from operator import itemgetter
-from typing import Any, ClassVar, NamedTuple, Self, TypeVar, cast
+from typing import Any, ClassVar, Self, cast
 from uuid import UUID
 
 from eventsourcing.domain import (
@@ -147,54 +145,3 @@ def folded(events: Iterable[DomainEvent]) -> object:
     for event in events:
         aggregate = event.mutate(aggregate)  # type: ignore[attr-defined]
     return aggregate
-
-
-E = TypeVar("E", bound=DomainEvent)
-
-
-class Layout(NamedTuple):
-    """An event class's fields as :func:`constructed` reads them, found once per class."""
-
-    fields: tuple[tuple[str, Any], ...]
-    """Name and pydantic field, in definition order (the stored body's order)."""
-    order: tuple[str, ...]
-    """The names alone, in that order."""
-    names: frozenset[str]
-    in_order: itemgetter[Any]
-    """``in_order(values)``: the values of every field, in definition order (in C)."""
-
-
-@cache
-def layout_of(cls: type[DomainEvent]) -> Layout:
-    """``cls``'s :class:`Layout`, once."""
-    order = tuple(cls.model_fields)
-    return Layout(tuple(cls.model_fields.items()), order, frozenset(order), itemgetter(*order))
-
-
-def constructed(cls: type[E], values: dict[str, Any]) -> E:
-    """An event of ``cls`` from validated ``values``, as ``model_construct`` makes one (hot paths).
-
-    ``__dict__`` holds the fields in definition order, as validation leaves it: encoders copy it.
-    """
-    fields, order, names, in_order = layout_of(cls)
-    if not values.keys() <= names:  # not validated: a misspelling would go unseen
-        unknown = sorted(values.keys() - names)
-        raise TypeError(f"{cls.__qualname__} has no field {', '.join(unknown)}")
-    if len(values) == len(fields):  # each field given: put in order (in C)
-        state = dict(zip(order, in_order(values), strict=True))
-    else:
-        state = _with_defaults(fields, values)
-    event = cls.__new__(cls)
-    object.__setattr__(event, "__dict__", state)
-    object.__setattr__(event, "__pydantic_fields_set__", set(values))
-    object.__setattr__(event, "__pydantic_extra__", None)
-    object.__setattr__(event, "__pydantic_private__", None)
-    return event
-
-
-def _with_defaults(fields: tuple[tuple[str, Any], ...], values: dict[str, Any]) -> dict[str, Any]:
-    """``values`` in the fields' order, a field not given at its default."""
-    return {
-        name: values[name] if name in values else field.get_default(call_default_factory=True)
-        for name, field in fields
-    }

@@ -16,14 +16,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from functools import partial
-from operator import attrgetter
+from functools import cache, partial
+from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol, TypeVar
 from uuid import UUID
 
 from pydantic import Field
 
-from actae.domain.aggregate import Aggregate, constructed
+from actae.domain.aggregate import Aggregate, DomainEvent
 from actae.domain.errors import ConflictError
 from actae.domain.validation import (
     Document,
@@ -38,8 +38,7 @@ from actae.domain.validation import (
 )
 from actae.domain.values import Receipt
 
-if TYPE_CHECKING:  # an operation record, the codec and a redactor are only named here
-    from actae.domain.operation import Operation
+if TYPE_CHECKING:  # the codec and a redactor are only named here
     from actae.domain.ports import Codec
     from actae.domain.redaction import Redactor
 
@@ -425,7 +424,7 @@ class Append(NamedTuple):
         """``ConflictError`` against ``head`` unless it is the one the caller expected."""
         head.ensure_at(expected_version=self.expected_version, expected_cursor=self.expected_cursor)
 
-    def replayed(self, original: Operation) -> Receipt:
+    def replayed(self, original: Recorded) -> Receipt:
         """The receipt of the recorded execution ``original``, if its content is this one's.
 
         Different content under the same ``operation_id`` is an ``OperationConflictError``.
@@ -438,6 +437,24 @@ class Append(NamedTuple):
             operation_id=original.operation_id,
             replayed=True,
         )
+
+
+class Recorded(Protocol):
+    """What :meth:`Append.replayed` needs of an operation record (``domain/operation.py``).
+
+    A protocol, not an import: ``operation`` builds its events with :func:`constructed`.
+    """
+
+    operation_id: str
+
+    @property
+    def recorded_result(self) -> dict[str, Any]:
+        """The result the original command returned."""
+        ...
+
+    def ensure_same(self, fingerprint: str) -> None:
+        """Refuse a repeat whose content differs from the original's."""
+        ...
 
 
 class Core(Protocol):
@@ -593,3 +610,55 @@ class HeadCache:
 
     def __len__(self) -> int:
         return len(self._heads)
+
+
+D = TypeVar("D", bound=DomainEvent)
+"""Any event class: :func:`constructed` also builds the ledger's."""
+
+
+class Layout(NamedTuple):
+    """An event class's fields as :func:`constructed` reads them, found once per class."""
+
+    fields: tuple[tuple[str, Any], ...]
+    """Name and pydantic field, in definition order (the stored body's order)."""
+    order: tuple[str, ...]
+    """The names alone, in that order."""
+    names: frozenset[str]
+    in_order: itemgetter[Any]
+    """``in_order(values)``: the values of every field, in definition order (in C)."""
+
+
+@cache
+def layout_of(cls: type[DomainEvent]) -> Layout:
+    """``cls``'s :class:`Layout`, once."""
+    order = tuple(cls.model_fields)
+    return Layout(tuple(cls.model_fields.items()), order, frozenset(order), itemgetter(*order))
+
+
+def constructed(cls: type[D], values: dict[str, Any]) -> D:
+    """An event of ``cls`` from validated ``values``, as ``model_construct`` makes one (hot paths).
+
+    ``__dict__`` holds the fields in definition order, as validation leaves it: encoders copy it.
+    """
+    fields, order, names, in_order = layout_of(cls)
+    if not values.keys() <= names:  # not validated: a misspelling would go unseen
+        unknown = sorted(values.keys() - names)
+        raise TypeError(f"{cls.__qualname__} has no field {', '.join(unknown)}")
+    if len(values) == len(fields):  # each field given: put in order (in C)
+        state = dict(zip(order, in_order(values), strict=True))
+    else:
+        state = _with_defaults(fields, values)
+    event = cls.__new__(cls)
+    object.__setattr__(event, "__dict__", state)
+    object.__setattr__(event, "__pydantic_fields_set__", set(values))
+    object.__setattr__(event, "__pydantic_extra__", None)
+    object.__setattr__(event, "__pydantic_private__", None)
+    return event
+
+
+def _with_defaults(fields: tuple[tuple[str, Any], ...], values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` in the fields' order, a field not given at its default."""
+    return {
+        name: values[name] if name in values else field.get_default(call_default_factory=True)
+        for name, field in fields
+    }

@@ -15,7 +15,8 @@ from uuid import UUID
 
 from pydantic import Field
 
-from actae.domain.aggregate import Acted, Aggregate, constructed, picked
+from actae.domain.aggregate import Acted, Aggregate, picked
+from actae.domain.channel import constructed
 from actae.domain.effects import (
     Attempt,
     EffectInfo,
