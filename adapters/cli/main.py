@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import sqlite3
 import sys
 from collections.abc import Sequence
@@ -29,6 +30,14 @@ CANNOT_OPEN = (  # the store cannot be opened or reached, at start or later: not
 )
 
 
+def _version() -> str:
+    """The installed distribution's version; run from a source tree it has none."""
+    try:
+        return importlib.metadata.version("actae")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (the actae distribution is not installed)"
+
+
 @click.group(
     commands=[
         running.demo,
@@ -42,7 +51,7 @@ CANNOT_OPEN = (  # the store cannot be opened or reached, at start or later: not
     ],
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
-@click.version_option(package_name="actae", prog_name="actae", message="%(prog)s %(version)s")
+@click.version_option(_version(), prog_name="actae", message="%(prog)s %(version)s")
 def cli() -> None:
     """Durable execution for LLM-agent runs."""
 

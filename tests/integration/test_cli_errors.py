@@ -19,6 +19,7 @@ import psycopg
 import pytest
 
 import actae
+from actae.adapters.cli.main import _version
 from actae.adapters.persistence.url import parse_store_url
 from tests.helpers import ACTAE, actae_cli
 
@@ -182,6 +183,17 @@ def test_version_is_the_installed_distribution_version() -> None:
 
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"actae {importlib.metadata.version('actae')}"
+
+
+def test_version_from_a_source_tree_without_the_distribution_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def not_installed(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+
+    assert _version() == "unknown (the actae distribution is not installed)"
 
 
 def test_db_file_holds_the_url(tmp_path: Path) -> None:

@@ -8,13 +8,14 @@ clear store's mappers, and read back both ways.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
 import orjson
 import pytest
 from eventsourcing.persistence import StoredEvent
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from actae.adapters.persistence.codec import PydanticMapper, stamped
@@ -73,25 +74,28 @@ def test_a_channel_events_head_projects_as_the_whole_event(
 @pytest.mark.parametrize(
     "cls", [c for c in CLASSES if c not in CHANNEL_EVENTS], ids=lambda cls: cls.__qualname__
 )
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=3,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 @given(data=st.data())
 def test_any_other_event_is_read_whole(cls: type[DomainEvent], data: st.DataObject) -> None:
     event = data.draw(events(cls))
-    stored = CLEAR_STORE.to_stored_event(event)
+    assume(json_can_hold(event.model_dump()))  # as every validated write does
 
-    read = read_or_refused(CLEAR_STORE.to_read_event, stored)
-
-    assert read == read_or_refused(CLEAR_STORE.to_domain_event, stored)
-    if read != "refused":  # as both are of a value JSON cannot hold (NaN is stored as null)
-        assert read == event
+    assert CLEAR_STORE.to_read_event(CLEAR_STORE.to_stored_event(event)) == event
 
 
-def read_or_refused(read: Callable[[StoredEvent], Any], stored: StoredEvent) -> Any:
-    """The event ``read`` makes of ``stored``, or that its body was refused."""
-    try:
-        return read(stored)
-    except CorruptionError:
-        return "refused"
+def json_can_hold(value: object) -> bool:
+    """Whether ``value`` holds no NaN or infinity (JSON has none: they are stored as null)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(json_can_hold(item) for item in value.values())
+    if isinstance(value, list | tuple):
+        return all(json_can_hold(item) for item in value)
+    return True
 
 
 @pytest.mark.parametrize("cls", CHANNEL_EVENTS, ids=lambda cls: cls.__qualname__)
