@@ -8,6 +8,7 @@ that silently skipped them would prove nothing about the production backend.
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -20,6 +21,7 @@ from psycopg import sql
 from xdist.scheduler import LoadFileScheduling
 
 import actae
+from actae.adapters.persistence import libpq
 
 TEST_DSN = os.environ.get("ACTAE_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 BACKENDS = ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
@@ -47,6 +49,22 @@ def _postgres_problem() -> str | None:
     except psycopg.Error as error:
         return f"{TEST_DSN}: {error}".strip()
     return None
+
+
+@pytest.fixture(autouse=True)
+def process_wide_settings_put_back() -> Iterator[None]:
+    """What a CLI command run in this process sets for the whole process, put back after.
+
+    An entry point names the process's connections and installs a handler on the ``actae``
+    loggers bound to the stderr of its moment (a test's capture, closed after the test);
+    left behind, a later test's log lines would go there.
+    """
+    logger = logging.getLogger("actae")
+    named, handlers, level = libpq._process_name, list(logger.handlers), logger.level
+    yield
+    libpq._process_name = named
+    logger.handlers[:] = handlers
+    logger.setLevel(level)
 
 
 @pytest.fixture(scope="session")

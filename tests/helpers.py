@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
-import logging
 import os
 import subprocess
 import sys
@@ -22,7 +21,6 @@ from typing import TypeVar
 
 import actae
 from actae.adapters.cli.main import main
-from actae.adapters.persistence import libpq
 
 T = TypeVar("T")
 ACTAE = [sys.executable, "-m", "actae.adapters.cli"]
@@ -142,10 +140,6 @@ def actae_cli(
     """
     out, err = io.StringIO(), io.StringIO()
     before, saved = Path.cwd(), dict(os.environ)
-    # What a command sets for its whole process is put back: its connections' name, and
-    # the handler and level its logging installs (bound to this call's stderr).
-    named, logger = libpq._process_name, logging.getLogger("actae")
-    handlers, level = list(logger.handlers), logger.level
     try:
         if cwd is not None:
             os.chdir(cwd)
@@ -159,7 +153,4 @@ def actae_cli(
         if environ is not None:
             os.environ.clear()
             os.environ.update(saved)
-        libpq._process_name = named
-        logger.handlers[:] = handlers
-        logger.setLevel(level)
     return subprocess.CompletedProcess([*ACTAE, *args], status, out.getvalue(), err.getvalue())
